@@ -1,0 +1,1 @@
+//! Wire formats of the records on every topic (Avro; Confluent or single-object encoding).

@@ -1,0 +1,1 @@
+//! Kafka: clients, murmur2 partitioner, topic administration.

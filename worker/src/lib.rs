@@ -1,0 +1,21 @@
+//! Weir: durable workflows, written as WebAssembly components, run by stateless workers
+//! behind Kafka. See `DESIGN.md` in the shared design folder and the README for the architecture.
+//!
+//! Modules, one job each:
+//! - [`model`]: ids, history events, responses, results — the vocabulary; no I/O.
+//! - [`replay`]: the deterministic history engine; no I/O.
+//! - [`wasm`]: the wasmtime host for workflow and activity components.
+//! - [`kafka`]: clients, the murmur2 partitioner, topic administration, the partition processor.
+//! - [`store`]: the CQL store (ScyllaDB / Cassandra): schema, history, state, timers.
+//! - [`codec`]: wire formats of the records on every topic.
+//! - [`topology`]: the declarative description of topics, routes and components (`topology/`).
+//! - [`cli`]: the `weir` command line.
+
+pub mod cli;
+pub mod codec;
+pub mod kafka;
+pub mod model;
+pub mod replay;
+pub mod store;
+pub mod topology;
+pub mod wasm;

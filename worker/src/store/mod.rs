@@ -1,0 +1,1 @@
+//! The CQL store (ScyllaDB / Apache Cassandra).

@@ -1,0 +1,1 @@
+//! The declarative topology: topics, routes, components.

@@ -1,0 +1,1 @@
+//! The wasmtime host: workflow linker, extension functions, activity host.
