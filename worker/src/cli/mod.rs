@@ -1,5 +1,140 @@
-//! The `weir` command line.
+//! The `weir` command line: parses flags and environment, sets up logging, and runs one
+//! subcommand. Each subcommand lives in its own file and only wires the library together.
+//!
+//! Exit codes: 0 success, 1 failure, 2 usage error, 3 drift between the topology and what the
+//! cluster holds (`topology apply|check`).
 
-pub fn main() -> std::process::ExitCode {
-    std::process::ExitCode::SUCCESS
+mod topology;
+
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::kafka::KafkaConfig;
+use crate::store::CqlConfig;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "weir",
+    version,
+    about = "Durable workflows as WebAssembly components behind Kafka"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create or check the Kafka topics and the CQL schema of a deployment.
+    #[command(subcommand)]
+    Topology(topology::TopologyCommand),
+}
+
+/// Where the cluster is: every subcommand that talks to Kafka or the CQL store takes these.
+#[derive(Debug, Clone, Args)]
+pub struct ClusterArgs {
+    /// Kafka bootstrap servers.
+    #[arg(long, env = "WEIR_BROKERS", default_value = "127.0.0.1:9092")]
+    pub brokers: String,
+    /// Extra librdkafka property for every client, `key=value` (repeatable).
+    #[arg(long = "kafka-property", value_parser = parse_key_value)]
+    pub kafka_properties: Vec<(String, String)>,
+    /// CQL contact points, comma-separated `host:port`.
+    #[arg(
+        long,
+        env = "WEIR_CQL",
+        default_value = "127.0.0.1:9042",
+        value_delimiter = ','
+    )]
+    pub cql: Vec<String>,
+    /// The keyspace that holds Weir's tables.
+    #[arg(long, env = "WEIR_KEYSPACE", default_value = "weir")]
+    pub keyspace: String,
+    /// Replication factor of the keyspace when it is created.
+    #[arg(long, env = "WEIR_CQL_REPLICATION_FACTOR", default_value_t = 1)]
+    pub cql_replication_factor: u32,
+    /// Folder with topics.toml and routes.toml.
+    #[arg(long, env = "WEIR_TOPOLOGY", default_value = "topology")]
+    pub topology: std::path::PathBuf,
+    /// Prefix of every topic name (`<namespace>.weir.submissions`), to share a Kafka cluster.
+    #[arg(long, env = "WEIR_NAMESPACE", default_value = "")]
+    pub namespace: String,
+}
+
+impl ClusterArgs {
+    pub fn kafka(&self) -> KafkaConfig {
+        KafkaConfig {
+            brokers: self.brokers.clone(),
+            properties: self.kafka_properties.clone(),
+        }
+    }
+
+    pub fn cql(&self) -> CqlConfig {
+        CqlConfig {
+            contact_points: self.cql.clone(),
+            keyspace: self.keyspace.clone(),
+            replication_factor: self.cql_replication_factor,
+        }
+    }
+}
+
+fn parse_key_value(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
+        _ => Err(format!("`{s}` is not `key=value`")),
+    }
+}
+
+/// Entry point of the binary.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(async {
+        match cli.command {
+            Command::Topology(command) => topology::run(command).await,
+        }
+    })
+}
+
+/// Logs go to stderr, filtered by `WEIR_LOG` (or `RUST_LOG`), `info` by default.
+fn init_tracing() {
+    let filter = std::env::var("WEIR_LOG")
+        .or_else(|_| std::env::var("RUST_LOG"))
+        .unwrap_or_else(|_| "info,scylla=warn,rdkafka=warn".to_owned());
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn kafka_properties_must_be_key_value() {
+        assert_eq!(
+            parse_key_value("a=b=c").unwrap(),
+            ("a".into(), "b=c".into())
+        );
+        assert!(parse_key_value("novalue").is_err());
+        assert!(parse_key_value("=x").is_err());
+    }
 }

@@ -1,1 +1,419 @@
-//! The declarative topology: topics, routes, components.
+//! The declarative description of a deployment, read from the `topology/` folder: the Kafka
+//! topics (`topics.toml`) and the routes from activity interfaces to their request topics
+//! (`routes.toml`). Pure configuration: loading and validation here, creation of the topics in
+//! [`crate::kafka::admin`], of the CQL schema in [`crate::store::schema`].
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// What a topic is used for; each role except `Activity` names exactly one topic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TopicRole {
+    Submissions,
+    Responses,
+    History,
+    Results,
+    Dlq,
+    /// Requests of the activities of one route (`weir.activity.<route>`).
+    Activity,
+}
+
+impl TopicRole {
+    /// The roles a topology must define exactly once.
+    pub const REQUIRED: [TopicRole; 5] = [
+        TopicRole::Submissions,
+        TopicRole::Responses,
+        TopicRole::History,
+        TopicRole::Results,
+        TopicRole::Dlq,
+    ];
+}
+
+/// A topic as it must exist in Kafka.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicSpec {
+    pub name: String,
+    pub role: TopicRole,
+    pub partitions: i32,
+    pub replication: i32,
+    /// Topic-level configs that `apply` sets on creation and checks afterwards.
+    pub configs: BTreeMap<String, String>,
+    /// Part of the co-partitioned group (submissions, responses, history).
+    pub co_partitioned: bool,
+}
+
+/// Where the requests of the activities of one interface go.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Route {
+    /// `namespace:package/interface`, with `@version` when the interface is versioned.
+    pub interface: String,
+    pub topic: String,
+    /// Served by a Kafka client outside Weir rather than the built-in activity worker.
+    #[serde(default)]
+    pub external: bool,
+}
+
+/// The whole topology of a deployment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Topology {
+    pub topics: Vec<TopicSpec>,
+    pub routes: Vec<Route>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TopologyError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path} is not a valid topology file: {source}")]
+    Parse {
+        path: PathBuf,
+        source: Box<toml::de::Error>,
+    },
+    #[error("invalid topology: {0}")]
+    Invalid(String),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TopicsFile {
+    defaults: TopicDefaults,
+    #[serde(rename = "topic")]
+    topics: Vec<TopicEntry>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TopicDefaults {
+    partitions: i32,
+    replication: i32,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TopicEntry {
+    name: String,
+    role: TopicRole,
+    partitions: Option<i32>,
+    replication: Option<i32>,
+    #[serde(default)]
+    co_partitioned: bool,
+    #[serde(default)]
+    configs: BTreeMap<String, String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RoutesFile {
+    #[serde(rename = "route", default)]
+    routes: Vec<Route>,
+}
+
+impl Topology {
+    /// Reads `topics.toml` and `routes.toml` from `dir` and validates them together.
+    pub fn load(dir: &Path) -> Result<Self, TopologyError> {
+        let topics: TopicsFile = read_toml(&dir.join("topics.toml"))?;
+        let routes_path = dir.join("routes.toml");
+        let routes: RoutesFile = if routes_path.exists() {
+            read_toml(&routes_path)?
+        } else {
+            RoutesFile::default()
+        };
+        Self::from_parts(topics, routes)
+    }
+
+    fn from_parts(file: TopicsFile, routes: RoutesFile) -> Result<Self, TopologyError> {
+        let defaults = file.defaults;
+        let mut topics: Vec<TopicSpec> = file
+            .topics
+            .into_iter()
+            .map(|t| TopicSpec {
+                name: t.name,
+                role: t.role,
+                partitions: t.partitions.unwrap_or(defaults.partitions),
+                replication: t.replication.unwrap_or(defaults.replication),
+                configs: t.configs,
+                co_partitioned: t.co_partitioned,
+            })
+            .collect();
+        // Every route's topic is a topic of the deployment; routes may share one topic.
+        for route in &routes.routes {
+            if !topics.iter().any(|t| t.name == route.topic) {
+                topics.push(TopicSpec {
+                    name: route.topic.clone(),
+                    role: TopicRole::Activity,
+                    partitions: defaults.partitions,
+                    replication: defaults.replication,
+                    configs: BTreeMap::new(),
+                    co_partitioned: false,
+                });
+            }
+        }
+        let topology = Topology {
+            topics,
+            routes: routes.routes,
+        };
+        topology.validate()?;
+        Ok(topology)
+    }
+
+    fn validate(&self) -> Result<(), TopologyError> {
+        let invalid = |msg: String| Err(TopologyError::Invalid(msg));
+        let mut names = HashSet::new();
+        for topic in &self.topics {
+            validate_topic_name(&topic.name).map_err(TopologyError::Invalid)?;
+            if !names.insert(topic.name.as_str()) {
+                return invalid(format!("topic `{}` is declared twice", topic.name));
+            }
+            if topic.partitions < 1 || topic.replication < 1 {
+                return invalid(format!(
+                    "topic `{}` needs at least one partition and one replica (has {} and {})",
+                    topic.name, topic.partitions, topic.replication
+                ));
+            }
+        }
+        for role in TopicRole::REQUIRED {
+            let count = self.topics.iter().filter(|t| t.role == role).count();
+            if count != 1 {
+                return invalid(format!(
+                    "exactly one topic must have role {role:?}, found {count}"
+                ));
+            }
+        }
+        let co: Vec<&TopicSpec> = self.topics.iter().filter(|t| t.co_partitioned).collect();
+        for role in [
+            TopicRole::Submissions,
+            TopicRole::Responses,
+            TopicRole::History,
+        ] {
+            if !co.iter().any(|t| t.role == role) {
+                return invalid(format!(
+                    "the {role:?} topic must be marked co_partitioned = true"
+                ));
+            }
+        }
+        if let Some(first) = co.first()
+            && let Some(other) = co.iter().find(|t| t.partitions != first.partitions)
+        {
+            return invalid(format!(
+                "co-partitioned topics must have the same partition count: `{}` has {}, `{}` has {}",
+                first.name, first.partitions, other.name, other.partitions
+            ));
+        }
+        let mut interfaces = HashSet::new();
+        for route in &self.routes {
+            if !interfaces.insert(route.interface.as_str()) {
+                return invalid(format!("interface `{}` is routed twice", route.interface));
+            }
+            if !route.interface.contains(':') || !route.interface.contains('/') {
+                return invalid(format!(
+                    "route interface `{}` must look like `namespace:package/interface`",
+                    route.interface
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The same topology with every topic name prefixed by `namespace.` — isolates deployments
+    /// (or tests) that share one Kafka cluster, as Kafka Streams' `application.id` does.
+    pub fn with_namespace(mut self, namespace: &str) -> Result<Self, TopologyError> {
+        if namespace.is_empty() {
+            return Ok(self);
+        }
+        let rename = |name: &str| format!("{namespace}.{name}");
+        for topic in &mut self.topics {
+            topic.name = rename(&topic.name);
+        }
+        for route in &mut self.routes {
+            route.topic = rename(&route.topic);
+        }
+        self.validate()?;
+        Ok(self)
+    }
+
+    /// The topic with a given role. Panics never: `validate` guarantees each required role once.
+    pub fn topic(&self, role: TopicRole) -> &TopicSpec {
+        self.topics
+            .iter()
+            .find(|t| t.role == role)
+            .expect("validated topology has every required role")
+    }
+
+    /// The route of an activity interface, if any.
+    pub fn route(&self, interface: &str) -> Option<&Route> {
+        self.routes.iter().find(|r| r.interface == interface)
+    }
+}
+
+/// Kafka's own rule for topic names (legal characters and length).
+pub fn validate_topic_name(name: &str) -> Result<(), String> {
+    let legal = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+    if name.is_empty() || name.len() > 249 || name == "." || name == ".." {
+        return Err(format!(
+            "topic name `{name}` must be 1 to 249 characters and not `.` or `..`"
+        ));
+    }
+    if let Some(c) = name.chars().find(|&c| !legal(c)) {
+        return Err(format!(
+            "topic name `{name}` contains `{c}`; only ASCII letters, digits, `.`, `_` and `-` are allowed"
+        ));
+    }
+    Ok(())
+}
+
+fn read_toml<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, TopologyError> {
+    let text = std::fs::read_to_string(path).map_err(|source| TopologyError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    toml::from_str(&text).map_err(|source| TopologyError::Parse {
+        path: path.to_owned(),
+        source: Box::new(source),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn repo_topology() -> Topology {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../topology");
+        Topology::load(&dir).expect("the repository's topology is valid")
+    }
+
+    fn parse(topics: &str, routes: &str) -> Result<Topology, TopologyError> {
+        Topology::from_parts(
+            toml::from_str(topics).unwrap(),
+            toml::from_str(routes).unwrap(),
+        )
+    }
+
+    const MINIMAL: &str = r#"
+        [defaults]
+        partitions = 3
+        replication = 1
+        [[topic]]
+        name = "s"
+        role = "submissions"
+        co_partitioned = true
+        [[topic]]
+        name = "r"
+        role = "responses"
+        co_partitioned = true
+        [[topic]]
+        name = "h"
+        role = "history"
+        co_partitioned = true
+        [[topic]]
+        name = "res"
+        role = "results"
+        [[topic]]
+        name = "d"
+        role = "dlq"
+        partitions = 1
+    "#;
+
+    #[test]
+    fn repository_topology_has_every_role_and_route_topics() {
+        let topology = repo_topology();
+        for role in TopicRole::REQUIRED {
+            assert!(topology.topic(role).name.starts_with("weir."));
+        }
+        let history = topology.topic(TopicRole::History);
+        assert_eq!(
+            history.configs.get("retention.ms").map(String::as_str),
+            Some("-1")
+        );
+        for route in &topology.routes {
+            let topic = topology.topics.iter().find(|t| t.name == route.topic);
+            assert_eq!(
+                topic.map(|t| t.role),
+                Some(TopicRole::Activity),
+                "{route:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn defaults_apply_and_route_topics_are_added() {
+        let t = parse(
+            MINIMAL,
+            r#"[[route]]
+               interface = "a:b/c"
+               topic = "act.c""#,
+        )
+        .unwrap();
+        assert_eq!(t.topic(TopicRole::Submissions).partitions, 3);
+        assert_eq!(t.topic(TopicRole::Dlq).partitions, 1);
+        assert_eq!(t.topics.len(), 6);
+        assert_eq!(t.route("a:b/c").unwrap().topic, "act.c");
+        assert!(t.route("a:b/d").is_none());
+    }
+
+    #[test]
+    fn co_partitioned_topics_must_agree_on_partition_count() {
+        let topics = MINIMAL.replace(
+            "name = \"h\"\n        role = \"history\"",
+            "name = \"h\"\n        partitions = 4\n        role = \"history\"",
+        );
+        let err = parse(&topics, "").unwrap_err().to_string();
+        assert!(err.contains("same partition count"), "{err}");
+        assert!(err.contains("`h` has 4"), "{err}");
+    }
+
+    #[test]
+    fn a_missing_role_is_rejected() {
+        let topics = MINIMAL.replace("role = \"dlq\"", "role = \"results\"");
+        let err = parse(&topics, "").unwrap_err().to_string();
+        assert!(err.contains("Results"), "{err}");
+    }
+
+    #[test]
+    fn bad_topic_names_and_duplicate_routes_are_rejected() {
+        let err = parse(&MINIMAL.replace("name = \"s\"", "name = \"s/x\""), "")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("contains `/`"), "{err}");
+        let routes = r#"
+            [[route]]
+            interface = "a:b/c"
+            topic = "x"
+            [[route]]
+            interface = "a:b/c"
+            topic = "y"
+        "#;
+        let err = parse(MINIMAL, routes).unwrap_err().to_string();
+        assert!(err.contains("routed twice"), "{err}");
+    }
+
+    #[test]
+    fn namespace_prefixes_every_topic_and_route() {
+        let t = repo_topology().with_namespace("t42").unwrap();
+        assert!(
+            t.topics
+                .iter()
+                .all(|topic| topic.name.starts_with("t42.weir."))
+        );
+        assert!(
+            t.routes
+                .iter()
+                .all(|r| r.topic.starts_with("t42.weir.activity."))
+        );
+    }
+
+    #[test]
+    fn unknown_keys_are_errors_not_ignored() {
+        let err = toml::from_str::<TopicsFile>(&MINIMAL.replace("replication = 1", "replicas = 1"))
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(err.contains("replicas"), "{err}");
+    }
+}

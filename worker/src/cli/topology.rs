@@ -1,0 +1,102 @@
+//! `weir topology apply|check`: create (or only check) the Kafka topics of `topology/` and the
+//! CQL schema of `schemas/cql/`, and report drift.
+
+use std::process::ExitCode;
+
+use clap::Subcommand;
+
+use super::ClusterArgs;
+use crate::kafka::admin::{AdminError, TopicOutcome, apply_topics};
+use crate::store::schema::{self, TableOutcome};
+use crate::store::{StoreError, connect};
+use crate::topology::Topology;
+
+#[derive(Debug, Subcommand)]
+pub enum TopologyCommand {
+    /// Create what is missing, then check everything; drift is an error (exit code 3).
+    Apply(ClusterArgs),
+    /// Create nothing; report what is missing or different (exit code 3 if anything is).
+    Check(ClusterArgs),
+}
+
+pub async fn run(command: TopologyCommand) -> ExitCode {
+    let (args, create) = match command {
+        TopologyCommand::Apply(args) => (args, true),
+        TopologyCommand::Check(args) => (args, false),
+    };
+    let topology =
+        match Topology::load(&args.topology).and_then(|t| t.with_namespace(&args.namespace)) {
+            Ok(topology) => topology,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+    let mut drift = false;
+    let mut failed = false;
+
+    match apply_topics(&args.kafka(), &topology.topics, create).await {
+        Ok(outcomes) => {
+            for (topic, outcome) in outcomes {
+                let verb = match outcome {
+                    TopicOutcome::Created => "created",
+                    TopicOutcome::Unchanged => "ok",
+                };
+                println!("topic  {topic:<40} {verb}");
+            }
+        }
+        Err(e @ AdminError::Drift(_)) => {
+            eprintln!("drift: {e}");
+            drift = true;
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            failed = true;
+        }
+    }
+
+    match apply_schema(&args, create).await {
+        Ok(outcomes) => {
+            for (table, outcome) in outcomes {
+                let verb = match outcome {
+                    TableOutcome::Created => "created",
+                    TableOutcome::Unchanged => "ok",
+                };
+                println!("table  {:<40} {verb}", format!("{}.{table}", args.keyspace));
+            }
+        }
+        Err(e @ StoreError::Drift { .. }) => {
+            eprintln!("drift: {e}");
+            drift = true;
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            failed = true;
+        }
+    }
+
+    if failed {
+        ExitCode::FAILURE
+    } else if drift {
+        ExitCode::from(3)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+async fn apply_schema(
+    args: &ClusterArgs,
+    create: bool,
+) -> Result<Vec<(String, TableOutcome)>, StoreError> {
+    let tables = schema::parse_tables(schema::TABLES_CQL)?;
+    let config = args.cql();
+    let session = connect(&config).await?;
+    schema::apply(
+        &session,
+        &config.keyspace,
+        config.replication_factor,
+        &tables,
+        create,
+    )
+    .await
+}
