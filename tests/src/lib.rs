@@ -1,1 +1,142 @@
+//! Shared harness of the end-to-end tests. They run against the real local stack started by
+//! `docker/local/stack.sh` (through `tests/run.sh`), found through the same variables as the
+//! worker: `WEIR_BROKERS` and `WEIR_CQL`.
+//!
+//! Tests run in parallel: each one takes its own topic namespace and keyspace from
+//! [`unique_name`], so none shares state with another.
 
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use weir::kafka::KafkaConfig;
+use weir::store::CqlConfig;
+
+pub fn brokers() -> String {
+    std::env::var("WEIR_BROKERS").unwrap_or_else(|_| "127.0.0.1:9092".to_owned())
+}
+
+pub fn cql_contact_points() -> Vec<String> {
+    std::env::var("WEIR_CQL")
+        .unwrap_or_else(|_| "127.0.0.1:9042".to_owned())
+        .split(',')
+        .map(str::to_owned)
+        .collect()
+}
+
+pub fn kafka_config() -> KafkaConfig {
+    KafkaConfig::new(brokers())
+}
+
+pub fn cql_config(keyspace: &str) -> CqlConfig {
+    CqlConfig {
+        contact_points: cql_contact_points(),
+        keyspace: keyspace.to_owned(),
+        replication_factor: 1,
+    }
+}
+
+/// The repository root (for `topology/`, `docker/`, …).
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ has a parent")
+        .to_owned()
+}
+
+/// A name no other test (in this run or an earlier one) uses: usable as a topic namespace, a
+/// consumer group, a transactional id and a CQL keyspace (letters, digits, `_`; ≤ 48 chars).
+pub fn unique_name(prefix: &str) -> String {
+    static COUNTER: AtomicU32 = AtomicU32::new(0);
+    let millis = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("clock after 1970")
+        .as_millis()
+        % 1_000_000_000;
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    format!("{prefix}_{millis}_{}_{n}", std::process::id() % 100_000)
+}
+
+/// Polls `probe` until it yields `Some`, or fails the test after `timeout` naming `what`.
+pub async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut probe: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = probe().await {
+            return value;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Blocking twin of [`wait_for`] for tests that drive synchronous clients (librdkafka's
+/// `BaseConsumer` makes progress only inside `poll`, so the probe usually polls).
+pub fn wait_until<T>(what: &str, timeout: Duration, mut probe: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = probe() {
+            return value;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Creates plain topics `(name, partitions)` with replication 1, failing the test on error.
+/// Callable from sync and async tests alike.
+pub fn create_topics(topics: &[(&str, i32)]) {
+    use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+    use rdkafka::client::DefaultClientContext;
+    let admin: AdminClient<DefaultClientContext> =
+        kafka_config().client().create().expect("admin client");
+    let new_topics: Vec<NewTopic> = topics
+        .iter()
+        .map(|(name, partitions)| NewTopic::new(name, *partitions, TopicReplication::Fixed(1)))
+        .collect();
+    // Its own thread and runtime, so that sync and async tests can both call it.
+    let results = std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("runtime")
+                    .block_on(admin.create_topics(&new_topics, &AdminOptions::new()))
+            })
+            .join()
+            .expect("admin thread")
+    })
+    .expect("create topics");
+    for result in results {
+        result.unwrap_or_else(|(topic, code)| panic!("cannot create topic {topic}: {code}"));
+    }
+}
+
+/// The `weir` binary of the same build as the running test (target/<profile>/weir). `cargo test`
+/// does not build another package's binaries: `tests/run.sh` runs `cargo build --bins` first.
+pub fn weir_binary() -> PathBuf {
+    let test_exe = std::env::current_exe().expect("test executable path");
+    // target/<profile>/deps/<test> → target/<profile>/weir
+    let profile_dir = test_exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("test executable lives in target/<profile>/deps");
+    let binary = profile_dir.join("weir");
+    assert!(
+        binary.exists(),
+        "{} is missing: run `cargo build -p weir --bins` before the e2e tests",
+        binary.display()
+    );
+    binary
+}

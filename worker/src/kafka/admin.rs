@@ -16,6 +16,8 @@ use super::KafkaConfig;
 use crate::topology::TopicSpec;
 
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a topic created by someone else may take to show up in metadata.
+const METADATA_PROPAGATION: Duration = Duration::from_secs(10);
 
 #[derive(Debug, thiserror::Error)]
 pub enum AdminError {
@@ -160,17 +162,27 @@ pub async fn apply_topics(
         }
     }
 
-    // Check every topic that exists and was not created by this call.
-    let existing = if create && !missing.is_empty() {
-        describe_topics(&admin, &config.brokers).await?
-    } else {
-        existing
-    };
+    // Check every topic that was not created by this call. One that "already exists" although
+    // the first metadata lacked it was created concurrently: wait for it to become visible.
     let to_check: Vec<&TopicSpec> = specs
         .iter()
-        .filter(|s| existing.contains_key(&s.name))
         .filter(|s| !outcomes.iter().any(|(created, _)| created == &s.name))
+        .filter(|s| create || existing.contains_key(&s.name))
         .collect();
+    let mut existing = existing;
+    let deadline = std::time::Instant::now() + METADATA_PROPAGATION;
+    while to_check.iter().any(|s| !existing.contains_key(&s.name))
+        && std::time::Instant::now() < deadline
+    {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        existing = describe_topics(&admin, &config.brokers).await?;
+    }
+    let (to_check, invisible): (Vec<&TopicSpec>, Vec<&TopicSpec>) = to_check
+        .into_iter()
+        .partition(|s| existing.contains_key(&s.name));
+    drift.extend(invisible.iter().map(|s| TopicDrift::Missing {
+        topic: s.name.clone(),
+    }));
     let resources: Vec<ResourceSpecifier> = to_check
         .iter()
         .map(|s| ResourceSpecifier::Topic(&s.name))
