@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# The whole test suite, on a machine that may have never seen the project:
+#   bash tests/run.sh
+# Installs what is missing (Debian packages, Maven artifacts into $WEIR_CACHE), starts a private
+# local stack (Kafka + Cassandra on their own ports and data directory, beside any developer
+# stack), builds the workspace and the WASM examples, applies the topology, runs every test, and
+# stops the stack whatever happens. Arguments are passed to `cargo test` (e.g. a test filter).
+#
+# Caches (kept between runs, outside the clone): $WEIR_CACHE (default /var/cache/weir) holds the
+# Maven repository, the Kafka and Cassandra classpaths, the cargo target dirs and the components.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+. docker/local/install.sh
+started=$(date +%s)
+
+# A private stack for the tests: other ports, its own fresh data.
+export WEIR_STACK_DIR="${WEIR_TEST_STACK_DIR:-$WEIR_CACHE/test-stack}"
+export WEIR_KAFKA_PORT="${WEIR_TEST_KAFKA_PORT:-19092}"
+export WEIR_KAFKA_CONTROLLER_PORT="${WEIR_TEST_KAFKA_CONTROLLER_PORT:-19093}"
+export WEIR_CQL_PORT="${WEIR_TEST_CQL_PORT:-19042}"
+export WEIR_CASSANDRA_STORAGE_PORT="${WEIR_TEST_CASSANDRA_STORAGE_PORT:-17000}"
+export WEIR_CASSANDRA_JMX_PORT="${WEIR_TEST_CASSANDRA_JMX_PORT:-17199}"
+export WEIR_BROKERS="127.0.0.1:$WEIR_KAFKA_PORT"
+export WEIR_CQL="127.0.0.1:$WEIR_CQL_PORT"
+
+log "installing build and runtime prerequisites"
+ensure_rust_build_deps
+ensure_java17
+resolve_runtime kafka
+resolve_runtime cassandra
+
+stop_stack() {
+  local rc=$?
+  bash docker/local/stack.sh down || true
+  log "tests/run.sh finished in $(( $(date +%s) - started ))s with exit code $rc"
+}
+trap stop_stack EXIT
+
+# The stack boots while cargo compiles; both are waited for before any test runs.
+bash docker/local/stack.sh reset
+bash docker/local/stack.sh up >"$WEIR_CACHE/test-stack-up.log" 2>&1 &
+stack_pid=$!
+
+if [ -f examples/build.sh ]; then
+  log "building the example WASM components"
+  bash examples/build.sh
+fi
+log "cargo fmt --check"
+cargo fmt --all -- --check
+log "building the workspace (target dir $CARGO_TARGET_DIR)"
+cargo build --workspace --bins --tests --benches --locked
+
+if ! wait "$stack_pid"; then
+  cat "$WEIR_CACHE/test-stack-up.log" >&2
+  die "the local stack did not come up"
+fi
+log "stack up: kafka $WEIR_BROKERS, cassandra $WEIR_CQL"
+"$CARGO_TARGET_DIR/debug/weir" topology apply
+
+log "running the tests"
+cargo test --workspace --locked "$@"
