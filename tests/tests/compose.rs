@@ -74,16 +74,30 @@ fn services_and_images_are_the_documented_ones() {
         .keys()
         .map(|k| k.as_str().expect("name"))
         .collect();
-    assert_eq!(names, BTreeSet::from(["kafka", "scylla", "topology", "worker"]));
+    assert_eq!(
+        names,
+        BTreeSet::from(["kafka", "scylla", "topology", "worker"])
+    );
     let kafka_image = service(&compose, "kafka")["image"].as_str().expect("image");
     assert!(kafka_image.starts_with("apache/kafka:4."), "{kafka_image}");
     let scylla = service(&compose, "scylla");
-    assert!(scylla["image"].as_str().expect("image").starts_with("scylladb/scylla:"));
+    assert!(
+        scylla["image"]
+            .as_str()
+            .expect("image")
+            .starts_with("scylladb/scylla:")
+    );
     let args = command(scylla);
     let developer_mode = args.iter().position(|a| a == "--developer-mode");
     assert_eq!(developer_mode.map(|i| args[i + 1].as_str()), Some("1"));
-    assert_eq!(service(&compose, "worker")["deploy"]["replicas"].as_u64(), Some(2));
-    assert_eq!(command(service(&compose, "topology")), ["topology", "apply"]);
+    assert_eq!(
+        service(&compose, "worker")["deploy"]["replicas"].as_u64(),
+        Some(2)
+    );
+    assert_eq!(
+        command(service(&compose, "topology")),
+        ["topology", "apply"]
+    );
 }
 
 #[test]
@@ -95,13 +109,17 @@ fn weir_services_reach_kafka_and_scylla_where_they_listen() {
         let env = environment(service(&compose, name));
         let brokers = &env["WEIR_BROKERS"];
         assert!(
-            advertised.iter().any(|l| l.ends_with(&format!("://{brokers}"))),
+            advertised
+                .iter()
+                .any(|l| l.ends_with(&format!("://{brokers}"))),
             "{name}: WEIR_BROKERS={brokers} is not an advertised listener {advertised:?}"
         );
         assert_eq!(env["WEIR_CQL"], "scylla:9042", "{name}");
         assert_eq!(env["WEIR_KEYSPACE"], "weir", "{name}");
     }
-    let scylla_ports = service(&compose, "scylla")["ports"].as_sequence().expect("ports");
+    let scylla_ports = service(&compose, "scylla")["ports"]
+        .as_sequence()
+        .expect("ports");
     assert!(scylla_ports.iter().any(|p| p.as_str() == Some("9042:9042")));
     // The host listener is published on the port it advertises.
     let host_listener = advertised
@@ -109,8 +127,14 @@ fn weir_services_reach_kafka_and_scylla_where_they_listen() {
         .find(|l| l.starts_with("HOST://localhost:"))
         .expect("a listener for clients on the Docker host");
     let port = host_listener.rsplit(':').next().expect("port");
-    let kafka_ports = service(&compose, "kafka")["ports"].as_sequence().expect("ports");
-    assert!(kafka_ports.iter().any(|p| p.as_str() == Some(&format!("{port}:{port}"))));
+    let kafka_ports = service(&compose, "kafka")["ports"]
+        .as_sequence()
+        .expect("ports");
+    assert!(
+        kafka_ports
+            .iter()
+            .any(|p| p.as_str() == Some(&format!("{port}:{port}")))
+    );
 }
 
 #[test]
@@ -134,7 +158,10 @@ fn broker_settings_fit_the_topology() {
         "KAFKA_TRANSACTION_STATE_LOG_MIN_ISR",
     ] {
         let value: i32 = kafka[key].parse().expect("a number");
-        assert!((1..=brokers).contains(&value), "{key}={value} with {brokers} broker(s)");
+        assert!(
+            (1..=brokers).contains(&value),
+            "{key}={value} with {brokers} broker(s)"
+        );
     }
     assert_eq!(kafka["KAFKA_AUTO_CREATE_TOPICS_ENABLE"], "false");
 }
@@ -150,7 +177,11 @@ fn every_weir_variable_is_one_the_cli_declares() {
         // `weir worker` arrives with the Kafka worker; until then its service is held to the
         // cluster settings it will share with `topology apply`.
         let declared = declared_env(&path)
-            .or_else(|| (name == "worker").then(|| declared_env(&["topology".into(), "apply".into()])).flatten())
+            .or_else(|| {
+                (name == "worker")
+                    .then(|| declared_env(&["topology".into(), "apply".into()]))
+                    .flatten()
+            })
             .unwrap_or_else(|| panic!("`weir {}` is not a command", path.join(" ")));
         let env = environment(svc);
         for key in env.keys().filter(|k| k.starts_with("WEIR_")) {
