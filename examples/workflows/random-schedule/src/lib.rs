@@ -17,8 +17,11 @@ struct RandomSchedule;
 
 impl Guest for RandomSchedule {
     fn run(max: u64, schedule_in_ms: u64, sleep_ms: u64) -> Result<RandomReport, String> {
+        if max == 0 {
+            return Err("max must be at least 1".to_string());
+        }
         let number = random_u64(0, max);
-        let token = random_string(8, 16);
+        let token = random_string(8, 17);
         let scheduled = sleep_for_schedule(
             ScheduleAt::In(Duration::Milliseconds(schedule_in_ms)),
             sleep_ms,
