@@ -1,1 +1,35 @@
-//! The wasmtime host: workflow linker, extension functions, activity host.
+//! The wasmtime host for workflow and activity components (DESIGN §4, §5;
+//! schemas/wit/README.md for the contract with the guests).
+//!
+//! - [`engine`]: the wasmtime `Engine` (component model, fuel, pooling allocator) and the
+//!   on-disk cache of compiled components.
+//! - [`registry`]: `topology/components.toml` and what every component exports, typed by its
+//!   WIT; submission type checks.
+//! - [`values`]: JSON ↔ component values, WIT type printing, projection of child results.
+//! - [`limits`]: the per-store memory limiter and the classification of traps.
+//! - [`workflow`]: the workflow linker (host package + dynamic imports with extension
+//!   functions) and runs driven by the replay engine (hot and cold path).
+//! - [`activity`]: WASI p2 + outgoing HTTP, timeout, retries with backoff and jitter,
+//!   cancellation.
+//! - [`host`]: [`WasmHost`], everything above loaded and pre-instantiated.
+//! - [`memory`]: an in-memory bus and store that routes submissions, responses and timers
+//!   between executions, for fast tests and benchmarks without Kafka.
+
+pub mod activity;
+pub mod engine;
+pub mod host;
+pub mod limits;
+pub mod memory;
+pub mod registry;
+pub mod values;
+pub mod workflow;
+
+pub use activity::{ActivityOutcome, CancelHandle, Cancellation, cancellation};
+pub use engine::{EngineConfig, LoadedFrom, WasmEngine};
+pub use host::{ActivityError, HostError, WasmHost};
+pub use registry::{
+    ComponentKind, ComponentSpec, ComponentsFile, Limits, Registry, RegistryError, RetryPolicy,
+    SubmitError,
+};
+pub use values::TypedValue;
+pub use workflow::{RunError, RunStep, WorkflowRun};

@@ -1,0 +1,207 @@
+//! The wasmtime [`Engine`] shared by every component of a host, and the on-disk cache of
+//! compiled components.
+//!
+//! - Fuel is on: a workflow or activity that loops without calling the host is stopped when
+//!   its fuel runs out, and stores yield to the async executor every
+//!   [`EngineConfig::fuel_yield_interval`] units, so one busy instance never starves the
+//!   others on the same thread. Fuel (unlike epochs) is deterministic, so the same code on the
+//!   same history fails at the same point on every replay.
+//! - The pooling allocator keeps memories, tables and stacks pre-reserved, which with
+//!   `InstancePre` is what makes instantiation cost microseconds.
+//! - Compiling a component takes tens of milliseconds; [`WasmEngine::load`] keeps the
+//!   serialized artifact in a directory, keyed by the SHA-256 of the component bytes and the
+//!   engine's compatibility hash (wasmtime version + settings), so a restart loads it in well
+//!   under a millisecond instead of recompiling.
+
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+use wasmtime::component::Component;
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+/// Settings of the engine. Per-component limits are in the registry.
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    /// Where compiled components are cached; `None` disables the cache.
+    pub cache_dir: Option<PathBuf>,
+    /// Instances the pooling allocator can hold at once (parked workflows count).
+    pub max_instances: u32,
+    /// Upper bound of one linear memory in the pool; per-component memory limits are
+    /// enforced below it by the store limiter.
+    pub max_memory_bytes: usize,
+    /// Fuel units between two yields to the async executor.
+    pub fuel_yield_interval: u64,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            cache_dir: Some(default_cache_dir()),
+            max_instances: 256,
+            max_memory_bytes: 256 << 20,
+            fuel_yield_interval: 100_000,
+        }
+    }
+}
+
+/// `WEIR_COMPILED_DIR`, or `/var/cache/weir/compiled`.
+pub fn default_cache_dir() -> PathBuf {
+    std::env::var_os("WEIR_COMPILED_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/var/cache/weir/compiled"))
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error("cannot configure the wasmtime engine: {0}")]
+    Config(String),
+    #[error("cannot read component {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path} is not a valid WebAssembly component: {reason}")]
+    Compile { path: PathBuf, reason: String },
+}
+
+/// How a component was obtained, for logs and tests of the cache.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LoadedFrom {
+    /// Deserialized from the cache directory.
+    Cache,
+    /// Compiled now (and written to the cache if there is one).
+    Compiled,
+}
+
+/// The engine and its compile cache.
+#[derive(Clone)]
+pub struct WasmEngine {
+    engine: Engine,
+    config: EngineConfig,
+    /// Hex digest of the engine's compatibility hash; part of every cache key.
+    engine_key: String,
+}
+
+impl WasmEngine {
+    pub fn new(config: EngineConfig) -> Result<Self, EngineError> {
+        let mut pool = PoolingAllocationConfig::default();
+        pool.total_component_instances(config.max_instances)
+            // A Rust component has a few core instances and usually one memory and table.
+            .total_core_instances(config.max_instances * 4)
+            .total_memories(config.max_instances * 2)
+            .total_tables(config.max_instances * 2)
+            .total_stacks(config.max_instances)
+            .max_memory_size(config.max_memory_bytes);
+        let mut wasm = Config::new();
+        wasm.wasm_component_model(true)
+            .consume_fuel(true)
+            .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        let engine = Engine::new(&wasm).map_err(|e| EngineError::Config(format!("{e:#}")))?;
+        let mut hasher = StableHasher::default();
+        engine.precompile_compatibility_hash().hash(&mut hasher);
+        let engine_key = format!("{:016x}", hasher.finish());
+        Ok(WasmEngine {
+            engine,
+            config,
+            engine_key,
+        })
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    pub fn config(&self) -> &EngineConfig {
+        &self.config
+    }
+
+    /// Loads the component at `path`: from the cache when its artifact is there, else by
+    /// compiling it (and caching the result).
+    pub fn load(&self, path: &Path) -> Result<(Component, LoadedFrom), EngineError> {
+        let bytes = std::fs::read(path).map_err(|source| EngineError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        self.load_bytes(path, &bytes)
+    }
+
+    /// As [`WasmEngine::load`], from bytes already read; `path` is for messages.
+    pub fn load_bytes(
+        &self,
+        path: &Path,
+        bytes: &[u8],
+    ) -> Result<(Component, LoadedFrom), EngineError> {
+        let cached = self.cache_path(bytes);
+        if let Some(cached) = &cached
+            && cached.exists()
+        {
+            // SAFETY: the file was written by `Component::serialize` of an engine with the
+            // same compatibility hash (it is in the file name), into a directory this host
+            // owns; wasmtime also checks the header and refuses incompatible artifacts.
+            match unsafe { Component::deserialize_file(&self.engine, cached) } {
+                Ok(component) => return Ok((component, LoadedFrom::Cache)),
+                Err(e) => {
+                    // A truncated or foreign file: recompile and overwrite it.
+                    tracing::warn!(path = %cached.display(), error = %e, "ignoring a bad compiled artifact");
+                }
+            }
+        }
+        let component =
+            Component::new(&self.engine, bytes).map_err(|e| EngineError::Compile {
+                path: path.to_owned(),
+                reason: format!("{e:#}"),
+            })?;
+        if let Some(cached) = &cached {
+            // The cache is an optimisation: failing to write it must not fail the load.
+            if let Err(e) = write_atomically(cached, &component) {
+                tracing::warn!(path = %cached.display(), error = %e, "cannot cache a compiled component");
+            }
+        }
+        Ok((component, LoadedFrom::Compiled))
+    }
+
+    fn cache_path(&self, bytes: &[u8]) -> Option<PathBuf> {
+        let dir = self.config.cache_dir.as_ref()?;
+        let digest = Sha256::digest(bytes);
+        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+        Some(dir.join(format!("{hex}-{}.cwasm", self.engine_key)))
+    }
+}
+
+/// Writes to a temporary file and renames it, so a concurrent reader (another worker on the
+/// same machine) never sees a partial artifact.
+fn write_atomically(path: &Path, component: &Component) -> std::io::Result<()> {
+    let bytes = component
+        .serialize()
+        .map_err(|e| std::io::Error::other(format!("{e:#}")))?;
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    std::fs::write(&tmp, bytes)?;
+    std::fs::rename(&tmp, path)
+}
+
+/// FNV-1a: stable across processes and Rust versions, unlike `DefaultHasher`, which the
+/// cache key needs (the artifact must be found again after a restart).
+struct StableHasher(u64);
+
+impl Default for StableHasher {
+    fn default() -> Self {
+        StableHasher(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl Hasher for StableHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 ^= u64::from(*b);
+            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+}

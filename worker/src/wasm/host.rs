@@ -1,0 +1,187 @@
+//! [`WasmHost`]: the registry's components compiled, linked and pre-instantiated
+//! (`InstancePre`), ready to start workflow runs and activity attempts.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+
+use crate::model::{Ffqn, HistoryEvent, Response};
+use crate::replay::Execution;
+
+use super::activity::{self, ActivityOutcome, ActivityTemplate, Cancellation};
+use super::engine::{EngineConfig, WasmEngine};
+use super::registry::{
+    ComponentKind, ComponentSpec, ComponentsFile, Registry, RegistryError, SubmitError,
+};
+use super::workflow::linker::workflow_linker;
+use super::workflow::{RunError, RunStep, WorkflowRun, WorkflowTemplate};
+
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+    #[error(transparent)]
+    Engine(#[from] super::engine::EngineError),
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ActivityError {
+    #[error("no registered activity exports {0}")]
+    UnknownActivity(Ffqn),
+}
+
+/// Every registered component, ready to run.
+pub struct WasmHost {
+    engine: WasmEngine,
+    registry: Arc<Registry>,
+    workflows: HashMap<Ffqn, WorkflowTemplate>,
+    activities: HashMap<Ffqn, ActivityTemplate>,
+}
+
+impl WasmHost {
+    /// Reads `components.toml` at `path`, resolving component paths against `base_dir`.
+    pub fn from_file(config: EngineConfig, path: &Path, base_dir: &Path) -> Result<Self, HostError> {
+        let specs = ComponentsFile::read(path)?.resolve(base_dir)?;
+        Self::load(config, specs)
+    }
+
+    /// Compiles (or loads cached) components, links every workflow against the registry and
+    /// every activity against WASI, and pre-instantiates them all.
+    pub fn load(config: EngineConfig, specs: Vec<ComponentSpec>) -> Result<Self, HostError> {
+        let engine = WasmEngine::new(config)?;
+        let registry = Arc::new(Registry::load(&engine, specs)?);
+        let fuel_yield_interval = engine.config().fuel_yield_interval;
+        let mut workflows = HashMap::new();
+        let mut activities = HashMap::new();
+        let activity_linker = activity::activity_linker(engine.engine()).map_err(|e| {
+            RegistryError::Link {
+                component: "(activity host)".into(),
+                reason: format!("{e:#}"),
+            }
+        })?;
+        for component in registry.components() {
+            let name = &component.spec.name;
+            let link_err = |e: wasmtime::Error| RegistryError::Link {
+                component: name.clone(),
+                reason: format!("{e:#}"),
+            };
+            match component.spec.kind {
+                ComponentKind::Workflow => {
+                    let linker = workflow_linker(engine.engine(), &registry, component)?;
+                    let pre = linker
+                        .instantiate_pre(&component.component)
+                        .map_err(link_err)?;
+                    for f in &component.exports {
+                        workflows.insert(
+                            f.ffqn.clone(),
+                            WorkflowTemplate {
+                                pre: pre.clone(),
+                                function: f.clone(),
+                                limits: component.spec.limits.clone(),
+                                fuel_yield_interval,
+                            },
+                        );
+                    }
+                }
+                // A stub's code is never run: it only lends its WIT to the registry.
+                ComponentKind::Activity if component.spec.stub => {}
+                ComponentKind::Activity => {
+                    let pre = activity_linker
+                        .instantiate_pre(&component.component)
+                        .map_err(|e| RegistryError::UnsatisfiedImport {
+                            component: name.clone(),
+                            import: "(see reason)".into(),
+                            reason: format!("cannot be linked with WASI p2 + wasi:http: {e:#}"),
+                        })?;
+                    for f in &component.exports {
+                        activities.insert(
+                            f.ffqn.clone(),
+                            ActivityTemplate {
+                                pre: pre.clone(),
+                                function: f.clone(),
+                                limits: component.spec.limits.clone(),
+                                retries: component.spec.retries.clone(),
+                                fuel_yield_interval,
+                            },
+                        );
+                    }
+                }
+            }
+        }
+        Ok(WasmHost {
+            engine,
+            registry,
+            workflows,
+            activities,
+        })
+    }
+
+    pub fn engine(&self) -> &WasmEngine {
+        &self.engine
+    }
+
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self.registry
+    }
+
+    /// Type-checks a submission's params against the target's WIT.
+    pub fn check_submission(&self, ffqn: &Ffqn, params: &Value) -> Result<(), SubmitError> {
+        self.registry.check_params(ffqn, params)
+    }
+
+    /// Starts (or rebuilds, with a recorded history and journalled responses) a workflow
+    /// execution; returns once it parks or finishes.
+    pub async fn start_workflow(
+        &self,
+        execution: Execution,
+        history: Vec<HistoryEvent>,
+        responses: Vec<Response>,
+        now: DateTime<Utc>,
+    ) -> Result<(WorkflowRun, RunStep), RunError> {
+        let Some(template) = self.workflows.get(&execution.ffqn) else {
+            let (execution_id, function) = (execution.id.to_string(), execution.ffqn.to_string());
+            return Err(if self.registry.function(&execution.ffqn).is_some() {
+                RunError::NotAWorkflow {
+                    execution: execution_id,
+                    function,
+                }
+            } else {
+                RunError::UnknownFunction {
+                    execution: execution_id,
+                    function,
+                }
+            });
+        };
+        template.clone().start(execution, history, responses, now).await
+    }
+
+    /// Runs an activity with its retries (see `activity.rs`).
+    pub async fn run_activity(
+        &self,
+        ffqn: &Ffqn,
+        params: &Value,
+        cancel: Cancellation,
+    ) -> Result<ActivityOutcome, ActivityError> {
+        let template = self
+            .activities
+            .get(ffqn)
+            .ok_or_else(|| ActivityError::UnknownActivity(ffqn.clone()))?;
+        Ok(template.run(params, cancel).await)
+    }
+
+    /// One attempt without retries (for schedulers that make retries durable).
+    pub async fn run_activity_attempt(
+        &self,
+        ffqn: &Ffqn,
+        params: &Value,
+    ) -> Result<crate::model::ExecutionResult, ActivityError> {
+        let template = self
+            .activities
+            .get(ffqn)
+            .ok_or_else(|| ActivityError::UnknownActivity(ffqn.clone()))?;
+        Ok(template.run_attempt(params).await)
+    }
+}

@@ -1,0 +1,72 @@
+//! Per-instance limits: the memory limiter installed in every store, and the mapping of
+//! wasmtime's traps to the model's execution error kinds (out-of-fuel, out-of-memory, trap).
+
+use wasmtime::{ResourceLimiter, Trap};
+
+use crate::model::ExecutionErrorKind;
+
+/// Tables are tiny in Rust components; this bound only stops a runaway `table.grow`.
+const MAX_TABLE_ELEMENTS: usize = 1 << 20;
+
+/// Refuses memory growth beyond `limit` bytes by trapping with [`MemoryLimitExceeded`]
+/// (rather than letting `memory.grow` return -1, which a Rust guest turns into an opaque
+/// `unreachable` in its OOM handler).
+#[derive(Clone, Debug)]
+pub struct MemoryLimiter {
+    limit: usize,
+}
+
+impl MemoryLimiter {
+    pub fn new(limit: usize) -> Self {
+        MemoryLimiter { limit }
+    }
+}
+
+/// The trap error of a refused memory growth.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("memory limit of {limit} bytes exceeded: the instance asked to grow its memory to {desired} bytes")]
+pub struct MemoryLimitExceeded {
+    pub limit: usize,
+    pub desired: usize,
+}
+
+impl ResourceLimiter for MemoryLimiter {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > self.limit {
+            return Err(wasmtime::Error::new(MemoryLimitExceeded {
+                limit: self.limit,
+                desired,
+            }));
+        }
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(desired <= MAX_TABLE_ELEMENTS)
+    }
+}
+
+/// The execution error kind and a one-line reason for an error that ended a guest call.
+pub fn describe_trap(e: &wasmtime::Error) -> (ExecutionErrorKind, String) {
+    if let Some(m) = e.downcast_ref::<MemoryLimitExceeded>() {
+        return (ExecutionErrorKind::OutOfMemory, m.to_string());
+    }
+    match e.downcast_ref::<Trap>() {
+        Some(Trap::OutOfFuel) => (
+            ExecutionErrorKind::OutOfFuel,
+            "all fuel consumed: the instance ran longer than its fuel limit allows".into(),
+        ),
+        Some(trap) => (ExecutionErrorKind::Trap, format!("wasm trap: {trap}")),
+        None => (ExecutionErrorKind::Trap, e.to_string()),
+    }
+}

@@ -1,0 +1,480 @@
+//! The component registry: `topology/components.toml` (which components exist, their kind,
+//! file, limits, retries and route), and what each loaded component exports, typed by its WIT.
+//!
+//! Resolution rules (checked at load time, errors name the component and the item):
+//! - every exported function is in an interface, returns one WIT `result`, and uses only
+//!   JSON-convertible types (schemas/wit/README.md §1);
+//! - one FFQN is exported by one component only;
+//! - package names ending in `-ext` / `-stub` are reserved for generated interfaces.
+//!
+//! Linking the workflows against these exports is in `workflow/linker.rs`.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::Value;
+use wasmtime::component::types::{ComponentFunc, ComponentItem, Type};
+use wasmtime::component::{Component, ComponentExportIndex};
+
+use crate::model::{ChildKind, Ffqn};
+
+use super::engine::{EngineError, LoadedFrom, WasmEngine};
+use super::values::{self, ParamsError};
+
+/// `WEIR_COMPONENTS_DIR`, or `/var/cache/weir/examples`: where relative `path`s of
+/// `components.toml` are resolved.
+pub fn default_components_dir() -> PathBuf {
+    std::env::var_os("WEIR_COMPONENTS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/var/cache/weir/examples"))
+}
+
+// ---------------------------------------------------------------- the file
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ComponentKind {
+    Workflow,
+    Activity,
+}
+
+/// Limits as written in the file; unset values come from `[defaults]`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsEntry {
+    pub fuel: Option<u64>,
+    pub memory_mib: Option<u64>,
+    pub timeout_ms: Option<u64>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetriesEntry {
+    pub max_attempts: Option<u32>,
+    pub backoff_base_ms: Option<u64>,
+    pub backoff_max_ms: Option<u64>,
+    pub jitter: Option<f64>,
+    pub retry_on_err: Option<bool>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Defaults {
+    #[serde(default)]
+    pub limits: LimitsEntry,
+    #[serde(default)]
+    pub retries: RetriesEntry,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ComponentEntry {
+    pub name: String,
+    pub kind: ComponentKind,
+    pub path: PathBuf,
+    #[serde(default)]
+    pub limits: LimitsEntry,
+    #[serde(default)]
+    pub retries: RetriesEntry,
+    /// Name of the activity route (`weir.activity.<route>`); activities only.
+    pub route: Option<String>,
+    /// A stub activity: never executed, its result is written by a workflow.
+    #[serde(default)]
+    pub stub: bool,
+}
+
+/// The parsed `components.toml`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ComponentsFile {
+    #[serde(default)]
+    pub defaults: Defaults,
+    #[serde(default, rename = "component")]
+    pub components: Vec<ComponentEntry>,
+}
+
+/// Resource limits of one component's executions.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Fuel for one run of an execution (a replay starts again with full fuel).
+    pub fuel: u64,
+    pub memory_bytes: usize,
+    /// Wall-clock bound of one activity attempt.
+    pub timeout: Duration,
+}
+
+/// Retries of an activity: exponential backoff `base * 2^(n-1)` capped at `max`, each delay
+/// scaled by a random factor in `[1 - jitter, 1 + jitter]`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RetryPolicy {
+    /// Attempts in total, the first included (1 = no retry).
+    pub max_attempts: u32,
+    pub backoff_base: Duration,
+    pub backoff_max: Duration,
+    pub jitter: f64,
+    /// Retry when the activity returns `err` (traps and timeouts are always retried).
+    pub retry_on_err: bool,
+}
+
+impl RetryPolicy {
+    /// The delay before attempt `next_attempt` (2 = first retry). `unit` is a uniform random
+    /// number in `[0, 1)` supplied by the caller, so tests and durable schedulers choose it.
+    pub fn backoff(&self, next_attempt: u32, unit: f64) -> Duration {
+        let exp = next_attempt.saturating_sub(2).min(30);
+        let raw = self.backoff_base.saturating_mul(1u32 << exp);
+        let capped = raw.min(self.backoff_max);
+        let factor = 1.0 + self.jitter * (2.0 * unit.clamp(0.0, 1.0) - 1.0);
+        capped.mul_f64(factor.max(0.0))
+    }
+}
+
+/// One entry of the file with defaults applied and its path resolved.
+#[derive(Clone, Debug)]
+pub struct ComponentSpec {
+    pub name: String,
+    pub kind: ComponentKind,
+    pub path: PathBuf,
+    pub limits: Limits,
+    pub retries: RetryPolicy,
+    pub route: Option<String>,
+    pub stub: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    #[error("cannot read {path}: {source}")]
+    ReadFile {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path} is not a valid components file: {source}")]
+    Parse {
+        path: PathBuf,
+        source: Box<toml::de::Error>,
+    },
+    #[error("component `{component}`: {reason}")]
+    InvalidEntry { component: String, reason: String },
+    #[error("component `{component}`: {source}")]
+    Engine {
+        component: String,
+        source: EngineError,
+    },
+    #[error("component `{component}` exports {item}: {reason}")]
+    BadExport {
+        component: String,
+        item: String,
+        reason: String,
+    },
+    #[error("{ffqn} is exported by both `{first}` and `{second}`")]
+    DuplicateExport {
+        ffqn: String,
+        first: String,
+        second: String,
+    },
+    /// An import that no registered component (or the host) satisfies.
+    #[error("component `{component}` imports `{import}`, which {reason}")]
+    UnsatisfiedImport {
+        component: String,
+        import: String,
+        reason: String,
+    },
+    #[error("component `{component}` imports `{import}`: function `{function}` {reason}")]
+    ImportType {
+        component: String,
+        import: String,
+        function: String,
+        reason: String,
+    },
+    #[error("component `{component}` cannot be linked: {reason}")]
+    Link { component: String, reason: String },
+}
+
+impl ComponentsFile {
+    pub fn parse(text: &str, origin: &Path) -> Result<Self, RegistryError> {
+        toml::from_str(text).map_err(|e| RegistryError::Parse {
+            path: origin.to_owned(),
+            source: Box::new(e),
+        })
+    }
+
+    pub fn read(path: &Path) -> Result<Self, RegistryError> {
+        let text = std::fs::read_to_string(path).map_err(|source| RegistryError::ReadFile {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::parse(&text, path)
+    }
+
+    /// Applies the defaults and resolves relative paths against `base_dir`.
+    pub fn resolve(&self, base_dir: &Path) -> Result<Vec<ComponentSpec>, RegistryError> {
+        let d = &self.defaults;
+        let mut seen = std::collections::HashSet::new();
+        self.components
+            .iter()
+            .map(|c| {
+                let invalid = |reason: &str| RegistryError::InvalidEntry {
+                    component: c.name.clone(),
+                    reason: reason.to_owned(),
+                };
+                if !seen.insert(c.name.clone()) {
+                    return Err(invalid("defined twice"));
+                }
+                if c.stub && c.kind != ComponentKind::Activity {
+                    return Err(invalid("only an activity can be a stub"));
+                }
+                if c.route.is_some() && c.kind != ComponentKind::Activity {
+                    return Err(invalid("only activities have a route"));
+                }
+                let r = &c.retries;
+                let retries = RetryPolicy {
+                    max_attempts: r.max_attempts.or(d.retries.max_attempts).unwrap_or(3),
+                    backoff_base: Duration::from_millis(
+                        r.backoff_base_ms.or(d.retries.backoff_base_ms).unwrap_or(100),
+                    ),
+                    backoff_max: Duration::from_millis(
+                        r.backoff_max_ms.or(d.retries.backoff_max_ms).unwrap_or(10_000),
+                    ),
+                    jitter: r.jitter.or(d.retries.jitter).unwrap_or(0.2),
+                    retry_on_err: r.retry_on_err.or(d.retries.retry_on_err).unwrap_or(true),
+                };
+                if retries.max_attempts == 0 {
+                    return Err(invalid("retries.max_attempts must be at least 1"));
+                }
+                if !(0.0..=1.0).contains(&retries.jitter) {
+                    return Err(invalid("retries.jitter must be in [0, 1]"));
+                }
+                let l = &c.limits;
+                let memory_mib = l.memory_mib.or(d.limits.memory_mib).unwrap_or(64);
+                let limits = Limits {
+                    fuel: l.fuel.or(d.limits.fuel).unwrap_or(10_000_000_000),
+                    memory_bytes: usize::try_from(memory_mib.saturating_mul(1 << 20))
+                        .map_err(|_| invalid("limits.memory_mib too large"))?,
+                    timeout: Duration::from_millis(
+                        l.timeout_ms.or(d.limits.timeout_ms).unwrap_or(30_000),
+                    ),
+                };
+                Ok(ComponentSpec {
+                    name: c.name.clone(),
+                    kind: c.kind,
+                    path: base_dir.join(&c.path),
+                    limits,
+                    retries,
+                    route: c.route.clone(),
+                    stub: c.stub,
+                })
+            })
+            .collect()
+    }
+}
+
+// ---------------------------------------------------------------- loaded components
+
+/// A function exported by a registered component.
+#[derive(Clone)]
+pub struct FunctionInfo {
+    pub ffqn: Ffqn,
+    /// Name of the exporting component.
+    pub component: String,
+    pub kind: ComponentKind,
+    pub stub: bool,
+    /// The WIT type of the function (params with names, one `result`).
+    pub func: ComponentFunc,
+    /// The function's `result<T, E>`.
+    pub result: Type,
+    pub export: ComponentExportIndex,
+}
+
+impl FunctionInfo {
+    /// What a parent's closing of a join set does to such a child.
+    pub fn child_kind(&self) -> ChildKind {
+        match (self.kind, self.stub) {
+            (ComponentKind::Workflow, _) => ChildKind::Workflow,
+            (ComponentKind::Activity, true) => ChildKind::Stub,
+            (ComponentKind::Activity, false) => ChildKind::Activity,
+        }
+    }
+}
+
+impl std::fmt::Debug for FunctionInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({})", values::wit_signature(self.ffqn.as_str(), &self.func), self.component)
+    }
+}
+
+/// A registered component, compiled.
+pub struct LoadedComponent {
+    pub spec: ComponentSpec,
+    pub component: Component,
+    pub loaded_from: LoadedFrom,
+    /// Exported functions, in export order.
+    pub exports: Vec<Arc<FunctionInfo>>,
+}
+
+/// Every registered component and the functions they export.
+#[derive(Default)]
+pub struct Registry {
+    components: Vec<Arc<LoadedComponent>>,
+    functions: HashMap<Ffqn, Arc<FunctionInfo>>,
+    /// `ns:pkg/iface[@ver]` → its functions in declaration order.
+    interfaces: HashMap<String, Vec<Arc<FunctionInfo>>>,
+}
+
+/// Whether a package name is reserved for the generated extension interfaces.
+pub fn is_reserved_package(interface: &str) -> bool {
+    let package = interface.split('/').next().unwrap_or(interface);
+    package.ends_with("-ext") || package.ends_with("-stub")
+}
+
+impl Registry {
+    /// Compiles (or loads from the cache) every component and indexes its exports.
+    pub fn load(engine: &WasmEngine, specs: Vec<ComponentSpec>) -> Result<Self, RegistryError> {
+        let mut registry = Registry::default();
+        for spec in specs {
+            let (component, loaded_from) =
+                engine
+                    .load(&spec.path)
+                    .map_err(|source| RegistryError::Engine {
+                        component: spec.name.clone(),
+                        source,
+                    })?;
+            tracing::debug!(component = %spec.name, ?loaded_from, "component loaded");
+            let exports = exported_functions(engine, &spec, &component)?;
+            for f in &exports {
+                if let Some(other) = registry.functions.get(&f.ffqn) {
+                    return Err(RegistryError::DuplicateExport {
+                        ffqn: f.ffqn.to_string(),
+                        first: other.component.clone(),
+                        second: spec.name.clone(),
+                    });
+                }
+                registry.functions.insert(f.ffqn.clone(), f.clone());
+                registry
+                    .interfaces
+                    .entry(f.ffqn.ifc_fqn().to_owned())
+                    .or_default()
+                    .push(f.clone());
+            }
+            registry.components.push(Arc::new(LoadedComponent {
+                spec,
+                component,
+                loaded_from,
+                exports,
+            }));
+        }
+        Ok(registry)
+    }
+
+    pub fn components(&self) -> &[Arc<LoadedComponent>] {
+        &self.components
+    }
+
+    pub fn component(&self, name: &str) -> Option<&Arc<LoadedComponent>> {
+        self.components.iter().find(|c| c.spec.name == name)
+    }
+
+    pub fn function(&self, ffqn: &Ffqn) -> Option<&Arc<FunctionInfo>> {
+        self.functions.get(ffqn)
+    }
+
+    /// The functions of interface `ns:pkg/iface[@ver]`, in declaration order.
+    pub fn interface(&self, name: &str) -> Option<&[Arc<FunctionInfo>]> {
+        self.interfaces.get(name).map(Vec::as_slice)
+    }
+
+    /// Type-checks `params` (a JSON array) against `ffqn`'s WIT parameters: what a submission
+    /// must pass before an execution is created.
+    pub fn check_params(&self, ffqn: &Ffqn, params: &Value) -> Result<(), SubmitError> {
+        let f = self
+            .function(ffqn)
+            .ok_or_else(|| SubmitError::UnknownFunction(ffqn.clone()))?;
+        values::params_to_vals(ffqn.as_str(), &f.func, params)?;
+        Ok(())
+    }
+
+    /// The WIT type of `ffqn`'s result, for presenting results as typed values.
+    pub fn result_type(&self, ffqn: &Ffqn) -> Option<String> {
+        self.function(ffqn).map(|f| values::wit_type(&f.result))
+    }
+}
+
+/// Why a submission was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum SubmitError {
+    #[error("no registered component exports {0}")]
+    UnknownFunction(Ffqn),
+    #[error(transparent)]
+    Params(#[from] ParamsError),
+}
+
+fn exported_functions(
+    engine: &WasmEngine,
+    spec: &ComponentSpec,
+    component: &Component,
+) -> Result<Vec<Arc<FunctionInfo>>, RegistryError> {
+    let bad = |item: &str, reason: String| RegistryError::BadExport {
+        component: spec.name.clone(),
+        item: item.to_owned(),
+        reason,
+    };
+    let ty = component.component_type();
+    let mut out = Vec::new();
+    for (name, export) in ty.exports(engine.engine()) {
+        let instance = match &export.ty {
+            ComponentItem::ComponentInstance(i) => i,
+            ComponentItem::ComponentFunc(_) => {
+                return Err(bad(name, "a function outside an interface".into()));
+            }
+            // Types and other items carry no executable function.
+            _ => continue,
+        };
+        if is_reserved_package(name) {
+            return Err(bad(
+                name,
+                "package names ending in -ext or -stub are reserved for generated interfaces"
+                    .into(),
+            ));
+        }
+        let ifc_index = component
+            .get_export_index(None, name)
+            .ok_or_else(|| bad(name, "export index not found".into()))?;
+        for (fname, item) in instance.exports(engine.engine()) {
+            let ComponentItem::ComponentFunc(func) = item.ty else {
+                continue;
+            };
+            let item_name = format!("{name}.{fname}");
+            let ffqn: Ffqn = item_name
+                .parse()
+                .map_err(|e| bad(&item_name, format!("not a valid function name: {e}")))?;
+            let results: Vec<Type> = func.results().collect();
+            let result = match results.as_slice() {
+                [r @ Type::Result(_)] => r.clone(),
+                _ => return Err(bad(&item_name, "must return exactly one WIT `result`".into())),
+            };
+            if let Some((p, t)) = func.params().find(|(_, t)| !values::is_json_convertible(t)) {
+                return Err(bad(
+                    &item_name,
+                    format!("parameter `{p}` has type {}, which has no JSON form", values::wit_type(&t)),
+                ));
+            }
+            if !values::is_json_convertible(&result) {
+                return Err(bad(&item_name, "its result type has no JSON form".into()));
+            }
+            let export = component
+                .get_export_index(Some(&ifc_index), fname)
+                .ok_or_else(|| bad(&item_name, "export index not found".into()))?;
+            out.push(Arc::new(FunctionInfo {
+                ffqn,
+                component: spec.name.clone(),
+                kind: spec.kind,
+                stub: spec.stub,
+                func,
+                result,
+                export,
+            }));
+        }
+    }
+    Ok(out)
+}
