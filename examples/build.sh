@@ -10,16 +10,16 @@
 # would rebuild std).
 #
 # Environment:
-#   WEIR_EXAMPLES_OUT     where the components are copied   (default /var/cache/weir/examples)
-#   WEIR_EXAMPLES_TARGET  cargo target dir for the guests   (default /var/cache/weir/examples-target)
+#   WEIR_EXAMPLES_OUT     where the components are copied   (default $WEIR_CACHE/examples, WEIR_CACHE=/var/cache/weir)
+#   WEIR_EXAMPLES_TARGET  cargo target dir for the guests   (default $WEIR_CACHE/examples-target)
 #   WASM_COMPONENT_LD     path of wasm-component-ld          (default: found via rustup)
 # Options:
 #   --install-only        install the toolchain if missing, build nothing
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-OUT="${WEIR_EXAMPLES_OUT:-/var/cache/weir/examples}"
-TARGET_DIR="${WEIR_EXAMPLES_TARGET:-/var/cache/weir/examples-target}"
+OUT="${WEIR_EXAMPLES_OUT:-${WEIR_CACHE:-/var/cache/weir}/examples}"
+TARGET_DIR="${WEIR_EXAMPLES_TARGET:-${WEIR_CACHE:-/var/cache/weir}/examples-target}"
 DEB_PACKAGES=(rustc-web cargo-web rust-web-src lld-22)
 DEB_RUSTC=/usr/bin/rustc
 DEB_CARGO=/usr/bin/cargo

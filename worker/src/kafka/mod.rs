@@ -4,5 +4,6 @@
 pub mod admin;
 pub mod config;
 pub mod partitioner;
+pub mod transaction;
 
 pub use config::KafkaConfig;

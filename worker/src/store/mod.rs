@@ -1,8 +1,116 @@
-//! The CQL store (ScyllaDB in production, Apache Cassandra locally): connection, the schema of
-//! `schemas/cql/` with its drift check. History, execution state, timers and checkpoints join
-//! here with the worker.
+//! The CQL store (ScyllaDB in production, Apache Cassandra locally): the materialised history,
+//! execution state, timers and checkpoints behind one [`Store`] trait, with the real
+//! [`CqlStore`], an [`InMemoryStore`] for fast tests, and one [`conformance`] suite that both
+//! must pass. Also the schema of `schemas/cql/` and its drift check.
 
+pub mod conformance;
+pub mod cql;
+pub mod memory;
+pub mod rows;
 pub mod schema;
 pub mod session;
 
+use std::future::Future;
+
+use chrono::{DateTime, Utc};
+
+pub use cql::CqlStore;
+pub use memory::InMemoryStore;
+pub use rows::{Checkpoint, ExecutionRow, HistoryRow, TimerRow};
 pub use session::{CqlConfig, StoreError, connect};
+
+use crate::model::ids::ExecutionId;
+
+/// Width of a timer bucket: timers of one partition due in the same minute share a CQL
+/// partition, so restoring the next hour reads 60 small partitions, not one huge one.
+pub const TIMER_BUCKET_SECONDS: i64 = 60;
+
+/// The most buckets one [`Store::timers_between`] call may scan (a week of minutes): a caller
+/// asking for more has lost its watermark, which is a bug to report, not a scan to run.
+pub const MAX_TIMER_BUCKETS_PER_SCAN: i64 = 7 * 24 * 60;
+
+/// The bucket of a due time.
+pub fn timer_bucket(due_at: DateTime<Utc>) -> i64 {
+    due_at.timestamp().div_euclid(TIMER_BUCKET_SECONDS)
+}
+
+/// CQL timestamps have millisecond precision; every store keeps exactly that much, so that the
+/// in-memory store behaves like the real one.
+pub fn to_store_precision(t: DateTime<Utc>) -> DateTime<Utc> {
+    DateTime::from_timestamp_millis(t.timestamp_millis()).unwrap_or(t)
+}
+
+/// Persistence of everything a worker materialises. Every write is an idempotent upsert, so
+/// re-materialising after a crash (from the last checkpoint) is harmless. No lightweight
+/// transactions: each call is one round trip per CQL partition touched.
+pub trait Store: Send + Sync {
+    /// Upserts changelog records (keyed by execution id and seq).
+    fn append_history(
+        &self,
+        rows: &[HistoryRow],
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// The whole changelog of an execution, in seq order (empty if unknown).
+    fn history(
+        &self,
+        execution_id: &ExecutionId,
+    ) -> impl Future<Output = Result<Vec<HistoryRow>, StoreError>> + Send;
+
+    fn put_execution(
+        &self,
+        row: &ExecutionRow,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    fn execution(
+        &self,
+        execution_id: &ExecutionId,
+    ) -> impl Future<Output = Result<Option<ExecutionRow>, StoreError>> + Send;
+
+    fn put_timers(
+        &self,
+        timers: &[TimerRow],
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Removes a timer (fired or cancelled); removing an unknown timer is not an error.
+    fn delete_timer(
+        &self,
+        kafka_partition: i32,
+        due_at: DateTime<Utc>,
+        timer_id: &str,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Timers of a partition with `from <= due_at < until`, ordered by due time then id.
+    fn timers_between(
+        &self,
+        kafka_partition: i32,
+        from: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> impl Future<Output = Result<Vec<TimerRow>, StoreError>> + Send;
+
+    fn checkpoint(
+        &self,
+        topic: &str,
+        kafka_partition: i32,
+    ) -> impl Future<Output = Result<Option<Checkpoint>, StoreError>> + Send;
+
+    fn put_checkpoint(
+        &self,
+        checkpoint: &Checkpoint,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+}
+
+/// The buckets `timers_between(from, until)` must read, refusing absurd ranges.
+pub(crate) fn buckets_between(
+    from: DateTime<Utc>,
+    until: DateTime<Utc>,
+) -> Result<std::ops::RangeInclusive<i64>, StoreError> {
+    let (first, last) = (timer_bucket(from), timer_bucket(until));
+    if last - first > MAX_TIMER_BUCKETS_PER_SCAN {
+        return Err(StoreError::TimerRange {
+            from,
+            until,
+            max_buckets: MAX_TIMER_BUCKETS_PER_SCAN,
+        });
+    }
+    Ok(first..=last)
+}

@@ -33,6 +33,17 @@ pub enum StoreError {
         "invalid keyspace name `{0}`: use 1 to 48 ASCII letters, digits or `_`, starting with a letter"
     )]
     KeyspaceName(String),
+    #[error("stored data of execution `{execution_id}` is corrupt: {reason}")]
+    Corrupt {
+        execution_id: String,
+        reason: String,
+    },
+    #[error("timer scan from {from} to {until} spans more than {max_buckets} buckets")]
+    TimerRange {
+        from: chrono::DateTime<chrono::Utc>,
+        until: chrono::DateTime<chrono::Utc>,
+        max_buckets: i64,
+    },
     #[error("schemas/cql is malformed: {0}")]
     SchemaFile(String),
     #[error("the CQL schema of keyspace `{keyspace}` differs from schemas/cql:\n{}", .drift.iter().map(|d| format!("  - {d}")).collect::<Vec<_>>().join("\n"))]

@@ -1,0 +1,245 @@
+//! One Kafka transaction per batch (EOS v2, KIP-447): every output record of the batch and the
+//! consumer offsets of its inputs commit together or not at all.
+//!
+//! The consumer group metadata is passed in afresh for every batch: it carries the group
+//! generation, which changes at every rebalance, and a transaction sent with a stale generation
+//! is fenced by the broker — which is exactly how a zombie that lost its partitions is stopped.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rdkafka::TopicPartitionList;
+use rdkafka::consumer::ConsumerGroupMetadata;
+use rdkafka::error::{KafkaError, RDKafkaError};
+use rdkafka::message::{Header, OwnedHeaders};
+use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
+
+use super::KafkaConfig;
+
+/// A record to produce inside a transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutgoingRecord {
+    pub topic: String,
+    pub key: String,
+    pub value: Vec<u8>,
+    pub headers: Vec<(String, Vec<u8>)>,
+}
+
+/// Where a record of a committed batch landed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Landed {
+    pub partition: i32,
+    pub offset: i64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TransactionError {
+    #[error("cannot create the transactional producer `{transactional_id}`: {source}")]
+    Create {
+        transactional_id: String,
+        source: KafkaError,
+    },
+    /// Another instance took over (or the group moved on): this one must stop producing and
+    /// rejoin; nothing of the batch became visible.
+    #[error("transactional producer `{transactional_id}` was fenced: {source}")]
+    Fenced {
+        transactional_id: String,
+        source: KafkaError,
+    },
+    /// The group moved on (a rebalance this member missed): the batch was aborted and the
+    /// partitions may now belong to another member; rejoin before processing again.
+    #[error("the consumer group moved on under `{transactional_id}`; batch aborted: {source}")]
+    Rebalanced {
+        transactional_id: String,
+        source: KafkaError,
+    },
+    /// The batch was aborted (nothing of it is visible); the inputs must be processed again.
+    #[error("transaction of `{transactional_id}` aborted during {step}: {source}")]
+    Aborted {
+        transactional_id: String,
+        step: &'static str,
+        source: KafkaError,
+    },
+    #[error("transactional producer `{transactional_id}` failed fatally during {step}: {source}")]
+    Fatal {
+        transactional_id: String,
+        step: &'static str,
+        source: KafkaError,
+    },
+}
+
+/// A transactional producer that commits batches.
+#[derive(Clone)]
+pub struct Transactor {
+    producer: FutureProducer,
+    transactional_id: Arc<str>,
+    timeout: Duration,
+}
+
+impl Transactor {
+    /// Creates the producer and registers its transactional id, fencing any earlier producer
+    /// with the same id.
+    pub async fn new(
+        config: &KafkaConfig,
+        transactional_id: &str,
+        timeout: Duration,
+    ) -> Result<Self, TransactionError> {
+        let producer: FutureProducer = config
+            .transactional_producer(transactional_id)
+            .set("transaction.timeout.ms", timeout.as_millis().to_string())
+            .create()
+            .map_err(|source| TransactionError::Create {
+                transactional_id: transactional_id.to_owned(),
+                source,
+            })?;
+        let transactor = Transactor {
+            producer,
+            transactional_id: transactional_id.into(),
+            timeout,
+        };
+        let producer = transactor.producer.clone();
+        let init = blocking(move || producer.init_transactions(timeout)).await;
+        init.map_err(|source| TransactionError::Create {
+            transactional_id: transactional_id.to_owned(),
+            source,
+        })?;
+        Ok(transactor)
+    }
+
+    pub fn transactional_id(&self) -> &str {
+        &self.transactional_id
+    }
+
+    /// Produces `records` and commits them with `offsets` (the next offset to read of every
+    /// input partition of the batch) for the group of `group_metadata`. Returns where each
+    /// record landed, in order. On error the transaction is aborted when it can be.
+    pub async fn commit(
+        &self,
+        records: &[OutgoingRecord],
+        offsets: TopicPartitionList,
+        group_metadata: ConsumerGroupMetadata,
+    ) -> Result<Vec<Landed>, TransactionError> {
+        self.producer
+            .begin_transaction()
+            .map_err(|e| self.classify("begin", e))?;
+        match self
+            .produce_and_commit(records, offsets, group_metadata)
+            .await
+        {
+            Ok(landed) => Ok(landed),
+            Err(
+                error @ (TransactionError::Aborted { .. } | TransactionError::Rebalanced { .. }),
+            ) => {
+                let producer = self.producer.clone();
+                let timeout = self.timeout;
+                blocking(move || producer.abort_transaction(timeout))
+                    .await
+                    .map_err(|e| self.classify("abort", e))?;
+                Err(error)
+            }
+            Err(error) => Err(error),
+        }
+    }
+
+    async fn produce_and_commit(
+        &self,
+        records: &[OutgoingRecord],
+        offsets: TopicPartitionList,
+        group_metadata: ConsumerGroupMetadata,
+    ) -> Result<Vec<Landed>, TransactionError> {
+        let mut deliveries = Vec::with_capacity(records.len());
+        for record in records {
+            let headers =
+                record
+                    .headers
+                    .iter()
+                    .fold(OwnedHeaders::new(), |headers, (key, value)| {
+                        headers.insert(Header {
+                            key,
+                            value: Some(value),
+                        })
+                    });
+            let future_record = FutureRecord::to(&record.topic)
+                .key(&record.key)
+                .payload(&record.value)
+                .headers(headers);
+            let delivery = self
+                .producer
+                .send_result(future_record)
+                .map_err(|(e, _)| self.classify("produce", e))?;
+            deliveries.push(delivery);
+        }
+        let mut landed = Vec::with_capacity(deliveries.len());
+        for delivery in deliveries {
+            match delivery.await {
+                Ok(Ok(d)) => landed.push(Landed {
+                    partition: d.partition,
+                    offset: d.offset,
+                }),
+                Ok(Err((e, _))) => return Err(self.classify("delivery", e)),
+                Err(_canceled) => {
+                    return Err(self.classify("delivery", KafkaError::Canceled));
+                }
+            }
+        }
+        let producer = self.producer.clone();
+        let timeout = self.timeout;
+        blocking(move || producer.send_offsets_to_transaction(&offsets, &group_metadata, timeout))
+            .await
+            .map_err(|e| self.classify("send offsets", e))?;
+        let producer = self.producer.clone();
+        blocking(move || producer.commit_transaction(timeout))
+            .await
+            .map_err(|e| self.classify("commit", e))?;
+        Ok(landed)
+    }
+
+    fn classify(&self, step: &'static str, source: KafkaError) -> TransactionError {
+        let transactional_id = self.transactional_id.to_string();
+        let rd: Option<&RDKafkaError> = match &source {
+            KafkaError::Transaction(e) => Some(e),
+            _ => None,
+        };
+        use rdkafka::types::RDKafkaErrorCode as Code;
+        let code = source.rdkafka_error_code();
+        let producer_fenced = matches!(
+            code,
+            Some(Code::ProducerFenced | Code::InvalidProducerEpoch | Code::Fenced)
+        );
+        let group_moved_on = matches!(
+            code,
+            Some(Code::IllegalGeneration | Code::UnknownMemberId | Code::FencedInstanceId)
+        );
+        if group_moved_on {
+            TransactionError::Rebalanced {
+                transactional_id,
+                source,
+            }
+        } else if producer_fenced {
+            TransactionError::Fenced {
+                transactional_id,
+                source,
+            }
+        } else if rd.is_some_and(RDKafkaError::is_fatal) {
+            TransactionError::Fatal {
+                transactional_id,
+                step,
+                source,
+            }
+        } else {
+            // Delivery failures, abortable transaction errors and timeouts: abort and retry.
+            TransactionError::Aborted {
+                transactional_id,
+                step,
+                source,
+            }
+        }
+    }
+}
+
+/// Runs one of librdkafka's blocking transactional calls off the async worker threads.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    tokio::task::spawn_blocking(f)
+        .await
+        .expect("a librdkafka call does not panic")
+}

@@ -1,0 +1,251 @@
+//! The behaviour every [`Store`] must have, as one suite run against each implementation: the
+//! in-memory store in unit tests, the CQL store in the end-to-end tests on the real Cassandra.
+//! Each check panics with a message naming what differs. Run it on an empty store.
+
+use chrono::{DateTime, Duration, TimeZone, Utc};
+use ulid::Ulid;
+
+use super::rows::{Checkpoint, ExecutionRow, HistoryRow, TimerRow};
+use super::{
+    MAX_TIMER_BUCKETS_PER_SCAN, Store, StoreError, TIMER_BUCKET_SECONDS, to_store_precision,
+};
+use crate::model::ids::ExecutionId;
+
+/// Runs every check of the suite.
+pub async fn run_all<S: Store>(store: &S) {
+    history_is_ordered_and_idempotent(store).await;
+    long_histories_are_read_whole(store).await;
+    executions_round_trip(store).await;
+    timers_are_found_by_partition_and_time(store).await;
+    checkpoints_round_trip(store).await;
+}
+
+fn new_id() -> ExecutionId {
+    ExecutionId::top_level(Ulid::new())
+}
+
+/// A time with sub-millisecond digits, which every store must cut to milliseconds.
+fn base_time() -> DateTime<Utc> {
+    Utc.timestamp_opt(1_790_000_000, 123_456_789)
+        .single()
+        .expect("valid time")
+}
+
+fn history_row(id: &ExecutionId, seq: i64) -> HistoryRow {
+    HistoryRow {
+        execution_id: id.clone(),
+        seq,
+        kind: if seq == 0 { "created" } else { "event" }.to_owned(),
+        record: format!("record {seq} of {id}").into_bytes(),
+        kafka_partition: 3,
+        kafka_offset: 1000 + seq,
+        recorded_at: base_time() + Duration::milliseconds(seq),
+    }
+}
+
+pub async fn history_is_ordered_and_idempotent<S: Store>(store: &S) {
+    let id = new_id();
+    let other = new_id();
+    let rows: Vec<HistoryRow> = (0..6).map(|seq| history_row(&id, seq)).collect();
+    // Out of order and split over two calls, with another execution in between.
+    store
+        .append_history(&[rows[3].clone(), rows[0].clone(), history_row(&other, 0)])
+        .await
+        .expect("append");
+    store
+        .append_history(&[
+            rows[5].clone(),
+            rows[1].clone(),
+            rows[2].clone(),
+            rows[4].clone(),
+        ])
+        .await
+        .expect("append");
+    // Re-materialising the same records after a crash changes nothing.
+    store.append_history(&rows[1..4]).await.expect("re-append");
+
+    let read = store.history(&id).await.expect("history");
+    let expected: Vec<HistoryRow> = rows
+        .iter()
+        .map(|r| HistoryRow {
+            recorded_at: to_store_precision(r.recorded_at),
+            ..r.clone()
+        })
+        .collect();
+    assert_eq!(
+        read, expected,
+        "history of {id}: ordered by seq, no duplicates, ms timestamps"
+    );
+    assert_eq!(store.history(&other).await.expect("history").len(), 1);
+    assert!(store.history(&new_id()).await.expect("history").is_empty());
+}
+
+pub async fn long_histories_are_read_whole<S: Store>(store: &S) {
+    let id = new_id();
+    let rows: Vec<HistoryRow> = (0..2_500).map(|seq| history_row(&id, seq)).collect();
+    for chunk in rows.chunks(500) {
+        store.append_history(chunk).await.expect("append");
+    }
+    let read = store.history(&id).await.expect("history");
+    assert_eq!(
+        read.len(),
+        2_500,
+        "every row of a history longer than a page"
+    );
+    assert!(
+        read.windows(2).all(|w| w[0].seq + 1 == w[1].seq),
+        "in seq order"
+    );
+}
+
+pub async fn executions_round_trip<S: Store>(store: &S) {
+    let parent = new_id();
+    let id = new_id();
+    let mut row = ExecutionRow {
+        execution_id: id.clone(),
+        ffqn: "weir-examples:workflows/order.place".to_owned(),
+        parent_id: Some(parent),
+        params: r#"["alice",{"sku":"widget"}]"#.to_owned(),
+        state: "blocked".to_owned(),
+        result: None,
+        history_version: 7,
+        kafka_partition: 2,
+        created_at: base_time(),
+        updated_at: base_time() + Duration::seconds(1),
+        finished_at: None,
+    };
+    assert_eq!(store.execution(&id).await.expect("read"), None);
+    store.put_execution(&row).await.expect("write");
+    let normalized = |r: &ExecutionRow| ExecutionRow {
+        created_at: to_store_precision(r.created_at),
+        updated_at: to_store_precision(r.updated_at),
+        finished_at: r.finished_at.map(to_store_precision),
+        ..r.clone()
+    };
+    assert_eq!(
+        store.execution(&id).await.expect("read"),
+        Some(normalized(&row))
+    );
+
+    row.state = "finished".to_owned();
+    row.result = Some(r#"{"ok":"shipped"}"#.to_owned());
+    row.history_version = 12;
+    row.parent_id = None;
+    row.finished_at = Some(base_time() + Duration::seconds(5));
+    store.put_execution(&row).await.expect("overwrite");
+    assert_eq!(
+        store.execution(&id).await.expect("read"),
+        Some(normalized(&row))
+    );
+}
+
+pub async fn timers_are_found_by_partition_and_time<S: Store>(store: &S) {
+    let partition = 5;
+    let t0 = base_time();
+    let timer = |offset_seconds: i64, id: &str, partition: i32| TimerRow {
+        kafka_partition: partition,
+        due_at: t0 + Duration::seconds(offset_seconds),
+        timer_id: id.to_owned(),
+        execution_id: new_id(),
+        kind: "delay".to_owned(),
+        payload: id.as_bytes().to_vec(),
+    };
+    // Spread over several buckets, two at the same instant, one on another partition.
+    let timers = vec![
+        timer(0, "a", partition),
+        timer(30, "b", partition),
+        timer(90, "c", partition),
+        timer(90, "c2", partition),
+        timer(3 * TIMER_BUCKET_SECONDS + 1, "d", partition),
+        timer(10, "other-partition", partition + 1),
+    ];
+    store.put_timers(&timers).await.expect("put timers");
+    store
+        .put_timers(&timers[..2])
+        .await
+        .expect("put again is harmless");
+
+    let ids = |found: Vec<TimerRow>| found.into_iter().map(|t| t.timer_id).collect::<Vec<_>>();
+    let all = store
+        .timers_between(partition, t0, t0 + Duration::hours(1))
+        .await
+        .expect("scan");
+    assert_eq!(
+        ids(all.clone()),
+        ["a", "b", "c", "c2", "d"],
+        "ordered by due time, then id"
+    );
+    assert_eq!(all[1].payload, b"b");
+    assert_eq!(all[1].due_at, to_store_precision(timers[1].due_at));
+    assert_eq!(all[1].execution_id, timers[1].execution_id);
+    // `until` is exclusive; `from` is inclusive.
+    let window = store
+        .timers_between(
+            partition,
+            t0 + Duration::seconds(30),
+            t0 + Duration::seconds(90),
+        )
+        .await
+        .expect("scan");
+    assert_eq!(ids(window), ["b"]);
+
+    store
+        .delete_timer(partition, timers[2].due_at, "c")
+        .await
+        .expect("delete");
+    store
+        .delete_timer(partition, timers[2].due_at, "c")
+        .await
+        .expect("deleting twice is harmless");
+    let after = store
+        .timers_between(partition, t0, t0 + Duration::hours(1))
+        .await
+        .expect("scan");
+    assert_eq!(ids(after), ["a", "b", "c2", "d"]);
+
+    let too_far = t0 + Duration::seconds((MAX_TIMER_BUCKETS_PER_SCAN + 2) * TIMER_BUCKET_SECONDS);
+    let err = store
+        .timers_between(partition, t0, too_far)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::TimerRange { .. }), "{err}");
+}
+
+pub async fn checkpoints_round_trip<S: Store>(store: &S) {
+    let topic = format!("weir.history.{}", Ulid::new());
+    assert_eq!(store.checkpoint(&topic, 0).await.expect("read"), None);
+    let mut checkpoint = Checkpoint {
+        topic: topic.clone(),
+        kafka_partition: 0,
+        materialised_offset: 42,
+        owner: "worker-a".to_owned(),
+        updated_at: base_time(),
+    };
+    store.put_checkpoint(&checkpoint).await.expect("write");
+    checkpoint.kafka_partition = 1;
+    checkpoint.materialised_offset = 7;
+    store.put_checkpoint(&checkpoint).await.expect("write");
+    checkpoint.materialised_offset = 99;
+    checkpoint.owner = "worker-b".to_owned();
+    store.put_checkpoint(&checkpoint).await.expect("overwrite");
+
+    let p0 = store
+        .checkpoint(&topic, 0)
+        .await
+        .expect("read")
+        .expect("present");
+    assert_eq!(
+        (p0.materialised_offset, p0.owner.as_str()),
+        (42, "worker-a")
+    );
+    let p1 = store
+        .checkpoint(&topic, 1)
+        .await
+        .expect("read")
+        .expect("present");
+    assert_eq!(
+        (p1.materialised_offset, p1.owner.as_str()),
+        (99, "worker-b")
+    );
+    assert_eq!(p1.updated_at, to_store_precision(base_time()));
+}

@@ -1,0 +1,420 @@
+//! The [`Store`] on a CQL database (ScyllaDB, Apache Cassandra): prepared statements, one
+//! unlogged batch per execution for history appends (rows of one CQL partition: applied
+//! atomically, one round trip), paged reads. No lightweight transactions on this path.
+
+use std::collections::BTreeMap;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use futures::TryStreamExt;
+use futures::future::try_join_all;
+use scylla::client::session::Session;
+use scylla::statement::batch::{Batch, BatchType};
+use scylla::statement::prepared::PreparedStatement;
+
+use super::rows::{Checkpoint, ExecutionRow, HistoryRow, TimerRow};
+use super::session::validate_keyspace;
+use super::{Store, StoreError, buckets_between, timer_bucket};
+use crate::model::ids::ExecutionId;
+
+/// Rows per page when reading a history or a timer bucket.
+const PAGE_SIZE: i32 = 1000;
+
+struct Statements {
+    insert_history: PreparedStatement,
+    select_history: PreparedStatement,
+    insert_execution: PreparedStatement,
+    select_execution: PreparedStatement,
+    insert_timer: PreparedStatement,
+    delete_timer: PreparedStatement,
+    select_timers: PreparedStatement,
+    insert_checkpoint: PreparedStatement,
+    select_checkpoint: PreparedStatement,
+}
+
+/// The real store. Cheap to clone: clones share the session and the prepared statements.
+#[derive(Clone)]
+pub struct CqlStore {
+    session: Arc<Session>,
+    statements: Arc<Statements>,
+}
+
+type HistoryColumns = (i64, String, Vec<u8>, i32, i64, DateTime<Utc>);
+type ExecutionColumns = (
+    String,
+    Option<String>,
+    String,
+    String,
+    Option<String>,
+    i64,
+    i32,
+    DateTime<Utc>,
+    DateTime<Utc>,
+    Option<DateTime<Utc>>,
+);
+type TimerColumns = (DateTime<Utc>, String, String, String, Vec<u8>);
+
+impl CqlStore {
+    /// Prepares every statement against `keyspace` (whose tables `topology apply` created).
+    pub async fn new(session: Arc<Session>, keyspace: &str) -> Result<Self, StoreError> {
+        validate_keyspace(keyspace)?;
+        let prepare = |cql: String| {
+            let session = Arc::clone(&session);
+            async move {
+                let mut statement =
+                    session
+                        .prepare(cql.clone())
+                        .await
+                        .map_err(|e| StoreError::Result {
+                            context: format!("prepare `{cql}`"),
+                            reason: e.to_string(),
+                        })?;
+                statement.set_page_size(PAGE_SIZE);
+                Ok::<_, StoreError>(statement)
+            }
+        };
+        let ks = keyspace;
+        let statements = Statements {
+            insert_history: prepare(format!(
+                "INSERT INTO {ks}.history (execution_id, seq, kind, record, kafka_partition, \
+                 kafka_offset, recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
+            ))
+            .await?,
+            select_history: prepare(format!(
+                "SELECT seq, kind, record, kafka_partition, kafka_offset, recorded_at \
+                 FROM {ks}.history WHERE execution_id = ?"
+            ))
+            .await?,
+            insert_execution: prepare(format!(
+                "INSERT INTO {ks}.executions (execution_id, ffqn, parent_id, params, state, result, \
+                 history_version, kafka_partition, created_at, updated_at, finished_at) \
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            ))
+            .await?,
+            select_execution: prepare(format!(
+                "SELECT ffqn, parent_id, params, state, result, history_version, kafka_partition, \
+                 created_at, updated_at, finished_at FROM {ks}.executions WHERE execution_id = ?"
+            ))
+            .await?,
+            insert_timer: prepare(format!(
+                "INSERT INTO {ks}.timers (kafka_partition, time_bucket, due_at, timer_id, \
+                 execution_id, kind, payload) VALUES (?, ?, ?, ?, ?, ?, ?)"
+            ))
+            .await?,
+            delete_timer: prepare(format!(
+                "DELETE FROM {ks}.timers WHERE kafka_partition = ? AND time_bucket = ? \
+                 AND due_at = ? AND timer_id = ?"
+            ))
+            .await?,
+            select_timers: prepare(format!(
+                "SELECT due_at, timer_id, execution_id, kind, payload FROM {ks}.timers \
+                 WHERE kafka_partition = ? AND time_bucket = ? AND due_at >= ? AND due_at < ?"
+            ))
+            .await?,
+            insert_checkpoint: prepare(format!(
+                "INSERT INTO {ks}.checkpoints (topic, kafka_partition, materialised_offset, owner, \
+                 updated_at) VALUES (?, ?, ?, ?, ?)"
+            ))
+            .await?,
+            select_checkpoint: prepare(format!(
+                "SELECT materialised_offset, owner, updated_at FROM {ks}.checkpoints \
+                 WHERE topic = ? AND kafka_partition = ?"
+            ))
+            .await?,
+        };
+        Ok(CqlStore {
+            session,
+            statements: Arc::new(statements),
+        })
+    }
+}
+
+fn execute_error(
+    context: impl Into<String>,
+) -> impl FnOnce(scylla::errors::ExecutionError) -> StoreError {
+    let context = context.into();
+    move |source| StoreError::Execute { context, source }
+}
+
+fn result_error(context: &str, reason: impl ToString) -> StoreError {
+    StoreError::Result {
+        context: context.to_owned(),
+        reason: reason.to_string(),
+    }
+}
+
+fn parse_id(raw: &str, owner: &str) -> Result<ExecutionId, StoreError> {
+    ExecutionId::from_str(raw).map_err(|e| StoreError::Corrupt {
+        execution_id: owner.to_owned(),
+        reason: format!("stored id `{raw}` does not parse: {e}"),
+    })
+}
+
+impl Store for CqlStore {
+    async fn append_history(&self, rows: &[HistoryRow]) -> Result<(), StoreError> {
+        let mut per_execution: BTreeMap<String, Vec<&HistoryRow>> = BTreeMap::new();
+        for row in rows {
+            per_execution
+                .entry(row.execution_id.to_string())
+                .or_default()
+                .push(row);
+        }
+        try_join_all(per_execution.into_iter().map(|(id, rows)| async move {
+            let mut batch = Batch::new(BatchType::Unlogged);
+            let values: Vec<_> = rows
+                .iter()
+                .map(|r| {
+                    batch.append_statement(self.statements.insert_history.clone());
+                    (
+                        id.as_str(),
+                        r.seq,
+                        r.kind.as_str(),
+                        r.record.as_slice(),
+                        r.kafka_partition,
+                        r.kafka_offset,
+                        r.recorded_at,
+                    )
+                })
+                .collect();
+            self.session
+                .batch(&batch, values)
+                .await
+                .map_err(execute_error(format!(
+                    "append {} history rows of {id}",
+                    rows.len()
+                )))
+        }))
+        .await?;
+        Ok(())
+    }
+
+    async fn history(&self, execution_id: &ExecutionId) -> Result<Vec<HistoryRow>, StoreError> {
+        let id = execution_id.to_string();
+        let context = format!("read history of {id}");
+        let pager = self
+            .session
+            .execute_iter(self.statements.select_history.clone(), (id.as_str(),))
+            .await
+            .map_err(|e| result_error(&context, e))?;
+        let rows: Vec<HistoryColumns> = pager
+            .rows_stream::<HistoryColumns>()
+            .map_err(|e| result_error(&context, e))?
+            .try_collect()
+            .await
+            .map_err(|e| result_error(&context, e))?;
+        Ok(rows
+            .into_iter()
+            .map(
+                |(seq, kind, record, kafka_partition, kafka_offset, recorded_at)| HistoryRow {
+                    execution_id: execution_id.clone(),
+                    seq,
+                    kind,
+                    record,
+                    kafka_partition,
+                    kafka_offset,
+                    recorded_at,
+                },
+            )
+            .collect())
+    }
+
+    async fn put_execution(&self, row: &ExecutionRow) -> Result<(), StoreError> {
+        let id = row.execution_id.to_string();
+        let parent = row.parent_id.as_ref().map(ToString::to_string);
+        self.session
+            .execute_unpaged(
+                &self.statements.insert_execution,
+                (
+                    id.as_str(),
+                    row.ffqn.as_str(),
+                    parent.as_deref(),
+                    row.params.as_str(),
+                    row.state.as_str(),
+                    row.result.as_deref(),
+                    row.history_version,
+                    row.kafka_partition,
+                    row.created_at,
+                    row.updated_at,
+                    row.finished_at,
+                ),
+            )
+            .await
+            .map_err(execute_error(format!("write execution {id}")))?;
+        Ok(())
+    }
+
+    async fn execution(
+        &self,
+        execution_id: &ExecutionId,
+    ) -> Result<Option<ExecutionRow>, StoreError> {
+        let id = execution_id.to_string();
+        let context = format!("read execution {id}");
+        let result = self
+            .session
+            .execute_unpaged(&self.statements.select_execution, (id.as_str(),))
+            .await
+            .map_err(execute_error(context.clone()))?;
+        let rows = result
+            .into_rows_result()
+            .map_err(|e| result_error(&context, e))?;
+        let Some(columns) = rows
+            .maybe_first_row::<ExecutionColumns>()
+            .map_err(|e| result_error(&context, e))?
+        else {
+            return Ok(None);
+        };
+        let (
+            ffqn,
+            parent,
+            params,
+            state,
+            result,
+            history_version,
+            kafka_partition,
+            created_at,
+            updated_at,
+            finished_at,
+        ) = columns;
+        Ok(Some(ExecutionRow {
+            execution_id: execution_id.clone(),
+            ffqn,
+            parent_id: parent.map(|p| parse_id(&p, &id)).transpose()?,
+            params,
+            state,
+            result,
+            history_version,
+            kafka_partition,
+            created_at,
+            updated_at,
+            finished_at,
+        }))
+    }
+
+    async fn put_timers(&self, timers: &[TimerRow]) -> Result<(), StoreError> {
+        try_join_all(timers.iter().map(|t| async move {
+            let execution_id = t.execution_id.to_string();
+            self.session
+                .execute_unpaged(
+                    &self.statements.insert_timer,
+                    (
+                        t.kafka_partition,
+                        timer_bucket(t.due_at),
+                        t.due_at,
+                        t.timer_id.as_str(),
+                        execution_id.as_str(),
+                        t.kind.as_str(),
+                        t.payload.as_slice(),
+                    ),
+                )
+                .await
+                .map_err(execute_error(format!(
+                    "write timer {} of {execution_id}",
+                    t.timer_id
+                )))
+        }))
+        .await?;
+        Ok(())
+    }
+
+    async fn delete_timer(
+        &self,
+        kafka_partition: i32,
+        due_at: DateTime<Utc>,
+        timer_id: &str,
+    ) -> Result<(), StoreError> {
+        self.session
+            .execute_unpaged(
+                &self.statements.delete_timer,
+                (kafka_partition, timer_bucket(due_at), due_at, timer_id),
+            )
+            .await
+            .map_err(execute_error(format!(
+                "delete timer {timer_id} of partition {kafka_partition}"
+            )))?;
+        Ok(())
+    }
+
+    async fn timers_between(
+        &self,
+        kafka_partition: i32,
+        from: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> Result<Vec<TimerRow>, StoreError> {
+        let context = format!("read timers of partition {kafka_partition} from {from} to {until}");
+        let mut timers = Vec::new();
+        for bucket in buckets_between(from, until)? {
+            let pager = self
+                .session
+                .execute_iter(
+                    self.statements.select_timers.clone(),
+                    (kafka_partition, bucket, from, until),
+                )
+                .await
+                .map_err(|e| result_error(&context, e))?;
+            let rows: Vec<TimerColumns> = pager
+                .rows_stream::<TimerColumns>()
+                .map_err(|e| result_error(&context, e))?
+                .try_collect()
+                .await
+                .map_err(|e| result_error(&context, e))?;
+            for (due_at, timer_id, execution_id, kind, payload) in rows {
+                timers.push(TimerRow {
+                    kafka_partition,
+                    due_at,
+                    execution_id: parse_id(&execution_id, &execution_id)?,
+                    timer_id,
+                    kind,
+                    payload,
+                });
+            }
+        }
+        Ok(timers)
+    }
+
+    async fn checkpoint(
+        &self,
+        topic: &str,
+        kafka_partition: i32,
+    ) -> Result<Option<Checkpoint>, StoreError> {
+        let context = format!("read checkpoint of {topic}/{kafka_partition}");
+        let result = self
+            .session
+            .execute_unpaged(&self.statements.select_checkpoint, (topic, kafka_partition))
+            .await
+            .map_err(execute_error(context.clone()))?;
+        let rows = result
+            .into_rows_result()
+            .map_err(|e| result_error(&context, e))?;
+        Ok(rows
+            .maybe_first_row::<(i64, String, DateTime<Utc>)>()
+            .map_err(|e| result_error(&context, e))?
+            .map(|(materialised_offset, owner, updated_at)| Checkpoint {
+                topic: topic.to_owned(),
+                kafka_partition,
+                materialised_offset,
+                owner,
+                updated_at,
+            }))
+    }
+
+    async fn put_checkpoint(&self, checkpoint: &Checkpoint) -> Result<(), StoreError> {
+        self.session
+            .execute_unpaged(
+                &self.statements.insert_checkpoint,
+                (
+                    checkpoint.topic.as_str(),
+                    checkpoint.kafka_partition,
+                    checkpoint.materialised_offset,
+                    checkpoint.owner.as_str(),
+                    checkpoint.updated_at,
+                ),
+            )
+            .await
+            .map_err(execute_error(format!(
+                "write checkpoint of {}/{}",
+                checkpoint.topic, checkpoint.kafka_partition
+            )))?;
+        Ok(())
+    }
+}
