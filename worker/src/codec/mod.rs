@@ -1,1 +1,414 @@
-//! Wire formats of the records on every topic (Avro; Confluent or single-object encoding).
+//! Wire formats of the records on every topic: Avro, with the schemas of `schemas/avro/`.
+//!
+//! - [`records`]: the record types that are not model types ([`Submission`],
+//!   [`ActivityRequest`], [`HistoryRecord`], [`ExecutionFinished`], [`DlqEnvelope`]);
+//!   `weir.responses` carries the model's [`Response`](crate::model::Response).
+//! - [`AvroRecord`]: conversion of each record type to and from Avro values.
+//! - [`Codec`]: encodes a record for a topic and decodes one, in either framing:
+//!   - **Avro single-object encoding** (no schema registry configured):
+//!     `C3 01` + the 8-byte little-endian CRC-64-AVRO fingerprint of the writer schema + body;
+//!   - **Confluent wire format** (a schema registry configured): `00` + the 4-byte big-endian
+//!     schema id + body, ids registered under the subject `<topic>-value`.
+//!
+//!   Decoding accepts both framings whatever the configuration, finds the writer schema (by
+//!   fingerprint among the current and previous schemas, or by id in the registry) and resolves
+//!   it to the current schema, so records written by older versions read as current records.
+//! - [`registry`]: the [`SchemaRegistry`] seam, [`InMemoryRegistry`], [`HttpRegistry`].
+//!
+//! Typical use by a Kafka worker:
+//!
+//! ```ignore
+//! let codec = Codec::new(registry_url.map(|u| Arc::new(HttpRegistry::new(&u)?) as _));
+//! codec.register::<Submission>("weir.submissions").await?; // once, at start; no-op without registry
+//! let bytes = codec.encode("weir.submissions", &submission)?;
+//! let pos = RecordPosition::at(msg.topic(), msg.partition(), msg.offset());
+//! match codec.decode_fetching::<Submission>(payload, &pos).await {
+//!     Ok(s) => …,
+//!     Err(e) if e.is_transient() => /* registry down: retry later */,
+//!     Err(e) => /* to weir.dlq with e.dlq_reason() and e.to_string() */,
+//! }
+//! ```
+
+mod convert;
+pub mod error;
+pub mod records;
+pub mod registry;
+pub mod schemas;
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+use apache_avro::Schema;
+use apache_avro::reader::datum::GenericDatumReader;
+use apache_avro::types::Value;
+use apache_avro::writer::datum::GenericDatumWriter;
+
+pub use convert::AvroRecord;
+pub use error::{
+    DecodeError, DecodeErrorKind, EncodeError, FieldError, RecordPosition, RegistryError, SchemaRef,
+};
+pub use records::{
+    ActivityRequest, Created, DlqEnvelope, DlqHeader, DlqReason, ExecutionFinished, HistoryEntry,
+    HistoryRecord, ParentRef, Submission, dlq_headers,
+};
+pub use registry::{HttpRegistry, InMemoryRegistry, SchemaRegistry, value_subject};
+pub use schemas::{NAMESPACE, RecordSchema};
+
+/// The magic bytes of Avro single-object encoding.
+pub const SINGLE_OBJECT_MAGIC: [u8; 2] = [0xC3, 0x01];
+/// The magic byte of the Confluent wire format.
+pub const CONFLUENT_MAGIC: u8 = 0x00;
+const SINGLE_OBJECT_HEADER_LEN: usize = 10;
+const CONFLUENT_HEADER_LEN: usize = 5;
+
+/// Which framing [`Codec::encode`] writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WireFormat {
+    /// `C3 01` + 8-byte CRC-64-AVRO fingerprint + body.
+    SingleObject,
+    /// `00` + 4-byte big-endian schema registry id + body.
+    Confluent,
+}
+
+/// Splits `bytes` into the writer schema's reference and the Avro body.
+pub fn split_framing(bytes: &[u8]) -> Result<(SchemaRef, &[u8]), DecodeErrorKind> {
+    match bytes {
+        [] => Err(DecodeErrorKind::Empty),
+        [0xC3, 0x01, ..] | [0xC3] => {
+            if bytes.len() < SINGLE_OBJECT_HEADER_LEN {
+                return Err(DecodeErrorKind::TruncatedHeader {
+                    framing: "single-object",
+                    len: bytes.len(),
+                    needed: SINGLE_OBJECT_HEADER_LEN,
+                });
+            }
+            let mut fp = [0u8; 8];
+            fp.copy_from_slice(&bytes[2..10]);
+            Ok((
+                SchemaRef::Fingerprint(u64::from_le_bytes(fp)),
+                &bytes[SINGLE_OBJECT_HEADER_LEN..],
+            ))
+        }
+        [CONFLUENT_MAGIC, ..] => {
+            if bytes.len() < CONFLUENT_HEADER_LEN {
+                return Err(DecodeErrorKind::TruncatedHeader {
+                    framing: "Confluent",
+                    len: bytes.len(),
+                    needed: CONFLUENT_HEADER_LEN,
+                });
+            }
+            let mut id = [0u8; 4];
+            id.copy_from_slice(&bytes[1..5]);
+            Ok((
+                SchemaRef::RegistryId(u32::from_be_bytes(id)),
+                &bytes[CONFLUENT_HEADER_LEN..],
+            ))
+        }
+        [first, ..] => Err(DecodeErrorKind::UnknownFraming { first: *first }),
+    }
+}
+
+/// A writer schema known to the codec.
+struct Writer {
+    schema: Arc<Schema>,
+    /// Its Rabin fingerprint; equal to the reader's means no resolution is needed.
+    fingerprint: u64,
+}
+
+/// Encodes and decodes Weir's records. Cheap to share (`Arc<Codec>`); all methods take `&self`.
+pub struct Codec {
+    registry: Option<Arc<dyn SchemaRegistry>>,
+    by_fingerprint: HashMap<u64, Writer>,
+    by_id: RwLock<HashMap<u32, Arc<Writer>>>,
+    /// (subject, record name) → id of the current schema under that subject.
+    subject_ids: RwLock<HashMap<(String, &'static str), u32>>,
+}
+
+impl Codec {
+    /// A codec writing the Confluent wire format through `registry` when one is given, Avro
+    /// single-object encoding otherwise.
+    pub fn new(registry: Option<Arc<dyn SchemaRegistry>>) -> Self {
+        let by_fingerprint = schemas::current()
+            .iter()
+            .chain(schemas::previous())
+            .map(|s| {
+                (
+                    s.fingerprint,
+                    Writer {
+                        schema: Arc::new(s.schema.clone()),
+                        fingerprint: s.fingerprint,
+                    },
+                )
+            })
+            .collect();
+        Codec {
+            registry,
+            by_fingerprint,
+            by_id: RwLock::default(),
+            subject_ids: RwLock::default(),
+        }
+    }
+
+    /// A codec without registry: single-object encoding.
+    pub fn single_object() -> Self {
+        Self::new(None)
+    }
+
+    pub fn wire_format(&self) -> WireFormat {
+        if self.registry.is_some() {
+            WireFormat::Confluent
+        } else {
+            WireFormat::SingleObject
+        }
+    }
+
+    /// Registers the current schema of `R` under `<topic>-value` and remembers its id, so that
+    /// [`encode`](Self::encode) can write records of `R` to `topic`. Returns the id; `None`
+    /// (and does nothing) without a registry. Idempotent; call it at start for every topic.
+    pub async fn register<R: AvroRecord>(&self, topic: &str) -> Result<Option<u32>, RegistryError> {
+        let Some(registry) = &self.registry else {
+            return Ok(None);
+        };
+        let subject = value_subject(topic);
+        let key = (subject, R::NAME);
+        if let Some(id) = read(&self.subject_ids).get(&key) {
+            return Ok(Some(*id));
+        }
+        let rs = R::schema();
+        let id = registry.register(&key.0, &rs.text).await?;
+        write(&self.by_id).entry(id).or_insert_with(|| {
+            Arc::new(Writer {
+                schema: Arc::new(rs.schema.clone()),
+                fingerprint: rs.fingerprint,
+            })
+        });
+        write(&self.subject_ids).insert(key, id);
+        Ok(Some(id))
+    }
+
+    /// Encodes `record` as the value of a record of `topic`, in this codec's wire format.
+    /// With a registry, `R` must have been [registered](Self::register) for `topic`.
+    pub fn encode<R: AvroRecord>(&self, topic: &str, record: &R) -> Result<Vec<u8>, EncodeError> {
+        let rs = R::schema();
+        let mut out = Vec::with_capacity(128);
+        match self.registry {
+            None => {
+                out.extend_from_slice(&SINGLE_OBJECT_MAGIC);
+                out.extend_from_slice(&rs.fingerprint.to_le_bytes());
+            }
+            Some(_) => {
+                let subject = value_subject(topic);
+                let id = read(&self.subject_ids)
+                    .get(&(subject, R::NAME))
+                    .copied()
+                    .ok_or_else(|| EncodeError::NotRegistered {
+                        record: R::NAME,
+                        topic: topic.to_string(),
+                        subject: value_subject(topic),
+                    })?;
+                out.push(CONFLUENT_MAGIC);
+                out.extend_from_slice(&id.to_be_bytes());
+            }
+        }
+        self.write_body(topic, record, &mut out)?;
+        Ok(out)
+    }
+
+    /// [`encode`](Self::encode), registering `R` for `topic` first if needed.
+    pub async fn encode_registering<R: AvroRecord>(
+        &self,
+        topic: &str,
+        record: &R,
+    ) -> Result<Vec<u8>, EncodeError> {
+        self.register::<R>(topic)
+            .await
+            .map_err(|source| EncodeError::Registry {
+                record: R::NAME,
+                topic: topic.to_string(),
+                source: Box::new(source),
+            })?;
+        self.encode(topic, record)
+    }
+
+    /// Encodes `record` in single-object encoding whatever this codec's configuration: for
+    /// tools and tests.
+    pub fn encode_single_object<R: AvroRecord>(
+        topic: &str,
+        record: &R,
+    ) -> Result<Vec<u8>, EncodeError> {
+        Codec::single_object().encode(topic, record)
+    }
+
+    fn write_body<R: AvroRecord>(
+        &self,
+        topic: &str,
+        record: &R,
+        out: &mut Vec<u8>,
+    ) -> Result<(), EncodeError> {
+        let value = record.to_avro().map_err(|source| EncodeError::Value {
+            record: R::NAME,
+            topic: topic.to_string(),
+            source,
+        })?;
+        let avro = |e: apache_avro::Error| EncodeError::Avro {
+            record: R::NAME,
+            topic: topic.to_string(),
+            message: e.to_string(),
+        };
+        let writer = GenericDatumWriter::builder(&R::schema().schema)
+            .build()
+            .map_err(avro)?;
+        writer.write_value_ref(out, &value).map_err(avro)?;
+        Ok(())
+    }
+
+    /// Decodes a record value of type `R`, in either framing. A registry id that this codec has
+    /// not seen yet is an [`DecodeErrorKind::UnknownSchema`] error here; use
+    /// [`decode_fetching`](Self::decode_fetching) to ask the registry for it.
+    pub fn decode<R: AvroRecord>(
+        &self,
+        bytes: &[u8],
+        position: &RecordPosition,
+    ) -> Result<R, DecodeError> {
+        self.decode_kind::<R>(bytes).map_err(|kind| DecodeError {
+            record: R::NAME,
+            position: position.clone(),
+            kind: Box::new(kind),
+        })
+    }
+
+    /// [`decode`](Self::decode), fetching an unknown schema id from the registry (once; it is
+    /// cached). Registry failures are [`DecodeErrorKind::Registry`] errors, transient ones
+    /// flagged by [`DecodeError::is_transient`].
+    pub async fn decode_fetching<R: AvroRecord>(
+        &self,
+        bytes: &[u8],
+        position: &RecordPosition,
+    ) -> Result<R, DecodeError> {
+        let result = self.decode::<R>(bytes, position);
+        let unknown_id = match &result {
+            Err(e) => match *e.kind {
+                DecodeErrorKind::UnknownSchema {
+                    schema: SchemaRef::RegistryId(id),
+                } => Some(id),
+                _ => None,
+            },
+            Ok(_) => None,
+        };
+        match unknown_id {
+            Some(id) if self.registry.is_some() => {
+                self.fetch_schema(id).await.map_err(|kind| DecodeError {
+                    record: R::NAME,
+                    position: position.clone(),
+                    kind: Box::new(kind),
+                })?;
+                self.decode::<R>(bytes, position)
+            }
+            _ => result,
+        }
+    }
+
+    /// Fetches schema `id` from the registry into this codec's cache.
+    pub async fn fetch_schema(&self, id: u32) -> Result<(), DecodeErrorKind> {
+        if read(&self.by_id).contains_key(&id) {
+            return Ok(());
+        }
+        let schema_ref = SchemaRef::RegistryId(id);
+        let Some(registry) = &self.registry else {
+            return Err(DecodeErrorKind::UnknownSchema { schema: schema_ref });
+        };
+        let text = match registry.schema_by_id(id).await {
+            Ok(text) => text,
+            Err(RegistryError::NotFound(_)) => {
+                return Err(DecodeErrorKind::UnknownSchema { schema: schema_ref });
+            }
+            Err(e) => {
+                return Err(DecodeErrorKind::Registry {
+                    schema: schema_ref,
+                    transient: e.is_transient(),
+                    message: e.to_string(),
+                });
+            }
+        };
+        let schema =
+            Schema::parse_str(&text).map_err(|e| DecodeErrorKind::InvalidWriterSchema {
+                schema: schema_ref,
+                message: e.to_string(),
+            })?;
+        let fingerprint = schemas::rabin(&schema);
+        write(&self.by_id).insert(
+            id,
+            Arc::new(Writer {
+                schema: Arc::new(schema),
+                fingerprint,
+            }),
+        );
+        Ok(())
+    }
+
+    fn decode_kind<R: AvroRecord>(&self, bytes: &[u8]) -> Result<R, DecodeErrorKind> {
+        let (schema_ref, body) = split_framing(bytes)?;
+        let by_id;
+        let writer: &Writer = match schema_ref {
+            SchemaRef::Fingerprint(fp) => self
+                .by_fingerprint
+                .get(&fp)
+                .ok_or(DecodeErrorKind::UnknownSchema { schema: schema_ref })?,
+            SchemaRef::RegistryId(id) => {
+                by_id = read(&self.by_id)
+                    .get(&id)
+                    .cloned()
+                    .ok_or(DecodeErrorKind::UnknownSchema { schema: schema_ref })?;
+                &by_id
+            }
+        };
+        let writer_name = || match writer.schema.as_ref() {
+            Schema::Record(r) => r.name.fullname(None),
+            other => format!("{other:?}").chars().take(40).collect(),
+        };
+        let body_error = |message: String| DecodeErrorKind::Body {
+            schema: schema_ref,
+            writer: writer_name(),
+            message,
+        };
+        let reader = GenericDatumReader::builder(&writer.schema)
+            .build()
+            .map_err(|e| body_error(e.to_string()))?;
+        let mut cursor = body;
+        let value: Value = reader
+            .read_value(&mut cursor)
+            .map_err(|e| body_error(e.to_string()))?;
+        if !cursor.is_empty() {
+            return Err(DecodeErrorKind::TrailingBytes {
+                schema: schema_ref,
+                writer: writer_name(),
+                count: cursor.len(),
+            });
+        }
+        let current = R::schema();
+        let value = if writer.fingerprint == current.fingerprint {
+            value
+        } else {
+            value
+                .resolve(&current.schema)
+                .map_err(|e| DecodeErrorKind::Incompatible {
+                    schema: schema_ref,
+                    writer: writer_name(),
+                    message: e.to_string(),
+                })?
+        };
+        R::from_avro(value).map_err(|e| DecodeErrorKind::Field {
+            schema: schema_ref,
+            path: e.path,
+            message: e.message,
+        })
+    }
+}
+
+fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    lock.read().unwrap_or_else(|p| p.into_inner())
+}
+
+fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    lock.write().unwrap_or_else(|p| p.into_inner())
+}

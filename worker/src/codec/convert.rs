@@ -1,0 +1,972 @@
+//! Conversions between the model / record types and Avro [`Value`]s of the current schemas.
+//!
+//! Encoding builds values by field name; decoding reads values already resolved to the current
+//! (reader) schema, so union branch indexes are those of the current schema files.
+
+use std::collections::{BTreeMap, HashMap};
+use std::str::FromStr;
+use std::time::Duration;
+
+use apache_avro::types::Value;
+use chrono::{DateTime, Utc};
+
+use super::error::FieldError;
+use super::records::{
+    ActivityRequest, Created, DlqEnvelope, DlqHeader, DlqReason, ExecutionFinished, HistoryEntry,
+    HistoryRecord, ParentRef, Submission,
+};
+use super::schemas::{RecordSchema, current_named};
+use crate::model::{
+    ChildKind, DelayOutcome, ExecutionError, ExecutionErrorKind, ExecutionResult, HistoryEvent,
+    JoinSetRequest, PersistValue, Response, ScheduleAt, StubOutcome, Version,
+};
+
+/// A type that is one record of a topic, with its schema in `schemas/avro/`.
+pub trait AvroRecord: Sized {
+    /// The record's name in its schema, e.g. `Submission`.
+    const NAME: &'static str;
+
+    /// The current schema this type is written with and read into.
+    fn schema() -> &'static RecordSchema {
+        current_named(Self::NAME)
+    }
+
+    /// The Avro value of `self`, in the shape of [`Self::schema`].
+    fn to_avro(&self) -> Result<Value, FieldError>;
+
+    /// Reads a value that conforms to (has been resolved to) [`Self::schema`].
+    fn from_avro(value: Value) -> Result<Self, FieldError>;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Building values
+
+fn record(fields: Vec<(&str, Value)>) -> Value {
+    Value::Record(
+        fields
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect(),
+    )
+}
+
+fn string(s: impl ToString) -> Value {
+    Value::String(s.to_string())
+}
+
+fn json(v: &serde_json::Value) -> Value {
+    Value::String(v.to_string())
+}
+
+/// A `["null", X]` union.
+fn optional<T>(v: Option<T>, f: impl FnOnce(T) -> Value) -> Value {
+    match v {
+        None => Value::Union(0, Box::new(Value::Null)),
+        Some(v) => Value::Union(1, Box::new(f(v))),
+    }
+}
+
+fn branch(index: u32, v: Value) -> Value {
+    Value::Union(index, Box::new(v))
+}
+
+fn enum_value(index: u32, symbol: &str) -> Value {
+    Value::Enum(index, symbol.to_string())
+}
+
+/// `u64`s are stored as the `long` with the same bits.
+fn u64_bits(v: u64) -> Value {
+    Value::Long(v as i64)
+}
+
+fn instant(t: &DateTime<Utc>) -> Value {
+    record(vec![
+        ("micros", Value::TimestampMicros(t.timestamp_micros())),
+        (
+            "nanos",
+            Value::Int((t.timestamp_subsec_nanos() % 1000) as i32),
+        ),
+    ])
+}
+
+fn string_map(m: &BTreeMap<String, String>) -> Value {
+    Value::Map(
+        m.iter()
+            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+            .collect::<HashMap<_, _>>(),
+    )
+}
+
+fn child_kind(k: ChildKind) -> Value {
+    match k {
+        ChildKind::Workflow => enum_value(0, "WORKFLOW"),
+        ChildKind::Activity => enum_value(1, "ACTIVITY"),
+        ChildKind::Stub => enum_value(2, "STUB"),
+    }
+}
+
+fn parent(p: &ParentRef) -> Value {
+    record(vec![
+        ("execution_id", string(&p.execution_id)),
+        ("join_set_id", string(&p.join_set_id)),
+        ("child_kind", child_kind(p.child_kind)),
+    ])
+}
+
+const ERROR_KINDS: [(ExecutionErrorKind, &str); 9] = [
+    (ExecutionErrorKind::TimedOut, "TIMED_OUT"),
+    (
+        ExecutionErrorKind::NondeterminismDetected,
+        "NONDETERMINISM_DETECTED",
+    ),
+    (ExecutionErrorKind::Cancelled, "CANCELLED"),
+    (ExecutionErrorKind::Trap, "TRAP"),
+    (ExecutionErrorKind::OutOfFuel, "OUT_OF_FUEL"),
+    (ExecutionErrorKind::OutOfMemory, "OUT_OF_MEMORY"),
+    (
+        ExecutionErrorKind::UnhandledChildExecutionError,
+        "UNHANDLED_CHILD_EXECUTION_ERROR",
+    ),
+    (ExecutionErrorKind::InvalidParams, "INVALID_PARAMS"),
+    (ExecutionErrorKind::RetriesExhausted, "RETRIES_EXHAUSTED"),
+];
+
+fn result(r: &ExecutionResult) -> Value {
+    let outcome = match r {
+        ExecutionResult::Ok(v) => branch(0, record(vec![("value", json(v))])),
+        ExecutionResult::Err(v) => branch(1, record(vec![("value", json(v))])),
+        ExecutionResult::ExecutionError(e) => {
+            let (index, symbol) = ERROR_KINDS
+                .iter()
+                .enumerate()
+                .find(|(_, (k, _))| *k == e.kind)
+                .map(|(i, (_, s))| (i as u32, *s))
+                .expect("every ExecutionErrorKind has a symbol");
+            branch(
+                2,
+                record(vec![
+                    ("kind", enum_value(index, symbol)),
+                    ("reason", string(&e.reason)),
+                    ("detail", optional(e.detail.as_ref(), string)),
+                ]),
+            )
+        }
+    };
+    record(vec![("outcome", outcome)])
+}
+
+fn schedule_at(s: &ScheduleAt) -> Result<Value, FieldError> {
+    Ok(match s {
+        ScheduleAt::Now => branch(0, record(vec![])),
+        ScheduleAt::At(t) => branch(1, record(vec![("at", instant(t))])),
+        ScheduleAt::In(d) => {
+            let seconds = i64::try_from(d.as_secs()).map_err(|_| {
+                FieldError::new(
+                    "seconds",
+                    format!("duration {d:?} exceeds i64::MAX seconds"),
+                )
+            })?;
+            branch(
+                2,
+                record(vec![
+                    ("seconds", Value::Long(seconds)),
+                    ("nanos", Value::Int(d.subsec_nanos() as i32)),
+                ]),
+            )
+        }
+    })
+}
+
+fn response(r: &Response) -> Value {
+    let body = match r {
+        Response::ChildExecutionFinished {
+            child_execution_id,
+            result: res,
+        } => branch(
+            0,
+            record(vec![
+                ("child_execution_id", string(child_execution_id)),
+                ("result", result(res)),
+            ]),
+        ),
+        Response::DelayFinished { delay_id, outcome } => branch(
+            1,
+            record(vec![
+                ("delay_id", string(delay_id)),
+                (
+                    "outcome",
+                    match outcome {
+                        DelayOutcome::Ok => enum_value(0, "OK"),
+                        DelayOutcome::Cancelled => enum_value(1, "CANCELLED"),
+                    },
+                ),
+            ]),
+        ),
+    };
+    record(vec![("response", body)])
+}
+
+fn history_event(e: &HistoryEvent) -> Result<Value, FieldError> {
+    Ok(match e {
+        HistoryEvent::JoinSetCreate { join_set_id } => {
+            branch(0, record(vec![("join_set_id", string(join_set_id))]))
+        }
+        HistoryEvent::JoinSetRequest {
+            join_set_id,
+            request,
+        } => {
+            let request = match request {
+                JoinSetRequest::ChildExecutionRequest {
+                    child_execution_id,
+                    target_ffqn,
+                    params,
+                    child_kind: kind,
+                } => branch(
+                    0,
+                    record(vec![
+                        ("child_execution_id", string(child_execution_id)),
+                        ("target_ffqn", string(target_ffqn)),
+                        ("params", json(params)),
+                        ("child_kind", child_kind(*kind)),
+                    ]),
+                ),
+                JoinSetRequest::DelayRequest {
+                    delay_id,
+                    timeout,
+                    expires_at,
+                } => branch(
+                    1,
+                    record(vec![
+                        ("delay_id", string(delay_id)),
+                        (
+                            "timeout",
+                            schedule_at(timeout).map_err(|e| e.within("request.timeout"))?,
+                        ),
+                        ("expires_at", instant(expires_at)),
+                    ]),
+                ),
+            };
+            branch(
+                1,
+                record(vec![
+                    ("join_set_id", string(join_set_id)),
+                    ("request", request),
+                ]),
+            )
+        }
+        HistoryEvent::JoinNext {
+            join_set_id,
+            closing,
+            requested_ffqn,
+        } => branch(
+            2,
+            record(vec![
+                ("join_set_id", string(join_set_id)),
+                ("closing", Value::Boolean(*closing)),
+                ("requested_ffqn", optional(requested_ffqn.as_ref(), string)),
+            ]),
+        ),
+        HistoryEvent::JoinNextTooMany {
+            join_set_id,
+            requested_ffqn,
+        } => branch(
+            3,
+            record(vec![
+                ("join_set_id", string(join_set_id)),
+                ("requested_ffqn", optional(requested_ffqn.as_ref(), string)),
+            ]),
+        ),
+        HistoryEvent::Persist { value } => {
+            let value = match value {
+                PersistValue::RandomU64 {
+                    min,
+                    max_exclusive,
+                    value,
+                } => branch(
+                    0,
+                    record(vec![
+                        ("min", u64_bits(*min)),
+                        ("max_exclusive", u64_bits(*max_exclusive)),
+                        ("value", u64_bits(*value)),
+                    ]),
+                ),
+                PersistValue::RandomString {
+                    min_length,
+                    max_length_exclusive,
+                    value,
+                } => branch(
+                    1,
+                    record(vec![
+                        ("min_length", u64_bits(*min_length)),
+                        ("max_length_exclusive", u64_bits(*max_length_exclusive)),
+                        ("value", string(value)),
+                    ]),
+                ),
+            };
+            branch(4, record(vec![("value", value)]))
+        }
+        HistoryEvent::Schedule {
+            execution_id,
+            ffqn,
+            params,
+            intention,
+            scheduled_at,
+        } => branch(
+            5,
+            record(vec![
+                ("execution_id", string(execution_id)),
+                ("ffqn", string(ffqn)),
+                ("params", json(params)),
+                (
+                    "intention",
+                    schedule_at(intention).map_err(|e| e.within("intention"))?,
+                ),
+                ("scheduled_at", instant(scheduled_at)),
+            ]),
+        ),
+        HistoryEvent::Stub {
+            target_execution_id,
+            result: res,
+            outcome,
+        } => branch(
+            6,
+            record(vec![
+                ("target_execution_id", string(target_execution_id)),
+                ("result", result(res)),
+                (
+                    "outcome",
+                    match outcome {
+                        StubOutcome::Ok => enum_value(0, "OK"),
+                        StubOutcome::Conflict => enum_value(1, "CONFLICT"),
+                    },
+                ),
+            ]),
+        ),
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reading values
+
+/// The fields of a record value, taken out by name.
+struct Fields {
+    fields: Vec<(String, Value)>,
+}
+
+impl Fields {
+    fn of(v: Value) -> Result<Fields, FieldError> {
+        match v {
+            Value::Record(fields) => Ok(Fields { fields }),
+            other => Err(FieldError::new(
+                "",
+                format!("expected a record, got {other:?}"),
+            )),
+        }
+    }
+
+    fn take(&mut self, name: &str) -> Result<Value, FieldError> {
+        self.fields
+            .iter_mut()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| std::mem::replace(v, Value::Null))
+            .ok_or_else(|| FieldError::new(name, "missing"))
+    }
+
+    /// Takes field `name` and converts it with `f`, naming the field in errors.
+    fn get<T>(
+        &mut self,
+        name: &str,
+        f: impl FnOnce(Value) -> Result<T, FieldError>,
+    ) -> Result<T, FieldError> {
+        f(self.take(name)?).map_err(|e| e.within(name))
+    }
+}
+
+fn unexpected(what: &str, got: &Value) -> FieldError {
+    let mut shown = format!("{got:?}");
+    if shown.len() > 80 {
+        let mut cut = 80;
+        while !shown.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        shown.truncate(cut);
+        shown.push('…');
+    }
+    FieldError::new("", format!("expected {what}, got {shown}"))
+}
+
+fn read_string(v: Value) -> Result<String, FieldError> {
+    match v {
+        Value::String(s) => Ok(s),
+        other => Err(unexpected("a string", &other)),
+    }
+}
+
+fn read_parsed<T: FromStr>(v: Value) -> Result<T, FieldError>
+where
+    T::Err: std::fmt::Display,
+{
+    let s = read_string(v)?;
+    s.parse::<T>()
+        .map_err(|e| FieldError::new("", e.to_string()))
+}
+
+fn read_json(v: Value) -> Result<serde_json::Value, FieldError> {
+    let s = read_string(v)?;
+    serde_json::from_str(&s).map_err(|e| FieldError::new("", format!("not JSON text: {e}")))
+}
+
+fn read_params(v: Value) -> Result<serde_json::Value, FieldError> {
+    let params = read_json(v)?;
+    if params.is_array() {
+        Ok(params)
+    } else {
+        Err(FieldError::new("", "params must be a JSON array"))
+    }
+}
+
+fn read_long(v: Value) -> Result<i64, FieldError> {
+    match v {
+        Value::Long(n) => Ok(n),
+        Value::Int(n) => Ok(n.into()),
+        other => Err(unexpected("a long", &other)),
+    }
+}
+
+fn read_int(v: Value) -> Result<i32, FieldError> {
+    match v {
+        Value::Int(n) => Ok(n),
+        other => Err(unexpected("an int", &other)),
+    }
+}
+
+fn read_u64_bits(v: Value) -> Result<u64, FieldError> {
+    read_long(v).map(|n| n as u64)
+}
+
+fn read_bool(v: Value) -> Result<bool, FieldError> {
+    match v {
+        Value::Boolean(b) => Ok(b),
+        other => Err(unexpected("a boolean", &other)),
+    }
+}
+
+fn read_bytes(v: Value) -> Result<Vec<u8>, FieldError> {
+    match v {
+        Value::Bytes(b) => Ok(b),
+        other => Err(unexpected("bytes", &other)),
+    }
+}
+
+fn read_optional<T>(
+    v: Value,
+    f: impl FnOnce(Value) -> Result<T, FieldError>,
+) -> Result<Option<T>, FieldError> {
+    match v {
+        Value::Union(_, inner) if *inner == Value::Null => Ok(None),
+        Value::Null => Ok(None),
+        Value::Union(_, inner) => f(*inner).map(Some),
+        other => Err(unexpected("an optional value", &other)),
+    }
+}
+
+/// A union value: its branch index (in the current schema) and the value.
+fn read_branch(v: Value) -> Result<(u32, Value), FieldError> {
+    match v {
+        Value::Union(i, inner) => Ok((i, *inner)),
+        other => Err(unexpected("a union", &other)),
+    }
+}
+
+fn read_symbol(v: Value) -> Result<String, FieldError> {
+    match v {
+        Value::Enum(_, s) => Ok(s),
+        other => Err(unexpected("an enum symbol", &other)),
+    }
+}
+
+fn bad_branch(i: u32) -> FieldError {
+    FieldError::new("", format!("union branch {i} does not exist"))
+}
+
+fn bad_symbol(s: &str) -> FieldError {
+    FieldError::new("", format!("unknown symbol `{s}`"))
+}
+
+fn read_instant(v: Value) -> Result<DateTime<Utc>, FieldError> {
+    let mut f = Fields::of(v)?;
+    let micros = f.get("micros", |v| match v {
+        Value::TimestampMicros(n) | Value::Long(n) => Ok(n),
+        other => Err(unexpected("timestamp-micros", &other)),
+    })?;
+    let nanos = f.get("nanos", read_int)?;
+    if !(0..1000).contains(&nanos) {
+        return Err(FieldError::new(
+            "nanos",
+            format!("{nanos} is not in 0..=999"),
+        ));
+    }
+    DateTime::from_timestamp_micros(micros)
+        .and_then(|t| t.checked_add_signed(chrono::TimeDelta::nanoseconds(nanos.into())))
+        .ok_or_else(|| FieldError::new("micros", format!("{micros} µs is out of range")))
+}
+
+fn read_string_map(v: Value) -> Result<BTreeMap<String, String>, FieldError> {
+    match v {
+        Value::Map(m) => m
+            .into_iter()
+            .map(|(k, v)| read_string(v).map(|v| (k, v)))
+            .collect(),
+        other => Err(unexpected("a map", &other)),
+    }
+}
+
+fn read_child_kind(v: Value) -> Result<ChildKind, FieldError> {
+    match read_symbol(v)?.as_str() {
+        "WORKFLOW" => Ok(ChildKind::Workflow),
+        "ACTIVITY" => Ok(ChildKind::Activity),
+        "STUB" => Ok(ChildKind::Stub),
+        s => Err(bad_symbol(s)),
+    }
+}
+
+fn read_parent(v: Value) -> Result<ParentRef, FieldError> {
+    let mut f = Fields::of(v)?;
+    Ok(ParentRef {
+        execution_id: f.get("execution_id", read_parsed)?,
+        join_set_id: f.get("join_set_id", read_parsed)?,
+        child_kind: f.get("child_kind", read_child_kind)?,
+    })
+}
+
+fn read_result(v: Value) -> Result<ExecutionResult, FieldError> {
+    let mut f = Fields::of(v)?;
+    f.get("outcome", |v| {
+        let (i, v) = read_branch(v)?;
+        let mut b = Fields::of(v)?;
+        match i {
+            0 => Ok(ExecutionResult::Ok(b.get("value", read_json)?)),
+            1 => Ok(ExecutionResult::Err(b.get("value", read_json)?)),
+            2 => {
+                let kind = b.get("kind", |v| {
+                    let s = read_symbol(v)?;
+                    ERROR_KINDS
+                        .iter()
+                        .find(|(_, sym)| *sym == s)
+                        .map(|(k, _)| *k)
+                        .ok_or_else(|| bad_symbol(&s))
+                })?;
+                Ok(ExecutionResult::ExecutionError(ExecutionError {
+                    kind,
+                    reason: b.get("reason", read_string)?,
+                    detail: b.get("detail", |v| read_optional(v, read_string))?,
+                }))
+            }
+            i => Err(bad_branch(i)),
+        }
+    })
+}
+
+fn read_schedule_at(v: Value) -> Result<ScheduleAt, FieldError> {
+    let (i, v) = read_branch(v)?;
+    let mut f = Fields::of(v)?;
+    match i {
+        0 => Ok(ScheduleAt::Now),
+        1 => Ok(ScheduleAt::At(f.get("at", read_instant)?)),
+        2 => {
+            let seconds = f.get("seconds", read_long)?;
+            let nanos = f.get("nanos", read_int)?;
+            let seconds = u64::try_from(seconds)
+                .map_err(|_| FieldError::new("seconds", "negative duration"))?;
+            let nanos = u32::try_from(nanos)
+                .ok()
+                .filter(|n| *n < 1_000_000_000)
+                .ok_or_else(|| FieldError::new("nanos", "not in 0..=999999999"))?;
+            Ok(ScheduleAt::In(Duration::new(seconds, nanos)))
+        }
+        i => Err(bad_branch(i)),
+    }
+}
+
+fn read_response(v: Value) -> Result<Response, FieldError> {
+    let mut f = Fields::of(v)?;
+    f.get("response", |v| {
+        let (i, v) = read_branch(v)?;
+        let mut b = Fields::of(v)?;
+        match i {
+            0 => Ok(Response::ChildExecutionFinished {
+                child_execution_id: b.get("child_execution_id", read_parsed)?,
+                result: b.get("result", read_result)?,
+            }),
+            1 => Ok(Response::DelayFinished {
+                delay_id: b.get("delay_id", read_parsed)?,
+                outcome: b.get("outcome", |v| match read_symbol(v)?.as_str() {
+                    "OK" => Ok(DelayOutcome::Ok),
+                    "CANCELLED" => Ok(DelayOutcome::Cancelled),
+                    s => Err(bad_symbol(s)),
+                })?,
+            }),
+            i => Err(bad_branch(i)),
+        }
+    })
+}
+
+fn read_requested_ffqn(f: &mut Fields) -> Result<Option<crate::model::Ffqn>, FieldError> {
+    f.get("requested_ffqn", |v| read_optional(v, read_parsed))
+}
+
+fn read_history_event(v: Value) -> Result<HistoryEvent, FieldError> {
+    let (i, v) = read_branch(v)?;
+    let mut f = Fields::of(v)?;
+    Ok(match i {
+        0 => HistoryEvent::JoinSetCreate {
+            join_set_id: f.get("join_set_id", read_parsed)?,
+        },
+        1 => HistoryEvent::JoinSetRequest {
+            join_set_id: f.get("join_set_id", read_parsed)?,
+            request: f.get("request", |v| {
+                let (i, v) = read_branch(v)?;
+                let mut r = Fields::of(v)?;
+                match i {
+                    0 => Ok(JoinSetRequest::ChildExecutionRequest {
+                        child_execution_id: r.get("child_execution_id", read_parsed)?,
+                        target_ffqn: r.get("target_ffqn", read_parsed)?,
+                        params: r.get("params", read_params)?,
+                        child_kind: r.get("child_kind", read_child_kind)?,
+                    }),
+                    1 => Ok(JoinSetRequest::DelayRequest {
+                        delay_id: r.get("delay_id", read_parsed)?,
+                        timeout: r.get("timeout", read_schedule_at)?,
+                        expires_at: r.get("expires_at", read_instant)?,
+                    }),
+                    i => Err(bad_branch(i)),
+                }
+            })?,
+        },
+        2 => HistoryEvent::JoinNext {
+            join_set_id: f.get("join_set_id", read_parsed)?,
+            closing: f.get("closing", read_bool)?,
+            requested_ffqn: read_requested_ffqn(&mut f)?,
+        },
+        3 => HistoryEvent::JoinNextTooMany {
+            join_set_id: f.get("join_set_id", read_parsed)?,
+            requested_ffqn: read_requested_ffqn(&mut f)?,
+        },
+        4 => HistoryEvent::Persist {
+            value: f.get("value", |v| {
+                let (i, v) = read_branch(v)?;
+                let mut p = Fields::of(v)?;
+                match i {
+                    0 => Ok(PersistValue::RandomU64 {
+                        min: p.get("min", read_u64_bits)?,
+                        max_exclusive: p.get("max_exclusive", read_u64_bits)?,
+                        value: p.get("value", read_u64_bits)?,
+                    }),
+                    1 => Ok(PersistValue::RandomString {
+                        min_length: p.get("min_length", read_u64_bits)?,
+                        max_length_exclusive: p.get("max_length_exclusive", read_u64_bits)?,
+                        value: p.get("value", read_string)?,
+                    }),
+                    i => Err(bad_branch(i)),
+                }
+            })?,
+        },
+        5 => HistoryEvent::Schedule {
+            execution_id: f.get("execution_id", read_parsed)?,
+            ffqn: f.get("ffqn", read_parsed)?,
+            params: f.get("params", read_params)?,
+            intention: f.get("intention", read_schedule_at)?,
+            scheduled_at: f.get("scheduled_at", read_instant)?,
+        },
+        6 => HistoryEvent::Stub {
+            target_execution_id: f.get("target_execution_id", read_parsed)?,
+            result: f.get("result", read_result)?,
+            outcome: f.get("outcome", |v| match read_symbol(v)?.as_str() {
+                "OK" => Ok(StubOutcome::Ok),
+                "CONFLICT" => Ok(StubOutcome::Conflict),
+                s => Err(bad_symbol(s)),
+            })?,
+        },
+        i => return Err(bad_branch(i)),
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// The records
+
+impl AvroRecord for Submission {
+    const NAME: &'static str = "Submission";
+
+    fn to_avro(&self) -> Result<Value, FieldError> {
+        Ok(record(vec![
+            ("execution_id", string(&self.execution_id)),
+            ("ffqn", string(&self.ffqn)),
+            ("params", json(&self.params)),
+            ("parent", optional(self.parent.as_ref(), parent)),
+            (
+                "scheduled_at",
+                optional(self.scheduled_at.as_ref(), instant),
+            ),
+            (
+                "correlation_id",
+                optional(self.correlation_id.as_ref(), string),
+            ),
+            ("metadata", string_map(&self.metadata)),
+        ]))
+    }
+
+    fn from_avro(value: Value) -> Result<Self, FieldError> {
+        let mut f = Fields::of(value)?;
+        Ok(Submission {
+            execution_id: f.get("execution_id", read_parsed)?,
+            ffqn: f.get("ffqn", read_parsed)?,
+            params: f.get("params", read_params)?,
+            parent: f.get("parent", |v| read_optional(v, read_parent))?,
+            scheduled_at: f.get("scheduled_at", |v| read_optional(v, read_instant))?,
+            correlation_id: f.get("correlation_id", |v| read_optional(v, read_string))?,
+            metadata: f.get("metadata", read_string_map)?,
+        })
+    }
+}
+
+impl AvroRecord for Response {
+    const NAME: &'static str = "Response";
+
+    fn to_avro(&self) -> Result<Value, FieldError> {
+        Ok(response(self))
+    }
+
+    fn from_avro(value: Value) -> Result<Self, FieldError> {
+        read_response(value)
+    }
+}
+
+impl AvroRecord for ActivityRequest {
+    const NAME: &'static str = "ActivityRequest";
+
+    fn to_avro(&self) -> Result<Value, FieldError> {
+        let attempt = i32::try_from(self.attempt)
+            .map_err(|_| FieldError::new("attempt", "exceeds i32::MAX"))?;
+        let timeout = self
+            .timeout_millis
+            .map(i64::try_from)
+            .transpose()
+            .map_err(|_| FieldError::new("timeout_millis", "exceeds i64::MAX"))?;
+        Ok(record(vec![
+            ("execution_id", string(&self.execution_id)),
+            ("parent_execution_id", string(&self.parent_execution_id)),
+            ("ffqn", string(&self.ffqn)),
+            ("params", json(&self.params)),
+            ("attempt", Value::Int(attempt)),
+            ("timeout_millis", optional(timeout, Value::Long)),
+            ("deadline", optional(self.deadline.as_ref(), instant)),
+        ]))
+    }
+
+    fn from_avro(value: Value) -> Result<Self, FieldError> {
+        let mut f = Fields::of(value)?;
+        Ok(ActivityRequest {
+            execution_id: f.get("execution_id", read_parsed)?,
+            parent_execution_id: f.get("parent_execution_id", read_parsed)?,
+            ffqn: f.get("ffqn", read_parsed)?,
+            params: f.get("params", read_params)?,
+            attempt: f.get("attempt", |v| {
+                u32::try_from(read_int(v)?).map_err(|_| FieldError::new("", "negative attempt"))
+            })?,
+            timeout_millis: f.get("timeout_millis", |v| {
+                read_optional(v, |v| {
+                    u64::try_from(read_long(v)?)
+                        .map_err(|_| FieldError::new("", "negative timeout"))
+                })
+            })?,
+            deadline: f.get("deadline", |v| read_optional(v, read_instant))?,
+        })
+    }
+}
+
+impl AvroRecord for HistoryRecord {
+    const NAME: &'static str = "HistoryRecord";
+
+    fn to_avro(&self) -> Result<Value, FieldError> {
+        let entry = match &self.entry {
+            HistoryEntry::Created(c) => branch(
+                0,
+                record(vec![
+                    ("ffqn", string(&c.ffqn)),
+                    ("params", json(&c.params)),
+                    ("parent", optional(c.parent.as_ref(), parent)),
+                    ("scheduled_at", optional(c.scheduled_at.as_ref(), instant)),
+                    (
+                        "correlation_id",
+                        optional(c.correlation_id.as_ref(), string),
+                    ),
+                    ("metadata", string_map(&c.metadata)),
+                    ("created_at", instant(&c.created_at)),
+                ]),
+            ),
+            HistoryEntry::Event { version, event } => branch(
+                1,
+                record(vec![
+                    ("version", u64_bits(version.0)),
+                    (
+                        "event",
+                        history_event(event).map_err(|e| e.within("entry.Event.event"))?,
+                    ),
+                ]),
+            ),
+            HistoryEntry::ResponseAppended(r) => branch(2, record(vec![("response", response(r))])),
+            HistoryEntry::Finished {
+                result: res,
+                finished_at,
+            } => branch(
+                3,
+                record(vec![
+                    ("result", result(res)),
+                    ("finished_at", instant(finished_at)),
+                ]),
+            ),
+        };
+        Ok(record(vec![
+            ("execution_id", string(&self.execution_id)),
+            ("seq", u64_bits(self.seq)),
+            ("entry", entry),
+        ]))
+    }
+
+    fn from_avro(value: Value) -> Result<Self, FieldError> {
+        let mut f = Fields::of(value)?;
+        let execution_id = f.get("execution_id", read_parsed)?;
+        let seq = f.get("seq", read_u64_bits)?;
+        let entry = f.get("entry", |v| {
+            let (i, v) = read_branch(v)?;
+            let mut e = Fields::of(v)?;
+            match i {
+                0 => Ok(HistoryEntry::Created(Created {
+                    ffqn: e.get("ffqn", read_parsed)?,
+                    params: e.get("params", read_params)?,
+                    parent: e.get("parent", |v| read_optional(v, read_parent))?,
+                    scheduled_at: e.get("scheduled_at", |v| read_optional(v, read_instant))?,
+                    correlation_id: e.get("correlation_id", |v| read_optional(v, read_string))?,
+                    metadata: e.get("metadata", read_string_map)?,
+                    created_at: e.get("created_at", read_instant)?,
+                })),
+                1 => Ok(HistoryEntry::Event {
+                    version: Version(e.get("version", read_u64_bits)?),
+                    event: e.get("event", read_history_event)?,
+                }),
+                2 => Ok(HistoryEntry::ResponseAppended(
+                    e.get("response", read_response)?,
+                )),
+                3 => Ok(HistoryEntry::Finished {
+                    result: e.get("result", read_result)?,
+                    finished_at: e.get("finished_at", read_instant)?,
+                }),
+                i => Err(bad_branch(i)),
+            }
+        })?;
+        Ok(HistoryRecord {
+            execution_id,
+            seq,
+            entry,
+        })
+    }
+}
+
+impl AvroRecord for ExecutionFinished {
+    const NAME: &'static str = "ExecutionFinished";
+
+    fn to_avro(&self) -> Result<Value, FieldError> {
+        Ok(record(vec![
+            ("execution_id", string(&self.execution_id)),
+            ("ffqn", string(&self.ffqn)),
+            ("result", result(&self.result)),
+            ("finished_at", instant(&self.finished_at)),
+            (
+                "correlation_id",
+                optional(self.correlation_id.as_ref(), string),
+            ),
+        ]))
+    }
+
+    fn from_avro(value: Value) -> Result<Self, FieldError> {
+        let mut f = Fields::of(value)?;
+        Ok(ExecutionFinished {
+            execution_id: f.get("execution_id", read_parsed)?,
+            ffqn: f.get("ffqn", read_parsed)?,
+            result: f.get("result", read_result)?,
+            finished_at: f.get("finished_at", read_instant)?,
+            correlation_id: f.get("correlation_id", |v| read_optional(v, read_string))?,
+        })
+    }
+}
+
+impl AvroRecord for DlqEnvelope {
+    const NAME: &'static str = "DlqEnvelope";
+
+    fn to_avro(&self) -> Result<Value, FieldError> {
+        let reason_index = DlqReason::ALL
+            .iter()
+            .position(|r| *r == self.reason)
+            .expect("every reason is in ALL") as u32;
+        Ok(record(vec![
+            ("original_topic", string(&self.original_topic)),
+            ("original_partition", Value::Int(self.original_partition)),
+            ("original_offset", Value::Long(self.original_offset)),
+            (
+                "original_timestamp_millis",
+                optional(self.original_timestamp_millis, Value::Long),
+            ),
+            ("key", optional(self.key.clone(), Value::Bytes)),
+            ("value", optional(self.value.clone(), Value::Bytes)),
+            (
+                "original_headers",
+                Value::Array(
+                    self.original_headers
+                        .iter()
+                        .map(|h| {
+                            record(vec![
+                                ("key", string(&h.key)),
+                                ("value", optional(h.value.clone(), Value::Bytes)),
+                            ])
+                        })
+                        .collect(),
+                ),
+            ),
+            ("reason", enum_value(reason_index, self.reason.symbol())),
+            ("error", string(&self.error)),
+            ("failed_at", instant(&self.failed_at)),
+        ]))
+    }
+
+    fn from_avro(value: Value) -> Result<Self, FieldError> {
+        let mut f = Fields::of(value)?;
+        Ok(DlqEnvelope {
+            original_topic: f.get("original_topic", read_string)?,
+            original_partition: f.get("original_partition", read_int)?,
+            original_offset: f.get("original_offset", read_long)?,
+            original_timestamp_millis: f
+                .get("original_timestamp_millis", |v| read_optional(v, read_long))?,
+            key: f.get("key", |v| read_optional(v, read_bytes))?,
+            value: f.get("value", |v| read_optional(v, read_bytes))?,
+            original_headers: f.get("original_headers", |v| match v {
+                Value::Array(items) => items
+                    .into_iter()
+                    .map(|h| {
+                        let mut h = Fields::of(h)?;
+                        Ok(DlqHeader {
+                            key: h.get("key", read_string)?,
+                            value: h.get("value", |v| read_optional(v, read_bytes))?,
+                        })
+                    })
+                    .collect(),
+                other => Err(unexpected("an array", &other)),
+            })?,
+            reason: f.get("reason", |v| {
+                let s = read_symbol(v)?;
+                DlqReason::from_symbol(&s).ok_or_else(|| bad_symbol(&s))
+            })?,
+            error: f.get("error", read_string)?,
+            failed_at: f.get("failed_at", read_instant)?,
+        })
+    }
+}

@@ -1,0 +1,226 @@
+//! The records on Weir's topics that are not model types themselves. [`Response`] (on
+//! `weir.responses`) is the model's own type.
+//!
+//! [`Response`]: crate::model::Response
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+
+use crate::model::{
+    ChildKind, ExecutionId, ExecutionResult, Ffqn, HistoryEvent, JoinSetId, Response, Version,
+};
+
+/// The parent of a child execution, as carried by a [`Submission`] and [`Created`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct ParentRef {
+    pub execution_id: ExecutionId,
+    pub join_set_id: JoinSetId,
+    pub child_kind: ChildKind,
+}
+
+/// A request to start an execution. Topic `weir.submissions`, key: `execution_id`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Submission {
+    pub execution_id: ExecutionId,
+    pub ffqn: Ffqn,
+    /// A JSON array, one element per WIT parameter.
+    pub params: Value,
+    pub parent: Option<ParentRef>,
+    /// Run no earlier than this; `None` means now.
+    pub scheduled_at: Option<DateTime<Utc>>,
+    pub correlation_id: Option<String>,
+    /// Free-form caller metadata (added in schema v1; empty when read from a v0 record).
+    pub metadata: BTreeMap<String, String>,
+}
+
+/// A request to run an activity. Topic `weir.activity.<route>`, key: `execution_id` (the
+/// activity's own id). Answered by a [`Response::ChildExecutionFinished`] on `weir.responses`
+/// keyed by `parent_execution_id`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ActivityRequest {
+    pub execution_id: ExecutionId,
+    pub parent_execution_id: ExecutionId,
+    pub ffqn: Ffqn,
+    /// A JSON array, one element per WIT parameter.
+    pub params: Value,
+    /// 1 for the first attempt.
+    pub attempt: u32,
+    /// Time allowed for this attempt, if limited.
+    pub timeout_millis: Option<u64>,
+    /// Absolute deadline of the activity (all attempts), if any.
+    pub deadline: Option<DateTime<Utc>>,
+}
+
+/// The execution was created. The first entry of every execution's changelog.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Created {
+    pub ffqn: Ffqn,
+    pub params: Value,
+    pub parent: Option<ParentRef>,
+    pub scheduled_at: Option<DateTime<Utc>>,
+    pub correlation_id: Option<String>,
+    pub metadata: BTreeMap<String, String>,
+    pub created_at: DateTime<Utc>,
+}
+
+/// One entry of an execution's changelog.
+#[derive(Clone, Debug, PartialEq)]
+pub enum HistoryEntry {
+    Created(Created),
+    Event {
+        version: Version,
+        event: HistoryEvent,
+    },
+    /// A response consumed for the execution, journalled in consumption order.
+    ResponseAppended(Response),
+    Finished {
+        result: ExecutionResult,
+        finished_at: DateTime<Utc>,
+    },
+}
+
+/// A record of `weir.history`, key: `execution_id`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HistoryRecord {
+    pub execution_id: ExecutionId,
+    /// Position in the execution's changelog: 0 for `Created`, then +1 per record. With the
+    /// execution id, the idempotency key of the materialised history.
+    pub seq: u64,
+    pub entry: HistoryEntry,
+}
+
+/// A finished top-level execution. Topic `weir.results`, key: `execution_id`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ExecutionFinished {
+    pub execution_id: ExecutionId,
+    pub ffqn: Ffqn,
+    pub result: ExecutionResult,
+    pub finished_at: DateTime<Utc>,
+    /// The submission's correlation id (added in schema v1; `None` when read from v0).
+    pub correlation_id: Option<String>,
+}
+
+/// Why a record went to the DLQ. New reasons are added at the end; readers that do not know
+/// one read it as `Other` (the Avro enum's default).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DlqReason {
+    /// The bytes are not a record of the expected schema (bad framing, bad body, bad field).
+    Undecodable,
+    /// The writer schema (fingerprint or registry id) is not known.
+    UnknownSchema,
+    /// No component exports the requested function.
+    UnknownFfqn,
+    /// The parameters failed the type check against the function's WIT signature.
+    InvalidParams,
+    /// The record is larger than allowed.
+    Oversize,
+    Other,
+}
+
+impl DlqReason {
+    pub const ALL: [DlqReason; 6] = [
+        DlqReason::Undecodable,
+        DlqReason::UnknownSchema,
+        DlqReason::UnknownFfqn,
+        DlqReason::InvalidParams,
+        DlqReason::Oversize,
+        DlqReason::Other,
+    ];
+
+    /// The Avro enum symbol.
+    pub fn symbol(self) -> &'static str {
+        match self {
+            DlqReason::Undecodable => "UNDECODABLE",
+            DlqReason::UnknownSchema => "UNKNOWN_SCHEMA",
+            DlqReason::UnknownFfqn => "UNKNOWN_FFQN",
+            DlqReason::InvalidParams => "INVALID_PARAMS",
+            DlqReason::Oversize => "OVERSIZE",
+            DlqReason::Other => "OTHER",
+        }
+    }
+
+    /// The spelling used in the `weir.dlq.reason` header: kebab-case.
+    pub fn header_value(self) -> &'static str {
+        match self {
+            DlqReason::Undecodable => "undecodable",
+            DlqReason::UnknownSchema => "unknown-schema",
+            DlqReason::UnknownFfqn => "unknown-ffqn",
+            DlqReason::InvalidParams => "invalid-params",
+            DlqReason::Oversize => "oversize",
+            DlqReason::Other => "other",
+        }
+    }
+
+    pub fn from_symbol(symbol: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|r| r.symbol() == symbol)
+    }
+}
+
+/// A Kafka header of the original record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DlqHeader {
+    pub key: String,
+    pub value: Option<Vec<u8>>,
+}
+
+/// An input record that could not be processed. Topic `weir.dlq`, key: the original key.
+/// The original key, value and headers are kept byte for byte: nothing is lost.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DlqEnvelope {
+    pub original_topic: String,
+    pub original_partition: i32,
+    pub original_offset: i64,
+    pub original_timestamp_millis: Option<i64>,
+    pub key: Option<Vec<u8>>,
+    pub value: Option<Vec<u8>>,
+    pub original_headers: Vec<DlqHeader>,
+    pub reason: DlqReason,
+    pub error: String,
+    pub failed_at: DateTime<Utc>,
+}
+
+/// Header names of a DLQ record.
+pub mod dlq_headers {
+    /// The reason, kebab-case (`undecodable`, `unknown-schema`, …).
+    pub const REASON: &str = "weir.dlq.reason";
+    /// The error message, UTF-8, cut to [`MAX_ERROR_HEADER_BYTES`].
+    pub const ERROR: &str = "weir.dlq.error";
+    pub const ORIGINAL_TOPIC: &str = "weir.dlq.original-topic";
+    pub const ORIGINAL_PARTITION: &str = "weir.dlq.original-partition";
+    pub const ORIGINAL_OFFSET: &str = "weir.dlq.original-offset";
+    /// The full error is in the record's value; the header carries its start.
+    pub const MAX_ERROR_HEADER_BYTES: usize = 1024;
+}
+
+impl DlqEnvelope {
+    /// The Kafka headers to send with this envelope: reason, error (cut to
+    /// [`dlq_headers::MAX_ERROR_HEADER_BYTES`] on a character boundary) and the original
+    /// topic, partition and offset, all as UTF-8 text.
+    pub fn kafka_headers(&self) -> Vec<(&'static str, Vec<u8>)> {
+        let mut cut = self.error.len().min(dlq_headers::MAX_ERROR_HEADER_BYTES);
+        while !self.error.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        vec![
+            (
+                dlq_headers::REASON,
+                self.reason.header_value().as_bytes().to_vec(),
+            ),
+            (dlq_headers::ERROR, self.error.as_bytes()[..cut].to_vec()),
+            (
+                dlq_headers::ORIGINAL_TOPIC,
+                self.original_topic.as_bytes().to_vec(),
+            ),
+            (
+                dlq_headers::ORIGINAL_PARTITION,
+                self.original_partition.to_string().into_bytes(),
+            ),
+            (
+                dlq_headers::ORIGINAL_OFFSET,
+                self.original_offset.to_string().into_bytes(),
+            ),
+        ]
+    }
+}

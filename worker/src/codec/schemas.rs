@@ -1,0 +1,105 @@
+//! The Avro schemas of `schemas/avro/`, embedded in the binary, parsed once.
+//!
+//! `CURRENT` are the schemas Weir writes with (and reads into); `PREVIOUS` are the earlier
+//! versions kept under `schemas/avro/history/<version>/`, which Weir still recognises as writer
+//! schemas (by fingerprint in single-object encoding) and resolves to the current ones.
+
+use std::sync::OnceLock;
+
+use apache_avro::Schema;
+use apache_avro::rabin::Rabin;
+
+/// One `.avsc` file, parsed.
+#[derive(Debug)]
+pub struct RecordSchema {
+    /// The record's name without namespace, e.g. `Submission`.
+    pub name: &'static str,
+    /// The file, relative to `schemas/avro/`, e.g. `submission.avsc` or
+    /// `history/v0/submission.avsc`.
+    pub file: &'static str,
+    /// The file's text, as registered with a schema registry (compacted JSON).
+    pub text: String,
+    pub schema: Schema,
+    /// CRC-64-AVRO (Rabin) fingerprint of the Parsing Canonical Form, as a `u64` read
+    /// little-endian (the single-object header carries these 8 bytes in that order).
+    pub fingerprint: u64,
+}
+
+/// The namespace of every named type in Weir's schemas. `v1` is the generation of the wire
+/// contract, not a schema version: compatible changes keep it (Avro resolves named types by
+/// full name, so changing it would make every type a new one); only an incompatible redesign,
+/// which would need new topics, would bump it.
+pub const NAMESPACE: &str = "dev.weir.v1";
+
+macro_rules! avsc {
+    ($name:literal, $file:literal) => {
+        (
+            $name,
+            $file,
+            include_str!(concat!("../../../schemas/avro/", $file)),
+        )
+    };
+}
+
+const CURRENT_FILES: &[(&str, &str, &str)] = &[
+    avsc!("Submission", "submission.avsc"),
+    avsc!("Response", "response.avsc"),
+    avsc!("ActivityRequest", "activity_request.avsc"),
+    avsc!("HistoryRecord", "history_record.avsc"),
+    avsc!("ExecutionFinished", "execution_finished.avsc"),
+    avsc!("DlqEnvelope", "dlq_envelope.avsc"),
+];
+
+/// Earlier versions, oldest first. When a schema changes, its current file is copied here first.
+const PREVIOUS_FILES: &[(&str, &str, &str)] = &[
+    avsc!("Submission", "history/v0/submission.avsc"),
+    avsc!("ExecutionFinished", "history/v0/execution_finished.avsc"),
+];
+
+fn parse(files: &[(&'static str, &'static str, &'static str)]) -> Vec<RecordSchema> {
+    files
+        .iter()
+        .map(|&(name, file, text)| {
+            // The files are part of the binary; a test parses every one of them.
+            let schema = Schema::parse_str(text)
+                .unwrap_or_else(|e| panic!("embedded schemas/avro/{file} does not parse: {e}"));
+            let json: serde_json::Value = serde_json::from_str(text)
+                .unwrap_or_else(|e| panic!("embedded schemas/avro/{file} is not JSON: {e}"));
+            RecordSchema {
+                name,
+                file,
+                text: json.to_string(),
+                fingerprint: rabin(&schema),
+                schema,
+            }
+        })
+        .collect()
+}
+
+/// The CRC-64-AVRO fingerprint of `schema`, as the `u64` its 8 little-endian bytes spell.
+pub fn rabin(schema: &Schema) -> u64 {
+    let bytes = schema.fingerprint::<Rabin>().bytes;
+    let mut le = [0u8; 8];
+    le.copy_from_slice(&bytes[..8]);
+    u64::from_le_bytes(le)
+}
+
+/// The current schemas, one per record type.
+pub fn current() -> &'static [RecordSchema] {
+    static CURRENT: OnceLock<Vec<RecordSchema>> = OnceLock::new();
+    CURRENT.get_or_init(|| parse(CURRENT_FILES))
+}
+
+/// The earlier versions still recognised as writer schemas.
+pub fn previous() -> &'static [RecordSchema] {
+    static PREVIOUS: OnceLock<Vec<RecordSchema>> = OnceLock::new();
+    PREVIOUS.get_or_init(|| parse(PREVIOUS_FILES))
+}
+
+/// The current schema of the record named `name`.
+pub fn current_named(name: &str) -> &'static RecordSchema {
+    current()
+        .iter()
+        .find(|s| s.name == name)
+        .unwrap_or_else(|| panic!("no current schema named {name}"))
+}

@@ -1,0 +1,325 @@
+//! Sample records for the codec tests: every record type, every history event, response and
+//! result variant. Shared by the `codec_*` test files (`mod codec_samples;`).
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde_json::json;
+use ulid::Ulid;
+use weir::codec::{
+    ActivityRequest, Created, DlqEnvelope, DlqHeader, DlqReason, ExecutionFinished, HistoryEntry,
+    HistoryRecord, ParentRef, Submission,
+};
+use weir::model::{
+    ChildKind, DelayOutcome, ExecutionError, ExecutionErrorKind, ExecutionId, ExecutionResult,
+    Ffqn, HistoryEvent, JoinSetId, JoinSetRequest, PersistValue, Response, ScheduleAt, StubOutcome,
+    Version,
+};
+
+pub fn root() -> ExecutionId {
+    ExecutionId::top_level(Ulid::from(0x0190_1234_5678_9abc_def0_1234_5678_9abc_u128))
+}
+
+pub fn ffqn() -> Ffqn {
+    "weir-examples:activities/compute@1.2.0.fib"
+        .parse()
+        .unwrap()
+}
+
+/// A time with nanosecond precision (what `Utc::now()` gives).
+pub fn t0() -> DateTime<Utc> {
+    DateTime::from_timestamp(1_700_000_000, 123_456_789).unwrap()
+}
+
+pub fn results() -> Vec<ExecutionResult> {
+    let mut results = vec![
+        ExecutionResult::Ok(json!({"a": [1, 2.5, "x", null, true]})),
+        ExecutionResult::Ok(json!(null)),
+        ExecutionResult::Err(json!("insufficient funds")),
+        ExecutionResult::ExecutionError(
+            ExecutionError::new(ExecutionErrorKind::NondeterminismDetected, "mismatch")
+                .with_detail("history: JoinNext(g:1)\ncode: Persist"),
+        ),
+    ];
+    for kind in [
+        ExecutionErrorKind::TimedOut,
+        ExecutionErrorKind::NondeterminismDetected,
+        ExecutionErrorKind::Cancelled,
+        ExecutionErrorKind::Trap,
+        ExecutionErrorKind::OutOfFuel,
+        ExecutionErrorKind::OutOfMemory,
+        ExecutionErrorKind::UnhandledChildExecutionError,
+        ExecutionErrorKind::InvalidParams,
+        ExecutionErrorKind::RetriesExhausted,
+    ] {
+        results.push(ExecutionResult::error(kind, format!("{kind}")));
+    }
+    results
+}
+
+pub fn responses() -> Vec<Response> {
+    let js = JoinSetId::generated(1).unwrap();
+    let mut responses: Vec<Response> = results()
+        .into_iter()
+        .enumerate()
+        .map(|(i, result)| Response::ChildExecutionFinished {
+            child_execution_id: root().child(&js, i as u64 + 1),
+            result,
+        })
+        .collect();
+    let sleep = JoinSetId::one_off(2, "sleep").unwrap();
+    responses.push(Response::DelayFinished {
+        delay_id: root().delay(&sleep, 1),
+        outcome: DelayOutcome::Ok,
+    });
+    responses.push(Response::DelayFinished {
+        delay_id: root().delay(&sleep, 1),
+        outcome: DelayOutcome::Cancelled,
+    });
+    responses
+}
+
+pub fn events() -> Vec<HistoryEvent> {
+    let js = JoinSetId::generated(1).unwrap();
+    let named = JoinSetId::named("payments-2024").unwrap();
+    let one_off = JoinSetId::one_off(3, "charge").unwrap();
+    let mut events = vec![
+        HistoryEvent::JoinSetCreate {
+            join_set_id: named.clone(),
+        },
+        HistoryEvent::JoinNext {
+            join_set_id: js.clone(),
+            closing: true,
+            requested_ffqn: Some(ffqn()),
+        },
+        HistoryEvent::JoinNext {
+            join_set_id: one_off.clone(),
+            closing: false,
+            requested_ffqn: None,
+        },
+        HistoryEvent::JoinNextTooMany {
+            join_set_id: js.clone(),
+            requested_ffqn: Some(ffqn()),
+        },
+        HistoryEvent::JoinNextTooMany {
+            join_set_id: js.clone(),
+            requested_ffqn: None,
+        },
+        HistoryEvent::Persist {
+            value: PersistValue::RandomU64 {
+                min: 0,
+                max_exclusive: u64::MAX,
+                value: u64::MAX - 1,
+            },
+        },
+        HistoryEvent::Persist {
+            value: PersistValue::RandomString {
+                min_length: 1,
+                max_length_exclusive: 64,
+                value: "héllo ✓".into(),
+            },
+        },
+        HistoryEvent::Stub {
+            target_execution_id: root().child(&one_off, 1),
+            result: ExecutionResult::Ok(json!(42)),
+            outcome: StubOutcome::Ok,
+        },
+        HistoryEvent::Stub {
+            target_execution_id: root().child(&one_off, 1),
+            result: ExecutionResult::Err(json!({"code": 7})),
+            outcome: StubOutcome::Conflict,
+        },
+    ];
+    for (i, kind) in [ChildKind::Workflow, ChildKind::Activity, ChildKind::Stub]
+        .into_iter()
+        .enumerate()
+    {
+        events.push(HistoryEvent::JoinSetRequest {
+            join_set_id: js.clone(),
+            request: JoinSetRequest::ChildExecutionRequest {
+                child_execution_id: root().child(&js, i as u64 + 1).child(&one_off, 1),
+                target_ffqn: ffqn(),
+                params: json!([1, "two", {"three": [3]}]),
+                child_kind: kind,
+            },
+        });
+    }
+    for (i, timeout) in schedule_ats().into_iter().enumerate() {
+        events.push(HistoryEvent::JoinSetRequest {
+            join_set_id: one_off.clone(),
+            request: JoinSetRequest::DelayRequest {
+                delay_id: root().delay(&one_off, i as u64 + 1),
+                timeout,
+                expires_at: t0(),
+            },
+        });
+        events.push(HistoryEvent::Schedule {
+            execution_id: ExecutionId::top_level(Ulid::from(i as u128 + 7)),
+            ffqn: ffqn(),
+            params: json!([]),
+            intention: timeout,
+            scheduled_at: t0(),
+        });
+    }
+    events
+}
+
+pub fn schedule_ats() -> Vec<ScheduleAt> {
+    vec![
+        ScheduleAt::Now,
+        ScheduleAt::At(t0()),
+        ScheduleAt::At(DateTime::from_timestamp(-86_400 * 365, 999).unwrap()),
+        ScheduleAt::In(Duration::from_nanos(1_500_000_001)),
+        ScheduleAt::In(Duration::new(i64::MAX as u64, 999_999_999)),
+    ]
+}
+
+pub fn submissions() -> Vec<Submission> {
+    let js = JoinSetId::generated(4).unwrap();
+    vec![
+        Submission {
+            execution_id: root(),
+            ffqn: ffqn(),
+            params: json!([10]),
+            parent: None,
+            scheduled_at: None,
+            correlation_id: None,
+            metadata: BTreeMap::new(),
+        },
+        Submission {
+            execution_id: root().child(&js, 2),
+            ffqn: ffqn(),
+            params: json!([{"order": "o-1", "items": [1, 2]}, "x"]),
+            parent: Some(ParentRef {
+                execution_id: root(),
+                join_set_id: js,
+                child_kind: ChildKind::Workflow,
+            }),
+            scheduled_at: Some(t0()),
+            correlation_id: Some("req-17".into()),
+            metadata: BTreeMap::from([
+                ("traceparent".to_string(), "00-abc-def-01".to_string()),
+                ("tenant".to_string(), "acme".to_string()),
+            ]),
+        },
+    ]
+}
+
+pub fn activity_requests() -> Vec<ActivityRequest> {
+    let js = JoinSetId::one_off(1, "fib").unwrap();
+    vec![
+        ActivityRequest {
+            execution_id: root().child(&js, 1),
+            parent_execution_id: root(),
+            ffqn: ffqn(),
+            params: json!([30]),
+            attempt: 1,
+            timeout_millis: None,
+            deadline: None,
+        },
+        ActivityRequest {
+            execution_id: root().child(&js, 1),
+            parent_execution_id: root(),
+            ffqn: ffqn(),
+            params: json!([]),
+            attempt: 4,
+            timeout_millis: Some(30_000),
+            deadline: Some(t0()),
+        },
+    ]
+}
+
+pub fn history_records() -> Vec<HistoryRecord> {
+    let id = root();
+    let mut entries = vec![
+        HistoryEntry::Created(Created {
+            ffqn: ffqn(),
+            params: json!([1]),
+            parent: None,
+            scheduled_at: None,
+            correlation_id: None,
+            metadata: BTreeMap::new(),
+            created_at: t0(),
+        }),
+        HistoryEntry::Created(Created {
+            ffqn: ffqn(),
+            params: json!(["a", 2]),
+            parent: Some(ParentRef {
+                execution_id: root(),
+                join_set_id: JoinSetId::named("n1").unwrap(),
+                child_kind: ChildKind::Stub,
+            }),
+            scheduled_at: Some(DateTime::<Utc>::MAX_UTC),
+            correlation_id: Some("c".into()),
+            metadata: BTreeMap::from([("k".to_string(), "v".to_string())]),
+            created_at: DateTime::<Utc>::MIN_UTC,
+        }),
+    ];
+    entries.extend(
+        events()
+            .into_iter()
+            .enumerate()
+            .map(|(i, event)| HistoryEntry::Event {
+                version: Version(i as u64),
+                event,
+            }),
+    );
+    entries.extend(responses().into_iter().map(HistoryEntry::ResponseAppended));
+    entries.extend(results().into_iter().map(|result| HistoryEntry::Finished {
+        result,
+        finished_at: t0(),
+    }));
+    entries
+        .into_iter()
+        .enumerate()
+        .map(|(seq, entry)| HistoryRecord {
+            execution_id: id.clone(),
+            seq: seq as u64,
+            entry,
+        })
+        .collect()
+}
+
+pub fn execution_finished() -> Vec<ExecutionFinished> {
+    results()
+        .into_iter()
+        .enumerate()
+        .map(|(i, result)| ExecutionFinished {
+            execution_id: root(),
+            ffqn: ffqn(),
+            result,
+            finished_at: t0(),
+            correlation_id: (i % 2 == 0).then(|| format!("corr-{i}")),
+        })
+        .collect()
+}
+
+pub fn dlq_envelopes() -> Vec<DlqEnvelope> {
+    DlqReason::ALL
+        .into_iter()
+        .enumerate()
+        .map(|(i, reason)| DlqEnvelope {
+            original_topic: "weir.submissions".into(),
+            original_partition: i as i32,
+            original_offset: 1_000_000 + i as i64,
+            original_timestamp_millis: (i % 2 == 0).then_some(1_700_000_000_000),
+            key: (i % 3 != 0).then(|| b"E_01J".to_vec()),
+            value: (i % 2 == 1).then(|| vec![0xC3, 0x01, 0xff, 0x00]),
+            original_headers: vec![
+                DlqHeader {
+                    key: "traceparent".into(),
+                    value: Some(b"00-1".to_vec()),
+                },
+                DlqHeader {
+                    key: "empty".into(),
+                    value: None,
+                },
+            ],
+            reason,
+            error: format!("error {i}: ✗ did not decode"),
+            failed_at: t0(),
+        })
+        .collect()
+}
