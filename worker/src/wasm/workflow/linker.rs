@@ -96,8 +96,9 @@ pub(crate) fn workflow_linker(
         for (fname, fitem) in instance.exports(engine) {
             let func = match fitem.ty {
                 ComponentItem::ComponentFunc(func) => func,
-                // `use`d types come along as type exports.
-                ComponentItem::Type(_) => continue,
+                // `use`d types (and the `join-set` resource) come along as type exports;
+                // wasmtime checks the resource's identity against the host's.
+                ComponentItem::Type(_) | ComponentItem::Resource(_) => continue,
                 _ => {
                     return Err(unsatisfied(format!(
                         "`{fname}` is not a function of a generated interface"
