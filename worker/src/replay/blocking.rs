@@ -53,7 +53,7 @@ impl Replay {
                 }) if actual == *ffqn => Ok((child_execution_id, result)),
                 Some(actual) => Err(AwaitNextError::FunctionMismatch {
                     requested: ffqn.clone(),
-                    actual,
+                    actual: Box::new(actual),
                 }),
             }))
     }

@@ -269,9 +269,6 @@ impl JoinSets {
         let index = step.index;
         let slot = self.slot_or_insert(&step.join_set_id);
         let state = &mut self.slots[slot];
-        if state.has_arrived(index) {
-            return Ok((false, slot));
-        }
         let kind_ok = match (&response, state.request(index)) {
             (_, None) => true, // not replayed yet; checked when consumed
             (Response::ChildExecutionFinished { .. }, Some(Request::Child { .. })) => true,
@@ -280,6 +277,9 @@ impl JoinSets {
         };
         if !kind_ok {
             return Err(DeliveryError::KindMismatch(Box::new(response)));
+        }
+        if state.has_arrived(index) {
+            return Ok((false, slot));
         }
         state.arrived.insert(index);
         state.inbox.push_back(response);
