@@ -374,15 +374,25 @@ impl Codec {
         let reader = GenericDatumReader::builder(&writer.schema)
             .build()
             .map_err(|e| body_error(e.to_string()))?;
-        let mut cursor = body;
+        let mut cursor = EofDetector {
+            rest: body,
+            hit_eof: false,
+        };
         let value: Value = reader
             .read_value(&mut cursor)
             .map_err(|e| body_error(e.to_string()))?;
-        if !cursor.is_empty() {
+        if cursor.hit_eof {
+            // apache-avro reads a union index at the end of input as branch 0 instead of
+            // failing, so a record cut before an optional field would decode "successfully".
+            return Err(body_error(
+                "truncated: the body ends inside the record".to_string(),
+            ));
+        }
+        if !cursor.rest.is_empty() {
             return Err(DecodeErrorKind::TrailingBytes {
                 schema: schema_ref,
                 writer: writer_name(),
-                count: cursor.len(),
+                count: cursor.rest.len(),
             });
         }
         let current = R::schema();
@@ -402,6 +412,21 @@ impl Codec {
             path: e.path,
             message: e.message,
         })
+    }
+}
+
+/// A reader over the body that remembers whether the decoder tried to read past its end.
+struct EofDetector<'a> {
+    rest: &'a [u8],
+    hit_eof: bool,
+}
+
+impl std::io::Read for EofDetector<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.rest.is_empty() && !buf.is_empty() {
+            self.hit_eof = true;
+        }
+        self.rest.read(buf)
     }
 }
 
