@@ -1,9 +1,14 @@
-//! Kafka: client configuration, the Java-compatible murmur2 partitioner and topic
-//! administration (`weir topology apply`). The partition processor joins here later.
+//! Kafka: client configuration, the Java-compatible murmur2 partitioner, topic administration
+//! (`weir topology apply`), transactional batches, and the workflow worker (the partition
+//! processor) with its store catch-up.
 
 pub mod admin;
+pub mod catchup;
 pub mod config;
+pub mod executions;
+pub mod group;
 pub mod partitioner;
 pub mod transaction;
+pub mod workflow_worker;
 
 pub use config::KafkaConfig;

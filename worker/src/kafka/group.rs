@@ -1,0 +1,81 @@
+//! A consumer-group member that tells its owner about rebalances.
+//!
+//! librdkafka runs rebalance callbacks inside `poll`. The worker only polls while it collects a
+//! batch, never while a transaction is open, so a rebalance can never cut a transaction in two;
+//! the context just records that one happened so that the batch collected across it is dropped
+//! (nothing of it was committed, and the eager protocol resets every position to the committed
+//! offsets when it reassigns).
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+
+use rdkafka::ClientContext;
+use rdkafka::consumer::{BaseConsumer, ConsumerContext, Rebalance};
+use rdkafka::error::KafkaResult;
+use rdkafka::topic_partition_list::TopicPartitionList;
+use tracing::info;
+
+/// What the worker needs to know about its group membership.
+#[derive(Debug, Default)]
+pub struct Membership {
+    /// Bumped at every revocation or assignment.
+    pub generation: u64,
+    /// The partitions (of the first subscribed topic; all subscribed topics are co-partitioned)
+    /// this member owns now.
+    pub partitions: BTreeSet<i32>,
+}
+
+/// Consumer context recording rebalances. Never commits offsets: they are committed by the
+/// producer's transactions only (a consumer that commits on its own, even on revoke, would
+/// overwrite them).
+#[derive(Clone, Default)]
+pub struct RebalanceTracker {
+    membership: Arc<Mutex<Membership>>,
+}
+
+impl RebalanceTracker {
+    pub fn snapshot(&self) -> (u64, BTreeSet<i32>) {
+        let m = self.lock();
+        (m.generation, m.partitions.clone())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Membership> {
+        self.membership
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl ClientContext for RebalanceTracker {}
+
+impl ConsumerContext for RebalanceTracker {
+    fn pre_rebalance(&self, _consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        if let Rebalance::Revoke(list) = rebalance {
+            let mut m = self.lock();
+            m.generation += 1;
+            for element in list.elements() {
+                m.partitions.remove(&element.partition());
+            }
+            info!(revoked = ?partitions(list), "partitions revoked");
+        }
+    }
+
+    fn post_rebalance(&self, _consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        if let Rebalance::Assign(list) = rebalance {
+            let mut m = self.lock();
+            m.generation += 1;
+            m.partitions
+                .extend(list.elements().iter().map(|e| e.partition()));
+            info!(assigned = ?partitions(list), "partitions assigned");
+        }
+    }
+
+    fn commit_callback(&self, _result: KafkaResult<()>, _offsets: &TopicPartitionList) {}
+}
+
+fn partitions(list: &TopicPartitionList) -> Vec<(String, i32)> {
+    list.elements()
+        .iter()
+        .map(|e| (e.topic().to_owned(), e.partition()))
+        .collect()
+}

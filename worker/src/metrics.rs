@@ -1,0 +1,226 @@
+//! Metrics a user can scrape: counters and gauges of the worker, rendered in the Prometheus
+//! text format and served at `GET /metrics` by [`serve`]. Hand-rolled (a few atomics) rather
+//! than a metrics framework: the set is small and fixed.
+
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+use tracing::{info, warn};
+
+#[derive(Default, Debug)]
+pub struct Counter(AtomicU64);
+
+impl Counter {
+    pub fn inc(&self) {
+        self.add(1);
+    }
+    pub fn add(&self, n: u64) {
+        self.0.fetch_add(n, Ordering::Relaxed);
+    }
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+#[derive(Default, Debug)]
+pub struct Gauge(AtomicI64);
+
+impl Gauge {
+    pub fn set(&self, v: i64) {
+        self.0.store(v, Ordering::Relaxed);
+    }
+    pub fn get(&self) -> i64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// Sum and count of observations, exported as a Prometheus summary without quantiles.
+#[derive(Default, Debug)]
+pub struct Timing {
+    count: AtomicU64,
+    micros: AtomicU64,
+}
+
+impl Timing {
+    pub fn observe(&self, seconds: f64) {
+        self.count.fetch_add(1, Ordering::Relaxed);
+        self.micros
+            .fetch_add((seconds * 1e6) as u64, Ordering::Relaxed);
+    }
+}
+
+/// Every metric of a worker process.
+#[derive(Default, Debug)]
+pub struct Metrics {
+    pub records_in: Counter,
+    pub records_out: Counter,
+    pub batches_committed: Counter,
+    pub batches_aborted: Counter,
+    pub batch_seconds: Timing,
+    pub dlq_records: Counter,
+    pub executions_created: Counter,
+    pub executions_finished: Counter,
+    pub executions_replayed: Counter,
+    pub executions_cached: Gauge,
+    pub executions_parked: Gauge,
+    pub partitions_owned: Gauge,
+    pub activity_attempts: Counter,
+    pub activity_retries_scheduled: Counter,
+}
+
+impl Metrics {
+    /// The Prometheus text exposition of every metric.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        let mut counter = |name: &str, help: &str, value: u64| {
+            let _ = writeln!(
+                out,
+                "# HELP weir_{name} {help}\n# TYPE weir_{name} counter\nweir_{name} {value}"
+            );
+        };
+        counter(
+            "records_in_total",
+            "Input records and timers processed.",
+            self.records_in.get(),
+        );
+        counter(
+            "records_out_total",
+            "Records produced in committed transactions.",
+            self.records_out.get(),
+        );
+        counter(
+            "batches_committed_total",
+            "Transactions committed.",
+            self.batches_committed.get(),
+        );
+        counter(
+            "batches_aborted_total",
+            "Transactions aborted (batch reprocessed).",
+            self.batches_aborted.get(),
+        );
+        counter(
+            "dlq_records_total",
+            "Input records sent to the DLQ.",
+            self.dlq_records.get(),
+        );
+        counter(
+            "executions_created_total",
+            "Executions created.",
+            self.executions_created.get(),
+        );
+        counter(
+            "executions_finished_total",
+            "Executions finished.",
+            self.executions_finished.get(),
+        );
+        counter(
+            "executions_replayed_total",
+            "Executions rebuilt from the store by replay.",
+            self.executions_replayed.get(),
+        );
+        counter(
+            "activity_attempts_total",
+            "Activity attempts run.",
+            self.activity_attempts.get(),
+        );
+        counter(
+            "activity_retries_scheduled_total",
+            "Activity retries scheduled.",
+            self.activity_retries_scheduled.get(),
+        );
+        let mut gauge = |name: &str, help: &str, value: i64| {
+            let _ = writeln!(
+                out,
+                "# HELP weir_{name} {help}\n# TYPE weir_{name} gauge\nweir_{name} {value}"
+            );
+        };
+        gauge(
+            "executions_cached",
+            "Executions held in memory.",
+            self.executions_cached.get(),
+        );
+        gauge(
+            "executions_parked",
+            "Workflow instances parked in memory.",
+            self.executions_parked.get(),
+        );
+        gauge(
+            "partitions_owned",
+            "Partitions this worker owns.",
+            self.partitions_owned.get(),
+        );
+        let count = self.batch_seconds.count.load(Ordering::Relaxed);
+        let sum = self.batch_seconds.micros.load(Ordering::Relaxed) as f64 / 1e6;
+        let _ = writeln!(
+            out,
+            "# HELP weir_batch_seconds Time to process and commit a batch.\n# TYPE weir_batch_seconds summary\nweir_batch_seconds_sum {sum}\nweir_batch_seconds_count {count}"
+        );
+        out
+    }
+}
+
+/// Serves `GET /metrics` on `addr` until the process ends. Returns the bound address (useful
+/// with port 0).
+pub async fn serve(metrics: Arc<Metrics>, addr: SocketAddr) -> std::io::Result<SocketAddr> {
+    let listener = TcpListener::bind(addr).await?;
+    let bound = listener.local_addr()?;
+    info!(%bound, "metrics endpoint listening");
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut stream, _)) = listener.accept().await else {
+                continue;
+            };
+            let metrics = Arc::clone(&metrics);
+            tokio::spawn(async move {
+                let mut request = [0u8; 1024];
+                let n = stream.read(&mut request).await.unwrap_or(0);
+                let head = String::from_utf8_lossy(&request[..n]);
+                let (status, body) = if head.starts_with("GET /metrics") {
+                    ("200 OK", metrics.render())
+                } else {
+                    ("404 Not Found", "try GET /metrics\n".to_owned())
+                };
+                let response = format!(
+                    "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                if let Err(e) = stream.write_all(response.as_bytes()).await {
+                    warn!(error = %e, "metrics response failed");
+                }
+            });
+        }
+    });
+    Ok(bound)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_endpoint_serves_current_values() {
+        let metrics = Arc::new(Metrics::default());
+        metrics.batches_committed.add(3);
+        metrics.partitions_owned.set(2);
+        let addr = serve(Arc::clone(&metrics), "127.0.0.1:0".parse().unwrap())
+            .await
+            .unwrap();
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        stream
+            .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).await.unwrap();
+        assert!(response.starts_with("HTTP/1.1 200 OK"), "{response}");
+        assert!(
+            response.contains("weir_batches_committed_total 3"),
+            "{response}"
+        );
+        assert!(response.contains("weir_partitions_owned 2"), "{response}");
+    }
+}
