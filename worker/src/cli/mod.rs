@@ -2,9 +2,12 @@
 //! subcommand. Each subcommand lives in its own file and only wires the library together.
 //!
 //! Exit codes: 0 success, 1 failure, 2 usage error, 3 drift between the topology and what the
-//! cluster holds (`topology apply|check`).
+//! cluster holds (`topology apply|check`), 4 an execution that finished with an error
+//! (`submit --follow`).
 
+mod client;
 mod topology;
+mod worker;
 
 use std::process::ExitCode;
 
@@ -29,6 +32,14 @@ pub enum Command {
     /// Create or check the Kafka topics and the CQL schema of a deployment.
     #[command(subcommand)]
     Topology(topology::TopologyCommand),
+    /// Run a worker: workflows and activities of the registry, behind Kafka.
+    Worker(worker::WorkerArgs),
+    /// Submit an execution (and with --follow, wait for its result).
+    Submit(client::SubmitArgs),
+    /// Show where an execution stands (from the CQL store).
+    Status(client::ShowArgs),
+    /// Show an execution's history (from the CQL store).
+    History(client::ShowArgs),
 }
 
 /// Where the cluster is: every subcommand that talks to Kafka or the CQL store takes these.
@@ -103,6 +114,10 @@ pub fn main() -> ExitCode {
     runtime.block_on(async {
         match cli.command {
             Command::Topology(command) => topology::run(command).await,
+            Command::Worker(args) => worker::run(args).await,
+            Command::Submit(args) => client::submit(args).await,
+            Command::Status(args) => client::status(args).await,
+            Command::History(args) => client::history(args).await,
         }
     })
 }

@@ -79,3 +79,30 @@ fn partitions(list: &TopicPartitionList) -> Vec<(String, i32)> {
         .map(|e| (e.topic().to_owned(), e.partition()))
         .collect()
 }
+
+/// Seeks every assigned partition back to its committed offset (the beginning when nothing is
+/// committed yet): after an aborted batch or a rebalance, the records read past it must be
+/// read again.
+pub fn rewind_to_committed<C: ConsumerContext>(
+    consumer: &rdkafka::consumer::StreamConsumer<C>,
+) -> KafkaResult<()> {
+    use rdkafka::Offset;
+    use rdkafka::consumer::Consumer;
+    let assignment = consumer.assignment()?;
+    if assignment.count() == 0 {
+        return Ok(());
+    }
+    let committed = consumer.committed_offsets(assignment, std::time::Duration::from_secs(30))?;
+    let mut seek = TopicPartitionList::new();
+    for element in committed.elements() {
+        let offset = match element.offset() {
+            Offset::Offset(o) => Offset::Offset(o),
+            _ => Offset::Beginning,
+        };
+        seek.add_partition_offset(element.topic(), element.partition(), offset)?;
+    }
+    // A list obtained from the consumer must be gone before the consumer is dropped.
+    drop(committed);
+    consumer.seek_partitions(seek, std::time::Duration::from_secs(30))?;
+    Ok(())
+}

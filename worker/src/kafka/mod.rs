@@ -2,9 +2,11 @@
 //! (`weir topology apply`), transactional batches, and the workflow worker (the partition
 //! processor) with its store catch-up.
 
+pub mod activity_worker;
 pub mod admin;
 pub mod catchup;
 pub mod config;
+pub mod dlq;
 pub mod executions;
 pub mod group;
 pub mod partitioner;

@@ -12,22 +12,22 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use rdkafka::consumer::{Consumer, StreamConsumer};
-use rdkafka::message::{Headers, Message, OwnedMessage};
+use rdkafka::message::{Message, OwnedMessage};
 use rdkafka::{Offset, TopicPartitionList};
 use tokio::sync::watch;
 use tracing::{Instrument, debug, info, info_span, warn};
 
 use super::KafkaConfig;
 use super::catchup::{Catchup, TIMER_WATERMARK_SUFFIX};
+use super::dlq::dead_letter;
 use super::executions::{
     Batch, BatchError, Executions, Live, Phase, TIMER_DELAY, TIMER_SCHEDULE, response_id,
     schedule_timer_id,
 };
-use super::group::RebalanceTracker;
-use super::transaction::{OutgoingRecord, TransactionError, Transactor};
+use super::group::{RebalanceTracker, rewind_to_committed};
+use super::transaction::{TransactionError, Transactor};
 use crate::codec::{
-    Codec, Created, DecodeError, DlqEnvelope, DlqHeader, DlqReason, HistoryEntry, HistoryRecord,
-    RecordPosition, Submission,
+    Codec, Created, DecodeError, DlqReason, HistoryEntry, HistoryRecord, RecordPosition, Submission,
 };
 use crate::metrics::Metrics;
 use crate::model::{
@@ -282,7 +282,10 @@ impl<S: Store + 'static> WorkflowWorker<S> {
         self.owned = owned;
         self.generation = generation;
         self.refill_timers().await?;
-        rewind_to_committed(consumer, &self.owned, &self.topology)?;
+        rewind_to_committed(consumer).map_err(|source| WorkerError::Consumer {
+            group: self.config.group_id.clone(),
+            source,
+        })?;
         self.metrics.partitions_owned.set(self.owned.len() as i64);
         Ok(())
     }
@@ -522,46 +525,14 @@ impl<S: Store + 'static> WorkflowWorker<S> {
         reason: DlqReason,
         error: String,
     ) {
-        warn!(topic = message.topic(), partition = message.partition(), offset = message.offset(), ?reason, %error, "record sent to the DLQ");
-        self.metrics.dlq_records.inc();
-        let envelope = DlqEnvelope {
-            original_topic: message.topic().to_owned(),
-            original_partition: message.partition(),
-            original_offset: message.offset(),
-            original_timestamp_millis: message.timestamp().to_millis(),
-            key: message.key().map(<[u8]>::to_vec),
-            value: message.payload().map(<[u8]>::to_vec),
-            original_headers: message
-                .headers()
-                .map(|headers| {
-                    headers
-                        .iter()
-                        .map(|h| DlqHeader {
-                            key: h.key.to_owned(),
-                            value: h.value.map(<[u8]>::to_vec),
-                        })
-                        .collect()
-                })
-                .unwrap_or_default(),
+        batch.raw(dead_letter(
+            &self.topology,
+            &self.codec,
+            &self.metrics,
+            message,
             reason,
             error,
-            failed_at: batch.now,
-        };
-        let dlq = self.topology.topic(TopicRole::Dlq).name.clone();
-        let value = self
-            .codec
-            .encode(&dlq, &envelope)
-            .expect("a DLQ envelope always encodes");
-        batch.raw(OutgoingRecord {
-            topic: dlq,
-            key: String::from_utf8_lossy(message.key().unwrap_or_default()).into_owned(),
-            value,
-            headers: envelope
-                .kafka_headers()
-                .into_iter()
-                .map(|(k, v)| (k.to_owned(), v))
-                .collect(),
-        });
+        ));
     }
 
     async fn submit(
@@ -874,46 +845,5 @@ fn apply_step(
     if finished {
         metrics.executions_finished.inc();
     }
-    Ok(())
-}
-
-/// Seeks every owned partition of both input topics back to its committed offset (or the
-/// beginning when nothing was committed yet).
-fn rewind_to_committed(
-    consumer: &StreamConsumer<RebalanceTracker>,
-    owned: &BTreeSet<i32>,
-    topology: &Topology,
-) -> Result<(), WorkerError> {
-    if owned.is_empty() {
-        return Ok(());
-    }
-    let mut list = TopicPartitionList::new();
-    for role in [TopicRole::Submissions, TopicRole::Responses] {
-        for &p in owned {
-            list.add_partition(&topology.topic(role).name, p);
-        }
-    }
-    let committed = consumer
-        .committed_offsets(list, Duration::from_secs(30))
-        .map_err(|source| WorkerError::Consumer {
-            group: "rewind".to_owned(),
-            source,
-        })?;
-    let mut seek = TopicPartitionList::new();
-    for element in committed.elements() {
-        let offset = match element.offset() {
-            Offset::Offset(o) => Offset::Offset(o),
-            _ => Offset::Beginning,
-        };
-        seek.add_partition_offset(element.topic(), element.partition(), offset)
-            .expect("valid offset");
-    }
-    drop(committed);
-    consumer
-        .seek_partitions(seek, Duration::from_secs(30))
-        .map_err(|source| WorkerError::Consumer {
-            group: "rewind".to_owned(),
-            source,
-        })?;
     Ok(())
 }

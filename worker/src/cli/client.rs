@@ -1,0 +1,301 @@
+//! The client commands: `weir submit` (optionally following the result), `weir status` and
+//! `weir history` (read from the CQL store).
+
+use std::io::Write as _;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::Message;
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::{Offset, TopicPartitionList};
+use serde_json::{Value, json};
+
+use super::ClusterArgs;
+use crate::codec::{
+    Codec, ExecutionFinished, HistoryEntry, HistoryRecord, RecordPosition, Submission,
+};
+use crate::kafka::partitioner::partition_for_key;
+use crate::model::{ExecutionId, ExecutionResult, Ffqn};
+use crate::store::{CqlStore, Store, connect};
+use crate::topology::{TopicRole, Topology};
+
+#[derive(Debug, Clone, Args)]
+pub struct SubmitArgs {
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    /// The function to run, `namespace:package/interface.function`.
+    pub ffqn: String,
+    /// Its parameters as a JSON array, e.g. `'["alice", 3]'`.
+    pub params: String,
+    /// Wait for the result on weir.results and print it.
+    #[arg(long)]
+    pub follow: bool,
+    /// How long `--follow` waits, in seconds.
+    #[arg(long, default_value_t = 120)]
+    pub timeout: u64,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ShowArgs {
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    /// The execution id, `E_<ulid>…`.
+    pub execution_id: String,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn fail(message: impl std::fmt::Display) -> ExitCode {
+    eprintln!("error: {message}");
+    ExitCode::FAILURE
+}
+
+fn topology(cluster: &ClusterArgs) -> anyhow::Result<Topology> {
+    Ok(Topology::load(&cluster.topology)?.with_namespace(&cluster.namespace)?)
+}
+
+pub async fn submit(args: SubmitArgs) -> ExitCode {
+    match submit_inner(args).await {
+        Ok(code) => code,
+        Err(e) => fail(e),
+    }
+}
+
+async fn submit_inner(args: SubmitArgs) -> anyhow::Result<ExitCode> {
+    let ffqn: Ffqn = args.ffqn.parse()?;
+    let params: Value = serde_json::from_str(&args.params)
+        .map_err(|e| anyhow::anyhow!("params are not JSON: {e}"))?;
+    if !params.is_array() {
+        anyhow::bail!("params must be a JSON array, one element per parameter");
+    }
+    let topology = topology(&args.cluster)?;
+    let kafka = args.cluster.kafka();
+    let codec = Codec::single_object();
+    let id = ExecutionId::top_level(ulid::Ulid::new());
+    let results = topology.topic(TopicRole::Results);
+    let key = id.to_string();
+
+    // Listen before submitting, from the current end of the one partition the result can land in.
+    let listener: Option<BaseConsumer> = if args.follow {
+        let mut config = kafka.client();
+        config
+            .set("group.id", format!("weir-submit-{}", ulid::Ulid::new()))
+            .set("isolation.level", "read_committed")
+            .set("enable.auto.commit", "false");
+        let consumer: BaseConsumer = config.create()?;
+        let partition = partition_for_key(key.as_bytes(), results.partitions);
+        let (_, high) =
+            consumer.fetch_watermarks(&results.name, partition, Duration::from_secs(10))?;
+        let mut list = TopicPartitionList::new();
+        list.add_partition_offset(&results.name, partition, Offset::Offset(high))?;
+        consumer.assign(&list)?;
+        Some(consumer)
+    } else {
+        None
+    };
+
+    let submission = Submission {
+        execution_id: id.clone(),
+        ffqn,
+        params,
+        parent: None,
+        scheduled_at: None,
+        correlation_id: None,
+        metadata: Default::default(),
+    };
+    let submissions = &topology.topic(TopicRole::Submissions).name;
+    let value = codec.encode(submissions, &submission)?;
+    let producer: FutureProducer = kafka.producer().create()?;
+    producer
+        .send(
+            FutureRecord::to(submissions).key(&key).payload(&value),
+            Duration::from_secs(30),
+        )
+        .await
+        .map_err(|(e, _)| anyhow::anyhow!("cannot submit to {submissions}: {e}"))?;
+    println!("{id}");
+    let Some(consumer) = listener else {
+        return Ok(ExitCode::SUCCESS);
+    };
+
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(args.timeout);
+    let consumer = Arc::new(consumer);
+    loop {
+        if Instant::now() > deadline {
+            eprintln!();
+            anyhow::bail!("no result for {id} after {} s", args.timeout);
+        }
+        eprint!(
+            "\rwaiting for the result of {id}… {} s",
+            started.elapsed().as_secs()
+        );
+        let _ = std::io::stderr().flush();
+        let polled = {
+            let consumer = Arc::clone(&consumer);
+            tokio::task::spawn_blocking(move || {
+                consumer.poll(Duration::from_millis(500)).map(|r| {
+                    r.map(|m| {
+                        (
+                            m.key().map(<[u8]>::to_vec),
+                            m.payload().map(<[u8]>::to_vec),
+                            m.offset(),
+                        )
+                    })
+                })
+            })
+            .await?
+        };
+        let Some(polled) = polled else { continue };
+        let (message_key, payload, offset) = polled?;
+        if message_key.as_deref() != Some(key.as_bytes()) {
+            continue;
+        }
+        eprintln!();
+        let position = RecordPosition::at(&results.name, 0, offset);
+        let finished: ExecutionFinished = codec.decode(&payload.unwrap_or_default(), &position)?;
+        println!("{}", serde_json::to_string_pretty(&finished.result)?);
+        return Ok(match finished.result {
+            ExecutionResult::Ok(_) => ExitCode::SUCCESS,
+            _ => ExitCode::from(4),
+        });
+    }
+}
+
+async fn store(cluster: &ClusterArgs) -> anyhow::Result<CqlStore> {
+    let session = connect(&cluster.cql()).await?;
+    Ok(CqlStore::new(Arc::new(session), &cluster.keyspace).await?)
+}
+
+pub async fn status(args: ShowArgs) -> ExitCode {
+    let run = async {
+        let id: ExecutionId = args.execution_id.parse()?;
+        let store = store(&args.cluster).await?;
+        let Some(row) = store.execution(&id).await? else {
+            anyhow::bail!("no execution {id} in keyspace {}", args.cluster.keyspace);
+        };
+        if args.json {
+            let result: Value = row
+                .result
+                .as_deref()
+                .map(serde_json::from_str)
+                .transpose()?
+                .unwrap_or(Value::Null);
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&json!({
+                    "execution_id": id.to_string(), "ffqn": row.ffqn, "state": row.state,
+                    "parent_id": row.parent_id.map(|p| p.to_string()), "params": row.params,
+                    "history_version": row.history_version, "created_at": row.created_at,
+                    "updated_at": row.updated_at, "finished_at": row.finished_at, "result": result,
+                }))?
+            );
+        } else {
+            println!("execution  {id}");
+            println!("function   {}", row.ffqn);
+            println!("state      {}", row.state);
+            println!("params     {}", row.params);
+            if let Some(parent) = &row.parent_id {
+                println!("parent     {parent}");
+            }
+            println!("history    {} records", row.history_version);
+            println!("created    {}", row.created_at.to_rfc3339());
+            if let Some(finished) = row.finished_at {
+                println!("finished   {}", finished.to_rfc3339());
+            }
+            if let Some(result) = &row.result {
+                println!("result     {result}");
+            }
+        }
+        Ok(())
+    };
+    match run.await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(e),
+    }
+}
+
+pub async fn history(args: ShowArgs) -> ExitCode {
+    let run = async {
+        let id: ExecutionId = args.execution_id.parse()?;
+        let store = store(&args.cluster).await?;
+        let rows = store.history(&id).await?;
+        if rows.is_empty() {
+            anyhow::bail!("no history for {id} in keyspace {}", args.cluster.keyspace);
+        }
+        let codec = Codec::single_object();
+        let mut entries = Vec::new();
+        for row in &rows {
+            let position = RecordPosition::at("history", row.kafka_partition, row.kafka_offset);
+            let record: HistoryRecord = codec.decode(&row.record, &position)?;
+            entries.push((row, record));
+        }
+        if args.json {
+            let json: Vec<Value> = entries
+                .iter()
+                .map(|(row, record)| entry_json(row.kafka_offset, record))
+                .collect();
+            println!("{}", serde_json::to_string_pretty(&json)?);
+        } else {
+            println!("{:>4}  {:>8}  {:<9}  detail", "seq", "offset", "kind");
+            for (row, record) in &entries {
+                let (kind, detail) = describe(&record.entry);
+                println!(
+                    "{:>4}  {:>8}  {:<9}  {detail}",
+                    record.seq, row.kafka_offset, kind
+                );
+            }
+        }
+        Ok(())
+    };
+    match run.await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(e),
+    }
+}
+
+/// A history entry as (kind, one readable line).
+pub fn describe(entry: &HistoryEntry) -> (&'static str, String) {
+    match entry {
+        HistoryEntry::Created(c) => (
+            "created",
+            format!(
+                "{}({}){}",
+                c.ffqn,
+                c.params,
+                c.parent
+                    .as_ref()
+                    .map(|p| format!(" child of {}", p.execution_id))
+                    .unwrap_or_default()
+            ),
+        ),
+        HistoryEntry::Event { version, event } => ("event", format!("v{version} {event}")),
+        HistoryEntry::ResponseAppended(r) => ("response", r.to_string()),
+        HistoryEntry::Finished { result, .. } => ("finished", result.to_string()),
+    }
+}
+
+fn entry_json(offset: i64, record: &HistoryRecord) -> Value {
+    let body = match &record.entry {
+        HistoryEntry::Created(c) => json!({
+            "kind": "created", "ffqn": c.ffqn.to_string(), "params": c.params,
+            "parent": c.parent.as_ref().map(|p| p.execution_id.to_string()),
+            "scheduled_at": c.scheduled_at, "created_at": c.created_at,
+        }),
+        HistoryEntry::Event { version, event } => {
+            json!({"kind": "event", "version": version, "event": event})
+        }
+        HistoryEntry::ResponseAppended(r) => json!({"kind": "response", "response": r}),
+        HistoryEntry::Finished {
+            result,
+            finished_at,
+        } => {
+            json!({"kind": "finished", "result": result, "finished_at": finished_at})
+        }
+    };
+    json!({"seq": record.seq, "offset": offset, "entry": body})
+}

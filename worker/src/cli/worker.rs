@@ -1,0 +1,165 @@
+//! `weir worker`: runs a workflow worker and an activity worker in one process, with the
+//! Prometheus metrics endpoint. Stateless: any number of them share the partitions.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+use tokio::sync::watch;
+use tracing::{error, info};
+
+use super::ClusterArgs;
+use crate::codec::{Codec, HttpRegistry, SchemaRegistry};
+use crate::kafka::activity_worker::ActivityWorker;
+use crate::kafka::workflow_worker::{WorkerConfig, WorkflowWorker};
+use crate::metrics::{self, Metrics};
+use crate::store::{CqlStore, connect};
+use crate::topology::Topology;
+use crate::wasm::{EngineConfig, WasmHost};
+
+#[derive(Debug, Clone, Args)]
+pub struct WorkerArgs {
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    /// The component registry.
+    #[arg(
+        long,
+        env = "WEIR_COMPONENTS",
+        default_value = "topology/components.toml"
+    )]
+    pub components: PathBuf,
+    /// Where the registry's relative component paths are resolved.
+    #[arg(
+        long,
+        env = "WEIR_COMPONENTS_DIR",
+        default_value = "/var/cache/weir/examples"
+    )]
+    pub components_dir: PathBuf,
+    /// Commit a batch after this many milliseconds (or `--max-batch` records).
+    #[arg(long, env = "WEIR_COMMIT_INTERVAL_MS", default_value_t = 20)]
+    pub commit_interval_ms: u64,
+    #[arg(long, env = "WEIR_MAX_BATCH", default_value_t = 500)]
+    pub max_batch: usize,
+    /// Parked workflow instances kept in memory.
+    #[arg(long, env = "WEIR_CACHE_SIZE", default_value_t = 512)]
+    pub cache_size: usize,
+    /// WASM instances the pooling allocator can hold (parked workflows and running activities).
+    #[arg(long, env = "WEIR_MAX_INSTANCES", default_value_t = 1024)]
+    pub max_instances: u32,
+    /// Where `GET /metrics` is served.
+    #[arg(long, env = "WEIR_METRICS_ADDR", default_value = "0.0.0.0:9464")]
+    pub metrics_addr: SocketAddr,
+    /// This process's id: in its transactional ids and checkpoints. Default: host, pid, time.
+    #[arg(long, env = "WEIR_INSTANCE_ID")]
+    pub instance_id: Option<String>,
+    /// Confluent-compatible schema registry; without it records use Avro single-object encoding.
+    #[arg(long, env = "WEIR_SCHEMA_REGISTRY")]
+    pub schema_registry: Option<String>,
+    /// Run only the workflow worker (activities served elsewhere).
+    #[arg(long, conflicts_with = "activities_only")]
+    pub workflows_only: bool,
+    /// Run only the activity worker.
+    #[arg(long)]
+    pub activities_only: bool,
+}
+
+pub async fn run(args: WorkerArgs) -> ExitCode {
+    match serve(args).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn serve(args: WorkerArgs) -> anyhow::Result<()> {
+    let cluster = &args.cluster;
+    let topology = Arc::new(Topology::load(&cluster.topology)?.with_namespace(&cluster.namespace)?);
+    let instance_id = args.instance_id.clone().unwrap_or_else(default_instance_id);
+    let host = Arc::new(WasmHost::from_file(
+        EngineConfig {
+            max_instances: args.max_instances,
+            ..EngineConfig::default()
+        },
+        &args.components,
+        &args.components_dir,
+    )?);
+    let registry: Option<Arc<dyn SchemaRegistry>> = match &args.schema_registry {
+        Some(url) => Some(Arc::new(HttpRegistry::new(url)?)),
+        None => None,
+    };
+    let codec = Arc::new(Codec::new(registry));
+    let metrics = Arc::new(Metrics::default());
+    metrics::serve(Arc::clone(&metrics), args.metrics_addr).await?;
+    let prefix = if cluster.namespace.is_empty() {
+        String::new()
+    } else {
+        format!("{}.", cluster.namespace)
+    };
+    let config = |group: &str| {
+        let mut config = WorkerConfig::new(
+            cluster.kafka(),
+            format!("{prefix}{group}"),
+            instance_id.clone(),
+        );
+        config.commit_interval = Duration::from_millis(args.commit_interval_ms);
+        config.max_batch_records = args.max_batch;
+        config.cache_size = args.cache_size;
+        config
+    };
+    let (stop, stopped) = watch::channel(false);
+    tokio::spawn(async move {
+        let _ = tokio::signal::ctrl_c().await;
+        info!("interrupted: stopping");
+        let _ = stop.send(true);
+    });
+
+    let mut tasks = tokio::task::JoinSet::new();
+    if !args.activities_only {
+        let session = connect(&cluster.cql()).await?;
+        let store = Arc::new(CqlStore::new(Arc::new(session), &cluster.keyspace).await?);
+        let worker = WorkflowWorker::new(
+            config("weir.workflow-workers"),
+            Arc::clone(&topology),
+            Arc::clone(&host),
+            store,
+            Arc::clone(&codec),
+            Arc::clone(&metrics),
+        );
+        let stopped = stopped.clone();
+        tasks.spawn(async move { worker.run(stopped).await });
+    }
+    if !args.workflows_only {
+        let worker = ActivityWorker::new(
+            config("weir.activity-workers"),
+            Arc::clone(&topology),
+            Arc::clone(&host),
+            Arc::clone(&codec),
+            Arc::clone(&metrics),
+        );
+        tasks.spawn(async move { worker.run(stopped).await });
+    }
+    info!(instance = %instance_id, "worker running");
+    while let Some(result) = tasks.join_next().await {
+        match result {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                error!(error = %e, "worker failed");
+                return Err(e.into());
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}
+
+fn default_instance_id() -> String {
+    let host = std::fs::read_to_string("/etc/hostname")
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_else(|_| "host".to_owned());
+    format!("{host}-{}-{}", std::process::id(), ulid::Ulid::new())
+}

@@ -1,0 +1,353 @@
+//! The activity worker: consumes the request topics of the routes it serves (every route not
+//! marked `external`), runs each request as one attempt of a WASM activity, and in one Kafka
+//! transaction per batch commits the input offsets with either the answer to the parent (on
+//! `weir.responses`, keyed by the parent's id) or the next attempt.
+//!
+//! Retries are durable: a failed attempt with attempts left is re-published to the same topic
+//! with `attempt + 1` and a `weir.not-before` header (epoch milliseconds, the end of its
+//! backoff). Whoever consumes it — this worker after a restart, or another one — waits until
+//! then. Activities are at-least-once: a crash between an attempt and its commit runs the
+//! attempt again; the parent still gets exactly one answer, because it ignores duplicates.
+
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use futures::future::join_all;
+use rdkafka::consumer::{Consumer, StreamConsumer};
+use rdkafka::message::{Headers, Message, OwnedMessage};
+use rdkafka::{Offset, TopicPartitionList};
+use tokio::sync::watch;
+use tracing::{Instrument, info, info_span, warn};
+
+use super::dlq::dead_letter;
+use super::group::{RebalanceTracker, rewind_to_committed};
+use super::transaction::{OutgoingRecord, TransactionError, Transactor};
+use super::workflow_worker::{WorkerConfig, WorkerError};
+use crate::codec::{ActivityRequest, Codec, DlqReason, RecordPosition};
+use crate::metrics::Metrics;
+use crate::model::{ExecutionErrorKind, ExecutionResult, Response};
+use crate::topology::{TopicRole, Topology};
+use crate::wasm::WasmHost;
+
+/// Header of a retried request: do not run it before this instant (epoch milliseconds).
+pub const NOT_BEFORE_HEADER: &str = "weir.not-before";
+
+pub struct ActivityWorker {
+    config: WorkerConfig,
+    topology: Arc<Topology>,
+    host: Arc<WasmHost>,
+    codec: Arc<Codec>,
+    metrics: Arc<Metrics>,
+}
+
+/// What one request turned into.
+enum Outcome {
+    Answer(OutgoingRecord),
+    Retry(OutgoingRecord),
+    DeadLetter(OutgoingRecord),
+}
+
+impl ActivityWorker {
+    pub fn new(
+        config: WorkerConfig,
+        topology: Arc<Topology>,
+        host: Arc<WasmHost>,
+        codec: Arc<Codec>,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        ActivityWorker {
+            config,
+            topology,
+            host,
+            codec,
+            metrics,
+        }
+    }
+
+    /// The request topics this worker serves.
+    pub fn topics(&self) -> Vec<String> {
+        let mut topics: Vec<String> = self
+            .topology
+            .routes
+            .iter()
+            .filter(|r| !r.external)
+            .map(|r| r.topic.clone())
+            .collect();
+        topics.sort();
+        topics.dedup();
+        topics
+    }
+
+    pub async fn run(self, mut shutdown: watch::Receiver<bool>) -> Result<(), WorkerError> {
+        let topics = self.topics();
+        if topics.is_empty() {
+            info!("no activity routes to serve");
+            return Ok(());
+        }
+        let tracker = RebalanceTracker::default();
+        let consumer: StreamConsumer<RebalanceTracker> = self
+            .config
+            .kafka
+            .consumer(&self.config.group_id)
+            .create_with_context(tracker.clone())
+            .map_err(|source| WorkerError::Consumer {
+                group: self.config.group_id.clone(),
+                source,
+            })?;
+        let names: Vec<&str> = topics.iter().map(String::as_str).collect();
+        consumer
+            .subscribe(&names)
+            .map_err(|source| WorkerError::Consumer {
+                group: self.config.group_id.clone(),
+                source,
+            })?;
+        let transactor = Transactor::new(
+            &self.config.kafka,
+            &format!("weir-activity-{}", self.config.instance_id),
+            self.config.transaction_timeout,
+        )
+        .await?;
+        info!(instance = %self.config.instance_id, ?topics, "activity worker started");
+        loop {
+            if *shutdown.borrow() {
+                break;
+            }
+            let (generation_before, _) = tracker.snapshot();
+            let records = tokio::select! {
+                records = self.collect(&consumer) => records,
+                _ = shutdown.changed() => break,
+            };
+            let (generation, _) = tracker.snapshot();
+            if generation != generation_before {
+                rewind_to_committed(&consumer).map_err(|source| WorkerError::Consumer {
+                    group: self.config.group_id.clone(),
+                    source,
+                })?;
+                continue;
+            }
+            if records.is_empty() {
+                continue;
+            }
+            let span = info_span!("activity_batch", records = records.len());
+            match self
+                .process_and_commit(&consumer, &transactor, records)
+                .instrument(span)
+                .await
+            {
+                Ok(()) => {}
+                Err(WorkerError::Transaction(
+                    e @ (TransactionError::Aborted { .. } | TransactionError::Rebalanced { .. }),
+                )) => {
+                    warn!(error = %e, "activity batch aborted; running it again");
+                    self.metrics.batches_aborted.inc();
+                    rewind_to_committed(&consumer).map_err(|source| WorkerError::Consumer {
+                        group: self.config.group_id.clone(),
+                        source,
+                    })?;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        consumer.unsubscribe();
+        Ok(())
+    }
+
+    async fn collect(&self, consumer: &StreamConsumer<RebalanceTracker>) -> Vec<OwnedMessage> {
+        let deadline = Instant::now() + self.config.commit_interval;
+        let mut records = Vec::new();
+        while records.len() < self.config.max_batch_records {
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            let wait = if remaining.is_zero() {
+                if !records.is_empty() {
+                    break;
+                }
+                Duration::from_millis(100)
+            } else {
+                remaining
+            };
+            match tokio::time::timeout(wait, consumer.recv()).await {
+                Ok(Ok(message)) => records.push(message.detach()),
+                Ok(Err(e)) => {
+                    warn!(error = %e, "consumer error");
+                    break;
+                }
+                Err(_) => break,
+            }
+        }
+        records
+    }
+
+    async fn process_and_commit(
+        &self,
+        consumer: &StreamConsumer<RebalanceTracker>,
+        transactor: &Transactor,
+        records: Vec<OwnedMessage>,
+    ) -> Result<(), WorkerError> {
+        let started = Instant::now();
+        // Attempts of one batch run concurrently; the batch commits when all are done.
+        let outcomes = join_all(records.iter().map(|m| self.handle(m))).await;
+        let mut offsets = std::collections::BTreeMap::new();
+        for m in &records {
+            offsets.insert((m.topic().to_owned(), m.partition()), m.offset() + 1);
+        }
+        let mut list = TopicPartitionList::new();
+        for ((topic, partition), offset) in offsets {
+            list.add_partition_offset(&topic, partition, Offset::Offset(offset))
+                .expect("valid offset");
+        }
+        let outgoing: Vec<OutgoingRecord> = outcomes
+            .into_iter()
+            .map(|o| match o {
+                Outcome::Answer(r) | Outcome::Retry(r) | Outcome::DeadLetter(r) => r,
+            })
+            .collect();
+        let group_metadata = consumer
+            .group_metadata()
+            .ok_or_else(|| WorkerError::Consumer {
+                group: self.config.group_id.clone(),
+                source: rdkafka::error::KafkaError::NoMessageReceived,
+            })?;
+        transactor.commit(&outgoing, list, group_metadata).await?;
+        self.metrics.batches_committed.inc();
+        self.metrics.records_in.add(records.len() as u64);
+        self.metrics.records_out.add(outgoing.len() as u64);
+        self.metrics
+            .batch_seconds
+            .observe(started.elapsed().as_secs_f64());
+        Ok(())
+    }
+
+    async fn handle(&self, message: &OwnedMessage) -> Outcome {
+        let position = RecordPosition::at(message.topic(), message.partition(), message.offset());
+        let payload = message.payload().unwrap_or_default();
+        if payload.len() > self.config.max_record_bytes {
+            let error = format!(
+                "{} bytes exceed the limit of {}",
+                payload.len(),
+                self.config.max_record_bytes
+            );
+            return self.dead_letter(message, DlqReason::Oversize, error);
+        }
+        let request: ActivityRequest = match self.codec.decode_fetching(payload, &position).await {
+            Ok(r) => r,
+            Err(e) => return self.dead_letter(message, e.dlq_reason(), e.to_string()),
+        };
+        let span = info_span!("activity", execution = %request.execution_id, ffqn = %request.ffqn, attempt = request.attempt);
+        async {
+            if let Some(not_before) = not_before(message) {
+                let wait = (not_before - Utc::now()).to_std().unwrap_or_default();
+                tokio::time::sleep(wait).await;
+            }
+            self.metrics.activity_attempts.inc();
+            let result = match self
+                .host
+                .run_activity_attempt(&request.ffqn, &request.params)
+                .await
+            {
+                Ok(result) => result,
+                Err(e) => {
+                    return self.dead_letter(message, DlqReason::UnknownFfqn, e.to_string());
+                }
+            };
+            let policy = self
+                .host
+                .registry()
+                .function(&request.ffqn)
+                .and_then(|f| self.host.registry().component(&f.component))
+                .map(|c| c.spec.retries.clone());
+            let retryable = match &result {
+                ExecutionResult::Ok(_) => false,
+                ExecutionResult::Err(_) => policy.as_ref().is_some_and(|p| p.retry_on_err),
+                ExecutionResult::ExecutionError(e) => e.kind != ExecutionErrorKind::InvalidParams,
+            };
+            match policy {
+                Some(policy) if retryable && request.attempt < policy.max_attempts => {
+                    let next = request.attempt + 1;
+                    let backoff = policy.backoff(next, jitter_unit(&request));
+                    let not_before =
+                        Utc::now() + chrono::Duration::from_std(backoff).unwrap_or_default();
+                    info!(
+                        next_attempt = next,
+                        ?backoff,
+                        "activity attempt failed; retry scheduled"
+                    );
+                    self.metrics.activity_retries_scheduled.inc();
+                    let retry = ActivityRequest {
+                        attempt: next,
+                        ..request.clone()
+                    };
+                    match self.codec.encode(message.topic(), &retry) {
+                        Ok(value) => Outcome::Retry(OutgoingRecord {
+                            topic: message.topic().to_owned(),
+                            key: request.execution_id.to_string(),
+                            value,
+                            headers: vec![(
+                                NOT_BEFORE_HEADER.to_owned(),
+                                not_before.timestamp_millis().to_string().into_bytes(),
+                            )],
+                        }),
+                        Err(e) => self.dead_letter(message, DlqReason::Other, e.to_string()),
+                    }
+                }
+                _ => self.answer(message, &request, result),
+            }
+        }
+        .instrument(span)
+        .await
+    }
+
+    fn answer(
+        &self,
+        message: &OwnedMessage,
+        request: &ActivityRequest,
+        result: ExecutionResult,
+    ) -> Outcome {
+        let response = Response::ChildExecutionFinished {
+            child_execution_id: request.execution_id.clone(),
+            result,
+        };
+        let topic = self.topology.topic(TopicRole::Responses).name.clone();
+        match self.codec.encode(&topic, &response) {
+            Ok(value) => Outcome::Answer(OutgoingRecord {
+                topic,
+                key: request.parent_execution_id.to_string(),
+                value,
+                headers: Vec::new(),
+            }),
+            Err(e) => self.dead_letter(message, DlqReason::Other, e.to_string()),
+        }
+    }
+
+    fn dead_letter(&self, message: &OwnedMessage, reason: DlqReason, error: String) -> Outcome {
+        Outcome::DeadLetter(dead_letter(
+            &self.topology,
+            &self.codec,
+            &self.metrics,
+            message,
+            reason,
+            error,
+        ))
+    }
+}
+
+fn not_before(message: &OwnedMessage) -> Option<DateTime<Utc>> {
+    let headers = message.headers()?;
+    headers
+        .iter()
+        .find(|h| h.key == NOT_BEFORE_HEADER)
+        .and_then(|h| h.value)
+        .and_then(|v| std::str::from_utf8(v).ok())
+        .and_then(|v| i64::from_str(v).ok())
+        .and_then(DateTime::from_timestamp_millis)
+}
+
+/// A jitter draw in [0, 1) that differs between activities and attempts (no shared RNG state).
+fn jitter_unit(request: &ActivityRequest) -> f64 {
+    let seed = request.execution_id.stable_hash()
+        ^ u64::from(request.attempt).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    let mixed =
+        (seed ^ (Utc::now().timestamp_subsec_nanos() as u64)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    (mixed >> 11) as f64 / (1u64 << 53) as f64
+}
