@@ -161,3 +161,208 @@ async fn unsatisfied_and_wasi_imports_fail_at_load_naming_the_import() {
     .to_string();
     assert!(err.contains("imports `wasi:") && err.contains("no WASI"), "{err}");
 }
+
+#[tokio::test]
+async fn fanout_sums_children_and_races_a_child_against_a_delay() {
+    let host = host();
+    let mut bus = InMemoryBus::new(host.clone(), t0());
+    let sum = bus
+        .submit(&ffqn("weir-examples:workflows/fanout.fibonacci-sum"), json!([[10, 20, 30, 1]]))
+        .unwrap();
+    let race = bus
+        .submit(&ffqn("weir-examples:workflows/fanout.race"), json!([10, 60_000]))
+        .unwrap();
+    bus.run_until_idle().await.unwrap();
+
+    let Some(ExecutionResult::Ok(r)) = bus.result(&sum) else {
+        panic!("{:?}", bus.result(&sum));
+    };
+    assert_eq!(r["values"], json!([55, 6765, 832040, 1]));
+    assert_eq!(r["sum"], json!(55 + 6765 + 832040 + 1));
+    assert_eq!(r["named-conflict"], json!(true));
+    assert_eq!(r["extra-await-all-processed"], json!(true));
+    let arrival: Vec<&str> = r["arrival-order"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    assert_eq!(arrival.len(), 4);
+    assert!(arrival.iter().all(|a| a.contains(".n:fibonacci_")), "{arrival:?}");
+    let history = kinds(&bus.execution(&sum).unwrap().history).join("\n");
+    assert!(history.contains("JoinNextTooMany(n:fibonacci"), "{history}");
+
+    assert_eq!(bus.result(&race), Some(&ExecutionResult::Ok(json!({"child": 55}))));
+    // The losing delay was cancelled, so no timer is left.
+    assert!(bus.pending_timers().is_empty(), "{:?}", bus.pending_timers());
+
+    assert_replays_identically(&host, &bus, &sum).await;
+    assert_replays_identically(&host, &bus, &race).await;
+}
+
+#[tokio::test]
+async fn sleepy_parks_until_the_bus_fires_its_delay() {
+    let host = host();
+    let mut bus = InMemoryBus::new(host.clone(), t0());
+    let id = bus
+        .submit(&ffqn("weir-examples:workflows/sleepy.sleep-for"), json!([1500]))
+        .unwrap();
+    bus.run_until_idle().await.unwrap();
+    assert_eq!(bus.result(&id), None, "still sleeping");
+    assert_eq!(bus.pending_timers().len(), 1);
+    assert_eq!(bus.pending_timers()[0].due, t0() + chrono::Duration::milliseconds(1500));
+    assert!(bus.fire_next_timer().await.unwrap());
+    let expiry = t0() + chrono::Duration::milliseconds(1500);
+    assert_eq!(
+        bus.result(&id),
+        Some(&ExecutionResult::Ok(json!({"seconds": expiry.timestamp(), "nanoseconds": 500_000_000})))
+    );
+    assert_eq!(bus.stats().hot_deliveries, 1, "the parked instance was resumed");
+    assert_replays_identically(&host, &bus, &id).await;
+}
+
+#[tokio::test]
+async fn random_schedule_persists_draws_and_schedules_a_top_level_execution() {
+    let host = host();
+    let mut bus = InMemoryBus::new(host.clone(), t0());
+    let id = bus
+        .submit(&ffqn("weir-examples:workflows/random-schedule.run"), json!([100, 5000, 10]))
+        .unwrap();
+    bus.run_until_idle().await.unwrap();
+    let Some(ExecutionResult::Ok(r)) = bus.result(&id).cloned() else {
+        panic!("{:?}", bus.result(&id));
+    };
+    assert!(r["number"].as_u64().unwrap() < 100);
+    let token = r["token"].as_str().unwrap();
+    assert!((8..=16).contains(&token.len()) && token.chars().all(|c| c.is_ascii_alphanumeric()));
+    let scheduled: ExecutionId = r["scheduled-id"].as_str().unwrap().parse().unwrap();
+    assert!(scheduled.is_top_level());
+    assert_replays_identically(&host, &bus, &id).await;
+
+    // The schedule fires at t0 + 5 s, then the scheduled sleepy sleeps 10 ms.
+    assert!(bus.fire_next_timer().await.unwrap());
+    assert_eq!(bus.execution(&scheduled).unwrap().parent, None);
+    bus.fire_all_timers().await.unwrap();
+    assert!(matches!(bus.result(&scheduled), Some(ExecutionResult::Ok(_))), "{:?}", bus.result(&scheduled));
+
+    // A child workflow called directly.
+    let call = bus
+        .submit(&ffqn("weir-examples:workflows/random-schedule.call-sleepy"), json!([20]))
+        .unwrap();
+    bus.run_until_idle().await.unwrap();
+    bus.fire_all_timers().await.unwrap();
+    let Some(ExecutionResult::Ok(instant)) = bus.result(&call) else {
+        panic!("{:?}", bus.result(&call));
+    };
+    assert!(instant["seconds"].as_u64().unwrap() >= t0().timestamp() as u64);
+    assert_replays_identically(&host, &bus, &call).await;
+}
+
+#[tokio::test]
+async fn approval_writes_the_stub_result_idempotently() {
+    let host = host();
+    let mut bus = InMemoryBus::new(host.clone(), t0());
+    let ok = bus
+        .submit(&ffqn("weir-examples:workflows/approval.auto-approve"), json!(["o1", 5000]))
+        .unwrap();
+    let rejected = bus
+        .submit(&ffqn("weir-examples:workflows/approval.auto-approve"), json!(["o2", 50_000]))
+        .unwrap();
+    bus.run_until_idle().await.unwrap();
+    for (id, approved) in [(&ok, true), (&rejected, false)] {
+        let Some(ExecutionResult::Ok(r)) = bus.result(id) else {
+            panic!("{:?}", bus.result(id));
+        };
+        assert_eq!(r["same-value-again-ok"], json!(true), "{r}");
+        assert_eq!(r["different-value-conflict"], json!(true), "{r}");
+        let decision = r["decision"].as_str().unwrap();
+        assert_eq!(decision.starts_with("approved"), approved, "{decision}");
+        let history = kinds(&bus.execution(id).unwrap().history).join("\n");
+        assert!(history.contains("Conflict)"), "{history}");
+        assert_replays_identically(&host, &bus, id).await;
+    }
+}
+
+/// The same scenario on a bus that keeps instances parked (hot) and one that rebuilds every
+/// execution by replay at every step (cold) yields byte-identical stores.
+#[tokio::test]
+async fn hot_and_cold_paths_give_identical_histories_and_results() {
+    let host = host();
+    let mut stores = Vec::new();
+    for hot in [true, false] {
+        let mut bus = InMemoryBus::new(host.clone(), t0());
+        bus.set_hot(hot);
+        bus.submit(&ffqn(CHECKOUT), order("alice", "1 Main St")).unwrap();
+        bus.submit(&ffqn(CHECKOUT), order("declined-x", "1 Main St")).unwrap();
+        bus.submit(&ffqn("weir-examples:workflows/fanout.fibonacci-sum"), json!([[5, 6, 7]])).unwrap();
+        bus.submit(&ffqn("weir-examples:workflows/fanout.race"), json!([3, 1000])).unwrap();
+        bus.submit(&ffqn("weir-examples:workflows/sleepy.sleep-for"), json!([250])).unwrap();
+        bus.submit(&ffqn("weir-examples:workflows/random-schedule.run"), json!([1000, 100, 10])).unwrap();
+        bus.submit(&ffqn("weir-examples:workflows/random-schedule.call-sleepy"), json!([30])).unwrap();
+        bus.submit(&ffqn("weir-examples:workflows/approval.auto-approve"), json!(["o9", 10])).unwrap();
+        bus.run_until_idle().await.unwrap();
+        bus.fire_all_timers().await.unwrap();
+        let stats = bus.stats();
+        if hot {
+            assert!(stats.hot_deliveries > 0 && stats.cold_starts == 0, "{stats:?}");
+        } else {
+            assert!(stats.hot_deliveries == 0 && stats.cold_starts > 0, "{stats:?}");
+        }
+        let executions = bus.executions();
+        assert!(executions.values().all(|e| e.result.is_some()), "all finished");
+        let dump: Vec<(String, String, String, String)> = executions
+            .iter()
+            .map(|(id, e)| {
+                (
+                    id.to_string(),
+                    serde_json::to_string(&e.history).unwrap(),
+                    serde_json::to_string(&e.responses).unwrap(),
+                    serde_json::to_string(&e.result).unwrap(),
+                )
+            })
+            .collect();
+        stores.push(dump);
+    }
+    assert_eq!(stores[0].len(), stores[1].len());
+    for (hot, cold) in stores[0].iter().zip(&stores[1]) {
+        assert_eq!(hot, cold, "hot and cold differ for {}", hot.0);
+    }
+}
+
+async fn start(host: &std::sync::Arc<WasmHost>, function: &str, params: Value) -> RunStep {
+    let execution = Execution {
+        id: format!("E_01KA{:022}", 7).parse().unwrap(),
+        ffqn: ffqn(function),
+        params,
+    };
+    let (_run, step) = host.start_workflow(execution, vec![], vec![], t0()).await.unwrap();
+    step
+}
+
+/// `spin` runs out of fuel and `hog-memory` hits the memory limit, each with a clear error,
+/// while an order saga on the same host completes meanwhile.
+#[tokio::test]
+async fn misbehaving_workflows_fail_clearly_while_the_host_serves_others() {
+    let host = host();
+    for (function, params, kind, needle) in [
+        ("weir-examples:workflows/misbehave.spin", json!([]), ExecutionErrorKind::OutOfFuel, "fuel"),
+        (
+            "weir-examples:workflows/misbehave.hog-memory",
+            json!([256]),
+            ExecutionErrorKind::OutOfMemory,
+            "memory limit of 33554432 bytes exceeded",
+        ),
+    ] {
+        let h = host.clone();
+        let bad = tokio::spawn(async move { start(&h, function, params).await });
+        let mut bus = InMemoryBus::new(host.clone(), t0());
+        let good = bus.submit(&ffqn(CHECKOUT), order("alice", "1 Main St")).unwrap();
+        bus.run_until_idle().await.unwrap();
+        assert!(matches!(bus.result(&good), Some(ExecutionResult::Ok(_))));
+        let step = bad.await.unwrap();
+        let RunStep::Finished {
+            result: ExecutionResult::ExecutionError(e),
+            ..
+        } = step
+        else {
+            panic!("{function}: {step:?}");
+        };
+        assert_eq!(e.kind, kind, "{function}: {e}");
+        assert!(e.reason.contains(needle), "{function}: {e}");
+    }
+}

@@ -94,14 +94,14 @@ pub(crate) fn workflow_linker(
         }
         let mut li = linker.instance(import).map_err(link_err)?;
         for (fname, fitem) in instance.exports(engine) {
-            let func = match fitem.ty {
-                ComponentItem::ComponentFunc(func) => func,
+            let func = match &fitem.ty {
+                ComponentItem::ComponentFunc(func) => func.clone(),
                 // `use`d types (and the `join-set` resource) come along as type exports;
                 // wasmtime checks the resource's identity against the host's.
                 ComponentItem::Type(_) | ComponentItem::Resource(_) => continue,
                 _ => {
                     return Err(unsatisfied(format!(
-                        "`{fname}` is not a function of a generated interface"
+                        "`{fname}` ({:?}) is not a function of a generated interface", fitem.ty
                     )));
                 }
             };
