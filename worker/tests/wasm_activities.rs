@@ -1,0 +1,159 @@
+//! Activity examples through the wasmtime host: pure compute, outgoing HTTP against a local
+//! server, retries of a flaky activity (the server counts attempts), cancellation, and the
+//! compile cache.
+
+mod wasm_common;
+
+use std::time::Duration;
+
+use serde_json::json;
+use wasm_common::*;
+use weir::model::{ExecutionErrorKind, ExecutionResult};
+use weir::wasm::{Cancellation, LoadedFrom, cancellation};
+
+#[tokio::test]
+async fn compute_returns_ok_and_err_without_retrying_err() {
+    let host = host();
+    let fib = ffqn("weir-examples:compute/math.fibonacci");
+    let ok = host.run_activity(&fib, &json!([10]), Cancellation::never()).await.unwrap();
+    assert_eq!(ok.result, ExecutionResult::Ok(json!(55)));
+    let err = host.run_activity(&fib, &json!([100]), Cancellation::never()).await.unwrap();
+    assert!(matches!(err.result, ExecutionResult::Err(_)), "{:?}", err.result);
+    assert_eq!(err.attempts, 1, "compute has retry_on_err = false");
+}
+
+#[tokio::test]
+async fn http_get_reaches_a_local_server() {
+    let server = TestServer::start();
+    let host = host();
+    let get = ffqn("weir-examples:http/client.get");
+    let outcome = host
+        .run_activity(&get, &json!([server.url("/hello")]), Cancellation::never())
+        .await
+        .unwrap();
+    assert_eq!(
+        outcome.result,
+        ExecutionResult::Ok(json!({"status": 200, "body": "hello from /hello"}))
+    );
+    // A refused connection is the activity's `err`, retried (3 attempts by default).
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let outcome = host
+        .run_activity(&get, &json!([format!("http://127.0.0.1:{closed}/")]), Cancellation::never())
+        .await
+        .unwrap();
+    assert!(matches!(outcome.result, ExecutionResult::Err(_)), "{:?}", outcome.result);
+    assert_eq!(outcome.attempts, 3);
+}
+
+#[tokio::test]
+async fn flaky_is_retried_with_backoff_until_it_succeeds() {
+    let server = TestServer::start();
+    let host = host();
+    for (function, path) in [
+        ("weir-examples:flaky/flaky.fail-first", "/counter/fail"),
+        ("weir-examples:flaky/flaky.trap-first", "/counter/trap"),
+    ] {
+        let outcome = host
+            .run_activity(&ffqn(function), &json!([server.url(path), 2]), Cancellation::never())
+            .await
+            .unwrap();
+        assert_eq!(outcome.result, ExecutionResult::Ok(json!(3)), "{function}");
+        assert_eq!(outcome.attempts, 3, "{function}");
+        assert_eq!(server.count(path), 3, "{function}");
+    }
+    // More failures than attempts (5): the last `err` is the result.
+    let outcome = host
+        .run_activity(
+            &ffqn("weir-examples:flaky/flaky.fail-first"),
+            &json!([server.url("/counter/many"), 10]),
+            Cancellation::never(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(outcome.attempts, 5);
+    assert_eq!(server.count("/counter/many"), 5);
+    assert!(matches!(outcome.result, ExecutionResult::Err(_)), "{:?}", outcome.result);
+    // Traps on every attempt: retries-exhausted naming the trap.
+    let outcome = host
+        .run_activity(
+            &ffqn("weir-examples:flaky/flaky.trap-first"),
+            &json!([server.url("/counter/traps"), 10]),
+            Cancellation::never(),
+        )
+        .await
+        .unwrap();
+    let ExecutionResult::ExecutionError(e) = &outcome.result else {
+        panic!("{:?}", outcome.result);
+    };
+    assert_eq!(e.kind, ExecutionErrorKind::RetriesExhausted, "{e}");
+    assert!(e.reason.contains("5 attempts") && e.reason.contains("trap"), "{e}");
+}
+
+#[tokio::test]
+async fn a_retrying_activity_can_be_cancelled() {
+    let server = TestServer::start();
+    // Long backoff so that the cancellation lands while it waits.
+    let host = std::sync::Arc::new(
+        host_with(|t| t.replace("backoff_base_ms = 10, backoff_max_ms = 200", "backoff_base_ms = 60000, backoff_max_ms = 60000"))
+            .unwrap(),
+    );
+    let (handle, cancel) = cancellation();
+    let url = server.url("/counter/cancel");
+    let h = host.clone();
+    let run = tokio::spawn(async move {
+        h.run_activity(&ffqn("weir-examples:flaky/flaky.fail-first"), &json!([url, 10]), cancel)
+            .await
+            .unwrap()
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    handle.cancel();
+    let outcome = tokio::time::timeout(Duration::from_secs(5), run).await.unwrap().unwrap();
+    let ExecutionResult::ExecutionError(e) = &outcome.result else {
+        panic!("{:?}", outcome.result);
+    };
+    assert_eq!(e.kind, ExecutionErrorKind::Cancelled);
+    assert_eq!(server.count("/counter/cancel"), 1);
+}
+
+#[test]
+fn backoff_is_exponential_capped_and_jittered() {
+    let p = weir::wasm::RetryPolicy {
+        max_attempts: 10,
+        backoff_base: Duration::from_millis(100),
+        backoff_max: Duration::from_millis(1000),
+        jitter: 0.5,
+        retry_on_err: true,
+    };
+    assert_eq!(p.backoff(2, 0.5), Duration::from_millis(100));
+    assert_eq!(p.backoff(3, 0.5), Duration::from_millis(200));
+    assert_eq!(p.backoff(4, 0.5), Duration::from_millis(400));
+    assert_eq!(p.backoff(9, 0.5), Duration::from_millis(1000));
+    assert_eq!(p.backoff(2, 0.0), Duration::from_millis(50));
+    assert!(p.backoff(2, 0.999) < Duration::from_millis(150));
+}
+
+#[test]
+fn compiled_components_come_from_the_cache_after_a_restart() {
+    let dir = tempdir();
+    let config = weir::wasm::EngineConfig {
+        cache_dir: Some(dir.clone()),
+        ..engine_config()
+    };
+    let examples = examples_dir();
+    let first = weir::wasm::WasmEngine::new(config.clone()).unwrap();
+    let (_, from) = first.load(&examples.join("order.wasm")).unwrap();
+    assert_eq!(from, LoadedFrom::Compiled);
+    // A new engine (as after a restart) with the same settings finds the artifact.
+    let second = weir::wasm::WasmEngine::new(config).unwrap();
+    let started = std::time::Instant::now();
+    let (_, from) = second.load(&examples.join("order.wasm")).unwrap();
+    assert_eq!(from, LoadedFrom::Cache);
+    eprintln!("load from cache: {:?}", started.elapsed());
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+fn tempdir() -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("weir-compiled-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
