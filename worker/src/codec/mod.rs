@@ -33,6 +33,7 @@ mod convert;
 pub mod error;
 pub mod records;
 pub mod registry;
+mod resolve;
 pub mod schemas;
 
 use std::collections::HashMap;
@@ -399,13 +400,13 @@ impl Codec {
         let value = if writer.fingerprint == current.fingerprint {
             value
         } else {
-            value
-                .resolve(&current.schema)
-                .map_err(|e| DecodeErrorKind::Incompatible {
+            resolve::resolve(value, &writer.schema, &current.schema).map_err(|message| {
+                DecodeErrorKind::Incompatible {
                     schema: schema_ref,
                     writer: writer_name(),
-                    message: e.to_string(),
-                })?
+                    message,
+                }
+            })?
         };
         R::from_avro(value).map_err(|e| DecodeErrorKind::Field {
             schema: schema_ref,

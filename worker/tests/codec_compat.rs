@@ -1,0 +1,321 @@
+//! Backward compatibility: the current schemas read records written with every previous version
+//! kept under `schemas/avro/history/`, in both wire formats; apache-avro's schema compatibility
+//! check passes for every (previous, current) pair; the files on disk are the ones embedded.
+
+mod codec_samples;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use apache_avro::Schema;
+use apache_avro::schema_compatibility::SchemaCompatibility;
+use apache_avro::types::Value;
+use apache_avro::writer::datum::GenericDatumWriter;
+use codec_samples::*;
+use weir::codec::schemas::{self, RecordSchema};
+use weir::codec::{
+    AvroRecord, Codec, ExecutionFinished, InMemoryRegistry, RecordPosition, SchemaRegistry,
+    Submission, value_subject,
+};
+
+fn avro_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../schemas/avro")
+}
+
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(f)
+}
+
+fn files_under(dir: &Path, prefix: &str, out: &mut BTreeSet<String>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let entry = entry.unwrap();
+        let name = entry.file_name().into_string().unwrap();
+        if entry.file_type().unwrap().is_dir() {
+            files_under(&entry.path(), &format!("{prefix}{name}/"), out);
+        } else if name.ends_with(".avsc") {
+            out.insert(format!("{prefix}{name}"));
+        }
+    }
+}
+
+#[test]
+fn the_embedded_schemas_are_the_files_on_disk() {
+    let mut on_disk = BTreeSet::new();
+    files_under(&avro_dir(), "", &mut on_disk);
+    let embedded: BTreeSet<String> = schemas::current()
+        .iter()
+        .chain(schemas::previous())
+        .map(|s| s.file.to_string())
+        .collect();
+    assert_eq!(
+        on_disk, embedded,
+        "every .avsc under schemas/avro must be listed in codec/schemas.rs"
+    );
+    for s in schemas::current().iter().chain(schemas::previous()) {
+        let text = std::fs::read_to_string(avro_dir().join(s.file)).unwrap();
+        let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(json.to_string(), s.text, "{}", s.file);
+        match &s.schema {
+            Schema::Record(r) => {
+                assert_eq!(r.name.name(), s.name, "{}", s.file);
+                assert_eq!(
+                    r.name.namespace(),
+                    Some(weir::codec::NAMESPACE),
+                    "{}",
+                    s.file
+                );
+            }
+            other => panic!("{} is not a record: {other:?}", s.file),
+        }
+    }
+}
+
+/// Collects every named type definition (record, enum, fixed) of a schema file's JSON.
+fn named_types(json: &serde_json::Value, out: &mut BTreeMap<String, serde_json::Value>) {
+    match json {
+        serde_json::Value::Object(map) => {
+            if let (Some(serde_json::Value::String(name)), Some(serde_json::Value::String(ty))) =
+                (map.get("name"), map.get("type"))
+                && ["record", "enum", "fixed"].contains(&ty.as_str())
+            {
+                out.insert(name.clone(), json.clone());
+            }
+            for v in map.values() {
+                named_types(v, out);
+            }
+        }
+        serde_json::Value::Array(items) => items.iter().for_each(|v| named_types(v, out)),
+        _ => {}
+    }
+}
+
+/// `json` with every reference to a named type of `defs` replaced by its definition, and
+/// without `doc` and `namespace` (one namespace throughout): comparable across files.
+fn expand(
+    json: &serde_json::Value,
+    defs: &BTreeMap<String, serde_json::Value>,
+) -> serde_json::Value {
+    match json {
+        serde_json::Value::String(name) if defs.contains_key(name) => expand(&defs[name], defs),
+        serde_json::Value::Object(map) => serde_json::Value::Object(
+            map.iter()
+                .filter(|(k, _)| *k != "doc" && *k != "namespace")
+                .map(|(k, v)| {
+                    // A field's or the record's own name is not a reference.
+                    let v = if k == "name" {
+                        v.clone()
+                    } else {
+                        expand(v, defs)
+                    };
+                    (k.clone(), v)
+                })
+                .collect(),
+        ),
+        serde_json::Value::Array(items) => {
+            serde_json::Value::Array(items.iter().map(|v| expand(v, defs)).collect())
+        }
+        other => other.clone(),
+    }
+}
+
+#[test]
+fn shared_types_are_defined_identically_in_every_current_file() {
+    // Each .avsc is self-contained (usable alone by any Avro client), so shared types such as
+    // ExecutionResult or Instant are spelled out in several files; they must not drift apart.
+    let mut seen: BTreeMap<String, (String, serde_json::Value)> = BTreeMap::new();
+    for s in schemas::current() {
+        let json: serde_json::Value = serde_json::from_str(&s.text).unwrap();
+        let mut defs = BTreeMap::new();
+        named_types(&json, &mut defs);
+        for (name, def) in &defs {
+            let expanded = expand(def, &defs);
+            if let Some((file, other)) = seen.get(name) {
+                assert_eq!(
+                    &expanded, other,
+                    "type {name} differs between {file} and {}",
+                    s.file
+                );
+            } else {
+                seen.insert(name.clone(), (s.file.to_string(), expanded));
+            }
+        }
+    }
+    for shared in [
+        "ExecutionResult",
+        "Instant",
+        "Parent",
+        "ChildKind",
+        "Response",
+    ] {
+        assert!(seen.contains_key(shared), "{shared}");
+    }
+}
+
+/// Every sample of `R`, written with a schema that differs from the current one only by an
+/// extra trailing field (so that decoding must resolve every nested union, record and enum),
+/// reads back equal: union branches are matched by name, not by shape.
+fn check_full_resolution<R: AvroRecord + PartialEq + std::fmt::Debug>(records: &[R]) {
+    let current = R::schema();
+    let mut json: serde_json::Value = serde_json::from_str(&current.text).unwrap();
+    json["fields"]
+        .as_array_mut()
+        .unwrap()
+        .push(serde_json::json!({"name": "zz_extra", "type": "long", "default": 0}));
+    let text = json.to_string();
+    let writer = Schema::parse_str(&text).unwrap();
+    let registry = Arc::new(InMemoryRegistry::new());
+    let id = block_on(registry.register("x-value", &text)).unwrap();
+    let codec = Codec::new(Some(registry));
+    for record in records {
+        let Value::Record(mut fields) = record.to_avro().unwrap() else {
+            unreachable!()
+        };
+        fields.push(("zz_extra".into(), Value::Long(7)));
+        let mut bytes = vec![0];
+        bytes.extend_from_slice(&id.to_be_bytes());
+        GenericDatumWriter::builder(&writer)
+            .build()
+            .unwrap()
+            .write_value(&mut bytes, Value::Record(fields))
+            .unwrap();
+        let decoded =
+            block_on(codec.decode_fetching::<R>(&bytes, &RecordPosition::topic("x"))).unwrap();
+        assert_eq!(&decoded, record);
+    }
+}
+
+#[test]
+fn resolution_matches_union_branches_by_name() {
+    check_full_resolution(&history_records());
+    check_full_resolution(&responses());
+    check_full_resolution(&submissions());
+    check_full_resolution(&activity_requests());
+    check_full_resolution(&execution_finished());
+    check_full_resolution(&dlq_envelopes());
+}
+
+#[test]
+fn every_previous_version_is_readable_by_the_current_schema() {
+    assert!(!schemas::previous().is_empty());
+    for old in schemas::previous() {
+        let current = schemas::current_named(old.name);
+        assert_ne!(old.fingerprint, current.fingerprint, "{}", old.file);
+        SchemaCompatibility::can_read(&old.schema, &current.schema).unwrap_or_else(|e| {
+            panic!(
+                "{} cannot be read by the current {}: {e}",
+                old.file, current.file
+            )
+        });
+    }
+    // Every current schema reads itself, of course.
+    for s in schemas::current() {
+        SchemaCompatibility::can_read(&s.schema, &s.schema).unwrap();
+    }
+}
+
+#[test]
+fn the_check_catches_a_field_added_without_default() {
+    let current = schemas::current_named("Submission");
+    let mut json: serde_json::Value = serde_json::from_str(&current.text).unwrap();
+    json["fields"]
+        .as_array_mut()
+        .unwrap()
+        .push(serde_json::json!({"name": "tenant", "type": "string"}));
+    let broken = Schema::parse_str(&json.to_string()).unwrap();
+    assert!(SchemaCompatibility::can_read(&current.schema, &broken).is_err());
+    // And the in-memory registry refuses it as a new version of the subject.
+    let registry = InMemoryRegistry::new();
+    block_on(registry.register("s-value", &current.text)).unwrap();
+    assert!(block_on(registry.register("s-value", &json.to_string())).is_err());
+}
+
+/// `record`'s value with only the top-level fields that `old` has.
+fn as_old_value<R: AvroRecord>(record: &R, old: &RecordSchema) -> Value {
+    let Schema::Record(old_record) = &old.schema else {
+        unreachable!()
+    };
+    let Value::Record(fields) = record.to_avro().unwrap() else {
+        unreachable!()
+    };
+    Value::Record(
+        fields
+            .into_iter()
+            .filter(|(name, _)| old_record.fields.iter().any(|f| &f.name == name))
+            .collect(),
+    )
+}
+
+fn write_old(old: &RecordSchema, value: Value, header: &[u8]) -> Vec<u8> {
+    let mut out = header.to_vec();
+    GenericDatumWriter::builder(&old.schema)
+        .build()
+        .unwrap()
+        .write_value(&mut out, value)
+        .unwrap();
+    out
+}
+
+/// Writes each of `records` with the previous schema `old` (in both framings) and reads it with
+/// the current codec; `expected` is what the current type reads (new fields at their defaults).
+fn check_old_records<R: AvroRecord + PartialEq + std::fmt::Debug>(
+    topic: &str,
+    records: &[R],
+    expected: impl Fn(&R) -> R,
+) {
+    let olds: Vec<_> = schemas::previous()
+        .iter()
+        .filter(|s| s.name == R::NAME)
+        .collect();
+    assert!(!olds.is_empty());
+    let registry: Arc<dyn SchemaRegistry> = Arc::new(InMemoryRegistry::new());
+    let codec = Codec::new(Some(registry.clone()));
+    let position = RecordPosition::topic(topic);
+    for old in olds {
+        // The old version was registered first (by an older Weir); then the current one.
+        let old_id = block_on(registry.register(&value_subject(topic), &old.text)).unwrap();
+        block_on(codec.register::<R>(topic)).unwrap();
+        for record in records {
+            let value = as_old_value(record, old);
+            let mut single_object_header = vec![0xC3, 0x01];
+            single_object_header.extend_from_slice(&old.fingerprint.to_le_bytes());
+            let so = write_old(old, value.clone(), &single_object_header);
+            let mut confluent_header = vec![0];
+            confluent_header.extend_from_slice(&old_id.to_be_bytes());
+            let cf = write_old(old, value, &confluent_header);
+
+            let want = expected(record);
+            assert_eq!(codec.decode::<R>(&so, &position).unwrap(), want);
+            assert_eq!(
+                block_on(codec.decode_fetching::<R>(&cf, &position)).unwrap(),
+                want
+            );
+            assert_eq!(
+                Codec::single_object().decode::<R>(&so, &position).unwrap(),
+                want
+            );
+        }
+    }
+}
+
+#[test]
+fn v0_submissions_read_as_current_with_empty_metadata() {
+    check_old_records("weir.submissions", &submissions(), |s| Submission {
+        metadata: Default::default(),
+        ..s.clone()
+    });
+}
+
+#[test]
+fn v0_execution_finished_read_as_current_without_correlation_id() {
+    check_old_records("weir.results", &execution_finished(), |f| {
+        ExecutionFinished {
+            correlation_id: None,
+            ..f.clone()
+        }
+    });
+}
