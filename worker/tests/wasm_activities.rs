@@ -15,10 +15,20 @@ use weir::wasm::{Cancellation, LoadedFrom, cancellation};
 async fn compute_returns_ok_and_err_without_retrying_err() {
     let host = host();
     let fib = ffqn("weir-examples:compute/math.fibonacci");
-    let ok = host.run_activity(&fib, &json!([10]), Cancellation::never()).await.unwrap();
+    let ok = host
+        .run_activity(&fib, &json!([10]), Cancellation::never())
+        .await
+        .unwrap();
     assert_eq!(ok.result, ExecutionResult::Ok(json!(55)));
-    let err = host.run_activity(&fib, &json!([100]), Cancellation::never()).await.unwrap();
-    assert!(matches!(err.result, ExecutionResult::Err(_)), "{:?}", err.result);
+    let err = host
+        .run_activity(&fib, &json!([100]), Cancellation::never())
+        .await
+        .unwrap();
+    assert!(
+        matches!(err.result, ExecutionResult::Err(_)),
+        "{:?}",
+        err.result
+    );
     assert_eq!(err.attempts, 1, "compute has retry_on_err = false");
 }
 
@@ -36,12 +46,24 @@ async fn http_get_reaches_a_local_server() {
         ExecutionResult::Ok(json!({"status": 200, "body": "hello from /hello"}))
     );
     // A refused connection is the activity's `err`, retried (3 attempts by default).
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let outcome = host
-        .run_activity(&get, &json!([format!("http://127.0.0.1:{closed}/")]), Cancellation::never())
+        .run_activity(
+            &get,
+            &json!([format!("http://127.0.0.1:{closed}/")]),
+            Cancellation::never(),
+        )
         .await
         .unwrap();
-    assert!(matches!(outcome.result, ExecutionResult::Err(_)), "{:?}", outcome.result);
+    assert!(
+        matches!(outcome.result, ExecutionResult::Err(_)),
+        "{:?}",
+        outcome.result
+    );
     assert_eq!(outcome.attempts, 3);
 }
 
@@ -54,7 +76,11 @@ async fn flaky_is_retried_with_backoff_until_it_succeeds() {
         ("weir-examples:flaky/flaky.trap-first", "/counter/trap"),
     ] {
         let outcome = host
-            .run_activity(&ffqn(function), &json!([server.url(path), 2]), Cancellation::never())
+            .run_activity(
+                &ffqn(function),
+                &json!([server.url(path), 2]),
+                Cancellation::never(),
+            )
             .await
             .unwrap();
         assert_eq!(outcome.result, ExecutionResult::Ok(json!(3)), "{function}");
@@ -72,7 +98,11 @@ async fn flaky_is_retried_with_backoff_until_it_succeeds() {
         .unwrap();
     assert_eq!(outcome.attempts, 5);
     assert_eq!(server.count("/counter/many"), 5);
-    assert!(matches!(outcome.result, ExecutionResult::Err(_)), "{:?}", outcome.result);
+    assert!(
+        matches!(outcome.result, ExecutionResult::Err(_)),
+        "{:?}",
+        outcome.result
+    );
     // Traps on every attempt: retries-exhausted naming the trap.
     let outcome = host
         .run_activity(
@@ -86,7 +116,10 @@ async fn flaky_is_retried_with_backoff_until_it_succeeds() {
         panic!("{:?}", outcome.result);
     };
     assert_eq!(e.kind, ExecutionErrorKind::RetriesExhausted, "{e}");
-    assert!(e.reason.contains("5 attempts") && e.reason.contains("trap"), "{e}");
+    assert!(
+        e.reason.contains("5 attempts") && e.reason.contains("trap"),
+        "{e}"
+    );
 }
 
 #[tokio::test]
@@ -94,20 +127,32 @@ async fn a_retrying_activity_can_be_cancelled() {
     let server = TestServer::start();
     // Long backoff so that the cancellation lands while it waits.
     let host = std::sync::Arc::new(
-        host_with(|t| t.replace("backoff_base_ms = 10, backoff_max_ms = 200", "backoff_base_ms = 60000, backoff_max_ms = 60000"))
-            .unwrap(),
+        host_with(|t| {
+            t.replace(
+                "backoff_base_ms = 10, backoff_max_ms = 200",
+                "backoff_base_ms = 60000, backoff_max_ms = 60000",
+            )
+        })
+        .unwrap(),
     );
     let (handle, cancel) = cancellation();
     let url = server.url("/counter/cancel");
     let h = host.clone();
     let run = tokio::spawn(async move {
-        h.run_activity(&ffqn("weir-examples:flaky/flaky.fail-first"), &json!([url, 10]), cancel)
-            .await
-            .unwrap()
+        h.run_activity(
+            &ffqn("weir-examples:flaky/flaky.fail-first"),
+            &json!([url, 10]),
+            cancel,
+        )
+        .await
+        .unwrap()
     });
     tokio::time::sleep(Duration::from_millis(300)).await;
     handle.cancel();
-    let outcome = tokio::time::timeout(Duration::from_secs(5), run).await.unwrap().unwrap();
+    let outcome = tokio::time::timeout(Duration::from_secs(5), run)
+        .await
+        .unwrap()
+        .unwrap();
     let ExecutionResult::ExecutionError(e) = &outcome.result else {
         panic!("{:?}", outcome.result);
     };

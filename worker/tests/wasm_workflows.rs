@@ -43,14 +43,20 @@ async fn assert_replays_identically(host: &WasmHost, bus: &InMemoryBus, id: &Exe
         panic!("replay of {id} did not finish: {step:?}");
     };
     assert_eq!(Some(&result), bus.result(id), "replayed result of {id}");
-    assert!(effects.events.is_empty(), "replay recorded new events: {:?}", effects.events);
+    assert!(
+        effects.events.is_empty(),
+        "replay recorded new events: {:?}",
+        effects.events
+    );
 }
 
 #[tokio::test]
 async fn order_saga_success_with_history_and_replay() {
     let host = host();
     let mut bus = InMemoryBus::new(host.clone(), t0());
-    let id = bus.submit(&ffqn(CHECKOUT), order("alice", "1 Main St")).unwrap();
+    let id = bus
+        .submit(&ffqn(CHECKOUT), order("alice", "1 Main St"))
+        .unwrap();
     bus.run_until_idle().await.unwrap();
     assert_eq!(
         bus.result(&id),
@@ -66,7 +72,10 @@ async fn order_saga_success_with_history_and_replay() {
     for f in ["o:1-price", "o:2-reserve", "o:3-charge", "o:4-ship"] {
         assert!(text.contains(&format!("JoinSetCreate({f})")), "{text}");
     }
-    assert!(text.contains(r#"weir-examples:shop/payment.charge ["o1","alice",500] Activity"#), "{text}");
+    assert!(
+        text.contains(r#"weir-examples:shop/payment.charge ["o1","alice",500] Activity"#),
+        "{text}"
+    );
     assert_replays_identically(&host, &bus, &id).await;
 }
 
@@ -74,16 +83,24 @@ async fn order_saga_success_with_history_and_replay() {
 async fn order_saga_compensates_a_declined_charge_and_a_failed_shipment() {
     let host = host();
     let mut bus = InMemoryBus::new(host.clone(), t0());
-    let declined = bus.submit(&ffqn(CHECKOUT), order("declined-bob", "1 Main St")).unwrap();
+    let declined = bus
+        .submit(&ffqn(CHECKOUT), order("declined-bob", "1 Main St"))
+        .unwrap();
     let unshippable = bus.submit(&ffqn(CHECKOUT), order("carol", "  ")).unwrap();
     bus.run_until_idle().await.unwrap();
 
     let Some(ExecutionResult::Err(e)) = bus.result(&declined) else {
         panic!("{:?}", bus.result(&declined));
     };
-    assert!(e["payment-failed"].as_str().unwrap().contains("declined"), "{e}");
+    assert!(
+        e["payment-failed"].as_str().unwrap().contains("declined"),
+        "{e}"
+    );
     let text = kinds(&bus.execution(&declined).unwrap().history).join("\n");
-    assert!(text.contains("inventory.release [\"R-o1-widget\"]"), "{text}");
+    assert!(
+        text.contains("inventory.release [\"R-o1-widget\"]"),
+        "{text}"
+    );
     assert!(!text.contains("shipping.ship"), "{text}");
 
     let Some(ExecutionResult::Err(e)) = bus.result(&unshippable) else {
@@ -103,12 +120,14 @@ async fn order_saga_compensates_a_declined_charge_and_a_failed_shipment() {
 async fn order_swapped_replayed_against_order_history_is_nondeterministic() {
     let host = host();
     let mut bus = InMemoryBus::new(host.clone(), t0());
-    let id = bus.submit(&ffqn(CHECKOUT), order("alice", "1 Main St")).unwrap();
+    let id = bus
+        .submit(&ffqn(CHECKOUT), order("alice", "1 Main St"))
+        .unwrap();
     bus.run_until_idle().await.unwrap();
 
     // The same deployment with `order` replaced by the build that swaps two calls.
-    let swapped = host_with(|t| t.replace("path = \"order.wasm\"", "path = \"order-swapped.wasm\""))
-        .unwrap();
+    let swapped =
+        host_with(|t| t.replace("path = \"order.wasm\"", "path = \"order-swapped.wasm\"")).unwrap();
     let step = replay(&swapped, &bus, &id).await;
     let RunStep::Finished {
         result: ExecutionResult::ExecutionError(e),
@@ -118,8 +137,14 @@ async fn order_swapped_replayed_against_order_history_is_nondeterministic() {
         panic!("expected a nondeterminism error, got {step:?}");
     };
     assert_eq!(e.kind, ExecutionErrorKind::NondeterminismDetected, "{e}");
-    assert!(e.reason.contains("history version 0"), "names the version: {e}");
-    assert!(e.reason.contains("o:1-price") && e.reason.contains("reserve"), "{e}");
+    assert!(
+        e.reason.contains("history version 0"),
+        "names the version: {e}"
+    );
+    assert!(
+        e.reason.contains("o:1-price") && e.reason.contains("reserve"),
+        "{e}"
+    );
     assert!(effects.events.is_empty());
 }
 
@@ -127,12 +152,16 @@ async fn order_swapped_replayed_against_order_history_is_nondeterministic() {
 async fn params_are_type_checked_at_submission() {
     let host = host();
     let mut bus = InMemoryBus::new(host, t0());
-    let bad = json!([{"id": "o1", "customer": "a", "sku": "widget", "quantity": "two", "address": "x"}]);
+    let bad =
+        json!([{"id": "o1", "customer": "a", "sku": "widget", "quantity": "two", "address": "x"}]);
     let err = bus.submit(&ffqn(CHECKOUT), bad).unwrap_err().to_string();
     assert!(err.contains("parameter `order`"), "{err}");
     assert!(err.contains("record { id: string"), "{err}");
     assert!(err.contains(".quantity") && err.contains("u32"), "{err}");
-    let err = bus.submit(&ffqn(CHECKOUT), json!([])).unwrap_err().to_string();
+    let err = bus
+        .submit(&ffqn(CHECKOUT), json!([]))
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("takes 1 parameter"), "{err}");
 }
 
@@ -144,9 +173,9 @@ async fn unsatisfied_and_wasi_imports_fail_at_load_naming_the_import() {
         let end = start + 1 + t[start + 1..].find("[[component]]").unwrap();
         format!("{}{}", &t[..start], &t[end..])
     })
-        .err()
-        .expect("load must fail")
-        .to_string();
+    .err()
+    .expect("load must fail")
+    .to_string();
     assert!(err.contains("imports `weir-examples:"), "{err}");
     assert!(err.contains("no registered component exports"), "{err}");
     // A component with WASI imports cannot be a workflow.
@@ -159,7 +188,10 @@ async fn unsatisfied_and_wasi_imports_fail_at_load_naming_the_import() {
     .err()
     .expect("load must fail")
     .to_string();
-    assert!(err.contains("imports `wasi:") && err.contains("no WASI"), "{err}");
+    assert!(
+        err.contains("imports `wasi:") && err.contains("no WASI"),
+        "{err}"
+    );
 }
 
 #[tokio::test]
@@ -167,10 +199,16 @@ async fn fanout_sums_children_and_races_a_child_against_a_delay() {
     let host = host();
     let mut bus = InMemoryBus::new(host.clone(), t0());
     let sum = bus
-        .submit(&ffqn("weir-examples:workflows/fanout.fibonacci-sum"), json!([[10, 20, 30, 1]]))
+        .submit(
+            &ffqn("weir-examples:workflows/fanout.fibonacci-sum"),
+            json!([[10, 20, 30, 1]]),
+        )
         .unwrap();
     let race = bus
-        .submit(&ffqn("weir-examples:workflows/fanout.race"), json!([10, 60_000]))
+        .submit(
+            &ffqn("weir-examples:workflows/fanout.race"),
+            json!([10, 60_000]),
+        )
         .unwrap();
     bus.run_until_idle().await.unwrap();
 
@@ -181,15 +219,30 @@ async fn fanout_sums_children_and_races_a_child_against_a_delay() {
     assert_eq!(r["sum"], json!(55 + 6765 + 832040 + 1));
     assert_eq!(r["named-conflict"], json!(true));
     assert_eq!(r["extra-await-all-processed"], json!(true));
-    let arrival: Vec<&str> = r["arrival-order"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    let arrival: Vec<&str> = r["arrival-order"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
     assert_eq!(arrival.len(), 4);
-    assert!(arrival.iter().all(|a| a.contains(".n:fibonacci_")), "{arrival:?}");
+    assert!(
+        arrival.iter().all(|a| a.contains(".n:fibonacci_")),
+        "{arrival:?}"
+    );
     let history = kinds(&bus.execution(&sum).unwrap().history).join("\n");
     assert!(history.contains("JoinNextTooMany(n:fibonacci"), "{history}");
 
-    assert_eq!(bus.result(&race), Some(&ExecutionResult::Ok(json!({"child": 55}))));
+    assert_eq!(
+        bus.result(&race),
+        Some(&ExecutionResult::Ok(json!({"child": 55})))
+    );
     // The losing delay was cancelled, so no timer is left.
-    assert!(bus.pending_timers().is_empty(), "{:?}", bus.pending_timers());
+    assert!(
+        bus.pending_timers().is_empty(),
+        "{:?}",
+        bus.pending_timers()
+    );
 
     assert_replays_identically(&host, &bus, &sum).await;
     assert_replays_identically(&host, &bus, &race).await;
@@ -200,19 +253,31 @@ async fn sleepy_parks_until_the_bus_fires_its_delay() {
     let host = host();
     let mut bus = InMemoryBus::new(host.clone(), t0());
     let id = bus
-        .submit(&ffqn("weir-examples:workflows/sleepy.sleep-for"), json!([1500]))
+        .submit(
+            &ffqn("weir-examples:workflows/sleepy.sleep-for"),
+            json!([1500]),
+        )
         .unwrap();
     bus.run_until_idle().await.unwrap();
     assert_eq!(bus.result(&id), None, "still sleeping");
     assert_eq!(bus.pending_timers().len(), 1);
-    assert_eq!(bus.pending_timers()[0].due, t0() + chrono::Duration::milliseconds(1500));
+    assert_eq!(
+        bus.pending_timers()[0].due,
+        t0() + chrono::Duration::milliseconds(1500)
+    );
     assert!(bus.fire_next_timer().await.unwrap());
     let expiry = t0() + chrono::Duration::milliseconds(1500);
     assert_eq!(
         bus.result(&id),
-        Some(&ExecutionResult::Ok(json!({"seconds": expiry.timestamp(), "nanoseconds": 500_000_000})))
+        Some(&ExecutionResult::Ok(
+            json!({"seconds": expiry.timestamp(), "nanoseconds": 500_000_000})
+        ))
     );
-    assert_eq!(bus.stats().hot_deliveries, 1, "the parked instance was resumed");
+    assert_eq!(
+        bus.stats().hot_deliveries,
+        1,
+        "the parked instance was resumed"
+    );
     assert_replays_identically(&host, &bus, &id).await;
 }
 
@@ -221,7 +286,10 @@ async fn random_schedule_persists_draws_and_schedules_a_top_level_execution() {
     let host = host();
     let mut bus = InMemoryBus::new(host.clone(), t0());
     let id = bus
-        .submit(&ffqn("weir-examples:workflows/random-schedule.run"), json!([100, 5000, 10]))
+        .submit(
+            &ffqn("weir-examples:workflows/random-schedule.run"),
+            json!([100, 5000, 10]),
+        )
         .unwrap();
     bus.run_until_idle().await.unwrap();
     let Some(ExecutionResult::Ok(r)) = bus.result(&id).cloned() else {
@@ -238,11 +306,18 @@ async fn random_schedule_persists_draws_and_schedules_a_top_level_execution() {
     assert!(bus.fire_next_timer().await.unwrap());
     assert_eq!(bus.execution(&scheduled).unwrap().parent, None);
     bus.fire_all_timers().await.unwrap();
-    assert!(matches!(bus.result(&scheduled), Some(ExecutionResult::Ok(_))), "{:?}", bus.result(&scheduled));
+    assert!(
+        matches!(bus.result(&scheduled), Some(ExecutionResult::Ok(_))),
+        "{:?}",
+        bus.result(&scheduled)
+    );
 
     // A child workflow called directly.
     let call = bus
-        .submit(&ffqn("weir-examples:workflows/random-schedule.call-sleepy"), json!([20]))
+        .submit(
+            &ffqn("weir-examples:workflows/random-schedule.call-sleepy"),
+            json!([20]),
+        )
         .unwrap();
     bus.run_until_idle().await.unwrap();
     bus.fire_all_timers().await.unwrap();
@@ -258,10 +333,16 @@ async fn approval_writes_the_stub_result_idempotently() {
     let host = host();
     let mut bus = InMemoryBus::new(host.clone(), t0());
     let ok = bus
-        .submit(&ffqn("weir-examples:workflows/approval.auto-approve"), json!(["o1", 5000]))
+        .submit(
+            &ffqn("weir-examples:workflows/approval.auto-approve"),
+            json!(["o1", 5000]),
+        )
         .unwrap();
     let rejected = bus
-        .submit(&ffqn("weir-examples:workflows/approval.auto-approve"), json!(["o2", 50_000]))
+        .submit(
+            &ffqn("weir-examples:workflows/approval.auto-approve"),
+            json!(["o2", 50_000]),
+        )
         .unwrap();
     bus.run_until_idle().await.unwrap();
     for (id, approved) in [(&ok, true), (&rejected, false)] {
@@ -287,24 +368,59 @@ async fn hot_and_cold_paths_give_identical_histories_and_results() {
     for hot in [true, false] {
         let mut bus = InMemoryBus::new(host.clone(), t0());
         bus.set_hot(hot);
-        bus.submit(&ffqn(CHECKOUT), order("alice", "1 Main St")).unwrap();
-        bus.submit(&ffqn(CHECKOUT), order("declined-x", "1 Main St")).unwrap();
-        bus.submit(&ffqn("weir-examples:workflows/fanout.fibonacci-sum"), json!([[5, 6, 7]])).unwrap();
-        bus.submit(&ffqn("weir-examples:workflows/fanout.race"), json!([3, 1000])).unwrap();
-        bus.submit(&ffqn("weir-examples:workflows/sleepy.sleep-for"), json!([250])).unwrap();
-        bus.submit(&ffqn("weir-examples:workflows/random-schedule.run"), json!([1000, 100, 10])).unwrap();
-        bus.submit(&ffqn("weir-examples:workflows/random-schedule.call-sleepy"), json!([30])).unwrap();
-        bus.submit(&ffqn("weir-examples:workflows/approval.auto-approve"), json!(["o9", 10])).unwrap();
+        bus.submit(&ffqn(CHECKOUT), order("alice", "1 Main St"))
+            .unwrap();
+        bus.submit(&ffqn(CHECKOUT), order("declined-x", "1 Main St"))
+            .unwrap();
+        bus.submit(
+            &ffqn("weir-examples:workflows/fanout.fibonacci-sum"),
+            json!([[5, 6, 7]]),
+        )
+        .unwrap();
+        bus.submit(
+            &ffqn("weir-examples:workflows/fanout.race"),
+            json!([3, 1000]),
+        )
+        .unwrap();
+        bus.submit(
+            &ffqn("weir-examples:workflows/sleepy.sleep-for"),
+            json!([250]),
+        )
+        .unwrap();
+        bus.submit(
+            &ffqn("weir-examples:workflows/random-schedule.run"),
+            json!([1000, 100, 10]),
+        )
+        .unwrap();
+        bus.submit(
+            &ffqn("weir-examples:workflows/random-schedule.call-sleepy"),
+            json!([30]),
+        )
+        .unwrap();
+        bus.submit(
+            &ffqn("weir-examples:workflows/approval.auto-approve"),
+            json!(["o9", 10]),
+        )
+        .unwrap();
         bus.run_until_idle().await.unwrap();
         bus.fire_all_timers().await.unwrap();
         let stats = bus.stats();
         if hot {
-            assert!(stats.hot_deliveries > 0 && stats.cold_starts == 0, "{stats:?}");
+            assert!(
+                stats.hot_deliveries > 0 && stats.cold_starts == 0,
+                "{stats:?}"
+            );
         } else {
-            assert!(stats.hot_deliveries == 0 && stats.cold_starts > 0, "{stats:?}");
+            assert!(
+                stats.hot_deliveries == 0 && stats.cold_starts > 0,
+                "{stats:?}"
+            );
         }
         let executions = bus.executions();
-        assert!(executions.values().all(|e| e.result.is_some()), "all finished");
+        assert!(
+            executions.values().all(|e| e.result.is_some()),
+            "all finished"
+        );
         let dump: Vec<(String, String, String, String)> = executions
             .iter()
             .map(|(id, e)| {
@@ -330,7 +446,10 @@ async fn start(host: &std::sync::Arc<WasmHost>, function: &str, params: Value) -
         ffqn: ffqn(function),
         params,
     };
-    let (_run, step) = host.start_workflow(execution, vec![], vec![], t0()).await.unwrap();
+    let (_run, step) = host
+        .start_workflow(execution, vec![], vec![], t0())
+        .await
+        .unwrap();
     step
 }
 
@@ -340,7 +459,12 @@ async fn start(host: &std::sync::Arc<WasmHost>, function: &str, params: Value) -
 async fn misbehaving_workflows_fail_clearly_while_the_host_serves_others() {
     let host = host();
     for (function, params, kind, needle) in [
-        ("weir-examples:workflows/misbehave.spin", json!([]), ExecutionErrorKind::OutOfFuel, "fuel"),
+        (
+            "weir-examples:workflows/misbehave.spin",
+            json!([]),
+            ExecutionErrorKind::OutOfFuel,
+            "fuel",
+        ),
         (
             "weir-examples:workflows/misbehave.hog-memory",
             json!([256]),
@@ -351,7 +475,9 @@ async fn misbehaving_workflows_fail_clearly_while_the_host_serves_others() {
         let h = host.clone();
         let bad = tokio::spawn(async move { start(&h, function, params).await });
         let mut bus = InMemoryBus::new(host.clone(), t0());
-        let good = bus.submit(&ffqn(CHECKOUT), order("alice", "1 Main St")).unwrap();
+        let good = bus
+            .submit(&ffqn(CHECKOUT), order("alice", "1 Main St"))
+            .unwrap();
         bus.run_until_idle().await.unwrap();
         assert!(matches!(bus.result(&good), Some(ExecutionResult::Ok(_))));
         let step = bad.await.unwrap();

@@ -18,8 +18,8 @@ use std::sync::Arc;
 use serde_json::Value;
 use tokio::sync::watch;
 use tracing::Instrument;
-use wasmtime::component::{InstancePre, Linker, ResourceTable, Val};
 use wasmtime::Store;
+use wasmtime::component::{InstancePre, Linker, ResourceTable, Val};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
@@ -237,8 +237,9 @@ impl ActivityTemplate {
             .ok_or_else(|| wasmtime::Error::msg(format!("{} is not exported", f.ffqn)))?;
         let mut results = [Val::Bool(false)];
         func.call_async(&mut store, &params, &mut results).await?;
-        values::return_to_result(&results[0], &f.result)
-            .map_err(|e| wasmtime::Error::msg(format!("the result of {} does not convert: {e}", f.ffqn)))
+        values::return_to_result(&results[0], &f.result).map_err(|e| {
+            wasmtime::Error::msg(format!("the result of {} does not convert: {e}", f.ffqn))
+        })
     }
 }
 

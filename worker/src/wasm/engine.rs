@@ -147,11 +147,10 @@ impl WasmEngine {
                 }
             }
         }
-        let component =
-            Component::new(&self.engine, bytes).map_err(|e| EngineError::Compile {
-                path: path.to_owned(),
-                reason: format!("{e:#}"),
-            })?;
+        let component = Component::new(&self.engine, bytes).map_err(|e| EngineError::Compile {
+            path: path.to_owned(),
+            reason: format!("{e:#}"),
+        })?;
         if let Some(cached) = &cached {
             // The cache is an optimisation: failing to write it must not fail the load.
             if let Err(e) = write_atomically(cached, &component) {

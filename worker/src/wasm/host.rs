@@ -43,7 +43,11 @@ pub struct WasmHost {
 
 impl WasmHost {
     /// Reads `components.toml` at `path`, resolving component paths against `base_dir`.
-    pub fn from_file(config: EngineConfig, path: &Path, base_dir: &Path) -> Result<Self, HostError> {
+    pub fn from_file(
+        config: EngineConfig,
+        path: &Path,
+        base_dir: &Path,
+    ) -> Result<Self, HostError> {
         let specs = ComponentsFile::read(path)?.resolve(base_dir)?;
         Self::load(config, specs)
     }
@@ -56,12 +60,11 @@ impl WasmHost {
         let fuel_yield_interval = engine.config().fuel_yield_interval;
         let mut workflows = HashMap::new();
         let mut activities = HashMap::new();
-        let activity_linker = activity::activity_linker(engine.engine()).map_err(|e| {
-            RegistryError::Link {
+        let activity_linker =
+            activity::activity_linker(engine.engine()).map_err(|e| RegistryError::Link {
                 component: "(activity host)".into(),
                 reason: format!("{e:#}"),
-            }
-        })?;
+            })?;
         for component in registry.components() {
             let name = &component.spec.name;
             let link_err = |e: wasmtime::Error| RegistryError::Link {
@@ -155,7 +158,10 @@ impl WasmHost {
                 }
             });
         };
-        template.clone().start(execution, history, responses, now).await
+        template
+            .clone()
+            .start(execution, history, responses, now)
+            .await
     }
 
     /// Runs an activity with its retries (see `activity.rs`).

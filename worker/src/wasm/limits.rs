@@ -24,7 +24,9 @@ impl MemoryLimiter {
 
 /// The trap error of a refused memory growth.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("memory limit of {limit} bytes exceeded: the instance asked to grow its memory to {desired} bytes")]
+#[error(
+    "memory limit of {limit} bytes exceeded: the instance asked to grow its memory to {desired} bytes"
+)]
 pub struct MemoryLimitExceeded {
     pub limit: usize,
     pub desired: usize,

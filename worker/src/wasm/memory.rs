@@ -272,23 +272,23 @@ impl InMemoryBus {
             existing.kind = kind;
             return Ok(());
         }
-        self.store.entry(id.clone()).or_insert_with(|| StoredExecution {
-            ffqn: ffqn.clone(),
-            params: params.clone(),
-            parent: parent.clone(),
-            kind,
-            history: Vec::new(),
-            responses: Vec::new(),
-            result: None,
-            attempts: 0,
-        });
+        self.store
+            .entry(id.clone())
+            .or_insert_with(|| StoredExecution {
+                ffqn: ffqn.clone(),
+                params: params.clone(),
+                parent: parent.clone(),
+                kind,
+                history: Vec::new(),
+                responses: Vec::new(),
+                result: None,
+                attempts: 0,
+            });
         let component_kind = self.host.registry().function(&ffqn).map(|f| f.kind);
         match (kind, component_kind) {
             // Registered for its result, written by the parent's `-stub` call.
             (ChildKind::Stub, _) => Ok(()),
-            (_, Some(ComponentKind::Workflow)) => {
-                self.start(id, Vec::new(), Vec::new()).await
-            }
+            (_, Some(ComponentKind::Workflow)) => self.start(id, Vec::new(), Vec::new()).await,
             (_, Some(ComponentKind::Activity)) => {
                 let outcome = self
                     .host
@@ -456,20 +456,20 @@ impl InMemoryBus {
                     result,
                 } => {
                     // The stub child may not be registered yet (its submission is queued).
-                    let entry = self
-                        .store
-                        .entry(execution_id.clone())
-                        .or_insert_with(|| StoredExecution {
-                            ffqn: Ffqn::new("weir", "unknown", "stub", None, "stub")
-                                .expect("a valid constant ffqn"),
-                            params: Value::Array(vec![]),
-                            parent: Some(id.clone()),
-                            kind: ChildKind::Stub,
-                            history: Vec::new(),
-                            responses: Vec::new(),
-                            result: None,
-                            attempts: 0,
-                        });
+                    let entry =
+                        self.store
+                            .entry(execution_id.clone())
+                            .or_insert_with(|| StoredExecution {
+                                ffqn: Ffqn::new("weir", "unknown", "stub", None, "stub")
+                                    .expect("a valid constant ffqn"),
+                                params: Value::Array(vec![]),
+                                parent: Some(id.clone()),
+                                kind: ChildKind::Stub,
+                                history: Vec::new(),
+                                responses: Vec::new(),
+                                result: None,
+                                attempts: 0,
+                            });
                     entry.parent = Some(id.clone());
                     self.finish(&execution_id, result);
                 }

@@ -232,10 +232,14 @@ impl ComponentsFile {
                 let retries = RetryPolicy {
                     max_attempts: r.max_attempts.or(d.retries.max_attempts).unwrap_or(3),
                     backoff_base: Duration::from_millis(
-                        r.backoff_base_ms.or(d.retries.backoff_base_ms).unwrap_or(100),
+                        r.backoff_base_ms
+                            .or(d.retries.backoff_base_ms)
+                            .unwrap_or(100),
                     ),
                     backoff_max: Duration::from_millis(
-                        r.backoff_max_ms.or(d.retries.backoff_max_ms).unwrap_or(10_000),
+                        r.backoff_max_ms
+                            .or(d.retries.backoff_max_ms)
+                            .unwrap_or(10_000),
                     ),
                     jitter: r.jitter.or(d.retries.jitter).unwrap_or(0.2),
                     retry_on_err: r.retry_on_err.or(d.retries.retry_on_err).unwrap_or(true),
@@ -300,7 +304,12 @@ impl FunctionInfo {
 
 impl std::fmt::Debug for FunctionInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} ({})", values::wit_signature(self.ffqn.as_str(), &self.func), self.component)
+        write!(
+            f,
+            "{} ({})",
+            values::wit_signature(self.ffqn.as_str(), &self.func),
+            self.component
+        )
     }
 }
 
@@ -451,12 +460,20 @@ fn exported_functions(
             let results: Vec<Type> = func.results().collect();
             let result = match results.as_slice() {
                 [r @ Type::Result(_)] => r.clone(),
-                _ => return Err(bad(&item_name, "must return exactly one WIT `result`".into())),
+                _ => {
+                    return Err(bad(
+                        &item_name,
+                        "must return exactly one WIT `result`".into(),
+                    ));
+                }
             };
             if let Some((p, t)) = func.params().find(|(_, t)| !values::is_json_convertible(t)) {
                 return Err(bad(
                     &item_name,
-                    format!("parameter `{p}` has type {}, which has no JSON form", values::wit_type(&t)),
+                    format!(
+                        "parameter `{p}` has type {}, which has no JSON form",
+                        values::wit_type(&t)
+                    ),
                 ));
             }
             if !values::is_json_convertible(&result) {

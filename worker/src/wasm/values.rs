@@ -26,8 +26,8 @@
 use std::fmt::Write as _;
 
 use serde_json::{Map, Number, Value};
-use wasmtime::component::types::{ComponentFunc, Type};
 use wasmtime::component::Val;
+use wasmtime::component::types::{ComponentFunc, Type};
 
 use crate::model::{ExecutionError, ExecutionResult};
 
@@ -152,7 +152,11 @@ fn write_type(s: &mut String, ty: &Type) {
             let _ = write!(s, "enum {{ {} }}", e.names().collect::<Vec<_>>().join(", "));
         }
         Type::Flags(f) => {
-            let _ = write!(s, "flags {{ {} }}", f.names().collect::<Vec<_>>().join(", "));
+            let _ = write!(
+                s,
+                "flags {{ {} }}",
+                f.names().collect::<Vec<_>>().join(", ")
+            );
         }
         Type::Option(o) => {
             s.push_str("option<");
@@ -197,24 +201,28 @@ pub fn wit_signature(name: &str, func: &ComponentFunc) -> String {
     if results.is_empty() {
         format!("{name}: func({})", params.join(", "))
     } else {
-        format!("{name}: func({}) -> {}", params.join(", "), results.join(", "))
+        format!(
+            "{name}: func({}) -> {}",
+            params.join(", "),
+            results.join(", ")
+        )
     }
 }
 
 /// Whether every value of `ty` has a JSON form (no handles, futures, streams).
 pub fn is_json_convertible(ty: &Type) -> bool {
     match ty {
-        Type::Own(_)
-        | Type::Borrow(_)
-        | Type::Future(_)
-        | Type::Stream(_)
-        | Type::ErrorContext => false,
+        Type::Own(_) | Type::Borrow(_) | Type::Future(_) | Type::Stream(_) | Type::ErrorContext => {
+            false
+        }
         Type::List(l) => is_json_convertible(&l.ty()),
         Type::FixedLengthList(l) => is_json_convertible(&l.ty()),
         Type::Map(m) => is_json_convertible(&m.key()) && is_json_convertible(&m.value()),
         Type::Record(r) => r.fields().all(|f| is_json_convertible(&f.ty)),
         Type::Tuple(t) => t.types().all(|t| is_json_convertible(&t)),
-        Type::Variant(v) => v.cases().all(|c| c.ty.as_ref().is_none_or(is_json_convertible)),
+        Type::Variant(v) => v
+            .cases()
+            .all(|c| c.ty.as_ref().is_none_or(is_json_convertible)),
         Type::Option(o) => is_json_convertible(&o.ty()),
         Type::Result(r) => {
             r.ok().as_ref().is_none_or(is_json_convertible)
@@ -246,7 +254,11 @@ pub fn json_to_val(value: &Value, ty: &Type) -> Result<Val, ConversionError> {
 
 fn mismatch(path: &str, ty: &Type, value: &Value) -> ConversionError {
     ConversionError {
-        path: if path.is_empty() { ".".into() } else { path.into() },
+        path: if path.is_empty() {
+            ".".into()
+        } else {
+            path.into()
+        },
         expected: wit_type(ty),
         got: describe(value),
     }
@@ -327,7 +339,10 @@ fn to_val_inner(value: &Value, ty: &Type, path: &mut String) -> Result<Val, Conv
             let (kt, vt) = (m.key(), m.value());
             let mut out = Vec::with_capacity(items.len());
             for (i, item) in items.iter().enumerate() {
-                let pair = item.as_array().filter(|p| p.len() == 2).ok_or_else(|| err(path))?;
+                let pair = item
+                    .as_array()
+                    .filter(|p| p.len() == 2)
+                    .ok_or_else(|| err(path))?;
                 let len = path.len();
                 let _ = write!(path, "[{i}]");
                 out.push((to_val(&pair[0], &kt, path)?, to_val(&pair[1], &vt, path)?));
@@ -355,7 +370,10 @@ fn to_val_inner(value: &Value, ty: &Type, path: &mut String) -> Result<Val, Conv
                 path.truncate(len);
                 out.push((field.name.to_owned(), v));
             }
-            if let Some(extra) = obj.keys().find(|k| !r.fields().any(|f| f.name == k.as_str())) {
+            if let Some(extra) = obj
+                .keys()
+                .find(|k| !r.fields().any(|f| f.name == k.as_str()))
+            {
                 return Err(ConversionError {
                     path: format!("{path}.{extra}"),
                     expected: format!("no such field in {}", wit_type(ty)),
@@ -380,7 +398,10 @@ fn to_val_inner(value: &Value, ty: &Type, path: &mut String) -> Result<Val, Conv
         }
         Type::Variant(v) => {
             let (name, payload) = case_of(value).ok_or_else(|| err(path))?;
-            let case = v.cases().find(|c| c.name == name).ok_or_else(|| err(path))?;
+            let case = v
+                .cases()
+                .find(|c| c.name == name)
+                .ok_or_else(|| err(path))?;
             let payload = match (&case.ty, payload) {
                 (None, None | Some(Value::Null)) => None,
                 (Some(ty), Some(p)) => {
@@ -524,11 +545,21 @@ pub fn val_to_json(val: &Val, ty: &Type) -> Result<Value, ConversionError> {
         (Val::String(s), _) => Value::String(s.clone()),
         (Val::List(items), Type::List(l)) => {
             let t = l.ty();
-            Value::Array(items.iter().map(|v| val_to_json(v, &t)).collect::<Result<_, _>>()?)
+            Value::Array(
+                items
+                    .iter()
+                    .map(|v| val_to_json(v, &t))
+                    .collect::<Result<_, _>>()?,
+            )
         }
         (Val::FixedLengthList(items), Type::FixedLengthList(l)) => {
             let t = l.ty();
-            Value::Array(items.iter().map(|v| val_to_json(v, &t)).collect::<Result<_, _>>()?)
+            Value::Array(
+                items
+                    .iter()
+                    .map(|v| val_to_json(v, &t))
+                    .collect::<Result<_, _>>()?,
+            )
         }
         (Val::Map(pairs), Type::Map(m)) => {
             let (kt, vt) = (m.key(), m.value());
@@ -536,7 +567,10 @@ pub fn val_to_json(val: &Val, ty: &Type) -> Result<Value, ConversionError> {
                 pairs
                     .iter()
                     .map(|(k, v)| {
-                        Ok(Value::Array(vec![val_to_json(k, &kt)?, val_to_json(v, &vt)?]))
+                        Ok(Value::Array(vec![
+                            val_to_json(k, &kt)?,
+                            val_to_json(v, &vt)?,
+                        ]))
                     })
                     .collect::<Result<_, ConversionError>>()?,
             )
@@ -629,7 +663,9 @@ pub enum ProjectionError {
     Conversion(#[from] ConversionError),
     /// Rule 5 of schemas/wit/README.md §4: the caller's error type cannot carry an execution
     /// error.
-    #[error("the caller's error type {err_type} cannot represent the child's execution error {error}")]
+    #[error(
+        "the caller's error type {err_type} cannot represent the child's execution error {error}"
+    )]
     Unrepresentable { err_type: String, error: String },
 }
 

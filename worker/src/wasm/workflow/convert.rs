@@ -84,7 +84,10 @@ pub(crate) fn schedule_at(val: &Val) -> Result<ScheduleAt, HostFailure> {
 }
 
 pub(crate) fn response_id_of_child(id: &ExecutionId) -> Val {
-    Val::Variant("execution-id".into(), Some(Box::new(id_record(id.to_string()))))
+    Val::Variant(
+        "execution-id".into(),
+        Some(Box::new(id_record(id.to_string()))),
+    )
 }
 
 fn response_id_of_delay(id: &DelayId) -> Val {
@@ -113,7 +116,11 @@ pub(crate) fn mismatch_of_joined(specified: &Ffqn, joined: &Joined) -> Val {
             child_execution_id,
             ffqn,
             ..
-        } => function_mismatch(specified, Some(ffqn), response_id_of_child(child_execution_id)),
+        } => function_mismatch(
+            specified,
+            Some(ffqn),
+            response_id_of_child(child_execution_id),
+        ),
         Joined::Delay { delay_id, .. } => {
             function_mismatch(specified, None, response_id_of_delay(delay_id))
         }
@@ -142,7 +149,9 @@ pub(crate) fn response(joined: &Joined, expiry: Option<DateTime<Utc>>) -> Val {
             let outcome = match outcome {
                 DelayOutcome::Ok => Val::Variant(
                     "expired".into(),
-                    Some(Box::new(datetime(expiry.unwrap_or(DateTime::<Utc>::UNIX_EPOCH)))),
+                    Some(Box::new(datetime(
+                        expiry.unwrap_or(DateTime::<Utc>::UNIX_EPOCH),
+                    ))),
                 ),
                 DelayOutcome::Cancelled => Val::Variant("cancelled".into(), None),
             };

@@ -8,15 +8,13 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use wasmtime::component::types::{ComponentFunc, ComponentInstance, ComponentItem, Type};
-use wasmtime::component::{
-    Linker, LinkerInstance, Resource, ResourceAny, ResourceType, Val,
-};
+use wasmtime::component::{Linker, LinkerInstance, Resource, ResourceAny, ResourceType, Val};
 
 use crate::model::{ExecutionId, ExecutionResult, HistoryEvent, JoinSetRequest};
 use crate::replay::{AwaitNextError, CreateJoinSetError, GetError, Progress, StubError};
-use wasmtime::StoreContextMut;
 use crate::wasm::registry::{FunctionInfo, LoadedComponent, Registry, RegistryError};
 use crate::wasm::values::{self, ProjectionError};
+use wasmtime::StoreContextMut;
 
 use super::convert::{self, case, id_record};
 use super::shapes::{self, Shape, Signature};
@@ -67,7 +65,9 @@ pub(crate) fn workflow_linker(
             reason,
         };
         let ComponentItem::ComponentInstance(instance) = &item.ty else {
-            return Err(unsatisfied("is not an interface (only interfaces are linked)".into()));
+            return Err(unsatisfied(
+                "is not an interface (only interfaces are linked)".into(),
+            ));
         };
         if import.starts_with(TYPES_PREFIX) {
             // Types only; defining it empty is harmless and keeps the linker explicit.
@@ -84,7 +84,9 @@ pub(crate) fn workflow_linker(
         }
         let (target, mode) = parse_import(import);
         let functions = registry.interface(&target).ok_or_else(|| {
-            unsatisfied(format!("no registered component exports (interface `{target}`)"))
+            unsatisfied(format!(
+                "no registered component exports (interface `{target}`)"
+            ))
         })?;
         if mode == Mode::Stub && !functions.iter().all(|f| f.stub) {
             return Err(unsatisfied(format!(
@@ -101,7 +103,8 @@ pub(crate) fn workflow_linker(
                 ComponentItem::Type(_) | ComponentItem::Resource(_) => continue,
                 _ => {
                     return Err(unsatisfied(format!(
-                        "`{fname}` ({:?}) is not a function of a generated interface", fitem.ty
+                        "`{fname}` ({:?}) is not a function of a generated interface",
+                        fitem.ty
                     )));
                 }
             };
@@ -155,7 +158,12 @@ fn define_dynamic(
             }
         ),
     };
-    let find = |base: &str| functions.iter().find(|f| f.ffqn.function() == base).cloned();
+    let find = |base: &str| {
+        functions
+            .iter()
+            .find(|f| f.ffqn.function() == base)
+            .cloned()
+    };
     let link_err = |e: wasmtime::Error| RegistryError::Link {
         component: component.to_owned(),
         reason: format!("{import}#{fname}: {e:#}"),
@@ -272,8 +280,9 @@ fn params_json(f: &FunctionInfo, params: &[Val]) -> Result<Value, HostFailure> {
         .iter()
         .zip(f.func.params())
         .map(|(v, (name, ty))| {
-            values::val_to_json(v, &ty)
-                .map_err(|e| HostFailure::BadValue(format!("parameter `{name}` of {}: {e}", f.ffqn)))
+            values::val_to_json(v, &ty).map_err(|e| {
+                HostFailure::BadValue(format!("parameter `{name}` of {}: {e}", f.ffqn))
+            })
         })
         .collect::<Result<Vec<_>, _>>()
         .map(Value::Array)
@@ -296,7 +305,9 @@ fn join_set_of(
     val: &Val,
 ) -> Result<crate::model::JoinSetId, HostFailure> {
     let Val::Resource(any) = val else {
-        return Err(HostFailure::BadValue(format!("expected a join-set handle, got {val:?}")));
+        return Err(HostFailure::BadValue(format!(
+            "expected a join-set handle, got {val:?}"
+        )));
     };
     let resource = any
         .try_into_resource::<JoinSetResource>(&mut *store)
@@ -312,8 +323,9 @@ fn new_join_set(
     let rep = u32::try_from(state.join_sets.len())
         .map_err(|_| HostFailure::GuestError("too many join sets".into()))?;
     state.join_sets.push(id);
-    let any = ResourceAny::try_from_resource(Resource::<JoinSetResource>::new_own(rep), &mut *store)
-        .map_err(|e| HostFailure::BadValue(format!("cannot create a join-set handle: {e}")))?;
+    let any =
+        ResourceAny::try_from_resource(Resource::<JoinSetResource>::new_own(rep), &mut *store)
+            .map_err(|e| HostFailure::BadValue(format!("cannot create a join-set handle: {e}")))?;
     Ok(Val::Resource(any))
 }
 
@@ -380,12 +392,12 @@ async fn await_next(
             project(f, &result)?,
         ])))),
         Err(AwaitNextError::AllProcessed) => Err(Some(Box::new(case("all-processed")))),
-        Err(AwaitNextError::FunctionMismatch { requested, actual }) => Err(Some(Box::new(
-            Val::Variant(
+        Err(AwaitNextError::FunctionMismatch { requested, actual }) => {
+            Err(Some(Box::new(Val::Variant(
                 "function-mismatch".into(),
                 Some(Box::new(convert::mismatch_of_joined(&requested, &actual))),
-            ),
-        ))),
+            ))))
+        }
     };
     set_result(results, Val::Result(val))
 }
@@ -398,11 +410,7 @@ fn get(
 ) -> Result<(), HostFailure> {
     let text = convert::id_text(param(params, 0)?)?;
     let found = match text.parse::<ExecutionId>() {
-        Ok(id) => store
-            .data()
-            .replay
-            .get(&id, &f.ffqn)
-            .map(|r| (id, r)),
+        Ok(id) => store.data().replay.get(&id, &f.ffqn).map(|r| (id, r)),
         // An id this execution never handed out.
         Err(_) => Err(GetError::NotFound),
     };
@@ -487,8 +495,12 @@ fn define_host(
         reason: format!("{import}: {e:#}"),
     };
     // Host-owned handles: the guest dropping one records nothing (host.wit), so no dtor work.
-    li.resource("join-set", ResourceType::host::<JoinSetResource>(), |_, _| Ok(()))
-        .map_err(link_err)?;
+    li.resource(
+        "join-set",
+        ResourceType::host::<JoinSetResource>(),
+        |_, _| Ok(()),
+    )
+    .map_err(link_err)?;
     for (fname, item) in instance.exports(engine) {
         let func = match item.ty {
             ComponentItem::ComponentFunc(func) => func,
@@ -628,7 +640,10 @@ async fn host_call(
                 return Err(HostFailure::BadValue("random-u64 takes two u64".into()));
             };
             let (min, max) = (*min, *max);
-            let v = store.data_mut().wait(|r| r.random_u64(min, max).map(Progress::Ready)).await?;
+            let v = store
+                .data_mut()
+                .wait(|r| r.random_u64(min, max).map(Progress::Ready))
+                .await?;
             set_result(results, Val::U64(v))
         }
         "random-string" => {
@@ -645,7 +660,9 @@ async fn host_call(
         "log" => {
             let (Val::Enum(level), Val::String(message)) = (param(params, 0)?, param(params, 1)?)
             else {
-                return Err(HostFailure::BadValue("log takes a level and a string".into()));
+                return Err(HostFailure::BadValue(
+                    "log takes a level and a string".into(),
+                ));
             };
             // Lines of calls that are being replayed were logged by the run that recorded them.
             if !store.data().replay.is_replaying() {
@@ -662,4 +679,3 @@ async fn host_call(
         other => Err(HostFailure::BadValue(format!("no host function {other}"))),
     }
 }
-

@@ -22,16 +22,15 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use tokio::sync::mpsc;
 use tracing::Instrument;
-use wasmtime::component::{InstancePre, Val};
 use wasmtime::Store;
+use wasmtime::component::{InstancePre, Val};
 
 use crate::model::{
     DelayId, ExecutionError, ExecutionErrorKind, ExecutionResult, HistoryEvent, JoinSetId,
     JoinSetRequest, Response,
 };
 use crate::replay::{
-    Blocked, Delivery, DeliveryError, Effects, Execution, Progress, Replay, ReplayError,
-    UsageError,
+    Blocked, Delivery, DeliveryError, Effects, Execution, Progress, Replay, ReplayError, UsageError,
 };
 
 use super::limits::{self, MemoryLimiter};
@@ -333,11 +332,12 @@ impl WorkflowTemplate {
         now: DateTime<Utc>,
     ) -> Result<(WorkflowRun, RunStep), RunError> {
         let id = execution.id.to_string();
-        let replay =
-            Replay::new(execution, history, responses, now).map_err(|source| RunError::Delivery {
+        let replay = Replay::new(execution, history, responses, now).map_err(|source| {
+            RunError::Delivery {
                 execution: id.clone(),
                 source,
-            })?;
+            }
+        })?;
         let (inbox_tx, inbox_rx) = mpsc::unbounded_channel();
         let (status_tx, status_rx) = mpsc::unbounded_channel();
         let state = WorkflowState {
@@ -463,11 +463,13 @@ impl WorkflowTemplate {
             .ok_or_else(|| wasmtime::Error::msg(format!("{} is not exported", f.ffqn)))?;
         let mut results = [Val::Bool(false)];
         func.call_async(&mut *store, &params, &mut results).await?;
-        Ok(values::return_to_result(&results[0], &f.result).unwrap_or_else(|e| {
-            ExecutionResult::error(
-                ExecutionErrorKind::Trap,
-                format!("the result of {} does not convert: {e}", f.ffqn),
-            )
-        }))
+        Ok(
+            values::return_to_result(&results[0], &f.result).unwrap_or_else(|e| {
+                ExecutionResult::error(
+                    ExecutionErrorKind::Trap,
+                    format!("the result of {} does not convert: {e}", f.ffqn),
+                )
+            }),
+        )
     }
 }

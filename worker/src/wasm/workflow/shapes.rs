@@ -94,7 +94,11 @@ impl Shape {
             },
             Shape::Tuple(items) => format!(
                 "tuple<{}>",
-                items.iter().map(Shape::describe).collect::<Vec<_>>().join(", ")
+                items
+                    .iter()
+                    .map(Shape::describe)
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
         }
     }
@@ -128,8 +132,16 @@ impl Signature {
                 "has type func({}) -> ({}), expected func({}) -> ({})",
                 params.iter().map(wit_type).collect::<Vec<_>>().join(", "),
                 results.iter().map(wit_type).collect::<Vec<_>>().join(", "),
-                self.params.iter().map(Shape::describe).collect::<Vec<_>>().join(", "),
-                self.results.iter().map(Shape::describe).collect::<Vec<_>>().join(", "),
+                self.params
+                    .iter()
+                    .map(Shape::describe)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                self.results
+                    .iter()
+                    .map(Shape::describe)
+                    .collect::<Vec<_>>()
+                    .join(", "),
             )
         })
     }
