@@ -140,3 +140,5 @@ pub fn weir_binary() -> PathBuf {
     );
     binary
 }
+
+pub mod deployment;

@@ -43,6 +43,9 @@ pub struct WorkerArgs {
     pub commit_interval_ms: u64,
     #[arg(long, env = "WEIR_MAX_BATCH", default_value_t = 500)]
     pub max_batch: usize,
+    /// Input records larger than this go to the DLQ.
+    #[arg(long, env = "WEIR_MAX_RECORD_BYTES", default_value_t = 1024 * 1024)]
+    pub max_record_bytes: usize,
     /// Parked workflow instances kept in memory.
     #[arg(long, env = "WEIR_CACHE_SIZE", default_value_t = 512)]
     pub cache_size: usize,
@@ -109,6 +112,7 @@ async fn serve(args: WorkerArgs) -> anyhow::Result<()> {
         config.commit_interval = Duration::from_millis(args.commit_interval_ms);
         config.max_batch_records = args.max_batch;
         config.cache_size = args.cache_size;
+        config.max_record_bytes = args.max_record_bytes;
         config
     };
     let (stop, stopped) = watch::channel(false);

@@ -113,7 +113,7 @@ fn parent(p: &ParentRef) -> Value {
     ])
 }
 
-const ERROR_KINDS: [(ExecutionErrorKind, &str); 9] = [
+const ERROR_KINDS: [(ExecutionErrorKind, &str); 10] = [
     (ExecutionErrorKind::TimedOut, "TIMED_OUT"),
     (
         ExecutionErrorKind::NondeterminismDetected,
@@ -129,6 +129,7 @@ const ERROR_KINDS: [(ExecutionErrorKind, &str); 9] = [
     ),
     (ExecutionErrorKind::InvalidParams, "INVALID_PARAMS"),
     (ExecutionErrorKind::RetriesExhausted, "RETRIES_EXHAUSTED"),
+    (ExecutionErrorKind::UnknownFunction, "UNKNOWN_FUNCTION"),
 ];
 
 fn result(r: &ExecutionResult) -> Value {

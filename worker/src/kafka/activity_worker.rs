@@ -105,7 +105,8 @@ impl ActivityWorker {
             })?;
         let transactor = Transactor::new(
             &self.config.kafka,
-            &format!("weir-activity-{}", self.config.instance_id),
+            // Namespaced by the group, so that deployments sharing a cluster never fence each other.
+            &format!("{}-{}", self.config.group_id, self.config.instance_id),
             self.config.transaction_timeout,
         )
         .await?;

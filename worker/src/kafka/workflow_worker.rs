@@ -166,7 +166,8 @@ impl<S: Store + 'static> WorkflowWorker<S> {
             })?;
         let transactor = Transactor::new(
             &self.config.kafka,
-            &format!("weir-workflow-{}", self.config.instance_id),
+            // Namespaced by the group, so that deployments sharing a cluster never fence each other.
+            &format!("{}-{}", self.config.group_id, self.config.instance_id),
             self.config.transaction_timeout,
         )
         .await?;
@@ -574,7 +575,7 @@ impl<S: Store + 'static> WorkflowWorker<S> {
         {
             let (reason, kind) = match e {
                 crate::wasm::SubmitError::UnknownFunction(_) => {
-                    (DlqReason::UnknownFfqn, ExecutionErrorKind::InvalidParams)
+                    (DlqReason::UnknownFfqn, ExecutionErrorKind::UnknownFunction)
                 }
                 crate::wasm::SubmitError::Params(_) => {
                     (DlqReason::InvalidParams, ExecutionErrorKind::InvalidParams)

@@ -94,6 +94,8 @@ pub enum ExecutionErrorKind {
     InvalidParams,
     /// The activity's retries are exhausted; the last attempt's reason is given.
     RetriesExhausted,
+    /// No registered component exports the submitted function.
+    UnknownFunction,
 }
 
 impl fmt::Display for ExecutionErrorKind {
@@ -108,6 +110,7 @@ impl fmt::Display for ExecutionErrorKind {
             ExecutionErrorKind::UnhandledChildExecutionError => "unhandled-child-execution-error",
             ExecutionErrorKind::InvalidParams => "invalid-params",
             ExecutionErrorKind::RetriesExhausted => "retries-exhausted",
+            ExecutionErrorKind::UnknownFunction => "unknown-function",
         })
     }
 }
@@ -161,6 +164,7 @@ mod tests {
             ExecutionErrorKind::UnhandledChildExecutionError,
             ExecutionErrorKind::InvalidParams,
             ExecutionErrorKind::RetriesExhausted,
+            ExecutionErrorKind::UnknownFunction,
         ] {
             assert_eq!(serde_json::to_value(kind).unwrap(), json!(kind.to_string()));
         }

@@ -1,0 +1,358 @@
+//! A Weir deployment of its own for one test: a topic namespace and a keyspace nobody else
+//! uses, the topology applied by the real `weir topology apply`, and `weir worker` processes
+//! started (and killed, stopped, resumed) by the test.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::Message;
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::{Offset, TopicPartitionList};
+use serde_json::Value;
+use weir::codec::{
+    AvroRecord, Codec, ExecutionFinished, HistoryRecord, RecordPosition, Submission,
+};
+use weir::model::{ExecutionId, ExecutionResult, Ffqn};
+use weir::store::{CqlStore, Store, connect};
+use weir::topology::{TopicRole, Topology};
+
+use crate::{
+    brokers, cql_config, cql_contact_points, kafka_config, repo_root, unique_name, weir_binary,
+};
+
+/// Where `bash examples/build.sh` put the components.
+pub fn components_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("WEIR_EXAMPLES_OUT") {
+        return PathBuf::from(dir);
+    }
+    let cache = std::env::var("WEIR_CACHE").unwrap_or_else(|_| "/var/cache/weir".to_owned());
+    let dir = PathBuf::from(cache).join("examples");
+    assert!(
+        dir.join("order.wasm").exists(),
+        "no example components in {}: run `bash examples/build.sh` first",
+        dir.display()
+    );
+    dir
+}
+
+pub struct Deployment {
+    pub namespace: String,
+    pub keyspace: String,
+    pub topology: Topology,
+    pub codec: Codec,
+    logs: PathBuf,
+}
+
+/// A `weir worker` process; killed when dropped.
+pub struct WorkerProcess {
+    pub name: String,
+    pub child: Child,
+    pub metrics_port: u16,
+    pub log: PathBuf,
+}
+
+impl WorkerProcess {
+    pub fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.child.id().to_string())
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -{signal} {}", self.child.id());
+    }
+
+    /// The worker's Prometheus metrics, as name → value.
+    pub fn metrics(&self) -> Option<BTreeMap<String, f64>> {
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", self.metrics_port)).ok()?;
+        stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+        stream.write_all(b"GET /metrics HTTP/1.1\r\n\r\n").ok()?;
+        let mut text = String::new();
+        stream.read_to_string(&mut text).ok()?;
+        Some(
+            text.lines()
+                .filter(|l| l.starts_with("weir_"))
+                .filter_map(|l| {
+                    let (name, value) = l.split_once(' ')?;
+                    Some((name.to_owned(), value.parse().ok()?))
+                })
+                .collect(),
+        )
+    }
+}
+
+impl Drop for WorkerProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+impl Deployment {
+    /// A fresh namespace and keyspace with the repository's topology applied.
+    pub fn new(prefix: &str) -> Self {
+        let namespace = unique_name(prefix);
+        let keyspace = namespace.clone();
+        let topology = Topology::load(&repo_root().join("topology"))
+            .and_then(|t| t.with_namespace(&namespace))
+            .expect("topology");
+        let logs = std::env::temp_dir().join("weir-e2e").join(&namespace);
+        std::fs::create_dir_all(&logs).expect("log dir");
+        let deployment = Deployment {
+            namespace,
+            keyspace,
+            topology,
+            codec: Codec::single_object(),
+            logs,
+        };
+        let output = deployment
+            .command()
+            .args(["topology", "apply"])
+            .output()
+            .expect("run weir topology apply");
+        assert!(
+            output.status.success(),
+            "topology apply failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        deployment
+    }
+
+    fn command(&self) -> Command {
+        let mut command = Command::new(weir_binary());
+        command
+            .env("WEIR_BROKERS", brokers())
+            .env("WEIR_CQL", cql_contact_points().join(","))
+            .env("WEIR_KEYSPACE", &self.keyspace)
+            .env("WEIR_NAMESPACE", &self.namespace)
+            .env("WEIR_TOPOLOGY", repo_root().join("topology"))
+            .env(
+                "WEIR_COMPONENTS",
+                repo_root().join("topology/components.toml"),
+            )
+            .env("WEIR_COMPONENTS_DIR", components_dir())
+            .env("WEIR_LOG", "info,weir=debug,scylla=warn,rdkafka=warn");
+        command
+    }
+
+    /// Starts a worker; `extra` are more command-line arguments.
+    pub fn start_worker(&self, name: &str, extra: &[&str]) -> WorkerProcess {
+        let metrics_port = free_port();
+        let log = self.logs.join(format!("{name}.log"));
+        let file = std::fs::File::create(&log).expect("log file");
+        let child = self
+            .command()
+            .args(["worker", "--instance-id", name])
+            .args(["--metrics-addr", &format!("127.0.0.1:{metrics_port}")])
+            // Short sessions so that a dead member is noticed within seconds.
+            .args(["--kafka-property", "session.timeout.ms=6000"])
+            .args(["--kafka-property", "heartbeat.interval.ms=1000"])
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(file)
+            .spawn()
+            .expect("start weir worker");
+        WorkerProcess {
+            name: name.to_owned(),
+            child,
+            metrics_port,
+            log,
+        }
+    }
+
+    pub fn topic(&self, role: TopicRole) -> String {
+        self.topology.topic(role).name.clone()
+    }
+
+    pub fn producer(&self) -> FutureProducer {
+        kafka_config().producer().create().expect("producer")
+    }
+
+    /// Produces raw bytes to a topic with a key.
+    pub async fn produce_raw(
+        &self,
+        producer: &FutureProducer,
+        topic: &str,
+        key: &str,
+        value: &[u8],
+    ) {
+        producer
+            .send(
+                FutureRecord::to(topic).key(key).payload(value),
+                Duration::from_secs(30),
+            )
+            .await
+            .expect("produce");
+    }
+
+    /// Submits a top-level execution; returns its id.
+    pub async fn submit(
+        &self,
+        producer: &FutureProducer,
+        ffqn: &str,
+        params: Value,
+    ) -> ExecutionId {
+        let id = ExecutionId::top_level(ulid::Ulid::new());
+        let submission = Submission {
+            execution_id: id.clone(),
+            ffqn: ffqn.parse::<Ffqn>().expect("ffqn"),
+            params,
+            parent: None,
+            scheduled_at: None,
+            correlation_id: None,
+            metadata: Default::default(),
+        };
+        let topic = self.topic(TopicRole::Submissions);
+        let value = self.codec.encode(&topic, &submission).expect("encode");
+        self.produce_raw(producer, &topic, &id.to_string(), &value)
+            .await;
+        id
+    }
+
+    /// Every committed record of a topic, decoded, read until `done` says enough.
+    pub fn read_topic<R: AvroRecord>(
+        &self,
+        topic: &str,
+        timeout: Duration,
+        what: &str,
+        mut done: impl FnMut(&[(String, R)]) -> bool,
+    ) -> Vec<(String, R)> {
+        let consumer = committed_reader(topic);
+        let mut records: Vec<(String, R)> = Vec::new();
+        crate::wait_until(what, timeout, || {
+            while let Some(message) = consumer.poll(Duration::from_millis(100)) {
+                let message = message.expect("consume");
+                let key = String::from_utf8_lossy(message.key().unwrap_or_default()).into_owned();
+                let position = RecordPosition::at(topic, message.partition(), message.offset());
+                let record = self
+                    .codec
+                    .decode::<R>(message.payload().unwrap_or_default(), &position)
+                    .expect("decodable record");
+                records.push((key, record));
+            }
+            done(&records).then_some(())
+        });
+        records
+    }
+
+    /// Waits for the result of every id on weir.results.
+    pub fn results(
+        &self,
+        ids: &[ExecutionId],
+        timeout: Duration,
+    ) -> HashMap<ExecutionId, ExecutionResult> {
+        let topic = self.topic(TopicRole::Results);
+        let wanted: std::collections::HashSet<String> =
+            ids.iter().map(ToString::to_string).collect();
+        let records =
+            self.read_topic::<ExecutionFinished>(&topic, timeout, "every result", |records| {
+                let seen: std::collections::HashSet<&String> = records
+                    .iter()
+                    .map(|(k, _)| k)
+                    .filter(|k| wanted.contains(*k))
+                    .collect();
+                seen.len() == wanted.len()
+            });
+        let mut results = HashMap::new();
+        for (key, finished) in records {
+            if wanted.contains(&key) {
+                let previous = results.insert(finished.execution_id.clone(), finished.result);
+                assert!(previous.is_none(), "two results for {key}");
+            }
+        }
+        results
+    }
+
+    /// The committed `weir.history` of every execution, read to the last stable offset of
+    /// every partition.
+    pub fn kafka_histories(&self) -> HashMap<ExecutionId, Vec<HistoryRecord>> {
+        let topic = self.topic(TopicRole::History);
+        let partitions = self.topology.topic(TopicRole::History).partitions as usize;
+        let consumer = reader(&topic, true);
+        let mut histories: HashMap<ExecutionId, Vec<HistoryRecord>> = HashMap::new();
+        let mut at_end = std::collections::HashSet::new();
+        crate::wait_until("the end of weir.history", Duration::from_secs(60), || {
+            while let Some(polled) = consumer.poll(Duration::from_millis(100)) {
+                let message = match polled {
+                    Ok(message) => message,
+                    Err(rdkafka::error::KafkaError::PartitionEOF(p)) => {
+                        at_end.insert(p);
+                        continue;
+                    }
+                    Err(e) => panic!("consume {topic}: {e}"),
+                };
+                at_end.remove(&message.partition());
+                let position = RecordPosition::at(&topic, message.partition(), message.offset());
+                let record: HistoryRecord = self
+                    .codec
+                    .decode(message.payload().unwrap_or_default(), &position)
+                    .expect("decodable history");
+                histories
+                    .entry(record.execution_id.clone())
+                    .or_default()
+                    .push(record);
+            }
+            (at_end.len() == partitions).then_some(())
+        });
+        histories
+    }
+
+    pub async fn store(&self) -> CqlStore {
+        let session = connect(&cql_config(&self.keyspace)).await.expect("connect");
+        CqlStore::new(Arc::new(session), &self.keyspace)
+            .await
+            .expect("store")
+    }
+
+    /// The materialised history of an execution, decoded.
+    pub async fn store_history(&self, store: &CqlStore, id: &ExecutionId) -> Vec<HistoryRecord> {
+        store
+            .history(id)
+            .await
+            .expect("store history")
+            .iter()
+            .map(|row| {
+                let position = RecordPosition::at("store", row.kafka_partition, row.kafka_offset);
+                self.codec
+                    .decode(&row.record, &position)
+                    .expect("decodable stored history")
+            })
+            .collect()
+    }
+}
+
+/// A read_committed consumer of every partition of `topic`, from the beginning.
+pub fn committed_reader(topic: &str) -> BaseConsumer {
+    reader(topic, false)
+}
+
+fn reader(topic: &str, report_end: bool) -> BaseConsumer {
+    let mut config = kafka_config().client();
+    config
+        .set("group.id", unique_name("reader"))
+        .set("isolation.level", "read_committed")
+        .set("enable.auto.commit", "false")
+        .set("enable.partition.eof", report_end.to_string());
+    let consumer: BaseConsumer = config.create().expect("consumer");
+    let metadata = consumer
+        .fetch_metadata(Some(topic), Duration::from_secs(10))
+        .expect("metadata");
+    let mut list = TopicPartitionList::new();
+    for p in metadata.topics()[0].partitions() {
+        list.add_partition_offset(topic, p.id(), Offset::Beginning)
+            .expect("offset");
+    }
+    consumer.assign(&list).expect("assign");
+    consumer
+}

@@ -1,0 +1,419 @@
+//! `weir worker` processes on the real stack: the examples end to end, many concurrent
+//! executions, a worker killed with -9, a worker frozen past its session and resumed (fenced),
+//! a restart with an empty cache, and poison records. Every test checks the same invariants:
+//! one result per execution, and per execution the history committed to `weir.history` equal
+//! to the one materialised in the CQL store, with contiguous sequence numbers.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::Duration;
+
+use rdkafka::consumer::Consumer;
+use rdkafka::message::{Headers, Message};
+use serde_json::{Value, json};
+use weir::codec::{ActivityRequest, DlqEnvelope, DlqReason, HistoryEntry, HistoryRecord};
+use weir::model::{ExecutionErrorKind, ExecutionId, ExecutionResult, Response};
+use weir::topology::TopicRole;
+use weir_e2e::deployment::{Deployment, committed_reader};
+use weir_e2e::{wait_for, wait_until};
+
+const CHECKOUT: &str = "weir-examples:workflows/order.checkout";
+const FIBONACCI_SUM: &str = "weir-examples:workflows/fanout.fibonacci-sum";
+const SLEEP_FOR: &str = "weir-examples:workflows/sleepy.sleep-for";
+const RESULTS_TIMEOUT: Duration = Duration::from_secs(180);
+
+fn order(id: &str, customer: &str, address: &str) -> Value {
+    json!([{ "id": id, "customer": customer, "sku": "widget", "quantity": 2, "address": address }])
+}
+
+fn fib(n: u64) -> u64 {
+    (0..n).fold((0u64, 1u64), |(a, b), _| (b, a + b)).0
+}
+
+/// For every id: Kafka's committed history equals the store's, seqs are 0..n without gaps or
+/// duplicates, Created comes first and Finished last.
+async fn assert_histories_consistent(deployment: &Deployment, ids: &[ExecutionId]) {
+    let kafka = deployment.kafka_histories();
+    let store = deployment.store().await;
+    for id in ids {
+        let committed = kafka
+            .get(id)
+            .unwrap_or_else(|| panic!("no history of {id} on Kafka"));
+        let seqs: Vec<u64> = committed.iter().map(|r| r.seq).collect();
+        assert_eq!(
+            seqs,
+            (0..committed.len() as u64).collect::<Vec<_>>(),
+            "seqs of {id}"
+        );
+        assert!(
+            matches!(committed[0].entry, HistoryEntry::Created(_)),
+            "{id} starts with Created"
+        );
+        assert!(
+            matches!(
+                committed.last().map(|r| &r.entry),
+                Some(HistoryEntry::Finished { .. })
+            ),
+            "{id} ends with Finished"
+        );
+        // The store is written right after each commit: wait for it to catch up.
+        let stored: Vec<HistoryRecord> = wait_for(
+            &format!("the store to hold the history of {id}"),
+            Duration::from_secs(30),
+            || async {
+                let stored = deployment.store_history(&store, id).await;
+                (stored.len() >= committed.len()).then_some(stored)
+            },
+        )
+        .await;
+        assert_eq!(&stored, committed, "history of {id}: store vs weir.history");
+    }
+}
+
+fn ok(result: &ExecutionResult) -> &Value {
+    match result {
+        ExecutionResult::Ok(v) => v,
+        other => panic!("expected ok, got {other}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn order_saga_succeeds_and_compensates_on_kafka() {
+    let deployment = Deployment::new("order");
+    let _worker = deployment.start_worker("w1", &[]);
+    let producer = deployment.producer();
+    let alice = deployment
+        .submit(&producer, CHECKOUT, order("o1", "alice", "1 Main St"))
+        .await;
+    let declined = deployment
+        .submit(
+            &producer,
+            CHECKOUT,
+            order("o2", "declined-bob", "1 Main St"),
+        )
+        .await;
+    let unshippable = deployment
+        .submit(&producer, CHECKOUT, order("o3", "carol", "  "))
+        .await;
+    let ids = [alice.clone(), declined.clone(), unshippable.clone()];
+    let results = deployment.results(&ids, RESULTS_TIMEOUT);
+
+    assert_eq!(ok(&results[&alice])["tracking-number"], "T-o1");
+    let ExecutionResult::Err(payment) = &results[&declined] else {
+        panic!("declined charge: {}", results[&declined])
+    };
+    assert!(payment.get("payment-failed").is_some(), "{payment}");
+    let ExecutionResult::Err(shipping) = &results[&unshippable] else {
+        panic!("failed shipment: {}", results[&unshippable])
+    };
+    assert!(shipping.get("shipping-failed").is_some(), "{shipping}");
+    assert_histories_consistent(&deployment, &ids).await;
+
+    // The compensation is in the history: the declined order released its reservation.
+    let store = deployment.store().await;
+    let history = deployment.store_history(&store, &declined).await;
+    let released = history.iter().any(|r| {
+        matches!(&r.entry, HistoryEntry::Event { event, .. } if event.to_string().contains("inventory.release"))
+    });
+    assert!(released, "the declined order's history shows the release");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_hundred_concurrent_fan_outs_on_two_workers() {
+    let deployment = Deployment::new("fanout");
+    let _a = deployment.start_worker("a", &[]);
+    let _b = deployment.start_worker("b", &[]);
+    let producer = deployment.producer();
+    let mut expected = HashMap::new();
+    for i in 0..200u64 {
+        let ns = [i % 13, (i + 5) % 17, 3];
+        let id = deployment
+            .submit(&producer, FIBONACCI_SUM, json!([ns]))
+            .await;
+        expected.insert(id, ns.iter().map(|&n| fib(n)).sum::<u64>());
+    }
+    let ids: Vec<ExecutionId> = expected.keys().cloned().collect();
+    let results = deployment.results(&ids, RESULTS_TIMEOUT);
+    for (id, sum) in &expected {
+        let value = ok(&results[id]);
+        assert_eq!(value["sum"], json!(sum), "{id}: {value}");
+        assert_eq!(
+            value["values"].as_array().map(Vec::len),
+            Some(3),
+            "{id}: {value}"
+        );
+    }
+    assert_histories_consistent(&deployment, &ids).await;
+}
+
+/// Every activity request and every response to a parent visible to read_committed readers
+/// exists once: a crash or a fenced zombie never made a duplicate visible.
+fn assert_no_duplicate_outputs(deployment: &Deployment) {
+    let mut requests: HashMap<(String, u32), usize> = HashMap::new();
+    let activity_topics: HashSet<String> = deployment
+        .topology
+        .routes
+        .iter()
+        .map(|r| r.topic.clone())
+        .collect();
+    for topic in activity_topics {
+        let consumer = committed_reader(&topic);
+        let position = |m: &rdkafka::message::BorrowedMessage<'_>| {
+            weir::codec::RecordPosition::at(&topic, m.partition(), m.offset())
+        };
+        let mut idle = 0;
+        while idle < 10 {
+            match consumer.poll(Duration::from_millis(100)) {
+                Some(Ok(m)) => {
+                    idle = 0;
+                    let request: ActivityRequest = deployment
+                        .codec
+                        .decode(m.payload().unwrap_or_default(), &position(&m))
+                        .expect("activity request");
+                    *requests
+                        .entry((request.execution_id.to_string(), request.attempt))
+                        .or_default() += 1;
+                }
+                Some(Err(e)) => panic!("{e}"),
+                None => idle += 1,
+            }
+        }
+    }
+    let duplicated: Vec<_> = requests.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(
+        duplicated.is_empty(),
+        "duplicate activity requests: {duplicated:?}"
+    );
+
+    let responses_topic = deployment.topic(TopicRole::Responses);
+    let consumer = committed_reader(&responses_topic);
+    let mut answers: HashMap<String, usize> = HashMap::new();
+    let mut idle = 0;
+    while idle < 10 {
+        match consumer.poll(Duration::from_millis(100)) {
+            Some(Ok(m)) => {
+                idle = 0;
+                let position =
+                    weir::codec::RecordPosition::at(&responses_topic, m.partition(), m.offset());
+                let response: Response = deployment
+                    .codec
+                    .decode(m.payload().unwrap_or_default(), &position)
+                    .expect("response");
+                *answers
+                    .entry(weir::kafka::executions::response_id(&response))
+                    .or_default() += 1;
+            }
+            Some(Err(e)) => panic!("{e}"),
+            None => idle += 1,
+        }
+    }
+    let duplicated: Vec<_> = answers.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(duplicated.is_empty(), "duplicate responses: {duplicated:?}");
+    assert!(!answers.is_empty(), "responses were read");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_worker_killed_with_sigkill_is_taken_over() {
+    let deployment = Deployment::new("kill9");
+    let a = deployment.start_worker("a", &[]);
+    let _b = deployment.start_worker("b", &[]);
+    let producer = deployment.producer();
+    let mut ids = Vec::new();
+    for i in 0..40 {
+        ids.push(
+            deployment
+                .submit(
+                    &producer,
+                    CHECKOUT,
+                    order(&format!("k{i}"), "alice", "1 Main St"),
+                )
+                .await,
+        );
+    }
+    // Kill `a` once some work is done and more is in flight.
+    deployment.results(&ids[..3], RESULTS_TIMEOUT);
+    a.signal("KILL");
+    let results = deployment.results(&ids, RESULTS_TIMEOUT);
+    for id in &ids {
+        assert!(ok(&results[id])["tracking-number"].is_string(), "{id}");
+    }
+    assert_histories_consistent(&deployment, &ids).await;
+    assert_no_duplicate_outputs(&deployment);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_worker_frozen_past_its_session_is_fenced() {
+    let deployment = Deployment::new("sigstop");
+    let a = deployment.start_worker("a", &[]);
+    let producer = deployment.producer();
+    let mut ids = Vec::new();
+    for i in 0..10 {
+        ids.push(
+            deployment
+                .submit(
+                    &producer,
+                    CHECKOUT,
+                    order(&format!("s{i}"), "alice", "1 Main St"),
+                )
+                .await,
+        );
+    }
+    deployment.results(&ids[..1], RESULTS_TIMEOUT);
+    // Freeze `a` with work in flight; `b` takes its partitions once `a`'s session expires.
+    a.signal("STOP");
+    for i in 10..30 {
+        ids.push(
+            deployment
+                .submit(
+                    &producer,
+                    CHECKOUT,
+                    order(&format!("s{i}"), "alice", "1 Main St"),
+                )
+                .await,
+        );
+    }
+    let b = deployment.start_worker("b", &[]);
+    let results = deployment.results(&ids, RESULTS_TIMEOUT);
+    assert_eq!(results.len(), ids.len());
+    // Resume the zombie: whatever it was doing must not become visible.
+    a.signal("CONT");
+    wait_until(
+        "the resumed worker to rejoin",
+        Duration::from_secs(60),
+        || {
+            let metrics = a.metrics()?;
+            (metrics.get("weir_partitions_owned").copied().unwrap_or(0.0) >= 0.0).then_some(())
+        },
+    );
+    // New work after the resumption still completes once, whoever owns it now.
+    let late = deployment
+        .submit(&producer, CHECKOUT, order("late", "alice", "1 Main St"))
+        .await;
+    ids.push(late.clone());
+    let results = deployment.results(&ids, RESULTS_TIMEOUT);
+    assert!(ok(&results[&late])["tracking-number"].is_string());
+    assert_histories_consistent(&deployment, &ids).await;
+    assert_no_duplicate_outputs(&deployment);
+    drop(b);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_restarted_worker_rebuilds_executions_from_the_store() {
+    let deployment = Deployment::new("restart");
+    let a = deployment.start_worker("a", &[]);
+    let producer = deployment.producer();
+    let mut ids = Vec::new();
+    for _ in 0..10 {
+        ids.push(deployment.submit(&producer, SLEEP_FOR, json!([4000])).await);
+    }
+    // Wait until every execution is asleep, as recorded in the store.
+    let store = deployment.store().await;
+    for id in &ids {
+        wait_for(&format!("{id} to sleep"), Duration::from_secs(60), || async {
+            let history = deployment.store_history(&store, id).await;
+            history
+                .iter()
+                .any(|r| matches!(&r.entry, HistoryEntry::Event { event, .. } if event.kind_name() == "JoinNext"))
+                .then_some(())
+        })
+        .await;
+    }
+    a.signal("KILL");
+    drop(a);
+    let b = deployment.start_worker("b", &[]);
+    let results = deployment.results(&ids, RESULTS_TIMEOUT);
+    for id in &ids {
+        assert!(ok(&results[id]).is_object(), "{id}: the recorded expiry");
+    }
+    let metrics = b.metrics().expect("metrics of b");
+    assert!(
+        metrics["weir_executions_replayed_total"] >= ids.len() as f64,
+        "b rebuilt the sleeping executions from the store: {metrics:?}"
+    );
+    assert_histories_consistent(&deployment, &ids).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn poison_records_go_to_the_dlq_without_blocking_their_partition() {
+    let deployment = Deployment::new("poison");
+    let _worker = deployment.start_worker("w", &["--max-record-bytes", "65536"]);
+    let producer = deployment.producer();
+    let submissions = deployment.topic(TopicRole::Submissions);
+    let responses = deployment.topic(TopicRole::Responses);
+    let valid = ExecutionId::top_level(ulid::Ulid::new());
+    let key = valid.to_string();
+    // All on the valid execution's partition, before it.
+    deployment
+        .produce_raw(&producer, &submissions, &key, b"not avro at all")
+        .await;
+    deployment
+        .produce_raw(&producer, &submissions, &key, &vec![0xC3; 100_000])
+        .await;
+    deployment
+        .produce_raw(&producer, &responses, &key, &[0xC3, 0x01, 1, 2, 3])
+        .await;
+    let unknown = deployment
+        .submit(&producer, "weir-examples:nothing/here.at-all", json!([]))
+        .await;
+    let submission = weir::codec::Submission {
+        execution_id: valid.clone(),
+        ffqn: CHECKOUT.parse().expect("ffqn"),
+        params: order("p1", "alice", "1 Main St"),
+        parent: None,
+        scheduled_at: None,
+        correlation_id: None,
+        metadata: Default::default(),
+    };
+    let bytes = deployment
+        .codec
+        .encode(&submissions, &submission)
+        .expect("encode");
+    deployment
+        .produce_raw(&producer, &submissions, &key, &bytes)
+        .await;
+
+    let results = deployment.results(&[valid.clone(), unknown.clone()], RESULTS_TIMEOUT);
+    assert_eq!(ok(&results[&valid])["tracking-number"], "T-p1");
+    let ExecutionResult::ExecutionError(error) = &results[&unknown] else {
+        panic!("unknown function: {}", results[&unknown])
+    };
+    assert_eq!(error.kind, ExecutionErrorKind::UnknownFunction, "{error}");
+
+    let dlq = deployment.topic(TopicRole::Dlq);
+    let dead = deployment.read_topic::<DlqEnvelope>(
+        &dlq,
+        Duration::from_secs(60),
+        "four DLQ records",
+        |r| r.len() >= 4,
+    );
+    let reasons: BTreeMap<String, DlqReason> = dead
+        .iter()
+        .map(|(_, e)| {
+            (
+                format!("{}@{}", e.original_topic, e.original_offset),
+                e.reason,
+            )
+        })
+        .collect();
+    let count = |reason: DlqReason| dead.iter().filter(|(_, e)| e.reason == reason).count();
+    assert_eq!(count(DlqReason::Undecodable), 2, "{reasons:?}");
+    assert_eq!(count(DlqReason::Oversize), 1, "{reasons:?}");
+    assert_eq!(count(DlqReason::UnknownFfqn), 1, "{reasons:?}");
+    let garbage = dead
+        .iter()
+        .find(|(_, e)| e.value.as_deref() == Some(b"not avro at all".as_slice()))
+        .expect("the garbage record, byte for byte");
+    assert_eq!(garbage.1.key.as_deref(), Some(key.as_bytes()));
+
+    // The reason travels in the headers too.
+    let consumer = committed_reader(&dlq);
+    let headers = wait_until("a DLQ record with headers", Duration::from_secs(30), || {
+        let message = consumer.poll(Duration::from_millis(200))?.ok()?;
+        let headers = message.headers()?;
+        let reason = headers.iter().find(|h| h.key == "weir.dlq.reason")?;
+        Some(String::from_utf8_lossy(reason.value?).into_owned())
+    });
+    assert!(
+        ["undecodable", "oversize", "unknown-ffqn"].contains(&headers.as_str()),
+        "{headers}"
+    );
+}
