@@ -85,6 +85,26 @@ impl WorkerProcess {
     }
 }
 
+impl WorkerProcess {
+    /// Waits until the worker's log contains `text`.
+    pub fn wait_for_log(&self, text: &str, timeout: Duration) {
+        crate::wait_until(
+            &format!("`{text}` in {}", self.log.display()),
+            timeout,
+            || {
+                std::fs::read_to_string(&self.log)
+                    .ok()
+                    .filter(|log| log.contains(text))
+                    .map(|_| ())
+            },
+        );
+    }
+
+    pub fn log_contains(&self, text: &str) -> bool {
+        std::fs::read_to_string(&self.log).is_ok_and(|log| log.contains(text))
+    }
+}
+
 impl Drop for WorkerProcess {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -148,6 +168,16 @@ impl Deployment {
 
     /// Starts a worker; `extra` are more command-line arguments.
     pub fn start_worker(&self, name: &str, extra: &[&str]) -> WorkerProcess {
+        self.start_worker_with_env(name, extra, &[])
+    }
+
+    /// Starts a worker with more environment variables (e.g. `WEIR_FAILPOINTS`).
+    pub fn start_worker_with_env(
+        &self,
+        name: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> WorkerProcess {
         let metrics_port = free_port();
         let log = self.logs.join(format!("{name}.log"));
         let file = std::fs::File::create(&log).expect("log file");
@@ -159,6 +189,7 @@ impl Deployment {
             .args(["--kafka-property", "session.timeout.ms=6000"])
             .args(["--kafka-property", "heartbeat.interval.ms=1000"])
             .args(extra)
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(file)
             .spawn()

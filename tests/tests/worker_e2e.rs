@@ -243,7 +243,13 @@ async fn a_worker_killed_with_sigkill_is_taken_over() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_worker_frozen_past_its_session_is_fenced() {
     let deployment = Deployment::new("sigstop");
-    let a = deployment.start_worker("a", &[]);
+    // `a` pauses once with a transaction open (outputs written, nothing committed); the test
+    // freezes it right there with SIGSTOP.
+    let a = deployment.start_worker_with_env(
+        "a",
+        &["--transaction-timeout-ms", "15000"],
+        &[("WEIR_FAILPOINTS", "before-commit=pause-once(3000)")],
+    );
     let producer = deployment.producer();
     let mut ids = Vec::new();
     for i in 0..10 {
@@ -257,34 +263,21 @@ async fn a_worker_frozen_past_its_session_is_fenced() {
                 .await,
         );
     }
-    deployment.results(&ids[..1], RESULTS_TIMEOUT);
-    // Freeze `a` with work in flight; `b` takes its partitions once `a`'s session expires.
+    a.wait_for_log("failpoint before-commit reached", Duration::from_secs(60));
     a.signal("STOP");
-    for i in 10..30 {
-        ids.push(
-            deployment
-                .submit(
-                    &producer,
-                    CHECKOUT,
-                    order(&format!("s{i}"), "alice", "1 Main St"),
-                )
-                .await,
-        );
-    }
+    // `b` gets the partitions once `a`'s session expires and its transaction times out.
     let b = deployment.start_worker("b", &[]);
     let results = deployment.results(&ids, RESULTS_TIMEOUT);
     assert_eq!(results.len(), ids.len());
-    // Resume the zombie: whatever it was doing must not become visible.
+    // Resume the zombie inside its open transaction: its commit must fail.
     a.signal("CONT");
+    a.wait_for_log("WARN", Duration::from_secs(60));
     wait_until(
-        "the resumed worker to rejoin",
+        "the zombie's commit to be refused",
         Duration::from_secs(60),
-        || {
-            let metrics = a.metrics()?;
-            (metrics.get("weir_partitions_owned").copied().unwrap_or(0.0) >= 0.0).then_some(())
-        },
+        || (a.log_contains("batch aborted") || a.log_contains("was fenced")).then_some(()),
     );
-    // New work after the resumption still completes once, whoever owns it now.
+    // New work after the resumption completes once, whoever owns it now.
     let late = deployment
         .submit(&producer, CHECKOUT, order("late", "alice", "1 Main St"))
         .await;

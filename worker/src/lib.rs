@@ -9,11 +9,13 @@
 //! - [`store`]: the CQL store (ScyllaDB / Cassandra): schema, history, state, timers.
 //! - [`codec`]: wire formats of the records on every topic.
 //! - [`topology`]: the declarative description of topics, routes and components (`topology/`).
+//! - [`failpoints`]: named pauses for fault-injection tests (`WEIR_FAILPOINTS`).
 //! - [`metrics`]: the worker's counters and gauges and their Prometheus endpoint.
 //! - [`cli`]: the `weir` command line.
 
 pub mod cli;
 pub mod codec;
+pub mod failpoints;
 pub mod kafka;
 pub mod metrics;
 pub mod model;

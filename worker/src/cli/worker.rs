@@ -43,6 +43,10 @@ pub struct WorkerArgs {
     pub commit_interval_ms: u64,
     #[arg(long, env = "WEIR_MAX_BATCH", default_value_t = 500)]
     pub max_batch: usize,
+    /// Kafka transaction timeout: how long a dead worker's open transaction can hold its
+    /// partitions before the broker aborts it.
+    #[arg(long, env = "WEIR_TRANSACTION_TIMEOUT_MS", default_value_t = 30_000)]
+    pub transaction_timeout_ms: u64,
     /// Input records larger than this go to the DLQ.
     #[arg(long, env = "WEIR_MAX_RECORD_BYTES", default_value_t = 1024 * 1024)]
     pub max_record_bytes: usize,
@@ -113,6 +117,7 @@ async fn serve(args: WorkerArgs) -> anyhow::Result<()> {
         config.max_batch_records = args.max_batch;
         config.cache_size = args.cache_size;
         config.max_record_bytes = args.max_record_bytes;
+        config.transaction_timeout = Duration::from_millis(args.transaction_timeout_ms);
         config
     };
     let (stop, stopped) = watch::channel(false);

@@ -92,7 +92,9 @@ pub fn rewind_to_committed<C: ConsumerContext>(
     if assignment.count() == 0 {
         return Ok(());
     }
-    let committed = consumer.committed_offsets(assignment, std::time::Duration::from_secs(30))?;
+    // Fetched as stable (KIP-447): this waits until a previous owner's open transaction on
+    // these partitions is resolved, which takes up to its transaction timeout.
+    let committed = consumer.committed_offsets(assignment, std::time::Duration::from_secs(120))?;
     let mut seek = TopicPartitionList::new();
     for element in committed.elements() {
         let offset = match element.offset() {

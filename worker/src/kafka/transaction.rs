@@ -182,6 +182,8 @@ impl Transactor {
                 }
             }
         }
+        // Outputs are written, nothing is committed: the window a zombie must never close.
+        crate::failpoints::failpoint("before-commit").await;
         let producer = self.producer.clone();
         let timeout = self.timeout;
         blocking(move || producer.send_offsets_to_transaction(&offsets, &group_metadata, timeout))
