@@ -138,9 +138,12 @@ impl ActivityWorker {
                 .await
             {
                 Ok(()) => {}
-                Err(WorkerError::Transaction(
-                    e @ (TransactionError::Aborted { .. } | TransactionError::Rebalanced { .. }),
-                )) => {
+                Err(WorkerError::Transaction(e))
+                    if matches!(
+                        *e,
+                        TransactionError::Aborted { .. } | TransactionError::Rebalanced { .. }
+                    ) =>
+                {
                     warn!(error = %e, "activity batch aborted; running it again");
                     self.metrics.batches_aborted.inc();
                     rewind_to_committed(&consumer).map_err(|source| WorkerError::Consumer {

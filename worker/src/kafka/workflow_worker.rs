@@ -85,13 +85,33 @@ pub enum WorkerError {
         source: rdkafka::error::KafkaError,
     },
     #[error(transparent)]
-    Transaction(#[from] TransactionError),
+    Transaction(Box<TransactionError>),
     #[error("store: {0}")]
-    Store(#[from] StoreError),
+    Store(Box<StoreError>),
     #[error("catch-up of partition {partition}: {reason}")]
     Catchup { partition: i32, reason: String },
     #[error("batch: {0}")]
-    Batch(#[from] BatchError),
+    Batch(Box<BatchError>),
+}
+
+// Boxed: the errors of librdkafka and the CQL driver are large, and these travel through
+// every `?` of the hot path.
+impl From<TransactionError> for WorkerError {
+    fn from(e: TransactionError) -> Self {
+        WorkerError::Transaction(Box::new(e))
+    }
+}
+
+impl From<StoreError> for WorkerError {
+    fn from(e: StoreError) -> Self {
+        WorkerError::Store(Box::new(e))
+    }
+}
+
+impl From<BatchError> for WorkerError {
+    fn from(e: BatchError) -> Self {
+        WorkerError::Batch(Box::new(e))
+    }
 }
 
 /// An input of a batch.
@@ -201,9 +221,12 @@ impl<S: Store + 'static> WorkflowWorker<S> {
                 .await;
             match result {
                 Ok(()) => {}
-                Err(WorkerError::Transaction(
-                    e @ (TransactionError::Aborted { .. } | TransactionError::Rebalanced { .. }),
-                )) => {
+                Err(WorkerError::Transaction(e))
+                    if matches!(
+                        *e,
+                        TransactionError::Aborted { .. } | TransactionError::Rebalanced { .. }
+                    ) =>
+                {
                     warn!(error = %e, "batch aborted; reprocessing from the committed offsets");
                     self.metrics.batches_aborted.inc();
                     let (generation, owned) = tracker.snapshot();
@@ -492,7 +515,10 @@ impl<S: Store + 'static> WorkflowWorker<S> {
                         .await
                     {
                         Ok(submission) => self.submit(batch, submission, &message).await,
-                        Err(e) => self.undecodable(batch, &message, e),
+                        Err(e) => {
+                            self.undecodable(batch, &message, e);
+                            Ok(())
+                        }
                     }
                 } else {
                     match self
@@ -501,21 +527,18 @@ impl<S: Store + 'static> WorkflowWorker<S> {
                         .await
                     {
                         Ok(response) => self.respond(batch, response, &message).await,
-                        Err(e) => self.undecodable(batch, &message, e),
+                        Err(e) => {
+                            self.undecodable(batch, &message, e);
+                            Ok(())
+                        }
                     }
                 }
             }
         }
     }
 
-    fn undecodable(
-        &self,
-        batch: &mut Batch<'_>,
-        message: &OwnedMessage,
-        error: DecodeError,
-    ) -> Result<(), WorkerError> {
+    fn undecodable(&self, batch: &mut Batch<'_>, message: &OwnedMessage, error: DecodeError) {
         self.dead_letter(batch, message, error.dlq_reason(), error.to_string());
-        Ok(())
     }
 
     /// Moves an input record to the DLQ, byte for byte, with the reason in headers.
@@ -727,10 +750,10 @@ impl<S: Store + 'static> WorkflowWorker<S> {
         id: &ExecutionId,
     ) -> Result<Option<()>, WorkerError> {
         let now = batch.now;
-        if let Some(live) = self.executions.get_mut(id) {
-            if !matches!(live.phase, Phase::Running(None)) {
-                return Ok(Some(()));
-            }
+        if let Some(live) = self.executions.get_mut(id)
+            && !matches!(live.phase, Phase::Running(None))
+        {
+            return Ok(Some(()));
         }
         let rows = self.store.history(id).await?;
         if rows.is_empty() {

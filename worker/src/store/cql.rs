@@ -134,7 +134,10 @@ fn execute_error(
     context: impl Into<String>,
 ) -> impl FnOnce(scylla::errors::ExecutionError) -> StoreError {
     let context = context.into();
-    move |source| StoreError::Execute { context, source }
+    move |source| StoreError::Execute {
+        context,
+        source: Box::new(source),
+    }
 }
 
 fn result_error(context: &str, reason: impl ToString) -> StoreError {

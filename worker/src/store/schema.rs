@@ -270,7 +270,7 @@ async fn run(session: &Session, statement: String, context: &str) -> Result<(), 
         .await
         .map_err(|source| StoreError::Execute {
             context: context.to_owned(),
-            source,
+            source: Box::new(source),
         })?;
     Ok(())
 }
@@ -285,7 +285,7 @@ async fn existing_tables(session: &Session, keyspace: &str) -> Result<Vec<String
         .await
         .map_err(|source| StoreError::Execute {
             context: context.clone(),
-            source,
+            source: Box::new(source),
         })?;
     let rows = result.into_rows_result().map_err(|e| StoreError::Result {
         context: context.clone(),
@@ -325,7 +325,7 @@ pub async fn table_columns(
         .await
         .map_err(|source| StoreError::Execute {
             context: context.clone(),
-            source,
+            source: Box::new(source),
         })?;
     let rows = result
         .into_rows_result()

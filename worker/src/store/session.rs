@@ -20,12 +20,12 @@ pub enum StoreError {
     #[error("cannot connect to the CQL store at {contact_points}: {source}")]
     Connect {
         contact_points: String,
-        source: scylla::errors::NewSessionError,
+        source: Box<scylla::errors::NewSessionError>,
     },
     #[error("CQL statement failed ({context}): {source}")]
     Execute {
         context: String,
-        source: scylla::errors::ExecutionError,
+        source: Box<scylla::errors::ExecutionError>,
     },
     #[error("unexpected CQL result ({context}): {reason}")]
     Result { context: String, reason: String },
@@ -62,7 +62,7 @@ pub async fn connect(config: &CqlConfig) -> Result<Session, StoreError> {
         .await
         .map_err(|source| StoreError::Connect {
             contact_points: config.contact_points.join(","),
-            source,
+            source: Box::new(source),
         })
 }
 
