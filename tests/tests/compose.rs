@@ -198,4 +198,27 @@ fn every_weir_variable_is_one_the_cli_declares() {
             "{name}: the image does not ship the topology at {topology}"
         );
     }
+    // The worker's components are where the image puts them, and its metrics port is exposed.
+    let worker = environment(service(&compose, "worker"));
+    let components_dir = &worker["WEIR_COMPONENTS_DIR"];
+    assert!(
+        dockerfile.contains(&format!(
+            "COPY --from=examples /components {components_dir}"
+        )),
+        "the image does not ship the components at {components_dir}"
+    );
+    assert!(worker["WEIR_COMPONENTS"].starts_with(&worker["WEIR_TOPOLOGY"]));
+    let metrics_port = worker["WEIR_METRICS_ADDR"]
+        .rsplit(':')
+        .next()
+        .expect("port")
+        .to_owned();
+    let exposed = service(&compose, "worker")["expose"]
+        .as_sequence()
+        .expect("expose");
+    assert!(
+        exposed
+            .iter()
+            .any(|p| p.as_str() == Some(metrics_port.as_str()))
+    );
 }
