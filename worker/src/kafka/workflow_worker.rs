@@ -134,6 +134,8 @@ pub struct WorkflowWorker<S: Store> {
     timers: BTreeMap<(DateTime<Utc>, String), TimerRow>,
     /// Per owned partition: timers up to here are loaded into `timers`.
     timers_loaded_until: BTreeMap<i32, DateTime<Utc>>,
+    /// Per owned partition: the timer watermark last written to the store.
+    watermarks_written: BTreeMap<i32, DateTime<Utc>>,
     owned: BTreeSet<i32>,
     generation: u64,
 }
@@ -158,6 +160,7 @@ impl<S: Store + 'static> WorkflowWorker<S> {
             executions,
             timers: BTreeMap::new(),
             timers_loaded_until: BTreeMap::new(),
+            watermarks_written: BTreeMap::new(),
             owned: BTreeSet::new(),
             generation: 0,
         }
@@ -280,6 +283,7 @@ impl<S: Store + 'static> WorkflowWorker<S> {
         self.executions.clear();
         self.timers.clear();
         self.timers_loaded_until.clear();
+        self.watermarks_written.clear();
         let catchup = Catchup::new(
             &self.config.kafka,
             &self.topology,
@@ -461,7 +465,8 @@ impl<S: Store + 'static> WorkflowWorker<S> {
                 })
                 .await?;
         }
-        // Timers before the earliest one still pending have all fired and are deleted.
+        // Timers before the earliest one still pending have all fired and are deleted. Written
+        // when it moved by a second or more: it only bounds a new owner's first scan.
         for &partition in &self.owned {
             let earliest_pending = self
                 .timers
@@ -471,6 +476,11 @@ impl<S: Store + 'static> WorkflowWorker<S> {
                 .min()
                 .unwrap_or_else(Utc::now)
                 .min(Utc::now());
+            let written = self.watermarks_written.get(&partition).copied();
+            if written.is_some_and(|w| (earliest_pending - w).num_seconds().abs() < 1) {
+                continue;
+            }
+            self.watermarks_written.insert(partition, earliest_pending);
             self.store
                 .put_checkpoint(&Checkpoint {
                     topic: format!("{history}{TIMER_WATERMARK_SUFFIX}"),
