@@ -92,7 +92,11 @@ impl WasmEngine {
             .total_memories(config.max_instances * 2)
             .total_tables(config.max_instances * 2)
             .total_stacks(config.max_instances)
-            .max_memory_size(config.max_memory_bytes);
+            .max_memory_size(config.max_memory_bytes)
+            // Keep the first pages of a released slot mapped: the next instance reuses them
+            // without page faults (the pool zeroes them either way).
+            .linear_memory_keep_resident(1 << 20)
+            .table_keep_resident(64 << 10);
         let mut wasm = Config::new();
         wasm.wasm_component_model(true)
             .consume_fuel(true)

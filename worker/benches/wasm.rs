@@ -1,0 +1,160 @@
+//! Benchmarks of the wasmtime host (`cargo bench -p weir --bench wasm`), printing figures:
+//!
+//! 1. instantiate-and-run of a trivial workflow from a warm host: `random-schedule.run`
+//!    (three host calls: random-u64, random-string, schedule; no blocking), from
+//!    `InstancePre` to the finished result, including the run task and channels;
+//! 2. a 100-step workflow fully in memory: `fanout.fibonacci-sum` over 100 children
+//!    (submit, activity run, response, await-next, get per step) on the in-memory bus;
+//! 3. the order saga (4 sequential direct calls) on the in-memory bus, hot path.
+//!
+//! Runs on one core (current-thread runtime). Needs the example components
+//! (`bash examples/build.sh`).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chrono::DateTime;
+use serde_json::json;
+use ulid::Ulid;
+use weir::model::{ExecutionId, ExecutionResult, Ffqn};
+use weir::replay::Execution;
+use weir::wasm::memory::InMemoryBus;
+use weir::wasm::{EngineConfig, RunStep, WasmHost};
+
+fn examples_dir() -> PathBuf {
+    let dir = std::env::var_os("WEIR_EXAMPLES_OUT")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/var/cache/weir/examples"));
+    assert!(
+        dir.join("random-schedule.wasm").is_file(),
+        "example components missing in {}: run `bash examples/build.sh`",
+        dir.display()
+    );
+    dir
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    let toml = Path::new(env!("CARGO_MANIFEST_DIR")).join("../topology/components.toml");
+    let started = Instant::now();
+    let host = Arc::new(
+        WasmHost::from_file(EngineConfig::default(), &toml, &examples_dir())
+            .unwrap_or_else(|e| panic!("loading the host: {e}")),
+    );
+    println!(
+        "wasm host: load of {} components (compile cache warm or cold): {:?}",
+        host.registry().components().len(),
+        started.elapsed()
+    );
+    let now = DateTime::from_timestamp(1_767_225_600, 0).expect("a valid time");
+
+    // 1. trivial workflow
+    let run: Ffqn = "weir-examples:workflows/random-schedule.run"
+        .parse()
+        .expect("ffqn");
+    let mut n: u128 = 0;
+    let mut once = |host: &WasmHost| {
+        n += 1;
+        let execution = Execution {
+            id: ExecutionId::top_level(Ulid::from_parts(1, n)),
+            ffqn: run.clone(),
+            params: json!([100, 1000, 10]),
+        };
+        rt.block_on(async {
+            let (_run, step) = host
+                .start_workflow(execution, vec![], vec![], now)
+                .await
+                .expect("a run");
+            assert!(matches!(
+                step,
+                RunStep::Finished {
+                    result: ExecutionResult::Ok(_),
+                    ..
+                }
+            ));
+        });
+    };
+    for _ in 0..500 {
+        once(&host);
+    }
+    let mut samples = Vec::new();
+    for _ in 0..20 {
+        let t = Instant::now();
+        for _ in 0..250 {
+            once(&host);
+        }
+        samples.push(t.elapsed() / 250);
+    }
+    println!(
+        "wasm host: instantiate-and-run of a trivial workflow (random-schedule.run, 3 host calls), warm host: median {:.1} µs per execution (goal <= 50 µs)",
+        median(samples).as_secs_f64() * 1e6
+    );
+
+    // 2. 100 steps in memory
+    let sum: Ffqn = "weir-examples:workflows/fanout.fibonacci-sum"
+        .parse()
+        .expect("ffqn");
+    let ns: Vec<u8> = (0..100).map(|i| (i % 90) as u8).collect();
+    let mut samples = Vec::new();
+    for i in 0..25 {
+        let mut bus = InMemoryBus::new(host.clone(), now);
+        let t = Instant::now();
+        rt.block_on(async {
+            let id = bus.submit(&sum, json!([ns])).expect("submit");
+            bus.run_until_idle().await.expect("run");
+            assert!(matches!(bus.result(&id), Some(ExecutionResult::Ok(_))));
+        });
+        if i >= 5 {
+            samples.push(t.elapsed());
+        }
+    }
+    let m = median(samples);
+    println!(
+        "wasm host: 100-step workflow in memory (fanout.fibonacci-sum, 100 activity children, hot path): median {:.2} ms, {:.0} steps/s on one core",
+        m.as_secs_f64() * 1e3,
+        100.0 / m.as_secs_f64()
+    );
+
+    // 3. sequential saga, hot and cold
+    let checkout: Ffqn = "weir-examples:workflows/order.checkout"
+        .parse()
+        .expect("ffqn");
+    for hot in [true, false] {
+        let mut samples = Vec::new();
+        for i in 0..60 {
+            let mut bus = InMemoryBus::new(host.clone(), now);
+            bus.set_hot(hot);
+            let t = Instant::now();
+            rt.block_on(async {
+                let id = bus
+                    .submit(&checkout, json!([{"id": "o1", "customer": "alice", "sku": "widget", "quantity": 2, "address": "x"}]))
+                    .expect("submit");
+                bus.run_until_idle().await.expect("run");
+                assert!(matches!(bus.result(&id), Some(ExecutionResult::Ok(_))));
+            });
+            if i >= 10 {
+                samples.push(t.elapsed());
+            }
+        }
+        let m = median(samples);
+        println!(
+            "wasm host: order saga (4 sequential activity calls) in memory, {} path: median {:.0} µs per execution, {:.0} steps/s",
+            if hot {
+                "hot"
+            } else {
+                "cold (replay at every step)"
+            },
+            m.as_secs_f64() * 1e6,
+            4.0 / m.as_secs_f64()
+        );
+    }
+}
