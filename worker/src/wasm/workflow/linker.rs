@@ -329,7 +329,7 @@ fn new_join_set(
     Ok(Val::Resource(any))
 }
 
-fn param<'v>(params: &'v [Val], i: usize) -> Result<&'v Val, HostFailure> {
+fn param(params: &[Val], i: usize) -> Result<&Val, HostFailure> {
     params
         .get(i)
         .ok_or_else(|| HostFailure::BadValue(format!("missing parameter #{}", i + 1)))
