@@ -11,7 +11,7 @@
 
 use std::str::FromStr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use chrono::{DateTime, Utc};
 use futures::future::join_all;
@@ -22,7 +22,7 @@ use tokio::sync::watch;
 use tracing::{Instrument, info, info_span, warn};
 
 use super::dlq::dead_letter;
-use super::group::{RebalanceTracker, rewind_to_committed};
+use super::group::{RebalanceTracker, collect_batch, rewind_to_committed};
 use super::transaction::{OutgoingRecord, TransactionError, Transactor};
 use super::workflow_worker::{WorkerConfig, WorkerError};
 use crate::codec::{ActivityRequest, Codec, DlqReason, RecordPosition};
@@ -117,7 +117,7 @@ impl ActivityWorker {
             }
             let (generation_before, _) = tracker.snapshot();
             let records = tokio::select! {
-                records = self.collect(&consumer) => records,
+                records = collect_batch(&consumer, self.config.commit_interval, self.config.max_batch_records) => records,
                 _ = shutdown.changed() => break,
             };
             let (generation, _) = tracker.snapshot();
@@ -157,32 +157,6 @@ impl ActivityWorker {
         consumer.unsubscribe();
         Ok(())
     }
-
-    async fn collect(&self, consumer: &StreamConsumer<RebalanceTracker>) -> Vec<OwnedMessage> {
-        let deadline = Instant::now() + self.config.commit_interval;
-        let mut records = Vec::new();
-        while records.len() < self.config.max_batch_records {
-            let remaining = deadline.saturating_duration_since(Instant::now());
-            let wait = if remaining.is_zero() {
-                if !records.is_empty() {
-                    break;
-                }
-                Duration::from_millis(100)
-            } else {
-                remaining
-            };
-            match tokio::time::timeout(wait, consumer.recv()).await {
-                Ok(Ok(message)) => records.push(message.detach()),
-                Ok(Err(e)) => {
-                    warn!(error = %e, "consumer error");
-                    break;
-                }
-                Err(_) => break,
-            }
-        }
-        records
-    }
-
     async fn process_and_commit(
         &self,
         consumer: &StreamConsumer<RebalanceTracker>,

@@ -108,3 +108,37 @@ pub fn rewind_to_committed<C: ConsumerContext>(
     consumer.seek_partitions(seek, std::time::Duration::from_secs(30))?;
     Ok(())
 }
+
+/// Collects up to `max_records` records within `interval` from the call (the batching window
+/// of one transaction). While nothing has arrived it waits at least 50 ms, so that an idle
+/// caller does not spin, yet returns often enough for its loop (due timers, shutdown).
+/// Rebalance callbacks run inside these polls.
+pub async fn collect_batch<C: ConsumerContext + 'static>(
+    consumer: &rdkafka::consumer::StreamConsumer<C>,
+    interval: std::time::Duration,
+    max_records: usize,
+) -> Vec<rdkafka::message::OwnedMessage> {
+    let start = std::time::Instant::now();
+    let idle_wait = interval.max(std::time::Duration::from_millis(50));
+    let mut records = Vec::new();
+    while records.len() < max_records {
+        let window = if records.is_empty() {
+            idle_wait
+        } else {
+            interval
+        };
+        let remaining = (start + window).saturating_duration_since(std::time::Instant::now());
+        if remaining.is_zero() {
+            break;
+        }
+        match tokio::time::timeout(remaining, consumer.recv()).await {
+            Ok(Ok(message)) => records.push(message.detach()),
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "consumer error");
+                break;
+            }
+            Err(_elapsed) => break,
+        }
+    }
+    records
+}

@@ -24,7 +24,7 @@ use super::executions::{
     Batch, BatchError, Executions, Live, Phase, TIMER_DELAY, TIMER_SCHEDULE, response_id,
     schedule_timer_id,
 };
-use super::group::{RebalanceTracker, rewind_to_committed};
+use super::group::{RebalanceTracker, collect_batch, rewind_to_committed};
 use super::transaction::{TransactionError, Transactor};
 use crate::codec::{
     Codec, Created, DecodeError, DlqReason, HistoryEntry, HistoryRecord, RecordPosition, Submission,
@@ -202,7 +202,7 @@ impl<S: Store + 'static> WorkflowWorker<S> {
             }
             let (generation_before, _) = tracker.snapshot();
             let records = tokio::select! {
-                records = self.collect(&consumer) => records,
+                records = collect_batch(&consumer, self.config.commit_interval, self.config.max_batch_records) => records,
                 _ = shutdown.changed() => break,
             };
             let (generation, owned) = tracker.snapshot();
@@ -241,34 +241,6 @@ impl<S: Store + 'static> WorkflowWorker<S> {
         info!(instance = %self.config.instance_id, "workflow worker stopping");
         consumer.unsubscribe();
         Ok(())
-    }
-
-    /// Collects up to `max_batch_records` records, for at most `commit_interval`.
-    async fn collect(&self, consumer: &StreamConsumer<RebalanceTracker>) -> Vec<OwnedMessage> {
-        let deadline = Instant::now() + self.config.commit_interval;
-        let mut records = Vec::new();
-        while records.len() < self.config.max_batch_records {
-            let remaining = deadline.saturating_duration_since(Instant::now());
-            if remaining.is_zero() && !records.is_empty() {
-                break;
-            }
-            let wait = if remaining.is_zero() {
-                // Nothing yet: keep polling (rebalance callbacks run inside) but not forever,
-                // so that due timers fire.
-                Duration::from_millis(50)
-            } else {
-                remaining
-            };
-            match tokio::time::timeout(wait, consumer.recv()).await {
-                Ok(Ok(message)) => records.push(message.detach()),
-                Ok(Err(e)) => {
-                    warn!(error = %e, "consumer error");
-                    break;
-                }
-                Err(_elapsed) => break,
-            }
-        }
-        records
     }
 
     /// Adopts a new assignment: forgets what in-memory state could be ahead of the committed
