@@ -1,10 +1,18 @@
 //! Replay cost per history event, at 1,000, 10,000 and 100,000 events.
 //!
 //! `cargo bench -p weir --bench replay` prints, per size, the nanoseconds per replayed event
-//! (best of several runs) and the ratio of the 100k figure to the 1k one; replay is linear
-//! when the ratio stays near 1. A replay here is what a cold start does: build the engine
+//! (best of 25 samples, each replaying the largest size's worth of events, the samples of all
+//! sizes interleaved so that noise from other processes hits them alike) and the ratio of the
+//! 100k figure to the 1k one; replay is linear when the ratio stays near 1. A replay here is what a cold start does: build the engine
 //! from the recorded history and the response journal, run the workflow's calls against it
 //! to the end, and finish.
+//!
+//! Two tables: one history replayed at a time (a 1k history then lives in the CPU cache
+//! while a 100k one does not, so the ratio mixes cache effects into the scaling), and the
+//! same working set for every size (100 histories of 1k, 10 of 10k, 1 of 100k loaded, then
+//! replayed, as a worker rebuilding many executions would), which isolates how cost grows
+//! with length. Environment: `WEIR_REPLAY_BENCH_SIZES` (e.g. `1000,100000`),
+//! `WEIR_REPLAY_BENCH_SAMPLES`.
 //!
 //! The workflow mixes every kind of event: per round it creates a join set, submits two
 //! activities and a delay into it and awaits them, submits into and awaits a long-lived join
@@ -24,11 +32,10 @@ use weir::replay::{Execution, Output, Progress, Replay, ReplayError};
 /// Events recorded per round of [`workflow`].
 const EVENTS_PER_ROUND: usize = 16;
 
-fn execution() -> Execution {
+/// Execution number `n`: distinct ids, so each history has its own ids and seed.
+fn execution(n: u64) -> Execution {
     Execution {
-        id: "E_01ARZ3NDEKTSV4RRFFQ69G5FAV"
-            .parse::<ExecutionId>()
-            .unwrap(),
+        id: ExecutionId::top_level(ulid::Ulid::from_parts(1_700_000_000_000 + n, u128::from(n))),
         ffqn: "bench:wf/main.run".parse().unwrap(),
         params: json!([]),
     }
@@ -132,70 +139,163 @@ fn functions() -> [Ffqn; 3] {
     .map(|s| s.parse().unwrap())
 }
 
-/// Runs the workflow fresh; returns its history and response journal.
-fn record(rounds: usize) -> (Vec<HistoryEvent>, Vec<Response>) {
-    let mut engine = Replay::new(execution(), Vec::new(), Vec::new(), now()).unwrap();
-    let mut journal = Vec::new();
-    workflow(&mut engine, &mut journal, rounds, &functions());
-    (engine.history().to_vec(), journal)
+struct Recorded {
+    execution: Execution,
+    history: Vec<HistoryEvent>,
+    journal: Vec<Response>,
+    rounds: usize,
 }
 
-/// One cold replay; returns its duration (inputs are cloned before the clock starts).
-fn replay_once(
-    history: &[HistoryEvent],
-    journal: &[Response],
-    rounds: usize,
-    f: &[Ffqn; 3],
-) -> Duration {
-    let (history, journal) = (history.to_vec(), journal.to_vec());
-    let start = Instant::now();
-    let mut engine = Replay::new(execution(), history, journal, now()).unwrap();
-    let mut unused = Vec::new();
-    let result = workflow(&mut engine, &mut unused, rounds, f);
-    let elapsed = start.elapsed();
-    assert!(unused.is_empty(), "a replay never blocks");
-    assert!(
-        engine.take_new_events().is_empty(),
-        "a replay records nothing"
-    );
-    black_box((result, engine));
-    elapsed
+/// Runs the workflow fresh as execution number `n`; returns its history and response journal.
+fn record(n: u64, rounds: usize) -> Recorded {
+    let execution = execution(n);
+    let mut engine = Replay::new(execution.clone(), Vec::new(), Vec::new(), now()).unwrap();
+    let mut journal = Vec::new();
+    workflow(&mut engine, &mut journal, rounds, &functions());
+    Recorded {
+        execution,
+        history: engine.history().to_vec(),
+        journal,
+        rounds,
+    }
+}
+
+/// Replays each of `executions` once, cold, and returns the time spent replaying. With
+/// `clone_all_first`, every input is cloned before the first replay (their data competes for
+/// the CPU cache as many loaded executions do); otherwise each is cloned right before its own
+/// replay (a small history is then in cache, as one just loaded would be).
+fn replay_all(executions: &[&Recorded], clone_all_first: bool, f: &[Ffqn; 3]) -> Duration {
+    let clone = |r: &Recorded| (r.execution.clone(), r.history.clone(), r.journal.clone());
+    let mut inputs: Vec<_> = if clone_all_first {
+        executions.iter().map(|r| Some(clone(r))).collect()
+    } else {
+        executions.iter().map(|_| None).collect()
+    };
+    let mut engines = Vec::with_capacity(executions.len());
+    let mut total = Duration::ZERO;
+    for (input, recorded) in inputs.iter_mut().zip(executions) {
+        let (execution, history, journal) = input.take().unwrap_or_else(|| clone(recorded));
+        // glibc defers consolidating freed chunks to the next large allocation; make that
+        // happen now, or the previous replay's deallocation is billed to this one.
+        black_box(Vec::<u8>::with_capacity(64 * 1024));
+        let start = Instant::now();
+        let mut engine = Replay::new(execution, history, journal, now()).unwrap();
+        let mut unused = Vec::new();
+        let result = workflow(&mut engine, &mut unused, recorded.rounds, f);
+        total += start.elapsed();
+        assert!(unused.is_empty(), "a replay never blocks");
+        assert!(
+            engine.take_new_events().is_empty(),
+            "a replay records nothing"
+        );
+        engines.push((result, engine));
+    }
+    drop(black_box(engines));
+    total
+}
+
+/// One row of a table: histories of one size, replayed so that every sample does about the
+/// same work (the largest size's worth of events), which keeps samples of different sizes
+/// equally exposed to noise from other processes.
+struct Case {
+    executions: Vec<Recorded>,
+    /// How many times each history is replayed per sample.
+    repeat: usize,
+    clone_all_first: bool,
+    best: Duration,
+}
+
+impl Case {
+    fn events_per_sample(&self) -> usize {
+        self.repeat
+            * self
+                .executions
+                .iter()
+                .map(|r| r.history.len())
+                .sum::<usize>()
+    }
+
+    fn sample(&mut self, f: &[Ffqn; 3]) {
+        let order: Vec<&Recorded> = (0..self.repeat).flat_map(|_| &self.executions).collect();
+        let t = replay_all(&order, self.clone_all_first, f);
+        self.best = self.best.min(t);
+    }
+
+    fn ns_per_event(&self) -> f64 {
+        self.best.as_nanos() as f64 / self.events_per_sample() as f64
+    }
 }
 
 fn main() {
     let f = functions();
-    let mut per_event = Vec::new();
-    println!("replay engine: cold replay of a recorded history (best of N runs)");
-    println!(
-        "{:>10} {:>8} {:>12} {:>10}",
-        "events", "runs", "ns/event", "total ms"
-    );
-    for target in [1_000usize, 10_000, 100_000] {
-        let rounds = target / EVENTS_PER_ROUND;
-        let (history, journal) = record(rounds);
-        let events = history.len();
-        // Enough runs for about a second of work per size, at least five.
-        let runs = (2_000_000 / events).clamp(5, 400);
-        // Warm up allocator and caches once.
-        replay_once(&history, &journal, rounds, &f);
-        let best = (0..runs)
-            .map(|_| replay_once(&history, &journal, rounds, &f))
-            .min()
-            .unwrap();
-        let ns = best.as_nanos() as f64 / events as f64;
-        per_event.push(ns);
-        println!(
-            "{:>10} {:>8} {:>12.0} {:>10.2}",
-            events,
-            runs,
-            ns,
-            best.as_secs_f64() * 1e3
+    // WEIR_REPLAY_BENCH_SIZES=100000 runs one size (e.g. under a profiler).
+    let sizes: Vec<usize> = std::env::var("WEIR_REPLAY_BENCH_SIZES")
+        .map(|s| {
+            s.split(',')
+                .map(|n| n.trim().parse().expect("a size"))
+                .collect()
+        })
+        .unwrap_or_else(|_| vec![1_000, 10_000, 100_000]);
+    let samples: usize = std::env::var("WEIR_REPLAY_BENCH_SAMPLES")
+        .map(|s| s.parse().expect("a number"))
+        .unwrap_or(25);
+    let largest = *sizes.iter().max().unwrap();
+    let titles = [
+        "one history at a time, cloned just before its replay (a small one is in the CPU cache)",
+        "as many distinct histories as make the largest size, all loaded before replaying \
+         (every size works on the same amount of memory)",
+    ];
+    let mut tables: Vec<Vec<Case>> = Vec::new();
+    for (t, _) in titles.iter().enumerate() {
+        let fleet = t == 1;
+        tables.push(
+            sizes
+                .iter()
+                .map(|&size| {
+                    let rounds = size / EVENTS_PER_ROUND;
+                    let count = (largest / size).max(1);
+                    let distinct = if fleet { count } else { 1 };
+                    Case {
+                        executions: (0..distinct as u64).map(|n| record(n, rounds)).collect(),
+                        repeat: count / distinct,
+                        clone_all_first: fleet,
+                        best: Duration::MAX,
+                    }
+                })
+                .collect(),
         );
     }
-    let ratio = per_event[2] / per_event[0];
-    println!("ratio ns/event 100k / 1k: {ratio:.2} (linear: <= 1.5)");
-    println!(
-        "max ns/event: {:.0} (goal: < 2000)",
-        per_event.iter().cloned().fold(0.0, f64::max)
-    );
+    // Samples of all rows interleaved, best of each kept.
+    for _ in 0..samples {
+        for case in tables.iter_mut().flatten() {
+            case.sample(&f);
+        }
+    }
+    for (title, cases) in titles.iter().zip(&tables) {
+        println!("replay engine, cold replay: {title}");
+        println!(
+            "{:>10} {:>10} {:>12} {:>12}",
+            "events", "histories", "ns/event", "ms/sample"
+        );
+        for case in cases {
+            println!(
+                "{:>10} {:>10} {:>12.0} {:>12.2}",
+                case.executions[0].history.len(),
+                case.repeat * case.executions.len(),
+                case.ns_per_event(),
+                case.best.as_secs_f64() * 1e3
+            );
+        }
+        if cases.len() > 1 {
+            let per_event: Vec<f64> = cases.iter().map(Case::ns_per_event).collect();
+            let ratio = per_event[per_event.len() - 1] / per_event[0];
+            let max = per_event.iter().cloned().fold(0.0, f64::max);
+            println!(
+                "ratio ns/event largest / smallest: {ratio:.2} (linear: <= 1.5); \
+                 max ns/event: {max:.0} (goal: < 2000)"
+            );
+        }
+        println!();
+    }
+    println!("best of {samples} interleaved samples per row");
 }

@@ -79,10 +79,28 @@ pub enum ParseIdErrorKind {
 ///
 /// The derivation path is shared (`Arc<[Step]>`) because the engine clones child ids into
 /// events, outputs and indexes on the replay hot path.
-#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, PartialOrd, Ord)]
 pub struct ExecutionId {
     root: Ulid,
     path: Arc<[Step]>,
+}
+
+impl PartialEq for ExecutionId {
+    fn eq(&self, other: &Self) -> bool {
+        // Clones share the path; comparing the pointer first skips walking it.
+        self.root == other.root
+            && (Arc::ptr_eq(&self.path, &other.path) || self.path[..] == other.path[..])
+    }
+}
+
+impl Eq for ExecutionId {}
+
+impl std::hash::Hash for ExecutionId {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        // By value, as `eq` compares; the pointer shortcut there does not change equality.
+        self.root.hash(state);
+        self.path[..].hash(state);
+    }
 }
 
 impl ExecutionId {
@@ -96,15 +114,20 @@ impl ExecutionId {
 
     /// The id of the `index`-th request (1-based) of join set `join_set_id` of this execution.
     pub fn child(&self, join_set_id: &JoinSetId, index: u64) -> ExecutionId {
-        let mut path = Vec::with_capacity(self.path.len() + 1);
-        path.extend_from_slice(&self.path);
-        path.push(Step {
+        let step = Step {
             join_set_id: join_set_id.clone(),
             index,
-        });
+        };
+        // An exact-size iterator: one allocation for the shared path.
+        let path = self
+            .path
+            .iter()
+            .cloned()
+            .chain(std::iter::once(step))
+            .collect();
         ExecutionId {
             root: self.root,
-            path: path.into(),
+            path,
         }
     }
 

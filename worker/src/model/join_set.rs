@@ -82,10 +82,27 @@ pub enum JoinSetIdError {
 ///
 /// The name is shared (`Arc<str>`): join set ids are copied into every child id, delay id and
 /// history event of the set, and replay clones them on the hot path.
-#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, PartialOrd, Ord)]
 pub struct JoinSetId {
     kind: JoinSetKind,
     name: Arc<str>,
+}
+
+impl PartialEq for JoinSetId {
+    fn eq(&self, other: &Self) -> bool {
+        // Clones share the name; comparing the pointer first skips the string comparison.
+        self.kind == other.kind && (Arc::ptr_eq(&self.name, &other.name) || self.name == other.name)
+    }
+}
+
+impl Eq for JoinSetId {}
+
+impl std::hash::Hash for JoinSetId {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        // By value, as `eq` compares; the pointer shortcut there does not change equality.
+        self.kind.hash(state);
+        self.name.hash(state);
+    }
 }
 
 impl JoinSetId {

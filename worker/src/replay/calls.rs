@@ -223,6 +223,10 @@ impl Replay {
         let Some((slot, index)) = self.stub_target(target) else {
             return Ok(Err(StubError::NotFound));
         };
+        if self.is_fresh() {
+            // The outcome depends on whether the child's response has arrived.
+            self.join_sets.flush();
+        }
         let event = |this: &Self, result: &ExecutionResult| HistoryEvent::Stub {
             target_execution_id: target.clone(),
             result: result.clone(),
@@ -255,7 +259,7 @@ impl Replay {
         if let Some(Request::Child { stubbed, .. }) =
             self.join_sets.get_mut(slot).request_mut(index)
         {
-            stubbed.get_or_insert(result);
+            stubbed.get_or_insert_with(|| Box::new(result));
         }
         Ok(Ok(()))
     }
@@ -311,7 +315,8 @@ impl Replay {
     /// informational (the counter makes the id unique), so it is cut to fit the name limit.
     pub(super) fn next_one_off_id(&self, label: &str) -> JoinSetId {
         let counter = self.join_set_counter + 1;
-        let room = MAX_NAME_LEN - counter.to_string().len() - 1;
+        let digits = counter.checked_ilog10().unwrap_or(0) as usize + 1;
+        let room = MAX_NAME_LEN - digits - 1;
         // Labels are function names (ASCII identifiers) or `sleep`: any byte is a boundary.
         let label = &label[..label.len().min(room)];
         JoinSetId::one_off(counter, label).expect("a function name is a valid label")
@@ -448,11 +453,11 @@ impl Replay {
         let existing = match state.request(index) {
             Some(Request::Child {
                 stubbed: Some(v), ..
-            }) => Some(v),
+            }) => Some(&**v),
             Some(Request::Child {
                 result: Some(v), ..
             }) => Some(v),
-            _ => match state.queued_response(index) {
+            _ => match self.join_sets.queued_response(slot, index) {
                 Some(crate::model::Response::ChildExecutionFinished { result, .. }) => Some(result),
                 _ => None,
             },

@@ -43,8 +43,7 @@ impl Replay {
             |p| matches!(p, PendingCall::Finish { result: r } if *r == result),
             || format!("finish with {result}"),
         )?;
-        for i in (0..self.join_sets.created_slots().len()).rev() {
-            let slot = self.join_sets.created_slots()[i];
+        for slot in (0..self.join_sets.len()).rev() {
             let state = self.join_sets.get(slot);
             if state.closed {
                 continue;
@@ -92,6 +91,8 @@ impl Replay {
         if !self.join_sets.get(slot).closing {
             self.join_sets.get_mut(slot).closing = true;
             if self.is_fresh() {
+                // Whether a response has arrived decides what is cancelled.
+                self.join_sets.flush();
                 self.emit_cancellations(slot);
             }
         }

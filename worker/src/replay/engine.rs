@@ -98,7 +98,10 @@ impl Replay {
             finished: None,
         };
         for response in responses {
-            replay.deliver_response(response)?;
+            if !response.is_for(&replay.execution.id) {
+                return Err(DeliveryError::NotForThisExecution(Box::new(response)));
+            }
+            replay.join_sets.enqueue_journal(response);
         }
         Ok(replay)
     }
@@ -150,7 +153,8 @@ impl Replay {
 
     /// Queues a response for its join set, in arrival order. Call it for every response
     /// consumed from Kafka, whether the run is blocked or not; when the result says `wakes`,
-    /// retry the blocked call.
+    /// retry the blocked call. (Responses given to [`Replay::new`] are sorted in lazily; the
+    /// first delivery sorts them all in, to keep the arrival order.)
     pub fn deliver_response(&mut self, response: Response) -> Result<Delivery, DeliveryError> {
         if !response.is_for(&self.execution.id) {
             return Err(DeliveryError::NotForThisExecution(Box::new(response)));
@@ -159,7 +163,7 @@ impl Replay {
         if !new {
             return Ok(Delivery::Duplicate);
         }
-        let wakes = self.pending.as_ref().is_some_and(|p| p.slot == slot);
+        let wakes = self.pending.as_ref().is_some_and(|p| Some(p.slot) == slot);
         Ok(Delivery::Accepted { wakes })
     }
 
@@ -257,7 +261,7 @@ impl Replay {
         pending: impl FnOnce() -> PendingCall,
     ) -> Result<Progress<Joined>, ReplayError> {
         let join_next_version = Version(self.cursor as u64 - 1);
-        match self.join_sets.get_mut(slot).consume_next() {
+        match self.join_sets.consume_next(slot) {
             Some(Ok(joined)) => {
                 self.pending = None;
                 Ok(Progress::Ready(joined))
@@ -305,6 +309,7 @@ impl Replay {
     /// without a response, recorded anywhere in the history, is cancelled.
     pub(super) fn terminate(&mut self, result: ExecutionResult) {
         self.pending = None;
+        self.join_sets.flush();
         let id = &self.execution.id;
         for event in &self.history {
             let HistoryEvent::JoinSetRequest {

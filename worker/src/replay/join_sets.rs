@@ -1,16 +1,24 @@
-//! Per-join-set state: requests by index, the inbox of arrived responses in arrival order,
+//! Per-join-set state: requests by index, the queue of arrived responses in arrival order,
 //! and the counters that make join-next, closing and `get` O(1).
 //!
-//! A slot may exist before its join set is created: a replay receives all responses up front,
-//! before the history that creates their join sets has been replayed.
+//! Responses given to a replay up front are kept in a journal and sorted into their join
+//! sets only when a join-next needs them (or before anything that depends on what has
+//! arrived), so a replay streams through history and journal together.
+//!
+//! Responses of all join sets live in one arena in arrival order, each join set threading a
+//! linked queue through it: no allocation per join set, and a replay walks the arena roughly
+//! in order, which keeps long replays cache-friendly.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
 use chrono::{DateTime, Utc};
 
-use crate::model::{ChildKind, DelayOutcome, ExecutionResult, Ffqn, JoinSetId, Response};
+use crate::model::{
+    ChildKind, DelayOutcome, ExecutionResult, Ffqn, JoinSetId, JoinSetKind, Response,
+};
 
 use super::error::{DeliveryError, UsageError};
+use super::hash::FxBuild;
 use super::outcome::Joined;
 
 pub(crate) enum Request {
@@ -19,8 +27,8 @@ pub(crate) enum Request {
         kind: ChildKind,
         /// Set when a join-next consumed the child's response.
         result: Option<ExecutionResult>,
-        /// The value this execution wrote with `stub`, if any.
-        stubbed: Option<ExecutionResult>,
+        /// The value this execution wrote with `stub`, if any (rare, hence boxed).
+        stubbed: Option<Box<ExecutionResult>>,
     },
     Delay {
         expires_at: DateTime<Utc>,
@@ -37,6 +45,8 @@ impl Request {
     }
 }
 
+const NONE: u32 = u32::MAX;
+
 pub(crate) struct JoinSetState {
     pub id: JoinSetId,
     pub created: bool,
@@ -51,10 +61,13 @@ pub(crate) struct JoinSetState {
     pub consumed: usize,
     /// Workflow children whose response has not been consumed: what closing waits for.
     pub unconsumed_workflows: usize,
-    inbox: VecDeque<Response>,
-    /// Indices whose response has arrived; dedupes redelivered responses. A set, not a
-    /// vector by index: a bogus index must not allocate.
-    arrived: HashSet<u64>,
+    /// First and last arena entries of the queue of arrived, unconsumed responses.
+    head: u32,
+    tail: u32,
+    /// Indices 1..=64 whose response has arrived, as bits; most join sets are small.
+    arrived_low: u64,
+    /// Larger indices. A set, not a vector by index: a bogus index must not allocate.
+    arrived_high: HashSet<u64, FxBuild>,
 }
 
 impl JoinSetState {
@@ -68,8 +81,10 @@ impl JoinSetState {
             requests: Vec::new(),
             consumed: 0,
             unconsumed_workflows: 0,
-            inbox: VecDeque::new(),
-            arrived: HashSet::new(),
+            head: NONE,
+            tail: NONE,
+            arrived_low: 0,
+            arrived_high: HashSet::default(),
         }
     }
 
@@ -87,7 +102,19 @@ impl JoinSetState {
     }
 
     pub fn has_arrived(&self, index: u64) -> bool {
-        self.arrived.contains(&index)
+        match index {
+            1..=64 => self.arrived_low & (1 << (index - 1)) != 0,
+            _ => self.arrived_high.contains(&index),
+        }
+    }
+
+    fn mark_arrived(&mut self, index: u64) {
+        match index {
+            1..=64 => self.arrived_low |= 1 << (index - 1),
+            _ => {
+                self.arrived_high.insert(index);
+            }
+        }
     }
 
     pub fn request(&self, index: u64) -> Option<&Request> {
@@ -126,21 +153,214 @@ impl JoinSetState {
             cancellable.then_some((index, r))
         })
     }
+}
 
-    /// The arrived, unconsumed response to request `index`, if any.
-    pub fn queued_response(&self, index: u64) -> Option<&Response> {
-        self.inbox
-            .iter()
-            .find(|r| r.step().is_some_and(|s| s.index == index))
+struct InboxEntry {
+    response: Option<Response>,
+    next: u32,
+}
+
+/// The counter embedded in a generated (`g:<k>`) or one-off (`o:<k>-…`) join set's name.
+fn counter_of(id: &JoinSetId) -> Option<usize> {
+    let name = id.name();
+    let digits = name.split('-').next()?;
+    digits.parse().ok()
+}
+
+#[derive(Default)]
+pub(crate) struct JoinSets {
+    /// Created join sets in creation order: the k-th created is at `k - 1`, so generated and
+    /// one-off ids, which embed k, find their slot without hashing.
+    slots: Vec<JoinSetState>,
+    /// Created named join sets.
+    named: HashMap<JoinSetId, usize, FxBuild>,
+    /// Join sets that received responses before being created; moved into `slots` when
+    /// created. Only a replay's flush or a bogus response puts anything here.
+    early: HashMap<JoinSetId, JoinSetState, FxBuild>,
+    /// Every response sorted into a join set, in arrival order; taken out when consumed.
+    inbox: Vec<InboxEntry>,
+    /// Responses given in arrival order but not yet sorted into their join sets. A replay
+    /// sorts them in lazily, as join-nexts need them, so that it streams through the
+    /// journal alongside the history instead of touching all of it up front.
+    journal: VecDeque<Response>,
+}
+
+impl JoinSets {
+    fn slot_of(&self, id: &JoinSetId) -> Option<usize> {
+        match id.kind() {
+            JoinSetKind::Named => self.named.get(id).copied(),
+            JoinSetKind::Generated | JoinSetKind::OneOff => {
+                let slot = counter_of(id)?.checked_sub(1)?;
+                (self.slots.get(slot)?.id == *id).then_some(slot)
+            }
+        }
     }
 
-    /// Takes the next response in arrival order. `Err` leaves it queued: it answers no request
-    /// made so far, or a request of the other kind.
-    pub fn consume_next(&mut self) -> Option<Result<Joined, Response>> {
-        let front = self.inbox.front()?;
+    /// The state of a join set, created or early.
+    pub fn find(&self, id: &JoinSetId) -> Option<&JoinSetState> {
+        match self.slot_of(id) {
+            Some(slot) => Some(&self.slots[slot]),
+            None => self.early.get(id),
+        }
+    }
+
+    pub fn is_created(&self, id: &JoinSetId) -> bool {
+        self.slot_of(id).is_some()
+    }
+
+    /// Creates `id` as the next join set (its counter is the slot count + 1); returns its
+    /// slot. The caller has checked it was not created before.
+    pub fn create(&mut self, id: &JoinSetId) -> usize {
+        debug_assert!(!self.is_created(id), "{id} created twice");
+        let slot = self.slots.len();
+        let mut state = self
+            .early
+            .remove(id)
+            .unwrap_or_else(|| JoinSetState::new(id.clone()));
+        state.created = true;
+        self.slots.push(state);
+        if id.kind() == JoinSetKind::Named {
+            self.named.insert(id.clone(), slot);
+        }
+        debug_assert!(id.kind() == JoinSetKind::Named || self.slot_of(id) == Some(slot));
+        slot
+    }
+
+    /// The slot of a created join set that still accepts calls.
+    pub fn usable(&self, id: &JoinSetId) -> Result<usize, UsageError> {
+        match self.slot_of(id) {
+            Some(slot) if self.slots[slot].closing => Err(UsageError::JoinSetClosed(id.clone())),
+            Some(slot) => Ok(slot),
+            None => Err(UsageError::UnknownJoinSet(id.clone())),
+        }
+    }
+
+    /// The slot of a created join set, closed or not.
+    pub fn created_slot(&self, id: &JoinSetId) -> Option<usize> {
+        self.slot_of(id)
+    }
+
+    pub fn get(&self, slot: usize) -> &JoinSetState {
+        &self.slots[slot]
+    }
+
+    pub fn get_mut(&mut self, slot: usize) -> &mut JoinSetState {
+        &mut self.slots[slot]
+    }
+
+    /// Created join sets, in creation order.
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Queues a response of the journal (already checked to be for this execution) to be
+    /// sorted in when needed.
+    pub fn enqueue_journal(&mut self, response: Response) {
+        self.journal.push_back(response);
+    }
+
+    /// Sorts every journalled response into its join set; needed before anything that
+    /// depends on which responses have arrived.
+    pub fn flush(&mut self) {
+        while let Some(response) = self.journal.pop_front() {
+            // Kinds are checked when consumed (a journal cannot be rejected piecemeal).
+            let _ = self.sort_in(response, false);
+        }
+    }
+
+    /// Sorts journalled responses in until `slot` has one queued or the journal is empty.
+    fn pull_for(&mut self, slot: usize) {
+        while self.slots[slot].head == NONE {
+            let Some(response) = self.journal.pop_front() else {
+                return;
+            };
+            let _ = self.sort_in(response, false);
+        }
+    }
+
+    /// Delivers a response now (the journal is flushed first, to keep arrival order).
+    /// Returns whether it is new (not a duplicate) and its join set's slot if created.
+    pub fn deliver(&mut self, response: Response) -> Result<(bool, Option<usize>), DeliveryError> {
+        self.flush();
+        self.sort_in(response, true)
+    }
+
+    fn sort_in(
+        &mut self,
+        response: Response,
+        check_kind: bool,
+    ) -> Result<(bool, Option<usize>), DeliveryError> {
+        let step = response
+            .step()
+            .expect("a response for this execution has a step");
+        let index = step.index;
+        let slot = self.slot_of(&step.join_set_id);
+        let state = match slot {
+            Some(slot) => &mut self.slots[slot],
+            None => self
+                .early
+                .entry(step.join_set_id.clone())
+                .or_insert_with_key(|id| JoinSetState::new(id.clone())),
+        };
+        let kind_ok = match (&response, state.request(index)) {
+            (_, None) => true, // not replayed yet; checked when consumed
+            (Response::ChildExecutionFinished { .. }, Some(Request::Child { .. })) => true,
+            (Response::DelayFinished { .. }, Some(Request::Delay { .. })) => true,
+            _ => false,
+        };
+        if check_kind && !kind_ok {
+            return Err(DeliveryError::KindMismatch(Box::new(response)));
+        }
+        if state.has_arrived(index) {
+            return Ok((false, slot));
+        }
+        state.mark_arrived(index);
+        let entry = u32::try_from(self.inbox.len()).expect("fewer than 2^32 responses");
+        self.inbox.push(InboxEntry {
+            response: Some(response),
+            next: NONE,
+        });
+        if state.tail == NONE {
+            state.head = entry;
+        } else {
+            self.inbox[state.tail as usize].next = entry;
+        }
+        state.tail = entry;
+        Ok((true, slot))
+    }
+
+    /// The arrived, unconsumed response to request `index` of `slot`, if any (call `flush`
+    /// first for a complete answer).
+    pub fn queued_response(&self, slot: usize, index: u64) -> Option<&Response> {
+        let mut entry = self.slots[slot].head;
+        while entry != NONE {
+            let e = &self.inbox[entry as usize];
+            let response = e.response.as_ref().expect("queued entries hold a response");
+            if response.step().is_some_and(|s| s.index == index) {
+                return Some(response);
+            }
+            entry = e.next;
+        }
+        None
+    }
+
+    /// Takes the next response of `slot` in arrival order, sorting in journalled responses as
+    /// needed. `Err` leaves it queued: it answers no request made so far, or a request of the
+    /// other kind.
+    pub fn consume_next(&mut self, slot: usize) -> Option<Result<Joined, Response>> {
+        self.pull_for(slot);
+        let state = &mut self.slots[slot];
+        if state.head == NONE {
+            return None;
+        }
+        let entry = &mut self.inbox[state.head as usize];
+        let front = entry
+            .response
+            .as_ref()
+            .expect("queued entries hold a response");
         let index = front.step().map_or(0, |s| s.index);
         let fits = matches!(
-            (front, self.request(index)),
+            (front, state.request(index)),
             (
                 Response::ChildExecutionFinished { .. },
                 Some(Request::Child { .. })
@@ -149,33 +369,38 @@ impl JoinSetState {
         if !fits {
             return Some(Err(front.clone()));
         }
-        let response = self.inbox.pop_front().expect("front exists");
-        self.consumed += 1;
-        let request = self.request_mut(index).expect("checked above");
-        let joined = match (response, request) {
+        let response = entry.response.take().expect("checked above");
+        state.head = entry.next;
+        if state.head == NONE {
+            state.tail = NONE;
+        }
+        state.consumed += 1;
+        let workflow = matches!(
+            state.request(index),
+            Some(Request::Child {
+                kind: ChildKind::Workflow,
+                ..
+            })
+        );
+        if workflow {
+            state.unconsumed_workflows -= 1;
+        }
+        let joined = match (response, state.request_mut(index).expect("checked above")) {
             (
                 Response::ChildExecutionFinished {
                     child_execution_id,
                     result,
                 },
                 Request::Child {
-                    ffqn,
-                    kind,
-                    result: slot,
-                    ..
+                    ffqn, result: slot, ..
                 },
             ) => {
-                let workflow = *kind == ChildKind::Workflow;
                 *slot = Some(result.clone());
-                let joined = Joined::Child {
+                Joined::Child {
                     child_execution_id,
                     ffqn: ffqn.clone(),
                     result,
-                };
-                if workflow {
-                    self.unconsumed_workflows -= 1;
                 }
-                joined
             }
             (
                 Response::DelayFinished { delay_id, outcome },
@@ -187,102 +412,5 @@ impl JoinSetState {
             _ => unreachable!("kinds checked above"),
         };
         Some(Ok(joined))
-    }
-}
-
-#[derive(Default)]
-pub(crate) struct JoinSets {
-    slots: Vec<JoinSetState>,
-    by_id: HashMap<JoinSetId, usize>,
-    /// Slots of created join sets, in creation order (closing walks it backwards).
-    created: Vec<usize>,
-}
-
-impl JoinSets {
-    fn slot_or_insert(&mut self, id: &JoinSetId) -> usize {
-        if let Some(&slot) = self.by_id.get(id) {
-            return slot;
-        }
-        let slot = self.slots.len();
-        self.slots.push(JoinSetState::new(id.clone()));
-        self.by_id.insert(id.clone(), slot);
-        slot
-    }
-
-    pub fn find(&self, id: &JoinSetId) -> Option<&JoinSetState> {
-        self.by_id.get(id).map(|&s| &self.slots[s])
-    }
-
-    pub fn is_created(&self, id: &JoinSetId) -> bool {
-        self.find(id).is_some_and(|s| s.created)
-    }
-
-    /// Marks `id` created; returns its slot. The caller has checked it was not created before.
-    pub fn create(&mut self, id: &JoinSetId) -> usize {
-        let slot = self.slot_or_insert(id);
-        debug_assert!(!self.slots[slot].created, "{id} created twice");
-        self.slots[slot].created = true;
-        self.created.push(slot);
-        slot
-    }
-
-    /// The slot of a created join set that still accepts calls.
-    pub fn usable(&self, id: &JoinSetId) -> Result<usize, UsageError> {
-        match self.by_id.get(id) {
-            Some(&slot) if self.slots[slot].created => {
-                if self.slots[slot].closing {
-                    Err(UsageError::JoinSetClosed(id.clone()))
-                } else {
-                    Ok(slot)
-                }
-            }
-            _ => Err(UsageError::UnknownJoinSet(id.clone())),
-        }
-    }
-
-    /// The slot of a created join set, closed or not.
-    pub fn created_slot(&self, id: &JoinSetId) -> Option<usize> {
-        self.by_id
-            .get(id)
-            .copied()
-            .filter(|&s| self.slots[s].created)
-    }
-
-    pub fn get(&self, slot: usize) -> &JoinSetState {
-        &self.slots[slot]
-    }
-
-    pub fn get_mut(&mut self, slot: usize) -> &mut JoinSetState {
-        &mut self.slots[slot]
-    }
-
-    pub fn created_slots(&self) -> &[usize] {
-        &self.created
-    }
-
-    /// Queues a response (already checked to be for this execution, so it has a step).
-    /// Returns whether it is new (not a duplicate) and its join set's slot.
-    pub fn deliver(&mut self, response: Response) -> Result<(bool, usize), DeliveryError> {
-        let step = response
-            .step()
-            .expect("a response for this execution has a step");
-        let index = step.index;
-        let slot = self.slot_or_insert(&step.join_set_id);
-        let state = &mut self.slots[slot];
-        let kind_ok = match (&response, state.request(index)) {
-            (_, None) => true, // not replayed yet; checked when consumed
-            (Response::ChildExecutionFinished { .. }, Some(Request::Child { .. })) => true,
-            (Response::DelayFinished { .. }, Some(Request::Delay { .. })) => true,
-            _ => false,
-        };
-        if !kind_ok {
-            return Err(DeliveryError::KindMismatch(Box::new(response)));
-        }
-        if state.has_arrived(index) {
-            return Ok((false, slot));
-        }
-        state.arrived.insert(index);
-        state.inbox.push_back(response);
-        Ok((true, slot))
     }
 }

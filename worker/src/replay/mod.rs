@@ -59,6 +59,7 @@ mod calls;
 mod closing;
 mod engine;
 mod error;
+mod hash;
 mod join_sets;
 mod matching;
 mod outcome;

@@ -71,7 +71,10 @@ pub enum AwaitNextError {
     /// The next response was of another function or a delay. It is consumed nevertheless
     /// (a child's result stays available through `get`).
     #[error("expected a response of {requested}, the next response is {actual:?}")]
-    FunctionMismatch { requested: Ffqn, actual: Box<Joined> },
+    FunctionMismatch {
+        requested: Ffqn,
+        actual: Box<Joined>,
+    },
 }
 
 /// Why `<f>-get` returned nothing.

@@ -305,3 +305,56 @@ fn calls_after_finish_are_refused_and_fail_cancels_what_is_outstanding() {
         Some(HistoryEvent::JoinNext { .. })
     ));
 }
+
+#[test]
+fn a_response_delivered_before_the_replay_reaches_its_join_set_is_kept() {
+    // Recorded: g:1 with children a and b (b answered first), then g:2 with child c, blocked.
+    let mut e = fresh();
+    let js1 = e.create_join_set().unwrap();
+    let a = e
+        .submit(&js1, &f("a"), &json!([]), ChildKind::Activity)
+        .unwrap();
+    let b = e
+        .submit(&js1, &f("b"), &json!([]), ChildKind::Activity)
+        .unwrap();
+    e.deliver_response(finished(&b, 2)).unwrap();
+    e.deliver_response(finished(&a, 1)).unwrap();
+    let first = e.join_next(&js1).unwrap();
+    let second = e.join_next(&js1).unwrap();
+    let js2 = e.create_join_set().unwrap();
+    let c = e
+        .submit(&js2, &f("c"), &json!([]), ChildKind::Activity)
+        .unwrap();
+    assert!(e.join_next(&js2).unwrap().is_blocked());
+
+    // Rebuilt with the journal; c's response arrives before the replay has even created g:2.
+    let journal = [finished(&b, 2), finished(&a, 1)];
+    let mut cold = Replay::new(execution(), e.history().to_vec(), journal, now()).unwrap();
+    assert_eq!(
+        cold.deliver_response(finished(&c, 3)),
+        Ok(Delivery::Accepted { wakes: false })
+    );
+    assert_eq!(
+        cold.deliver_response(finished(&a, 1)),
+        Ok(Delivery::Duplicate)
+    );
+    assert_eq!(cold.create_join_set().unwrap(), js1);
+    cold.submit(&js1, &f("a"), &json!([]), ChildKind::Activity)
+        .unwrap();
+    cold.submit(&js1, &f("b"), &json!([]), ChildKind::Activity)
+        .unwrap();
+    assert_eq!(cold.join_next(&js1).unwrap(), first);
+    assert_eq!(cold.join_next(&js1).unwrap(), second);
+    assert_eq!(cold.create_join_set().unwrap(), js2);
+    cold.submit(&js2, &f("c"), &json!([]), ChildKind::Activity)
+        .unwrap();
+    assert_eq!(
+        cold.join_next(&js2).unwrap(),
+        Progress::Ready(Ok(Joined::Child {
+            child_execution_id: c,
+            ffqn: f("c"),
+            result: ExecutionResult::Ok(json!(3))
+        }))
+    );
+    assert!(cold.take_new_events().is_empty());
+}
