@@ -7,7 +7,6 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 
-use rdkafka::consumer::Consumer;
 use rdkafka::message::{Headers, Message};
 use serde_json::{Value, json};
 use weir::codec::{ActivityRequest, DlqEnvelope, DlqReason, HistoryEntry, HistoryRecord};
