@@ -33,6 +33,8 @@ pub enum FfqnErrorKind {
     InvalidIdentifier { part: &'static str, value: String },
     #[error("version `{0}` is empty or has characters other than letters, digits, `.`, `-`, `+`")]
     InvalidVersion(String),
+    #[error("{0} bytes long, the limit is {MAX_FFQN_LEN}")]
+    TooLong(usize),
 }
 
 /// A function's fully qualified name.
@@ -43,12 +45,16 @@ pub enum FfqnErrorKind {
 #[derive(Clone)]
 pub struct Ffqn {
     text: Arc<str>,
-    /// Byte offsets of `:`, `/`, `@` (or the last `.` when there is no version) and the last `.`.
-    colon: usize,
-    slash: usize,
-    at: usize,
-    dot: usize,
+    /// Byte offsets of `:`, `/`, `@` (or the last `.` when there is no version) and the last
+    /// `.`; `u16` keeps an FFQN at 24 bytes inline (names are at most [`MAX_FFQN_LEN`]).
+    colon: u16,
+    slash: u16,
+    at: u16,
+    dot: u16,
 }
+
+/// Longest FFQN accepted, in bytes.
+pub const MAX_FFQN_LEN: usize = u16::MAX as usize;
 
 impl Ffqn {
     /// Builds an FFQN from its parts, validating each.
@@ -67,28 +73,28 @@ impl Ffqn {
     }
 
     pub fn namespace(&self) -> &str {
-        &self.text[..self.colon]
+        &self.text[..usize::from(self.colon)]
     }
 
     pub fn package(&self) -> &str {
-        &self.text[self.colon + 1..self.slash]
+        &self.text[usize::from(self.colon) + 1..usize::from(self.slash)]
     }
 
     pub fn interface(&self) -> &str {
-        &self.text[self.slash + 1..self.at]
+        &self.text[usize::from(self.slash) + 1..usize::from(self.at)]
     }
 
     pub fn version(&self) -> Option<&str> {
-        (self.at < self.dot).then(|| &self.text[self.at + 1..self.dot])
+        (self.at < self.dot).then(|| &self.text[usize::from(self.at) + 1..usize::from(self.dot)])
     }
 
     pub fn function(&self) -> &str {
-        &self.text[self.dot + 1..]
+        &self.text[usize::from(self.dot) + 1..]
     }
 
     /// `namespace:package/interface[@version]`, the name of the interface the function is in.
     pub fn ifc_fqn(&self) -> &str {
-        &self.text[..self.dot]
+        &self.text[..usize::from(self.dot)]
     }
 
     pub fn as_str(&self) -> &str {
@@ -124,6 +130,9 @@ impl FromStr for Ffqn {
             input: s.to_string(),
             kind,
         };
+        if s.len() > MAX_FFQN_LEN {
+            return Err(err(FfqnErrorKind::TooLong(s.len())));
+        }
         let colon = s.find(':').ok_or_else(|| err(FfqnErrorKind::Shape))?;
         let slash = s.find('/').ok_or_else(|| err(FfqnErrorKind::Shape))?;
         let dot = s.rfind('.').ok_or_else(|| err(FfqnErrorKind::Shape))?;
@@ -150,12 +159,14 @@ impl FromStr for Ffqn {
                 s[at + 1..dot].to_string(),
             )));
         }
+        // All offsets are below `MAX_FFQN_LEN`, checked above.
+        let offset = |i: usize| i as u16;
         Ok(Ffqn {
             text: Arc::from(s),
-            colon,
-            slash,
-            at,
-            dot,
+            colon: offset(colon),
+            slash: offset(slash),
+            at: offset(at),
+            dot: offset(dot),
         })
     }
 }
@@ -296,6 +307,20 @@ mod tests {
                 .unwrap_err()
                 .kind,
             FfqnErrorKind::InvalidVersion("1 0".into())
+        );
+    }
+
+    #[test]
+    fn overlong_names_are_rejected() {
+        let long = format!("a:b/c.{}", "d".repeat(MAX_FFQN_LEN));
+        assert_eq!(
+            long.parse::<Ffqn>().unwrap_err().kind,
+            FfqnErrorKind::TooLong(long.len())
+        );
+        let longest = format!("a:b/c.{}", "d".repeat(MAX_FFQN_LEN - 6));
+        assert_eq!(
+            longest.parse::<Ffqn>().unwrap().function().len(),
+            MAX_FFQN_LEN - 6
         );
     }
 

@@ -15,6 +15,7 @@ use crate::model::{
     ScheduleAt,
 };
 
+use super::calls::NewJoinSet;
 use super::engine::{PendingCall, Replay};
 use super::error::ReplayError;
 use super::join_sets::Request;
@@ -73,8 +74,8 @@ impl Replay {
         let slot = match resumed {
             Some(slot) => slot,
             None => {
-                let js = self.next_one_off_id(ffqn.function());
-                let slot = self.record_join_set_create(&js)?;
+                let (js, slot) =
+                    self.record_join_set_create(NewJoinSet::OneOff(ffqn.function()))?;
                 self.submit_into(slot, &js, ffqn, params, kind)?;
                 self.record_join_next(&js, false, Some(ffqn))?;
                 slot
@@ -103,8 +104,7 @@ impl Replay {
         let slot = match resumed {
             Some(slot) => slot,
             None => {
-                let js = self.next_one_off_id("sleep");
-                let slot = self.record_join_set_create(&js)?;
+                let (js, slot) = self.record_join_set_create(NewJoinSet::OneOff("sleep"))?;
                 self.submit_delay_into(slot, &js, timeout)?;
                 self.record_join_next(&js, false, None)?;
                 slot

@@ -5,7 +5,7 @@ use serde_json::Value;
 use ulid::Ulid;
 
 use crate::model::{
-    ChildKind, DelayId, ExecutionId, ExecutionResult, Ffqn, HistoryEvent, JoinSetId,
+    ChildKind, DelayId, ExecutionId, ExecutionResult, Ffqn, HistoryEvent, JoinSetId, JoinSetKind,
     JoinSetRequest, PersistValue, ScheduleAt, StubOutcome, join_set::MAX_NAME_LEN,
 };
 
@@ -23,10 +23,7 @@ impl Replay {
     /// Creates a generated join set `g:<n>`.
     pub fn create_join_set(&mut self) -> Result<JoinSetId, ReplayError> {
         self.ensure_idle("create-join-set")?;
-        let js = JoinSetId::generated(self.join_set_counter + 1)
-            .expect("a positive counter is a valid generated name");
-        self.record_join_set_create(&js)?;
-        Ok(js)
+        Ok(self.record_join_set_create(NewJoinSet::Generated)?.0)
     }
 
     /// Creates a named join set `n:<name>`. An invalid name or a name already used by this
@@ -43,8 +40,7 @@ impl Replay {
         if self.join_sets.is_created(&js) {
             return Ok(Err(CreateJoinSetError::Conflict(js)));
         }
-        self.record_join_set_create(&js)?;
-        Ok(Ok(js))
+        Ok(Ok(self.record_join_set_create(NewJoinSet::Named(js))?.0))
     }
 
     /// Submits a child execution of `ffqn` into `js`; returns its derived id.
@@ -297,29 +293,35 @@ impl Replay {
 
     // ---- shared by the composite calls ----
 
-    pub(super) fn record_join_set_create(&mut self, js: &JoinSetId) -> Result<usize, ReplayError> {
-        let event = || HistoryEvent::JoinSetCreate {
-            join_set_id: js.clone(),
-        };
-        if self
-            .replay_step(|r| matching::join_set_create(r, js), |_| event())?
-            .is_none()
-        {
-            self.append(event());
-        }
-        self.join_set_counter += 1;
-        Ok(self.join_sets.create(js))
-    }
-
-    /// The id of the next one-off join set, labelled after what it is for. The label is
-    /// informational (the counter makes the id unique), so it is cut to fit the name limit.
-    pub(super) fn next_one_off_id(&self, label: &str) -> JoinSetId {
+    /// Records (fresh) or replays the creation of the next join set; returns its id (when
+    /// replaying, the recorded one, so later comparisons can share it) and its slot.
+    pub(super) fn record_join_set_create(
+        &mut self,
+        new: NewJoinSet<'_>,
+    ) -> Result<(JoinSetId, usize), ReplayError> {
         let counter = self.join_set_counter + 1;
-        let digits = counter.checked_ilog10().unwrap_or(0) as usize + 1;
-        let room = MAX_NAME_LEN - digits - 1;
-        // Labels are function names (ASCII identifiers) or `sleep`: any byte is a boundary.
-        let label = &label[..label.len().min(room)];
-        JoinSetId::one_off(counter, label).expect("a function name is a valid label")
+        let recorded = self.replay_step(
+            |r| matching::join_set_create(r, |id| new.is(counter, id)),
+            |_| HistoryEvent::JoinSetCreate {
+                join_set_id: new.build(counter),
+            },
+        )?;
+        let js = match recorded {
+            Some(v) => match &self.history[v] {
+                HistoryEvent::JoinSetCreate { join_set_id } => join_set_id.clone(),
+                _ => unreachable!("matched a JoinSetCreate"),
+            },
+            None => {
+                let js = new.build(counter);
+                self.append(HistoryEvent::JoinSetCreate {
+                    join_set_id: js.clone(),
+                });
+                js
+            }
+        };
+        self.join_set_counter = counter;
+        let slot = self.join_sets.create(&js);
+        Ok((js, slot))
     }
 
     pub(super) fn submit_into(
@@ -331,37 +333,45 @@ impl Replay {
         kind: ChildKind,
     ) -> Result<ExecutionId, ReplayError> {
         let index = self.join_sets.get(slot).next_index();
-        let child = self.execution.id.child(js, index);
-        let event = || HistoryEvent::JoinSetRequest {
+        let event = |child: ExecutionId| HistoryEvent::JoinSetRequest {
             join_set_id: js.clone(),
             request: JoinSetRequest::ChildExecutionRequest {
-                child_execution_id: child.clone(),
+                child_execution_id: child,
                 target_ffqn: ffqn.clone(),
                 params: params.clone(),
                 child_kind: kind,
             },
         };
+        let parent = self.execution.id.clone();
         let recorded = self.replay_step(
-            |r| matching::child_request(r, js, &child, ffqn, params),
-            |_| event(),
+            |r| matching::child_request(r, &parent, js, index, ffqn, params),
+            |this| event(this.execution.id.child(js, index)),
         )?;
-        let kind = match recorded {
+        // Replaying, the recorded id is returned: equal to the derived one (compared above),
+        // and sharing its allocation.
+        let (child, kind) = match recorded {
             Some(v) => match &self.history[v] {
                 HistoryEvent::JoinSetRequest {
-                    request: JoinSetRequest::ChildExecutionRequest { child_kind, .. },
+                    request:
+                        JoinSetRequest::ChildExecutionRequest {
+                            child_execution_id,
+                            child_kind,
+                            ..
+                        },
                     ..
-                } => *child_kind,
+                } => (child_execution_id.clone(), *child_kind),
                 _ => unreachable!("matched a ChildExecutionRequest"),
             },
             None => {
-                self.append(event());
+                let child = self.execution.id.child(js, index);
+                self.append(event(child.clone()));
                 self.outputs.push(Output::SubmitChild {
                     child_execution_id: child.clone(),
                     ffqn: ffqn.clone(),
                     params: params.clone(),
                     kind,
                 });
-                kind
+                (child, kind)
             }
         };
         self.join_sets.get_mut(slot).push_request(Request::Child {
@@ -466,6 +476,55 @@ impl Replay {
             None => (StubOutcome::Ok, true),
             Some(v) if v == result => (StubOutcome::Ok, false),
             Some(_) => (StubOutcome::Conflict, false),
+        }
+    }
+}
+
+/// The join set a creation call means, before its id is built: replay compares the recorded
+/// id with it without building (and allocating) its own.
+pub(super) enum NewJoinSet<'a> {
+    /// `g:<counter>`.
+    Generated,
+    /// `o:<counter>-<label>`, labelled after what it is for: a function name or `sleep`.
+    OneOff(&'a str),
+    Named(JoinSetId),
+}
+
+impl NewJoinSet<'_> {
+    /// The label cut to fit the name limit; it is informational (the counter makes the id
+    /// unique). Labels are function names (ASCII identifiers) or `sleep`: any byte is a
+    /// boundary.
+    fn label(label: &str, counter: u64) -> &str {
+        let digits = counter.checked_ilog10().unwrap_or(0) as usize + 1;
+        let room = MAX_NAME_LEN - digits - 1;
+        &label[..label.len().min(room)]
+    }
+
+    fn build(&self, counter: u64) -> JoinSetId {
+        match self {
+            NewJoinSet::Generated => {
+                JoinSetId::generated(counter).expect("a positive counter is a valid generated name")
+            }
+            NewJoinSet::OneOff(label) => JoinSetId::one_off(counter, Self::label(label, counter))
+                .expect("a function name is a valid label"),
+            NewJoinSet::Named(js) => js.clone(),
+        }
+    }
+
+    fn is(&self, counter: u64, id: &JoinSetId) -> bool {
+        let counter_matches = |digits: &str| digits.parse::<u64>() == Ok(counter);
+        match self {
+            // Names are canonical (no leading zeros), so equal numbers mean equal names.
+            NewJoinSet::Generated => {
+                id.kind() == JoinSetKind::Generated && counter_matches(id.name())
+            }
+            NewJoinSet::OneOff(label) => {
+                id.kind() == JoinSetKind::OneOff
+                    && id.name().split_once('-').is_some_and(|(digits, rest)| {
+                        counter_matches(digits) && rest == Self::label(label, counter)
+                    })
+            }
+            NewJoinSet::Named(js) => id == js,
         }
     }
 }

@@ -16,17 +16,26 @@ fn same(differs: bool, mismatch: Mismatch) -> Result<(), Mismatch> {
     if differs { Err(mismatch) } else { Ok(()) }
 }
 
-pub(crate) fn join_set_create(recorded: &HistoryEvent, js: &JoinSetId) -> Result<(), Mismatch> {
+/// `expected` recognises the join set the call creates (without building its id).
+pub(crate) fn join_set_create(
+    recorded: &HistoryEvent,
+    expected: impl FnOnce(&JoinSetId) -> bool,
+) -> Result<(), Mismatch> {
     match recorded {
-        HistoryEvent::JoinSetCreate { join_set_id } => same(join_set_id != js, Mismatch::JoinSet),
+        HistoryEvent::JoinSetCreate { join_set_id } => {
+            same(!expected(join_set_id), Mismatch::JoinSet)
+        }
         _ => Err(Mismatch::Kind),
     }
 }
 
+/// The child expected is request `index` of `js` of execution `parent` (compared by structure,
+/// so that replay need not build the id).
 pub(crate) fn child_request(
     recorded: &HistoryEvent,
+    parent: &ExecutionId,
     js: &JoinSetId,
-    child: &ExecutionId,
+    index: u64,
     ffqn: &Ffqn,
     params: &Value,
 ) -> Result<(), Mismatch> {
@@ -44,7 +53,11 @@ pub(crate) fn child_request(
                 },
         } => {
             same(join_set_id != js, Mismatch::JoinSet)?;
-            same(child_execution_id != child, Mismatch::ChildId)?;
+            let is_expected = child_execution_id.is_child_of(parent)
+                && child_execution_id
+                    .step()
+                    .is_some_and(|s| s.index == index && s.join_set_id == *js);
+            same(!is_expected, Mismatch::ChildId)?;
             same(target_ffqn != ffqn, Mismatch::Ffqn)?;
             same(recorded_params != params, Mismatch::Params)
         }
