@@ -1,8 +1,8 @@
 //! Benchmarks of the wasmtime host (`cargo bench -p weir --bench wasm`), printing figures:
 //!
 //! 1. instantiate-and-run of a trivial workflow from a warm host: `random-schedule.run`
-//!    (four host calls: random-u64, random-string, schedule, log; no blocking), from
-//!    `InstancePre` to the finished result (runs inline, no task: it never parks);
+//!    (three host calls: random-u64, random-string, schedule; no blocking), from
+//!    `InstancePre` to the finished result, including the run task and channels;
 //! 2. a 100-step workflow fully in memory: `fanout.fibonacci-sum` over 100 children
 //!    (submit, activity run, response, await-next, get per step) on the in-memory bus;
 //! 3. the order saga (4 sequential direct calls) on the in-memory bus, hot path.
@@ -87,12 +87,7 @@ fn main() {
         once(&host);
     }
     let mut samples = Vec::new();
-    let rounds = if std::env::var_os("WEIR_BENCH_TRIVIAL_ONLY").is_some() {
-        400
-    } else {
-        20
-    };
-    for _ in 0..rounds {
+    for _ in 0..20 {
         let t = Instant::now();
         for _ in 0..250 {
             once(&host);
@@ -100,13 +95,9 @@ fn main() {
         samples.push(t.elapsed() / 250);
     }
     println!(
-        "wasm host: instantiate-and-run of a trivial workflow (random-schedule.run, 4 host calls), warm host: median {:.1} µs per execution (goal <= 50 µs)",
+        "wasm host: instantiate-and-run of a trivial workflow (random-schedule.run, 3 host calls), warm host: median {:.1} µs per execution (goal <= 50 µs)",
         median(samples).as_secs_f64() * 1e6
     );
-    // For profiling the trivial run alone (`WEIR_BENCH_TRIVIAL_ONLY=1 perf record ...`).
-    if std::env::var_os("WEIR_BENCH_TRIVIAL_ONLY").is_some() {
-        return;
-    }
 
     // 2. 100 steps in memory
     let sum: Ffqn = "weir-examples:workflows/fanout.fibonacci-sum"
