@@ -30,12 +30,17 @@
 //!   again. Any other call while blocked is a [`UsageError::RetryMismatch`]. Hot path and
 //!   cold path produce the same events and outcomes.
 //! - **Responses** are queued per join set, in arrival order, deduplicated by child or delay
-//!   id; join-next takes the head of its join set's queue. Per-join-set queues and request
-//!   tables keep replay linear in the history length.
+//!   id; join-next takes the head of its join set's queue. Responses given to
+//!   [`Replay::new`] are sorted into their queues lazily, as join-nexts need them, so a
+//!   replay streams through history and journal together. Per-join-set queues, request
+//!   tables and slots found from the counter in generated and one-off ids keep replay linear
+//!   in the history length.
 //! - **Outputs** ([`Output`]) are emitted only by calls that run fresh: child submissions,
 //!   delay requests, schedules, stub writes, cancellations, and [`Output::Finished`].
 //!   Commit them together with the new events ([`Replay::take_effects`]); a later replay of
-//!   those events emits nothing again.
+//!   those events emits nothing again. Cancellations by closing and the finish have no event
+//!   of their own: they are emitted whenever the run reaches them past the last recorded
+//!   event, so a run redone after an aborted transaction emits them again, as it must.
 //! - **Finishing** closes join sets with unawaited requests in reverse creation order
 //!   (activities, stubs and delays cancelled, child workflows awaited), then requires the
 //!   whole history to have been replayed.
@@ -52,7 +57,7 @@
 //!
 //! Files: `engine.rs` (state, cursor, delivery, effects), `calls.rs` (non-blocking calls),
 //! `blocking.rs`, `closing.rs`, `join_sets.rs` (per-join-set state), `matching.rs`
-//! (comparisons), `outcome.rs`, `error.rs`, `rng.rs`; tests in `tests/`.
+//! (comparisons), `outcome.rs`, `error.rs`, `rng.rs`, `hash.rs`; tests in `tests/`.
 
 mod blocking;
 mod calls;
