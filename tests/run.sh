@@ -29,6 +29,8 @@ ensure_rust_build_deps
 ensure_java17
 resolve_runtime kafka
 resolve_runtime cassandra
+# The external activity of the e2e tests (tests/java/TaxService.java): kafka-clients + Avro only.
+resolve_runtime external-activity "$ROOT/tests/java/pom.xml"
 
 stop_stack() {
   local rc=$?

@@ -6,6 +6,7 @@
 #   m2/             Maven repository (Kafka and Cassandra jars)
 #   kafka-lib/      Kafka broker runtime classpath      cassandra-lib/  Cassandra runtime classpath
 #   target/         cargo target dir of the workspace   examples/       built WASM components
+#   external-activity-lib/  classpath of the tests' external activity (tests/java/pom.xml)
 
 WEIR_CACHE="${WEIR_CACHE:-/var/cache/weir}"
 export WEIR_CACHE
@@ -48,10 +49,11 @@ ensure_maven() {
   command -v mvn >/dev/null 2>&1 || ensure_apt maven
 }
 
-# resolve_runtime NAME : copies the runtime classpath described by docker/local/NAME/pom.xml into
-# $WEIR_CACHE/NAME-lib. Re-resolves only when the pom changes (its checksum is kept beside the jars).
+# resolve_runtime NAME [POM] : copies the runtime classpath described by POM (default
+# docker/local/NAME/pom.xml) into $WEIR_CACHE/NAME-lib. Re-resolves only when the pom changes (its
+# checksum is kept beside the jars).
 resolve_runtime() {
-  local name="$1" pom="$WEIR_LOCAL_DIR/$1/pom.xml" dest="$WEIR_CACHE/$1-lib"
+  local name="$1" pom="${2:-$WEIR_LOCAL_DIR/$1/pom.xml}" dest="$WEIR_CACHE/$1-lib"
   local sum; sum="$(sha256sum "$pom" | cut -d' ' -f1)"
   if [ -f "$dest/.pom.sha256" ] && [ "$(cat "$dest/.pom.sha256")" = "$sum" ]; then return 0; fi
   ensure_java17

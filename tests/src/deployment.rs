@@ -105,6 +105,31 @@ impl WorkerProcess {
     }
 }
 
+/// A program outside Weir serving an activity route; killed when dropped.
+pub struct ExternalService {
+    child: Child,
+    pub log: PathBuf,
+}
+
+impl ExternalService {
+    /// The lines it printed for answered requests (`answered <child> for <parent>: <json>`).
+    pub fn answered(&self) -> Vec<String> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.starts_with("answered "))
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
+impl Drop for ExternalService {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 impl Drop for WorkerProcess {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -200,6 +225,44 @@ impl Deployment {
             metrics_port,
             log,
         }
+    }
+
+    /// Starts `tests/java/TaxService.java`, the external activity of the route of
+    /// `weir-examples:tax/rates`: a Java program using only kafka-clients, Avro and
+    /// `schemas/avro/` (its classpath is resolved by tests/run.sh into
+    /// `$WEIR_CACHE/external-activity-lib`).
+    pub fn start_external_tax_service(&self) -> ExternalService {
+        let cache = std::env::var("WEIR_CACHE").unwrap_or_else(|_| "/var/cache/weir".to_owned());
+        let classpath = PathBuf::from(cache).join("external-activity-lib");
+        assert!(
+            classpath.is_dir(),
+            "no {}: run `bash tests/run.sh` (it resolves the external activity's jars)",
+            classpath.display()
+        );
+        let java = std::env::var("JAVA17")
+            .unwrap_or_else(|_| "/usr/lib/jvm/java-17-openjdk-amd64/bin/java".to_owned());
+        let route = self
+            .topology
+            .route("weir-examples:tax/rates")
+            .expect("a route for weir-examples:tax/rates in topology/routes.toml");
+        assert!(route.external, "the tax route must be external");
+        let log = self.logs.join("tax-service.log");
+        let file = std::fs::File::create(&log).expect("log file");
+        let child = Command::new(java)
+            .arg("-Dorg.slf4j.simpleLogger.defaultLogLevel=warn")
+            .arg("-cp")
+            .arg(format!("{}/*", classpath.display()))
+            .arg(repo_root().join("tests/java/TaxService.java"))
+            .arg(brokers())
+            .arg(&route.topic)
+            .arg(self.topic(TopicRole::Responses))
+            .arg(format!("{}.tax-service", self.namespace))
+            .arg(repo_root().join("schemas/avro"))
+            .stdout(file.try_clone().expect("log file"))
+            .stderr(file)
+            .spawn()
+            .expect("start the external tax service (java)");
+        ExternalService { child, log }
     }
 
     pub fn topic(&self, role: TopicRole) -> String {

@@ -18,6 +18,7 @@ use weir_e2e::{wait_for, wait_until};
 const CHECKOUT: &str = "weir-examples:workflows/order.checkout";
 const FIBONACCI_SUM: &str = "weir-examples:workflows/fanout.fibonacci-sum";
 const SLEEP_FOR: &str = "weir-examples:workflows/sleepy.sleep-for";
+const INVOICE: &str = "weir-examples:workflows/checkout.invoice";
 const RESULTS_TIMEOUT: Duration = Duration::from_secs(180);
 
 fn order(id: &str, customer: &str, address: &str) -> Value {
@@ -114,6 +115,61 @@ async fn order_saga_succeeds_and_compensates_on_kafka() {
         matches!(&r.entry, HistoryEntry::Event { event, .. } if event.to_string().contains("inventory.release"))
     });
     assert!(released, "the declined order's history shows the release");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_activity_served_by_a_plain_kafka_client_outside_weir() {
+    let deployment = Deployment::new("external");
+    let _worker = deployment.start_worker("w1", &[]);
+    let tax_service = deployment.start_external_tax_service();
+    let producer = deployment.producer();
+    let submit = |sku: &str, quantity: u32, region: &str| {
+        deployment.submit(&producer, INVOICE, json!([sku, quantity, region]))
+    };
+    let germany = submit("widget", 4, "DE").await;
+    let california = submit("gadget", 1, "US-CA").await;
+    let unknown_region = submit("widget", 1, "XX").await;
+    let unknown_sku = submit("doohickey", 1, "DE").await;
+    let ids = [
+        germany.clone(),
+        california.clone(),
+        unknown_region.clone(),
+        unknown_sku.clone(),
+    ];
+    let results = deployment.results(&ids, RESULTS_TIMEOUT);
+
+    // 4 x 250 = 1000 cents at 19 %; 1999 cents at 7.25 % = 144.93 -> 145.
+    assert_eq!(
+        ok(&results[&germany]),
+        &json!({"net-cents": 1000, "tax-region": "DE", "rate-basis-points": 1900,
+                "tax-cents": 190, "total-cents": 1190})
+    );
+    assert_eq!(ok(&results[&california])["total-cents"], 1999 + 145);
+    assert_eq!(
+        results[&unknown_region],
+        ExecutionResult::Err(json!("tax quote failed: no tax rate for region XX"))
+    );
+    let ExecutionResult::Err(pricing) = &results[&unknown_sku] else {
+        panic!("unknown sku: {}", results[&unknown_sku])
+    };
+    assert!(
+        pricing
+            .as_str()
+            .is_some_and(|e| e.starts_with("pricing failed")),
+        "{pricing}"
+    );
+    assert_histories_consistent(&deployment, &ids).await;
+
+    // The three quotes were answered by the Java program (the unknown SKU never got that
+    // far), each once: Weir's own activity worker does not serve an external route.
+    let answered = tax_service.answered();
+    assert_eq!(answered.len(), 3, "{answered:#?}");
+    for id in [&germany, &california, &unknown_region] {
+        assert!(
+            answered.iter().any(|l| l.contains(&format!(" for {id}: "))),
+            "{id} answered by the tax service: {answered:#?}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]

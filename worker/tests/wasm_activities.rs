@@ -178,6 +178,44 @@ fn backoff_is_exponential_capped_and_jittered() {
 }
 
 #[test]
+fn activity_routes_must_agree_with_the_components_about_external_services() {
+    let host = host();
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../topology");
+    let topology = weir::topology::Topology::load(&dir).unwrap();
+    host.registry().check_routes(&topology).unwrap();
+
+    // The external `tax` service's route served by Weir's activity worker instead: refused.
+    let mut served_by_weir = topology.clone();
+    for route in &mut served_by_weir.routes {
+        route.external = false;
+    }
+    let err = host
+        .registry()
+        .check_routes(&served_by_weir)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("`tax-declaration`"), "{err}");
+    assert!(err.contains("weir-examples:tax/rates"), "{err}");
+    assert!(err.contains("is not"), "{err}");
+
+    // An activity interface without a route: refused, naming it.
+    let mut unrouted = topology.clone();
+    unrouted
+        .routes
+        .retain(|r| r.interface != "weir-examples:flaky/flaky");
+    let err = host
+        .registry()
+        .check_routes(&unrouted)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("`flaky` exports `weir-examples:flaky/flaky`"),
+        "{err}"
+    );
+    assert!(err.contains("no route"), "{err}");
+}
+
+#[test]
 fn compiled_components_come_from_the_cache_after_a_restart() {
     let dir = tempdir();
     let config = weir::wasm::EngineConfig {

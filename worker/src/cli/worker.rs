@@ -95,6 +95,7 @@ async fn serve(args: WorkerArgs) -> anyhow::Result<()> {
         &args.components,
         &args.components_dir,
     )?);
+    host.registry().check_routes(&topology)?;
     let registry: Option<Arc<dyn SchemaRegistry>> = match &args.schema_registry {
         Some(url) => Some(Arc::new(HttpRegistry::new(url)?)),
         None => None,

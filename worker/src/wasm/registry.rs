@@ -20,6 +20,7 @@ use wasmtime::component::types::{ComponentFunc, ComponentItem, Type};
 use wasmtime::component::{Component, ComponentExportIndex};
 
 use crate::model::{ChildKind, Ffqn};
+use crate::topology::Topology;
 
 use super::engine::{EngineError, LoadedFrom, WasmEngine};
 use super::values::{self, ParamsError};
@@ -84,6 +85,11 @@ pub struct ComponentEntry {
     /// A stub activity: never executed, its result is written by a workflow.
     #[serde(default)]
     pub stub: bool,
+    /// A declaration-only activity, served outside Weir by any Kafka client: Weir reads its
+    /// WIT (to type calls and values) and never runs it. Its interfaces' routes must be
+    /// `external = true` in routes.toml.
+    #[serde(default)]
+    pub external: bool,
 }
 
 /// The parsed `components.toml`.
@@ -141,6 +147,7 @@ pub struct ComponentSpec {
     pub retries: RetryPolicy,
     pub route: Option<String>,
     pub stub: bool,
+    pub external: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -190,6 +197,14 @@ pub enum RegistryError {
     },
     #[error("component `{component}` cannot be linked: {reason}")]
     Link { component: String, reason: String },
+    /// An activity interface whose route (routes.toml) is missing or disagrees with the
+    /// component about who serves it.
+    #[error("activity `{component}` exports `{interface}`, but {reason}")]
+    Route {
+        component: String,
+        interface: String,
+        reason: String,
+    },
 }
 
 impl ComponentsFile {
@@ -227,6 +242,9 @@ impl ComponentsFile {
                 }
                 if c.route.is_some() && c.kind != ComponentKind::Activity {
                     return Err(invalid("only activities have a route"));
+                }
+                if c.external && (c.kind != ComponentKind::Activity || c.stub) {
+                    return Err(invalid("only a (non-stub) activity can be external"));
                 }
                 let r = &c.retries;
                 let retries = RetryPolicy {
@@ -268,6 +286,7 @@ impl ComponentsFile {
                     retries,
                     route: c.route.clone(),
                     stub: c.stub,
+                    external: c.external,
                 })
             })
             .collect()
@@ -400,6 +419,39 @@ impl Registry {
             .function(ffqn)
             .ok_or_else(|| SubmitError::UnknownFunction(ffqn.clone()))?;
         values::params_to_vals(ffqn.as_str(), &f.func, params)?;
+        Ok(())
+    }
+
+    /// Checks that every activity interface has a route, and that the route is `external`
+    /// exactly when the component is: requests to an interface without a route could not be
+    /// sent, and a WASM activity on an external route (or the reverse) would never be served.
+    pub fn check_routes(&self, topology: &Topology) -> Result<(), RegistryError> {
+        for component in &self.components {
+            let spec = &component.spec;
+            if spec.kind != ComponentKind::Activity || spec.stub {
+                continue;
+            }
+            for f in &component.exports {
+                let interface = f.ffqn.ifc_fqn();
+                let reason = match topology.route(interface) {
+                    None => "routes.toml has no route for it".to_owned(),
+                    Some(route) if route.external && !spec.external => format!(
+                        "its route to `{}` is external while the component is not marked `external`",
+                        route.topic
+                    ),
+                    Some(route) if !route.external && spec.external => format!(
+                        "the component is `external` while its route to `{}` is not",
+                        route.topic
+                    ),
+                    Some(_) => continue,
+                };
+                return Err(RegistryError::Route {
+                    component: spec.name.clone(),
+                    interface: interface.to_owned(),
+                    reason,
+                });
+            }
+        }
         Ok(())
     }
 

@@ -13,7 +13,7 @@ use chrono::{DateTime, Utc};
 use weir::model::Ffqn;
 use weir::wasm::{ComponentsFile, EngineConfig, WasmHost};
 
-pub const EXAMPLES: [&str; 11] = [
+pub const EXAMPLES: [&str; 14] = [
     "order",
     "order-swapped",
     "fanout",
@@ -25,6 +25,9 @@ pub const EXAMPLES: [&str; 11] = [
     "http-get",
     "flaky",
     "stub",
+    "steps",
+    "checkout",
+    "tax-declaration",
 ];
 
 /// `WEIR_EXAMPLES_OUT` or `/var/cache/weir/examples`; fails (never skips) when a component
