@@ -232,15 +232,6 @@ impl Deployment {
     /// `schemas/avro/` (its classpath is resolved by tests/run.sh into
     /// `$WEIR_CACHE/external-activity-lib`).
     pub fn start_external_tax_service(&self) -> ExternalService {
-        let cache = std::env::var("WEIR_CACHE").unwrap_or_else(|_| "/var/cache/weir".to_owned());
-        let classpath = PathBuf::from(cache).join("external-activity-lib");
-        assert!(
-            classpath.is_dir(),
-            "no {}: run `bash tests/run.sh` (it resolves the external activity's jars)",
-            classpath.display()
-        );
-        let java = std::env::var("JAVA17")
-            .unwrap_or_else(|_| "/usr/lib/jvm/java-17-openjdk-amd64/bin/java".to_owned());
         let route = self
             .topology
             .route("weir-examples:tax/rates")
@@ -248,10 +239,10 @@ impl Deployment {
         assert!(route.external, "the tax route must be external");
         let log = self.logs.join("tax-service.log");
         let file = std::fs::File::create(&log).expect("log file");
-        let child = Command::new(java)
+        let child = Command::new(crate::java())
             .arg("-Dorg.slf4j.simpleLogger.defaultLogLevel=warn")
             .arg("-cp")
-            .arg(format!("{}/*", classpath.display()))
+            .arg(crate::external_classpath())
             .arg(repo_root().join("tests/java/TaxService.java"))
             .arg(brokers())
             .arg(&route.topic)

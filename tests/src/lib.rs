@@ -45,6 +45,29 @@ pub fn repo_root() -> PathBuf {
         .to_owned()
 }
 
+/// `$WEIR_CACHE` (default `/var/cache/weir`): where tests/run.sh put the Java classpaths.
+pub fn weir_cache() -> PathBuf {
+    PathBuf::from(std::env::var("WEIR_CACHE").unwrap_or_else(|_| "/var/cache/weir".to_owned()))
+}
+
+/// The Java 17 `java` that docker/local/install.sh installs (`JAVA17` overrides).
+pub fn java() -> String {
+    std::env::var("JAVA17")
+        .unwrap_or_else(|_| "/usr/lib/jvm/java-17-openjdk-amd64/bin/java".to_owned())
+}
+
+/// The classpath (`<dir>/*`) of the programs outside Weir in tests/java: kafka-clients and
+/// Apache Avro only, resolved by tests/run.sh from tests/java/pom.xml.
+pub fn external_classpath() -> String {
+    let dir = weir_cache().join("external-activity-lib");
+    assert!(
+        dir.is_dir(),
+        "no {}: run `bash tests/run.sh` (it resolves tests/java/pom.xml)",
+        dir.display()
+    );
+    format!("{}/*", dir.display())
+}
+
 /// A name no other test (in this run or an earlier one) uses: usable as a topic namespace, a
 /// consumer group, a transactional id and a CQL keyspace (letters, digits, `_`; ≤ 48 chars).
 pub fn unique_name(prefix: &str) -> String {

@@ -180,12 +180,9 @@ fn transactions_commit_outputs_with_input_offsets_and_hide_aborted_records() {
 
 /// Partitions computed by the Java client's own `Utils.murmur2` (Kafka's jars from the stack).
 fn java_partitions(keys: &[String], partitions: i32) -> Vec<i32> {
-    let cache = std::env::var("WEIR_CACHE").unwrap_or_else(|_| "/var/cache/weir".to_owned());
-    let java = std::env::var("JAVA17")
-        .unwrap_or_else(|_| "/usr/lib/jvm/java-17-openjdk-amd64/bin/java".to_owned());
-    let mut child = Command::new(java)
+    let mut child = Command::new(weir_e2e::java())
         .arg("-cp")
-        .arg(format!("{cache}/kafka-lib/*"))
+        .arg(format!("{}/kafka-lib/*", weir_e2e::weir_cache().display()))
         .arg(repo_root().join("tests/java/JavaPartitioner.java"))
         .arg(partitions.to_string())
         .stdin(Stdio::piped())

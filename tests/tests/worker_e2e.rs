@@ -18,7 +18,7 @@ use weir_e2e::{wait_for, wait_until};
 const CHECKOUT: &str = "weir-examples:workflows/order.checkout";
 const FIBONACCI_SUM: &str = "weir-examples:workflows/fanout.fibonacci-sum";
 const SLEEP_FOR: &str = "weir-examples:workflows/sleepy.sleep-for";
-const INVOICE: &str = "weir-examples:workflows/checkout.invoice";
+const INVOICE: &str = "weir-examples:workflows/checkout.issue-invoice";
 const RESULTS_TIMEOUT: Duration = Duration::from_secs(180);
 
 fn order(id: &str, customer: &str, address: &str) -> Value {
@@ -115,6 +115,97 @@ async fn order_saga_succeeds_and_compensates_on_kafka() {
         matches!(&r.entry, HistoryEntry::Event { event, .. } if event.to_string().contains("inventory.release"))
     });
     assert!(released, "the declined order's history shows the release");
+}
+
+/// sleepy (a delay timer), random-schedule (draws, a scheduled top-level execution, a child
+/// workflow called directly), approval (a stub activity) and fanout.race (a delay cancelled).
+#[tokio::test(flavor = "multi_thread")]
+async fn timers_schedules_child_workflows_and_stubs_on_kafka() {
+    let deployment = Deployment::new("examples");
+    let _worker = deployment.start_worker("w1", &[]);
+    let producer = deployment.producer();
+    let submitted_at = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_millis() as i64;
+    let sleepy = deployment.submit(&producer, SLEEP_FOR, json!([300])).await;
+    let draw = deployment
+        .submit(
+            &producer,
+            "weir-examples:workflows/random-schedule.run",
+            json!([100, 1000, 10]),
+        )
+        .await;
+    let call_sleepy = deployment
+        .submit(
+            &producer,
+            "weir-examples:workflows/random-schedule.call-sleepy",
+            json!([50]),
+        )
+        .await;
+    let approve = "weir-examples:workflows/approval.auto-approve";
+    let approved = deployment
+        .submit(&producer, approve, json!(["o1", 5000]))
+        .await;
+    let rejected = deployment
+        .submit(&producer, approve, json!(["o2", 50_000]))
+        .await;
+    let race = deployment
+        .submit(
+            &producer,
+            "weir-examples:workflows/fanout.race",
+            json!([10, 60_000]),
+        )
+        .await;
+    let ids = [
+        sleepy.clone(),
+        draw.clone(),
+        call_sleepy.clone(),
+        approved.clone(),
+        rejected.clone(),
+        race.clone(),
+    ];
+    let results = deployment.results(&ids, RESULTS_TIMEOUT);
+
+    let woke = ok(&results[&sleepy]);
+    let expiry = woke["seconds"].as_i64().expect("seconds") * 1000
+        + woke["nanoseconds"].as_i64().expect("nanoseconds") / 1_000_000;
+    assert!(
+        expiry >= submitted_at + 300,
+        "slept until {expiry} ms, submitted at {submitted_at} ms"
+    );
+    let draw_report = ok(&results[&draw]);
+    assert!(draw_report["number"].as_u64().expect("number") < 100);
+    let scheduled: ExecutionId = draw_report["scheduled-id"]
+        .as_str()
+        .expect("scheduled-id")
+        .parse()
+        .expect("an execution id");
+    assert!(ok(&results[&call_sleepy])["seconds"].as_i64().is_some());
+    for (id, approval) in [(&approved, "approved"), (&rejected, "rejected")] {
+        let report = ok(&results[id]);
+        assert!(
+            report["decision"]
+                .as_str()
+                .is_some_and(|d| d.starts_with(approval)),
+            "{report}"
+        );
+        assert_eq!(report["same-value-again-ok"], json!(true), "{report}");
+        assert_eq!(report["different-value-conflict"], json!(true), "{report}");
+    }
+    assert_eq!(ok(&results[&race]), &json!({"child": 55}));
+
+    // The execution scheduled by `run` starts a second later, sleeps 10 ms and publishes its
+    // own result, being top-level.
+    let scheduled_result = deployment.results(std::slice::from_ref(&scheduled), RESULTS_TIMEOUT);
+    assert!(
+        ok(&scheduled_result[&scheduled])["seconds"]
+            .as_i64()
+            .is_some()
+    );
+    let mut all = ids.to_vec();
+    all.push(scheduled);
+    assert_histories_consistent(&deployment, &all).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]

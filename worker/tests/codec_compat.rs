@@ -319,3 +319,32 @@ fn v0_execution_finished_read_as_current_without_correlation_id() {
         }
     });
 }
+
+/// Until Weir computed the Parsing Canonical Form itself, apache-avro's form (which keeps a
+/// logical-typed primitive as `{"type":"long"}`) named the schemas with other fingerprints
+/// than every other Avro implementation. Records written then are still read.
+#[test]
+fn records_framed_with_the_legacy_fingerprint_still_decode() {
+    let schema = schemas::current_named("ActivityRequest");
+    let legacy = schema
+        .legacy_fingerprint
+        .expect("ActivityRequest uses a logical type, so its legacy fingerprint differs");
+    let form = schemas::parsing_canonical_form(&schema.schema);
+    assert!(
+        form.contains(r#"{"name":"micros","type":"long"}"#),
+        "{form}"
+    );
+    assert!(!form.contains(r#"{"type":"long"}"#), "{form}");
+
+    let codec = Codec::single_object();
+    for request in activity_requests() {
+        let mut bytes = codec.encode("weir.activity.x", &request).unwrap();
+        assert_eq!(&bytes[2..10], &schema.fingerprint.to_le_bytes());
+        bytes[2..10].copy_from_slice(&legacy.to_le_bytes());
+        let position = RecordPosition::at("weir.activity.x", 0, 0);
+        let decoded: weir::codec::ActivityRequest = codec.decode(&bytes, &position).unwrap();
+        assert_eq!(decoded, request);
+    }
+    // A schema without logical types has one fingerprint.
+    assert_eq!(schemas::current_named("Response").legacy_fingerprint, None);
+}

@@ -110,6 +110,7 @@ pub fn split_framing(bytes: &[u8]) -> Result<(SchemaRef, &[u8]), DecodeErrorKind
 }
 
 /// A writer schema known to the codec.
+#[derive(Clone)]
 struct Writer {
     schema: Arc<Schema>,
     /// Its Rabin fingerprint; equal to the reader's means no resolution is needed.
@@ -132,14 +133,15 @@ impl Codec {
         let by_fingerprint = schemas::current()
             .iter()
             .chain(schemas::previous())
-            .map(|s| {
-                (
-                    s.fingerprint,
-                    Writer {
-                        schema: Arc::new(s.schema.clone()),
-                        fingerprint: s.fingerprint,
-                    },
-                )
+            .flat_map(|s| {
+                let writer = Writer {
+                    schema: Arc::new(s.schema.clone()),
+                    fingerprint: s.fingerprint,
+                };
+                // Records written before the fingerprint followed the specification name the
+                // same schema by its legacy fingerprint.
+                let legacy = s.legacy_fingerprint.map(|fp| (fp, writer.clone()));
+                std::iter::once((s.fingerprint, writer)).chain(legacy)
             })
             .collect();
         Codec {
@@ -336,7 +338,7 @@ impl Codec {
                 schema: schema_ref,
                 message: e.to_string(),
             })?;
-        let fingerprint = schemas::rabin(&schema);
+        let fingerprint = schemas::fingerprint(&schema);
         write(&self.by_id).insert(
             id,
             Arc::new(Writer {

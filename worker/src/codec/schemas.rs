@@ -7,7 +7,6 @@
 use std::sync::OnceLock;
 
 use apache_avro::Schema;
-use apache_avro::rabin::Rabin;
 
 /// One `.avsc` file, parsed.
 #[derive(Debug)]
@@ -23,6 +22,9 @@ pub struct RecordSchema {
     /// CRC-64-AVRO (Rabin) fingerprint of the Parsing Canonical Form, as a `u64` read
     /// little-endian (the single-object header carries these 8 bytes in that order).
     pub fingerprint: u64,
+    /// The fingerprint Weir wrote before it followed the specification for logical types
+    /// (see [`parsing_canonical_form`]), when it differs: still accepted from readers.
+    pub legacy_fingerprint: Option<u64>,
 }
 
 /// The namespace of every named type in Weir's schemas. `v1` is the generation of the wire
@@ -65,23 +67,66 @@ fn parse(files: &[(&'static str, &'static str, &'static str)]) -> Vec<RecordSche
                 .unwrap_or_else(|e| panic!("embedded schemas/avro/{file} does not parse: {e}"));
             let json: serde_json::Value = serde_json::from_str(text)
                 .unwrap_or_else(|e| panic!("embedded schemas/avro/{file} is not JSON: {e}"));
+            let fingerprint = fingerprint(&schema);
+            let legacy = crc64_avro(schema.canonical_form().as_bytes());
             RecordSchema {
                 name,
                 file,
                 text: json.to_string(),
-                fingerprint: rabin(&schema),
+                fingerprint,
+                legacy_fingerprint: (legacy != fingerprint).then_some(legacy),
                 schema,
             }
         })
         .collect()
 }
 
-/// The CRC-64-AVRO fingerprint of `schema`, as the `u64` its 8 little-endian bytes spell.
-pub fn rabin(schema: &Schema) -> u64 {
-    let bytes = schema.fingerprint::<Rabin>().bytes;
-    let mut le = [0u8; 8];
-    le.copy_from_slice(&bytes[..8]);
-    u64::from_le_bytes(le)
+/// The schema's Parsing Canonical Form, as the Avro specification defines it and Apache Avro
+/// (Java) computes it.
+///
+/// apache-avro's `canonical_form` keeps a primitive type with a logical type as an object,
+/// `{"type":"long"}`, where the specification's [PRIMITIVES] rule wants the bare name `"long"`;
+/// its fingerprints then differ from every other implementation's for any schema using a logical
+/// type, and single-object records could not be read by other clients (nor theirs by Weir).
+/// In the canonical form every named type's object begins with `"name"`, so an object holding
+/// only `"type"` is exactly such a primitive (names cannot contain `{` or `"`).
+pub fn parsing_canonical_form(schema: &Schema) -> String {
+    let mut form = schema.canonical_form();
+    for primitive in [
+        "null", "boolean", "int", "long", "float", "double", "bytes", "string",
+    ] {
+        form = form.replace(
+            &format!(r#"{{"type":"{primitive}"}}"#),
+            &format!(r#""{primitive}""#),
+        );
+    }
+    form
+}
+
+/// The CRC-64-AVRO fingerprint of `schema`'s Parsing Canonical Form, as the `u64` its 8
+/// little-endian bytes spell.
+pub fn fingerprint(schema: &Schema) -> u64 {
+    crc64_avro(parsing_canonical_form(schema).as_bytes())
+}
+
+/// CRC-64-AVRO (the Rabin fingerprint of the Avro specification).
+fn crc64_avro(bytes: &[u8]) -> u64 {
+    const EMPTY: u64 = 0xc15d_213a_a4d7_a795;
+    static TABLE: OnceLock<[u64; 256]> = OnceLock::new();
+    let table = TABLE.get_or_init(|| {
+        let mut table = [0u64; 256];
+        for (i, entry) in table.iter_mut().enumerate() {
+            let mut fp = i as u64;
+            for _ in 0..8 {
+                fp = (fp >> 1) ^ (EMPTY & (fp & 1).wrapping_neg());
+            }
+            *entry = fp;
+        }
+        table
+    });
+    bytes.iter().fold(EMPTY, |fp, &b| {
+        (fp >> 8) ^ table[((fp ^ u64::from(b)) & 0xff) as usize]
+    })
 }
 
 /// The current schemas, one per record type.

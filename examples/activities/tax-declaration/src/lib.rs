@@ -9,12 +9,12 @@ wit_bindgen::generate!({
     generate_all,
 });
 
-use exports::weir_examples::tax::rates::{Guest, Quote};
+use exports::weir_examples::tax::rates::{Guest, TaxQuote};
 
 struct Declaration;
 
 impl Guest for Declaration {
-    fn quote(region: String, _amount_cents: u64) -> Result<Quote, String> {
+    fn quote(region: String, _amount_cents: u64) -> Result<TaxQuote, String> {
         Err(format!(
             "tax.quote({region}) is served outside Weir (external route); this declaration-only \
              component must not be executed"

@@ -15,7 +15,7 @@ use weir_examples::tax::rates::quote;
 struct Checkout;
 
 impl Guest for Checkout {
-    fn invoice(sku: String, quantity: u32, region: String) -> Result<Invoice, String> {
+    fn issue_invoice(sku: String, quantity: u32, region: String) -> Result<Invoice, String> {
         let net_cents = price(&sku, quantity).map_err(|e| format!("pricing failed: {e}"))?;
         let quote = quote(&region, net_cents).map_err(|e| format!("tax quote failed: {e}"))?;
         let total_cents = net_cents
