@@ -249,6 +249,26 @@ async fn fanout_sums_children_and_races_a_child_against_a_delay() {
 }
 
 #[tokio::test]
+async fn hello_finishes_in_one_run_without_history() {
+    let host = host();
+    let mut bus = InMemoryBus::new(host.clone(), t0());
+    let greet = ffqn("weir-examples:workflows/hello.greet");
+    let ok = bus.submit(&greet, json!(["weir"])).unwrap();
+    let err = bus.submit(&greet, json!([""])).unwrap();
+    bus.run_until_idle().await.unwrap();
+    assert_eq!(
+        bus.result(&ok),
+        Some(&ExecutionResult::Ok(json!("hello, weir")))
+    );
+    assert_eq!(
+        bus.result(&err),
+        Some(&ExecutionResult::Err(json!("a name is required")))
+    );
+    assert!(bus.execution(&ok).unwrap().history.is_empty());
+    assert_replays_identically(&host, &bus, &ok).await;
+}
+
+#[tokio::test]
 async fn sleepy_parks_until_the_bus_fires_its_delay() {
     let host = host();
     let mut bus = InMemoryBus::new(host.clone(), t0());

@@ -13,7 +13,7 @@ use chrono::{DateTime, Utc};
 use weir::model::Ffqn;
 use weir::wasm::{ComponentsFile, EngineConfig, WasmHost};
 
-pub const EXAMPLES: [&str; 14] = [
+pub const EXAMPLES: [&str; 15] = [
     "order",
     "order-swapped",
     "fanout",
@@ -26,6 +26,7 @@ pub const EXAMPLES: [&str; 14] = [
     "flaky",
     "stub",
     "steps",
+    "hello",
     "checkout",
     "tax-declaration",
 ];
