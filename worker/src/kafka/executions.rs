@@ -55,6 +55,16 @@ pub struct Live {
     pub responses_seen: HashSet<String>,
     pub phase: Phase,
     pub updated_at: DateTime<Utc>,
+    /// The materialiser's number of the last committed batch that touched this execution:
+    /// until that batch is in the store, the store is behind memory and the execution is
+    /// pinned (never evicted, never rebuilt from the store).
+    pub pinned_until: u64,
+}
+
+impl Live {
+    fn is_pinned(&self, materialised: u64) -> bool {
+        self.pinned_until > materialised
+    }
 }
 
 impl Live {
@@ -125,9 +135,11 @@ impl Executions {
     }
 
     /// Keeps at most `parked_limit` parked instances, dropping the least recently used, and
-    /// forgets idle executions beyond four times that many entries. Call it only between
-    /// batches, when everything in memory is also in the store.
-    pub fn evict(&mut self) {
+    /// forgets idle executions beyond four times that many entries. Executions pinned by a
+    /// batch that is not yet materialised (`materialised` = the materialiser's last batch in
+    /// the store) are kept whatever the count: a rebuild would read a store that is behind.
+    /// Call it only between batches.
+    pub fn evict(&mut self, materialised: u64) {
         let parked = self
             .entries
             .values()
@@ -138,17 +150,18 @@ impl Executions {
             if excess == 0 {
                 break;
             }
+            if live.is_pinned(materialised) {
+                continue;
+            }
             if let Phase::Running(run @ Some(_)) = &mut live.phase {
                 *run = None;
                 excess -= 1;
             }
         }
         while self.entries.len() > self.parked_limit * 4 {
-            let Some(index) = self
-                .entries
-                .values()
-                .position(|l| !matches!(l.phase, Phase::Running(Some(_))))
-            else {
+            let Some(index) = self.entries.values().position(|l| {
+                !matches!(l.phase, Phase::Running(Some(_))) && !l.is_pinned(materialised)
+            }) else {
                 break;
             };
             self.entries.shift_remove_index(index);
@@ -159,11 +172,6 @@ impl Executions {
     /// have moved past what is committed).
     pub fn clear(&mut self) {
         self.entries.clear();
-    }
-
-    pub fn retain_partitions(&mut self, owned: &std::collections::BTreeSet<i32>) {
-        self.entries
-            .retain(|_, live| owned.contains(&live.partition));
     }
 
     pub fn len(&self) -> usize {

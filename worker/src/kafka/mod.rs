@@ -9,6 +9,7 @@ pub mod config;
 pub mod dlq;
 pub mod executions;
 pub mod group;
+pub mod materialiser;
 pub mod partitioner;
 pub mod transaction;
 pub mod workflow_worker;

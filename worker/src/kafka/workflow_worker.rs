@@ -1,9 +1,10 @@
 //! The workflow worker: a member of one consumer group over the co-partitioned submissions and
 //! responses topics. For each batch of input records it loads the executions involved (parked
 //! in memory, or rebuilt from the store by replay), runs them, and commits every output record
-//! and the input offsets in one Kafka transaction; then it materialises the committed history
-//! into the store. On assignment it first catches the store up with `weir.history`
-//! (see [`super::catchup`]) and loads the partition's due timers.
+//! and the input offsets in one Kafka transaction; then it hands the committed history to the
+//! [materialiser](super::materialiser), which writes it into the store while the next batch
+//! runs. On assignment it first catches the store up with `weir.history` (see
+//! [`super::catchup`]) and loads the partition's due timers.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::str::FromStr;
@@ -25,6 +26,7 @@ use super::executions::{
     schedule_timer_id,
 };
 use super::group::{RebalanceTracker, collect_batch, rewind_to_committed};
+use super::materialiser::{MaterialiseError, MaterialiseJob, Materialiser};
 use super::transaction::{TransactionError, Transactor};
 use crate::codec::{
     Codec, Created, DecodeError, DlqReason, HistoryEntry, HistoryRecord, RecordPosition, Submission,
@@ -92,6 +94,8 @@ pub enum WorkerError {
     Catchup { partition: i32, reason: String },
     #[error("batch: {0}")]
     Batch(Box<BatchError>),
+    #[error(transparent)]
+    Materialise(#[from] MaterialiseError),
 }
 
 // Boxed: the errors of librdkafka and the CQL driver are large, and these travel through
@@ -138,9 +142,15 @@ pub struct WorkflowWorker<S: Store> {
     watermarks_written: BTreeMap<i32, DateTime<Utc>>,
     owned: BTreeSet<i32>,
     generation: u64,
+    /// Writes committed batches to the store in the background.
+    materialiser: Materialiser,
 }
 
+/// Committed batches that may wait for the store before the worker waits for it.
+const MATERIALISE_QUEUE: usize = 64;
+
 impl<S: Store + 'static> WorkflowWorker<S> {
+    /// Must be called within a Tokio runtime (it starts the materialiser's task).
     pub fn new(
         config: WorkerConfig,
         topology: Arc<Topology>,
@@ -150,6 +160,7 @@ impl<S: Store + 'static> WorkflowWorker<S> {
         metrics: Arc<Metrics>,
     ) -> Self {
         let executions = Executions::new(config.cache_size);
+        let materialiser = Materialiser::spawn(Arc::clone(&store), MATERIALISE_QUEUE);
         WorkflowWorker {
             config,
             topology,
@@ -163,6 +174,7 @@ impl<S: Store + 'static> WorkflowWorker<S> {
             watermarks_written: BTreeMap::new(),
             owned: BTreeSet::new(),
             generation: 0,
+            materialiser,
         }
     }
 
@@ -200,6 +212,7 @@ impl<S: Store + 'static> WorkflowWorker<S> {
             if *shutdown.borrow() {
                 break;
             }
+            self.materialiser.health()?;
             let (generation_before, _) = tracker.snapshot();
             let records = tokio::select! {
                 records = collect_batch(&consumer, self.config.commit_interval, self.config.max_batch_records) => records,
@@ -239,6 +252,7 @@ impl<S: Store + 'static> WorkflowWorker<S> {
             }
         }
         info!(instance = %self.config.instance_id, "workflow worker stopping");
+        self.materialiser.flush().await?;
         consumer.unsubscribe();
         Ok(())
     }
@@ -252,6 +266,8 @@ impl<S: Store + 'static> WorkflowWorker<S> {
         generation: u64,
         owned: BTreeSet<i32>,
     ) -> Result<(), WorkerError> {
+        // Catch-up and the cold path read the store: it must hold every committed batch.
+        self.materialiser.flush().await?;
         self.executions.clear();
         self.timers.clear();
         self.timers_loaded_until.clear();
@@ -386,56 +402,56 @@ impl<S: Store + 'static> WorkflowWorker<S> {
         Ok(())
     }
 
-    /// After a commit: history rows (with their offsets), execution rows, timers, checkpoints.
+    /// After a commit: updates the in-memory timers, hands history rows (with their offsets),
+    /// execution rows, timers and checkpoints to the materialiser, pins the touched executions
+    /// until they are in the store, and trims the cache.
     async fn materialise(
         &mut self,
         batch: Batch<'_>,
         landed: &[super::transaction::Landed],
     ) -> Result<(), WorkerError> {
-        let mut checkpoints: BTreeMap<i32, i64> = BTreeMap::new();
-        let rows: Vec<_> = batch
+        let now = Utc::now();
+        let history_topic = self.topology.topic(TopicRole::History).name.clone();
+        let checkpoint = |topic: String, partition: i32, offset: i64| Checkpoint {
+            topic,
+            kafka_partition: partition,
+            materialised_offset: offset,
+            owner: self.config.instance_id.clone(),
+            updated_at: now,
+        };
+        let mut next_offsets: BTreeMap<i32, i64> = BTreeMap::new();
+        let history: Vec<_> = batch
             .history_rows
             .into_iter()
             .map(|(index, mut row)| {
                 let at = landed[index];
                 row.kafka_partition = at.partition;
                 row.kafka_offset = at.offset;
-                let next = checkpoints.entry(at.partition).or_default();
+                let next = next_offsets.entry(at.partition).or_default();
                 *next = (*next).max(at.offset + 1);
                 row
             })
             .collect();
-        self.store.append_history(&rows).await?;
-        for id in &batch.touched {
-            if let Some(live) = self.executions.get_mut(id) {
-                let row = live.row();
-                self.store.put_execution(&row).await?;
-            }
-        }
+        let mut checkpoints: Vec<Checkpoint> = next_offsets
+            .into_iter()
+            .map(|(partition, offset)| checkpoint(history_topic.clone(), partition, offset))
+            .collect();
+        let executions = batch
+            .touched
+            .iter()
+            .filter_map(|id| self.executions.get_mut(id).map(|live| live.row()))
+            .collect();
+
         let horizon =
-            Utc::now() + chrono::Duration::from_std(self.config.timer_horizon).unwrap_or_default();
-        self.store.put_timers(&batch.new_timers).await?;
-        for timer in batch.new_timers {
+            now + chrono::Duration::from_std(self.config.timer_horizon).unwrap_or_default();
+        for timer in &batch.new_timers {
             if timer.due_at <= horizon && self.owned.contains(&timer.kafka_partition) {
                 self.timers
-                    .insert((timer.due_at, timer.timer_id.clone()), timer);
+                    .insert((timer.due_at, timer.timer_id.clone()), timer.clone());
             }
         }
-        for (partition, due_at, id) in &batch.removed_timers {
-            self.store.delete_timer(*partition, *due_at, id).await?;
+        for (_, due_at, id) in &batch.removed_timers {
             self.timers.remove(&(*due_at, id.clone()));
-        }
-        let history = self.topology.topic(TopicRole::History).name.clone();
-        for (partition, offset) in checkpoints {
-            self.store
-                .put_checkpoint(&Checkpoint {
-                    topic: history.clone(),
-                    kafka_partition: partition,
-                    materialised_offset: offset,
-                    owner: self.config.instance_id.clone(),
-                    updated_at: Utc::now(),
-                })
-                .await?;
         }
         // Timers before the earliest one still pending have all fired and are deleted. Written
         // when it moved by a second or more: it only bounds a new owner's first scan.
@@ -446,24 +462,34 @@ impl<S: Store + 'static> WorkflowWorker<S> {
                 .filter(|t| t.kafka_partition == partition)
                 .map(|t| t.due_at)
                 .min()
-                .unwrap_or_else(Utc::now)
-                .min(Utc::now());
+                .unwrap_or(now)
+                .min(now);
             let written = self.watermarks_written.get(&partition).copied();
             if written.is_some_and(|w| (earliest_pending - w).num_seconds().abs() < 1) {
                 continue;
             }
             self.watermarks_written.insert(partition, earliest_pending);
-            self.store
-                .put_checkpoint(&Checkpoint {
-                    topic: format!("{history}{TIMER_WATERMARK_SUFFIX}"),
-                    kafka_partition: partition,
-                    materialised_offset: earliest_pending.timestamp_millis(),
-                    owner: self.config.instance_id.clone(),
-                    updated_at: Utc::now(),
-                })
-                .await?;
+            checkpoints.push(checkpoint(
+                format!("{history_topic}{TIMER_WATERMARK_SUFFIX}"),
+                partition,
+                earliest_pending.timestamp_millis(),
+            ));
         }
-        self.executions.evict();
+
+        let job = MaterialiseJob {
+            history,
+            executions,
+            new_timers: batch.new_timers,
+            removed_timers: batch.removed_timers,
+            checkpoints,
+        };
+        let number = self.materialiser.submit(job).await?;
+        for id in &batch.touched {
+            if let Some(live) = self.executions.get_mut(id) {
+                live.pinned_until = number;
+            }
+        }
+        self.executions.evict(self.materialiser.materialised());
         self.metrics
             .executions_cached
             .set(self.executions.len() as i64);
@@ -570,6 +596,7 @@ impl<S: Store + 'static> WorkflowWorker<S> {
             responses_seen: HashSet::new(),
             phase: Phase::Scheduled,
             updated_at: batch.now,
+            pinned_until: 0,
         };
         let created = HistoryEntry::Created(live.created.clone());
         batch.history(&mut live, created)?;
@@ -732,10 +759,13 @@ impl<S: Store + 'static> WorkflowWorker<S> {
         id: &ExecutionId,
     ) -> Result<Option<()>, WorkerError> {
         let now = batch.now;
-        if let Some(live) = self.executions.get_mut(id)
-            && !matches!(live.phase, Phase::Running(None))
-        {
-            return Ok(Some(()));
+        if let Some(live) = self.executions.get_mut(id) {
+            if !matches!(live.phase, Phase::Running(None)) {
+                return Ok(Some(()));
+            }
+            // Rebuilt from the store: it must hold every batch that touched the execution.
+            let pinned_until = live.pinned_until;
+            self.materialiser.wait_for(pinned_until).await?;
         }
         let rows = self.store.history(id).await?;
         if rows.is_empty() {
@@ -778,6 +808,7 @@ impl<S: Store + 'static> WorkflowWorker<S> {
             partition,
             next_seq: rows.len() as u64,
             updated_at: now,
+            pinned_until: 0,
             phase: match (&finished, started) {
                 (Some(result), _) => Phase::Finished(result.clone()),
                 (None, _) if created.scheduled_at.is_some_and(|at| at > now) && !started => {

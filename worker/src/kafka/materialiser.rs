@@ -1,0 +1,346 @@
+//! Materialisation of committed batches into the store, off the hot path.
+//!
+//! Kafka's `weir.history` is the log of record; the store is a materialised view of it, kept so
+//! that a cache miss or a new owner can rebuild an execution without reading the log. Writing
+//! it between two transactions would put a few CQL round trips on every step's path, so the
+//! workflow worker hands each committed batch to one background writer and goes on with the
+//! next batch. The writer applies batches strictly in commit order (history rows first, then
+//! execution rows and timers, then the checkpoints, so a checkpoint never gets ahead of the
+//! rows it covers) and retries a failing write before giving up.
+//!
+//! While a batch is not materialised, the store is behind memory for the executions it touched:
+//! those stay pinned in the worker's cache (see [`super::executions::Executions::evict`]), and
+//! anything that must read the store for them waits for [`Materialiser::wait_for`] first.
+//! A failure is reported by the next [`Materialiser::submit`] or [`Materialiser::health`]; the
+//! worker then stops, and whoever owns the partitions next catches the store up from the log.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use tokio::sync::{mpsc, watch};
+use tracing::{Instrument, debug, info_span, warn};
+
+use crate::store::{Checkpoint, ExecutionRow, HistoryRow, Store, StoreError, TimerRow};
+
+/// Everything one committed batch adds to or removes from the store.
+#[derive(Debug, Default, Clone)]
+pub struct MaterialiseJob {
+    /// Changelog rows with their `weir.history` partition and offset.
+    pub history: Vec<HistoryRow>,
+    pub executions: Vec<ExecutionRow>,
+    pub new_timers: Vec<TimerRow>,
+    /// Fired or cancelled timers: (partition, due at, timer id).
+    pub removed_timers: Vec<(i32, DateTime<Utc>, String)>,
+    /// Written last: history checkpoints and timer watermarks.
+    pub checkpoints: Vec<Checkpoint>,
+}
+
+/// How often a failing job is tried, and the first pause between tries (doubled each time).
+const ATTEMPTS: u32 = 5;
+const FIRST_BACKOFF: Duration = Duration::from_millis(100);
+
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum MaterialiseError {
+    /// A job failed every attempt; nothing after it was written.
+    #[error("materialising batch {batch} into the store failed {ATTEMPTS} times: {reason}")]
+    Failed { batch: u64, reason: String },
+    #[error("the materialiser stopped")]
+    Stopped,
+}
+
+#[derive(Debug, Clone, Default)]
+struct Progress {
+    /// Jobs `1..=materialised` are in the store.
+    materialised: u64,
+    failure: Option<MaterialiseError>,
+}
+
+/// The handle of the background writer. Jobs are numbered from 1 in submission order.
+pub struct Materialiser {
+    jobs: mpsc::Sender<(u64, MaterialiseJob)>,
+    progress: watch::Receiver<Progress>,
+    submitted: u64,
+}
+
+impl Materialiser {
+    /// Starts the writer; at most `queue` jobs wait behind the one being written (then
+    /// [`Materialiser::submit`] waits: the store's pace bounds how far memory runs ahead).
+    pub fn spawn<S: Store + 'static>(store: Arc<S>, queue: usize) -> Self {
+        let (jobs, mut receiver) = mpsc::channel::<(u64, MaterialiseJob)>(queue.max(1));
+        let (report, progress) = watch::channel(Progress::default());
+        tokio::spawn(async move {
+            while let Some((batch, job)) = receiver.recv().await {
+                let span = info_span!("materialise", batch, rows = job.history.len());
+                match write_with_retries(store.as_ref(), batch, &job)
+                    .instrument(span)
+                    .await
+                {
+                    Ok(()) => report.send_modify(|p| p.materialised = batch),
+                    Err(failure) => {
+                        report.send_modify(|p| p.failure = Some(failure));
+                        return;
+                    }
+                }
+            }
+        });
+        Materialiser {
+            jobs,
+            progress,
+            submitted: 0,
+        }
+    }
+
+    /// Queues a committed batch; returns its number. Fails if an earlier job failed.
+    pub async fn submit(&mut self, job: MaterialiseJob) -> Result<u64, MaterialiseError> {
+        self.health()?;
+        let batch = self.submitted + 1;
+        self.jobs
+            .send((batch, job))
+            .await
+            .map_err(|_| self.stopped())?;
+        self.submitted = batch;
+        Ok(batch)
+    }
+
+    /// The number of the last job in the store (0 before the first).
+    pub fn materialised(&self) -> u64 {
+        self.progress.borrow().materialised
+    }
+
+    /// The number of the last job submitted.
+    pub fn submitted(&self) -> u64 {
+        self.submitted
+    }
+
+    /// The failure of an earlier job, if any.
+    pub fn health(&self) -> Result<(), MaterialiseError> {
+        match &self.progress.borrow().failure {
+            Some(failure) => Err(failure.clone()),
+            None => Ok(()),
+        }
+    }
+
+    /// Waits until job `batch` (and every one before it) is in the store.
+    pub async fn wait_for(&mut self, batch: u64) -> Result<(), MaterialiseError> {
+        let progress = self
+            .progress
+            .wait_for(|p| p.materialised >= batch || p.failure.is_some())
+            .await
+            .map_err(|_| MaterialiseError::Stopped)?
+            .clone();
+        match progress.failure {
+            Some(failure) if progress.materialised < batch => Err(failure),
+            _ => Ok(()),
+        }
+    }
+
+    /// Waits until everything submitted is in the store.
+    pub async fn flush(&mut self) -> Result<(), MaterialiseError> {
+        self.wait_for(self.submitted).await
+    }
+
+    fn stopped(&self) -> MaterialiseError {
+        self.health().err().unwrap_or(MaterialiseError::Stopped)
+    }
+}
+
+async fn write_with_retries<S: Store>(
+    store: &S,
+    batch: u64,
+    job: &MaterialiseJob,
+) -> Result<(), MaterialiseError> {
+    let mut backoff = FIRST_BACKOFF;
+    let mut attempt = 1;
+    loop {
+        match write(store, job).await {
+            Ok(()) => {
+                debug!(batch, attempt, "materialised");
+                return Ok(());
+            }
+            Err(e) if attempt < ATTEMPTS => {
+                warn!(batch, attempt, error = %e, "materialising failed; retrying");
+                tokio::time::sleep(backoff).await;
+                backoff *= 2;
+                attempt += 1;
+            }
+            Err(e) => {
+                return Err(MaterialiseError::Failed {
+                    batch,
+                    reason: e.to_string(),
+                });
+            }
+        }
+    }
+}
+
+/// One job; every write is an idempotent upsert or delete, so a retry may repeat any of them.
+async fn write<S: Store>(store: &S, job: &MaterialiseJob) -> Result<(), StoreError> {
+    store.append_history(&job.history).await?;
+    let executions =
+        futures::future::try_join_all(job.executions.iter().map(|row| store.put_execution(row)));
+    let deletions = futures::future::try_join_all(
+        job.removed_timers
+            .iter()
+            .map(|(partition, due_at, id)| store.delete_timer(*partition, *due_at, id)),
+    );
+    futures::try_join!(executions, store.put_timers(&job.new_timers), deletions)?;
+    futures::future::try_join_all(job.checkpoints.iter().map(|c| store.put_checkpoint(c))).await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    use super::*;
+    use crate::model::ExecutionId;
+    use crate::store::InMemoryStore;
+
+    fn checkpoint(partition: i32, offset: i64) -> Checkpoint {
+        Checkpoint {
+            topic: "weir.history".into(),
+            kafka_partition: partition,
+            materialised_offset: offset,
+            owner: "test".into(),
+            updated_at: Utc::now(),
+        }
+    }
+
+    fn history_row(id: &ExecutionId, seq: i64, offset: i64) -> HistoryRow {
+        HistoryRow {
+            execution_id: id.clone(),
+            seq,
+            kind: "event".into(),
+            record: vec![seq as u8],
+            kafka_partition: 0,
+            kafka_offset: offset,
+            recorded_at: Utc::now(),
+        }
+    }
+
+    #[tokio::test]
+    async fn jobs_are_written_in_order_and_flush_waits_for_all() {
+        let store = Arc::new(InMemoryStore::default());
+        let mut materialiser = Materialiser::spawn(Arc::clone(&store), 4);
+        let id = ExecutionId::top_level(ulid::Ulid::new());
+        for n in 0..20i64 {
+            let job = MaterialiseJob {
+                history: vec![history_row(&id, n, 100 + n)],
+                checkpoints: vec![checkpoint(0, 101 + n)],
+                ..Default::default()
+            };
+            assert_eq!(materialiser.submit(job).await.unwrap(), n as u64 + 1);
+        }
+        materialiser.flush().await.unwrap();
+        assert_eq!(materialiser.materialised(), 20);
+        let rows = store.history(&id).await.unwrap();
+        assert_eq!(
+            rows.iter().map(|r| r.seq).collect::<Vec<_>>(),
+            (0..20).collect::<Vec<_>>()
+        );
+        let last = store.checkpoint("weir.history", 0).await.unwrap().unwrap();
+        assert_eq!(last.materialised_offset, 120);
+    }
+
+    /// A store whose checkpoint writes fail `failures` times (then succeed).
+    struct FlakyStore {
+        inner: InMemoryStore,
+        failures: AtomicU32,
+    }
+
+    impl Store for FlakyStore {
+        async fn append_history(&self, rows: &[HistoryRow]) -> Result<(), StoreError> {
+            self.inner.append_history(rows).await
+        }
+        async fn history(&self, id: &ExecutionId) -> Result<Vec<HistoryRow>, StoreError> {
+            self.inner.history(id).await
+        }
+        async fn put_execution(&self, row: &ExecutionRow) -> Result<(), StoreError> {
+            self.inner.put_execution(row).await
+        }
+        async fn execution(&self, id: &ExecutionId) -> Result<Option<ExecutionRow>, StoreError> {
+            self.inner.execution(id).await
+        }
+        async fn put_timers(&self, timers: &[TimerRow]) -> Result<(), StoreError> {
+            self.inner.put_timers(timers).await
+        }
+        async fn delete_timer(
+            &self,
+            partition: i32,
+            due_at: DateTime<Utc>,
+            id: &str,
+        ) -> Result<(), StoreError> {
+            self.inner.delete_timer(partition, due_at, id).await
+        }
+        async fn timers_between(
+            &self,
+            partition: i32,
+            from: DateTime<Utc>,
+            until: DateTime<Utc>,
+        ) -> Result<Vec<TimerRow>, StoreError> {
+            self.inner.timers_between(partition, from, until).await
+        }
+        async fn checkpoint(
+            &self,
+            topic: &str,
+            partition: i32,
+        ) -> Result<Option<Checkpoint>, StoreError> {
+            self.inner.checkpoint(topic, partition).await
+        }
+        async fn put_checkpoint(&self, checkpoint: &Checkpoint) -> Result<(), StoreError> {
+            let left = self.failures.load(Ordering::SeqCst);
+            if left > 0 {
+                self.failures.store(left - 1, Ordering::SeqCst);
+                return Err(StoreError::Result {
+                    context: "put_checkpoint".into(),
+                    reason: "injected failure".into(),
+                });
+            }
+            self.inner.put_checkpoint(checkpoint).await
+        }
+    }
+
+    fn flaky(failures: u32) -> Arc<FlakyStore> {
+        Arc::new(FlakyStore {
+            inner: InMemoryStore::default(),
+            failures: AtomicU32::new(failures),
+        })
+    }
+
+    fn checkpoint_job(offset: i64) -> MaterialiseJob {
+        MaterialiseJob {
+            checkpoints: vec![checkpoint(0, offset)],
+            ..Default::default()
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_transient_failure_is_retried() {
+        let store = flaky(ATTEMPTS - 1);
+        let mut materialiser = Materialiser::spawn(Arc::clone(&store), 4);
+        materialiser.submit(checkpoint_job(7)).await.unwrap();
+        materialiser.flush().await.unwrap();
+        let stored = store.checkpoint("weir.history", 0).await.unwrap().unwrap();
+        assert_eq!(stored.materialised_offset, 7);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lasting_failure_stops_everything_after_it_and_is_reported() {
+        let store = flaky(u32::MAX);
+        let mut materialiser = Materialiser::spawn(Arc::clone(&store), 4);
+        materialiser.submit(checkpoint_job(7)).await.unwrap();
+        let err = materialiser.flush().await.unwrap_err();
+        assert!(
+            matches!(&err, MaterialiseError::Failed { batch: 1, reason } if reason.contains("injected")),
+            "{err}"
+        );
+        assert_eq!(materialiser.materialised(), 0);
+        let err = materialiser.submit(checkpoint_job(8)).await.unwrap_err();
+        assert!(
+            matches!(err, MaterialiseError::Failed { batch: 1, .. }),
+            "{err}"
+        );
+        assert!(materialiser.health().is_err());
+    }
+}
