@@ -1,8 +1,8 @@
 //! Benchmarks of the wasmtime host (`cargo bench -p weir --bench wasm`), printing figures:
 //!
-//! 1. instantiate-and-run of a trivial workflow from a warm host: `random-schedule.run`
-//!    (three host calls: random-u64, random-string, schedule; no blocking), from
-//!    `InstancePre` to the finished result, including the run task and channels;
+//! 1. instantiate-and-run from a warm host, from `InstancePre` to the finished result (runs
+//!    inline, no task: neither parks): of the trivial workflow `hello.greet` (no host call),
+//!    and of `random-schedule.run` (four host calls: random-u64, random-string, schedule, log);
 //! 2. a 100-step workflow fully in memory: `fanout.fibonacci-sum` over 100 children
 //!    (submit, activity run, response, await-next, get per step) on the in-memory bus;
 //! 3. the order saga (4 sequential direct calls) on the in-memory bus, hot path.
@@ -57,47 +57,64 @@ fn main() {
     );
     let now = DateTime::from_timestamp(1_767_225_600, 0).expect("a valid time");
 
-    // 1. trivial workflow
-    let run: Ffqn = "weir-examples:workflows/random-schedule.run"
-        .parse()
-        .expect("ffqn");
+    // 1. instantiate-and-run, trivial and with host calls
+    let trivial_only = std::env::var_os("WEIR_BENCH_TRIVIAL_ONLY").is_some();
+    let cases = [
+        (
+            "weir-examples:workflows/hello.greet",
+            json!(["weir"]),
+            "a trivial workflow (hello.greet: no host call)",
+        ),
+        (
+            "weir-examples:workflows/random-schedule.run",
+            json!([100, 1000, 10]),
+            "a workflow with 4 host calls (random-schedule.run: random-u64, random-string, schedule, log)",
+        ),
+    ];
     let mut n: u128 = 0;
-    let mut once = |host: &WasmHost| {
-        n += 1;
-        let execution = Execution {
-            id: ExecutionId::top_level(Ulid::from_parts(1, n)),
-            ffqn: run.clone(),
-            params: json!([100, 1000, 10]),
+    for (function, params, what) in cases.iter().take(if trivial_only { 1 } else { 2 }) {
+        let function: Ffqn = function.parse().expect("ffqn");
+        let mut once = |host: &WasmHost| {
+            n += 1;
+            let execution = Execution {
+                id: ExecutionId::top_level(Ulid::from_parts(1, n)),
+                ffqn: function.clone(),
+                params: params.clone(),
+            };
+            rt.block_on(async {
+                let (_run, step) = host
+                    .start_workflow(execution, vec![], vec![], now)
+                    .await
+                    .expect("a run");
+                assert!(matches!(
+                    step,
+                    RunStep::Finished {
+                        result: ExecutionResult::Ok(_),
+                        ..
+                    }
+                ));
+            });
         };
-        rt.block_on(async {
-            let (_run, step) = host
-                .start_workflow(execution, vec![], vec![], now)
-                .await
-                .expect("a run");
-            assert!(matches!(
-                step,
-                RunStep::Finished {
-                    result: ExecutionResult::Ok(_),
-                    ..
-                }
-            ));
-        });
-    };
-    for _ in 0..500 {
-        once(&host);
-    }
-    let mut samples = Vec::new();
-    for _ in 0..20 {
-        let t = Instant::now();
-        for _ in 0..250 {
+        for _ in 0..500 {
             once(&host);
         }
-        samples.push(t.elapsed() / 250);
+        let mut samples = Vec::new();
+        for _ in 0..if trivial_only { 400 } else { 20 } {
+            let t = Instant::now();
+            for _ in 0..250 {
+                once(&host);
+            }
+            samples.push(t.elapsed() / 250);
+        }
+        println!(
+            "wasm host: instantiate-and-run of {what}, warm host: median {:.1} µs per execution (goal <= 50 µs)",
+            median(samples).as_secs_f64() * 1e6
+        );
     }
-    println!(
-        "wasm host: instantiate-and-run of a trivial workflow (random-schedule.run, 3 host calls), warm host: median {:.1} µs per execution (goal <= 50 µs)",
-        median(samples).as_secs_f64() * 1e6
-    );
+    // For profiling the trivial run alone (`WEIR_BENCH_TRIVIAL_ONLY=1 perf record ...`).
+    if trivial_only {
+        return;
+    }
 
     // 2. 100 steps in memory
     let sum: Ffqn = "weir-examples:workflows/fanout.fibonacci-sum"

@@ -1,6 +1,8 @@
 //! The workflow host: runs a workflow component on the replay engine.
 //!
-//! A run is a tokio task owning the wasmtime `Store` whose data holds the [`Replay`] engine.
+//! A run is a future owning the wasmtime `Store` whose data holds the [`Replay`] engine. It
+//! runs inline on the caller's task until it first parks or finishes; only a run that parks is
+//! spawned as a tokio task.
 //! Every host call of the guest goes to the engine. When the engine says `Blocked`, the host
 //! call hands the new effects to the driver ([`WorkflowRun`]) and awaits the next response
 //! delivered for that execution *inside the pending async host call* — the instance stays
@@ -17,7 +19,9 @@ pub(crate) mod linker;
 pub(crate) mod shapes;
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::Arc;
+use std::task::Poll;
 
 use chrono::{DateTime, Utc};
 use tokio::sync::mpsc;
@@ -237,13 +241,16 @@ pub struct WorkflowRun {
     execution: String,
     inbox: mpsc::UnboundedSender<Inbound>,
     status: mpsc::UnboundedReceiver<Status>,
-    task: tokio::task::JoinHandle<()>,
+    /// The run task, spawned only once the run first parked (`None` when it finished inline).
+    task: Option<tokio::task::JoinHandle<()>>,
     finished: bool,
 }
 
 impl Drop for WorkflowRun {
     fn drop(&mut self) {
-        self.task.abort();
+        if let Some(task) = &self.task {
+            task.abort();
+        }
     }
 }
 
@@ -274,7 +281,12 @@ impl WorkflowRun {
     }
 
     async fn next_step(&mut self) -> Result<RunStep, RunError> {
-        match self.status.recv().await {
+        let status = self.status.recv().await;
+        self.step(status)
+    }
+
+    fn step(&mut self, status: Option<Status>) -> Result<RunStep, RunError> {
+        match status {
             Some(Status::Parked {
                 effects,
                 blocked_on,
@@ -349,7 +361,22 @@ impl WorkflowTemplate {
             limiter: MemoryLimiter::new(self.limits.memory_bytes),
         };
         let span = tracing::info_span!("workflow", execution = %id, function = %self.function.ffqn);
-        let task = tokio::spawn(self.run(state, status_tx).instrument(span));
+        // The run goes inline on the caller's task until its first status: a run that finishes
+        // without blocking (the common short workflow, and most cold rebuilds) costs no task
+        // spawn and no task switches. Only a run that parks is spawned, to wait for responses.
+        let mut run_future = Box::pin(self.run(state, status_tx).instrument(span));
+        let mut status_rx = status_rx;
+        let (first, done) = std::future::poll_fn(|cx| {
+            // Fuel yields and parking return `Pending`; the status tells which one it was.
+            let done = run_future.as_mut().poll(cx).is_ready();
+            match status_rx.try_recv() {
+                Ok(status) => Poll::Ready((Some(status), done)),
+                Err(_) if done => Poll::Ready((None, true)),
+                Err(_) => Poll::Pending,
+            }
+        })
+        .await;
+        let task = (!done).then(|| tokio::spawn(run_future));
         let mut run = WorkflowRun {
             execution: id,
             inbox: inbox_tx,
@@ -357,7 +384,7 @@ impl WorkflowTemplate {
             task,
             finished: false,
         };
-        let step = run.next_step().await?;
+        let step = run.step(first)?;
         Ok((run, step))
     }
 
