@@ -1,11 +1,13 @@
 //! Replay cost per history event, at 1,000, 10,000 and 100,000 events.
 //!
 //! `cargo bench -p weir --bench replay` prints, per size, the nanoseconds per replayed event
-//! (best of 25 samples, each replaying the largest size's worth of events, the samples of all
+//! (best of 40 samples, each replaying the largest size's worth of events, the samples of all
 //! sizes interleaved so that noise from other processes hits them alike) and the ratio of the
 //! 100k figure to the 1k one; replay is linear when the ratio stays near 1. A replay here is what a cold start does: build the engine
 //! from the recorded history and the response journal, run the workflow's calls against it
-//! to the end, and finish.
+//! to the end, and finish. Histories are stored serialized and deserialized before each
+//! replay (untimed), so the engine reads freshly allocated data, as after a load from the
+//! store, not data shared with the recording run.
 //!
 //! Two tables: one history replayed at a time (a 1k history then lives in the CPU cache
 //! while a 100k one does not, so the ratio mixes cache effects into the scaling), and the
@@ -139,11 +141,25 @@ fn functions() -> [Ffqn; 3] {
     .map(|s| s.parse().unwrap())
 }
 
+/// A recorded execution, stored as the worker's store would hand it back: serialized.
 struct Recorded {
     execution: Execution,
-    history: Vec<HistoryEvent>,
-    journal: Vec<Response>,
+    events: usize,
+    history: Vec<u8>,
+    journal: Vec<u8>,
     rounds: usize,
+}
+
+impl Recorded {
+    /// Loads the history and journal (untimed): fresh allocations laid out in order, as a
+    /// worker has them after reading them from the store.
+    fn load(&self) -> (Execution, Vec<HistoryEvent>, Vec<Response>) {
+        (
+            self.execution.clone(),
+            serde_json::from_slice(&self.history).unwrap(),
+            serde_json::from_slice(&self.journal).unwrap(),
+        )
+    }
 }
 
 /// Runs the workflow fresh as execution number `n`; returns its history and response journal.
@@ -154,27 +170,27 @@ fn record(n: u64, rounds: usize) -> Recorded {
     workflow(&mut engine, &mut journal, rounds, &functions());
     Recorded {
         execution,
-        history: engine.history().to_vec(),
-        journal,
+        events: engine.history().len(),
+        history: serde_json::to_vec(engine.history()).unwrap(),
+        journal: serde_json::to_vec(&journal).unwrap(),
         rounds,
     }
 }
 
 /// Replays each of `executions` once, cold, and returns the time spent replaying. With
-/// `clone_all_first`, every input is cloned before the first replay (their data competes for
-/// the CPU cache as many loaded executions do); otherwise each is cloned right before its own
+/// `clone_all_first`, every input is loaded before the first replay (their data competes for
+/// the CPU cache as many loaded executions do); otherwise each is loaded right before its own
 /// replay (a small history is then in cache, as one just loaded would be).
 fn replay_all(executions: &[&Recorded], clone_all_first: bool, f: &[Ffqn; 3]) -> Duration {
-    let clone = |r: &Recorded| (r.execution.clone(), r.history.clone(), r.journal.clone());
     let mut inputs: Vec<_> = if clone_all_first {
-        executions.iter().map(|r| Some(clone(r))).collect()
+        executions.iter().map(|r| Some(r.load())).collect()
     } else {
         executions.iter().map(|_| None).collect()
     };
     let mut engines = Vec::with_capacity(executions.len());
     let mut total = Duration::ZERO;
     for (input, recorded) in inputs.iter_mut().zip(executions) {
-        let (execution, history, journal) = input.take().unwrap_or_else(|| clone(recorded));
+        let (execution, history, journal) = input.take().unwrap_or_else(|| recorded.load());
         // glibc defers consolidating freed chunks to the next large allocation; make that
         // happen now, or the previous replay's deallocation is billed to this one.
         black_box(Vec::<u8>::with_capacity(64 * 1024));
@@ -207,12 +223,7 @@ struct Case {
 
 impl Case {
     fn events_per_sample(&self) -> usize {
-        self.repeat
-            * self
-                .executions
-                .iter()
-                .map(|r| r.history.len())
-                .sum::<usize>()
+        self.repeat * self.executions.iter().map(|r| r.events).sum::<usize>()
     }
 
     fn sample(&mut self, f: &[Ffqn; 3]) {
@@ -238,10 +249,10 @@ fn main() {
         .unwrap_or_else(|_| vec![1_000, 10_000, 100_000]);
     let samples: usize = std::env::var("WEIR_REPLAY_BENCH_SAMPLES")
         .map(|s| s.parse().expect("a number"))
-        .unwrap_or(25);
+        .unwrap_or(40);
     let largest = *sizes.iter().max().unwrap();
     let titles = [
-        "one history at a time, cloned just before its replay (a small one is in the CPU cache)",
+        "one history at a time, loaded just before its replay (a small one is in the CPU cache)",
         "as many distinct histories as make the largest size, all loaded before replaying \
          (every size works on the same amount of memory)",
     ];
@@ -280,7 +291,7 @@ fn main() {
         for case in cases {
             println!(
                 "{:>10} {:>10} {:>12.0} {:>12.2}",
-                case.executions[0].history.len(),
+                case.executions[0].events,
                 case.repeat * case.executions.len(),
                 case.ns_per_event(),
                 case.best.as_secs_f64() * 1e3

@@ -97,6 +97,8 @@ impl Replay {
             pending: None,
             finished: None,
         };
+        let responses = responses.into_iter();
+        replay.join_sets.reserve(responses.size_hint().0);
         for response in responses {
             if !response.is_for(&replay.execution.id) {
                 return Err(DeliveryError::NotForThisExecution(Box::new(response)));

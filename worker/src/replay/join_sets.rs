@@ -47,6 +47,54 @@ impl Request {
 
 const NONE: u32 = u32::MAX;
 
+/// A join set's requests by 1-based index. The first is kept inline: most join sets (every
+/// one-off) hold one request, and a replay should not allocate for each.
+#[derive(Default)]
+struct Requests {
+    first: Option<Request>,
+    /// Requests 2, 3, …
+    rest: Vec<Request>,
+}
+
+impl Requests {
+    fn len(&self) -> usize {
+        usize::from(self.first.is_some()) + self.rest.len()
+    }
+
+    fn get(&self, index: u64) -> Option<&Request> {
+        match index {
+            0 => None,
+            1 => self.first.as_ref(),
+            _ => self.rest.get(usize::try_from(index - 2).ok()?),
+        }
+    }
+
+    fn get_mut(&mut self, index: u64) -> Option<&mut Request> {
+        match index {
+            0 => None,
+            1 => self.first.as_mut(),
+            _ => self.rest.get_mut(usize::try_from(index - 2).ok()?),
+        }
+    }
+
+    fn push(&mut self, request: Request) {
+        if self.first.is_none() {
+            self.first = Some(request);
+        } else {
+            self.rest.push(request);
+        }
+    }
+
+    /// `(index, request)` in index order.
+    fn iter(&self) -> impl Iterator<Item = (u64, &Request)> {
+        self.first
+            .iter()
+            .chain(&self.rest)
+            .enumerate()
+            .map(|(i, r)| (i as u64 + 1, r))
+    }
+}
+
 pub(crate) struct JoinSetState {
     pub id: JoinSetId,
     pub created: bool,
@@ -55,8 +103,7 @@ pub(crate) struct JoinSetState {
     pub closed: bool,
     /// A closing join-next has been recorded and waits for its response.
     pub closing_wait: bool,
-    /// Request `i` has index `i + 1`.
-    pub requests: Vec<Request>,
+    requests: Requests,
     /// Responses consumed by join-nexts.
     pub consumed: usize,
     /// Workflow children whose response has not been consumed: what closing waits for.
@@ -78,7 +125,7 @@ impl JoinSetState {
             closing: false,
             closed: false,
             closing_wait: false,
-            requests: Vec::new(),
+            requests: Requests::default(),
             consumed: 0,
             unconsumed_workflows: 0,
             head: NONE,
@@ -118,11 +165,11 @@ impl JoinSetState {
     }
 
     pub fn request(&self, index: u64) -> Option<&Request> {
-        self.requests.get(index.checked_sub(1)? as usize)
+        self.requests.get(index)
     }
 
     pub fn request_mut(&mut self, index: u64) -> Option<&mut Request> {
-        self.requests.get_mut(index.checked_sub(1)? as usize)
+        self.requests.get_mut(index)
     }
 
     pub fn push_request(&mut self, request: Request) {
@@ -139,8 +186,7 @@ impl JoinSetState {
     /// Indices of requests that closing cancels: activities, stubs and delays whose response
     /// has neither been consumed nor arrived (cancelling a finished one would be noise).
     pub fn cancellable(&self) -> impl Iterator<Item = (u64, &Request)> {
-        self.requests.iter().enumerate().filter_map(|(i, r)| {
-            let index = i as u64 + 1;
+        self.requests.iter().filter_map(|(index, r)| {
             let cancellable = !r.is_consumed()
                 && !self.has_arrived(index)
                 && !matches!(
@@ -251,6 +297,12 @@ impl JoinSets {
     /// Created join sets, in creation order.
     pub fn len(&self) -> usize {
         self.slots.len()
+    }
+
+    /// Makes room for `responses` more responses (a replay knows its journal's length).
+    pub fn reserve(&mut self, responses: usize) {
+        self.journal.reserve(responses);
+        self.inbox.reserve(responses);
     }
 
     /// Queues a response of the journal (already checked to be for this execution) to be
