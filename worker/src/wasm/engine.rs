@@ -103,6 +103,11 @@ impl WasmEngine {
             .pagemap_scan(Enabled::Auto);
         let mut wasm = Config::new();
         wasm.wasm_component_model(true)
+            // Weir's hosts use no component-model-async API. With concurrency support on (the
+            // default), every Store carries the concurrent task state and, when dropped,
+            // disposes of its idle fibers by resuming each with an error, capturing a
+            // backtrace when RUST_BACKTRACE is set (~10% of a short run's CPU).
+            .concurrency_support(false)
             .consume_fuel(true)
             .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         let engine = Engine::new(&wasm).map_err(|e| EngineError::Config(format!("{e:#}")))?;
