@@ -36,7 +36,8 @@
 //!   time with the scylla driver.
 //!
 //! Ratios printed: Weir / Kafka floor (the goal: p50 ≤ 1.5×, p99 ≤ 3×), and Weir / (Kafka
-//! floor + one CQL write), since the worker writes the store between batches.
+//! floor + one CQL write), for reference: the worker used to write the store between batches (it
+//! now hands committed batches to a background materialiser, see `weir::kafka::materialiser`).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -583,7 +584,10 @@ async fn weir_scenario(
         }
     }
     let mut latencies = Vec::new();
+    // (latency, step number within its execution, response visible at, ms since the start).
+    let mut slowest: Vec<(f64, usize, f64)> = Vec::new();
     let mut journalled = 0usize;
+    let mut journalled_before = 0usize;
     for id in &ids {
         let records = histories
             .get_mut(id)
@@ -594,6 +598,7 @@ async fn weir_scenario(
                 continue;
             };
             journalled += 1;
+            let step = journalled - journalled_before;
             let id = response_id(response);
             let visible = *response_at
                 .get(&id)
@@ -615,8 +620,17 @@ async fn weir_scenario(
             };
             if let Some(end_at) = end_at {
                 latencies.push(end_at - visible);
+                slowest.push((end_at - visible, step, visible - started));
             }
         }
+        journalled_before = journalled;
+    }
+    // Where the tail comes from: the five slowest steps, with when they happened.
+    slowest.sort_by(|a, b| b.0.total_cmp(&a.0));
+    for (latency, step, at) in slowest.iter().take(5) {
+        println!(
+            "      slow step: {latency:7.2} ms, step {step} of its execution, response visible at +{at:.0} ms"
+        );
     }
     WeirResult {
         steps: stats(&latencies),
