@@ -645,6 +645,28 @@ fn fib(n: u64) -> u64 {
 
 // ------------------------------------------------------------------------------ report
 
+/// The workflow worker's own split of its batches: (batches, process seconds, commit seconds).
+fn worker_split(worker: &weir_e2e::deployment::WorkerProcess) -> (f64, f64, f64) {
+    let metrics = worker.metrics().expect("the worker's metrics endpoint");
+    let get = |name: &str| metrics.get(name).copied().unwrap_or(0.0);
+    (
+        get("weir_workflow_commit_seconds_count"),
+        get("weir_workflow_process_seconds_sum"),
+        get("weir_workflow_commit_seconds_sum"),
+    )
+}
+
+fn print_split(before: &(f64, f64, f64), after: &(f64, f64, f64)) {
+    let batches = after.0 - before.0;
+    if batches > 0.0 {
+        println!(
+            "      workflow worker, in-process: {batches:.0} batches, mean run {:.2} ms + commit {:.2} ms",
+            (after.1 - before.1) / batches * 1000.0,
+            (after.2 - before.2) / batches * 1000.0
+        );
+    }
+}
+
 fn verdict(ratio: f64, goal: f64) -> &'static str {
     if ratio <= goal { "met" } else { "NOT met" }
 }
@@ -699,7 +721,7 @@ async fn run() {
 
     let deployment = Deployment::new("bench");
     let interval = COMMIT_INTERVAL.as_millis().to_string();
-    let _worker = deployment.start_worker_with_env(
+    let worker = deployment.start_worker_with_env(
         "bench",
         &["--commit-interval-ms", &interval],
         &[("WEIR_LOG", "info,scylla=warn,rdkafka=warn")],
@@ -721,6 +743,7 @@ async fn run() {
 
     // Interleaved, so that the machine's background load hits every measurement alike.
     let floor_20 = kafka_floor(STEPS_EXECUTIONS, 2 * STEPS_PER_EXECUTION).await;
+    let before_steps = worker_split(&worker);
     let steps_expected = u64::from(STEPS_PER_EXECUTION) * fib(u64::from(STEPS_N));
     let steps = weir_scenario(
         &deployment,
@@ -732,7 +755,9 @@ async fn run() {
         |r| matches!(r, ExecutionResult::Ok(v) if *v == json!(steps_expected)),
     )
     .await;
+    let after_steps = worker_split(&worker);
     let floor_100 = kafka_floor(FANOUT_WIDTH, 10).await;
+    let before_fanout = worker_split(&worker);
     let ns: Vec<u8> = (0..FANOUT_WIDTH).map(|i| (i % 30) as u8).collect();
     let fanout_expected: u64 = ns.iter().map(|&n| fib(u64::from(n))).sum();
     let fanout = weir_scenario(
@@ -745,6 +770,7 @@ async fn run() {
         |r| matches!(r, ExecutionResult::Ok(v) if v["sum"] == json!(fanout_expected)),
     )
     .await;
+    let after_fanout = worker_split(&worker);
     let floor_1 = kafka_floor(1, 200).await;
     let cql = cql_floor(CQL_WRITES).await;
 
@@ -764,6 +790,7 @@ async fn run() {
         "      {}   {:>6.0} steps/s",
         steps.steps, steps.steps_per_second
     );
+    print_split(&before_steps, &after_steps);
     println!(
         "  (b) fanout: {} executions x {} children, one after another; response visible -> journalled",
         fanout.executions, FANOUT_WIDTH
@@ -772,6 +799,7 @@ async fn run() {
         "      {}   {:>6.0} steps/s",
         fanout.steps, fanout.steps_per_second
     );
+    print_split(&before_fanout, &after_fanout);
     println!();
     println!("ratios (goals: p50 <= 1.5x floor, p99 <= 3x floor)");
     print_ratios("(a) steps ", &steps, &floor_20, &cql);

@@ -61,6 +61,10 @@ pub struct Metrics {
     pub batches_committed: Counter,
     pub batches_aborted: Counter,
     pub batch_seconds: Timing,
+    /// Workflow worker only: running a batch's inputs (decode, load, run, encode).
+    pub workflow_process_seconds: Timing,
+    /// Workflow worker only: the batch's Kafka transaction (produce, offsets, commit).
+    pub workflow_commit_seconds: Timing,
     pub dlq_records: Counter,
     pub executions_created: Counter,
     pub executions_finished: Counter,
@@ -153,12 +157,30 @@ impl Metrics {
             "Partitions this worker owns.",
             self.partitions_owned.get(),
         );
-        let count = self.batch_seconds.count.load(Ordering::Relaxed);
-        let sum = self.batch_seconds.micros.load(Ordering::Relaxed) as f64 / 1e6;
-        let _ = writeln!(
-            out,
-            "# HELP weir_batch_seconds Time to process and commit a batch.\n# TYPE weir_batch_seconds summary\nweir_batch_seconds_sum {sum}\nweir_batch_seconds_count {count}"
-        );
+        for (name, help, timing) in [
+            (
+                "batch_seconds",
+                "Time to process and commit a batch (workflow and activity workers).",
+                &self.batch_seconds,
+            ),
+            (
+                "workflow_process_seconds",
+                "Workflow worker: time to run a batch's inputs, before its commit.",
+                &self.workflow_process_seconds,
+            ),
+            (
+                "workflow_commit_seconds",
+                "Workflow worker: time of a batch's Kafka transaction commit.",
+                &self.workflow_commit_seconds,
+            ),
+        ] {
+            let count = timing.count.load(Ordering::Relaxed);
+            let sum = timing.micros.load(Ordering::Relaxed) as f64 / 1e6;
+            let _ = writeln!(
+                out,
+                "# HELP weir_{name} {help}\n# TYPE weir_{name} summary\nweir_{name}_sum {sum}\nweir_{name}_count {count}"
+            );
+        }
         out
     }
 }

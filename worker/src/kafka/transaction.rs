@@ -169,6 +169,14 @@ impl Transactor {
                 .map_err(|(e, _)| self.classify("produce", e))?;
             deliveries.push(delivery);
         }
+        // The offsets travel to the coordinators while the records are being acknowledged:
+        // neither waits for the other, and the step's latency pays one of the two round trips
+        // instead of both (commit_transaction flushes whatever is still in flight anyway).
+        let producer = self.producer.clone();
+        let timeout = self.timeout;
+        blocking(move || producer.send_offsets_to_transaction(&offsets, &group_metadata, timeout))
+            .await
+            .map_err(|e| self.classify("send offsets", e))?;
         let mut landed = Vec::with_capacity(deliveries.len());
         for delivery in deliveries {
             match delivery.await {
@@ -184,11 +192,6 @@ impl Transactor {
         }
         // Outputs are written, nothing is committed: the window a zombie must never close.
         crate::failpoints::failpoint("before-commit").await;
-        let producer = self.producer.clone();
-        let timeout = self.timeout;
-        blocking(move || producer.send_offsets_to_transaction(&offsets, &group_metadata, timeout))
-            .await
-            .map_err(|e| self.classify("send offsets", e))?;
         let producer = self.producer.clone();
         blocking(move || producer.commit_transaction(timeout))
             .await

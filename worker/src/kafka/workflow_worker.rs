@@ -389,9 +389,16 @@ impl<S: Store + 'static> WorkflowWorker<S> {
                 group: self.config.group_id.clone(),
                 source: rdkafka::error::KafkaError::NoMessageReceived,
             })?;
+        self.metrics
+            .workflow_process_seconds
+            .observe(started.elapsed().as_secs_f64());
+        let committing = Instant::now();
         let landed = transactor
             .commit(&batch.records, list, group_metadata)
             .await?;
+        self.metrics
+            .workflow_commit_seconds
+            .observe(committing.elapsed().as_secs_f64());
         self.metrics.batches_committed.inc();
         self.metrics.records_in.add(input_count as u64);
         self.metrics.records_out.add(batch.records.len() as u64);
