@@ -48,7 +48,6 @@ use rdkafka::consumer::{BaseConsumer, Consumer, StreamConsumer};
 use rdkafka::message::{Message, OwnedMessage};
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
 use rdkafka::{Offset, TopicPartitionList};
-use scylla::client::session_builder::SessionBuilder;
 use serde_json::json;
 use weir::codec::{ExecutionFinished, HistoryEntry, HistoryRecord, RecordPosition};
 use weir::kafka::executions::response_id;
@@ -429,23 +428,7 @@ async fn kafka_floor(chains: usize, hops: u32) -> FloorResult {
 // ------------------------------------------------------------------------------ CQL floor
 
 async fn cql_floor(writes: usize) -> Stats {
-    let session = SessionBuilder::new()
-        .known_nodes(cql_contact_points())
-        .connection_timeout(Duration::from_secs(10))
-        .build()
-        .await
-        .expect("CQL session");
-    let keyspace = unique_name("benchcql");
-    session
-        .query_unpaged(
-            format!(
-                "CREATE KEYSPACE {keyspace} WITH replication = \
-                 {{'class': 'SimpleStrategy', 'replication_factor': 1}}"
-            ),
-            (),
-        )
-        .await
-        .expect("create keyspace");
+    let (session, keyspace) = weir_e2e::scratch_keyspace("benchcql").await;
     session
         .query_unpaged(
             format!(

@@ -141,6 +141,8 @@ public class TaxService {
             System.err.println("usage: TaxService <bootstrap> <requests topic> <responses topic> <group id> <schemas dir>");
             System.exit(2);
         }
+        // Only warnings from the Kafka client: the output is this service's answers.
+        System.setProperty("org.slf4j.simpleLogger.defaultLogLevel", "warn");
         String bootstrap = args[0], requestsTopic = args[1], responsesTopic = args[2], group = args[3];
         TaxService service = new TaxService(new File(args[4]));
 

@@ -239,11 +239,7 @@ impl Deployment {
         assert!(route.external, "the tax route must be external");
         let log = self.logs.join("tax-service.log");
         let file = std::fs::File::create(&log).expect("log file");
-        let child = Command::new(crate::java())
-            .arg("-Dorg.slf4j.simpleLogger.defaultLogLevel=warn")
-            .arg("-cp")
-            .arg(crate::external_classpath())
-            .arg(repo_root().join("tests/java/TaxService.java"))
+        let child = crate::java_program(&crate::external_classpath(), "TaxService.java")
             .arg(brokers())
             .arg(&route.topic)
             .arg(self.topic(TopicRole::Responses))

@@ -68,6 +68,37 @@ pub fn external_classpath() -> String {
     format!("{}/*", dir.display())
 }
 
+/// `java -cp <classpath> tests/java/<program>` (Java's single-file source launcher); the caller
+/// adds the program's arguments and I/O.
+pub fn java_program(classpath: &str, program: &str) -> std::process::Command {
+    let mut command = std::process::Command::new(java());
+    command
+        .arg("-cp")
+        .arg(classpath)
+        .arg(repo_root().join("tests/java").join(program));
+    command
+}
+
+/// A CQL session and a new keyspace of its own (SimpleStrategy, one replica), named after
+/// `prefix`.
+pub async fn scratch_keyspace(prefix: &str) -> (scylla::client::session::Session, String) {
+    let keyspace = unique_name(prefix);
+    let session = weir::store::connect(&cql_config(&keyspace))
+        .await
+        .expect("connect to the CQL store");
+    session
+        .query_unpaged(
+            format!(
+                "CREATE KEYSPACE {keyspace} WITH replication = \
+                 {{'class': 'SimpleStrategy', 'replication_factor': 1}}"
+            ),
+            (),
+        )
+        .await
+        .expect("create keyspace");
+    (session, keyspace)
+}
+
 /// A name no other test (in this run or an earlier one) uses: usable as a topic namespace, a
 /// consumer group, a transactional id and a CQL keyspace (letters, digits, `_`; ≤ 48 chars).
 pub fn unique_name(prefix: &str) -> String {

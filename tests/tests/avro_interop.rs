@@ -4,10 +4,9 @@
 //! `an_activity_served_by_a_plain_kafka_client_outside_weir` exchanges real records.)
 
 use std::collections::BTreeMap;
-use std::process::Command;
 
 use weir::codec::schemas;
-use weir_e2e::{external_classpath, java, repo_root};
+use weir_e2e::{external_classpath, java_program, repo_root};
 
 #[test]
 fn single_object_fingerprints_agree_with_apache_avro_java() {
@@ -16,10 +15,7 @@ fn single_object_fingerprints_agree_with_apache_avro_java() {
         .chain(schemas::previous())
         .collect();
     let dir = repo_root().join("schemas/avro");
-    let output = Command::new(java())
-        .arg("-cp")
-        .arg(external_classpath())
-        .arg(repo_root().join("tests/java/AvroFingerprints.java"))
+    let output = java_program(&external_classpath(), "AvroFingerprints.java")
         .args(all.iter().map(|s| dir.join(s.file)))
         .output()
         .expect("run AvroFingerprints.java (Java 17)");

@@ -6,22 +6,10 @@ use futures::TryStreamExt;
 use scylla::client::session::Session;
 use scylla::response::{PagingState, PagingStateResponse};
 use scylla::statement::batch::Batch;
-use weir::store::connect;
-use weir_e2e::{cql_config, unique_name};
+use weir_e2e::scratch_keyspace;
 
 async fn session_with_keyspace() -> (Session, String) {
-    let keyspace = unique_name("cql");
-    let session = connect(&cql_config(&keyspace)).await.expect("connect");
-    session
-        .query_unpaged(
-            format!(
-                "CREATE KEYSPACE {keyspace} WITH replication = \
-                 {{'class': 'SimpleStrategy', 'replication_factor': 1}}"
-            ),
-            (),
-        )
-        .await
-        .expect("create keyspace");
+    let (session, keyspace) = scratch_keyspace("cql").await;
     session
         .query_unpaged(
             format!(

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::io::Write;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -14,7 +14,7 @@ use rdkafka::producer::{
 };
 use rdkafka::{Offset, TopicPartitionList};
 use weir::kafka::partitioner::partition_for_key;
-use weir_e2e::{create_topics, kafka_config, repo_root, unique_name, wait_until};
+use weir_e2e::{create_topics, kafka_config, unique_name, wait_until};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -180,10 +180,8 @@ fn transactions_commit_outputs_with_input_offsets_and_hide_aborted_records() {
 
 /// Partitions computed by the Java client's own `Utils.murmur2` (Kafka's jars from the stack).
 fn java_partitions(keys: &[String], partitions: i32) -> Vec<i32> {
-    let mut child = Command::new(weir_e2e::java())
-        .arg("-cp")
-        .arg(format!("{}/kafka-lib/*", weir_e2e::weir_cache().display()))
-        .arg(repo_root().join("tests/java/JavaPartitioner.java"))
+    let classpath = format!("{}/kafka-lib/*", weir_e2e::weir_cache().display());
+    let mut child = weir_e2e::java_program(&classpath, "JavaPartitioner.java")
         .arg(partitions.to_string())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

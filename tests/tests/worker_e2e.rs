@@ -25,6 +25,21 @@ fn order(id: &str, customer: &str, address: &str) -> Value {
     json!([{ "id": id, "customer": customer, "sku": "widget", "quantity": 2, "address": address }])
 }
 
+/// Submits `count` successful `order.checkout`s (order ids `<prefix>0`, `<prefix>1`, …).
+async fn submit_orders(
+    deployment: &Deployment,
+    producer: &rdkafka::producer::FutureProducer,
+    prefix: &str,
+    count: usize,
+) -> Vec<ExecutionId> {
+    let mut ids = Vec::with_capacity(count);
+    for i in 0..count {
+        let params = order(&format!("{prefix}{i}"), "alice", "1 Main St");
+        ids.push(deployment.submit(producer, CHECKOUT, params).await);
+    }
+    ids
+}
+
 fn fib(n: u64) -> u64 {
     (0..n).fold((0u64, 1u64), |(a, b), _| (b, a + b)).0
 }
@@ -363,18 +378,7 @@ async fn a_worker_killed_with_sigkill_is_taken_over() {
     let a = deployment.start_worker("a", &[]);
     let _b = deployment.start_worker("b", &[]);
     let producer = deployment.producer();
-    let mut ids = Vec::new();
-    for i in 0..40 {
-        ids.push(
-            deployment
-                .submit(
-                    &producer,
-                    CHECKOUT,
-                    order(&format!("k{i}"), "alice", "1 Main St"),
-                )
-                .await,
-        );
-    }
+    let ids = submit_orders(&deployment, &producer, "k", 40).await;
     // Kill `a` once some work is done and more is in flight.
     deployment.results(&ids[..3], RESULTS_TIMEOUT);
     a.signal("KILL");
@@ -397,18 +401,7 @@ async fn a_worker_frozen_past_its_session_is_fenced() {
         &[("WEIR_FAILPOINTS", "before-commit=pause-once(3000)")],
     );
     let producer = deployment.producer();
-    let mut ids = Vec::new();
-    for i in 0..10 {
-        ids.push(
-            deployment
-                .submit(
-                    &producer,
-                    CHECKOUT,
-                    order(&format!("s{i}"), "alice", "1 Main St"),
-                )
-                .await,
-        );
-    }
+    let mut ids = submit_orders(&deployment, &producer, "s", 10).await;
     a.wait_for_log("failpoint before-commit reached", Duration::from_secs(60));
     a.signal("STOP");
     // `b` gets the partitions once `a`'s session expires and its transaction times out.

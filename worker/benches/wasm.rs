@@ -116,24 +116,34 @@ fn main() {
         return;
     }
 
+    // Wall time of `runs` executions of `function(params)`, each alone on a fresh in-memory bus
+    // (hot: parked instances resumed; cold: rebuilt by replay at every step), run to the end
+    // and checked `ok`; the first `warmup` are not kept.
+    let timed_bus_runs =
+        |hot: bool, function: &Ffqn, params: &serde_json::Value, runs: usize, warmup: usize| {
+            let mut samples = Vec::with_capacity(runs - warmup);
+            for i in 0..runs {
+                let mut bus = InMemoryBus::new(host.clone(), now);
+                bus.set_hot(hot);
+                let t = Instant::now();
+                rt.block_on(async {
+                    let id = bus.submit(function, params.clone()).expect("submit");
+                    bus.run_until_idle().await.expect("run");
+                    assert!(matches!(bus.result(&id), Some(ExecutionResult::Ok(_))));
+                });
+                if i >= warmup {
+                    samples.push(t.elapsed());
+                }
+            }
+            samples
+        };
+
     // 2. 100 steps in memory
     let sum: Ffqn = "weir-examples:workflows/fanout.fibonacci-sum"
         .parse()
         .expect("ffqn");
     let ns: Vec<u8> = (0..100).map(|i| (i % 90) as u8).collect();
-    let mut samples = Vec::new();
-    for i in 0..25 {
-        let mut bus = InMemoryBus::new(host.clone(), now);
-        let t = Instant::now();
-        rt.block_on(async {
-            let id = bus.submit(&sum, json!([ns])).expect("submit");
-            bus.run_until_idle().await.expect("run");
-            assert!(matches!(bus.result(&id), Some(ExecutionResult::Ok(_))));
-        });
-        if i >= 5 {
-            samples.push(t.elapsed());
-        }
-    }
+    let samples = timed_bus_runs(true, &sum, &json!([ns]), 25, 5);
     let m = median(samples);
     println!(
         "wasm host: 100-step workflow in memory (fanout.fibonacci-sum, 100 activity children, hot path): median {:.2} ms, {:.0} steps/s on one core",
@@ -145,23 +155,10 @@ fn main() {
     let checkout: Ffqn = "weir-examples:workflows/order.checkout"
         .parse()
         .expect("ffqn");
+    let order =
+        json!([{"id": "o1", "customer": "alice", "sku": "widget", "quantity": 2, "address": "x"}]);
     for hot in [true, false] {
-        let mut samples = Vec::new();
-        for i in 0..60 {
-            let mut bus = InMemoryBus::new(host.clone(), now);
-            bus.set_hot(hot);
-            let t = Instant::now();
-            rt.block_on(async {
-                let id = bus
-                    .submit(&checkout, json!([{"id": "o1", "customer": "alice", "sku": "widget", "quantity": 2, "address": "x"}]))
-                    .expect("submit");
-                bus.run_until_idle().await.expect("run");
-                assert!(matches!(bus.result(&id), Some(ExecutionResult::Ok(_))));
-            });
-            if i >= 10 {
-                samples.push(t.elapsed());
-            }
-        }
+        let samples = timed_bus_runs(hot, &checkout, &order, 60, 10);
         let m = median(samples);
         println!(
             "wasm host: order saga (4 sequential activity calls) in memory, {} path: median {:.0} µs per execution, {:.0} steps/s",

@@ -108,11 +108,6 @@ impl Materialiser {
         self.progress.borrow().materialised
     }
 
-    /// The number of the last job submitted.
-    pub fn submitted(&self) -> u64 {
-        self.submitted
-    }
-
     /// The failure of an earlier job, if any.
     pub fn health(&self) -> Result<(), MaterialiseError> {
         match &self.progress.borrow().failure {
