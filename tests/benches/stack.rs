@@ -328,6 +328,7 @@ struct FloorResult {
     observed: Stats,
     in_process: Stats,
     hops_per_second: f64,
+    substrate_cpu: String,
 }
 
 /// The ping-pong with `chains` chains of `hops` hops each in flight at once.
@@ -381,6 +382,7 @@ async fn kafka_floor(chains: usize, hops: u32) -> FloorResult {
     });
     in_process.lock().expect("lock").clear();
 
+    let mut cpu = SubstrateCpu::start();
     let started = now_ms();
     for chain in 0..chains {
         seed(chain, hops).await;
@@ -394,6 +396,8 @@ async fn kafka_floor(chains: usize, hops: u32) -> FloorResult {
             .count()
             == chains
     });
+    cpu.stop();
+    let substrate_cpu = cpu.per(chains * hops as usize, "hop");
     stop.store(true, Ordering::Relaxed);
     for handle in loops {
         handle.await.expect("hop loop");
@@ -422,12 +426,13 @@ async fn kafka_floor(chains: usize, hops: u32) -> FloorResult {
         observed: stats(&hop_latencies),
         in_process: stats(&in_process),
         hops_per_second: hop_latencies.len() as f64 / ((ended - started) / 1000.0),
+        substrate_cpu,
     }
 }
 
 // ------------------------------------------------------------------------------ CQL floor
 
-async fn cql_floor(writes: usize) -> Stats {
+async fn cql_floor(writes: usize) -> (Stats, String) {
     let (session, keyspace) = weir_e2e::scratch_keyspace("benchcql").await;
     session
         .query_unpaged(
@@ -450,8 +455,12 @@ async fn cql_floor(writes: usize) -> Stats {
         .expect("prepare");
     let record = vec![7u8; 200];
     let mut latencies = Vec::with_capacity(writes);
+    let mut cpu = SubstrateCpu::start();
     // The first 100 warm the connection and the prepared statement; not counted.
     for i in 0..writes + 100 {
+        if i == 100 {
+            cpu = SubstrateCpu::start();
+        }
         let id = format!("E_bench_{}", i / 20);
         let started = Instant::now();
         session
@@ -472,10 +481,11 @@ async fn cql_floor(writes: usize) -> Stats {
             latencies.push(started.elapsed().as_secs_f64() * 1000.0);
         }
     }
+    cpu.stop();
     let _ = session
         .query_unpaged(format!("DROP KEYSPACE {keyspace}"), ())
         .await;
-    stats(&latencies)
+    (stats(&latencies), cpu.per(writes, "write"))
 }
 
 // ------------------------------------------------------------------------------ Weir
@@ -484,6 +494,7 @@ struct WeirResult {
     steps: Stats,
     steps_per_second: f64,
     executions: usize,
+    substrate_cpu: String,
 }
 
 /// How a scenario's step ends.
@@ -509,6 +520,7 @@ async fn weir_scenario(
     let results = deployment.topic(TopicRole::Results);
     let observer = Observer::start(&[history.clone(), responses.clone(), results.clone()]);
     let producer = deployment.producer();
+    let mut cpu = SubstrateCpu::start();
     let started = now_ms();
     let mut ids = Vec::new();
     for wave in waves {
@@ -525,6 +537,7 @@ async fn weir_scenario(
                 >= wave_ids.len()
         });
     }
+    cpu.stop();
     let seen = observer.finish();
     let wanted: HashSet<ExecutionId> = ids.iter().cloned().collect();
 
@@ -619,11 +632,67 @@ async fn weir_scenario(
         steps: stats(&latencies),
         steps_per_second: journalled as f64 / ((ended - started) / 1000.0),
         executions: ids.len(),
+        substrate_cpu: cpu.per(journalled, "step"),
     }
 }
 
 fn fib(n: u64) -> u64 {
     (0..n).fold((0u64, 1u64), |(a, b), _| (b, a + b)).0
+}
+
+// ------------------------------------------------------------------------------ substrate CPU
+
+/// /proc reports process times in ticks of USER_HZ, 100 on Linux.
+const USER_HZ: f64 = 100.0;
+
+/// CPU seconds used so far by the local stack's Kafka and Cassandra, read from /proc through
+/// the pid files of `docker/local/stack.sh` (`$WEIR_STACK_DIR`, else `$WEIR_CACHE/stack`);
+/// `None` when they are not processes of this machine. On a small machine the store's CPU is
+/// taken from Kafka's, so a scenario's cost to each is printed beside its latency.
+fn stack_cpu_seconds() -> Option<(f64, f64)> {
+    let dir = std::env::var("WEIR_STACK_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|_| weir_e2e::weir_cache().join("stack"));
+    let read = |service: &str| -> Option<f64> {
+        let pid = std::fs::read_to_string(dir.join(service).join("pid")).ok()?;
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", pid.trim())).ok()?;
+        // After the command name: state is field 3 of proc(5), utime 14 and stime 15.
+        let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+        let ticks = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+        Some(ticks / USER_HZ)
+    };
+    Some((read("kafka")?, read("cassandra")?))
+}
+
+/// The substrate's CPU over a scenario, per hop or step.
+struct SubstrateCpu {
+    start: Option<(f64, f64)>,
+    end: Option<(f64, f64)>,
+}
+
+impl SubstrateCpu {
+    fn start() -> Self {
+        SubstrateCpu {
+            start: stack_cpu_seconds(),
+            end: None,
+        }
+    }
+
+    fn stop(&mut self) {
+        self.end = stack_cpu_seconds();
+    }
+
+    /// "kafka X ms, cassandra Y ms per <unit>", or nothing when unknown.
+    fn per(&self, count: usize, unit: &str) -> String {
+        match (self.start, self.end) {
+            (Some((k0, c0)), Some((k1, c1))) if count > 0 => format!(
+                "      substrate CPU per {unit}: kafka {:.2} ms, cassandra {:.2} ms",
+                (k1 - k0) * 1000.0 / count as f64,
+                (c1 - c0) * 1000.0 / count as f64
+            ),
+            _ => String::new(),
+        }
+    }
 }
 
 // ------------------------------------------------------------------------------ report
@@ -682,6 +751,9 @@ fn print_floor(floor: &FloorResult) {
         "      (in-process, batch collected -> committed: {})",
         floor.in_process
     );
+    if !floor.substrate_cpu.is_empty() {
+        println!("{}", floor.substrate_cpu);
+    }
 }
 
 fn main() {
@@ -755,7 +827,7 @@ async fn run() {
     .await;
     let after_fanout = worker_split(&worker);
     let floor_1 = kafka_floor(1, 200).await;
-    let cql = cql_floor(CQL_WRITES).await;
+    let (cql, cql_cpu) = cql_floor(CQL_WRITES).await;
 
     println!();
     println!("substrate floor");
@@ -763,6 +835,9 @@ async fn run() {
     print_floor(&floor_20);
     print_floor(&floor_100);
     println!("  cql prepared INSERT, one at a time:    {cql}");
+    if !cql_cpu.is_empty() {
+        println!("{cql_cpu}");
+    }
     println!();
     println!("weir (one `weir worker` process)");
     println!(
@@ -774,6 +849,9 @@ async fn run() {
         steps.steps, steps.steps_per_second
     );
     print_split(&before_steps, &after_steps);
+    if !steps.substrate_cpu.is_empty() {
+        println!("{}", steps.substrate_cpu);
+    }
     println!(
         "  (b) fanout: {} executions x {} children, one after another; response visible -> journalled",
         fanout.executions, FANOUT_WIDTH
@@ -783,6 +861,9 @@ async fn run() {
         fanout.steps, fanout.steps_per_second
     );
     print_split(&before_fanout, &after_fanout);
+    if !fanout.substrate_cpu.is_empty() {
+        println!("{}", fanout.substrate_cpu);
+    }
     println!();
     println!("ratios (goals: p50 <= 1.5x floor, p99 <= 3x floor)");
     print_ratios("(a) steps ", &steps, &floor_20, &cql);

@@ -288,12 +288,10 @@ impl Materialiser {
     }
 
     async fn flush<S: Store>(&mut self, store: &S) -> Result<(), StoreError> {
+        let executions: Vec<_> = self.executions.values().cloned().collect();
         store
-            .append_history(&std::mem::take(&mut self.rows))
+            .materialise(&std::mem::take(&mut self.rows), &executions)
             .await?;
-        for row in self.executions.values() {
-            store.put_execution(row).await?;
-        }
         store.put_timers(&std::mem::take(&mut self.timers)).await?;
         for (partition, due_at, id) in std::mem::take(&mut self.removed_timers) {
             store.delete_timer(partition, due_at, &id).await?;

@@ -4,9 +4,12 @@
 //! that a cache miss or a new owner can rebuild an execution without reading the log. Writing
 //! it between two transactions would put a few CQL round trips on every step's path, so the
 //! workflow worker hands each committed batch to one background writer and goes on with the
-//! next batch. The writer applies batches strictly in commit order (history rows first, then
-//! execution rows and timers, then the checkpoints, so a checkpoint never gets ahead of the
-//! rows it covers) and retries a failing write before giving up.
+//! next batch. The writer applies batches strictly in commit order (history rows, execution
+//! rows and timers first, then the checkpoints, so a checkpoint never gets ahead of the rows it
+//! covers) and retries a failing write before giving up. Jobs that queued up while it was
+//! writing are merged and written as one (an execution row, timer or checkpoint written by
+//! several of them is written once, in its latest state): when the store falls behind, it
+//! catches up with fewer, larger writes instead of falling further behind.
 //!
 //! While a batch is not materialised, the store is behind memory for the executions it touched:
 //! those stay pinned in the worker's cache (see [`super::executions::Executions::evict`]), and
@@ -18,9 +21,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use indexmap::IndexMap;
 use tokio::sync::{mpsc, watch};
 use tracing::{Instrument, debug, info_span, warn};
 
+use crate::model::ExecutionId;
 use crate::store::{Checkpoint, ExecutionRow, HistoryRow, Store, StoreError, TimerRow};
 
 /// Everything one committed batch adds to or removes from the store.
@@ -35,6 +40,56 @@ pub struct MaterialiseJob {
     /// Written last: history checkpoints and timer watermarks.
     pub checkpoints: Vec<Checkpoint>,
 }
+
+impl MaterialiseJob {
+    /// One job with the effect of `jobs` applied in order: history rows accumulate; of an
+    /// execution row, a timer (written or removed) and a checkpoint, only the latest state is
+    /// kept. (Keeping a timer's insert and its later delete both would also send them to the
+    /// store concurrently, where the delete could lose.)
+    pub fn merge(jobs: Vec<MaterialiseJob>) -> MaterialiseJob {
+        if jobs.len() == 1 {
+            return jobs.into_iter().next().unwrap_or_default();
+        }
+        let mut history = Vec::new();
+        let mut executions: IndexMap<ExecutionId, ExecutionRow> = IndexMap::new();
+        // `None`: removed.
+        let mut timers: IndexMap<(i32, DateTime<Utc>, String), Option<TimerRow>> = IndexMap::new();
+        let mut checkpoints: IndexMap<(String, i32), Checkpoint> = IndexMap::new();
+        for job in jobs {
+            history.extend(job.history);
+            for row in job.executions {
+                executions.insert(row.execution_id.clone(), row);
+            }
+            for timer in job.new_timers {
+                let key = (timer.kafka_partition, timer.due_at, timer.timer_id.clone());
+                timers.insert(key, Some(timer));
+            }
+            for key in job.removed_timers {
+                timers.insert(key, None);
+            }
+            for checkpoint in job.checkpoints {
+                let key = (checkpoint.topic.clone(), checkpoint.kafka_partition);
+                checkpoints.insert(key, checkpoint);
+            }
+        }
+        let mut merged = MaterialiseJob {
+            history,
+            executions: executions.into_values().collect(),
+            checkpoints: checkpoints.into_values().collect(),
+            ..MaterialiseJob::default()
+        };
+        for (key, timer) in timers {
+            match timer {
+                Some(timer) => merged.new_timers.push(timer),
+                None => merged.removed_timers.push(key),
+            }
+        }
+        merged
+    }
+}
+
+/// At most this many queued jobs are merged into one write.
+const MAX_MERGED_JOBS: usize = 32;
 
 /// How often a failing job is tried, and the first pause between tries (doubled each time).
 const ATTEMPTS: u32 = 5;
@@ -70,8 +125,18 @@ impl Materialiser {
         let (jobs, mut receiver) = mpsc::channel::<(u64, MaterialiseJob)>(queue.max(1));
         let (report, progress) = watch::channel(Progress::default());
         tokio::spawn(async move {
-            while let Some((batch, job)) = receiver.recv().await {
-                let span = info_span!("materialise", batch, rows = job.history.len());
+            while let Some((first, job)) = receiver.recv().await {
+                let mut batch = first;
+                let mut queued = vec![job];
+                while queued.len() < MAX_MERGED_JOBS {
+                    let Ok((next, job)) = receiver.try_recv() else {
+                        break;
+                    };
+                    batch = next;
+                    queued.push(job);
+                }
+                let job = MaterialiseJob::merge(queued);
+                let span = info_span!("materialise", first, batch, rows = job.history.len());
                 match write_with_retries(store.as_ref(), batch, &job)
                     .instrument(span)
                     .await
@@ -171,17 +236,17 @@ async fn write_with_retries<S: Store>(
 
 /// One job; every write is an idempotent upsert or delete, so a retry may repeat any of them.
 async fn write<S: Store>(store: &S, job: &MaterialiseJob) -> Result<(), StoreError> {
-    store.append_history(&job.history).await?;
-    let executions =
-        futures::future::try_join_all(job.executions.iter().map(|row| store.put_execution(row)));
     let deletions = futures::future::try_join_all(
         job.removed_timers
             .iter()
             .map(|(partition, due_at, id)| store.delete_timer(*partition, *due_at, id)),
     );
-    futures::try_join!(executions, store.put_timers(&job.new_timers), deletions)?;
-    futures::future::try_join_all(job.checkpoints.iter().map(|c| store.put_checkpoint(c))).await?;
-    Ok(())
+    futures::try_join!(
+        store.materialise(&job.history, &job.executions),
+        store.put_timers(&job.new_timers),
+        deletions
+    )?;
+    store.put_checkpoints(&job.checkpoints).await
 }
 
 #[cfg(test)]
@@ -238,13 +303,18 @@ mod tests {
         assert_eq!(last.materialised_offset, 120);
     }
 
-    /// A store whose checkpoint writes fail `failures` times (then succeed).
-    struct FlakyStore {
+    /// The in-memory store, with its checkpoint writes failing `failures` times (then
+    /// succeeding), and its `materialise` calls counted and, with a `gate`, each waiting for
+    /// a permit.
+    #[derive(Default)]
+    struct ProbeStore {
         inner: InMemoryStore,
         failures: AtomicU32,
+        materialise_calls: AtomicU32,
+        gate: Option<tokio::sync::Semaphore>,
     }
 
-    impl Store for FlakyStore {
+    impl Store for ProbeStore {
         async fn append_history(&self, rows: &[HistoryRow]) -> Result<(), StoreError> {
             self.inner.append_history(rows).await
         }
@@ -294,12 +364,23 @@ mod tests {
             }
             self.inner.put_checkpoint(checkpoint).await
         }
+        async fn materialise(
+            &self,
+            history: &[HistoryRow],
+            executions: &[ExecutionRow],
+        ) -> Result<(), StoreError> {
+            self.materialise_calls.fetch_add(1, Ordering::SeqCst);
+            if let Some(gate) = &self.gate {
+                gate.acquire().await.expect("gate open").forget();
+            }
+            self.inner.materialise(history, executions).await
+        }
     }
 
-    fn flaky(failures: u32) -> Arc<FlakyStore> {
-        Arc::new(FlakyStore {
-            inner: InMemoryStore::default(),
+    fn flaky(failures: u32) -> Arc<ProbeStore> {
+        Arc::new(ProbeStore {
             failures: AtomicU32::new(failures),
+            ..ProbeStore::default()
         })
     }
 
@@ -308,6 +389,127 @@ mod tests {
             checkpoints: vec![checkpoint(0, offset)],
             ..Default::default()
         }
+    }
+
+    fn execution_row(id: &ExecutionId, version: i64) -> ExecutionRow {
+        ExecutionRow {
+            execution_id: id.clone(),
+            ffqn: "weir-examples:workflows/steps.fibonacci-chain".into(),
+            parent_id: None,
+            params: "[30,20]".into(),
+            state: "blocked".into(),
+            result: None,
+            history_version: version,
+            kafka_partition: 0,
+            created_at: Utc::now(),
+            updated_at: Utc::now(),
+            finished_at: None,
+        }
+    }
+
+    fn timer(id: &str, due_at: DateTime<Utc>) -> TimerRow {
+        TimerRow {
+            kafka_partition: 1,
+            due_at,
+            timer_id: id.into(),
+            execution_id: ExecutionId::top_level(ulid::Ulid::new()),
+            kind: "delay".into(),
+            payload: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn merged_jobs_keep_every_history_row_and_the_latest_state_of_everything_else() {
+        let a = ExecutionId::top_level(ulid::Ulid::new());
+        let b = ExecutionId::top_level(ulid::Ulid::new());
+        let due = Utc::now();
+        let first = MaterialiseJob {
+            history: vec![history_row(&a, 0, 10), history_row(&b, 0, 11)],
+            executions: vec![execution_row(&a, 1), execution_row(&b, 1)],
+            new_timers: vec![timer("fired-later", due), timer("kept", due)],
+            removed_timers: vec![(1, due, "re-added".into())],
+            checkpoints: vec![checkpoint(0, 12)],
+        };
+        let second = MaterialiseJob {
+            history: vec![history_row(&a, 1, 12)],
+            executions: vec![execution_row(&a, 2)],
+            new_timers: vec![timer("re-added", due)],
+            removed_timers: vec![(1, due, "fired-later".into())],
+            checkpoints: vec![checkpoint(0, 13), checkpoint(1, 5)],
+        };
+        let merged = MaterialiseJob::merge(vec![first, second]);
+        assert_eq!(
+            merged
+                .history
+                .iter()
+                .map(|r| (r.execution_id.clone(), r.seq))
+                .collect::<Vec<_>>(),
+            vec![(a.clone(), 0), (b.clone(), 0), (a.clone(), 1)]
+        );
+        assert_eq!(
+            merged
+                .executions
+                .iter()
+                .map(|r| (r.execution_id.clone(), r.history_version))
+                .collect::<Vec<_>>(),
+            vec![(a, 2), (b, 1)]
+        );
+        let mut written: Vec<_> = merged
+            .new_timers
+            .iter()
+            .map(|t| t.timer_id.as_str())
+            .collect();
+        written.sort_unstable();
+        assert_eq!(written, ["kept", "re-added"]);
+        assert_eq!(
+            merged.removed_timers,
+            vec![(1, due, "fired-later".to_owned())]
+        );
+        assert_eq!(
+            merged
+                .checkpoints
+                .iter()
+                .map(|c| (c.kafka_partition, c.materialised_offset))
+                .collect::<Vec<_>>(),
+            vec![(0, 13), (1, 5)]
+        );
+    }
+
+    #[tokio::test]
+    async fn jobs_queued_behind_a_slow_write_are_written_as_one() {
+        let store = Arc::new(ProbeStore {
+            gate: Some(tokio::sync::Semaphore::new(0)),
+            ..ProbeStore::default()
+        });
+        let mut materialiser = Materialiser::spawn(Arc::clone(&store), 16);
+        let id = ExecutionId::top_level(ulid::Ulid::new());
+        let job = |n: i64| MaterialiseJob {
+            history: vec![history_row(&id, n, 100 + n)],
+            executions: vec![execution_row(&id, n + 1)],
+            checkpoints: vec![checkpoint(0, 101 + n)],
+            ..Default::default()
+        };
+        materialiser.submit(job(0)).await.unwrap();
+        // The writer is inside the first write before the others are queued.
+        tokio::time::timeout(Duration::from_secs(10), async {
+            while store.materialise_calls.load(Ordering::SeqCst) == 0 {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .expect("the first write starts");
+        for n in 1..10 {
+            materialiser.submit(job(n)).await.unwrap();
+        }
+        store.gate.as_ref().unwrap().add_permits(10);
+        materialiser.flush().await.unwrap();
+        assert_eq!(store.materialise_calls.load(Ordering::SeqCst), 2);
+        assert_eq!(materialiser.materialised(), 10);
+        assert_eq!(store.history(&id).await.unwrap().len(), 10);
+        let row = store.execution(&id).await.unwrap().unwrap();
+        assert_eq!(row.history_version, 10);
+        let last = store.checkpoint("weir.history", 0).await.unwrap().unwrap();
+        assert_eq!(last.materialised_offset, 110);
     }
 
     #[tokio::test(start_paused = true)]

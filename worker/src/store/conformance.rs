@@ -18,6 +18,8 @@ pub async fn run_all<S: Store>(store: &S) {
     executions_round_trip(store).await;
     timers_are_found_by_partition_and_time(store).await;
     checkpoints_round_trip(store).await;
+    batches_of_executions_are_materialised_together(store).await;
+    many_checkpoints_are_written_at_once(store).await;
 }
 
 fn new_id() -> ExecutionId {
@@ -96,6 +98,88 @@ pub async fn long_histories_are_read_whole<S: Store>(store: &S) {
         read.windows(2).all(|w| w[0].seq + 1 == w[1].seq),
         "in seq order"
     );
+}
+
+fn execution_row(id: &ExecutionId, history_version: i64) -> ExecutionRow {
+    ExecutionRow {
+        execution_id: id.clone(),
+        ffqn: "weir-examples:workflows/steps.fibonacci-chain".to_owned(),
+        parent_id: None,
+        params: "[30,20]".to_owned(),
+        state: "blocked".to_owned(),
+        result: None,
+        history_version,
+        kafka_partition: 3,
+        created_at: to_store_precision(base_time()),
+        updated_at: to_store_precision(base_time()),
+        finished_at: None,
+    }
+}
+
+/// What the materialiser writes after a batch: some executions with new rows and a new
+/// execution row, one with rows only, one with its execution row only.
+pub async fn batches_of_executions_are_materialised_together<S: Store>(store: &S) {
+    let (both, rows_only, row_only) = (new_id(), new_id(), new_id());
+    let history = [
+        history_row(&both, 0),
+        history_row(&rows_only, 0),
+        history_row(&both, 1),
+        history_row(&rows_only, 1),
+    ];
+    let executions = [execution_row(&both, 2), execution_row(&row_only, 9)];
+    store
+        .materialise(&history, &executions)
+        .await
+        .expect("materialise");
+    // Again, as after a crash before the checkpoint: nothing changes.
+    store
+        .materialise(&history, &executions)
+        .await
+        .expect("materialise again");
+    for (id, rows) in [(&both, 2), (&rows_only, 2), (&row_only, 0)] {
+        let read = store.history(id).await.expect("history");
+        assert_eq!(
+            read.iter().map(|r| r.seq).collect::<Vec<_>>(),
+            (0..rows).collect::<Vec<i64>>(),
+            "history of {id}"
+        );
+    }
+    assert_eq!(
+        store.execution(&both).await.expect("read"),
+        Some(executions[0].clone())
+    );
+    assert_eq!(store.execution(&rows_only).await.expect("read"), None);
+    assert_eq!(
+        store.execution(&row_only).await.expect("read"),
+        Some(executions[1].clone())
+    );
+    store.materialise(&[], &[]).await.expect("nothing to write");
+}
+
+/// More checkpoints than one request may carry in some backends.
+pub async fn many_checkpoints_are_written_at_once<S: Store>(store: &S) {
+    let topic = format!("weir.history.{}", Ulid::new());
+    let checkpoints: Vec<Checkpoint> = (0..25)
+        .map(|partition| Checkpoint {
+            topic: topic.clone(),
+            kafka_partition: partition,
+            materialised_offset: 1000 + i64::from(partition),
+            owner: "worker-a".to_owned(),
+            updated_at: to_store_precision(base_time()),
+        })
+        .collect();
+    store.put_checkpoints(&checkpoints).await.expect("write");
+    store.put_checkpoints(&[]).await.expect("nothing to write");
+    for expected in &checkpoints {
+        assert_eq!(
+            store
+                .checkpoint(&topic, expected.kafka_partition)
+                .await
+                .expect("read")
+                .as_ref(),
+            Some(expected)
+        );
+    }
 }
 
 pub async fn executions_round_trip<S: Store>(store: &S) {

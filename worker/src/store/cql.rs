@@ -1,6 +1,7 @@
 //! The [`Store`] on a CQL database (ScyllaDB, Apache Cassandra): prepared statements, one
-//! unlogged batch per execution for history appends (rows of one CQL partition: applied
-//! atomically, one round trip), paged reads. No lightweight transactions on this path.
+//! unlogged batch per execution for what a batch materialises (its history rows and its
+//! execution row share the partition key: one round trip, applied as one mutation), paged
+//! reads. No lightweight transactions on this path.
 
 use std::collections::BTreeMap;
 use std::str::FromStr;
@@ -10,6 +11,7 @@ use chrono::{DateTime, Utc};
 use futures::TryStreamExt;
 use futures::future::try_join_all;
 use scylla::client::session::Session;
+use scylla::serialize::row::SerializeRow;
 use scylla::statement::batch::{Batch, BatchType};
 use scylla::statement::prepared::PreparedStatement;
 
@@ -20,6 +22,10 @@ use crate::model::ids::ExecutionId;
 
 /// Rows per page when reading a history or a timer bucket.
 const PAGE_SIZE: i32 = 1000;
+
+/// Checkpoints per unlogged batch: Cassandra warns about unlogged batches over more than ten
+/// partitions (`unlogged_batch_across_partitions_warn_threshold`).
+const CHECKPOINTS_PER_BATCH: usize = 10;
 
 struct Statements {
     insert_history: PreparedStatement,
@@ -54,6 +60,67 @@ type ExecutionColumns = (
     Option<DateTime<Utc>>,
 );
 type TimerColumns = (DateTime<Utc>, String, String, String, Vec<u8>);
+
+/// The bind values of `insert_history`.
+fn history_values<'a>(
+    id: &'a str,
+    row: &'a HistoryRow,
+) -> (&'a str, i64, &'a str, &'a [u8], i32, i64, DateTime<Utc>) {
+    (
+        id,
+        row.seq,
+        row.kind.as_str(),
+        row.record.as_slice(),
+        row.kafka_partition,
+        row.kafka_offset,
+        row.recorded_at,
+    )
+}
+
+/// The bind values of `insert_execution` (`id` and `parent` are the row's ids as text).
+#[allow(clippy::type_complexity)]
+fn execution_values<'a>(
+    id: &'a str,
+    parent: Option<&'a str>,
+    row: &'a ExecutionRow,
+) -> (
+    &'a str,
+    &'a str,
+    Option<&'a str>,
+    &'a str,
+    &'a str,
+    Option<&'a str>,
+    i64,
+    i32,
+    DateTime<Utc>,
+    DateTime<Utc>,
+    Option<DateTime<Utc>>,
+) {
+    (
+        id,
+        row.ffqn.as_str(),
+        parent,
+        row.params.as_str(),
+        row.state.as_str(),
+        row.result.as_deref(),
+        row.history_version,
+        row.kafka_partition,
+        row.created_at,
+        row.updated_at,
+        row.finished_at,
+    )
+}
+
+/// The bind values of `insert_checkpoint`.
+fn checkpoint_values(c: &Checkpoint) -> (&str, i32, i64, &str, DateTime<Utc>) {
+    (
+        c.topic.as_str(),
+        c.kafka_partition,
+        c.materialised_offset,
+        c.owner.as_str(),
+        c.updated_at,
+    )
+}
 
 impl CqlStore {
     /// Prepares every statement against `keyspace` (whose tables `topology apply` created).
@@ -156,40 +223,7 @@ fn parse_id(raw: &str, owner: &str) -> Result<ExecutionId, StoreError> {
 
 impl Store for CqlStore {
     async fn append_history(&self, rows: &[HistoryRow]) -> Result<(), StoreError> {
-        let mut per_execution: BTreeMap<String, Vec<&HistoryRow>> = BTreeMap::new();
-        for row in rows {
-            per_execution
-                .entry(row.execution_id.to_string())
-                .or_default()
-                .push(row);
-        }
-        try_join_all(per_execution.into_iter().map(|(id, rows)| async move {
-            let mut batch = Batch::new(BatchType::Unlogged);
-            let values: Vec<_> = rows
-                .iter()
-                .map(|r| {
-                    batch.append_statement(self.statements.insert_history.clone());
-                    (
-                        id.as_str(),
-                        r.seq,
-                        r.kind.as_str(),
-                        r.record.as_slice(),
-                        r.kafka_partition,
-                        r.kafka_offset,
-                        r.recorded_at,
-                    )
-                })
-                .collect();
-            self.session
-                .batch(&batch, values)
-                .await
-                .map_err(execute_error(format!(
-                    "append {} history rows of {id}",
-                    rows.len()
-                )))
-        }))
-        .await?;
-        Ok(())
+        self.materialise(rows, &[]).await
     }
 
     async fn history(&self, execution_id: &ExecutionId) -> Result<Vec<HistoryRow>, StoreError> {
@@ -228,19 +262,7 @@ impl Store for CqlStore {
         self.session
             .execute_unpaged(
                 &self.statements.insert_execution,
-                (
-                    id.as_str(),
-                    row.ffqn.as_str(),
-                    parent.as_deref(),
-                    row.params.as_str(),
-                    row.state.as_str(),
-                    row.result.as_deref(),
-                    row.history_version,
-                    row.kafka_partition,
-                    row.created_at,
-                    row.updated_at,
-                    row.finished_at,
-                ),
+                execution_values(&id, parent.as_deref(), row),
             )
             .await
             .map_err(execute_error(format!("write execution {id}")))?;
@@ -405,19 +427,106 @@ impl Store for CqlStore {
         self.session
             .execute_unpaged(
                 &self.statements.insert_checkpoint,
-                (
-                    checkpoint.topic.as_str(),
-                    checkpoint.kafka_partition,
-                    checkpoint.materialised_offset,
-                    checkpoint.owner.as_str(),
-                    checkpoint.updated_at,
-                ),
+                checkpoint_values(checkpoint),
             )
             .await
             .map_err(execute_error(format!(
                 "write checkpoint of {}/{}",
                 checkpoint.topic, checkpoint.kafka_partition
             )))?;
+        Ok(())
+    }
+
+    /// One unlogged batch per execution, over two tables on one partition key: its new
+    /// history rows and its execution row reach the database as one request, which applies
+    /// them as one mutation.
+    async fn materialise(
+        &self,
+        history: &[HistoryRow],
+        executions: &[ExecutionRow],
+    ) -> Result<(), StoreError> {
+        type Rows<'a> = (Vec<&'a HistoryRow>, Option<&'a ExecutionRow>);
+        let mut per_execution: BTreeMap<String, Rows<'_>> = BTreeMap::new();
+        for row in history {
+            per_execution
+                .entry(row.execution_id.to_string())
+                .or_default()
+                .0
+                .push(row);
+        }
+        for row in executions {
+            per_execution
+                .entry(row.execution_id.to_string())
+                .or_default()
+                .1 = Some(row);
+        }
+        try_join_all(
+            per_execution
+                .into_iter()
+                .map(|(id, (rows, execution))| async move {
+                    let parent =
+                        execution.and_then(|e| e.parent_id.as_ref().map(ToString::to_string));
+                    let mut batch = Batch::new(BatchType::Unlogged);
+                    let mut values: Vec<Box<dyn SerializeRow + Send + Sync + '_>> =
+                        Vec::with_capacity(rows.len() + 1);
+                    for row in &rows {
+                        batch.append_statement(self.statements.insert_history.clone());
+                        values.push(Box::new(history_values(&id, row)));
+                    }
+                    if let Some(execution) = execution {
+                        batch.append_statement(self.statements.insert_execution.clone());
+                        values.push(Box::new(execution_values(
+                            &id,
+                            parent.as_deref(),
+                            execution,
+                        )));
+                    }
+                    self.session
+                        .batch(&batch, values)
+                        .await
+                        .map_err(execute_error(format!(
+                            "write {} history rows{} of {id}",
+                            rows.len(),
+                            if execution.is_some() {
+                                " and the execution row"
+                            } else {
+                                ""
+                            }
+                        )))
+                }),
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// Unlogged batches of up to [`CHECKPOINTS_PER_BATCH`] partitions each.
+    async fn put_checkpoints(&self, checkpoints: &[Checkpoint]) -> Result<(), StoreError> {
+        try_join_all(
+            checkpoints
+                .chunks(CHECKPOINTS_PER_BATCH)
+                .map(|chunk| async move {
+                    let mut batch = Batch::new(BatchType::Unlogged);
+                    let values: Vec<_> = chunk
+                        .iter()
+                        .map(|c| {
+                            batch.append_statement(self.statements.insert_checkpoint.clone());
+                            checkpoint_values(c)
+                        })
+                        .collect();
+                    self.session
+                        .batch(&batch, values)
+                        .await
+                        .map_err(execute_error(format!(
+                            "write the checkpoints of {}",
+                            chunk
+                                .iter()
+                                .map(|c| format!("{}/{}", c.topic, c.kafka_partition))
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        )))
+                }),
+        )
+        .await?;
         Ok(())
     }
 }

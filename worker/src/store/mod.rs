@@ -97,6 +97,36 @@ pub trait Store: Send + Sync {
         &self,
         checkpoint: &Checkpoint,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Writes what committed batches changed about some executions: their new changelog rows
+    /// ([`Store::append_history`]) and their execution rows ([`Store::put_execution`]). A
+    /// backend that can send an execution's rows and its execution row in one request (they
+    /// share a partition key) does so: this is the materialiser's hot path, and a request
+    /// costs the database more than a row.
+    fn materialise(
+        &self,
+        history: &[HistoryRow],
+        executions: &[ExecutionRow],
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        async move {
+            self.append_history(history).await?;
+            futures::future::try_join_all(executions.iter().map(|row| self.put_execution(row)))
+                .await?;
+            Ok(())
+        }
+    }
+
+    /// Upserts several checkpoints (in as few requests as the backend allows).
+    fn put_checkpoints(
+        &self,
+        checkpoints: &[Checkpoint],
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        async move {
+            futures::future::try_join_all(checkpoints.iter().map(|c| self.put_checkpoint(c)))
+                .await?;
+            Ok(())
+        }
+    }
 }
 
 /// The buckets `timers_between(from, until)` must read, refusing absurd ranges.
