@@ -19,6 +19,7 @@ pub async fn run_all<S: Store>(store: &S) {
     timers_are_found_by_partition_and_time(store).await;
     checkpoints_round_trip(store).await;
     batches_of_executions_are_materialised_together(store).await;
+    large_histories_are_materialised_whole(store).await;
     many_checkpoints_are_written_at_once(store).await;
 }
 
@@ -154,6 +155,35 @@ pub async fn batches_of_executions_are_materialised_together<S: Store>(store: &S
         Some(executions[1].clone())
     );
     store.materialise(&[], &[]).await.expect("nothing to write");
+}
+
+/// More record bytes in one execution's rows than one database mutation may carry.
+pub async fn large_histories_are_materialised_whole<S: Store>(store: &S) {
+    let id = new_id();
+    let rows: Vec<HistoryRow> = (0..6)
+        .map(|seq| HistoryRow {
+            record: vec![seq as u8; 900 * 1024],
+            ..history_row(&id, seq)
+        })
+        .collect();
+    let execution = execution_row(&id, 6);
+    store
+        .materialise(&rows, std::slice::from_ref(&execution))
+        .await
+        .expect("materialise 5.4 MB of records of one execution");
+    let read = store.history(&id).await.expect("history");
+    assert_eq!(read.len(), 6, "every large row of {id}");
+    assert!(
+        read.iter()
+            .zip(&rows)
+            .all(|(read, written)| read.record == written.record),
+        "the records of {id} read back as written"
+    );
+    assert_eq!(
+        store.execution(&id).await.expect("read"),
+        Some(execution),
+        "the execution row of {id}"
+    );
 }
 
 /// More checkpoints than one request may carry in some backends.

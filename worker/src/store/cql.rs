@@ -23,6 +23,11 @@ use crate::model::ids::ExecutionId;
 /// Rows per page when reading a history or a timer bucket.
 const PAGE_SIZE: i32 = 1000;
 
+/// Record bytes per request when materialising. One request's rows of an execution are one
+/// mutation, and a mutation over half a commit-log segment is refused (16 MiB with the default
+/// 32 MiB segments, 4 MiB on the local stack's 8 MiB): more record bytes go in more requests.
+const MAX_REQUEST_RECORD_BYTES: usize = 1024 * 1024;
+
 /// Checkpoints per unlogged batch: Cassandra warns about unlogged batches over more than ten
 /// partitions (`unlogged_batch_across_partitions_warn_threshold`).
 const CHECKPOINTS_PER_BATCH: usize = 10;
@@ -460,8 +465,24 @@ impl Store for CqlStore {
                 .or_default()
                 .1 = Some(row);
         }
+        // An execution with more record bytes than one request should carry is split; the
+        // execution row goes with its last rows.
+        let mut requests: Vec<(&str, Rows<'_>)> = Vec::with_capacity(per_execution.len());
+        for (id, (rows, execution)) in &per_execution {
+            let mut chunk: Vec<&HistoryRow> = Vec::new();
+            let mut bytes = 0;
+            for &row in rows {
+                if !chunk.is_empty() && bytes + row.record.len() > MAX_REQUEST_RECORD_BYTES {
+                    requests.push((id, (std::mem::take(&mut chunk), None)));
+                    bytes = 0;
+                }
+                bytes += row.record.len();
+                chunk.push(row);
+            }
+            requests.push((id, (chunk, *execution)));
+        }
         try_join_all(
-            per_execution
+            requests
                 .into_iter()
                 .map(|(id, (rows, execution))| async move {
                     let parent =
@@ -471,15 +492,11 @@ impl Store for CqlStore {
                         Vec::with_capacity(rows.len() + 1);
                     for row in &rows {
                         batch.append_statement(self.statements.insert_history.clone());
-                        values.push(Box::new(history_values(&id, row)));
+                        values.push(Box::new(history_values(id, row)));
                     }
                     if let Some(execution) = execution {
                         batch.append_statement(self.statements.insert_execution.clone());
-                        values.push(Box::new(execution_values(
-                            &id,
-                            parent.as_deref(),
-                            execution,
-                        )));
+                        values.push(Box::new(execution_values(id, parent.as_deref(), execution)));
                     }
                     self.session
                         .batch(&batch, values)
