@@ -1,15 +1,18 @@
 //! `weir worker` processes on the real stack: the examples end to end, many concurrent
 //! executions, a worker killed with -9, a worker frozen past its session and resumed (fenced),
-//! a restart with an empty cache, and poison records. Every test checks the same invariants:
+//! a restart with an empty cache, poison records, and a retry waiting for its backoff. Every test checks the same invariants:
 //! one result per execution, and per execution the history committed to `weir.history` equal
 //! to the one materialised in the CQL store, with contiguous sequence numbers.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 
-use rdkafka::message::{Headers, Message};
+use rdkafka::message::{Header, Headers, Message, OwnedHeaders};
+use rdkafka::producer::FutureRecord;
 use serde_json::{Value, json};
 use weir::codec::{ActivityRequest, DlqEnvelope, DlqReason, HistoryEntry, HistoryRecord};
+use weir::kafka::activity_worker::NOT_BEFORE_HEADER;
+use weir::kafka::partitioner::partition_for_key;
 use weir::model::{ExecutionErrorKind, ExecutionId, ExecutionResult, Response};
 use weir::topology::TopicRole;
 use weir_e2e::deployment::{Deployment, committed_reader};
@@ -547,5 +550,134 @@ async fn poison_records_go_to_the_dlq_without_blocking_their_partition() {
     assert!(
         ["undecodable", "oversize", "unknown-ffqn"].contains(&headers.as_str()),
         "{headers}"
+    );
+}
+
+/// A retry waiting for its backoff holds up only its own partition: requests on the route's
+/// other partitions are answered meanwhile, and the retry runs once due, not before.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_retry_waiting_for_its_backoff_holds_up_only_its_partition() {
+    const STEPS: &str = "weir-examples:workflows/steps.fibonacci-chain";
+    const BACKOFF: Duration = Duration::from_secs(25);
+    let deployment = Deployment::new("backoff");
+    let worker = deployment.start_worker("w", &[]);
+    let producer = deployment.producer();
+    let warm = deployment.submit(&producer, STEPS, json!([5, 1])).await;
+    deployment.results(&[warm], RESULTS_TIMEOUT);
+
+    // A second attempt of a fibonacci call, as the activity worker publishes a retry, due in
+    // 25 s, on partition 0 of the compute route. Its parent does not exist, so its answer
+    // ends up in the DLQ, with the time it was refused.
+    let route = deployment
+        .topology
+        .route("weir-examples:compute/math")
+        .expect("the compute route")
+        .topic
+        .clone();
+    let partitions = deployment
+        .topology
+        .topics
+        .iter()
+        .find(|t| t.name == route)
+        .expect("the route's topic")
+        .partitions;
+    let held = 0;
+    let parent = ExecutionId::top_level(ulid::Ulid::new());
+    let retry = ActivityRequest {
+        execution_id: ExecutionId::top_level(ulid::Ulid::new()),
+        parent_execution_id: parent.clone(),
+        ffqn: "weir-examples:compute/math.fibonacci"
+            .parse()
+            .expect("ffqn"),
+        params: json!([10]),
+        attempt: 2,
+        timeout_millis: None,
+        deadline: None,
+    };
+    let due = chrono::Utc::now() + chrono::Duration::from_std(BACKOFF).expect("a duration");
+    let value = deployment.codec.encode(&route, &retry).expect("encode");
+    let key = retry.execution_id.to_string();
+    let not_before = due.timestamp_millis().to_string();
+    producer
+        .send(
+            FutureRecord::to(&route)
+                .partition(held)
+                .key(&key)
+                .payload(&value)
+                .headers(OwnedHeaders::new().insert(Header {
+                    key: NOT_BEFORE_HEADER,
+                    value: Some(not_before.as_bytes()),
+                })),
+            Duration::from_secs(30),
+        )
+        .await
+        .map_err(|(e, _)| e)
+        .expect("produce the retry");
+    worker.wait_for_log(
+        "partition paused until its retry is due",
+        Duration::from_secs(20),
+    );
+
+    // Twelve executions with one fibonacci call each, their requests spread over the route.
+    let mut ids = Vec::new();
+    for _ in 0..12 {
+        ids.push(deployment.submit(&producer, STEPS, json!([10, 1])).await);
+    }
+    let wanted: HashSet<ExecutionId> = ids.iter().cloned().collect();
+    let requests = deployment.read_topic::<ActivityRequest>(
+        &route,
+        RESULTS_TIMEOUT,
+        "the twelve requests",
+        |r| {
+            r.iter()
+                .filter(|(_, q)| wanted.contains(&q.parent_execution_id))
+                .count()
+                >= 12
+        },
+    );
+    let free: Vec<ExecutionId> = requests
+        .iter()
+        .filter(|(key, q)| {
+            wanted.contains(&q.parent_execution_id)
+                && partition_for_key(key.as_bytes(), partitions) != held
+        })
+        .map(|(_, q)| q.parent_execution_id.clone())
+        .collect();
+    assert!(!free.is_empty(), "every request landed behind the retry");
+    // Those not behind the retry are answered while it still waits.
+    deployment.results(&free, BACKOFF / 2);
+    assert!(
+        chrono::Utc::now() < due,
+        "{} executions finished only after the retry was due",
+        free.len()
+    );
+
+    // The retry runs once due (not before), then whatever waited behind it.
+    let dlq = deployment.topic(TopicRole::Dlq);
+    let parent_key = parent.to_string();
+    let dead = deployment.read_topic::<DlqEnvelope>(
+        &dlq,
+        RESULTS_TIMEOUT,
+        "the retry's answer, refused for its unknown parent",
+        |r| r.iter().any(|(k, _)| *k == parent_key),
+    );
+    let (_, refused) = dead
+        .iter()
+        .find(|(k, _)| *k == parent_key)
+        .expect("the retry's answer");
+    assert!(
+        refused.failed_at.timestamp_millis() >= due.timestamp_millis(),
+        "the retry ran before its backoff ended: answered by {}, due {due}",
+        refused.failed_at
+    );
+    let results = deployment.results(&ids, RESULTS_TIMEOUT);
+    for id in &ids {
+        assert_eq!(ok(&results[id]), &json!(fib(10)), "result of {id}");
+    }
+    assert_histories_consistent(&deployment, &ids).await;
+    assert_eq!(
+        worker.metrics().expect("metrics")["weir_activity_partitions_held"],
+        0.0,
+        "nothing held once the retry ran"
     );
 }

@@ -74,6 +74,8 @@ pub struct Metrics {
     pub partitions_owned: Gauge,
     pub activity_attempts: Counter,
     pub activity_retries_scheduled: Counter,
+    /// Activity worker: partitions paused at a retry waiting for its backoff.
+    pub activity_partitions_held: Gauge,
 }
 
 impl Metrics {
@@ -156,6 +158,11 @@ impl Metrics {
             "partitions_owned",
             "Partitions this worker owns.",
             self.partitions_owned.get(),
+        );
+        gauge(
+            "activity_partitions_held",
+            "Activity request partitions paused at a retry waiting for its backoff.",
+            self.activity_partitions_held.get(),
         );
         for (name, help, timing) in [
             (
