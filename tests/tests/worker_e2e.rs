@@ -1,8 +1,9 @@
 //! `weir worker` processes on the real stack: the examples end to end, many concurrent
 //! executions, a worker killed with -9, a worker frozen past its session and resumed (fenced),
-//! a restart with an empty cache, poison records, and a retry waiting for its backoff. Every test checks the same invariants:
-//! one result per execution, and per execution the history committed to `weir.history` equal
-//! to the one materialised in the CQL store, with contiguous sequence numbers.
+//! a restart with an empty cache, poison records, and a retry waiting for its backoff. Every
+//! test checks the same invariants: one result per execution, and per execution the history
+//! committed to `weir.history` equal to the one materialised in the CQL store, with contiguous
+//! sequence numbers.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
