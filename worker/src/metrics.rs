@@ -53,14 +53,23 @@ impl Timing {
     }
 }
 
+/// The batches of one kind of worker, exported with a `worker` label (`workflow`, `activity`).
+#[derive(Default, Debug)]
+pub struct BatchMetrics {
+    /// Input records (and, for the workflow worker, fired timers) of committed batches.
+    pub records_in: Counter,
+    pub records_out: Counter,
+    pub committed: Counter,
+    pub aborted: Counter,
+    /// Processing and commit of a batch.
+    pub seconds: Timing,
+}
+
 /// Every metric of a worker process.
 #[derive(Default, Debug)]
 pub struct Metrics {
-    pub records_in: Counter,
-    pub records_out: Counter,
-    pub batches_committed: Counter,
-    pub batches_aborted: Counter,
-    pub batch_seconds: Timing,
+    pub workflow_batches: BatchMetrics,
+    pub activity_batches: BatchMetrics,
     /// Workflow worker only: running a batch's inputs (decode, load, run, encode).
     pub workflow_process_seconds: Timing,
     /// Workflow worker only: the batch's Kafka transaction (produce, offsets, commit).
@@ -82,32 +91,13 @@ impl Metrics {
     /// The Prometheus text exposition of every metric.
     pub fn render(&self) -> String {
         let mut out = String::new();
+        self.render_batches(&mut out);
         let mut counter = |name: &str, help: &str, value: u64| {
             let _ = writeln!(
                 out,
                 "# HELP weir_{name} {help}\n# TYPE weir_{name} counter\nweir_{name} {value}"
             );
         };
-        counter(
-            "records_in_total",
-            "Input records and timers processed.",
-            self.records_in.get(),
-        );
-        counter(
-            "records_out_total",
-            "Records produced in committed transactions.",
-            self.records_out.get(),
-        );
-        counter(
-            "batches_committed_total",
-            "Transactions committed.",
-            self.batches_committed.get(),
-        );
-        counter(
-            "batches_aborted_total",
-            "Transactions aborted (batch reprocessed).",
-            self.batches_aborted.get(),
-        );
         counter(
             "dlq_records_total",
             "Input records sent to the DLQ.",
@@ -166,11 +156,6 @@ impl Metrics {
         );
         for (name, help, timing) in [
             (
-                "batch_seconds",
-                "Time to process and commit a batch (workflow and activity workers).",
-                &self.batch_seconds,
-            ),
-            (
                 "workflow_process_seconds",
                 "Workflow worker: time to run a batch's inputs, before its commit.",
                 &self.workflow_process_seconds,
@@ -189,6 +174,55 @@ impl Metrics {
             );
         }
         out
+    }
+
+    /// The per-worker batch metrics, one series per worker kind.
+    fn render_batches(&self, out: &mut String) {
+        type Get = fn(&BatchMetrics) -> u64;
+        let kinds = [
+            ("workflow", &self.workflow_batches),
+            ("activity", &self.activity_batches),
+        ];
+        let counters: [(&str, &str, Get); 4] = [
+            (
+                "records_in_total",
+                "Input records and timers of committed batches.",
+                |b| b.records_in.get(),
+            ),
+            (
+                "records_out_total",
+                "Records produced in committed transactions.",
+                |b| b.records_out.get(),
+            ),
+            ("batches_committed_total", "Transactions committed.", |b| {
+                b.committed.get()
+            }),
+            (
+                "batches_aborted_total",
+                "Transactions aborted (batch reprocessed).",
+                |b| b.aborted.get(),
+            ),
+        ];
+        for (name, help, get) in counters {
+            let _ = writeln!(out, "# HELP weir_{name} {help}\n# TYPE weir_{name} counter");
+            for (worker, batches) in kinds {
+                let _ = writeln!(out, "weir_{name}{{worker=\"{worker}\"}} {}", get(batches));
+            }
+        }
+        let _ = writeln!(
+            out,
+            "# HELP weir_batch_seconds Time to process and commit a batch.\n\
+             # TYPE weir_batch_seconds summary"
+        );
+        for (worker, batches) in kinds {
+            let count = batches.seconds.count.load(Ordering::Relaxed);
+            let sum = batches.seconds.micros.load(Ordering::Relaxed) as f64 / 1e6;
+            let _ = writeln!(
+                out,
+                "weir_batch_seconds_sum{{worker=\"{worker}\"}} {sum}\n\
+                 weir_batch_seconds_count{{worker=\"{worker}\"}} {count}"
+            );
+        }
     }
 }
 
@@ -233,7 +267,8 @@ mod tests {
     #[tokio::test]
     async fn the_endpoint_serves_current_values() {
         let metrics = Arc::new(Metrics::default());
-        metrics.batches_committed.add(3);
+        metrics.workflow_batches.committed.add(3);
+        metrics.activity_batches.seconds.observe(0.5);
         metrics.partitions_owned.set(2);
         let addr = serve(Arc::clone(&metrics), "127.0.0.1:0".parse().unwrap())
             .await
@@ -247,8 +282,23 @@ mod tests {
         stream.read_to_string(&mut response).await.unwrap();
         assert!(response.starts_with("HTTP/1.1 200 OK"), "{response}");
         assert!(
-            response.contains("weir_batches_committed_total 3"),
+            response.contains("weir_batches_committed_total{worker=\"workflow\"} 3"),
             "{response}"
+        );
+        assert!(
+            response.contains("weir_batches_committed_total{worker=\"activity\"} 0"),
+            "{response}"
+        );
+        assert!(
+            response.contains("weir_batch_seconds_count{worker=\"activity\"} 1"),
+            "{response}"
+        );
+        assert_eq!(
+            response
+                .matches("# TYPE weir_batch_seconds summary")
+                .count(),
+            1,
+            "one family, two series: {response}"
         );
         assert!(response.contains("weir_partitions_owned 2"), "{response}");
     }

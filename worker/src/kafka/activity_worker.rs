@@ -30,7 +30,7 @@ use tracing::{Instrument, info, info_span, warn};
 use super::dlq::dead_letter;
 use super::group::{RebalanceTracker, collect_batch, rewind_to_committed};
 use super::transaction::{OutgoingRecord, TransactionError, Transactor};
-use super::workflow_worker::{WorkerConfig, WorkerError};
+use super::workflow_worker::{GroupMember, WorkerConfig, WorkerError};
 use crate::codec::{ActivityRequest, Codec, DlqReason, RecordPosition};
 use crate::metrics::Metrics;
 use crate::model::{ExecutionErrorKind, ExecutionResult, Response};
@@ -98,30 +98,11 @@ impl ActivityWorker {
             info!("no activity routes to serve");
             return Ok(());
         }
-        let tracker = RebalanceTracker::default();
-        let consumer: StreamConsumer<RebalanceTracker> = self
-            .config
-            .kafka
-            .consumer(&self.config.group_id)
-            .create_with_context(tracker.clone())
-            .map_err(|source| WorkerError::Consumer {
-                group: self.config.group_id.clone(),
-                source,
-            })?;
-        let names: Vec<&str> = topics.iter().map(String::as_str).collect();
-        consumer
-            .subscribe(&names)
-            .map_err(|source| WorkerError::Consumer {
-                group: self.config.group_id.clone(),
-                source,
-            })?;
-        let transactor = Transactor::new(
-            &self.config.kafka,
-            // Namespaced by the group, so that deployments sharing a cluster never fence each other.
-            &format!("{}-{}", self.config.group_id, self.config.instance_id),
-            self.config.transaction_timeout,
-        )
-        .await?;
+        let GroupMember {
+            consumer,
+            tracker,
+            transactor,
+        } = self.config.join_group(&topics, None).await?;
         info!(instance = %self.config.instance_id, ?topics, "activity worker started");
         let mut held = Held::new();
         loop {
@@ -162,7 +143,7 @@ impl ActivityWorker {
                     ) =>
                 {
                     warn!(error = %e, "activity batch aborted; running it again");
-                    self.metrics.batches_aborted.inc();
+                    self.metrics.activity_batches.aborted.inc();
                     rewind_to_committed(&consumer).map_err(|source| WorkerError::Consumer {
                         group: self.config.group_id.clone(),
                         source,
@@ -260,11 +241,18 @@ impl ActivityWorker {
                 source: rdkafka::error::KafkaError::NoMessageReceived,
             })?;
         transactor.commit(&outgoing, list, group_metadata).await?;
-        self.metrics.batches_committed.inc();
-        self.metrics.records_in.add(records.len() as u64);
-        self.metrics.records_out.add(outgoing.len() as u64);
+        self.metrics.activity_batches.committed.inc();
         self.metrics
-            .batch_seconds
+            .activity_batches
+            .records_in
+            .add(records.len() as u64);
+        self.metrics
+            .activity_batches
+            .records_out
+            .add(outgoing.len() as u64);
+        self.metrics
+            .activity_batches
+            .seconds
             .observe(started.elapsed().as_secs_f64());
         Ok(newly_held)
     }

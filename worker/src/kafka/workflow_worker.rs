@@ -79,6 +79,52 @@ impl WorkerConfig {
     }
 }
 
+/// A worker's place in its consumer group: the subscribed consumer, what its rebalances did,
+/// and the transactional producer that commits its batches.
+pub(super) struct GroupMember {
+    pub consumer: StreamConsumer<RebalanceTracker>,
+    pub tracker: RebalanceTracker,
+    pub transactor: Transactor,
+}
+
+impl WorkerConfig {
+    /// Subscribes to `topics` in the group (with a partition assignment strategy, if given)
+    /// and registers the transactional producer `<group>-<instance>` — namespaced by the
+    /// group, so that deployments sharing a cluster never fence each other — which fences any
+    /// earlier producer with that id.
+    pub(super) async fn join_group(
+        &self,
+        topics: &[String],
+        assignment_strategy: Option<&str>,
+    ) -> Result<GroupMember, WorkerError> {
+        let consumer_error = |source| WorkerError::Consumer {
+            group: self.group_id.clone(),
+            source,
+        };
+        let tracker = RebalanceTracker::default();
+        let mut consumer_config = self.kafka.consumer(&self.group_id);
+        if let Some(strategy) = assignment_strategy {
+            consumer_config.set("partition.assignment.strategy", strategy);
+        }
+        let consumer: StreamConsumer<RebalanceTracker> = consumer_config
+            .create_with_context(tracker.clone())
+            .map_err(consumer_error)?;
+        let names: Vec<&str> = topics.iter().map(String::as_str).collect();
+        consumer.subscribe(&names).map_err(consumer_error)?;
+        let transactor = Transactor::new(
+            &self.kafka,
+            &format!("{}-{}", self.group_id, self.instance_id),
+            self.transaction_timeout,
+        )
+        .await?;
+        Ok(GroupMember {
+            consumer,
+            tracker,
+            transactor,
+        })
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum WorkerError {
     #[error("cannot create the consumer of group `{group}`: {source}")]
@@ -180,32 +226,16 @@ impl<S: Store + 'static> WorkflowWorker<S> {
 
     /// Runs until `shutdown` turns true (then commits nothing more and leaves the group).
     pub async fn run(mut self, mut shutdown: watch::Receiver<bool>) -> Result<(), WorkerError> {
-        let tracker = RebalanceTracker::default();
-        let mut consumer_config = self.config.kafka.consumer(&self.config.group_id);
-        consumer_config.set("partition.assignment.strategy", "range");
-        let consumer: StreamConsumer<RebalanceTracker> = consumer_config
-            .create_with_context(tracker.clone())
-            .map_err(|source| WorkerError::Consumer {
-                group: self.config.group_id.clone(),
-                source,
-            })?;
         let inputs = [
             self.topology.topic(TopicRole::Submissions).name.clone(),
             self.topology.topic(TopicRole::Responses).name.clone(),
         ];
-        consumer
-            .subscribe(&[&inputs[0], &inputs[1]])
-            .map_err(|source| WorkerError::Consumer {
-                group: self.config.group_id.clone(),
-                source,
-            })?;
-        let transactor = Transactor::new(
-            &self.config.kafka,
-            // Namespaced by the group, so that deployments sharing a cluster never fence each other.
-            &format!("{}-{}", self.config.group_id, self.config.instance_id),
-            self.config.transaction_timeout,
-        )
-        .await?;
+        // `range` gives one member the same partition of every co-partitioned input topic.
+        let GroupMember {
+            consumer,
+            tracker,
+            transactor,
+        } = self.config.join_group(&inputs, Some("range")).await?;
         info!(instance = %self.config.instance_id, group = %self.config.group_id, "workflow worker started");
 
         loop {
@@ -244,7 +274,7 @@ impl<S: Store + 'static> WorkflowWorker<S> {
                     ) =>
                 {
                     warn!(error = %e, "batch aborted; reprocessing from the committed offsets");
-                    self.metrics.batches_aborted.inc();
+                    self.metrics.workflow_batches.aborted.inc();
                     let (generation, owned) = tracker.snapshot();
                     self.take_over(&consumer, generation, owned).await?;
                 }
@@ -399,12 +429,19 @@ impl<S: Store + 'static> WorkflowWorker<S> {
         self.metrics
             .workflow_commit_seconds
             .observe(committing.elapsed().as_secs_f64());
-        self.metrics.batches_committed.inc();
-        self.metrics.records_in.add(input_count as u64);
-        self.metrics.records_out.add(batch.records.len() as u64);
+        self.metrics.workflow_batches.committed.inc();
+        self.metrics
+            .workflow_batches
+            .records_in
+            .add(input_count as u64);
+        self.metrics
+            .workflow_batches
+            .records_out
+            .add(batch.records.len() as u64);
         self.materialise(batch, &landed).await?;
         self.metrics
-            .batch_seconds
+            .workflow_batches
+            .seconds
             .observe(started.elapsed().as_secs_f64());
         Ok(())
     }
