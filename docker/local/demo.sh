@@ -40,7 +40,8 @@ echo
 echo "execution $id finished with:"
 tail -n +2 <<<"$output"
 echo
-# The store is written right after the transaction that published the result commits.
+# The store follows the log: the materialiser writes committed batches at most every 200 ms
+# (`--materialise-linger-ms`). An execution row and its history are written together.
 for _ in $(seq 1 50); do
   "$WEIR" status "$id" 2>/dev/null | grep -q '^state *finished' && break
   sleep 0.2

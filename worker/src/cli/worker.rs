@@ -50,6 +50,10 @@ pub struct WorkerArgs {
     /// Input records larger than this go to the DLQ.
     #[arg(long, env = "WEIR_MAX_RECORD_BYTES", default_value_t = 1024 * 1024)]
     pub max_record_bytes: usize,
+    /// Write committed batches to the CQL store at most once per this many milliseconds
+    /// (merging them: fewer, larger writes; the store lags Kafka by up to this much more).
+    #[arg(long, env = "WEIR_MATERIALISE_LINGER_MS", default_value_t = 200)]
+    pub materialise_linger_ms: u64,
     /// Parked workflow instances kept in memory.
     #[arg(long, env = "WEIR_CACHE_SIZE", default_value_t = 512)]
     pub cache_size: usize,
@@ -115,6 +119,7 @@ async fn serve(args: WorkerArgs) -> anyhow::Result<()> {
             instance_id.clone(),
         );
         config.commit_interval = Duration::from_millis(args.commit_interval_ms);
+        config.materialise_linger = Duration::from_millis(args.materialise_linger_ms);
         config.max_batch_records = args.max_batch;
         config.cache_size = args.cache_size;
         config.max_record_bytes = args.max_record_bytes;

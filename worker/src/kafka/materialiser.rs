@@ -22,7 +22,8 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use indexmap::IndexMap;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{Notify, mpsc, watch};
+use tokio::time::Instant;
 use tracing::{Instrument, debug, info_span, warn};
 
 use crate::model::ExecutionId;
@@ -115,17 +116,35 @@ struct Progress {
 pub struct Materialiser {
     jobs: mpsc::Sender<(u64, MaterialiseJob)>,
     progress: watch::Receiver<Progress>,
+    /// Tells the writer that someone waits for the store: stop lingering.
+    waited_for: Arc<Notify>,
     submitted: u64,
 }
 
 impl Materialiser {
     /// Starts the writer; at most `queue` jobs wait behind the one being written (then
     /// [`Materialiser::submit`] waits: the store's pace bounds how far memory runs ahead).
-    pub fn spawn<S: Store + 'static>(store: Arc<S>, queue: usize) -> Self {
+    /// Writes start at most once per `linger`: the jobs that arrive meanwhile are merged, so an
+    /// execution touched by several batches costs the store one request, not one per batch.
+    /// Whoever waits for the store ([`Materialiser::wait_for`], [`Materialiser::flush`]) cuts
+    /// the linger short.
+    pub fn spawn<S: Store + 'static>(store: Arc<S>, queue: usize, linger: Duration) -> Self {
         let (jobs, mut receiver) = mpsc::channel::<(u64, MaterialiseJob)>(queue.max(1));
         let (report, progress) = watch::channel(Progress::default());
+        let waited_for = Arc::new(Notify::new());
+        let urgent = Arc::clone(&waited_for);
         tokio::spawn(async move {
+            let mut last_write: Option<Instant> = None;
             while let Some((first, job)) = receiver.recv().await {
+                let rest =
+                    last_write.map_or(Duration::ZERO, |at| linger.saturating_sub(at.elapsed()));
+                if !rest.is_zero() {
+                    tokio::select! {
+                        _ = tokio::time::sleep(rest) => {}
+                        _ = urgent.notified() => {}
+                    }
+                }
+                last_write = Some(Instant::now());
                 let mut batch = first;
                 let mut queued = vec![job];
                 while queued.len() < MAX_MERGED_JOBS {
@@ -152,6 +171,7 @@ impl Materialiser {
         Materialiser {
             jobs,
             progress,
+            waited_for,
             submitted: 0,
         }
     }
@@ -183,6 +203,9 @@ impl Materialiser {
 
     /// Waits until job `batch` (and every one before it) is in the store.
     pub async fn wait_for(&mut self, batch: u64) -> Result<(), MaterialiseError> {
+        if self.progress.borrow().materialised < batch {
+            self.waited_for.notify_one();
+        }
         let progress = self
             .progress
             .wait_for(|p| p.materialised >= batch || p.failure.is_some())
@@ -282,7 +305,7 @@ mod tests {
     #[tokio::test]
     async fn jobs_are_written_in_order_and_flush_waits_for_all() {
         let store = Arc::new(InMemoryStore::default());
-        let mut materialiser = Materialiser::spawn(Arc::clone(&store), 4);
+        let mut materialiser = Materialiser::spawn(Arc::clone(&store), 4, Duration::ZERO);
         let id = ExecutionId::top_level(ulid::Ulid::new());
         for n in 0..20i64 {
             let job = MaterialiseJob {
@@ -481,7 +504,7 @@ mod tests {
             gate: Some(tokio::sync::Semaphore::new(0)),
             ..ProbeStore::default()
         });
-        let mut materialiser = Materialiser::spawn(Arc::clone(&store), 16);
+        let mut materialiser = Materialiser::spawn(Arc::clone(&store), 16, Duration::ZERO);
         let id = ExecutionId::top_level(ulid::Ulid::new());
         let job = |n: i64| MaterialiseJob {
             history: vec![history_row(&id, n, 100 + n)],
@@ -513,9 +536,54 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn jobs_arriving_within_the_linger_are_written_together() {
+        let store = Arc::new(ProbeStore::default());
+        let linger = Duration::from_millis(200);
+        let mut materialiser = Materialiser::spawn(Arc::clone(&store), 16, linger);
+        let id = ExecutionId::top_level(ulid::Ulid::new());
+        let job = |n: i64| MaterialiseJob {
+            history: vec![history_row(&id, n, 100 + n)],
+            checkpoints: vec![checkpoint(0, 101 + n)],
+            ..Default::default()
+        };
+        let calls = || store.materialise_calls.load(Ordering::SeqCst);
+        // After a quiet time, a job is written at once.
+        materialiser.submit(job(0)).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert_eq!((calls(), materialiser.materialised()), (1, 1));
+        for n in 1..6 {
+            materialiser.submit(job(n)).await.unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(calls(), 1, "still lingering");
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        assert_eq!((calls(), materialiser.materialised()), (2, 6));
+        assert_eq!(store.history(&id).await.unwrap().len(), 6);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn waiting_for_the_store_cuts_the_linger_short() {
+        let store = Arc::new(ProbeStore::default());
+        let linger = Duration::from_secs(60);
+        let mut materialiser = Materialiser::spawn(Arc::clone(&store), 16, linger);
+        materialiser.submit(checkpoint_job(1)).await.unwrap();
+        materialiser.flush().await.unwrap();
+        materialiser.submit(checkpoint_job(2)).await.unwrap();
+        let started = Instant::now();
+        materialiser.flush().await.unwrap();
+        assert!(
+            started.elapsed() < linger,
+            "flush waited out the linger: {:?}",
+            started.elapsed()
+        );
+        let stored = store.checkpoint("weir.history", 0).await.unwrap().unwrap();
+        assert_eq!(stored.materialised_offset, 2);
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn a_transient_failure_is_retried() {
         let store = flaky(ATTEMPTS - 1);
-        let mut materialiser = Materialiser::spawn(Arc::clone(&store), 4);
+        let mut materialiser = Materialiser::spawn(Arc::clone(&store), 4, Duration::ZERO);
         materialiser.submit(checkpoint_job(7)).await.unwrap();
         materialiser.flush().await.unwrap();
         let stored = store.checkpoint("weir.history", 0).await.unwrap().unwrap();
@@ -525,7 +593,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_lasting_failure_stops_everything_after_it_and_is_reported() {
         let store = flaky(u32::MAX);
-        let mut materialiser = Materialiser::spawn(Arc::clone(&store), 4);
+        let mut materialiser = Materialiser::spawn(Arc::clone(&store), 4, Duration::ZERO);
         materialiser.submit(checkpoint_job(7)).await.unwrap();
         let err = materialiser.flush().await.unwrap_err();
         assert!(

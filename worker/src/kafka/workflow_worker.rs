@@ -54,6 +54,8 @@ pub struct WorkerConfig {
     pub cache_size: usize,
     /// Input records larger than this go to the DLQ.
     pub max_record_bytes: usize,
+    /// The store is written at most once per this (see [`Materialiser::spawn`]).
+    pub materialise_linger: Duration,
     /// Timers due within this horizon are held in memory.
     pub timer_horizon: Duration,
     pub transaction_timeout: Duration,
@@ -73,6 +75,7 @@ impl WorkerConfig {
             max_batch_records: 500,
             cache_size: 10_000,
             max_record_bytes: 1024 * 1024,
+            materialise_linger: Duration::from_millis(200),
             timer_horizon: Duration::from_secs(60),
             transaction_timeout: Duration::from_secs(30),
         }
@@ -206,7 +209,11 @@ impl<S: Store + 'static> WorkflowWorker<S> {
         metrics: Arc<Metrics>,
     ) -> Self {
         let executions = Executions::new(config.cache_size);
-        let materialiser = Materialiser::spawn(Arc::clone(&store), MATERIALISE_QUEUE);
+        let materialiser = Materialiser::spawn(
+            Arc::clone(&store),
+            MATERIALISE_QUEUE,
+            config.materialise_linger,
+        );
         WorkflowWorker {
             config,
             topology,

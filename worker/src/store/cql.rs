@@ -128,6 +128,41 @@ fn checkpoint_values(c: &Checkpoint) -> (&str, i32, i64, &str, DateTime<Utc>) {
 }
 
 impl CqlStore {
+    /// One unlogged batch on one partition key: history rows of an execution, and its
+    /// execution row if given.
+    async fn write_rows(
+        &self,
+        id: &str,
+        rows: Vec<&HistoryRow>,
+        execution: Option<&ExecutionRow>,
+    ) -> Result<(), StoreError> {
+        let parent = execution.and_then(|e| e.parent_id.as_ref().map(ToString::to_string));
+        let mut batch = Batch::new(BatchType::Unlogged);
+        let mut values: Vec<Box<dyn SerializeRow + Send + Sync + '_>> =
+            Vec::with_capacity(rows.len() + 1);
+        for row in &rows {
+            batch.append_statement(self.statements.insert_history.clone());
+            values.push(Box::new(history_values(id, row)));
+        }
+        if let Some(execution) = execution {
+            batch.append_statement(self.statements.insert_execution.clone());
+            values.push(Box::new(execution_values(id, parent.as_deref(), execution)));
+        }
+        let what = if execution.is_some() {
+            " and the execution row"
+        } else {
+            ""
+        };
+        self.session
+            .batch(&batch, values)
+            .await
+            .map_err(execute_error(format!(
+                "write {} history rows{what} of {id}",
+                rows.len()
+            )))?;
+        Ok(())
+    }
+
     /// Prepares every statement against `keyspace` (whose tables `topology apply` created).
     pub async fn new(session: Arc<Session>, keyspace: &str) -> Result<Self, StoreError> {
         validate_keyspace(keyspace)?;
@@ -465,54 +500,32 @@ impl Store for CqlStore {
                 .or_default()
                 .1 = Some(row);
         }
-        // An execution with more record bytes than one request should carry is split; the
-        // execution row goes with its last rows.
-        let mut requests: Vec<(&str, Rows<'_>)> = Vec::with_capacity(per_execution.len());
+        // An execution with more record bytes than one request should carry is split; its
+        // earlier rows are written first, and the execution row goes with its last rows, so
+        // that a reader who sees the row (its state, its history version) sees the history.
+        let mut earlier: Vec<(&str, Rows<'_>)> = Vec::new();
+        let mut last: Vec<(&str, Rows<'_>)> = Vec::with_capacity(per_execution.len());
         for (id, (rows, execution)) in &per_execution {
             let mut chunk: Vec<&HistoryRow> = Vec::new();
             let mut bytes = 0;
             for &row in rows {
                 if !chunk.is_empty() && bytes + row.record.len() > MAX_REQUEST_RECORD_BYTES {
-                    requests.push((id, (std::mem::take(&mut chunk), None)));
+                    earlier.push((id, (std::mem::take(&mut chunk), None)));
                     bytes = 0;
                 }
                 bytes += row.record.len();
                 chunk.push(row);
             }
-            requests.push((id, (chunk, *execution)));
+            last.push((id, (chunk, *execution)));
         }
-        try_join_all(
-            requests
-                .into_iter()
-                .map(|(id, (rows, execution))| async move {
-                    let parent =
-                        execution.and_then(|e| e.parent_id.as_ref().map(ToString::to_string));
-                    let mut batch = Batch::new(BatchType::Unlogged);
-                    let mut values: Vec<Box<dyn SerializeRow + Send + Sync + '_>> =
-                        Vec::with_capacity(rows.len() + 1);
-                    for row in &rows {
-                        batch.append_statement(self.statements.insert_history.clone());
-                        values.push(Box::new(history_values(id, row)));
-                    }
-                    if let Some(execution) = execution {
-                        batch.append_statement(self.statements.insert_execution.clone());
-                        values.push(Box::new(execution_values(id, parent.as_deref(), execution)));
-                    }
-                    self.session
-                        .batch(&batch, values)
-                        .await
-                        .map_err(execute_error(format!(
-                            "write {} history rows{} of {id}",
-                            rows.len(),
-                            if execution.is_some() {
-                                " and the execution row"
-                            } else {
-                                ""
-                            }
-                        )))
-                }),
-        )
-        .await?;
+        for requests in [earlier, last] {
+            try_join_all(
+                requests
+                    .into_iter()
+                    .map(|(id, (rows, execution))| self.write_rows(id, rows, execution)),
+            )
+            .await?;
+        }
         Ok(())
     }
 
