@@ -6,10 +6,12 @@
 //! workflow worker hands each committed batch to one background writer and goes on with the
 //! next batch. The writer applies batches strictly in commit order (history rows, execution
 //! rows and timers first, then the checkpoints, so a checkpoint never gets ahead of the rows it
-//! covers) and retries a failing write before giving up. Jobs that queued up while it was
-//! writing are merged and written as one (an execution row, timer or checkpoint written by
-//! several of them is written once, in its latest state): when the store falls behind, it
-//! catches up with fewer, larger writes instead of falling further behind.
+//! covers) and retries a failing write before giving up. It writes at most once per linger
+//! (200 ms by default), and the jobs that arrived since its last write are merged and written
+//! as one (an execution touched by several costs one request; an execution row, timer or
+//! checkpoint is written once, in its latest state): the store lags a little, and takes a
+//! fraction of the requests. When it falls behind, it stops lingering and catches up with
+//! fewer, larger writes instead of falling further behind.
 //!
 //! While a batch is not materialised, the store is behind memory for the executions it touched:
 //! those stay pinned in the worker's cache (see [`super::executions::Executions::evict`]), and
@@ -135,10 +137,12 @@ impl Materialiser {
         let urgent = Arc::clone(&waited_for);
         tokio::spawn(async move {
             let mut last_write: Option<Instant> = None;
+            // The last write merged as many jobs as it may: the store is behind, do not linger.
+            let mut behind = false;
             while let Some((first, job)) = receiver.recv().await {
                 let rest =
                     last_write.map_or(Duration::ZERO, |at| linger.saturating_sub(at.elapsed()));
-                if !rest.is_zero() {
+                if !behind && !rest.is_zero() {
                     tokio::select! {
                         _ = tokio::time::sleep(rest) => {}
                         _ = urgent.notified() => {}
@@ -154,6 +158,7 @@ impl Materialiser {
                     batch = next;
                     queued.push(job);
                 }
+                behind = queued.len() == MAX_MERGED_JOBS;
                 let job = MaterialiseJob::merge(queued);
                 let span = info_span!("materialise", first, batch, rows = job.history.len());
                 match write_with_retries(store.as_ref(), batch, &job)
@@ -559,6 +564,33 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(150)).await;
         assert_eq!((calls(), materialiser.materialised()), (2, 6));
         assert_eq!(store.history(&id).await.unwrap().len(), 6);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_writer_behind_stops_lingering() {
+        let store = Arc::new(ProbeStore::default());
+        let linger = Duration::from_secs(60);
+        let jobs = 2 * MAX_MERGED_JOBS as i64 - 1;
+        let mut materialiser = Materialiser::spawn(Arc::clone(&store), 2 * MAX_MERGED_JOBS, linger);
+        let started = Instant::now();
+        materialiser.submit(checkpoint_job(0)).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        for n in 1..=jobs {
+            materialiser.submit(checkpoint_job(n)).await.unwrap();
+        }
+        // One linger after the first write; the full merge that follows shows the writer is
+        // behind, so the rest is written at once.
+        materialiser
+            .progress
+            .wait_for(|p| p.materialised == jobs as u64 + 1)
+            .await
+            .unwrap();
+        assert_eq!(store.materialise_calls.load(Ordering::SeqCst), 3);
+        assert!(
+            started.elapsed() < 2 * linger,
+            "lingered again while behind: {:?}",
+            started.elapsed()
+        );
     }
 
     #[tokio::test(start_paused = true)]
