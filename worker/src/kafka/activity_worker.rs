@@ -155,6 +155,7 @@ impl ActivityWorker {
         consumer.unsubscribe();
         Ok(())
     }
+
     /// Seeks each newly held partition back to its retry and pauses it.
     fn hold(
         &self,
