@@ -17,6 +17,7 @@ use rdkafka::{Offset, TopicPartitionList};
 
 use super::KafkaConfig;
 use super::executions::{TIMER_DELAY, TIMER_SCHEDULE, schedule_timer_id};
+use super::materialiser::{self, MaterialiseJob};
 use crate::codec::{Codec, HistoryEntry, HistoryRecord, RecordPosition};
 use crate::model::{HistoryEvent, JoinSetRequest, Response};
 use crate::store::{Checkpoint, ExecutionRow, HistoryRow, Store, StoreError, TimerRow};
@@ -99,7 +100,7 @@ impl<'a, S: Store> Catchup<'a, S> {
             .map_err(kafka_error)?;
         consumer.assign(&assignment).map_err(kafka_error)?;
 
-        let mut state = Materialiser::default();
+        let mut changes = StoreChanges::default();
         let mut next_offset = from;
         let mut read = 0;
         loop {
@@ -127,41 +128,45 @@ impl<'a, S: Store> Catchup<'a, S> {
                         .and_then(DateTime::from_timestamp_millis)
                         .unwrap_or_else(Utc::now);
                     let bytes = message.payload().unwrap_or_default().to_vec();
-                    state
+                    changes
                         .add(self.store, record, bytes, partition, offset, recorded_at)
                         .await?;
                     next_offset = offset + 1;
                     read += 1;
-                    if state.rows.len() >= FLUSH_EVERY {
-                        state.flush(self.store).await?;
-                        self.checkpoint(partition, next_offset).await?;
+                    if changes.rows.len() >= FLUSH_EVERY {
+                        self.flush(&mut changes, partition, next_offset).await?;
                     }
                 }
             }
         }
-        state.flush(self.store).await?;
         if read > 0 {
-            self.checkpoint(partition, next_offset).await?;
+            self.flush(&mut changes, partition, next_offset).await?;
         }
         Ok(read)
     }
 
-    async fn checkpoint(&self, partition: i32, offset: i64) -> Result<(), StoreError> {
-        self.store
-            .put_checkpoint(&Checkpoint {
-                topic: self.topic.clone(),
-                kafka_partition: partition,
-                materialised_offset: offset,
-                owner: self.owner.to_owned(),
-                updated_at: Utc::now(),
-            })
-            .await
+    /// Writes the changes gathered so far and then the checkpoint at `next_offset`, the way
+    /// the materialiser writes a committed batch.
+    async fn flush(
+        &self,
+        changes: &mut StoreChanges,
+        partition: i32,
+        next_offset: i64,
+    ) -> Result<(), StoreError> {
+        let checkpoint = Checkpoint {
+            topic: self.topic.clone(),
+            kafka_partition: partition,
+            materialised_offset: next_offset,
+            owner: self.owner.to_owned(),
+            updated_at: Utc::now(),
+        };
+        materialiser::write(self.store, &changes.take_job(checkpoint)).await
     }
 }
 
 /// What a run of changelog records turns into in the store.
 #[derive(Default)]
-struct Materialiser {
+struct StoreChanges {
     rows: Vec<HistoryRow>,
     executions: HashMap<String, ExecutionRow>,
     timers: Vec<TimerRow>,
@@ -170,7 +175,7 @@ struct Materialiser {
     delay_due: HashMap<String, DateTime<Utc>>,
 }
 
-impl Materialiser {
+impl StoreChanges {
     async fn add<S: Store>(
         &mut self,
         store: &S,
@@ -254,9 +259,12 @@ impl Materialiser {
                 }
             }
             HistoryEntry::ResponseAppended(Response::DelayFinished { delay_id, .. }) => {
-                if let Some(due_at) = self.delay_due.get(&delay_id.to_string()) {
-                    self.removed_timers
-                        .push((partition, *due_at, delay_id.to_string()));
+                let timer_id = delay_id.to_string();
+                if let Some(due_at) = self.delay_due.get(&timer_id) {
+                    // Not written at all if requested since the last flush: the job's inserts
+                    // and deletes go to the store concurrently.
+                    self.timers.retain(|t| t.timer_id != timer_id);
+                    self.removed_timers.push((partition, *due_at, timer_id));
                 }
             }
             HistoryEntry::ResponseAppended(_) => {}
@@ -287,15 +295,15 @@ impl Materialiser {
         Ok(())
     }
 
-    async fn flush<S: Store>(&mut self, store: &S) -> Result<(), StoreError> {
-        let executions: Vec<_> = self.executions.values().cloned().collect();
-        store
-            .materialise(&std::mem::take(&mut self.rows), &executions)
-            .await?;
-        store.put_timers(&std::mem::take(&mut self.timers)).await?;
-        for (partition, due_at, id) in std::mem::take(&mut self.removed_timers) {
-            store.delete_timer(partition, due_at, &id).await?;
+    /// Everything gathered since the last flush, with `checkpoint` to write last. Execution
+    /// rows stay: later records of the run update them.
+    fn take_job(&mut self, checkpoint: Checkpoint) -> MaterialiseJob {
+        MaterialiseJob {
+            history: std::mem::take(&mut self.rows),
+            executions: self.executions.values().cloned().collect(),
+            new_timers: std::mem::take(&mut self.timers),
+            removed_timers: std::mem::take(&mut self.removed_timers),
+            checkpoints: vec![checkpoint],
         }
-        Ok(())
     }
 }

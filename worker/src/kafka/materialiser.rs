@@ -262,8 +262,10 @@ async fn write_with_retries<S: Store>(
     }
 }
 
-/// One job; every write is an idempotent upsert or delete, so a retry may repeat any of them.
-async fn write<S: Store>(store: &S, job: &MaterialiseJob) -> Result<(), StoreError> {
+/// One job: rows, execution rows and timers (concurrently: a job never both writes and
+/// removes one timer), then the checkpoints. Every write is an idempotent upsert or delete, so
+/// a retry may repeat any of them. Catch-up writes what it reads from the log this way too.
+pub(super) async fn write<S: Store>(store: &S, job: &MaterialiseJob) -> Result<(), StoreError> {
     let deletions = futures::future::try_join_all(
         job.removed_timers
             .iter()
