@@ -65,9 +65,7 @@ impl Live {
     fn is_pinned(&self, materialised: u64) -> bool {
         self.pinned_until > materialised
     }
-}
 
-impl Live {
     pub fn state_name(&self) -> &'static str {
         match self.phase {
             Phase::Scheduled => "scheduled",

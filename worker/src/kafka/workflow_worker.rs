@@ -61,6 +61,14 @@ pub struct WorkerConfig {
     pub transaction_timeout: Duration,
 }
 
+/// A worker's place in its consumer group: the subscribed consumer, what its rebalances did,
+/// and the transactional producer that commits its batches.
+pub(super) struct GroupMember {
+    pub consumer: StreamConsumer<RebalanceTracker>,
+    pub tracker: RebalanceTracker,
+    pub transactor: Transactor,
+}
+
 impl WorkerConfig {
     pub fn new(
         kafka: KafkaConfig,
@@ -80,17 +88,7 @@ impl WorkerConfig {
             transaction_timeout: Duration::from_secs(30),
         }
     }
-}
 
-/// A worker's place in its consumer group: the subscribed consumer, what its rebalances did,
-/// and the transactional producer that commits its batches.
-pub(super) struct GroupMember {
-    pub consumer: StreamConsumer<RebalanceTracker>,
-    pub tracker: RebalanceTracker,
-    pub transactor: Transactor,
-}
-
-impl WorkerConfig {
     /// Subscribes to `topics` in the group (with a partition assignment strategy, if given)
     /// and registers the transactional producer `<group>-<instance>` — namespaced by the
     /// group, so that deployments sharing a cluster never fence each other — which fences any
