@@ -2,8 +2,7 @@
 //! behind Kafka. See `DESIGN.md` in the shared design folder and the README for the architecture.
 //!
 //! Modules, one job each:
-//! - [`model`]: ids, history events, responses, results — the vocabulary; no I/O.
-//! - [`replay`]: the deterministic history engine; no I/O.
+//! - [`model`], [`replay`]: re-exported from the pure core crate `weir-core`.
 //! - [`wasm`]: the wasmtime host for workflow and activity components.
 //! - [`kafka`]: clients, the murmur2 partitioner, topic administration, the partition processor.
 //! - [`store`]: the CQL store (ScyllaDB / Cassandra): schema, history, state, timers.
@@ -18,8 +17,8 @@ pub mod codec;
 pub mod failpoints;
 pub mod kafka;
 pub mod metrics;
-pub mod model;
-pub mod replay;
+// The pure core lives in `weir-core`; its modules keep their paths here.
+pub use weir_core::{model, replay};
 pub mod store;
 pub mod topology;
 pub mod wasm;

@@ -31,7 +31,7 @@
 
 mod convert;
 pub mod error;
-pub mod records;
+pub use weir_core::records;
 pub mod registry;
 mod resolve;
 pub mod schemas;
