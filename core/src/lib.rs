@@ -1,11 +1,28 @@
 //! Weir's pure core: everything that decides, nothing that does I/O. No tokio, wasmtime,
 //! rdkafka or scylla is a dependency of this crate, so the compiler keeps it pure; time is
-//! always passed in.
+//! always passed in. The `weir` crate plugs Kafka, the CQL store and the wasmtime host into the
+//! seams defined here; the deterministic simulation (`sim`, feature `test-util`) plugs in
+//! simulated ones and drives the very same code.
 //!
-//! - [`model`]: ids, history events, responses, results — the vocabulary.
+//! - [`processor`]: **the partition processor** — the rules that turn inputs into effects.
+//! - [`projection`]: the one projection from an execution's changelog to its state and rows.
+//! - [`driver`]: the workflow worker's loop (take-over, batch, commit, materialise) over its
+//!   seams: [`driver::Log`], [`driver::StoreRead`], [`driver::Materialise`].
+//! - [`timers`]: the timers held in memory, their horizon and watermark.
+//! - [`runner`]: the seam to whatever runs workflow code.
 //! - [`replay`]: the deterministic history engine a workflow run is driven through.
+//! - [`model`]: ids, history events, responses, results — the vocabulary.
 //! - [`records`]: the plain records of every topic (submissions, history, results, DLQ).
+//! - [`rows`]: what the store keeps, typed.
+//! - [`partitioner`]: Kafka's murmur2 partitioner (which partition owns an execution).
 
+pub mod driver;
 pub mod model;
+pub mod partitioner;
+pub mod processor;
+pub mod projection;
 pub mod records;
 pub mod replay;
+pub mod rows;
+pub mod runner;
+pub mod timers;

@@ -364,7 +364,7 @@ fn assert_no_duplicate_outputs(deployment: &Deployment) {
                     .decode(m.payload().unwrap_or_default(), &position)
                     .expect("response");
                 *answers
-                    .entry(weir::kafka::executions::response_id(&response))
+                    .entry(weir::projection::response_id(&response))
                     .or_default() += 1;
             }
             Some(Err(e)) => panic!("{e}"),

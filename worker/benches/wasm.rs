@@ -34,6 +34,18 @@ fn examples_dir() -> PathBuf {
     dir
 }
 
+/// The worker's defaults; compiled components cached in `WEIR_COMPILED_DIR` if set (as with
+/// `weir worker`).
+fn engine_config() -> EngineConfig {
+    let default = EngineConfig::default();
+    EngineConfig {
+        cache_dir: std::env::var_os("WEIR_COMPILED_DIR")
+            .map(PathBuf::from)
+            .or(default.cache_dir.clone()),
+        ..default
+    }
+}
+
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
     v[v.len() / 2]
@@ -47,7 +59,7 @@ fn main() {
     let toml = Path::new(env!("CARGO_MANIFEST_DIR")).join("../topology/components.toml");
     let started = Instant::now();
     let host = Arc::new(
-        WasmHost::from_file(EngineConfig::default(), &toml, &examples_dir())
+        WasmHost::from_file(engine_config(), &toml, &examples_dir())
             .unwrap_or_else(|e| panic!("loading the host: {e}")),
     );
     println!(

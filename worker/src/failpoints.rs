@@ -1,53 +1,60 @@
 //! Fault injection for tests (in the spirit of TiKV's failpoints): named points in the code
-//! where a test process can be made to pause, configured by the environment variable
-//! `WEIR_FAILPOINTS`, e.g. `WEIR_FAILPOINTS=before-commit=pause-once(3000)`. Unset, a failpoint
-//! costs one atomic load.
+//! where a test process can be made to pause. The command line installs them from
+//! `WEIR_FAILPOINTS` (`weir worker --failpoints`), e.g.
+//! `WEIR_FAILPOINTS=before-commit=pause-once(3000)`; this module reads no environment. Not
+//! installed, a failpoint costs one atomic load.
 //!
 //! Actions: `pause(ms)` every time the point is reached, `pause-once(ms)` the first time.
-//! Reaching a point with an action logs `failpoint <name> reached` at WARN, so that a test can
-//! wait for it before acting (e.g. freezing the process with SIGSTOP mid-transaction).
+//! Entries are separated by commas; malformed ones are ignored. Reaching a point with an action
+//! logs `failpoint <name> reached` at WARN, so that a test can wait for it before acting (e.g.
+//! freezing the process with SIGSTOP mid-transaction).
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+#[derive(Debug)]
 struct Action {
     pause: Duration,
     once: bool,
     fired: AtomicBool,
 }
 
-fn configured() -> &'static HashMap<String, Action> {
-    static POINTS: OnceLock<HashMap<String, Action>> = OnceLock::new();
-    POINTS.get_or_init(|| {
-        let spec = std::env::var("WEIR_FAILPOINTS").unwrap_or_default();
-        spec.split(',')
-            .filter_map(|entry| {
-                let (name, action) = entry.trim().split_once('=')?;
-                let (kind, rest) = action.split_once('(')?;
-                let millis: u64 = rest.strip_suffix(')')?.parse().ok()?;
-                let once = match kind {
-                    "pause" => false,
-                    "pause-once" => true,
-                    _ => return None,
-                };
-                Some((
-                    name.to_owned(),
-                    Action {
-                        pause: Duration::from_millis(millis),
-                        once,
-                        fired: AtomicBool::new(false),
-                    },
-                ))
-            })
-            .collect()
-    })
+static POINTS: OnceLock<HashMap<String, Action>> = OnceLock::new();
+
+/// Installs the failpoints of `spec` (`name=action(ms),…`) for the rest of the process. The
+/// first call wins: later ones are ignored, and return `false`.
+pub fn install(spec: &str) -> bool {
+    POINTS.set(parse(spec)).is_ok()
 }
 
-/// Runs the action configured for `name`, if any.
+fn parse(spec: &str) -> HashMap<String, Action> {
+    spec.split(',')
+        .filter_map(|entry| {
+            let (name, action) = entry.trim().split_once('=')?;
+            let (kind, rest) = action.split_once('(')?;
+            let millis: u64 = rest.strip_suffix(')')?.parse().ok()?;
+            let once = match kind {
+                "pause" => false,
+                "pause-once" => true,
+                _ => return None,
+            };
+            Some((
+                name.to_owned(),
+                Action {
+                    pause: Duration::from_millis(millis),
+                    once,
+                    fired: AtomicBool::new(false),
+                },
+            ))
+        })
+        .collect()
+}
+
+/// Runs the action installed for `name`, if any.
 pub async fn failpoint(name: &str) {
-    let Some(action) = configured().get(name) else {
+    let Some(action) = POINTS.get().and_then(|points| points.get(name)) else {
         return;
     };
     if action.once && action.fired.swap(true, Ordering::SeqCst) {
@@ -55,4 +62,22 @@ pub async fn failpoint(name: &str) {
     }
     tracing::warn!("failpoint {name} reached");
     tokio::time::sleep(action.pause).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_spec_is_parsed_and_malformed_entries_are_ignored() {
+        let points = parse("before-commit=pause-once(3000), other=pause(5),bad=sleep(1),x=pause");
+        assert_eq!(points.len(), 2, "{points:?}");
+        let commit = &points["before-commit"];
+        assert_eq!(commit.pause, Duration::from_millis(3000));
+        assert!(commit.once);
+        let other = &points["other"];
+        assert_eq!(other.pause, Duration::from_millis(5));
+        assert!(!other.once);
+        assert!(parse("").is_empty());
+    }
 }

@@ -1,5 +1,5 @@
 //! Weir: durable workflows, written as WebAssembly components, run by stateless workers
-//! behind Kafka. See `DESIGN.md` in the shared design folder and the README for the architecture.
+//! behind Kafka. See `docs/design.md` and the README for the architecture.
 //!
 //! Modules, one job each:
 //! - [`model`], [`replay`]: re-exported from the pure core crate `weir-core`.
@@ -10,6 +10,7 @@
 //! - [`topology`]: the declarative description of topics, routes and components (`topology/`).
 //! - [`failpoints`]: named pauses for fault-injection tests (`WEIR_FAILPOINTS`).
 //! - [`metrics`]: the worker's counters and gauges and their Prometheus endpoint.
+//! - [`options`]: the default of every setting, one source for clap, the library and the README.
 //! - [`cli`]: the `weir` command line.
 
 pub mod cli;
@@ -17,8 +18,9 @@ pub mod codec;
 pub mod failpoints;
 pub mod kafka;
 pub mod metrics;
+pub mod options;
 // The pure core lives in `weir-core`; its modules keep their paths here.
-pub use weir_core::{model, replay};
+pub use weir_core::{model, projection, replay};
 pub mod store;
 pub mod topology;
 pub mod wasm;

@@ -34,7 +34,7 @@ pub struct SubmitArgs {
     #[arg(long)]
     pub follow: bool,
     /// How long `--follow` waits, in seconds.
-    #[arg(long, default_value_t = 120)]
+    #[arg(long, default_value_t = crate::options::DEFAULT_FOLLOW_TIMEOUT_SECS)]
     pub timeout: u64,
 }
 
@@ -188,7 +188,7 @@ pub async fn status(args: ShowArgs) -> ExitCode {
             println!(
                 "{}",
                 serde_json::to_string_pretty(&json!({
-                    "execution_id": id.to_string(), "ffqn": row.ffqn, "state": row.state,
+                    "execution_id": id.to_string(), "ffqn": row.ffqn, "state": row.state.as_str(),
                     "parent_id": row.parent_id.map(|p| p.to_string()), "params": row.params,
                     "history_version": row.history_version, "created_at": row.created_at,
                     "updated_at": row.updated_at, "finished_at": row.finished_at, "result": result,

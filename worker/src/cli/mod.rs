@@ -14,6 +14,7 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand};
 
 use crate::kafka::KafkaConfig;
+use crate::options;
 use crate::store::CqlConfig;
 
 #[derive(Debug, Parser)]
@@ -46,7 +47,7 @@ pub enum Command {
 #[derive(Debug, Clone, Args)]
 pub struct ClusterArgs {
     /// Kafka bootstrap servers.
-    #[arg(long, env = "WEIR_BROKERS", default_value = "127.0.0.1:9092")]
+    #[arg(long, env = "WEIR_BROKERS", default_value = options::DEFAULT_BROKERS)]
     pub brokers: String,
     /// Extra librdkafka property for every client, `key=value` (repeatable).
     #[arg(long = "kafka-property", value_parser = parse_key_value)]
@@ -55,21 +56,25 @@ pub struct ClusterArgs {
     #[arg(
         long,
         env = "WEIR_CQL",
-        default_value = "127.0.0.1:9042",
+        default_value = options::DEFAULT_CQL,
         value_delimiter = ','
     )]
     pub cql: Vec<String>,
     /// The keyspace that holds Weir's tables.
-    #[arg(long, env = "WEIR_KEYSPACE", default_value = "weir")]
+    #[arg(long, env = "WEIR_KEYSPACE", default_value = options::DEFAULT_KEYSPACE)]
     pub keyspace: String,
     /// Replication factor of the keyspace when it is created.
-    #[arg(long, env = "WEIR_CQL_REPLICATION_FACTOR", default_value_t = 1)]
+    #[arg(
+        long,
+        env = "WEIR_CQL_REPLICATION_FACTOR",
+        default_value_t = options::DEFAULT_CQL_REPLICATION_FACTOR
+    )]
     pub cql_replication_factor: u32,
     /// Folder with topics.toml and routes.toml.
-    #[arg(long, env = "WEIR_TOPOLOGY", default_value = "topology")]
+    #[arg(long, env = "WEIR_TOPOLOGY", default_value = options::DEFAULT_TOPOLOGY)]
     pub topology: std::path::PathBuf,
     /// Prefix of every topic name (`<namespace>.weir.submissions`), to share a Kafka cluster.
-    #[arg(long, env = "WEIR_NAMESPACE", default_value = "")]
+    #[arg(long, env = "WEIR_NAMESPACE", default_value = options::DEFAULT_NAMESPACE)]
     pub namespace: String,
 }
 
@@ -122,11 +127,12 @@ pub fn main() -> ExitCode {
     })
 }
 
-/// Logs go to stderr, filtered by `WEIR_LOG` (or `RUST_LOG`), `info` by default.
+/// Logs go to stderr, filtered by `WEIR_LOG` (or `RUST_LOG`), [`options::DEFAULT_LOG_FILTER`]
+/// by default.
 fn init_tracing() {
     let filter = std::env::var("WEIR_LOG")
         .or_else(|_| std::env::var("RUST_LOG"))
-        .unwrap_or_else(|_| "info,scylla=warn,rdkafka=warn".to_owned());
+        .unwrap_or_else(|_| options::DEFAULT_LOG_FILTER.to_owned());
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
         .with_writer(std::io::stderr)

@@ -13,9 +13,11 @@ use tracing::{error, info};
 
 use super::ClusterArgs;
 use crate::codec::{Codec, HttpRegistry, SchemaRegistry};
+use crate::failpoints;
 use crate::kafka::activity_worker::ActivityWorker;
 use crate::kafka::workflow_worker::{WorkerConfig, WorkflowWorker};
 use crate::metrics::{self, Metrics};
+use crate::options;
 use crate::store::{CqlStore, connect};
 use crate::topology::Topology;
 use crate::wasm::{EngineConfig, WasmHost};
@@ -25,43 +27,67 @@ pub struct WorkerArgs {
     #[command(flatten)]
     pub cluster: ClusterArgs,
     /// The component registry.
-    #[arg(
-        long,
-        env = "WEIR_COMPONENTS",
-        default_value = "topology/components.toml"
-    )]
+    #[arg(long, env = "WEIR_COMPONENTS", default_value = options::DEFAULT_COMPONENTS)]
     pub components: PathBuf,
     /// Where the registry's relative component paths are resolved.
     #[arg(
         long,
         env = "WEIR_COMPONENTS_DIR",
-        default_value = "/var/cache/weir/examples"
+        default_value = options::DEFAULT_COMPONENTS_DIR
     )]
     pub components_dir: PathBuf,
+    /// The cache of compiled components (a restart loads them instead of recompiling).
+    #[arg(
+        long,
+        env = "WEIR_COMPILED_DIR",
+        default_value = options::DEFAULT_COMPILED_DIR
+    )]
+    pub compiled_dir: PathBuf,
     /// Commit a batch after this many milliseconds (or `--max-batch` records).
-    #[arg(long, env = "WEIR_COMMIT_INTERVAL_MS", default_value_t = 20)]
+    #[arg(
+        long,
+        env = "WEIR_COMMIT_INTERVAL_MS",
+        default_value_t = options::DEFAULT_COMMIT_INTERVAL_MS
+    )]
     pub commit_interval_ms: u64,
-    #[arg(long, env = "WEIR_MAX_BATCH", default_value_t = 500)]
+    /// Commit a batch after this many input records (or `--commit-interval-ms`).
+    #[arg(long, env = "WEIR_MAX_BATCH", default_value_t = options::DEFAULT_MAX_BATCH)]
     pub max_batch: usize,
     /// Kafka transaction timeout: how long a dead worker's open transaction can hold its
     /// partitions before the broker aborts it.
-    #[arg(long, env = "WEIR_TRANSACTION_TIMEOUT_MS", default_value_t = 30_000)]
+    #[arg(
+        long,
+        env = "WEIR_TRANSACTION_TIMEOUT_MS",
+        default_value_t = options::DEFAULT_TRANSACTION_TIMEOUT_MS
+    )]
     pub transaction_timeout_ms: u64,
     /// Input records larger than this go to the DLQ.
-    #[arg(long, env = "WEIR_MAX_RECORD_BYTES", default_value_t = 1024 * 1024)]
+    #[arg(
+        long,
+        env = "WEIR_MAX_RECORD_BYTES",
+        default_value_t = options::DEFAULT_MAX_RECORD_BYTES
+    )]
     pub max_record_bytes: usize,
     /// Write committed batches to the CQL store at most once per this many milliseconds
     /// (merging them: fewer, larger writes; the store lags Kafka by up to this much more).
-    #[arg(long, env = "WEIR_MATERIALISE_LINGER_MS", default_value_t = 200)]
+    #[arg(
+        long,
+        env = "WEIR_MATERIALISE_LINGER_MS",
+        default_value_t = options::DEFAULT_MATERIALISE_LINGER_MS
+    )]
     pub materialise_linger_ms: u64,
     /// Parked workflow instances kept in memory.
-    #[arg(long, env = "WEIR_CACHE_SIZE", default_value_t = 512)]
+    #[arg(long, env = "WEIR_CACHE_SIZE", default_value_t = options::DEFAULT_CACHE_SIZE)]
     pub cache_size: usize,
     /// WASM instances the pooling allocator can hold (parked workflows and running activities).
-    #[arg(long, env = "WEIR_MAX_INSTANCES", default_value_t = 1024)]
+    #[arg(
+        long,
+        env = "WEIR_MAX_INSTANCES",
+        default_value_t = options::DEFAULT_MAX_INSTANCES
+    )]
     pub max_instances: u32,
     /// Where `GET /metrics` is served.
-    #[arg(long, env = "WEIR_METRICS_ADDR", default_value = "0.0.0.0:9464")]
+    #[arg(long, env = "WEIR_METRICS_ADDR", default_value = options::DEFAULT_METRICS_ADDR)]
     pub metrics_addr: SocketAddr,
     /// This process's id: in its transactional ids and checkpoints. Default: host, pid, time.
     #[arg(long, env = "WEIR_INSTANCE_ID")]
@@ -69,6 +95,9 @@ pub struct WorkerArgs {
     /// Confluent-compatible schema registry; without it records use Avro single-object encoding.
     #[arg(long, env = "WEIR_SCHEMA_REGISTRY")]
     pub schema_registry: Option<String>,
+    /// Fault injection for tests, e.g. `before-commit=pause-once(3000)` (`weir::failpoints`).
+    #[arg(long, env = "WEIR_FAILPOINTS", hide = true)]
+    pub failpoints: Option<String>,
     /// Run only the workflow worker (activities served elsewhere).
     #[arg(long, conflicts_with = "activities_only")]
     pub workflows_only: bool,
@@ -88,11 +117,15 @@ pub async fn run(args: WorkerArgs) -> ExitCode {
 }
 
 async fn serve(args: WorkerArgs) -> anyhow::Result<()> {
+    if let Some(spec) = &args.failpoints {
+        failpoints::install(spec);
+    }
     let cluster = &args.cluster;
     let topology = Arc::new(Topology::load(&cluster.topology)?.with_namespace(&cluster.namespace)?);
     let instance_id = args.instance_id.clone().unwrap_or_else(default_instance_id);
     let host = Arc::new(WasmHost::from_file(
         EngineConfig {
+            cache_dir: Some(args.compiled_dir.clone()),
             max_instances: args.max_instances,
             ..EngineConfig::default()
         },

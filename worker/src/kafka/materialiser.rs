@@ -14,7 +14,7 @@
 //! fewer, larger writes instead of falling further behind.
 //!
 //! While a batch is not materialised, the store is behind memory for the executions it touched:
-//! those stay pinned in the worker's cache (see [`super::executions::Executions::evict`]), and
+//! those stay pinned in the worker's cache (see `weir_core::processor::Processor::evict`), and
 //! anything that must read the store for them waits for [`Materialiser::wait_for`] first.
 //! A failure is reported by the next [`Materialiser::submit`] or [`Materialiser::health`]; the
 //! worker then stops, and whoever owns the partitions next catches the store up from the log.
@@ -22,74 +22,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
-use indexmap::IndexMap;
 use tokio::sync::{Notify, mpsc, watch};
 use tokio::time::Instant;
 use tracing::{Instrument, debug, info_span, warn};
+use weir_core::driver::BoxError;
 
-use crate::model::ExecutionId;
-use crate::store::{Checkpoint, ExecutionRow, HistoryRow, Store, StoreError, TimerRow};
-
-/// Everything one committed batch adds to or removes from the store.
-#[derive(Debug, Default, Clone)]
-pub struct MaterialiseJob {
-    /// Changelog rows with their `weir.history` partition and offset.
-    pub history: Vec<HistoryRow>,
-    pub executions: Vec<ExecutionRow>,
-    pub new_timers: Vec<TimerRow>,
-    /// Fired or cancelled timers: (partition, due at, timer id).
-    pub removed_timers: Vec<(i32, DateTime<Utc>, String)>,
-    /// Written last: history checkpoints and timer watermarks.
-    pub checkpoints: Vec<Checkpoint>,
-}
-
-impl MaterialiseJob {
-    /// One job with the effect of `jobs` applied in order: history rows accumulate; of an
-    /// execution row, a timer (written or removed) and a checkpoint, only the latest state is
-    /// kept. (Keeping a timer's insert and its later delete both would also send them to the
-    /// store concurrently, where the delete could lose.)
-    pub fn merge(jobs: Vec<MaterialiseJob>) -> MaterialiseJob {
-        if jobs.len() == 1 {
-            return jobs.into_iter().next().unwrap_or_default();
-        }
-        let mut history = Vec::new();
-        let mut executions: IndexMap<ExecutionId, ExecutionRow> = IndexMap::new();
-        // `None`: removed.
-        let mut timers: IndexMap<(i32, DateTime<Utc>, String), Option<TimerRow>> = IndexMap::new();
-        let mut checkpoints: IndexMap<(String, i32), Checkpoint> = IndexMap::new();
-        for job in jobs {
-            history.extend(job.history);
-            for row in job.executions {
-                executions.insert(row.execution_id.clone(), row);
-            }
-            for timer in job.new_timers {
-                let key = (timer.kafka_partition, timer.due_at, timer.timer_id.clone());
-                timers.insert(key, Some(timer));
-            }
-            for key in job.removed_timers {
-                timers.insert(key, None);
-            }
-            for checkpoint in job.checkpoints {
-                let key = (checkpoint.topic.clone(), checkpoint.kafka_partition);
-                checkpoints.insert(key, checkpoint);
-            }
-        }
-        let mut merged = MaterialiseJob {
-            history,
-            executions: executions.into_values().collect(),
-            checkpoints: checkpoints.into_values().collect(),
-            ..MaterialiseJob::default()
-        };
-        for (key, timer) in timers {
-            match timer {
-                Some(timer) => merged.new_timers.push(timer),
-                None => merged.removed_timers.push(key),
-            }
-        }
-        merged
-    }
-}
+pub use crate::store::MaterialiseJob;
+use crate::store::{Store, StoreError};
 
 /// At most this many queued jobs are merged into one write.
 const MAX_MERGED_JOBS: usize = 32;
@@ -233,6 +172,29 @@ impl Materialiser {
     }
 }
 
+/// The driver's seam, for the background writer.
+impl weir_core::driver::Materialise for Materialiser {
+    async fn submit(&mut self, job: MaterialiseJob) -> Result<u64, BoxError> {
+        Ok(Materialiser::submit(self, job).await?)
+    }
+
+    fn materialised(&self) -> u64 {
+        Materialiser::materialised(self)
+    }
+
+    async fn wait_for(&mut self, job: u64) -> Result<(), BoxError> {
+        Ok(Materialiser::wait_for(self, job).await?)
+    }
+
+    async fn flush(&mut self) -> Result<(), BoxError> {
+        Ok(Materialiser::flush(self).await?)
+    }
+
+    fn health(&self) -> Result<(), BoxError> {
+        Ok(Materialiser::health(self)?)
+    }
+}
+
 async fn write_with_retries<S: Store>(
     store: &S,
     batch: u64,
@@ -265,27 +227,35 @@ async fn write_with_retries<S: Store>(
 /// One job: rows, execution rows and timers (concurrently: a job never both writes and
 /// removes one timer), then the checkpoints. Every write is an idempotent upsert or delete, so
 /// a retry may repeat any of them. Catch-up writes what it reads from the log this way too.
-pub(super) async fn write<S: Store>(store: &S, job: &MaterialiseJob) -> Result<(), StoreError> {
+pub async fn write<S: Store>(store: &S, job: &MaterialiseJob) -> Result<(), StoreError> {
     let deletions = futures::future::try_join_all(
         job.removed_timers
             .iter()
-            .map(|(partition, due_at, id)| store.delete_timer(*partition, *due_at, id)),
+            .map(|key| store.delete_timer(key.kafka_partition, key.due_at, &key.timer_id)),
     );
     futures::try_join!(
         store.materialise(&job.history, &job.executions),
         store.put_timers(&job.new_timers),
         deletions
     )?;
-    store.put_checkpoints(&job.checkpoints).await
+    let watermarks =
+        futures::future::try_join_all(job.watermarks.iter().map(|w| store.put_timer_watermark(w)));
+    futures::try_join!(store.put_checkpoints(&job.checkpoints), watermarks)?;
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::{AtomicU32, Ordering};
 
+    use chrono::{DateTime, Utc};
+
     use super::*;
     use crate::model::ExecutionId;
-    use crate::store::InMemoryStore;
+    use crate::store::{
+        Checkpoint, EntryKind, ExecutionRow, ExecutionState, HistoryRow, InMemoryStore, TimerKey,
+        TimerKind, TimerRow, TimerWatermark,
+    };
 
     fn checkpoint(partition: i32, offset: i64) -> Checkpoint {
         Checkpoint {
@@ -301,7 +271,7 @@ mod tests {
         HistoryRow {
             execution_id: id.clone(),
             seq,
-            kind: "event".into(),
+            kind: EntryKind::Event,
             record: vec![seq as u8],
             kafka_partition: 0,
             kafka_offset: offset,
@@ -383,6 +353,15 @@ mod tests {
         ) -> Result<Option<Checkpoint>, StoreError> {
             self.inner.checkpoint(topic, partition).await
         }
+        async fn timer_watermark(
+            &self,
+            partition: i32,
+        ) -> Result<Option<TimerWatermark>, StoreError> {
+            self.inner.timer_watermark(partition).await
+        }
+        async fn put_timer_watermark(&self, w: &TimerWatermark) -> Result<(), StoreError> {
+            self.inner.put_timer_watermark(w).await
+        }
         async fn put_checkpoint(&self, checkpoint: &Checkpoint) -> Result<(), StoreError> {
             let left = self.failures.load(Ordering::SeqCst);
             if left > 0 {
@@ -427,7 +406,7 @@ mod tests {
             ffqn: "weir-examples:workflows/steps.fibonacci-chain".into(),
             parent_id: None,
             params: "[30,20]".into(),
-            state: "blocked".into(),
+            state: ExecutionState::Running,
             result: None,
             history_version: version,
             kafka_partition: 0,
@@ -443,8 +422,16 @@ mod tests {
             due_at,
             timer_id: id.into(),
             execution_id: ExecutionId::top_level(ulid::Ulid::new()),
-            kind: "delay".into(),
+            kind: TimerKind::Delay,
             payload: Vec::new(),
+        }
+    }
+
+    fn key(id: &str, due_at: DateTime<Utc>) -> TimerKey {
+        TimerKey {
+            kafka_partition: 1,
+            due_at,
+            timer_id: id.into(),
         }
     }
 
@@ -457,15 +444,17 @@ mod tests {
             history: vec![history_row(&a, 0, 10), history_row(&b, 0, 11)],
             executions: vec![execution_row(&a, 1), execution_row(&b, 1)],
             new_timers: vec![timer("fired-later", due), timer("kept", due)],
-            removed_timers: vec![(1, due, "re-added".into())],
+            removed_timers: vec![key("re-added", due)],
             checkpoints: vec![checkpoint(0, 12)],
+            ..Default::default()
         };
         let second = MaterialiseJob {
             history: vec![history_row(&a, 1, 12)],
             executions: vec![execution_row(&a, 2)],
             new_timers: vec![timer("re-added", due)],
-            removed_timers: vec![(1, due, "fired-later".into())],
+            removed_timers: vec![key("fired-later", due)],
             checkpoints: vec![checkpoint(0, 13), checkpoint(1, 5)],
+            ..Default::default()
         };
         let merged = MaterialiseJob::merge(vec![first, second]);
         assert_eq!(
@@ -491,10 +480,7 @@ mod tests {
             .collect();
         written.sort_unstable();
         assert_eq!(written, ["kept", "re-added"]);
-        assert_eq!(
-            merged.removed_timers,
-            vec![(1, due, "fired-later".to_owned())]
-        );
+        assert_eq!(merged.removed_timers, vec![key("fired-later", due)]);
         assert_eq!(
             merged
                 .checkpoints

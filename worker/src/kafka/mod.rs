@@ -4,13 +4,14 @@
 
 pub mod activity_worker;
 pub mod admin;
-pub mod catchup;
 pub mod config;
 pub mod dlq;
-pub mod executions;
+pub mod encode;
 pub mod group;
+pub mod history_reader;
 pub mod materialiser;
-pub mod partitioner;
+/// The murmur2 partitioner lives in the core (the processor needs it); re-exported here.
+pub use weir_core::partitioner;
 pub mod transaction;
 pub mod workflow_worker;
 

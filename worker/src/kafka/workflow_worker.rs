@@ -1,13 +1,16 @@
-//! The workflow worker: a member of one consumer group over the co-partitioned submissions and
-//! responses topics. For each batch of input records it loads the executions involved (parked
-//! in memory, or rebuilt from the store by replay), runs them, and commits every output record
-//! and the input offsets in one Kafka transaction; then it hands the committed history to the
-//! [materialiser](super::materialiser), which writes it into the store while the next batch
-//! runs. On assignment it first catches the store up with `weir.history` (see
-//! [`super::catchup`]) and loads the partition's due timers.
+//! The workflow worker: the Kafka driver of the partition processor. The loop and its rules
+//! are the core's (`weir_core::driver` and `weir_core::processor`); this file plugs Kafka, the
+//! CQL store and the wasmtime host into its seams:
+//!
+//! - [`KafkaLog`] is the `Log`: one consumer group member over the co-partitioned submissions
+//!   and responses topics (`read_committed`, offsets committed only by transactions), the
+//!   transactional producer that commits each batch with its input offsets, and the reader of
+//!   `weir.history` for catch-up. It decodes what it polls and encodes what it commits.
+//! - [`StoreAdapter`] is the `StoreRead`: the store's rows, decoded.
+//! - the [materialiser](super::materialiser) is the `Materialise`.
+//! - `WasmRunner` (in [`crate::wasm`]) is the `WorkflowRunner`.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
-use std::str::FromStr;
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -16,29 +19,25 @@ use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::message::{Message, OwnedMessage};
 use rdkafka::{Offset, TopicPartitionList};
 use tokio::sync::watch;
-use tracing::{Instrument, debug, info, info_span, warn};
+use tracing::info;
+use weir_core::driver::{
+    BoxError, Commit, CommitError, Driver, DriverConfig, DriverError, InputTopic, Landed, Log,
+    LoggedEntry, Polled, PolledRecord, Report, StoreRead,
+};
+use weir_core::processor::{Body, Input, Processor, ProcessorConfig, Undecodable};
 
 use super::KafkaConfig;
-use super::catchup::{Catchup, TIMER_WATERMARK_SUFFIX};
-use super::dlq::dead_letter;
-use super::executions::{
-    Batch, BatchError, Executions, Live, Phase, TIMER_DELAY, TIMER_SCHEDULE, response_id,
-    schedule_timer_id,
-};
+use super::encode::{self, EncodeEffectError};
 use super::group::{RebalanceTracker, collect_batch, rewind_to_committed};
-use super::materialiser::{MaterialiseError, MaterialiseJob, Materialiser};
+use super::history_reader;
+use super::materialiser::{MaterialiseError, Materialiser};
 use super::transaction::{TransactionError, Transactor};
-use crate::codec::{
-    Codec, Created, DecodeError, DlqReason, HistoryEntry, HistoryRecord, RecordPosition, Submission,
-};
+use crate::codec::{Codec, HistoryRecord, RecordPosition, Submission};
 use crate::metrics::Metrics;
-use crate::model::{
-    DelayId, DelayOutcome, ExecutionErrorKind, ExecutionId, HistoryEvent, Response,
-};
-use crate::replay::Execution;
-use crate::store::{Checkpoint, Store, StoreError, TimerRow};
+use crate::model::{ExecutionId, Response};
+use crate::store::{Store, StoreError, TimerRow};
 use crate::topology::{TopicRole, Topology};
-use crate::wasm::{RunStep, WasmHost};
+use crate::wasm::{WasmHost, WasmRunner};
 
 /// How a workflow worker runs.
 #[derive(Debug, Clone)]
@@ -79,13 +78,17 @@ impl WorkerConfig {
             kafka,
             instance_id: instance_id.into(),
             group_id: group_id.into(),
-            commit_interval: Duration::from_millis(20),
-            max_batch_records: 500,
-            cache_size: 10_000,
-            max_record_bytes: 1024 * 1024,
-            materialise_linger: Duration::from_millis(200),
-            timer_horizon: Duration::from_secs(60),
-            transaction_timeout: Duration::from_secs(30),
+            commit_interval: Duration::from_millis(crate::options::DEFAULT_COMMIT_INTERVAL_MS),
+            max_batch_records: crate::options::DEFAULT_MAX_BATCH,
+            cache_size: crate::options::DEFAULT_CACHE_SIZE,
+            max_record_bytes: crate::options::DEFAULT_MAX_RECORD_BYTES,
+            materialise_linger: Duration::from_millis(
+                crate::options::DEFAULT_MATERIALISE_LINGER_MS,
+            ),
+            timer_horizon: Duration::from_secs(crate::options::DEFAULT_TIMER_HORIZON_SECS),
+            transaction_timeout: Duration::from_millis(
+                crate::options::DEFAULT_TRANSACTION_TIMEOUT_MS,
+            ),
         }
     }
 
@@ -137,16 +140,13 @@ pub enum WorkerError {
     Transaction(Box<TransactionError>),
     #[error("store: {0}")]
     Store(Box<StoreError>),
-    #[error("catch-up of partition {partition}: {reason}")]
-    Catchup { partition: i32, reason: String },
-    #[error("batch: {0}")]
-    Batch(Box<BatchError>),
     #[error(transparent)]
     Materialise(#[from] MaterialiseError),
+    #[error(transparent)]
+    Driver(#[from] DriverError),
 }
 
-// Boxed: the errors of librdkafka and the CQL driver are large, and these travel through
-// every `?` of the hot path.
+// Boxed: the errors of librdkafka and the CQL driver are large.
 impl From<TransactionError> for WorkerError {
     fn from(e: TransactionError) -> Self {
         WorkerError::Transaction(Box::new(e))
@@ -159,18 +159,8 @@ impl From<StoreError> for WorkerError {
     }
 }
 
-impl From<BatchError> for WorkerError {
-    fn from(e: BatchError) -> Self {
-        WorkerError::Batch(Box::new(e))
-    }
-}
-
-/// An input of a batch.
-enum Input {
-    Record(OwnedMessage),
-    /// A due timer of an owned partition.
-    Timer(TimerRow),
-}
+/// Committed batches that may wait for the store before the worker waits for it.
+const MATERIALISE_QUEUE: usize = 64;
 
 /// The workflow worker of one process.
 pub struct WorkflowWorker<S: Store> {
@@ -180,24 +170,9 @@ pub struct WorkflowWorker<S: Store> {
     store: Arc<S>,
     codec: Arc<Codec>,
     metrics: Arc<Metrics>,
-    executions: Executions,
-    /// Due-time ordered timers of owned partitions within the horizon.
-    timers: BTreeMap<(DateTime<Utc>, String), TimerRow>,
-    /// Per owned partition: timers up to here are loaded into `timers`.
-    timers_loaded_until: BTreeMap<i32, DateTime<Utc>>,
-    /// Per owned partition: the timer watermark last written to the store.
-    watermarks_written: BTreeMap<i32, DateTime<Utc>>,
-    owned: BTreeSet<i32>,
-    generation: u64,
-    /// Writes committed batches to the store in the background.
-    materialiser: Materialiser,
 }
 
-/// Committed batches that may wait for the store before the worker waits for it.
-const MATERIALISE_QUEUE: usize = 64;
-
 impl<S: Store + 'static> WorkflowWorker<S> {
-    /// Must be called within a Tokio runtime (it starts the materialiser's task).
     pub fn new(
         config: WorkerConfig,
         topology: Arc<Topology>,
@@ -206,12 +181,6 @@ impl<S: Store + 'static> WorkflowWorker<S> {
         codec: Arc<Codec>,
         metrics: Arc<Metrics>,
     ) -> Self {
-        let executions = Executions::new(config.cache_size);
-        let materialiser = Materialiser::spawn(
-            Arc::clone(&store),
-            MATERIALISE_QUEUE,
-            config.materialise_linger,
-        );
         WorkflowWorker {
             config,
             topology,
@@ -219,18 +188,12 @@ impl<S: Store + 'static> WorkflowWorker<S> {
             store,
             codec,
             metrics,
-            executions,
-            timers: BTreeMap::new(),
-            timers_loaded_until: BTreeMap::new(),
-            watermarks_written: BTreeMap::new(),
-            owned: BTreeSet::new(),
-            generation: 0,
-            materialiser,
         }
     }
 
     /// Runs until `shutdown` turns true (then commits nothing more and leaves the group).
-    pub async fn run(mut self, mut shutdown: watch::Receiver<bool>) -> Result<(), WorkerError> {
+    /// Must be called within a Tokio runtime (it starts the materialiser's task).
+    pub async fn run(self, shutdown: watch::Receiver<bool>) -> Result<(), WorkerError> {
         let inputs = [
             self.topology.topic(TopicRole::Submissions).name.clone(),
             self.topology.topic(TopicRole::Responses).name.clone(),
@@ -242,590 +205,76 @@ impl<S: Store + 'static> WorkflowWorker<S> {
             transactor,
         } = self.config.join_group(&inputs, Some("range")).await?;
         info!(instance = %self.config.instance_id, group = %self.config.group_id, "workflow worker started");
-
-        loop {
-            if *shutdown.borrow() {
-                break;
-            }
-            self.materialiser.health()?;
-            let (generation_before, _) = tracker.snapshot();
-            let records = tokio::select! {
-                records = collect_batch(&consumer, self.config.commit_interval, self.config.max_batch_records) => records,
-                _ = shutdown.changed() => break,
-            };
-            let (generation, owned) = tracker.snapshot();
-            if generation != generation_before || generation != self.generation {
-                // The batch spans a rebalance: drop it (nothing of it is committed), take the
-                // new partitions over, and read again from the committed offsets.
-                self.take_over(&consumer, generation, owned).await?;
-                continue;
-            }
-            let timers = self.due_timers(Utc::now());
-            if records.is_empty() && timers.is_empty() {
-                self.refill_timers().await?;
-                continue;
-            }
-            let span = info_span!("batch", records = records.len(), timers = timers.len());
-            let result = self
-                .process_and_commit(&consumer, &transactor, records, timers)
-                .instrument(span)
-                .await;
-            match result {
-                Ok(()) => {}
-                Err(WorkerError::Transaction(e))
-                    if matches!(
-                        *e,
-                        TransactionError::Aborted { .. } | TransactionError::Rebalanced { .. }
-                    ) =>
-                {
-                    warn!(error = %e, "batch aborted; reprocessing from the committed offsets");
-                    self.metrics.workflow_batches.aborted.inc();
-                    let (generation, owned) = tracker.snapshot();
-                    self.take_over(&consumer, generation, owned).await?;
-                }
-                Err(e) => return Err(e),
-            }
-        }
-        info!(instance = %self.config.instance_id, "workflow worker stopping");
-        self.materialiser.flush().await?;
-        consumer.unsubscribe();
-        Ok(())
-    }
-
-    /// Adopts a new assignment: forgets what in-memory state could be ahead of the committed
-    /// one, catches the store up with the history of the owned partitions, loads their timers,
-    /// and rewinds the consumer to the committed offsets.
-    async fn take_over(
-        &mut self,
-        consumer: &StreamConsumer<RebalanceTracker>,
-        generation: u64,
-        owned: BTreeSet<i32>,
-    ) -> Result<(), WorkerError> {
-        // Catch-up and the cold path read the store: it must hold every committed batch.
-        self.materialiser.flush().await?;
-        self.executions.clear();
-        self.timers.clear();
-        self.timers_loaded_until.clear();
-        self.watermarks_written.clear();
-        let catchup = Catchup::new(
-            &self.config.kafka,
-            &self.topology,
-            &self.codec,
-            self.store.as_ref(),
-            &self.config.instance_id,
+        let materialiser = Materialiser::spawn(
+            Arc::clone(&self.store),
+            MATERIALISE_QUEUE,
+            self.config.materialise_linger,
         );
-        for &partition in &owned {
-            let count = catchup
-                .run(partition)
-                .await
-                .map_err(|e| WorkerError::Catchup {
-                    partition,
-                    reason: e.to_string(),
-                })?;
-            if count > 0 {
-                info!(
-                    partition,
-                    records = count,
-                    "store caught up with the history"
-                );
-            }
-        }
-        self.owned = owned;
-        self.generation = generation;
-        self.refill_timers().await?;
-        rewind_to_committed(consumer).map_err(|source| WorkerError::Consumer {
-            group: self.config.group_id.clone(),
-            source,
-        })?;
-        self.metrics.partitions_owned.set(self.owned.len() as i64);
-        Ok(())
-    }
-
-    /// Loads the timers of owned partitions due within the horizon into memory.
-    async fn refill_timers(&mut self) -> Result<(), WorkerError> {
-        let until =
-            Utc::now() + chrono::Duration::from_std(self.config.timer_horizon).unwrap_or_default();
-        let history = &self.topology.topic(TopicRole::History).name;
-        for &partition in &self.owned {
-            let from = match self.timers_loaded_until.get(&partition) {
-                Some(loaded) if *loaded >= until - chrono::Duration::seconds(5) => continue,
-                Some(loaded) => *loaded,
-                None => {
-                    let watermark = self
-                        .store
-                        .checkpoint(&format!("{history}{TIMER_WATERMARK_SUFFIX}"), partition)
-                        .await?;
-                    watermark
-                        .and_then(|w| DateTime::from_timestamp_millis(w.materialised_offset))
-                        .unwrap_or_else(|| Utc::now() - chrono::Duration::days(1))
-                }
-            };
-            for timer in self.store.timers_between(partition, from, until).await? {
-                self.timers
-                    .insert((timer.due_at, timer.timer_id.clone()), timer);
-            }
-            self.timers_loaded_until.insert(partition, until);
-        }
-        Ok(())
-    }
-
-    fn due_timers(&mut self, now: DateTime<Utc>) -> Vec<TimerRow> {
-        let mut due = Vec::new();
-        while let Some(entry) = self.timers.first_entry() {
-            if entry.key().0 > now || due.len() >= self.config.max_batch_records {
-                break;
-            }
-            due.push(entry.remove());
-        }
-        due
-    }
-
-    async fn process_and_commit(
-        &mut self,
-        consumer: &StreamConsumer<RebalanceTracker>,
-        transactor: &Transactor,
-        records: Vec<OwnedMessage>,
-        timers: Vec<TimerRow>,
-    ) -> Result<(), WorkerError> {
-        let started = Instant::now();
-        let now = Utc::now();
-        let codec = Arc::clone(&self.codec);
-        let topology = Arc::clone(&self.topology);
-        let mut batch = Batch::new(&codec, &topology, now);
-        let mut offsets: BTreeMap<(String, i32), i64> = BTreeMap::new();
-        let input_count = records.len() + timers.len();
-        let inputs = records
-            .into_iter()
-            .map(Input::Record)
-            .chain(timers.iter().cloned().map(Input::Timer));
-        for input in inputs {
-            if let Input::Record(message) = &input {
-                let key = (message.topic().to_owned(), message.partition());
-                offsets.insert(key, message.offset() + 1);
-            }
-            self.process(&mut batch, input).await?;
-        }
-        for timer in &timers {
-            batch.removed_timers.push((
-                timer.kafka_partition,
-                timer.due_at,
-                timer.timer_id.clone(),
-            ));
-        }
-
-        let mut list = TopicPartitionList::new();
-        for ((topic, partition), offset) in &offsets {
-            list.add_partition_offset(topic, *partition, Offset::Offset(*offset))
-                .expect("valid offset");
-        }
-        let group_metadata = consumer
-            .group_metadata()
-            .ok_or_else(|| WorkerError::Consumer {
-                group: self.config.group_id.clone(),
-                source: rdkafka::error::KafkaError::NoMessageReceived,
-            })?;
-        self.metrics
-            .workflow_process_seconds
-            .observe(started.elapsed().as_secs_f64());
-        let committing = Instant::now();
-        let landed = transactor
-            .commit(&batch.records, list, group_metadata)
-            .await?;
-        self.metrics
-            .workflow_commit_seconds
-            .observe(committing.elapsed().as_secs_f64());
-        self.metrics.workflow_batches.committed.inc();
-        self.metrics
-            .workflow_batches
-            .records_in
-            .add(input_count as u64);
-        self.metrics
-            .workflow_batches
-            .records_out
-            .add(batch.records.len() as u64);
-        self.materialise(batch, &landed).await?;
-        self.metrics
-            .workflow_batches
-            .seconds
-            .observe(started.elapsed().as_secs_f64());
-        Ok(())
-    }
-
-    /// After a commit: updates the in-memory timers, hands history rows (with their offsets),
-    /// execution rows, timers and checkpoints to the materialiser, pins the touched executions
-    /// until they are in the store, and trims the cache.
-    async fn materialise(
-        &mut self,
-        batch: Batch<'_>,
-        landed: &[super::transaction::Landed],
-    ) -> Result<(), WorkerError> {
-        let now = Utc::now();
-        let history_topic = self.topology.topic(TopicRole::History).name.clone();
-        let checkpoint = |topic: String, partition: i32, offset: i64| Checkpoint {
-            topic,
-            kafka_partition: partition,
-            materialised_offset: offset,
-            owner: self.config.instance_id.clone(),
-            updated_at: now,
+        let log = KafkaLog {
+            consumer,
+            tracker,
+            transactor,
+            shutdown,
+            config: self.config.clone(),
+            topology: Arc::clone(&self.topology),
+            codec: Arc::clone(&self.codec),
+            metrics: Arc::clone(&self.metrics),
+            history_topic: self.topology.topic(TopicRole::History).name.clone(),
+            generation: 0,
+            polled: Vec::new(),
+            polled_at: Instant::now(),
+            finished_reported: 0,
+            created_reported: 0,
+            replayed_reported: 0,
+            retried_reported: 0,
         };
-        let mut next_offsets: BTreeMap<i32, i64> = BTreeMap::new();
-        let history: Vec<_> = batch
-            .history_rows
-            .into_iter()
-            .map(|(index, mut row)| {
-                let at = landed[index];
-                row.kafka_partition = at.partition;
-                row.kafka_offset = at.offset;
-                let next = next_offsets.entry(at.partition).or_default();
-                *next = (*next).max(at.offset + 1);
-                row
-            })
-            .collect();
-        let mut checkpoints: Vec<Checkpoint> = next_offsets
-            .into_iter()
-            .map(|(partition, offset)| checkpoint(history_topic.clone(), partition, offset))
-            .collect();
-        let executions = batch
-            .touched
-            .iter()
-            .filter_map(|id| self.executions.get_mut(id).map(|live| live.row()))
-            .collect();
-
-        let horizon =
-            now + chrono::Duration::from_std(self.config.timer_horizon).unwrap_or_default();
-        for timer in &batch.new_timers {
-            if timer.due_at <= horizon && self.owned.contains(&timer.kafka_partition) {
-                self.timers
-                    .insert((timer.due_at, timer.timer_id.clone()), timer.clone());
-            }
-        }
-        for (_, due_at, id) in &batch.removed_timers {
-            self.timers.remove(&(*due_at, id.clone()));
-        }
-        // Timers before the earliest one still pending have all fired and are deleted. Written
-        // when it moved by a second or more: it only bounds a new owner's first scan.
-        for &partition in &self.owned {
-            let earliest_pending = self
-                .timers
-                .values()
-                .filter(|t| t.kafka_partition == partition)
-                .map(|t| t.due_at)
-                .min()
-                .unwrap_or(now)
-                .min(now);
-            let written = self.watermarks_written.get(&partition).copied();
-            if written.is_some_and(|w| (earliest_pending - w).num_seconds().abs() < 1) {
-                continue;
-            }
-            self.watermarks_written.insert(partition, earliest_pending);
-            checkpoints.push(checkpoint(
-                format!("{history_topic}{TIMER_WATERMARK_SUFFIX}"),
-                partition,
-                earliest_pending.timestamp_millis(),
-            ));
-        }
-
-        let job = MaterialiseJob {
-            history,
-            executions,
-            new_timers: batch.new_timers,
-            removed_timers: batch.removed_timers,
-            checkpoints,
+        let store = StoreAdapter {
+            store: Arc::clone(&self.store),
+            codec: Arc::clone(&self.codec),
         };
-        let number = self.materialiser.submit(job).await?;
-        for id in &batch.touched {
-            if let Some(live) = self.executions.get_mut(id) {
-                live.pinned_until = number;
-            }
-        }
-        self.executions.evict(self.materialiser.materialised());
-        self.metrics
-            .executions_cached
-            .set(self.executions.len() as i64);
-        self.metrics
-            .executions_parked
-            .set(self.executions.parked() as i64);
-        Ok(())
-    }
-
-    async fn process(&mut self, batch: &mut Batch<'_>, input: Input) -> Result<(), WorkerError> {
-        match input {
-            Input::Timer(timer) => self.fire_timer(batch, timer).await,
-            Input::Record(message) => {
-                let position =
-                    RecordPosition::at(message.topic(), message.partition(), message.offset());
-                let payload = message.payload().unwrap_or_default();
-                if payload.len() > self.config.max_record_bytes {
-                    let error = format!(
-                        "{} bytes exceed the limit of {}",
-                        payload.len(),
-                        self.config.max_record_bytes
-                    );
-                    self.dead_letter(batch, &message, DlqReason::Oversize, error);
-                    return Ok(());
-                }
-                let submissions = &self.topology.topic(TopicRole::Submissions).name;
-                if message.topic() == submissions {
-                    match self
-                        .codec
-                        .decode_fetching::<Submission>(payload, &position)
-                        .await
-                    {
-                        Ok(submission) => self.submit(batch, submission, &message).await,
-                        Err(e) => {
-                            self.undecodable(batch, &message, e);
-                            Ok(())
-                        }
-                    }
-                } else {
-                    match self
-                        .codec
-                        .decode_fetching::<Response>(payload, &position)
-                        .await
-                    {
-                        Ok(response) => self.respond(batch, response, &message).await,
-                        Err(e) => {
-                            self.undecodable(batch, &message, e);
-                            Ok(())
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    fn undecodable(&self, batch: &mut Batch<'_>, message: &OwnedMessage, error: DecodeError) {
-        self.dead_letter(batch, message, error.dlq_reason(), error.to_string());
-    }
-
-    /// Moves an input record to the DLQ, byte for byte, with the reason in headers.
-    fn dead_letter(
-        &self,
-        batch: &mut Batch<'_>,
-        message: &OwnedMessage,
-        reason: DlqReason,
-        error: String,
-    ) {
-        batch.raw(dead_letter(
-            &self.topology,
-            &self.codec,
-            &self.metrics,
-            message,
-            reason,
-            error,
-        ));
-    }
-
-    async fn submit(
-        &mut self,
-        batch: &mut Batch<'_>,
-        submission: Submission,
-        message: &OwnedMessage,
-    ) -> Result<(), WorkerError> {
-        let id = submission.execution_id.clone();
-        if self.load(batch, &id).await?.is_some() {
-            debug!(execution = %id, "duplicate submission ignored");
-            return Ok(());
-        }
-        let span = info_span!("execution", execution = %id, ffqn = %submission.ffqn);
-        let _enter = span.enter();
-        let mut live = Live {
-            created: Created {
-                ffqn: submission.ffqn.clone(),
-                params: submission.params.clone(),
-                parent: submission.parent.clone(),
-                scheduled_at: submission.scheduled_at,
-                correlation_id: submission.correlation_id.clone(),
-                metadata: submission.metadata.clone(),
-                created_at: batch.now,
+        let processor = Processor::new(
+            WasmRunner(Arc::clone(&self.host)),
+            ProcessorConfig {
+                cache_size: self.config.cache_size,
+                max_record_bytes: self.config.max_record_bytes,
+                partitions: self.topology.topic(TopicRole::Submissions).partitions,
             },
-            id: id.clone(),
-            partition: message.partition(),
-            next_seq: 0,
-            responses_seen: HashSet::new(),
-            phase: Phase::Scheduled,
-            updated_at: batch.now,
-            pinned_until: 0,
-        };
-        let created = HistoryEntry::Created(live.created.clone());
-        batch.history(&mut live, created)?;
-        self.metrics.executions_created.inc();
-        if let Err(e) = self
-            .host
-            .check_submission(&submission.ffqn, &submission.params)
-        {
-            let (reason, kind) = match e {
-                crate::wasm::SubmitError::UnknownFunction(_) => {
-                    (DlqReason::UnknownFfqn, ExecutionErrorKind::UnknownFunction)
-                }
-                crate::wasm::SubmitError::Params(_) => {
-                    (DlqReason::InvalidParams, ExecutionErrorKind::InvalidParams)
-                }
-            };
-            self.dead_letter(batch, message, reason, e.to_string());
-            batch.fail(&mut live, kind, e.to_string())?;
-        } else if submission.scheduled_at.is_some_and(|at| at > batch.now) {
-            let due_at = submission.scheduled_at.unwrap_or(batch.now);
-            batch.new_timers.push(TimerRow {
-                kafka_partition: live.partition,
-                due_at,
-                timer_id: schedule_timer_id(&id),
-                execution_id: id.clone(),
-                kind: TIMER_SCHEDULE.to_owned(),
-                payload: Vec::new(),
-            });
-        } else {
-            start_run(
-                &self.host,
-                &self.metrics,
-                batch,
-                &mut live,
-                Vec::new(),
-                Vec::new(),
-            )
-            .await?;
-        }
-        self.executions.insert(live);
+        );
+        let mut driver = Driver::new(
+            processor,
+            log,
+            store,
+            materialiser,
+            DriverConfig {
+                max_batch: self.config.max_batch_records,
+                instance_id: self.config.instance_id.clone(),
+                timer_horizon: self.config.timer_horizon,
+            },
+        );
+        driver.run().await?;
+        info!(instance = %self.config.instance_id, "workflow worker stopping");
+        driver.log().consumer.unsubscribe();
         Ok(())
     }
+}
 
-    async fn respond(
-        &mut self,
-        batch: &mut Batch<'_>,
-        response: Response,
-        message: &OwnedMessage,
-    ) -> Result<(), WorkerError> {
-        let Some(owner) = message
-            .key()
-            .and_then(|k| std::str::from_utf8(k).ok())
-            .and_then(|k| ExecutionId::from_str(k).ok())
-        else {
-            let error = "the key is not an execution id".to_owned();
-            self.dead_letter(batch, message, DlqReason::Other, error);
-            return Ok(());
-        };
-        if !response.is_for(&owner) {
-            let error = format!("the response does not answer a request of {owner}");
-            self.dead_letter(batch, message, DlqReason::Other, error);
-            return Ok(());
-        }
-        self.deliver(batch, &owner, response, Some(message)).await
-    }
+/// The store, decoded for the driver.
+pub struct StoreAdapter<S: Store> {
+    store: Arc<S>,
+    codec: Arc<Codec>,
+}
 
-    async fn deliver(
-        &mut self,
-        batch: &mut Batch<'_>,
-        owner: &ExecutionId,
-        response: Response,
-        message: Option<&OwnedMessage>,
-    ) -> Result<(), WorkerError> {
-        if self.load(batch, owner).await?.is_none() {
-            match message {
-                Some(message) => {
-                    let error = format!("execution {owner} does not exist");
-                    self.dead_letter(batch, message, DlqReason::Other, error);
-                }
-                None => warn!(execution = %owner, "timer of an unknown execution dropped"),
-            }
-            return Ok(());
-        }
-        let now = batch.now;
-        let live = self.executions.get_mut(owner).expect("just loaded");
-        let span = info_span!("execution", execution = %owner);
-        let _enter = span.enter();
-        let id = response_id(&response);
-        if live.responses_seen.contains(&id) || matches!(live.phase, Phase::Finished(_)) {
-            debug!(response = %id, "response ignored: duplicate or execution finished");
-            return Ok(());
-        }
-        batch.journal_response(live, &response)?;
-        let Phase::Running(Some(run)) = &mut live.phase else {
-            // A scheduled execution cannot have requests to answer yet.
-            warn!(response = %id, "response for an execution that has not started");
-            return Ok(());
-        };
-        match run.deliver(response, now).await {
-            Ok(step) => apply_step(&self.metrics, batch, live, step),
-            Err(e) => {
-                warn!(execution = %owner, error = %e, "response could not be delivered");
-                batch.fail(live, ExecutionErrorKind::Trap, e.to_string())?;
-                Ok(())
-            }
-        }
-    }
-
-    async fn fire_timer(
-        &mut self,
-        batch: &mut Batch<'_>,
-        timer: TimerRow,
-    ) -> Result<(), WorkerError> {
-        match timer.kind.as_str() {
-            TIMER_DELAY => {
-                let Ok(delay_id) = DelayId::from_str(&timer.timer_id) else {
-                    warn!(timer = %timer.timer_id, "malformed delay timer dropped");
-                    return Ok(());
-                };
-                let response = Response::DelayFinished {
-                    delay_id,
-                    outcome: DelayOutcome::Ok,
-                };
-                self.deliver(batch, &timer.execution_id, response, None)
-                    .await
-            }
-            TIMER_SCHEDULE => {
-                if self.load(batch, &timer.execution_id).await?.is_none() {
-                    return Ok(());
-                }
-                let live = self
-                    .executions
-                    .get_mut(&timer.execution_id)
-                    .expect("loaded");
-                if !matches!(live.phase, Phase::Scheduled) {
-                    return Ok(());
-                }
-                start_run(
-                    &self.host,
-                    &self.metrics,
-                    batch,
-                    live,
-                    Vec::new(),
-                    Vec::new(),
-                )
-                .await
-            }
-            other => {
-                warn!(kind = other, timer = %timer.timer_id, "unknown timer kind dropped");
-                Ok(())
-            }
-        }
-    }
-
-    /// Makes sure `id` is in the cache with its run parked if it is running: from memory, or
-    /// rebuilt from the store by replay. `None` if the execution does not exist.
+impl<S: Store> StoreRead for StoreAdapter<S> {
     async fn load(
-        &mut self,
-        batch: &mut Batch<'_>,
+        &self,
         id: &ExecutionId,
-    ) -> Result<Option<()>, WorkerError> {
-        let now = batch.now;
-        if let Some(live) = self.executions.get_mut(id) {
-            if !matches!(live.phase, Phase::Running(None)) {
-                return Ok(Some(()));
-            }
-            // Rebuilt from the store: it must hold every batch that touched the execution.
-            let pinned_until = live.pinned_until;
-            self.materialiser.wait_for(pinned_until).await?;
-        }
+    ) -> Result<Option<Vec<(HistoryRecord, DateTime<Utc>)>>, BoxError> {
         let rows = self.store.history(id).await?;
         if rows.is_empty() {
             return Ok(None);
         }
-        let mut created = None;
-        let mut events = Vec::new();
-        let mut responses = Vec::new();
-        let mut finished = None;
-        let partition = rows[0].kafka_partition;
-        for row in &rows {
+        let mut records = Vec::with_capacity(rows.len());
+        for row in rows {
             let position =
                 RecordPosition::at("store.history", row.kafka_partition, row.kafka_offset);
             let record: HistoryRecord =
@@ -833,103 +282,250 @@ impl<S: Store + 'static> WorkflowWorker<S> {
                     .decode(&row.record, &position)
                     .map_err(|e| StoreError::Corrupt {
                         execution_id: id.to_string(),
-                        reason: e.to_string(),
+                        reason: format!("history version {}: {e}", row.seq),
                     })?;
-            match record.entry {
-                HistoryEntry::Created(c) => created = Some(c),
-                HistoryEntry::Event { event, .. } => events.push(event),
-                HistoryEntry::ResponseAppended(r) => responses.push(r),
-                HistoryEntry::Finished { result, .. } => finished = Some(result),
-            }
+            records.push((record, row.recorded_at));
         }
-        let Some(created) = created else {
-            return Err(StoreError::Corrupt {
-                execution_id: id.to_string(),
-                reason: "the history does not start with Created".to_owned(),
-            }
-            .into());
+        Ok(Some(records))
+    }
+
+    async fn checkpoint(&self, topic: &str, partition: i32) -> Result<Option<i64>, BoxError> {
+        Ok(self
+            .store
+            .checkpoint(topic, partition)
+            .await?
+            .map(|c| c.materialised_offset))
+    }
+
+    async fn watermark(&self, partition: i32) -> Result<Option<DateTime<Utc>>, BoxError> {
+        Ok(self
+            .store
+            .timer_watermark(partition)
+            .await?
+            .map(|w| w.fired_before))
+    }
+
+    async fn timers_between(
+        &self,
+        partition: i32,
+        from: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> Result<Vec<TimerRow>, BoxError> {
+        Ok(self.store.timers_between(partition, from, until).await?)
+    }
+}
+
+/// The `Log` on Kafka; see the module docs.
+pub struct KafkaLog {
+    consumer: StreamConsumer<RebalanceTracker>,
+    tracker: RebalanceTracker,
+    transactor: Transactor,
+    shutdown: watch::Receiver<bool>,
+    config: WorkerConfig,
+    topology: Arc<Topology>,
+    codec: Arc<Codec>,
+    metrics: Arc<Metrics>,
+    history_topic: String,
+    /// The generation last reported to the driver.
+    generation: u64,
+    /// The records of the last poll (for their DLQ copies).
+    polled: Vec<OwnedMessage>,
+    polled_at: Instant,
+    created_reported: u64,
+    finished_reported: u64,
+    replayed_reported: u64,
+    retried_reported: u64,
+}
+
+impl KafkaLog {
+    async fn decode(&self, message: &OwnedMessage, index: usize) -> PolledRecord {
+        let position = RecordPosition::at(message.topic(), message.partition(), message.offset());
+        let payload = message.payload().unwrap_or_default();
+        let submissions = &self.topology.topic(TopicRole::Submissions).name;
+        let (topic, body) = if message.topic() == submissions {
+            let body = self
+                .codec
+                .decode_fetching::<Submission>(payload, &position)
+                .await
+                .map(Body::Submission);
+            (InputTopic::Submissions, body)
+        } else {
+            let body = self
+                .codec
+                .decode_fetching::<Response>(payload, &position)
+                .await
+                .map(Body::Response);
+            (InputTopic::Responses, body)
         };
-        self.metrics.executions_replayed.inc();
-        let started = !events.is_empty() || !responses.is_empty();
-        let mut live = Live {
-            responses_seen: responses.iter().map(response_id).collect(),
-            id: id.clone(),
-            partition,
-            next_seq: rows.len() as u64,
-            updated_at: now,
-            pinned_until: 0,
-            phase: match (&finished, started) {
-                (Some(result), _) => Phase::Finished(result.clone()),
-                (None, _) if created.scheduled_at.is_some_and(|at| at > now) && !started => {
-                    Phase::Scheduled
-                }
-                _ => Phase::Running(None),
+        PolledRecord {
+            topic,
+            partition: message.partition(),
+            offset: message.offset(),
+            input: Input::Record {
+                index,
+                partition: message.partition(),
+                key: message
+                    .key()
+                    .and_then(|k| std::str::from_utf8(k).ok())
+                    .map(str::to_owned),
+                size: payload.len(),
+                body: body.map_err(|e| Undecodable {
+                    reason: e.dlq_reason(),
+                    error: e.to_string(),
+                }),
             },
-            created,
+        }
+    }
+
+    fn topic_name(&self, topic: InputTopic) -> &str {
+        let role = match topic {
+            InputTopic::Submissions => TopicRole::Submissions,
+            InputTopic::Responses => TopicRole::Responses,
         };
-        if let Phase::Running(None) = live.phase {
-            // The cold path: replay the recorded events and journalled responses. It yields
-            // no new effects unless the code changed under the execution; whatever it yields
-            // continues the history and is committed with this batch.
-            start_run(
-                &self.host,
-                &self.metrics,
-                batch,
-                &mut live,
-                events,
-                responses,
-            )
-            .await?;
-        }
-        self.executions.insert(live);
-        Ok(Some(()))
+        &self.topology.topic(role).name
+    }
+
+    fn consumer_error(&self, source: rdkafka::error::KafkaError) -> BoxError {
+        Box::new(WorkerError::Consumer {
+            group: self.config.group_id.clone(),
+            source,
+        })
     }
 }
 
-/// Starts (or rebuilds, given its recorded history and responses) the run of `live` and adds
-/// what it produced to the batch. A run that cannot start finishes the execution with an error.
-async fn start_run(
-    host: &WasmHost,
-    metrics: &Metrics,
-    batch: &mut Batch<'_>,
-    live: &mut Live,
-    history: Vec<HistoryEvent>,
-    responses: Vec<Response>,
-) -> Result<(), WorkerError> {
-    let execution = Execution {
-        id: live.id.clone(),
-        ffqn: live.created.ffqn.clone(),
-        params: live.created.params.clone(),
-    };
-    match host
-        .start_workflow(execution, history, responses, batch.now)
-        .await
-    {
-        Ok((run, step)) => {
-            live.phase = Phase::Running(Some(run));
-            apply_step(metrics, batch, live, step)
+impl Log for KafkaLog {
+    async fn poll(&mut self, max: usize) -> Result<Polled, BoxError> {
+        self.polled.clear();
+        if *self.shutdown.borrow() {
+            return Ok(Polled::Shutdown);
         }
-        Err(e) => {
-            warn!(execution = %live.id, error = %e, "execution failed to start");
-            batch.fail(live, ExecutionErrorKind::Trap, e.to_string())?;
-            Ok(())
+        let (before, _) = self.tracker.snapshot();
+        let records = tokio::select! {
+            records = collect_batch(&self.consumer, self.config.commit_interval, max) => records,
+            _ = self.shutdown.changed() => return Ok(Polled::Shutdown),
+        };
+        let (generation, owned) = self.tracker.snapshot();
+        if generation != before || generation != self.generation {
+            // The batch spans a rebalance: drop it (nothing of it is committed); the driver
+            // takes the new partitions over and reads again from the committed offsets.
+            self.generation = generation;
+            return Ok(Polled::Rebalanced { generation, owned });
         }
+        self.polled_at = Instant::now();
+        let mut polled = Vec::with_capacity(records.len());
+        for (index, message) in records.iter().enumerate() {
+            polled.push(self.decode(message, index).await);
+        }
+        self.polled = records;
+        Ok(Polled::Records(polled))
     }
-}
 
-/// Adds a run's events and outputs to the batch. A finished run's outputs end with
-/// `Finished`, which closes the changelog and answers the parent or `weir.results`.
-fn apply_step(
-    metrics: &Metrics,
-    batch: &mut Batch<'_>,
-    live: &mut Live,
-    step: RunStep,
-) -> Result<(), WorkerError> {
-    let finished = matches!(step, RunStep::Finished { .. });
-    let (RunStep::Parked { effects, .. } | RunStep::Finished { effects, .. }) = step;
-    batch.effects(live, effects)?;
-    if finished {
-        metrics.executions_finished.inc();
+    fn membership(&self) -> (u64, BTreeSet<i32>) {
+        self.tracker.snapshot()
     }
-    Ok(())
+
+    fn now(&self) -> DateTime<Utc> {
+        Utc::now()
+    }
+
+    async fn rewind(&mut self) -> Result<(), BoxError> {
+        rewind_to_committed(&self.consumer).map_err(|e| self.consumer_error(e))
+    }
+
+    async fn read_history(
+        &mut self,
+        partition: i32,
+        from: i64,
+    ) -> Result<Vec<LoggedEntry>, BoxError> {
+        let (kafka, codec, owner, topic) = (
+            &self.config.kafka,
+            &self.codec,
+            &self.config.instance_id,
+            &self.history_topic,
+        );
+        // librdkafka blocks in poll; keep the runtime's other tasks going meanwhile.
+        let entries = tokio::task::block_in_place(|| {
+            history_reader::read(kafka, codec, owner, topic, partition, from)
+        })?;
+        Ok(entries)
+    }
+
+    async fn commit(&mut self, commit: Commit<'_>) -> Result<Vec<Landed>, CommitError> {
+        let mut history = Vec::new();
+        let records = encode::records(
+            &self.codec,
+            &self.topology,
+            &self.metrics,
+            &self.polled,
+            commit.effects,
+            &mut history,
+        )
+        .map_err(|e: EncodeEffectError| CommitError::Fatal(Box::new(e)))?;
+        let mut list = TopicPartitionList::new();
+        for &(topic, partition, offset) in commit.offsets {
+            let name = self.topic_name(topic).to_owned();
+            list.add_partition_offset(&name, partition, Offset::Offset(offset))
+                .map_err(|e| CommitError::Fatal(self.consumer_error(e)))?;
+        }
+        let group_metadata = self.consumer.group_metadata().ok_or_else(|| {
+            CommitError::Fatal(self.consumer_error(rdkafka::error::KafkaError::NoMessageReceived))
+        })?;
+        self.metrics
+            .workflow_process_seconds
+            .observe(self.polled_at.elapsed().as_secs_f64());
+        let committing = Instant::now();
+        let landed = match self.transactor.commit(&records, list, group_metadata).await {
+            Ok(landed) => landed,
+            Err(e @ (TransactionError::Aborted { .. } | TransactionError::Rebalanced { .. })) => {
+                self.metrics.workflow_batches.aborted.inc();
+                return Err(CommitError::Retry(Box::new(e)));
+            }
+            Err(e) => return Err(CommitError::Fatal(Box::new(e))),
+        };
+        self.metrics
+            .workflow_commit_seconds
+            .observe(committing.elapsed().as_secs_f64());
+        self.metrics.workflow_batches.committed.inc();
+        self.metrics
+            .workflow_batches
+            .records_out
+            .add(records.len() as u64);
+        let mut records = records;
+        Ok(history
+            .into_iter()
+            .map(|index| Landed {
+                partition: landed[index].partition,
+                offset: landed[index].offset,
+                bytes: std::mem::take(&mut records[index].value),
+            })
+            .collect())
+    }
+
+    fn history_topic(&self) -> &str {
+        &self.history_topic
+    }
+
+    fn observe(&mut self, report: &Report) {
+        let m = &self.metrics;
+        m.partitions_owned.set(report.owned as i64);
+        m.executions_cached.set(report.cached as i64);
+        m.executions_parked.set(report.parked as i64);
+        m.workflow_batches.records_in.add(report.inputs as u64);
+        if report.inputs > 0 {
+            m.workflow_batches
+                .seconds
+                .observe(self.polled_at.elapsed().as_secs_f64());
+        }
+        let stats = report.stats;
+        m.executions_created
+            .add(stats.created.saturating_sub(self.created_reported));
+        m.executions_finished
+            .add(stats.finished.saturating_sub(self.finished_reported));
+        m.executions_replayed
+            .add(stats.replayed.saturating_sub(self.replayed_reported));
+        self.created_reported = stats.created;
+        self.finished_reported = stats.finished;
+        self.replayed_reported = stats.replayed;
+        self.retried_reported = report.retried;
+    }
 }

@@ -5,7 +5,10 @@
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use ulid::Ulid;
 
-use super::rows::{Checkpoint, ExecutionRow, HistoryRow, TimerRow};
+use super::rows::{
+    Checkpoint, EntryKind, ExecutionRow, ExecutionState, HistoryRow, TimerKind, TimerRow,
+    TimerWatermark,
+};
 use super::{
     MAX_TIMER_BUCKETS_PER_SCAN, Store, StoreError, TIMER_BUCKET_SECONDS, to_store_precision,
 };
@@ -21,6 +24,7 @@ pub async fn run_all<S: Store>(store: &S) {
     batches_of_executions_are_materialised_together(store).await;
     large_histories_are_materialised_whole(store).await;
     many_checkpoints_are_written_at_once(store).await;
+    timer_watermarks_round_trip(store).await;
 }
 
 fn new_id() -> ExecutionId {
@@ -38,7 +42,11 @@ fn history_row(id: &ExecutionId, seq: i64) -> HistoryRow {
     HistoryRow {
         execution_id: id.clone(),
         seq,
-        kind: if seq == 0 { "created" } else { "event" }.to_owned(),
+        kind: if seq == 0 {
+            EntryKind::Created
+        } else {
+            EntryKind::Event
+        },
         record: format!("record {seq} of {id}").into_bytes(),
         kafka_partition: 3,
         kafka_offset: 1000 + seq,
@@ -107,7 +115,7 @@ fn execution_row(id: &ExecutionId, history_version: i64) -> ExecutionRow {
         ffqn: "weir-examples:workflows/steps.fibonacci-chain".to_owned(),
         parent_id: None,
         params: "[30,20]".to_owned(),
-        state: "blocked".to_owned(),
+        state: ExecutionState::Running,
         result: None,
         history_version,
         kafka_partition: 3,
@@ -220,7 +228,7 @@ pub async fn executions_round_trip<S: Store>(store: &S) {
         ffqn: "weir-examples:workflows/order.place".to_owned(),
         parent_id: Some(parent),
         params: r#"["alice",{"sku":"widget"}]"#.to_owned(),
-        state: "blocked".to_owned(),
+        state: ExecutionState::Running,
         result: None,
         history_version: 7,
         kafka_partition: 2,
@@ -241,7 +249,7 @@ pub async fn executions_round_trip<S: Store>(store: &S) {
         Some(normalized(&row))
     );
 
-    row.state = "finished".to_owned();
+    row.state = ExecutionState::Finished;
     row.result = Some(r#"{"ok":"shipped"}"#.to_owned());
     row.history_version = 12;
     row.parent_id = None;
@@ -261,7 +269,7 @@ pub async fn timers_are_found_by_partition_and_time<S: Store>(store: &S) {
         due_at: t0 + Duration::seconds(offset_seconds),
         timer_id: id.to_owned(),
         execution_id: new_id(),
-        kind: "delay".to_owned(),
+        kind: TimerKind::Delay,
         payload: id.as_bytes().to_vec(),
     };
     // Spread over several buckets, two at the same instant, one on another partition.
@@ -362,4 +370,41 @@ pub async fn checkpoints_round_trip<S: Store>(store: &S) {
         (99, "worker-b")
     );
     assert_eq!(p1.updated_at, to_store_precision(base_time()));
+}
+
+/// A partition's timer watermark: absent, written, overwritten; other partitions untouched.
+pub async fn timer_watermarks_round_trip<S: Store>(store: &S) {
+    // A partition no other check of the suite uses, so that suites can share a keyspace.
+    let partition = 9_001;
+    assert_eq!(store.timer_watermark(partition).await.expect("read"), None);
+    let mut watermark = TimerWatermark {
+        kafka_partition: partition,
+        fired_before: base_time(),
+        owner: "worker-a".to_owned(),
+        updated_at: base_time(),
+    };
+    store.put_timer_watermark(&watermark).await.expect("write");
+    let stored = |w: &TimerWatermark| TimerWatermark {
+        fired_before: to_store_precision(w.fired_before),
+        updated_at: to_store_precision(w.updated_at),
+        ..w.clone()
+    };
+    assert_eq!(
+        store.timer_watermark(partition).await.expect("read"),
+        Some(stored(&watermark))
+    );
+    watermark.fired_before = base_time() + Duration::minutes(3);
+    watermark.owner = "worker-b".to_owned();
+    store
+        .put_timer_watermark(&watermark)
+        .await
+        .expect("overwrite");
+    assert_eq!(
+        store.timer_watermark(partition).await.expect("read"),
+        Some(stored(&watermark))
+    );
+    assert_eq!(
+        store.timer_watermark(partition + 1).await.expect("read"),
+        None
+    );
 }

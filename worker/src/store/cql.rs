@@ -15,7 +15,7 @@ use scylla::serialize::row::SerializeRow;
 use scylla::statement::batch::{Batch, BatchType};
 use scylla::statement::prepared::PreparedStatement;
 
-use super::rows::{Checkpoint, ExecutionRow, HistoryRow, TimerRow};
+use super::rows::{Checkpoint, ExecutionRow, HistoryRow, TimerRow, TimerWatermark};
 use super::session::validate_keyspace;
 use super::{Store, StoreError, buckets_between, timer_bucket};
 use crate::model::ids::ExecutionId;
@@ -42,6 +42,8 @@ struct Statements {
     select_timers: PreparedStatement,
     insert_checkpoint: PreparedStatement,
     select_checkpoint: PreparedStatement,
+    insert_watermark: PreparedStatement,
+    select_watermark: PreparedStatement,
 }
 
 /// The real store. Cheap to clone: clones share the session and the prepared statements.
@@ -229,6 +231,16 @@ impl CqlStore {
                  WHERE topic = ? AND kafka_partition = ?"
             ))
             .await?,
+            insert_watermark: prepare(format!(
+                "INSERT INTO {ks}.timer_watermarks (kafka_partition, fired_before, owner, \
+                 updated_at) VALUES (?, ?, ?, ?)"
+            ))
+            .await?,
+            select_watermark: prepare(format!(
+                "SELECT fired_before, owner, updated_at FROM {ks}.timer_watermarks \
+                 WHERE kafka_partition = ?"
+            ))
+            .await?,
         };
         Ok(CqlStore {
             session,
@@ -261,6 +273,18 @@ fn parse_id(raw: &str, owner: &str) -> Result<ExecutionId, StoreError> {
     })
 }
 
+/// A state or kind column, typed.
+fn parse_name<T: FromStr<Err = weir_core::rows::UnknownName>>(
+    raw: &str,
+    owner: &str,
+) -> Result<T, StoreError> {
+    raw.parse()
+        .map_err(|e: weir_core::rows::UnknownName| StoreError::Corrupt {
+            execution_id: owner.to_owned(),
+            reason: e.to_string(),
+        })
+}
+
 impl Store for CqlStore {
     async fn append_history(&self, rows: &[HistoryRow]) -> Result<(), StoreError> {
         self.materialise(rows, &[]).await
@@ -280,20 +304,21 @@ impl Store for CqlStore {
             .try_collect()
             .await
             .map_err(|e| result_error(&context, e))?;
-        Ok(rows
-            .into_iter()
+        rows.into_iter()
             .map(
-                |(seq, kind, record, kafka_partition, kafka_offset, recorded_at)| HistoryRow {
-                    execution_id: execution_id.clone(),
-                    seq,
-                    kind,
-                    record,
-                    kafka_partition,
-                    kafka_offset,
-                    recorded_at,
+                |(seq, kind, record, kafka_partition, kafka_offset, recorded_at)| {
+                    Ok(HistoryRow {
+                        execution_id: execution_id.clone(),
+                        seq,
+                        kind: parse_name(&kind, &id)?,
+                        record,
+                        kafka_partition,
+                        kafka_offset,
+                        recorded_at,
+                    })
                 },
             )
-            .collect())
+            .collect()
     }
 
     async fn put_execution(&self, row: &ExecutionRow) -> Result<(), StoreError> {
@@ -346,7 +371,7 @@ impl Store for CqlStore {
             ffqn,
             parent_id: parent.map(|p| parse_id(&p, &id)).transpose()?,
             params,
-            state,
+            state: parse_name(&state, &id)?,
             result,
             history_version,
             kafka_partition,
@@ -428,8 +453,8 @@ impl Store for CqlStore {
                     kafka_partition,
                     due_at,
                     execution_id: parse_id(&execution_id, &execution_id)?,
+                    kind: parse_name(&kind, &execution_id)?,
                     timer_id,
-                    kind,
                     payload,
                 });
             }
@@ -461,6 +486,49 @@ impl Store for CqlStore {
                 owner,
                 updated_at,
             }))
+    }
+
+    async fn timer_watermark(
+        &self,
+        kafka_partition: i32,
+    ) -> Result<Option<TimerWatermark>, StoreError> {
+        let context = format!("read the timer watermark of partition {kafka_partition}");
+        let result = self
+            .session
+            .execute_unpaged(&self.statements.select_watermark, (kafka_partition,))
+            .await
+            .map_err(execute_error(context.clone()))?;
+        let rows = result
+            .into_rows_result()
+            .map_err(|e| result_error(&context, e))?;
+        Ok(rows
+            .maybe_first_row::<(DateTime<Utc>, String, DateTime<Utc>)>()
+            .map_err(|e| result_error(&context, e))?
+            .map(|(fired_before, owner, updated_at)| TimerWatermark {
+                kafka_partition,
+                fired_before,
+                owner,
+                updated_at,
+            }))
+    }
+
+    async fn put_timer_watermark(&self, w: &TimerWatermark) -> Result<(), StoreError> {
+        self.session
+            .execute_unpaged(
+                &self.statements.insert_watermark,
+                (
+                    w.kafka_partition,
+                    w.fired_before,
+                    w.owner.as_str(),
+                    w.updated_at,
+                ),
+            )
+            .await
+            .map_err(execute_error(format!(
+                "write the timer watermark of partition {}",
+                w.kafka_partition
+            )))?;
+        Ok(())
     }
 
     async fn put_checkpoint(&self, checkpoint: &Checkpoint) -> Result<(), StoreError> {

@@ -6,7 +6,7 @@ use std::sync::Mutex;
 
 use chrono::{DateTime, Utc};
 
-use super::rows::{Checkpoint, ExecutionRow, HistoryRow, TimerRow};
+use super::rows::{Checkpoint, ExecutionRow, HistoryRow, TimerRow, TimerWatermark};
 use super::{Store, StoreError, buckets_between, to_store_precision};
 use crate::model::ids::ExecutionId;
 
@@ -17,6 +17,7 @@ struct Tables {
     /// (partition) → (due_at, timer_id) → timer
     timers: HashMap<i32, BTreeMap<(DateTime<Utc>, String), TimerRow>>,
     checkpoints: HashMap<(String, i32), Checkpoint>,
+    watermarks: HashMap<i32, TimerWatermark>,
 }
 
 #[derive(Default)]
@@ -141,6 +142,21 @@ impl Store for InMemoryStore {
                 .get(&(topic.to_owned(), kafka_partition))
                 .cloned()
         }))
+    }
+
+    async fn timer_watermark(
+        &self,
+        kafka_partition: i32,
+    ) -> Result<Option<TimerWatermark>, StoreError> {
+        Ok(self.with(|t| t.watermarks.get(&kafka_partition).cloned()))
+    }
+
+    async fn put_timer_watermark(&self, watermark: &TimerWatermark) -> Result<(), StoreError> {
+        let mut watermark = watermark.clone();
+        watermark.fired_before = to_store_precision(watermark.fired_before);
+        watermark.updated_at = to_store_precision(watermark.updated_at);
+        self.with(|t| t.watermarks.insert(watermark.kafka_partition, watermark));
+        Ok(())
     }
 
     async fn put_checkpoint(&self, checkpoint: &Checkpoint) -> Result<(), StoreError> {

@@ -6,7 +6,8 @@
 pub mod conformance;
 pub mod cql;
 pub mod memory;
-pub mod rows;
+/// The rows live in the core (the projection derives them); re-exported here.
+pub use weir_core::rows;
 pub mod schema;
 pub mod session;
 
@@ -16,7 +17,10 @@ use chrono::{DateTime, Utc};
 
 pub use cql::CqlStore;
 pub use memory::InMemoryStore;
-pub use rows::{Checkpoint, ExecutionRow, HistoryRow, TimerRow};
+pub use rows::{
+    Checkpoint, EntryKind, ExecutionRow, ExecutionState, HistoryRow, MaterialiseJob, TimerKey,
+    TimerKind, TimerRow, TimerWatermark,
+};
 pub use session::{CqlConfig, StoreError, connect};
 
 use crate::model::ids::ExecutionId;
@@ -96,6 +100,17 @@ pub trait Store: Send + Sync {
     fn put_checkpoint(
         &self,
         checkpoint: &Checkpoint,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// The timer watermark of a partition, if one was written.
+    fn timer_watermark(
+        &self,
+        kafka_partition: i32,
+    ) -> impl Future<Output = Result<Option<TimerWatermark>, StoreError>> + Send;
+
+    fn put_timer_watermark(
+        &self,
+        watermark: &TimerWatermark,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
     /// Writes what committed batches changed about some executions: their new changelog rows

@@ -356,7 +356,16 @@ mod tests {
     fn the_shipped_schema_parses_with_its_keys() {
         let tables = parse_tables(TABLES_CQL).unwrap();
         let names: Vec<&str> = tables.iter().map(|t| t.name.as_str()).collect();
-        assert_eq!(names, ["executions", "history", "timers", "checkpoints"]);
+        assert_eq!(
+            names,
+            [
+                "executions",
+                "history",
+                "timers",
+                "checkpoints",
+                "timer_watermarks"
+            ]
+        );
         let history = &tables[1];
         assert_eq!(
             history.columns["execution_id"],

@@ -20,6 +20,8 @@ use sha2::{Digest, Sha256};
 use wasmtime::component::Component;
 use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
+use crate::options;
+
 /// Settings of the engine. Per-component limits are in the registry.
 #[derive(Clone, Debug)]
 pub struct EngineConfig {
@@ -34,22 +36,17 @@ pub struct EngineConfig {
     pub fuel_yield_interval: u64,
 }
 
+/// The defaults of `weir worker`'s flags ([`crate::options`]): `--compiled-dir` and
+/// `--max-instances`.
 impl Default for EngineConfig {
     fn default() -> Self {
         EngineConfig {
-            cache_dir: Some(default_cache_dir()),
-            max_instances: 256,
+            cache_dir: Some(PathBuf::from(options::DEFAULT_COMPILED_DIR)),
+            max_instances: options::DEFAULT_MAX_INSTANCES,
             max_memory_bytes: 256 << 20,
             fuel_yield_interval: 100_000,
         }
     }
-}
-
-/// `WEIR_COMPILED_DIR`, or `/var/cache/weir/compiled`.
-pub fn default_cache_dir() -> PathBuf {
-    std::env::var_os("WEIR_COMPILED_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/var/cache/weir/compiled"))
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -191,3 +191,45 @@ impl WasmHost {
         Ok(template.run_attempt(params).await)
     }
 }
+
+/// The wasmtime host as the partition processor's `WorkflowRunner`.
+#[derive(Clone)]
+pub struct WasmRunner(pub Arc<WasmHost>);
+
+impl weir_core::runner::WorkflowRun for WorkflowRun {
+    async fn deliver(
+        &mut self,
+        response: crate::model::Response,
+        now: DateTime<Utc>,
+    ) -> Result<RunStep, RunError> {
+        WorkflowRun::deliver(self, response, now).await
+    }
+}
+
+impl weir_core::runner::WorkflowRunner for WasmRunner {
+    type Run = WorkflowRun;
+
+    fn check_submission(
+        &self,
+        ffqn: &Ffqn,
+        params: &Value,
+    ) -> Result<(), weir_core::runner::Rejection> {
+        use weir_core::runner::Rejection;
+        self.0.check_submission(ffqn, params).map_err(|e| match e {
+            SubmitError::UnknownFunction(_) => Rejection::UnknownFunction(e.to_string()),
+            SubmitError::Params(_) => Rejection::InvalidParams(e.to_string()),
+        })
+    }
+
+    async fn start(
+        &self,
+        execution: Execution,
+        history: Vec<HistoryEvent>,
+        responses: Vec<crate::model::Response>,
+        now: DateTime<Utc>,
+    ) -> Result<(WorkflowRun, RunStep), RunError> {
+        self.0
+            .start_workflow(execution, history, responses, now)
+            .await
+    }
+}

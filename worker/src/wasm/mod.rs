@@ -1,4 +1,4 @@
-//! The wasmtime host for workflow and activity components (DESIGN §4, §5;
+//! The wasmtime host for workflow and activity components (`docs/design.md`, "The WIT surface";
 //! schemas/wit/README.md for the contract with the guests).
 //!
 //! - [`engine`]: the wasmtime `Engine` (component model, fuel, pooling allocator) and the
@@ -30,7 +30,7 @@ pub mod workflow;
 
 pub use activity::{ActivityOutcome, CancelHandle, Cancellation, cancellation};
 pub use engine::{EngineConfig, LoadedFrom, WasmEngine};
-pub use host::{ActivityError, HostError, WasmHost};
+pub use host::{ActivityError, HostError, WasmHost, WasmRunner};
 pub use registry::{
     ComponentKind, ComponentSpec, ComponentsFile, Limits, Registry, RegistryError, RetryPolicy,
     SubmitError,

@@ -25,14 +25,6 @@ use crate::topology::Topology;
 use super::engine::{EngineError, LoadedFrom, WasmEngine};
 use super::values::{self, ParamsError};
 
-/// `WEIR_COMPONENTS_DIR`, or `/var/cache/weir/examples`: where relative `path`s of
-/// `components.toml` are resolved.
-pub fn default_components_dir() -> PathBuf {
-    std::env::var_os("WEIR_COMPONENTS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/var/cache/weir/examples"))
-}
-
 // ---------------------------------------------------------------- the file
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]

@@ -1,5 +1,5 @@
-//! Conversions between JSON (how params and results travel, DESIGN §5) and component-model
-//! values ([`Val`]), always driven by the WIT type ([`Type`]) of the function concerned, plus
+//! Conversions between JSON (how params and results travel; `docs/design.md`, "JSON mapping of
+//! WIT values") and component-model values ([`Val`]), always driven by the WIT type ([`Type`]) of the function concerned, plus
 //! a WIT-syntax printer for types used in error messages and typed values.
 //!
 //! JSON encoding of WIT values (stable: it is what is stored in histories and sent on topics):

@@ -53,11 +53,17 @@ pub fn components_toml() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../topology/components.toml")
 }
 
+/// A small pool; compiled components cached in `WEIR_COMPILED_DIR` (as `weir worker` does) or
+/// the default directory.
 pub fn engine_config() -> EngineConfig {
+    let default = EngineConfig::default();
     EngineConfig {
+        cache_dir: std::env::var_os("WEIR_COMPILED_DIR")
+            .map(PathBuf::from)
+            .or(default.cache_dir.clone()),
         // Tests run in parallel, each with its own pool: keep the reservation small.
         max_instances: 16,
-        ..EngineConfig::default()
+        ..default
     }
 }
 

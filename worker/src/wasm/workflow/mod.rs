@@ -190,50 +190,7 @@ enum Status {
     Failed(ReplayError),
 }
 
-/// Where a run stands after it was started or given a response.
-#[derive(Clone, Debug, PartialEq)]
-pub enum RunStep {
-    /// Blocked on a join set; the instance is parked. Commit `effects`.
-    Parked {
-        effects: Effects,
-        blocked_on: JoinSetId,
-    },
-    /// Finished (the result is also the last output of `effects`). Commit `effects`.
-    Finished {
-        result: ExecutionResult,
-        effects: Effects,
-    },
-}
-
-impl RunStep {
-    pub fn effects(&self) -> &Effects {
-        match self {
-            RunStep::Parked { effects, .. } | RunStep::Finished { effects, .. } => effects,
-        }
-    }
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum RunError {
-    #[error("execution {execution}: unknown workflow function {function}")]
-    UnknownFunction { execution: String, function: String },
-    #[error("execution {execution}: {function} is not a workflow")]
-    NotAWorkflow { execution: String, function: String },
-    #[error("execution {execution}: the history or responses are inconsistent: {source}")]
-    Engine {
-        execution: String,
-        source: ReplayError,
-    },
-    #[error("execution {execution}: response refused: {source}")]
-    Delivery {
-        execution: String,
-        source: DeliveryError,
-    },
-    #[error("execution {execution}: the run has finished")]
-    Finished { execution: String },
-    #[error("execution {execution}: the run stopped unexpectedly: {reason}")]
-    Stopped { execution: String, reason: String },
-}
+pub use weir_core::runner::{RunError, RunStep};
 
 /// A running (parked) workflow execution; see the module docs. Dropping it discards the
 /// instance.

@@ -1,0 +1,662 @@
+//! The workflow worker's loop, written once against its seams: the [`Log`] (Kafka in
+//! production, the simulated log in tests), the store it reads ([`StoreRead`]) and the
+//! background writer of committed batches ([`Materialise`]). Whatever runs it, the order of
+//! things is this file's:
+//!
+//! 1. **Take-over** on every change of the partitions owned: wait until every committed batch
+//!    is in the store, forget what memory holds, catch the store up with `weir.history` of
+//!    each owned partition (through the [projection](crate::projection)), load the timers
+//!    due within the horizon, and rewind the log to the committed offsets.
+//! 2. **A batch**: the records of one poll and the timers due now, each stepped through the
+//!    [processor](crate::processor) (rehydrating from the store what it names first); then
+//!    one transaction with every effect and the input offsets.
+//! 3. **After the commit**: the batch's history rows (with the offsets they landed at),
+//!    execution rows, timer changes, checkpoints and watermarks go to the materialiser; the
+//!    touched executions stay pinned until they are in the store.
+//!
+//! A batch the log refuses to commit because the group moved on is dropped and the inputs are
+//! read again after a take-over; any other failure stops the loop (the process restarts).
+
+use std::collections::BTreeSet;
+use std::future::Future;
+
+use chrono::{DateTime, Utc};
+use indexmap::IndexMap;
+use tracing::Instrument;
+
+use crate::model::ExecutionId;
+use crate::processor::{Batch, Effect, Input, Processor, ProcessorError, ProcessorStats};
+use crate::projection::{ExecutionView, entry_kind, rebuild};
+use crate::records::{HistoryEntry, HistoryRecord};
+use crate::rows::{Checkpoint, HistoryRow, MaterialiseJob, TimerKey, TimerRow, TimerWatermark};
+use crate::runner::WorkflowRunner;
+use crate::timers::{Refill, TimerIndex};
+
+/// Any error of a seam.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// An input topic of the workflow worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum InputTopic {
+    Submissions,
+    Responses,
+}
+
+/// A record of one poll, with where it was read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PolledRecord {
+    pub topic: InputTopic,
+    pub partition: i32,
+    pub offset: i64,
+    /// Its [`Input::Record`], whose `index` is the record's position in the poll.
+    pub input: Input,
+}
+
+/// What a poll of the log returned.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Polled {
+    /// Records of the current membership (possibly none: the poll timed out).
+    Records(Vec<PolledRecord>),
+    /// The owned partitions changed (or the poll spanned a change): take over.
+    Rebalanced {
+        generation: u64,
+        owned: BTreeSet<i32>,
+    },
+    /// Stop: nothing more is committed.
+    Shutdown,
+}
+
+/// A committed history record as read back from `weir.history`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoggedEntry {
+    pub offset: i64,
+    pub record: HistoryRecord,
+    /// The record's bytes, exactly as committed.
+    pub bytes: Vec<u8>,
+    pub timestamp: DateTime<Utc>,
+}
+
+/// Where an `Append` effect's record landed, and its bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Landed {
+    pub partition: i32,
+    pub offset: i64,
+    pub bytes: Vec<u8>,
+}
+
+/// One transaction to commit.
+#[derive(Debug, Clone, Copy)]
+pub struct Commit<'a> {
+    pub effects: &'a [Effect],
+    /// Per input partition of the batch: the next offset to read.
+    pub offsets: &'a [(InputTopic, i32, i64)],
+}
+
+/// Why a commit failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CommitError {
+    /// Nothing of the batch is visible and the group may have moved on: take over and read
+    /// the inputs again.
+    #[error("batch aborted: {0}")]
+    Retry(BoxError),
+    /// This worker must stop (fenced, or the producer failed fatally).
+    #[error(transparent)]
+    Fatal(BoxError),
+}
+
+/// The log of record: input topics read in a consumer group, one transactional producer,
+/// and `weir.history`.
+pub trait Log: Send {
+    /// The next records (at most `max`), or a change of membership, or shutdown.
+    fn poll(&mut self, max: usize) -> impl Future<Output = Result<Polled, BoxError>> + Send;
+
+    /// The membership now: (generation, owned partitions).
+    fn membership(&self) -> (u64, BTreeSet<i32>);
+
+    /// The clock of this worker: every batch's `now`.
+    fn now(&self) -> DateTime<Utc>;
+
+    /// Positions every owned input partition at its committed offset, fetched as stable:
+    /// this waits until a previous owner's open transaction on them is resolved.
+    fn rewind(&mut self) -> impl Future<Output = Result<(), BoxError>> + Send;
+
+    /// The committed records of `partition` of `weir.history` from `from` to its last stable
+    /// offset.
+    fn read_history(
+        &mut self,
+        partition: i32,
+        from: i64,
+    ) -> impl Future<Output = Result<Vec<LoggedEntry>, BoxError>> + Send;
+
+    /// One transaction of `commit`'s effects and offsets. Returns where each
+    /// [`Effect::Append`] landed, in order.
+    fn commit(
+        &mut self,
+        commit: Commit<'_>,
+    ) -> impl Future<Output = Result<Vec<Landed>, CommitError>> + Send;
+
+    /// The name of the history topic (checkpoints are per topic and partition).
+    fn history_topic(&self) -> &str;
+
+    /// What the loop reports after each batch and take-over (for metrics).
+    fn observe(&mut self, _report: &Report) {}
+}
+
+/// An execution's changelog as the store has it: each record with the time it was recorded.
+pub type StoredHistory = Vec<(HistoryRecord, DateTime<Utc>)>;
+
+/// What the store gives the loop.
+pub trait StoreRead: Send + Sync {
+    /// The decoded changelog of an execution with each record's time (`None` if unknown).
+    fn load(
+        &self,
+        id: &ExecutionId,
+    ) -> impl Future<Output = Result<Option<StoredHistory>, BoxError>> + Send;
+
+    /// The next offset of `topic`/`partition` to materialise.
+    fn checkpoint(
+        &self,
+        topic: &str,
+        partition: i32,
+    ) -> impl Future<Output = Result<Option<i64>, BoxError>> + Send;
+
+    fn watermark(
+        &self,
+        partition: i32,
+    ) -> impl Future<Output = Result<Option<DateTime<Utc>>, BoxError>> + Send;
+
+    /// Timers of `partition` with `from <= due_at < until`, by due time.
+    fn timers_between(
+        &self,
+        partition: i32,
+        from: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> impl Future<Output = Result<Vec<TimerRow>, BoxError>> + Send;
+}
+
+/// The writer of committed batches into the store; jobs are numbered from 1 in order.
+pub trait Materialise: Send {
+    fn submit(&mut self, job: MaterialiseJob)
+    -> impl Future<Output = Result<u64, BoxError>> + Send;
+    /// The number of the last job in the store.
+    fn materialised(&self) -> u64;
+    fn wait_for(&mut self, job: u64) -> impl Future<Output = Result<(), BoxError>> + Send;
+    fn flush(&mut self) -> impl Future<Output = Result<(), BoxError>> + Send;
+    /// The failure of an earlier job, if any.
+    fn health(&self) -> Result<(), BoxError>;
+}
+
+/// What the loop reports.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Report {
+    pub owned: usize,
+    pub cached: usize,
+    pub parked: usize,
+    pub stats: ProcessorStats,
+    /// Of the last batch: input records and timers, records out.
+    pub inputs: usize,
+    pub effects: usize,
+    /// Batches dropped and read again since the start.
+    pub retried: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DriverError {
+    #[error("log: {0}")]
+    Log(BoxError),
+    #[error("commit: {0}")]
+    Commit(BoxError),
+    #[error("store: {0}")]
+    Store(BoxError),
+    #[error("materialiser: {0}")]
+    Materialise(BoxError),
+    #[error("catch-up of history partition {partition}: {reason}")]
+    Catchup { partition: i32, reason: String },
+    #[error(transparent)]
+    Processor(#[from] ProcessorError),
+}
+
+/// Settings of the loop.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DriverConfig {
+    /// Records (and due timers) per batch at most.
+    pub max_batch: usize,
+    /// Written into checkpoints and watermarks (for operators).
+    pub instance_id: String,
+    /// Timers due within this are held in memory.
+    pub timer_horizon: std::time::Duration,
+}
+
+/// Rows per catch-up job.
+const CATCHUP_FLUSH_EVERY: usize = 500;
+
+/// The loop; see the module docs.
+pub struct Driver<R: WorkflowRunner, L: Log, S: StoreRead, M: Materialise> {
+    pub processor: Processor<R>,
+    timers: TimerIndex,
+    log: L,
+    store: S,
+    materialiser: M,
+    config: DriverConfig,
+    owned: BTreeSet<i32>,
+    retried: u64,
+}
+
+impl<R, L, S, M> Driver<R, L, S, M>
+where
+    R: WorkflowRunner,
+    L: Log,
+    S: StoreRead,
+    M: Materialise,
+{
+    pub fn new(
+        processor: Processor<R>,
+        log: L,
+        store: S,
+        materialiser: M,
+        config: DriverConfig,
+    ) -> Self {
+        Driver {
+            processor,
+            timers: TimerIndex::new(config.timer_horizon),
+            log,
+            store,
+            materialiser,
+            config,
+            owned: BTreeSet::new(),
+            retried: 0,
+        }
+    }
+
+    pub fn log(&self) -> &L {
+        &self.log
+    }
+
+    pub fn log_mut(&mut self) -> &mut L {
+        &mut self.log
+    }
+
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    pub fn owned(&self) -> &BTreeSet<i32> {
+        &self.owned
+    }
+
+    /// Runs until the log says shutdown; then waits for the store to hold every batch.
+    pub async fn run(&mut self) -> Result<(), DriverError> {
+        while self.turn().await? {}
+        self.materialiser
+            .flush()
+            .await
+            .map_err(DriverError::Materialise)
+    }
+
+    /// One turn of the loop: a poll, and a batch or a take-over. `false` on shutdown.
+    pub async fn turn(&mut self) -> Result<bool, DriverError> {
+        self.materialiser
+            .health()
+            .map_err(DriverError::Materialise)?;
+        let polled = self
+            .log
+            .poll(self.config.max_batch)
+            .await
+            .map_err(DriverError::Log)?;
+        let records = match polled {
+            Polled::Shutdown => return Ok(false),
+            Polled::Rebalanced { owned, .. } => {
+                self.take_over(owned).await?;
+                return Ok(true);
+            }
+            Polled::Records(records) => records,
+        };
+        let now = self.log.now();
+        let timers = self.timers.take_due(now, self.config.max_batch);
+        if records.is_empty() && timers.is_empty() {
+            self.refill_timers(now).await?;
+            return Ok(true);
+        }
+        let span = tracing::info_span!("batch", records = records.len(), timers = timers.len());
+        self.process_and_commit(records, timers, now)
+            .instrument(span)
+            .await?;
+        Ok(true)
+    }
+
+    /// Adopts a new assignment; see the module docs.
+    pub async fn take_over(&mut self, owned: BTreeSet<i32>) -> Result<(), DriverError> {
+        // Catch-up and the cold path read the store: it must hold every committed batch.
+        self.materialiser
+            .flush()
+            .await
+            .map_err(DriverError::Materialise)?;
+        self.processor.clear();
+        self.timers.clear();
+        for &partition in &owned {
+            let count = self.catch_up(partition).await?;
+            if count > 0 {
+                tracing::info!(
+                    partition,
+                    records = count,
+                    "store caught up with the history"
+                );
+            }
+        }
+        self.owned = owned;
+        let now = self.log.now();
+        self.refill_timers(now).await?;
+        self.log.rewind().await.map_err(DriverError::Log)?;
+        self.report(0, 0);
+        Ok(())
+    }
+
+    /// Reads the timers of owned partitions due within the horizon.
+    async fn refill_timers(&mut self, now: DateTime<Utc>) -> Result<(), DriverError> {
+        for refill in self.timers.refills(&self.owned, now) {
+            let from = match refill.from {
+                Some(from) => from,
+                None => self
+                    .store
+                    .watermark(refill.partition)
+                    .await
+                    .map_err(DriverError::Store)?
+                    .unwrap_or_else(|| TimerIndex::default_start(now)),
+            };
+            let timers = self
+                .store
+                .timers_between(refill.partition, from, refill.until)
+                .await
+                .map_err(DriverError::Store)?;
+            self.timers.loaded(
+                &Refill {
+                    from: Some(from),
+                    ..refill
+                },
+                timers,
+            );
+        }
+        Ok(())
+    }
+
+    async fn process_and_commit(
+        &mut self,
+        records: Vec<PolledRecord>,
+        timers: Vec<TimerRow>,
+        now: DateTime<Utc>,
+    ) -> Result<(), DriverError> {
+        let mut batch = Batch::new(now);
+        let mut offsets: IndexMap<(InputTopic, i32), i64> = IndexMap::new();
+        let inputs = records.len() + timers.len();
+        for record in records {
+            offsets.insert((record.topic, record.partition), record.offset + 1);
+            self.process(&mut batch, record.input).await?;
+        }
+        for timer in &timers {
+            self.process(&mut batch, Input::TimerDue(timer.clone()))
+                .await?;
+            batch.effects.push(Effect::DeleteTimer(timer.key()));
+        }
+        let offsets: Vec<(InputTopic, i32, i64)> = offsets
+            .into_iter()
+            .map(|((topic, partition), offset)| (topic, partition, offset))
+            .collect();
+        let commit = Commit {
+            effects: &batch.effects,
+            offsets: &offsets,
+        };
+        let landed = match self.log.commit(commit).await {
+            Ok(landed) => landed,
+            Err(CommitError::Retry(e)) => {
+                tracing::warn!(error = %e, "batch aborted; reprocessing from the committed offsets");
+                self.retried += 1;
+                let (_, owned) = self.log.membership();
+                return self.take_over(owned).await;
+            }
+            Err(CommitError::Fatal(e)) => return Err(DriverError::Commit(e)),
+        };
+        self.materialise(batch, landed, now).await?;
+        self.report(inputs, 0);
+        Ok(())
+    }
+
+    /// Steps one input, rehydrating the execution it names first.
+    async fn process(&mut self, batch: &mut Batch, input: Input) -> Result<(), DriverError> {
+        if let Some((id, pinned_until)) = self.processor.needs(&input) {
+            // Rebuilt from the store: it must hold every batch that touched the execution.
+            self.materialiser
+                .wait_for(pinned_until)
+                .await
+                .map_err(DriverError::Materialise)?;
+            let stored = self.store.load(&id).await.map_err(DriverError::Store)?;
+            self.processor.rehydrate(batch, &id, stored).await?;
+        }
+        self.processor.step(batch, input).await?;
+        Ok(())
+    }
+
+    /// After a commit; see the module docs.
+    async fn materialise(
+        &mut self,
+        batch: Batch,
+        landed: Vec<Landed>,
+        now: DateTime<Utc>,
+    ) -> Result<(), DriverError> {
+        let mut job = MaterialiseJob::default();
+        let mut next_offsets: IndexMap<i32, i64> = IndexMap::new();
+        let mut landed = landed.into_iter();
+        let mut timers: IndexMap<TimerKey, Option<TimerRow>> = IndexMap::new();
+        for effect in &batch.effects {
+            match effect {
+                Effect::Append {
+                    execution_id,
+                    seq,
+                    entry,
+                } => {
+                    let Some(at) = landed.next() else {
+                        return Err(DriverError::Log(
+                            format!("no landed offset for history record {seq} of {execution_id}")
+                                .into(),
+                        ));
+                    };
+                    let next = next_offsets.entry(at.partition).or_default();
+                    *next = (*next).max(at.offset + 1);
+                    job.history.push(HistoryRow {
+                        execution_id: execution_id.clone(),
+                        seq: *seq as i64,
+                        kind: entry_kind(entry),
+                        record: at.bytes,
+                        kafka_partition: at.partition,
+                        kafka_offset: at.offset,
+                        recorded_at: now,
+                    });
+                }
+                Effect::PutTimer(timer) => {
+                    timers.insert(timer.key(), Some(timer.clone()));
+                }
+                Effect::DeleteTimer(key) => {
+                    timers.insert(key.clone(), None);
+                }
+                _ => {}
+            }
+        }
+        set_timers(&mut job, timers);
+        let topic = self.log.history_topic().to_owned();
+        job.checkpoints = next_offsets
+            .into_iter()
+            .map(|(partition, offset)| self.checkpoint(&topic, partition, offset, now))
+            .collect();
+        job.executions = batch
+            .touched
+            .iter()
+            .filter_map(|id| self.processor.row(id))
+            .collect();
+        self.timers.committed(&batch.effects, &self.owned, now);
+        job.watermarks = self
+            .timers
+            .watermarks(&self.owned, now)
+            .into_iter()
+            .map(|(partition, fired_before)| TimerWatermark {
+                kafka_partition: partition,
+                fired_before,
+                owner: self.config.instance_id.clone(),
+                updated_at: now,
+            })
+            .collect();
+        let number = self
+            .materialiser
+            .submit(job)
+            .await
+            .map_err(DriverError::Materialise)?;
+        self.processor.committed(batch.touched.iter(), number);
+        self.processor.evict(self.materialiser.materialised());
+        Ok(())
+    }
+
+    fn checkpoint(
+        &self,
+        topic: &str,
+        partition: i32,
+        offset: i64,
+        now: DateTime<Utc>,
+    ) -> Checkpoint {
+        Checkpoint {
+            topic: topic.to_owned(),
+            kafka_partition: partition,
+            materialised_offset: offset,
+            owner: self.config.instance_id.clone(),
+            updated_at: now,
+        }
+    }
+
+    fn report(&mut self, inputs: usize, effects: usize) {
+        let report = Report {
+            owned: self.owned.len(),
+            cached: self.processor.len(),
+            parked: self.processor.parked(),
+            stats: self.processor.stats(),
+            inputs,
+            effects,
+            retried: self.retried,
+        };
+        self.log.observe(&report);
+    }
+
+    /// Materialises `partition` of the history from its checkpoint to the last stable offset,
+    /// through the projection; returns how many records were read. Writing twice what the
+    /// store already has is harmless (upserts; the projection ignores seqs it has applied).
+    async fn catch_up(&mut self, partition: i32) -> Result<usize, DriverError> {
+        let topic = self.log.history_topic().to_owned();
+        let from = self
+            .store
+            .checkpoint(&topic, partition)
+            .await
+            .map_err(DriverError::Store)?
+            .unwrap_or(0);
+        let entries = self
+            .log
+            .read_history(partition, from)
+            .await
+            .map_err(DriverError::Log)?;
+        let read = entries.len();
+        let mut views: IndexMap<ExecutionId, ExecutionView> = IndexMap::new();
+        let mut job = MaterialiseJob::default();
+        let mut timers: IndexMap<TimerKey, Option<TimerRow>> = IndexMap::new();
+        let catchup_error = |reason: String| DriverError::Catchup { partition, reason };
+        for (i, entry) in entries.into_iter().enumerate() {
+            let LoggedEntry {
+                offset,
+                record,
+                bytes,
+                timestamp,
+            } = entry;
+            let id = record.execution_id.clone();
+            if !views.contains_key(&id) {
+                let view = match &record.entry {
+                    HistoryEntry::Created(created) if record.seq == 0 => {
+                        let owner = self.processor.partition_of(&id);
+                        let (view, changes) =
+                            ExecutionView::new(id.clone(), owner, created.clone(), timestamp);
+                        for change in changes {
+                            timer_change(&mut timers, change);
+                        }
+                        view
+                    }
+                    _ => {
+                        let stored = self.store.load(&id).await.map_err(DriverError::Store)?;
+                        let owner = self.processor.partition_of(&id);
+                        let stored = stored.ok_or_else(|| {
+                            catchup_error(format!(
+                                "offset {offset}: history version {} of {id}, which the store does not know",
+                                record.seq
+                            ))
+                        })?;
+                        rebuild(&id, owner, stored)
+                            .map_err(|e| catchup_error(format!("offset {offset}: {e}")))?
+                            .view
+                    }
+                };
+                views.insert(id.clone(), view);
+            }
+            if let Some(view) = views.get_mut(&id)
+                && record.seq >= 1
+            {
+                let changes = view
+                    .apply(record.seq, &record.entry, timestamp)
+                    .map_err(|e| catchup_error(format!("offset {offset}: {e}")))?;
+                for change in changes {
+                    timer_change(&mut timers, change);
+                }
+            }
+            job.history.push(HistoryRow {
+                execution_id: id,
+                seq: record.seq as i64,
+                kind: entry_kind(&record.entry),
+                record: bytes,
+                kafka_partition: partition,
+                kafka_offset: offset,
+                recorded_at: timestamp,
+            });
+            if job.history.len() >= CATCHUP_FLUSH_EVERY || i + 1 == read {
+                set_timers(&mut job, std::mem::take(&mut timers));
+                job.executions = views.values().map(ExecutionView::row).collect();
+                let now = self.log.now();
+                job.checkpoints = vec![self.checkpoint(&topic, partition, offset + 1, now)];
+                self.materialiser
+                    .submit(std::mem::take(&mut job))
+                    .await
+                    .map_err(DriverError::Materialise)?;
+            }
+        }
+        self.materialiser
+            .flush()
+            .await
+            .map_err(DriverError::Materialise)?;
+        Ok(read)
+    }
+}
+
+fn timer_change(
+    timers: &mut IndexMap<TimerKey, Option<TimerRow>>,
+    change: crate::projection::TimerChange,
+) {
+    match change {
+        crate::projection::TimerChange::Put(timer) => {
+            timers.insert(timer.key(), Some(timer));
+        }
+        crate::projection::TimerChange::Delete(key) => {
+            timers.insert(key, None);
+        }
+    }
+}
+
+/// The latest change of each timer: a timer put and deleted in one job is only deleted (both
+/// would go to the store concurrently, where the delete could lose).
+fn set_timers(job: &mut MaterialiseJob, timers: IndexMap<TimerKey, Option<TimerRow>>) {
+    for (key, timer) in timers {
+        match timer {
+            Some(timer) => job.new_timers.push(timer),
+            None => job.removed_timers.push(key),
+        }
+    }
+}

@@ -1,0 +1,804 @@
+//! The partition processor: the rules by which a workflow worker turns its inputs into
+//! effects. This file is where they live, and only here.
+//!
+//! It owns the execution cache of the partitions its worker holds. [`Processor::step`] takes
+//! one typed [`Input`] — a submission, a response for an owner, undecodable bytes, a due timer
+//! — and appends typed [`Effect`]s to the [`Batch`] being built: changelog entries, child
+//! submissions, activity requests, responses, results, timer changes, dead letters. Nothing is
+//! encoded and nothing is sent; time is passed in ([`Batch::now`]). An execution that is not
+//! in the cache (or whose parked run was evicted) is rehydrated first: [`Processor::needs`]
+//! names it, the driver reads its changelog from the store, and [`Processor::rehydrate`]
+//! rebuilds it (by the one [projection](crate::projection) and a replay).
+//!
+//! Every changelog entry the processor appends goes through [`ExecutionView::apply`], so the
+//! state it keeps, the execution rows and the timers it writes are the projection's, exactly
+//! as catch-up and rehydration derive them.
+//!
+//! Rules, per input:
+//! - **Oversize** records (more than `max_record_bytes`) and undecodable ones are dead-lettered.
+//! - **Submission**: a known id is a duplicate and ignored. Otherwise `Created` is appended;
+//!   a function that does not exist or params that do not type-check dead-letter the record
+//!   and finish the execution with `unknown-function` / `invalid-params` (so its caller hears);
+//!   a start time in the future waits for the schedule timer (put by the projection); else
+//!   the run starts.
+//! - **Response**: keyed by the execution it answers; a key that is not an execution id, or a
+//!   response that answers no request of the key, or one for an execution that does not exist
+//!   is dead-lettered. A duplicate (same child or delay id) or one for a finished execution is
+//!   ignored. Otherwise it is journalled and delivered to the run; a run that refuses it
+//!   finishes with `trap`.
+//! - **Timer due**: a delay becomes a `DelayFinished` response (as above, with no record to
+//!   dead-letter); a schedule timer starts its execution if it is still scheduled.
+//! - A run's new events are appended, then its outputs become effects; `Finished` appends
+//!   the last entry and answers the parent (`weir.responses`) or `weir.results`.
+
+use std::str::FromStr;
+
+use chrono::{DateTime, Utc};
+use indexmap::{IndexMap, IndexSet};
+use serde_json::Value;
+
+use crate::model::{
+    ChildKind, DelayId, DelayOutcome, ExecutionError, ExecutionErrorKind, ExecutionId,
+    ExecutionResult, Ffqn, Response,
+};
+use crate::projection::{self, ExecutionView, ProjectionError, TimerChange};
+use crate::records::{
+    ActivityRequest, Created, DlqReason, ExecutionFinished, HistoryEntry, HistoryRecord, ParentRef,
+    Submission,
+};
+use crate::replay::{Effects, Execution, Output};
+use crate::rows::{ExecutionRow, ExecutionState, TimerKey, TimerKind, TimerRow};
+use crate::runner::{Rejection, RunStep, WorkflowRun, WorkflowRunner};
+
+/// What the processor emits; the driver encodes and commits it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    /// The changelog entry at `seq` of an execution (`weir.history`, keyed by its id).
+    Append {
+        execution_id: ExecutionId,
+        seq: u64,
+        entry: HistoryEntry,
+    },
+    /// A submission (`weir.submissions`, keyed by its id): a child workflow, or a top-level
+    /// execution scheduled by a workflow.
+    Submit(Submission),
+    /// An activity request (its route's topic, keyed by the activity's id).
+    RequestActivity(ActivityRequest),
+    /// A response for `to` (`weir.responses`, keyed by `to`): a child answering its parent,
+    /// or a stub's value answering the execution that wrote it.
+    Respond {
+        to: ExecutionId,
+        response: Response,
+    },
+    /// A top-level execution's result (`weir.results`).
+    PublishResult(ExecutionFinished),
+    PutTimer(TimerRow),
+    DeleteTimer(TimerKey),
+    /// An unawaited activity of a closed join set: its answer will be ignored.
+    CancelActivity {
+        parent: ExecutionId,
+        child: ExecutionId,
+    },
+    /// The input record `input` of the batch goes to the DLQ, byte for byte.
+    DeadLetter {
+        input: usize,
+        reason: DlqReason,
+        error: String,
+    },
+}
+
+/// The body of an input record, as the driver decoded it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Body {
+    Submission(Submission),
+    Response(Response),
+}
+
+/// Bytes the driver could not decode.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Undecodable {
+    pub reason: DlqReason,
+    pub error: String,
+}
+
+/// One input of a batch.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Input {
+    /// A record of `weir.submissions` or `weir.responses`; `index` names it in
+    /// [`Effect::DeadLetter`].
+    Record {
+        index: usize,
+        partition: i32,
+        key: Option<String>,
+        size: usize,
+        body: Result<Body, Undecodable>,
+    },
+    /// A due timer of an owned partition.
+    TimerDue(TimerRow),
+}
+
+/// The effects of one batch, in order, and the executions it touched.
+#[derive(Debug, Clone)]
+pub struct Batch {
+    pub now: DateTime<Utc>,
+    pub effects: Vec<Effect>,
+    pub touched: IndexSet<ExecutionId>,
+}
+
+impl Batch {
+    pub fn new(now: DateTime<Utc>) -> Self {
+        Batch {
+            now,
+            effects: Vec::new(),
+            touched: IndexSet::new(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.effects.is_empty()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProcessorError {
+    /// The changelog of an execution breaks the projection's rules: a bug or a corrupt store.
+    #[error(transparent)]
+    Projection(#[from] ProjectionError),
+}
+
+/// Settings of the processor (their defaults live with the worker's options).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProcessorConfig {
+    /// Parked runs kept in memory; least recently used ones are dropped first.
+    pub cache_size: usize,
+    /// Input records larger than this are dead-lettered.
+    pub max_record_bytes: usize,
+    /// Partitions of the co-partitioned topics (submissions, responses, history).
+    pub partitions: i32,
+}
+
+/// Counters of what the processor did (cumulative; the driver exports them as metrics).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ProcessorStats {
+    pub created: u64,
+    pub finished: u64,
+    /// Runs rebuilt from the store by replay (the cold path).
+    pub replayed: u64,
+    /// Responses delivered to a parked run (the hot path).
+    pub hot_deliveries: u64,
+    pub dead_letters: u64,
+}
+
+/// An execution of one of the worker's partitions.
+struct Live<Run> {
+    view: ExecutionView,
+    /// The parked run, if any (`None`: evicted, or not started, or finished).
+    run: Option<Run>,
+    /// The materialiser's number of the last committed batch that touched this execution:
+    /// until that batch is in the store, the store is behind memory and the execution is
+    /// pinned (never evicted, never rebuilt from the store).
+    pinned_until: u64,
+}
+
+/// The partition processor; see the module docs.
+pub struct Processor<R: WorkflowRunner> {
+    runner: R,
+    config: ProcessorConfig,
+    cache: IndexMap<ExecutionId, Live<R::Run>>,
+    stats: ProcessorStats,
+}
+
+impl<R: WorkflowRunner> Processor<R> {
+    pub fn new(runner: R, config: ProcessorConfig) -> Self {
+        Processor {
+            runner,
+            config,
+            cache: IndexMap::new(),
+            stats: ProcessorStats::default(),
+        }
+    }
+
+    pub fn runner(&self) -> &R {
+        &self.runner
+    }
+
+    pub fn config(&self) -> &ProcessorConfig {
+        &self.config
+    }
+
+    pub fn stats(&self) -> ProcessorStats {
+        self.stats
+    }
+
+    /// The execution `input` is about, if it must be read from the store before
+    /// [`Processor::step`]: with the materialiser's batch number that must be in the store
+    /// first.
+    pub fn needs(&self, input: &Input) -> Option<(ExecutionId, u64)> {
+        let id = match input {
+            Input::Record {
+                size, body: Ok(_), ..
+            } if *size > self.config.max_record_bytes => return None,
+            Input::Record {
+                body: Ok(Body::Submission(s)),
+                ..
+            } => s.execution_id.clone(),
+            Input::Record {
+                key,
+                body: Ok(Body::Response(_)),
+                ..
+            } => response_owner(key.as_deref())?,
+            Input::Record { body: Err(_), .. } => return None,
+            Input::TimerDue(timer) => timer.execution_id.clone(),
+        };
+        match self.cache.get(&id) {
+            None => Some((id, 0)),
+            Some(live) if live.view.state == ExecutionState::Running && live.run.is_none() => {
+                Some((id, live.pinned_until))
+            }
+            Some(_) => None,
+        }
+    }
+
+    /// Rebuilds `id` from its stored changelog (`None`: the store has none; the execution
+    /// does not exist) and, if it is running, replays it: whatever the replay yields beyond
+    /// the recorded history (only when the code changed) continues the history in `batch`.
+    pub async fn rehydrate(
+        &mut self,
+        batch: &mut Batch,
+        id: &ExecutionId,
+        stored: Option<Vec<(HistoryRecord, DateTime<Utc>)>>,
+    ) -> Result<(), ProcessorError> {
+        let Some(records) = stored.filter(|r| !r.is_empty()) else {
+            return Ok(());
+        };
+        let partition = self.partition_of(id);
+        let rebuilt = projection::rebuild(id, partition, records)?;
+        let pinned_until = self.cache.get(id).map_or(0, |l| l.pinned_until);
+        let running = rebuilt.view.state == ExecutionState::Running;
+        let mut live = Live {
+            view: rebuilt.view,
+            run: None,
+            pinned_until,
+        };
+        if running {
+            self.stats.replayed += 1;
+            start_run(
+                &self.runner,
+                &mut self.stats,
+                batch,
+                &mut live,
+                rebuilt.events,
+                rebuilt.responses,
+            )
+            .await?;
+        }
+        self.cache.insert(id.clone(), live);
+        Ok(())
+    }
+
+    /// The partition that owns `id` (the partitioner's rule, same as the log's).
+    pub fn partition_of(&self, id: &ExecutionId) -> i32 {
+        crate::partitioner::partition_for_key(id.to_string().as_bytes(), self.config.partitions)
+    }
+
+    /// Processes one input; its effects are appended to `batch`. Call [`Processor::needs`]
+    /// first and rehydrate what it names.
+    pub async fn step(&mut self, batch: &mut Batch, input: Input) -> Result<(), ProcessorError> {
+        match input {
+            Input::TimerDue(timer) => self.fire_timer(batch, timer).await,
+            Input::Record {
+                index,
+                size,
+                body,
+                key,
+                ..
+            } => {
+                if size > self.config.max_record_bytes {
+                    let error = format!(
+                        "{size} bytes exceed the limit of {}",
+                        self.config.max_record_bytes
+                    );
+                    self.dead_letter(batch, index, DlqReason::Oversize, error);
+                    return Ok(());
+                }
+                match body {
+                    Err(e) => {
+                        self.dead_letter(batch, index, e.reason, e.error);
+                        Ok(())
+                    }
+                    Ok(Body::Submission(submission)) => self.submit(batch, index, submission).await,
+                    Ok(Body::Response(response)) => {
+                        let Some(owner) = response_owner(key.as_deref()) else {
+                            let error = "the key is not an execution id".to_owned();
+                            self.dead_letter(batch, index, DlqReason::Other, error);
+                            return Ok(());
+                        };
+                        if !response.is_for(&owner) {
+                            let error =
+                                format!("the response does not answer a request of {owner}");
+                            self.dead_letter(batch, index, DlqReason::Other, error);
+                            return Ok(());
+                        }
+                        self.deliver(batch, &owner, response, Some(index)).await
+                    }
+                }
+            }
+        }
+    }
+
+    fn dead_letter(&mut self, batch: &mut Batch, input: usize, reason: DlqReason, error: String) {
+        self.stats.dead_letters += 1;
+        batch.effects.push(Effect::DeadLetter {
+            input,
+            reason,
+            error,
+        });
+    }
+
+    async fn submit(
+        &mut self,
+        batch: &mut Batch,
+        index: usize,
+        submission: Submission,
+    ) -> Result<(), ProcessorError> {
+        let id = submission.execution_id.clone();
+        if self.cache.contains_key(&id) {
+            tracing::debug!(execution = %id, "duplicate submission ignored");
+            return Ok(());
+        }
+        let created = Created {
+            ffqn: submission.ffqn.clone(),
+            params: submission.params.clone(),
+            parent: submission.parent.clone(),
+            scheduled_at: submission.scheduled_at,
+            correlation_id: submission.correlation_id.clone(),
+            metadata: submission.metadata.clone(),
+            created_at: batch.now,
+        };
+        let partition = self.partition_of(&id);
+        let (view, timers) = ExecutionView::new(id.clone(), partition, created.clone(), batch.now);
+        let mut live = Live {
+            view,
+            run: None,
+            pinned_until: 0,
+        };
+        batch.effects.push(Effect::Append {
+            execution_id: id.clone(),
+            seq: 0,
+            entry: HistoryEntry::Created(created),
+        });
+        push_timer_changes(batch, timers);
+        batch.touched.insert(id.clone());
+        self.stats.created += 1;
+        match self
+            .runner
+            .check_submission(&submission.ffqn, &submission.params)
+        {
+            Err(rejection) => {
+                let (reason, kind, error) = match rejection {
+                    Rejection::UnknownFunction(e) => (
+                        DlqReason::UnknownFfqn,
+                        ExecutionErrorKind::UnknownFunction,
+                        e,
+                    ),
+                    Rejection::InvalidParams(e) => (
+                        DlqReason::InvalidParams,
+                        ExecutionErrorKind::InvalidParams,
+                        e,
+                    ),
+                };
+                self.dead_letter(batch, index, reason, error.clone());
+                finish(&mut self.stats, batch, &mut live, error_result(kind, error))?;
+            }
+            Ok(()) if live.view.state == ExecutionState::Scheduled => {}
+            Ok(()) => {
+                start_run(
+                    &self.runner,
+                    &mut self.stats,
+                    batch,
+                    &mut live,
+                    Vec::new(),
+                    Vec::new(),
+                )
+                .await?
+            }
+        }
+        self.cache.insert(id, live);
+        Ok(())
+    }
+
+    async fn deliver(
+        &mut self,
+        batch: &mut Batch,
+        owner: &ExecutionId,
+        response: Response,
+        index: Option<usize>,
+    ) -> Result<(), ProcessorError> {
+        if !self.cache.contains_key(owner) {
+            match index {
+                Some(index) => {
+                    let error = format!("execution {owner} does not exist");
+                    self.dead_letter(batch, index, DlqReason::Other, error);
+                }
+                None => tracing::warn!(execution = %owner, "timer of an unknown execution dropped"),
+            }
+            return Ok(());
+        }
+        let Processor { stats, cache, .. } = self;
+        // Move to the back: the back is the most recently used.
+        let Some(position) = cache.get_index_of(owner) else {
+            return Ok(());
+        };
+        let last = cache.len() - 1;
+        cache.move_index(position, last);
+        let live = &mut cache[last];
+        let id = projection::response_id(&response);
+        if live.view.responses_seen.contains(&id) || live.view.state == ExecutionState::Finished {
+            tracing::debug!(execution = %owner, response = %id, "response ignored: duplicate or execution finished");
+            return Ok(());
+        }
+        append(
+            batch,
+            &mut live.view,
+            HistoryEntry::ResponseAppended(response.clone()),
+        )?;
+        let Some(run) = live.run.as_mut() else {
+            // A scheduled execution has no requests to answer yet.
+            tracing::warn!(execution = %owner, response = %id, "response for an execution that has not started");
+            return Ok(());
+        };
+        stats.hot_deliveries += 1;
+        match run.deliver(response, batch.now).await {
+            Ok(step) => apply_step(stats, batch, live, step),
+            Err(e) => {
+                tracing::warn!(execution = %owner, error = %e, "response could not be delivered");
+                live.run = None;
+                let result = error_result(ExecutionErrorKind::Trap, e.to_string());
+                finish(stats, batch, live, result)
+            }
+        }
+    }
+
+    async fn fire_timer(
+        &mut self,
+        batch: &mut Batch,
+        timer: TimerRow,
+    ) -> Result<(), ProcessorError> {
+        match timer.kind {
+            TimerKind::Delay => {
+                let Ok(delay_id) = DelayId::from_str(&timer.timer_id) else {
+                    tracing::warn!(timer = %timer.timer_id, "malformed delay timer dropped");
+                    return Ok(());
+                };
+                let response = Response::DelayFinished {
+                    delay_id,
+                    outcome: DelayOutcome::Ok,
+                };
+                self.deliver(batch, &timer.execution_id, response, None)
+                    .await
+            }
+            TimerKind::Schedule => {
+                let Some(live) = self.cache.get_mut(&timer.execution_id) else {
+                    return Ok(());
+                };
+                if live.view.state != ExecutionState::Scheduled || live.run.is_some() {
+                    return Ok(());
+                }
+                start_run(
+                    &self.runner,
+                    &mut self.stats,
+                    batch,
+                    live,
+                    Vec::new(),
+                    Vec::new(),
+                )
+                .await
+            }
+        }
+    }
+
+    /// The store row of a cached execution (after a batch touched it).
+    pub fn row(&self, id: &ExecutionId) -> Option<ExecutionRow> {
+        self.cache.get(id).map(|live| live.view.row())
+    }
+
+    /// The view of a cached execution.
+    pub fn view(&self, id: &ExecutionId) -> Option<&ExecutionView> {
+        self.cache.get(id).map(|live| &live.view)
+    }
+
+    /// After the batch that touched `touched` committed as the materialiser's job `number`:
+    /// those executions stay pinned until it is in the store.
+    pub fn committed<'a>(
+        &mut self,
+        touched: impl IntoIterator<Item = &'a ExecutionId>,
+        number: u64,
+    ) {
+        for id in touched {
+            if let Some(live) = self.cache.get_mut(id) {
+                live.pinned_until = number;
+            }
+        }
+    }
+
+    /// Keeps at most `cache_size` parked runs, dropping the least recently used, and forgets
+    /// idle executions beyond four times that many entries. Executions pinned by a batch not
+    /// yet materialised (`materialised` = the materialiser's last job in the store) are kept
+    /// whatever the count: a rebuild would read a store that is behind. Call it only between
+    /// batches.
+    pub fn evict(&mut self, materialised: u64) {
+        let limit = self.config.cache_size.max(1);
+        let parked = self.parked();
+        let mut excess = parked.saturating_sub(limit);
+        for live in self.cache.values_mut() {
+            if excess == 0 {
+                break;
+            }
+            if live.pinned_until > materialised {
+                continue;
+            }
+            if live.run.take().is_some() {
+                excess -= 1;
+            }
+        }
+        while self.cache.len() > limit * 4 {
+            let Some(index) = self
+                .cache
+                .values()
+                .position(|l| l.run.is_none() && l.pinned_until <= materialised)
+            else {
+                break;
+            };
+            self.cache.shift_remove_index(index);
+        }
+    }
+
+    /// Forgets everything (after an aborted transaction or a rebalance: runs in memory may
+    /// have moved past what is committed).
+    pub fn clear(&mut self) {
+        self.cache.clear();
+    }
+
+    pub fn len(&self) -> usize {
+        self.cache.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.cache.is_empty()
+    }
+
+    pub fn parked(&self) -> usize {
+        self.cache.values().filter(|l| l.run.is_some()).count()
+    }
+}
+
+/// The owner of a response record: its key, which must be an execution id.
+fn response_owner(key: Option<&str>) -> Option<ExecutionId> {
+    key.and_then(|k| ExecutionId::from_str(k).ok())
+}
+
+fn error_result(kind: ExecutionErrorKind, reason: String) -> ExecutionResult {
+    ExecutionResult::ExecutionError(ExecutionError {
+        kind,
+        reason,
+        detail: None,
+    })
+}
+
+fn push_timer_changes(batch: &mut Batch, changes: Vec<TimerChange>) {
+    batch
+        .effects
+        .extend(changes.into_iter().map(|change| match change {
+            TimerChange::Put(timer) => Effect::PutTimer(timer),
+            TimerChange::Delete(key) => Effect::DeleteTimer(key),
+        }));
+}
+
+/// Appends the next changelog entry of `view`: through the projection, then as an effect.
+fn append(
+    batch: &mut Batch,
+    view: &mut ExecutionView,
+    entry: HistoryEntry,
+) -> Result<(), ProcessorError> {
+    let seq = view.next_seq;
+    let timers = view.apply(seq, &entry, batch.now)?;
+    batch.effects.push(Effect::Append {
+        execution_id: view.id.clone(),
+        seq,
+        entry,
+    });
+    push_timer_changes(batch, timers);
+    batch.touched.insert(view.id.clone());
+    Ok(())
+}
+
+/// Starts (or rebuilds, given its recorded history and responses) the run of `live` and adds
+/// what it produced to the batch. A run that cannot start finishes the execution with `trap`.
+async fn start_run<R: WorkflowRunner>(
+    runner: &R,
+    stats: &mut ProcessorStats,
+    batch: &mut Batch,
+    live: &mut Live<R::Run>,
+    history: Vec<crate::model::HistoryEvent>,
+    responses: Vec<Response>,
+) -> Result<(), ProcessorError> {
+    let execution = Execution {
+        id: live.view.id.clone(),
+        ffqn: live.view.created.ffqn.clone(),
+        params: live.view.created.params.clone(),
+    };
+    match runner.start(execution, history, responses, batch.now).await {
+        Ok((run, step)) => {
+            live.run = Some(run);
+            apply_step(stats, batch, live, step)
+        }
+        Err(e) => {
+            tracing::warn!(execution = %live.view.id, error = %e, "execution failed to start");
+            let result = error_result(ExecutionErrorKind::Trap, e.to_string());
+            finish(stats, batch, live, result)
+        }
+    }
+}
+
+/// Adds a run's events and outputs to the batch. A finished run's outputs end with
+/// `Finished`, which closes the changelog and answers the parent or `weir.results`.
+fn apply_step<Run>(
+    stats: &mut ProcessorStats,
+    batch: &mut Batch,
+    live: &mut Live<Run>,
+    step: RunStep,
+) -> Result<(), ProcessorError> {
+    if matches!(step, RunStep::Finished { .. }) {
+        live.run = None;
+    }
+    let Effects { events, outputs } = step.into_effects();
+    for versioned in events {
+        append(
+            batch,
+            &mut live.view,
+            HistoryEntry::Event {
+                version: versioned.version,
+                event: versioned.event,
+            },
+        )?;
+    }
+    for output in outputs {
+        output_effect(stats, batch, live, output)?;
+    }
+    Ok(())
+}
+
+fn output_effect<Run>(
+    stats: &mut ProcessorStats,
+    batch: &mut Batch,
+    live: &mut Live<Run>,
+    output: Output,
+) -> Result<(), ProcessorError> {
+    let id = live.view.id.clone();
+    match output {
+        Output::SubmitChild {
+            child_execution_id,
+            ffqn,
+            params,
+            kind,
+        } => {
+            if let Some(effect) = child_effect(&id, child_execution_id, ffqn, params, kind) {
+                batch.effects.push(effect);
+            }
+        }
+        // The projection puts the timer of the delay's `DelayRequest` event.
+        Output::RequestDelay { .. } => {}
+        Output::Schedule {
+            execution_id,
+            ffqn,
+            params,
+            at,
+        } => batch.effects.push(Effect::Submit(Submission {
+            execution_id,
+            ffqn,
+            params,
+            parent: None,
+            scheduled_at: Some(at),
+            correlation_id: None,
+            metadata: Default::default(),
+        })),
+        // The stub's value answers this very execution through `weir.responses`, like any
+        // child's result, so that it is journalled in arrival order.
+        Output::StubWrite {
+            execution_id,
+            result,
+        } => batch.effects.push(Effect::Respond {
+            to: id,
+            response: Response::ChildExecutionFinished {
+                child_execution_id: execution_id,
+                result,
+            },
+        }),
+        Output::CancelChild { child_execution_id } => batch.effects.push(Effect::CancelActivity {
+            parent: id,
+            child: child_execution_id,
+        }),
+        // A delay of a join set closed before it expired: its timer stays until the execution
+        // finishes (the projection then deletes every pending delay); should it fire before,
+        // the engine ignores the answer of a closed join set.
+        Output::CancelDelay { .. } => {}
+        Output::Finished { result } => finish(stats, batch, live, result)?,
+    }
+    Ok(())
+}
+
+fn child_effect(
+    parent: &ExecutionId,
+    child: ExecutionId,
+    ffqn: Ffqn,
+    params: Value,
+    kind: ChildKind,
+) -> Option<Effect> {
+    match kind {
+        ChildKind::Workflow => {
+            let join_set_id = child.join_set_id()?.clone();
+            Some(Effect::Submit(Submission {
+                execution_id: child,
+                ffqn,
+                params,
+                parent: Some(ParentRef {
+                    execution_id: parent.clone(),
+                    join_set_id,
+                    child_kind: kind,
+                }),
+                scheduled_at: None,
+                correlation_id: None,
+                metadata: Default::default(),
+            }))
+        }
+        ChildKind::Activity => Some(Effect::RequestActivity(ActivityRequest {
+            execution_id: child,
+            parent_execution_id: parent.clone(),
+            ffqn,
+            params,
+            attempt: 1,
+            timeout_millis: None,
+            deadline: None,
+        })),
+        // Never executed: the workflow writes its result with `<f>-stub`.
+        ChildKind::Stub => None,
+    }
+}
+
+/// Records the end of `live` and tells whoever waits: the parent, or `weir.results`.
+fn finish<Run>(
+    stats: &mut ProcessorStats,
+    batch: &mut Batch,
+    live: &mut Live<Run>,
+    result: ExecutionResult,
+) -> Result<(), ProcessorError> {
+    live.run = None;
+    append(
+        batch,
+        &mut live.view,
+        HistoryEntry::Finished {
+            result: result.clone(),
+            finished_at: batch.now,
+        },
+    )?;
+    stats.finished += 1;
+    let created = &live.view.created;
+    let effect = match &created.parent {
+        Some(parent) => Effect::Respond {
+            to: parent.execution_id.clone(),
+            response: Response::ChildExecutionFinished {
+                child_execution_id: live.view.id.clone(),
+                result,
+            },
+        },
+        None => Effect::PublishResult(ExecutionFinished {
+            execution_id: live.view.id.clone(),
+            ffqn: created.ffqn.clone(),
+            result,
+            finished_at: batch.now,
+            correlation_id: created.correlation_id.clone(),
+        }),
+    };
+    batch.effects.push(effect);
+    Ok(())
+}

@@ -1,0 +1,513 @@
+//! The one projection from an execution's changelog to its state and its store rows.
+//!
+//! Every path that learns about an execution goes through [`ExecutionView::apply`]: the
+//! partition processor applies each entry it appends (the live path), catch-up applies the
+//! entries it reads from `weir.history`, and rehydration folds the stored changelog
+//! ([`rebuild`]). So the execution row, the timers to put or delete and the dedup set of
+//! responses are decided by one set of rules, whichever path saw the entry:
+//!
+//! | entry | state | timers |
+//! |---|---|---|
+//! | `Created` with `scheduled_at` after `created_at` | scheduled | put the schedule timer |
+//! | `Created` otherwise | running | |
+//! | an event, while scheduled | running | delete the schedule timer |
+//! | event `JoinSetRequest(DelayRequest)` | | put the delay's timer |
+//! | response `DelayFinished` | | delete the delay's timer |
+//! | `Finished` | finished | delete the schedule timer and every delay still pending |
+//!
+//! Seqs must be contiguous from 0: an entry at a seq already applied is ignored (catch-up may
+//! read what the store already has), a gap is an error.
+
+use std::collections::{BTreeMap, HashSet};
+
+use chrono::{DateTime, Utc};
+
+use crate::model::{ExecutionId, ExecutionResult, HistoryEvent, JoinSetRequest, Response};
+use crate::records::{Created, HistoryEntry, HistoryRecord};
+use crate::rows::{EntryKind, ExecutionRow, ExecutionState, TimerKey, TimerKind, TimerRow};
+
+/// The id of the timer that starts a scheduled execution.
+pub fn schedule_timer_id(execution_id: &ExecutionId) -> String {
+    format!("schedule:{execution_id}")
+}
+
+/// The id that deduplicates a response: the child execution's or the delay's.
+pub fn response_id(response: &Response) -> String {
+    match response {
+        Response::ChildExecutionFinished {
+            child_execution_id, ..
+        } => child_execution_id.to_string(),
+        Response::DelayFinished { delay_id, .. } => delay_id.to_string(),
+    }
+}
+
+/// The kind of a changelog entry.
+pub fn entry_kind(entry: &HistoryEntry) -> EntryKind {
+    match entry {
+        HistoryEntry::Created(_) => EntryKind::Created,
+        HistoryEntry::Event { .. } => EntryKind::Event,
+        HistoryEntry::ResponseAppended(_) => EntryKind::Response,
+        HistoryEntry::Finished { .. } => EntryKind::Finished,
+    }
+}
+
+/// A change of the timer table that an entry implies.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TimerChange {
+    Put(TimerRow),
+    Delete(TimerKey),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProjectionError {
+    #[error("execution {execution}: history version {seq} follows version {expected}: a gap")]
+    Gap {
+        execution: ExecutionId,
+        seq: u64,
+        expected: u64,
+    },
+    #[error("execution {execution}: the history does not start with Created (seq 0 is {kind})")]
+    NoCreated {
+        execution: ExecutionId,
+        kind: EntryKind,
+    },
+    #[error("execution {execution}: a second Created at history version {seq}")]
+    SecondCreated { execution: ExecutionId, seq: u64 },
+    #[error("execution {execution}: an entry at history version {seq} after Finished")]
+    AfterFinished { execution: ExecutionId, seq: u64 },
+    #[error("execution {execution}: the history is empty")]
+    Empty { execution: ExecutionId },
+}
+
+/// What the changelog says about one execution.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExecutionView {
+    pub id: ExecutionId,
+    /// The partition of the co-partitioned topics that owns it.
+    pub partition: i32,
+    pub created: Created,
+    /// The seq of the next changelog entry (the history version).
+    pub next_seq: u64,
+    pub state: ExecutionState,
+    pub result: Option<ExecutionResult>,
+    /// Ids (child execution or delay) of the responses journalled: duplicates are ignored.
+    pub responses_seen: HashSet<String>,
+    /// Delays requested and not answered: delay id → due time.
+    pending_delays: BTreeMap<String, DateTime<Utc>>,
+    pub updated_at: DateTime<Utc>,
+    pub finished_at: Option<DateTime<Utc>>,
+}
+
+impl ExecutionView {
+    /// The view after its first entry, `Created` (seq 0), recorded at `at`.
+    pub fn new(
+        id: ExecutionId,
+        partition: i32,
+        created: Created,
+        at: DateTime<Utc>,
+    ) -> (Self, Vec<TimerChange>) {
+        let scheduled = created.scheduled_at.filter(|s| *s > created.created_at);
+        let view = ExecutionView {
+            id: id.clone(),
+            partition,
+            state: if scheduled.is_some() {
+                ExecutionState::Scheduled
+            } else {
+                ExecutionState::Running
+            },
+            created,
+            next_seq: 1,
+            result: None,
+            responses_seen: HashSet::new(),
+            pending_delays: BTreeMap::new(),
+            updated_at: at,
+            finished_at: None,
+        };
+        let timers = match scheduled {
+            Some(due_at) => vec![TimerChange::Put(view.schedule_timer(due_at))],
+            None => Vec::new(),
+        };
+        (view, timers)
+    }
+
+    fn schedule_timer(&self, due_at: DateTime<Utc>) -> TimerRow {
+        TimerRow {
+            kafka_partition: self.partition,
+            due_at,
+            timer_id: schedule_timer_id(&self.id),
+            execution_id: self.id.clone(),
+            kind: TimerKind::Schedule,
+            payload: Vec::new(),
+        }
+    }
+
+    fn schedule_timer_key(&self) -> Option<TimerKey> {
+        let due_at = self.created.scheduled_at?;
+        Some(self.schedule_timer(due_at).key())
+    }
+
+    /// Applies the entry at `seq`, recorded at `at`; returns the timer changes it implies.
+    /// An entry already applied (`seq < next_seq`) changes nothing.
+    pub fn apply(
+        &mut self,
+        seq: u64,
+        entry: &HistoryEntry,
+        at: DateTime<Utc>,
+    ) -> Result<Vec<TimerChange>, ProjectionError> {
+        if seq < self.next_seq {
+            return Ok(Vec::new());
+        }
+        if seq > self.next_seq {
+            return Err(ProjectionError::Gap {
+                execution: self.id.clone(),
+                seq,
+                expected: self.next_seq,
+            });
+        }
+        if self.state == ExecutionState::Finished {
+            return Err(ProjectionError::AfterFinished {
+                execution: self.id.clone(),
+                seq,
+            });
+        }
+        let mut timers = Vec::new();
+        match entry {
+            HistoryEntry::Created(_) => {
+                return Err(ProjectionError::SecondCreated {
+                    execution: self.id.clone(),
+                    seq,
+                });
+            }
+            HistoryEntry::Event { event, .. } => {
+                if self.state == ExecutionState::Scheduled {
+                    self.state = ExecutionState::Running;
+                    timers.extend(self.schedule_timer_key().map(TimerChange::Delete));
+                }
+                if let HistoryEvent::JoinSetRequest {
+                    request:
+                        JoinSetRequest::DelayRequest {
+                            delay_id,
+                            expires_at,
+                            ..
+                        },
+                    ..
+                } = event
+                {
+                    self.pending_delays
+                        .insert(delay_id.to_string(), *expires_at);
+                    timers.push(TimerChange::Put(TimerRow {
+                        kafka_partition: self.partition,
+                        due_at: *expires_at,
+                        timer_id: delay_id.to_string(),
+                        execution_id: self.id.clone(),
+                        kind: TimerKind::Delay,
+                        payload: Vec::new(),
+                    }));
+                }
+            }
+            HistoryEntry::ResponseAppended(response) => {
+                let id = response_id(response);
+                if let Response::DelayFinished { .. } = response
+                    && let Some(due_at) = self.pending_delays.remove(&id)
+                {
+                    timers.push(TimerChange::Delete(TimerKey {
+                        kafka_partition: self.partition,
+                        due_at,
+                        timer_id: id.clone(),
+                    }));
+                }
+                self.responses_seen.insert(id);
+            }
+            HistoryEntry::Finished {
+                result,
+                finished_at,
+            } => {
+                if self.state == ExecutionState::Scheduled {
+                    timers.extend(self.schedule_timer_key().map(TimerChange::Delete));
+                }
+                for (timer_id, due_at) in std::mem::take(&mut self.pending_delays) {
+                    timers.push(TimerChange::Delete(TimerKey {
+                        kafka_partition: self.partition,
+                        due_at,
+                        timer_id,
+                    }));
+                }
+                self.state = ExecutionState::Finished;
+                self.result = Some(result.clone());
+                self.finished_at = Some(*finished_at);
+            }
+        }
+        self.next_seq += 1;
+        self.updated_at = at;
+        Ok(timers)
+    }
+
+    /// The execution's row in the store.
+    pub fn row(&self) -> ExecutionRow {
+        ExecutionRow {
+            execution_id: self.id.clone(),
+            ffqn: self.created.ffqn.to_string(),
+            parent_id: self.created.parent.as_ref().map(|p| p.execution_id.clone()),
+            params: self.created.params.to_string(),
+            state: self.state,
+            result: self
+                .result
+                .as_ref()
+                .map(|r| serde_json::to_string(r).unwrap_or_default()),
+            history_version: self.next_seq as i64,
+            kafka_partition: self.partition,
+            created_at: self.created.created_at,
+            updated_at: self.updated_at,
+            finished_at: self.finished_at,
+        }
+    }
+
+    /// Delays requested and not yet answered, by id, with their due times.
+    pub fn pending_delays(&self) -> impl Iterator<Item = (&str, DateTime<Utc>)> {
+        self.pending_delays
+            .iter()
+            .map(|(id, at)| (id.as_str(), *at))
+    }
+}
+
+/// An execution rebuilt from its whole changelog: its view, and what a replay needs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rebuilt {
+    pub view: ExecutionView,
+    /// The recorded history events, in order.
+    pub events: Vec<HistoryEvent>,
+    /// The journalled responses, in arrival order.
+    pub responses: Vec<Response>,
+}
+
+/// Folds a whole changelog (seq order, starting at `Created`) into a view. `at` is when each
+/// entry was recorded, as far as the caller knows (the store's `recorded_at`).
+pub fn rebuild(
+    id: &ExecutionId,
+    partition: i32,
+    records: impl IntoIterator<Item = (HistoryRecord, DateTime<Utc>)>,
+) -> Result<Rebuilt, ProjectionError> {
+    let mut records = records.into_iter();
+    let Some((first, at)) = records.next() else {
+        return Err(ProjectionError::Empty {
+            execution: id.clone(),
+        });
+    };
+    let HistoryEntry::Created(created) = first.entry else {
+        return Err(ProjectionError::NoCreated {
+            execution: id.clone(),
+            kind: entry_kind(&first.entry),
+        });
+    };
+    if first.seq != 0 {
+        return Err(ProjectionError::Gap {
+            execution: id.clone(),
+            seq: first.seq,
+            expected: 0,
+        });
+    }
+    let (mut view, _) = ExecutionView::new(id.clone(), partition, created, at);
+    let mut events = Vec::new();
+    let mut responses = Vec::new();
+    for (record, at) in records {
+        if record.seq < view.next_seq {
+            continue; // read twice
+        }
+        view.apply(record.seq, &record.entry, at)?;
+        match record.entry {
+            HistoryEntry::Event { event, .. } => events.push(event),
+            HistoryEntry::ResponseAppended(response) => responses.push(response),
+            HistoryEntry::Created(_) | HistoryEntry::Finished { .. } => {}
+        }
+    }
+    Ok(Rebuilt {
+        view,
+        events,
+        responses,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::str::FromStr;
+
+    use chrono::{Duration, TimeZone};
+    use serde_json::json;
+
+    use super::*;
+    use crate::model::{DelayId, DelayOutcome, Ffqn, JoinSetId, ScheduleAt, Version};
+
+    const ID: &str = "E_01ARZ3NDEKTSV4RRFFQ69G5FAV";
+
+    fn t0() -> DateTime<Utc> {
+        Utc.timestamp_opt(1_790_000_000, 0).single().expect("valid")
+    }
+
+    fn created(scheduled_at: Option<DateTime<Utc>>) -> Created {
+        Created {
+            ffqn: Ffqn::from_str("ns:pkg/ifc.f").expect("ffqn"),
+            params: json!([]),
+            parent: None,
+            scheduled_at,
+            correlation_id: None,
+            metadata: Default::default(),
+            created_at: t0(),
+        }
+    }
+
+    fn id() -> ExecutionId {
+        ExecutionId::from_str(ID).expect("id")
+    }
+
+    fn delay() -> DelayId {
+        DelayId::from_str("Delay_01ARZ3NDEKTSV4RRFFQ69G5FAV.o:1-sleep_1").expect("delay id")
+    }
+
+    fn delay_request(version: u64) -> HistoryEntry {
+        HistoryEntry::Event {
+            version: Version(version),
+            event: HistoryEvent::JoinSetRequest {
+                join_set_id: JoinSetId::from_str("o:1-sleep").expect("join set"),
+                request: JoinSetRequest::DelayRequest {
+                    delay_id: delay(),
+                    timeout: ScheduleAt::In(std::time::Duration::from_secs(90)),
+                    expires_at: t0() + Duration::seconds(90),
+                },
+            },
+        }
+    }
+
+    fn finished() -> HistoryEntry {
+        HistoryEntry::Finished {
+            result: ExecutionResult::Ok(json!(1)),
+            finished_at: t0(),
+        }
+    }
+
+    fn delay_key() -> TimerKey {
+        TimerKey {
+            kafka_partition: 3,
+            due_at: t0() + Duration::seconds(90),
+            timer_id: delay().to_string(),
+        }
+    }
+
+    /// Each row: the entries after `Created` (not scheduled), the state after them, and the
+    /// timer changes of the last one.
+    #[test]
+    fn entries_decide_state_and_timers() {
+        let answered = HistoryEntry::ResponseAppended(Response::DelayFinished {
+            delay_id: delay(),
+            outcome: DelayOutcome::Ok,
+        });
+        let put = TimerChange::Put(TimerRow {
+            kafka_partition: 3,
+            due_at: t0() + Duration::seconds(90),
+            timer_id: delay().to_string(),
+            execution_id: id(),
+            kind: TimerKind::Delay,
+            payload: Vec::new(),
+        });
+        let table: Vec<(Vec<HistoryEntry>, ExecutionState, Vec<TimerChange>)> = vec![
+            (vec![delay_request(0)], ExecutionState::Running, vec![put]),
+            (
+                vec![delay_request(0), answered.clone()],
+                ExecutionState::Running,
+                vec![TimerChange::Delete(delay_key())],
+            ),
+            // A delay still pending when the execution finishes is deleted with it.
+            (
+                vec![delay_request(0), finished()],
+                ExecutionState::Finished,
+                vec![TimerChange::Delete(delay_key())],
+            ),
+            // Answered, then finished: nothing left to delete.
+            (
+                vec![delay_request(0), answered, finished()],
+                ExecutionState::Finished,
+                vec![],
+            ),
+        ];
+        for (entries, state, last_changes) in table {
+            let (mut view, timers) = ExecutionView::new(id(), 3, created(None), t0());
+            assert!(timers.is_empty());
+            let mut changes = Vec::new();
+            for (i, entry) in entries.iter().enumerate() {
+                changes = view.apply(i as u64 + 1, entry, t0()).expect("applies");
+            }
+            assert_eq!(view.state, state, "after {entries:?}");
+            assert_eq!(changes, last_changes, "after {entries:?}");
+            assert_eq!(view.next_seq, entries.len() as u64 + 1);
+            assert_eq!(view.row().history_version, entries.len() as i64 + 1);
+        }
+    }
+
+    #[test]
+    fn a_scheduled_execution_runs_at_its_first_event_and_its_timer_goes() {
+        let at = t0() + Duration::minutes(5);
+        let (mut view, timers) = ExecutionView::new(id(), 3, created(Some(at)), t0());
+        assert_eq!(view.state, ExecutionState::Scheduled);
+        let key = TimerKey {
+            kafka_partition: 3,
+            due_at: at,
+            timer_id: schedule_timer_id(&id()),
+        };
+        assert!(
+            matches!(&timers[..], [TimerChange::Put(t)] if t.key() == key && t.kind == TimerKind::Schedule)
+        );
+        let changes = view.apply(1, &delay_request(0), t0()).expect("applies");
+        assert_eq!(view.state, ExecutionState::Running);
+        assert_eq!(changes[0], TimerChange::Delete(key));
+    }
+
+    #[test]
+    fn seqs_must_be_contiguous_and_repeats_are_ignored() {
+        let (mut view, _) = ExecutionView::new(id(), 3, created(None), t0());
+        assert_eq!(
+            view.apply(0, &HistoryEntry::Created(created(None)), t0()),
+            Ok(vec![])
+        );
+        assert!(matches!(
+            view.apply(2, &delay_request(0), t0()),
+            Err(ProjectionError::Gap {
+                seq: 2,
+                expected: 1,
+                ..
+            })
+        ));
+        view.apply(1, &finished(), t0()).expect("applies");
+        assert!(matches!(
+            view.apply(2, &delay_request(1), t0()),
+            Err(ProjectionError::AfterFinished { seq: 2, .. })
+        ));
+    }
+
+    #[test]
+    fn rebuild_equals_applying_and_skips_records_read_twice() {
+        let record = |seq, entry| {
+            (
+                HistoryRecord {
+                    execution_id: id(),
+                    seq,
+                    entry,
+                },
+                t0(),
+            )
+        };
+        let records = vec![
+            record(0, HistoryEntry::Created(created(None))),
+            record(1, delay_request(0)),
+            record(1, delay_request(0)),
+            record(2, finished()),
+        ];
+        let rebuilt = rebuild(&id(), 3, records).expect("rebuilds");
+        assert_eq!(rebuilt.events.len(), 1);
+        assert_eq!(rebuilt.view.state, ExecutionState::Finished);
+        assert_eq!(rebuilt.view.next_seq, 3);
+        assert!(rebuilt.view.pending_delays().next().is_none());
+        assert!(matches!(
+            rebuild(&id(), 3, vec![record(0, finished())]),
+            Err(ProjectionError::NoCreated { .. })
+        ));
+    }
+}

@@ -1,0 +1,160 @@
+//! The timers a worker holds in memory for its partitions, and when it reads more from the
+//! store.
+//!
+//! Timers live in the store's timer table (bucketed per partition and minute). A worker keeps
+//! those due within a horizon in memory, fires the due ones inside its batches, and reads the
+//! next stretch from the store as the horizon moves ([`TimerIndex::refills`]). A per-partition
+//! watermark — every timer due before it has fired — tells a new owner where to start reading
+//! ([`TimerIndex::watermarks`]). Pure: the driver passes `now` and does the reading.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use chrono::{DateTime, Duration, Utc};
+
+use crate::processor::Effect;
+use crate::rows::{TimerKey, TimerRow};
+
+/// A read of the timer table the driver must make: timers of `partition` due in
+/// `[from, until)`; `from: None` means "from the partition's stored watermark" (or
+/// [`TimerIndex::default_start`] without one).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refill {
+    pub partition: i32,
+    pub from: Option<DateTime<Utc>>,
+    pub until: DateTime<Utc>,
+}
+
+/// See the module docs.
+#[derive(Debug, Clone)]
+pub struct TimerIndex {
+    horizon: Duration,
+    /// Due-time ordered timers of owned partitions within the horizon.
+    timers: BTreeMap<(DateTime<Utc>, String), TimerRow>,
+    /// Per owned partition: timers up to here are loaded into `timers`.
+    loaded_until: BTreeMap<i32, DateTime<Utc>>,
+    /// Per owned partition: the watermark last handed out to be written.
+    watermarks_written: BTreeMap<i32, DateTime<Utc>>,
+}
+
+impl TimerIndex {
+    pub fn new(horizon: std::time::Duration) -> Self {
+        TimerIndex {
+            horizon: Duration::from_std(horizon).unwrap_or(Duration::seconds(60)),
+            timers: BTreeMap::new(),
+            loaded_until: BTreeMap::new(),
+            watermarks_written: BTreeMap::new(),
+        }
+    }
+
+    /// Forgets everything (on a new assignment).
+    pub fn clear(&mut self) {
+        self.timers.clear();
+        self.loaded_until.clear();
+        self.watermarks_written.clear();
+    }
+
+    /// Where a partition without a stored watermark starts reading.
+    pub fn default_start(now: DateTime<Utc>) -> DateTime<Utc> {
+        now - Duration::days(1)
+    }
+
+    /// The reads to make now for `owned` partitions: a partition is read again when less
+    /// than five seconds of its horizon are left.
+    pub fn refills(&self, owned: &BTreeSet<i32>, now: DateTime<Utc>) -> Vec<Refill> {
+        let until = now + self.horizon;
+        owned
+            .iter()
+            .filter_map(|&partition| match self.loaded_until.get(&partition) {
+                Some(loaded) if *loaded >= until - Duration::seconds(5) => None,
+                Some(loaded) => Some(Refill {
+                    partition,
+                    from: Some(*loaded),
+                    until,
+                }),
+                None => Some(Refill {
+                    partition,
+                    from: None,
+                    until,
+                }),
+            })
+            .collect()
+    }
+
+    /// The result of a [`Refill`].
+    pub fn loaded(&mut self, refill: &Refill, timers: Vec<TimerRow>) {
+        for timer in timers {
+            self.timers
+                .insert((timer.due_at, timer.timer_id.clone()), timer);
+        }
+        self.loaded_until.insert(refill.partition, refill.until);
+    }
+
+    /// Removes and returns up to `max` timers due at `now`.
+    pub fn take_due(&mut self, now: DateTime<Utc>, max: usize) -> Vec<TimerRow> {
+        let mut due = Vec::new();
+        while let Some(entry) = self.timers.first_entry() {
+            if entry.key().0 > now || due.len() >= max {
+                break;
+            }
+            due.push(entry.remove());
+        }
+        due
+    }
+
+    /// After a commit: the timers the batch put (within the horizon, of owned partitions)
+    /// join the index, those it deleted leave it.
+    pub fn committed(&mut self, effects: &[Effect], owned: &BTreeSet<i32>, now: DateTime<Utc>) {
+        let horizon = now + self.horizon;
+        for effect in effects {
+            match effect {
+                Effect::PutTimer(timer)
+                    if timer.due_at <= horizon && owned.contains(&timer.kafka_partition) =>
+                {
+                    self.timers
+                        .insert((timer.due_at, timer.timer_id.clone()), timer.clone());
+                }
+                Effect::DeleteTimer(TimerKey {
+                    due_at, timer_id, ..
+                }) => {
+                    self.timers.remove(&(*due_at, timer_id.clone()));
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// The watermarks to write after a commit: per owned partition, the earliest timer still
+    /// pending (or `now`), when it moved by a second or more since the last one written.
+    pub fn watermarks(
+        &mut self,
+        owned: &BTreeSet<i32>,
+        now: DateTime<Utc>,
+    ) -> Vec<(i32, DateTime<Utc>)> {
+        let mut out = Vec::new();
+        for &partition in owned {
+            let earliest_pending = self
+                .timers
+                .values()
+                .filter(|t| t.kafka_partition == partition)
+                .map(|t| t.due_at)
+                .min()
+                .unwrap_or(now)
+                .min(now);
+            let written = self.watermarks_written.get(&partition).copied();
+            if written.is_some_and(|w| (earliest_pending - w).num_seconds().abs() < 1) {
+                continue;
+            }
+            self.watermarks_written.insert(partition, earliest_pending);
+            out.push((partition, earliest_pending));
+        }
+        out
+    }
+
+    pub fn len(&self) -> usize {
+        self.timers.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.timers.is_empty()
+    }
+}

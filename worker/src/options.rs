@@ -1,0 +1,67 @@
+//! The default of every setting of the `weir` command line and of the library configurations
+//! behind it, in one place.
+//!
+//! Before this module the same setting had a default in clap, another in the library's
+//! constructor and a third in the README (the parked-instance cache was 512 in the CLI and
+//! 10 000 in `WorkerConfig::new`; the instance pool 1024 in the CLI and 256 in
+//! `EngineConfig::default()`). Now each default is one constant here, and
+//! - clap's `default_value`s in [`crate::cli`] are these constants (so `--help` shows them),
+//! - [`WorkerConfig::new`](crate::kafka::workflow_worker::WorkerConfig::new) and
+//!   [`EngineConfig::default`](crate::wasm::EngineConfig) take their values from them,
+//! - `worker/tests/readme_defaults.rs` checks the README's configuration tables against clap's
+//!   defaults, and the library defaults against clap's.
+//!
+//! Constants are in the unit the flag takes (`…_MS` in milliseconds, `…_SECS` in seconds), so
+//! that clap shows exactly what the README says. Only the command line reads the environment
+//! (clap's `env` arguments and `WEIR_LOG`); library code takes everything as parameters.
+
+// ------------------------------------------------------------ every subcommand (`ClusterArgs`)
+
+/// `--brokers` / `WEIR_BROKERS`: Kafka bootstrap servers.
+pub const DEFAULT_BROKERS: &str = "127.0.0.1:9092";
+/// `--cql` / `WEIR_CQL`: CQL contact points, comma-separated.
+pub const DEFAULT_CQL: &str = "127.0.0.1:9042";
+/// `--keyspace` / `WEIR_KEYSPACE`: the keyspace of Weir's tables.
+pub const DEFAULT_KEYSPACE: &str = "weir";
+/// `--cql-replication-factor` / `WEIR_CQL_REPLICATION_FACTOR` (3 in production).
+pub const DEFAULT_CQL_REPLICATION_FACTOR: u32 = 1;
+/// `--topology` / `WEIR_TOPOLOGY`: the folder with `topics.toml` and `routes.toml`.
+pub const DEFAULT_TOPOLOGY: &str = "topology";
+/// `--namespace` / `WEIR_NAMESPACE`: prefix of every topic name; empty for none.
+pub const DEFAULT_NAMESPACE: &str = "";
+/// `WEIR_LOG` (or `RUST_LOG`): the `tracing` log filter.
+pub const DEFAULT_LOG_FILTER: &str = "info,scylla=warn,rdkafka=warn";
+
+// ------------------------------------------------------------------------------ `weir worker`
+
+/// `--components` / `WEIR_COMPONENTS`: the component registry.
+pub const DEFAULT_COMPONENTS: &str = "topology/components.toml";
+/// `--components-dir` / `WEIR_COMPONENTS_DIR`: where the registry's relative paths are resolved.
+pub const DEFAULT_COMPONENTS_DIR: &str = "/var/cache/weir/examples";
+/// `--compiled-dir` / `WEIR_COMPILED_DIR`: the cache of compiled components.
+pub const DEFAULT_COMPILED_DIR: &str = "/var/cache/weir/compiled";
+/// `--commit-interval-ms` / `WEIR_COMMIT_INTERVAL_MS`: a batch is committed after this long…
+pub const DEFAULT_COMMIT_INTERVAL_MS: u64 = 20;
+/// `--max-batch` / `WEIR_MAX_BATCH`: …or after this many input records.
+pub const DEFAULT_MAX_BATCH: usize = 500;
+/// `--cache-size` / `WEIR_CACHE_SIZE`: parked workflow instances kept in memory.
+pub const DEFAULT_CACHE_SIZE: usize = 512;
+/// `--max-instances` / `WEIR_MAX_INSTANCES`: WASM instances the pooling allocator holds.
+pub const DEFAULT_MAX_INSTANCES: u32 = 1024;
+/// `--max-record-bytes` / `WEIR_MAX_RECORD_BYTES`: larger input records go to the DLQ.
+pub const DEFAULT_MAX_RECORD_BYTES: usize = 1024 * 1024;
+/// `--materialise-linger-ms` / `WEIR_MATERIALISE_LINGER_MS`: the store is written at most this
+/// often.
+pub const DEFAULT_MATERIALISE_LINGER_MS: u64 = 200;
+/// `--transaction-timeout-ms` / `WEIR_TRANSACTION_TIMEOUT_MS`: how long a dead worker's open
+/// transaction can hold its partitions.
+pub const DEFAULT_TRANSACTION_TIMEOUT_MS: u64 = 30_000;
+/// `--metrics-addr` / `WEIR_METRICS_ADDR`: where `GET /metrics` is served.
+pub const DEFAULT_METRICS_ADDR: &str = "0.0.0.0:9464";
+/// Timers due within this many seconds are held in memory (no flag).
+pub const DEFAULT_TIMER_HORIZON_SECS: u64 = 60;
+
+// ------------------------------------------------------------------------------ `weir submit`
+
+/// `weir submit --follow --timeout`: how long to wait for the result, in seconds.
+pub const DEFAULT_FOLLOW_TIMEOUT_SECS: u64 = 120;
