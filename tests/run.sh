@@ -50,6 +50,8 @@ if [ -f examples/build.sh ]; then
 fi
 log "cargo fmt --check"
 cargo fmt --all -- --check
+log "cargo clippy (warnings are errors)"
+cargo clippy --workspace --all-targets --locked -- -D warnings
 log "building the workspace (target dir $CARGO_TARGET_DIR)"
 cargo build --workspace --bins --tests --benches --locked
 

@@ -4,8 +4,10 @@
 //!    inline, no task: neither parks): of the trivial workflow `hello.greet` (no host call),
 //!    and of `random-schedule.run` (four host calls: random-u64, random-string, schedule, log);
 //! 2. a 100-step workflow fully in memory: `fanout.fibonacci-sum` over 100 children
-//!    (submit, activity run, response, await-next, get per step) on the in-memory bus;
-//! 3. the order saga (4 sequential direct calls) on the in-memory bus, hot path.
+//!    (submit, activity run, response, await-next, get per step) on the in-memory bus, which
+//!    drives the partition processor (`weir_core::processor`) as the worker does, one input
+//!    per batch;
+//! 3. the order saga (4 sequential direct calls) on the in-memory bus, hot and cold path.
 //!
 //! Runs on one core (current-thread runtime). Needs the example components
 //! (`bash examples/build.sh`).

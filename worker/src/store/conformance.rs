@@ -259,6 +259,24 @@ pub async fn executions_round_trip<S: Store>(store: &S) {
         store.execution(&id).await.expect("read"),
         Some(normalized(&row))
     );
+
+    // A late write of an older version (a fenced worker's materialiser) changes nothing, alone
+    // or in a batch with history rows.
+    let newer = row.clone();
+    let mut older = row.clone();
+    older.state = ExecutionState::Running;
+    older.result = None;
+    older.history_version = 9;
+    older.finished_at = None;
+    store.put_execution(&older).await.expect("late write");
+    store
+        .materialise(&[history_row(&id, 9)], std::slice::from_ref(&older))
+        .await
+        .expect("late batch");
+    assert_eq!(
+        store.execution(&id).await.expect("read"),
+        Some(normalized(&newer))
+    );
 }
 
 pub async fn timers_are_found_by_partition_and_time<S: Store>(store: &S) {

@@ -102,6 +102,7 @@ fn execution_values<'a>(
     DateTime<Utc>,
     DateTime<Utc>,
     Option<DateTime<Utc>>,
+    i64,
 ) {
     (
         id,
@@ -115,7 +116,16 @@ fn execution_values<'a>(
         row.created_at,
         row.updated_at,
         row.finished_at,
+        execution_write_timestamp(row.history_version),
     )
+}
+
+/// The write timestamp of an execution row: ordered by its history version, so that an older
+/// row never overwrites a newer one, whatever order the writes arrive in (a fenced worker's
+/// materialiser may write late). Above every wall-clock timestamp in microseconds until the
+/// year 2112, so that rows written before this rule existed are overwritten too.
+pub fn execution_write_timestamp(history_version: i64) -> i64 {
+    (1 << 52) + history_version
 }
 
 /// The bind values of `insert_checkpoint`.
@@ -198,7 +208,7 @@ impl CqlStore {
             insert_execution: prepare(format!(
                 "INSERT INTO {ks}.executions (execution_id, ffqn, parent_id, params, state, result, \
                  history_version, kafka_partition, created_at, updated_at, finished_at) \
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) USING TIMESTAMP ?"
             ))
             .await?,
             select_execution: prepare(format!(

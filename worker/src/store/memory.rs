@@ -70,7 +70,16 @@ impl Store for InMemoryStore {
         row.created_at = to_store_precision(row.created_at);
         row.updated_at = to_store_precision(row.updated_at);
         row.finished_at = row.finished_at.map(to_store_precision);
-        self.with(|t| t.executions.insert(row.execution_id.to_string(), row));
+        // As the CQL store's write timestamps do: an older history version never wins.
+        self.with(|t| {
+            let key = row.execution_id.to_string();
+            if t.executions
+                .get(&key)
+                .is_none_or(|existing| existing.history_version <= row.history_version)
+            {
+                t.executions.insert(key, row);
+            }
+        });
         Ok(())
     }
 

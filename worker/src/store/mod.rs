@@ -1,10 +1,13 @@
 //! The CQL store (ScyllaDB in production, Apache Cassandra locally): the materialised history,
 //! execution state, timers and checkpoints behind one [`Store`] trait, with the real
-//! [`CqlStore`], an [`InMemoryStore`] for fast tests, and one [`conformance`] suite that both
-//! must pass. Also the schema of `schemas/cql/` and its drift check.
+//! [`CqlStore`], an `InMemoryStore` for fast tests, and one `conformance` suite that both
+//! must pass (those two with the `test-util` feature only, never in the binary). Also the
+//! schema of `schemas/cql/` and its drift check.
 
+#[cfg(any(test, feature = "test-util"))]
 pub mod conformance;
 pub mod cql;
+#[cfg(any(test, feature = "test-util"))]
 pub mod memory;
 /// The rows live in the core (the projection derives them); re-exported here.
 pub use weir_core::rows;
@@ -16,6 +19,7 @@ use std::future::Future;
 use chrono::{DateTime, Utc};
 
 pub use cql::CqlStore;
+#[cfg(any(test, feature = "test-util"))]
 pub use memory::InMemoryStore;
 pub use rows::{
     Checkpoint, EntryKind, ExecutionRow, ExecutionState, HistoryRow, MaterialiseJob, TimerKey,
@@ -60,6 +64,8 @@ pub trait Store: Send + Sync {
         execution_id: &ExecutionId,
     ) -> impl Future<Output = Result<Vec<HistoryRow>, StoreError>> + Send;
 
+    /// Upserts an execution row, unless the store has the row at a later history version
+    /// (writes are ordered by history version, not by arrival).
     fn put_execution(
         &self,
         row: &ExecutionRow,

@@ -12,8 +12,9 @@
 //! - [`activity`]: WASI p2 + outgoing HTTP, timeout, retries with backoff and jitter,
 //!   cancellation.
 //! - [`host`]: [`WasmHost`], everything above loaded and pre-instantiated.
-//! - [`memory`]: an in-memory bus and store that routes submissions, responses and timers
-//!   between executions, for fast tests and benchmarks without Kafka.
+//! - `memory` (feature `test-util`): an in-memory driver of the partition processor that
+//!   routes submissions, responses, activities and timers between executions, for fast tests
+//!   and benchmarks without Kafka.
 
 // Errors here carry the names and types needed for a useful message; they are built on
 // cold paths only (load, submission, failure), so their size does not matter.
@@ -23,6 +24,7 @@ pub mod activity;
 pub mod engine;
 pub mod host;
 pub mod limits;
+#[cfg(any(test, feature = "test-util"))]
 pub mod memory;
 pub mod registry;
 pub mod values;
