@@ -84,11 +84,16 @@ pub struct Landed {
     pub bytes: Vec<u8>,
 }
 
+/// Input partitions with an offset: the next to read, or to commit.
+pub type Positions = Vec<(InputTopic, i32, i64)>;
+
 /// One transaction to commit.
 #[derive(Debug, Clone, Copy)]
 pub struct Commit<'a> {
     pub effects: &'a [Effect],
-    /// Per input partition of the batch: the next offset to read.
+    /// Every owned input partition's next offset to read, those the batch read records of
+    /// and the others alike: so that every batch, even one made only of due timers, carries
+    /// the group generation and is fenced once the partitions moved to another member.
     pub offsets: &'a [(InputTopic, i32, i64)],
 }
 
@@ -117,8 +122,9 @@ pub trait Log: Send {
     fn now(&self) -> DateTime<Utc>;
 
     /// Positions every owned input partition at its committed offset, fetched as stable:
-    /// this waits until a previous owner's open transaction on them is resolved.
-    fn rewind(&mut self) -> impl Future<Output = Result<(), BoxError>> + Send;
+    /// this waits until a previous owner's open transaction on them is resolved. Returns the
+    /// positions (0 where nothing is committed yet).
+    fn rewind(&mut self) -> impl Future<Output = Result<Positions, BoxError>> + Send;
 
     /// The committed records of `partition` of `weir.history` from `from` to its last stable
     /// offset.
@@ -239,6 +245,8 @@ pub struct Driver<R: WorkflowRunner, L: Log, S: StoreRead, M: Materialise> {
     materialiser: M,
     config: DriverConfig,
     owned: BTreeSet<i32>,
+    /// The next offset of every owned input partition.
+    positions: IndexMap<(InputTopic, i32), i64>,
     retried: u64,
 }
 
@@ -264,6 +272,7 @@ where
             materialiser,
             config,
             owned: BTreeSet::new(),
+            positions: IndexMap::new(),
             retried: 0,
         }
     }
@@ -312,9 +321,12 @@ where
             Polled::Records(records) => records,
         };
         let now = self.log.now();
+        // Every turn, loaded or idle: the horizon moves with the clock, and a timer beyond it
+        // when it was written must be read before it is due.
+        self.refill_timers(now).await?;
         let timers = self.timers.take_due(now, self.config.max_batch);
         if records.is_empty() && timers.is_empty() {
-            self.refill_timers(now).await?;
+            self.write_idle_watermarks(now).await?;
             return Ok(true);
         }
         let span = tracing::info_span!("batch", records = records.len(), timers = timers.len());
@@ -333,6 +345,15 @@ where
             .map_err(DriverError::Materialise)?;
         self.processor.clear();
         self.timers.clear();
+        // First resolve the previous owner: fetching the committed offsets as stable waits
+        // until its open transaction is committed or aborted. Only then is the history's last
+        // stable offset past everything it committed, so catch-up misses nothing of it.
+        let positions = self.log.rewind().await.map_err(DriverError::Log)?;
+        self.positions = positions
+            .into_iter()
+            .filter(|(_, partition, _)| owned.contains(partition))
+            .map(|(topic, partition, offset)| ((topic, partition), offset))
+            .collect();
         for &partition in &owned {
             let count = self.catch_up(partition).await?;
             if count > 0 {
@@ -346,14 +367,23 @@ where
         self.owned = owned;
         let now = self.log.now();
         self.refill_timers(now).await?;
-        self.log.rewind().await.map_err(DriverError::Log)?;
         self.report(0, 0);
         Ok(())
     }
 
     /// Reads the timers of owned partitions due within the horizon.
     async fn refill_timers(&mut self, now: DateTime<Utc>) -> Result<(), DriverError> {
-        for refill in self.timers.refills(&self.owned, now) {
+        let refills = self.timers.refills(&self.owned, now);
+        if refills.is_empty() {
+            return Ok(());
+        }
+        // Timers of batches still in the materialiser's queue are not in the store yet; a
+        // read now would skip them for good (the index counts the range as loaded).
+        self.materialiser
+            .flush()
+            .await
+            .map_err(DriverError::Materialise)?;
+        for refill in refills {
             let from = match refill.from {
                 Some(from) => from,
                 None => self
@@ -363,11 +393,20 @@ where
                     .map_err(DriverError::Store)?
                     .unwrap_or_else(|| TimerIndex::default_start(now)),
             };
-            let timers = self
-                .store
-                .timers_between(refill.partition, from, refill.until)
-                .await
-                .map_err(DriverError::Store)?;
+            // In windows of a day: a partition idle for long has an old watermark, and one
+            // scan of the whole range would be refused by the store (or take very long).
+            let mut timers = Vec::new();
+            let mut start = from;
+            while start < refill.until {
+                let end = (start + chrono::Duration::days(1)).min(refill.until);
+                timers.extend(
+                    self.store
+                        .timers_between(refill.partition, start, end)
+                        .await
+                        .map_err(DriverError::Store)?,
+                );
+                start = end;
+            }
             self.timers.loaded(
                 &Refill {
                     from: Some(from),
@@ -386,10 +425,10 @@ where
         now: DateTime<Utc>,
     ) -> Result<(), DriverError> {
         let mut batch = Batch::new(now);
-        let mut offsets: IndexMap<(InputTopic, i32), i64> = IndexMap::new();
         let inputs = records.len() + timers.len();
         for record in records {
-            offsets.insert((record.topic, record.partition), record.offset + 1);
+            self.positions
+                .insert((record.topic, record.partition), record.offset + 1);
             self.process(&mut batch, record.input).await?;
         }
         for timer in &timers {
@@ -397,9 +436,10 @@ where
                 .await?;
             batch.effects.push(Effect::DeleteTimer(timer.key()));
         }
-        let offsets: Vec<(InputTopic, i32, i64)> = offsets
-            .into_iter()
-            .map(|((topic, partition), offset)| (topic, partition, offset))
+        let offsets: Positions = self
+            .positions
+            .iter()
+            .map(|(&(topic, partition), &offset)| (topic, partition, offset))
             .collect();
         let commit = Commit {
             effects: &batch.effects,
@@ -492,17 +532,7 @@ where
             .filter_map(|id| self.processor.row(id))
             .collect();
         self.timers.committed(&batch.effects, &self.owned, now);
-        job.watermarks = self
-            .timers
-            .watermarks(&self.owned, now)
-            .into_iter()
-            .map(|(partition, fired_before)| TimerWatermark {
-                kafka_partition: partition,
-                fired_before,
-                owner: self.config.instance_id.clone(),
-                updated_at: now,
-            })
-            .collect();
+        job.watermarks = self.watermarks(now, chrono::Duration::seconds(1));
         let number = self
             .materialiser
             .submit(job)
@@ -510,6 +540,43 @@ where
             .map_err(DriverError::Materialise)?;
         self.processor.committed(batch.touched.iter(), number);
         self.processor.evict(self.materialiser.materialised());
+        Ok(())
+    }
+
+    /// The watermarks that moved by `min_step` since they were last written.
+    fn watermarks(
+        &mut self,
+        now: DateTime<Utc>,
+        min_step: chrono::Duration,
+    ) -> Vec<TimerWatermark> {
+        self.timers
+            .watermarks(&self.owned, now, min_step)
+            .into_iter()
+            .map(|(partition, fired_before)| TimerWatermark {
+                kafka_partition: partition,
+                fired_before,
+                owner: self.config.instance_id.clone(),
+                updated_at: now,
+            })
+            .collect()
+    }
+
+    /// While idle, the watermarks still move with the clock (at most once a minute): a
+    /// partition without input for days must not leave a new owner a week of timer buckets
+    /// to scan.
+    async fn write_idle_watermarks(&mut self, now: DateTime<Utc>) -> Result<(), DriverError> {
+        let watermarks = self.watermarks(now, chrono::Duration::minutes(1));
+        if watermarks.is_empty() {
+            return Ok(());
+        }
+        let job = MaterialiseJob {
+            watermarks,
+            ..MaterialiseJob::default()
+        };
+        self.materialiser
+            .submit(job)
+            .await
+            .map_err(DriverError::Materialise)?;
         Ok(())
     }
 

@@ -123,12 +123,14 @@ impl TimerIndex {
         }
     }
 
-    /// The watermarks to write after a commit: per owned partition, the earliest timer still
-    /// pending (or `now`), when it moved by a second or more since the last one written.
+    /// The watermarks to write: per owned partition, the earliest timer still pending (or
+    /// `now`), when it moved by `min_step` or more since the last one written (or was never
+    /// written by this owner).
     pub fn watermarks(
         &mut self,
         owned: &BTreeSet<i32>,
         now: DateTime<Utc>,
+        min_step: Duration,
     ) -> Vec<(i32, DateTime<Utc>)> {
         let mut out = Vec::new();
         for &partition in owned {
@@ -141,7 +143,7 @@ impl TimerIndex {
                 .unwrap_or(now)
                 .min(now);
             let written = self.watermarks_written.get(&partition).copied();
-            if written.is_some_and(|w| (earliest_pending - w).num_seconds().abs() < 1) {
+            if written.is_some_and(|w| (earliest_pending - w).abs() < min_step) {
                 continue;
             }
             self.watermarks_written.insert(partition, earliest_pending);

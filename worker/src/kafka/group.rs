@@ -82,31 +82,36 @@ fn partitions(list: &TopicPartitionList) -> Vec<(String, i32)> {
 
 /// Seeks every assigned partition back to its committed offset (the beginning when nothing is
 /// committed yet): after an aborted batch or a rebalance, the records read past it must be
-/// read again.
+/// read again. Returns the committed offsets (partitions with none are left out: until their
+/// first record is read, there is nothing to commit for them).
 pub fn rewind_to_committed<C: ConsumerContext>(
     consumer: &rdkafka::consumer::StreamConsumer<C>,
-) -> KafkaResult<()> {
+) -> KafkaResult<Vec<(String, i32, i64)>> {
     use rdkafka::Offset;
     use rdkafka::consumer::Consumer;
     let assignment = consumer.assignment()?;
     if assignment.count() == 0 {
-        return Ok(());
+        return Ok(Vec::new());
     }
     // Fetched as stable (KIP-447): this waits until a previous owner's open transaction on
     // these partitions is resolved, which takes up to its transaction timeout.
     let committed = consumer.committed_offsets(assignment, std::time::Duration::from_secs(120))?;
     let mut seek = TopicPartitionList::new();
+    let mut positions = Vec::new();
     for element in committed.elements() {
         let offset = match element.offset() {
             Offset::Offset(o) => Offset::Offset(o),
             _ => Offset::Beginning,
         };
         seek.add_partition_offset(element.topic(), element.partition(), offset)?;
+        if let Offset::Offset(o) = offset {
+            positions.push((element.topic().to_owned(), element.partition(), o));
+        }
     }
     // A list obtained from the consumer must be gone before the consumer is dropped.
     drop(committed);
     consumer.seek_partitions(seek, std::time::Duration::from_secs(30))?;
-    Ok(())
+    Ok(positions)
 }
 
 /// Collects up to `max_records` records within `interval` from the call (the batching window

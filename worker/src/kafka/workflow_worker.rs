@@ -22,7 +22,7 @@ use tokio::sync::watch;
 use tracing::info;
 use weir_core::driver::{
     BoxError, Commit, CommitError, Driver, DriverConfig, DriverError, InputTopic, Landed, Log,
-    LoggedEntry, Polled, PolledRecord, Report, StoreRead,
+    LoggedEntry, Polled, PolledRecord, Positions, Report, StoreRead,
 };
 use weir_core::processor::{Body, Input, Processor, ProcessorConfig, Undecodable};
 
@@ -428,8 +428,20 @@ impl Log for KafkaLog {
         Utc::now()
     }
 
-    async fn rewind(&mut self) -> Result<(), BoxError> {
-        rewind_to_committed(&self.consumer).map_err(|e| self.consumer_error(e))
+    async fn rewind(&mut self) -> Result<Positions, BoxError> {
+        let committed = rewind_to_committed(&self.consumer).map_err(|e| self.consumer_error(e))?;
+        let submissions = self.topic_name(InputTopic::Submissions).to_owned();
+        Ok(committed
+            .into_iter()
+            .map(|(topic, partition, offset)| {
+                let topic = if topic == submissions {
+                    InputTopic::Submissions
+                } else {
+                    InputTopic::Responses
+                };
+                (topic, partition, offset)
+            })
+            .collect())
     }
 
     async fn read_history(
