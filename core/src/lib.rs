@@ -25,4 +25,6 @@ pub mod records;
 pub mod replay;
 pub mod rows;
 pub mod runner;
+#[cfg(feature = "test-util")]
+pub mod sim;
 pub mod timers;

@@ -1,0 +1,630 @@
+//! The simulated Kafka cluster: partitioned topics, transactional producers, `read_committed`
+//! visibility up to the last stable offset, committed offsets, and a consumer group with
+//! generations. Plain data and rules; the seams in `world.rs` drive it.
+//!
+//! What is modelled as Kafka does it:
+//! - A transactional record is in the log (it has its offset) from the moment it is produced;
+//!   a `read_committed` reader sees it only once its transaction commits, and sees nothing at
+//!   or beyond a partition's *last stable offset* (the first offset of a still open
+//!   transaction on it), committed or not. Commit and abort write a control marker on every
+//!   partition of the transaction (offsets have gaps for a consumer).
+//! - `TxnOffsetCommit` (`send_offsets_to_transaction`) is validated against the group when it
+//!   is sent: an unknown member or an older generation is refused. A transaction that sends no
+//!   offsets is never checked against the group.
+//! - Re-registering a transactional id bumps its epoch and aborts its open transaction (the
+//!   old producer is fenced). The coordinator aborts a transaction open longer than the
+//!   transaction timeout and bumps the epoch too (the producer's next call is fenced).
+//! - Fetching committed offsets "as stable" (KIP-447) is not possible while an open
+//!   transaction holds offsets for the partition.
+//! - The group runs the eager protocol: a rebalance starts when a member joins, leaves or
+//!   expires; every member must rejoin (from its poll, which first revokes everything it
+//!   owns) before the new generation is handed out; a member that does not rejoin within the
+//!   rebalance timeout, or does not heartbeat within the session timeout (frozen or dead), is
+//!   removed. Assignment is `range` over the co-partitioned input topics.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use chrono::{DateTime, Duration, Utc};
+
+use crate::driver::InputTopic;
+use crate::model::Response;
+use crate::records::{ActivityRequest, DlqEnvelope, ExecutionFinished, HistoryRecord, Submission};
+
+pub type SimTime = DateTime<Utc>;
+
+/// A topic of the simulated cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Topic {
+    Submissions,
+    Responses,
+    History,
+    Results,
+    Activity,
+    Dlq,
+}
+
+impl Topic {
+    pub const ALL: [Topic; 6] = [
+        Topic::Submissions,
+        Topic::Responses,
+        Topic::History,
+        Topic::Results,
+        Topic::Activity,
+        Topic::Dlq,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Topic::Submissions => "weir.submissions",
+            Topic::Responses => "weir.responses",
+            Topic::History => "weir.history",
+            Topic::Results => "weir.results",
+            Topic::Activity => "weir.activity.sim",
+            Topic::Dlq => "weir.dlq",
+        }
+    }
+
+    pub fn of_input(topic: InputTopic) -> Topic {
+        match topic {
+            InputTopic::Submissions => Topic::Submissions,
+            InputTopic::Responses => Topic::Responses,
+        }
+    }
+}
+
+/// A record's value, decoded (the simulation keeps values as the types they encode).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Payload {
+    Submission(Submission),
+    Response(Response),
+    History(HistoryRecord),
+    Activity(ActivityRequest),
+    Result(ExecutionFinished),
+    Dlq(Box<DlqEnvelope>),
+    /// Bytes no codec can read (a poison record).
+    Garbage(String),
+}
+
+/// Who wrote a record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Producer {
+    /// A client submitting top-level executions (not transactional).
+    Client,
+    /// The simulated activity service (not transactional).
+    ActivityService,
+    /// A workflow worker process.
+    Worker { pid: u64 },
+}
+
+/// Where a record stands for a `read_committed` reader.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum State {
+    Committed,
+    /// Written by the open transaction with this number.
+    Pending(u64),
+    Aborted,
+    /// A commit or abort marker: takes an offset, never delivered.
+    Marker,
+}
+
+#[derive(Debug, Clone)]
+pub struct Record {
+    pub offset: i64,
+    pub key: Option<String>,
+    /// `None` for markers.
+    pub payload: Option<Payload>,
+    /// The value's bytes (what the DLQ copies, what history rows keep).
+    pub bytes: Vec<u8>,
+    pub producer: Producer,
+    pub state: State,
+    pub timestamp: SimTime,
+}
+
+impl Record {
+    pub fn visible(&self) -> bool {
+        self.state == State::Committed && self.payload.is_some()
+    }
+}
+
+/// An open transaction.
+#[derive(Debug, Clone)]
+pub struct Txn {
+    pub number: u64,
+    pub transactional_id: String,
+    pub pid: u64,
+    pub started_at: SimTime,
+    /// Per partition written: the first offset (what holds the LSO back).
+    pub first: BTreeMap<(Topic, i32), i64>,
+    /// Every record written, by (topic, partition, offset).
+    pub written: Vec<(Topic, i32, i64)>,
+    /// Offsets sent with `send_offsets_to_transaction` (held until the end of the
+    /// transaction; KIP-447 readers wait for them).
+    pub offsets: Vec<(InputTopic, i32, i64)>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct ProducerId {
+    pub epoch: u32,
+    pub open: Option<u64>,
+}
+
+/// Why the transaction coordinator refused a call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TxnRefused {
+    /// The producer's epoch is old (re-registered or its transaction timed out).
+    Fenced(String),
+    /// The offsets carry an unknown member or an old generation.
+    Generation(String),
+}
+
+/// One member of the consumer group.
+#[derive(Debug, Clone)]
+pub struct Member {
+    pub pid: u64,
+    /// Has rejoined the rebalance in progress (or joined during it).
+    pub rejoined: bool,
+    /// No heartbeat since: removed at this time (frozen or dead process).
+    pub expires_at: Option<SimTime>,
+}
+
+/// The consumer group of the workflow workers.
+#[derive(Debug, Clone)]
+pub struct Group {
+    pub generation: u64,
+    pub members: BTreeMap<u64, Member>,
+    /// Of the current generation.
+    pub assignment: BTreeMap<u64, BTreeSet<i32>>,
+    /// A rebalance in progress since.
+    pub rebalance_since: Option<SimTime>,
+    /// Committed offsets (the next offset to read).
+    pub committed: BTreeMap<(InputTopic, i32), i64>,
+    next_member: u64,
+    partitions: i32,
+}
+
+impl Group {
+    pub fn new(partitions: i32) -> Self {
+        Group {
+            generation: 0,
+            members: BTreeMap::new(),
+            assignment: BTreeMap::new(),
+            rebalance_since: None,
+            committed: BTreeMap::new(),
+            next_member: 1,
+            partitions,
+        }
+    }
+
+    /// A new member (it has joined: it takes part in the rebalance this starts).
+    pub fn join(&mut self, pid: u64, now: SimTime) -> u64 {
+        let id = self.next_member;
+        self.next_member += 1;
+        self.start_rebalance(now);
+        self.members.insert(
+            id,
+            Member {
+                pid,
+                rejoined: true,
+                expires_at: None,
+            },
+        );
+        id
+    }
+
+    /// A member leaves (or is removed); true if it was a member.
+    pub fn remove(&mut self, member: u64, now: SimTime) -> bool {
+        if self.members.remove(&member).is_none() {
+            return false;
+        }
+        self.assignment.remove(&member);
+        self.start_rebalance(now);
+        self.try_complete();
+        true
+    }
+
+    fn start_rebalance(&mut self, now: SimTime) {
+        if self.rebalance_since.is_none() {
+            self.rebalance_since = Some(now);
+            for m in self.members.values_mut() {
+                m.rejoined = false;
+            }
+        }
+    }
+
+    /// Completes the rebalance in progress if every member has rejoined; true if it did.
+    pub fn try_complete(&mut self) -> bool {
+        if self.rebalance_since.is_none() || self.members.values().any(|m| !m.rejoined) {
+            return false;
+        }
+        self.generation += 1;
+        self.rebalance_since = None;
+        self.assignment = range_assignment(self.members.keys().copied(), self.partitions);
+        true
+    }
+
+    pub fn is_current(&self, member: u64, generation: u64) -> bool {
+        self.members.contains_key(&member) && generation == self.generation
+    }
+
+    /// Removes members whose session expired and members that did not rejoin within the
+    /// rebalance timeout; returns what happened.
+    pub fn tick(&mut self, now: SimTime, rebalance_timeout: Duration) -> Vec<String> {
+        let mut events = Vec::new();
+        let expired: Vec<u64> = self
+            .members
+            .iter()
+            .filter(|(_, m)| m.expires_at.is_some_and(|t| t <= now))
+            .map(|(id, _)| *id)
+            .collect();
+        for id in expired {
+            let pid = self.members[&id].pid;
+            self.remove(id, now);
+            events.push(format!(
+                "group: member {id} (p{pid}) removed: session timed out"
+            ));
+        }
+        if let Some(since) = self.rebalance_since
+            && now - since >= rebalance_timeout
+        {
+            let late: Vec<u64> = self
+                .members
+                .iter()
+                .filter(|(_, m)| !m.rejoined)
+                .map(|(id, _)| *id)
+                .collect();
+            for id in late {
+                let pid = self.members[&id].pid;
+                self.members.remove(&id);
+                events.push(format!(
+                    "group: member {id} (p{pid}) removed: did not rejoin within the rebalance timeout"
+                ));
+            }
+            self.try_complete();
+        }
+        events
+    }
+
+    /// The next instant at which [`Group::tick`] may do something.
+    pub fn next_deadline(&self, rebalance_timeout: Duration) -> Option<SimTime> {
+        let expiry = self.members.values().filter_map(|m| m.expires_at).min();
+        let rebalance = self.rebalance_since.map(|s| s + rebalance_timeout);
+        [expiry, rebalance].into_iter().flatten().min()
+    }
+
+    pub fn member_of(&self, pid: u64) -> Option<u64> {
+        self.members
+            .iter()
+            .find(|(_, m)| m.pid == pid)
+            .map(|(id, _)| *id)
+    }
+}
+
+/// Kafka's `range` assignor for co-partitioned topics: members in id order, each a contiguous
+/// range, the first ones one partition more.
+pub fn range_assignment(
+    members: impl Iterator<Item = u64>,
+    partitions: i32,
+) -> BTreeMap<u64, BTreeSet<i32>> {
+    let members: Vec<u64> = members.collect();
+    let mut out = BTreeMap::new();
+    if members.is_empty() {
+        return out;
+    }
+    let n = members.len() as i32;
+    let (per, extra) = (partitions / n, partitions % n);
+    let mut next = 0;
+    for (i, m) in members.into_iter().enumerate() {
+        let count = per + i32::from((i as i32) < extra);
+        out.insert(m, (next..next + count).collect());
+        next += count;
+    }
+    out
+}
+
+/// The topics, their records, the transactions and the group.
+#[derive(Debug, Clone)]
+pub struct Cluster {
+    pub topics: BTreeMap<Topic, Vec<Vec<Record>>>,
+    pub txns: BTreeMap<u64, Txn>,
+    pub producers: BTreeMap<String, ProducerId>,
+    pub group: Group,
+    next_txn: u64,
+}
+
+impl Cluster {
+    pub fn new(partitions: i32, activity_partitions: i32) -> Self {
+        let topics = Topic::ALL
+            .into_iter()
+            .map(|t| {
+                let n = match t {
+                    Topic::Activity => activity_partitions,
+                    Topic::Dlq => 1,
+                    _ => partitions,
+                };
+                (t, (0..n).map(|_| Vec::new()).collect())
+            })
+            .collect();
+        Cluster {
+            topics,
+            txns: BTreeMap::new(),
+            producers: BTreeMap::new(),
+            group: Group::new(partitions),
+            next_txn: 1,
+        }
+    }
+
+    pub fn partitions(&self, topic: Topic) -> i32 {
+        self.topics[&topic].len() as i32
+    }
+
+    /// The partition of `key` (murmur2, as every Weir producer computes it).
+    pub fn partition_for(&self, topic: Topic, key: &str) -> i32 {
+        crate::partitioner::partition_for_key(key.as_bytes(), self.partitions(topic))
+    }
+
+    pub fn log(&self, topic: Topic, partition: i32) -> &[Record] {
+        &self.topics[&topic][partition as usize]
+    }
+
+    /// The last stable offset: nothing at or beyond it is readable under `read_committed`.
+    pub fn lso(&self, topic: Topic, partition: i32) -> i64 {
+        self.txns
+            .values()
+            .filter_map(|t| t.first.get(&(topic, partition)).copied())
+            .min()
+            .unwrap_or(self.log(topic, partition).len() as i64)
+    }
+
+    /// Records a `read_committed` reader gets from `from` (at most `max`), and the position
+    /// after them.
+    pub fn read_committed(
+        &self,
+        topic: Topic,
+        partition: i32,
+        from: i64,
+        max: usize,
+    ) -> (Vec<&Record>, i64) {
+        let lso = self.lso(topic, partition);
+        let log = self.log(topic, partition);
+        let mut out = Vec::new();
+        let mut position = from.max(0);
+        while position < lso && out.len() < max {
+            let record = &log[position as usize];
+            if record.visible() {
+                out.push(record);
+            }
+            position += 1;
+        }
+        (out, position)
+    }
+
+    /// Every record `read_committed` can see now, of every partition of `topic`.
+    pub fn committed_records(&self, topic: Topic) -> impl Iterator<Item = (i32, &Record)> {
+        (0..self.partitions(topic)).flat_map(move |p| {
+            let lso = self.lso(topic, p);
+            self.log(topic, p)
+                .iter()
+                .take(lso as usize)
+                .filter(|r| r.visible())
+                .map(move |r| (p, r))
+        })
+    }
+
+    /// Appends a record (pending in `txn`, if given); returns its offset.
+    #[allow(clippy::too_many_arguments)]
+    pub fn append(
+        &mut self,
+        topic: Topic,
+        partition: i32,
+        key: Option<String>,
+        payload: Payload,
+        bytes: Vec<u8>,
+        producer: Producer,
+        txn: Option<u64>,
+        now: SimTime,
+    ) -> i64 {
+        let log = &mut self.topics.get_mut(&topic).expect("a topic")[partition as usize];
+        let offset = log.len() as i64;
+        log.push(Record {
+            offset,
+            key,
+            payload: Some(payload),
+            bytes,
+            producer,
+            state: txn.map_or(State::Committed, State::Pending),
+            timestamp: now,
+        });
+        if let Some(number) = txn
+            && let Some(t) = self.txns.get_mut(&number)
+        {
+            t.first.entry((topic, partition)).or_insert(offset);
+            t.written.push((topic, partition, offset));
+        }
+        offset
+    }
+
+    /// `init_transactions`: registers `transactional_id`, fencing an earlier producer with
+    /// the same id (its open transaction is aborted). Returns the epoch.
+    pub fn init_producer(&mut self, transactional_id: &str, now: SimTime) -> u32 {
+        let existing = self.producers.get(transactional_id).cloned();
+        match existing {
+            None => {
+                self.producers
+                    .insert(transactional_id.to_owned(), ProducerId::default());
+                0
+            }
+            Some(p) => {
+                if let Some(open) = p.open {
+                    self.end(open, false, now);
+                }
+                let entry = self
+                    .producers
+                    .get_mut(transactional_id)
+                    .expect("registered");
+                entry.epoch += 1;
+                entry.epoch
+            }
+        }
+    }
+
+    fn check_epoch(&self, transactional_id: &str, epoch: u32) -> Result<(), TxnRefused> {
+        match self.producers.get(transactional_id) {
+            Some(p) if p.epoch == epoch => Ok(()),
+            _ => Err(TxnRefused::Fenced(format!(
+                "PRODUCER_FENCED: {transactional_id} epoch {epoch} is no longer current"
+            ))),
+        }
+    }
+
+    /// Begins a transaction (the first produce of a batch).
+    pub fn begin(
+        &mut self,
+        transactional_id: &str,
+        epoch: u32,
+        pid: u64,
+        now: SimTime,
+    ) -> Result<u64, TxnRefused> {
+        self.check_epoch(transactional_id, epoch)?;
+        let number = self.next_txn;
+        self.next_txn += 1;
+        self.txns.insert(
+            number,
+            Txn {
+                number,
+                transactional_id: transactional_id.to_owned(),
+                pid,
+                started_at: now,
+                first: BTreeMap::new(),
+                written: Vec::new(),
+                offsets: Vec::new(),
+            },
+        );
+        if let Some(p) = self.producers.get_mut(transactional_id) {
+            p.open = Some(number);
+        }
+        Ok(number)
+    }
+
+    /// Whether transaction `number` is still open for this producer epoch.
+    pub fn check_open(
+        &self,
+        number: u64,
+        transactional_id: &str,
+        epoch: u32,
+    ) -> Result<(), TxnRefused> {
+        self.check_epoch(transactional_id, epoch)?;
+        if self.txns.contains_key(&number) {
+            Ok(())
+        } else {
+            Err(TxnRefused::Fenced(format!(
+                "transaction {number} of {transactional_id} is no longer open (aborted by the coordinator)"
+            )))
+        }
+    }
+
+    /// `send_offsets_to_transaction` with the consumer's group metadata.
+    pub fn send_offsets(
+        &mut self,
+        number: u64,
+        offsets: &[(InputTopic, i32, i64)],
+        member: Option<u64>,
+        generation: u64,
+    ) -> Result<(), TxnRefused> {
+        let Some(member) = member.filter(|m| self.group.members.contains_key(m)) else {
+            return Err(TxnRefused::Generation(format!(
+                "UNKNOWN_MEMBER_ID: member {member:?} is not in the group"
+            )));
+        };
+        if generation != self.group.generation {
+            return Err(TxnRefused::Generation(format!(
+                "ILLEGAL_GENERATION: member {member} sent generation {generation}, the group is at {}",
+                self.group.generation
+            )));
+        }
+        if let Some(t) = self.txns.get_mut(&number) {
+            t.offsets.extend_from_slice(offsets);
+        }
+        Ok(())
+    }
+
+    /// Commits or aborts an open transaction: markers on its partitions, its offsets
+    /// committed (on commit). Returns the transaction, if it was open.
+    pub fn end(&mut self, number: u64, commit: bool, now: SimTime) -> Option<Txn> {
+        let txn = self.txns.remove(&number)?;
+        let state = if commit {
+            State::Committed
+        } else {
+            State::Aborted
+        };
+        for &(topic, partition, offset) in &txn.written {
+            let log = &mut self.topics.get_mut(&topic).expect("a topic")[partition as usize];
+            log[offset as usize].state = state;
+        }
+        for &(topic, partition) in txn.first.keys() {
+            let log = &mut self.topics.get_mut(&topic).expect("a topic")[partition as usize];
+            let offset = log.len() as i64;
+            log.push(Record {
+                offset,
+                key: None,
+                payload: None,
+                bytes: Vec::new(),
+                producer: Producer::Worker { pid: txn.pid },
+                state: State::Marker,
+                timestamp: now,
+            });
+        }
+        if commit {
+            for &(topic, partition, offset) in &txn.offsets {
+                self.group.committed.insert((topic, partition), offset);
+            }
+        }
+        if let Some(p) = self.producers.get_mut(&txn.transactional_id)
+            && p.open == Some(number)
+        {
+            p.open = None;
+        }
+        Some(txn)
+    }
+
+    /// Aborts the transactions open for `timeout` or longer and bumps their producers'
+    /// epochs; returns them.
+    pub fn expire_transactions(&mut self, now: SimTime, timeout: Duration) -> Vec<Txn> {
+        let expired: Vec<u64> = self
+            .txns
+            .values()
+            .filter(|t| now - t.started_at >= timeout)
+            .map(|t| t.number)
+            .collect();
+        let mut out = Vec::new();
+        for number in expired {
+            if let Some(txn) = self.end(number, false, now) {
+                if let Some(p) = self.producers.get_mut(&txn.transactional_id) {
+                    p.epoch += 1;
+                }
+                out.push(txn);
+            }
+        }
+        out
+    }
+
+    pub fn next_transaction_deadline(&self, timeout: Duration) -> Option<SimTime> {
+        self.txns.values().map(|t| t.started_at + timeout).min()
+    }
+
+    /// Whether an open transaction holds offsets for one of `partitions` of the input topics
+    /// (a stable fetch of committed offsets must wait).
+    pub fn offsets_pending(&self, partitions: &BTreeSet<i32>) -> Option<u64> {
+        self.txns
+            .values()
+            .find(|t| t.offsets.iter().any(|(_, p, _)| partitions.contains(p)))
+            .map(|t| t.number)
+    }
+
+    pub fn committed_offset(&self, topic: InputTopic, partition: i32) -> i64 {
+        self.group
+            .committed
+            .get(&(topic, partition))
+            .copied()
+            .unwrap_or(0)
+    }
+}

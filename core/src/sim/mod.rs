@@ -1,0 +1,35 @@
+//! Deterministic simulation testing (DST) of the workflow worker's loop
+//! ([`crate::driver::Driver`]): the real driver and processor, run against a simulated Kafka
+//! cluster (topics, transactions, `read_committed`, a consumer group with generations), a
+//! simulated CQL store with a background materialiser, a scripted [`WorkflowRunner`] and an
+//! activity service — all in one thread, driven step by step by a seeded scheduler, so that
+//! a failing seed replays exactly. See `docs/design.md#deterministic-simulation`.
+//!
+//! - [`cluster`]: the Kafka model (what `read_committed` sees, the LSO, transactions and
+//!   their fencing, committed offsets, the eager-protocol consumer group).
+//! - [`store`]: the store's tables (upserts, last write wins) and the materialiser queue.
+//! - `seams`: [`SimLog`], [`SimStore`], [`SimMaterialiser`] — the driver's three seams.
+//! - [`workflows`]: scripted workflows on the replay engine, and [`SimRunner`].
+//! - [`Sim`]: the scheduler (workers, crashes, freezes, rebalances, outages, the clock);
+//!   [`run_seed`] is one random run, [`check`](Sim::check) the invariants.
+//! - `exec`: the hand-written single-threaded executor (no async runtime).
+//!
+//! [`WorkflowRunner`]: crate::runner::WorkflowRunner
+
+pub mod check;
+pub mod cluster;
+pub mod config;
+pub mod exec;
+pub mod rng;
+mod scheduler;
+mod seams;
+pub mod store;
+pub mod workflows;
+pub mod world;
+
+pub use check::Violation;
+pub use config::{Faults, SimConfig};
+pub use rng::Rng;
+pub use scheduler::{Mix, Report, Sim, Submitted, epoch, run_seed};
+pub use seams::{SimLog, SimMaterialiser, SimStore};
+pub use workflows::{SimRunner, Workflow};

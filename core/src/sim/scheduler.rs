@@ -1,0 +1,1133 @@
+//! The seeded scheduler: worker slots (each runs one process at a time — a real
+//! [`Driver`] with the simulated seams — and restarts it after it dies), clients, the
+//! activity service, the clock, and the faults. [`Sim`] is the step-by-step API the
+//! scripted scenarios use; [`run_seed`] is the random run: a fault phase of seeded steps,
+//! then a quiescent phase (faults stop, every worker runs until nothing is left to do), then
+//! the invariants.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::task::Poll;
+use std::time::Duration as StdDuration;
+
+use chrono::{DateTime, Duration};
+use indexmap::IndexMap;
+use serde_json::{Value, json};
+use ulid::Ulid;
+
+use crate::driver::{Driver, DriverConfig, DriverError};
+use crate::model::{ExecutionError, ExecutionErrorKind, ExecutionId, ExecutionResult, Ffqn};
+use crate::processor::{Processor, ProcessorConfig};
+use crate::records::Submission;
+
+use super::check::{Violation, check};
+use super::cluster::{Payload, SimTime, Topic};
+use super::config::{Faults, SimConfig};
+use super::exec::{ProcFuture, poll_once};
+use super::rng::Rng;
+use super::seams::{SimLog, SimMaterialiser, SimStore};
+use super::store::MaterialiserQueue;
+use super::workflows::{SimRunner, Workflow, unknown_ffqn};
+use super::world::{Consumer, Proc, Shared, Stats, Status, World, lock};
+
+/// A top-level execution a client submitted, and what it must finish with.
+#[derive(Debug, Clone)]
+pub struct Submitted {
+    pub ffqn: Ffqn,
+    pub params: Value,
+    pub scheduled_at: Option<SimTime>,
+    pub expected: ExecutionResult,
+    /// How many times it was submitted.
+    pub times: u32,
+}
+
+/// The weights of a run's steps, drawn per seed ("swarm testing": a run heavy in one kind of
+/// fault finds what an even mix dilutes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Mix {
+    pub materialise: u64,
+    pub crash: u64,
+    pub zombie: u64,
+    pub rebalance: u64,
+    pub outage: u64,
+}
+
+impl Mix {
+    pub fn even() -> Self {
+        Mix {
+            materialise: 12,
+            crash: 2,
+            zombie: 2,
+            rebalance: 1,
+            outage: 1,
+        }
+    }
+
+    pub fn random(rng: &mut Rng) -> Self {
+        Mix {
+            materialise: *rng.pick(&[3, 12, 30]),
+            crash: *rng.pick(&[1, 2, 6]),
+            zombie: *rng.pick(&[1, 2, 6]),
+            rebalance: *rng.pick(&[1, 3]),
+            outage: *rng.pick(&[1, 3]),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+struct Slot {
+    pid: Option<u64>,
+    restart_at: Option<SimTime>,
+    /// Asked to shut down; removed when its process exits.
+    removing: bool,
+}
+
+/// One simulated deployment; see the module docs.
+pub struct Sim {
+    world: Shared,
+    futures: BTreeMap<u64, ProcFuture>,
+    slots: BTreeMap<u32, Slot>,
+    rng: Rng,
+    pub seed: u64,
+    pub config: SimConfig,
+    pub faults: Faults,
+    /// The weights of random steps.
+    pub mix: Mix,
+    submitted: IndexMap<ExecutionId, Submitted>,
+    /// Where the poison records went (topic submissions): (partition, offset).
+    poison: Vec<(i32, i64)>,
+    next_slot: u32,
+    next_pid: u64,
+    steps: u64,
+}
+
+/// The instant every run starts at.
+pub fn epoch() -> SimTime {
+    DateTime::from_timestamp(1_735_689_600, 0).expect("a valid time")
+}
+
+impl Sim {
+    /// A deployment with `config.workers` worker slots, nothing submitted yet.
+    pub fn new(seed: u64, config: SimConfig, faults: Faults) -> Self {
+        let mut rng = Rng::new(seed);
+        let world_rng = rng.fork();
+        let world = World::new(config.clone(), faults, world_rng, epoch());
+        let workers = config.workers;
+        let mut sim = Sim {
+            world: std::sync::Arc::new(std::sync::Mutex::new(world)),
+            futures: BTreeMap::new(),
+            slots: BTreeMap::new(),
+            rng,
+            seed,
+            config,
+            faults,
+            mix: Mix::even(),
+            submitted: IndexMap::new(),
+            poison: Vec::new(),
+            next_slot: 1,
+            next_pid: 1,
+            steps: 0,
+        };
+        sim.note(format!("seed {seed}: {:?}; faults {faults}", sim.config));
+        for _ in 0..workers {
+            sim.add_worker();
+        }
+        sim
+    }
+
+    pub fn world(&self) -> std::sync::MutexGuard<'_, World> {
+        lock(&self.world)
+    }
+
+    pub fn now(&self) -> SimTime {
+        self.world().now
+    }
+
+    /// A scheduler line of the trace.
+    pub fn note(&mut self, text: impl AsRef<str>) {
+        self.steps += 1;
+        let mut w = lock(&self.world);
+        let line = format!("{:>10} #{:<4} {}", w.clock(), self.steps, text.as_ref());
+        w.trace.push(line);
+    }
+
+    pub fn trace(&self) -> Vec<String> {
+        self.world().trace.clone()
+    }
+
+    pub fn submitted(&self) -> &IndexMap<ExecutionId, Submitted> {
+        &self.submitted
+    }
+
+    // ---- workers ----
+
+    /// A new worker slot, with a process started in it.
+    pub fn add_worker(&mut self) -> u32 {
+        let slot = self.next_slot;
+        self.next_slot += 1;
+        self.slots.insert(slot, Slot::default());
+        let pid = self.start_process(slot);
+        self.note(format!("add worker w{slot} (p{pid})"));
+        slot
+    }
+
+    fn start_process(&mut self, slot: u32) -> u64 {
+        let pid = self.next_pid;
+        self.next_pid += 1;
+        let transactional_id = if self.config.stable_transactional_ids {
+            format!("weir.workflow-workers-w{slot}")
+        } else {
+            format!("weir.workflow-workers-w{slot}-{pid}")
+        };
+        let instance = format!("w{slot}-p{pid}");
+        {
+            let mut w = lock(&self.world);
+            let now = w.now;
+            let epoch = w.cluster.init_producer(&transactional_id, now);
+            w.procs.insert(
+                pid,
+                Proc {
+                    pid,
+                    slot,
+                    instance: instance.clone(),
+                    status: Status::Running,
+                    transactional_id,
+                    epoch,
+                    consumer: Consumer::default(),
+                    mat: MaterialiserQueue::default(),
+                    at: "start",
+                    idle: false,
+                    shutdown: false,
+                    open_txn: None,
+                    commits: 0,
+                },
+            );
+        }
+        let processor = Processor::new(
+            SimRunner,
+            ProcessorConfig {
+                cache_size: self.config.cache_size,
+                max_record_bytes: 1 << 20,
+                partitions: self.config.partitions,
+            },
+        );
+        let driver = Driver::new(
+            processor,
+            SimLog {
+                world: self.world.clone(),
+                pid,
+            },
+            SimStore {
+                world: self.world.clone(),
+                pid,
+            },
+            SimMaterialiser {
+                world: self.world.clone(),
+                pid,
+            },
+            DriverConfig {
+                max_batch: self.config.max_batch,
+                instance_id: instance,
+                timer_horizon: StdDuration::from_millis(self.config.timer_horizon_ms),
+            },
+        );
+        let future: ProcFuture = Box::pin(async move {
+            let mut driver = driver;
+            driver.run().await
+        });
+        self.futures.insert(pid, future);
+        let s = self.slots.get_mut(&slot).expect("a slot");
+        s.pid = Some(pid);
+        s.restart_at = None;
+        pid
+    }
+
+    /// The process currently in `slot`.
+    pub fn pid(&self, slot: u32) -> Option<u64> {
+        self.slots.get(&slot).and_then(|s| s.pid)
+    }
+
+    pub fn slots(&self) -> Vec<u32> {
+        self.slots.keys().copied().collect()
+    }
+
+    fn status(&self, pid: u64) -> Status {
+        self.world()
+            .procs
+            .get(&pid)
+            .map_or(Status::Dead, |p| p.status)
+    }
+
+    /// The await point `slot`'s process is parked at.
+    pub fn at(&self, slot: u32) -> Option<&'static str> {
+        let pid = self.pid(slot)?;
+        self.world().procs.get(&pid).map(|p| p.at)
+    }
+
+    /// The partitions `slot`'s process owns (as its consumer knows).
+    pub fn owned(&self, slot: u32) -> Vec<i32> {
+        self.pid(slot)
+            .and_then(|pid| {
+                self.world()
+                    .procs
+                    .get(&pid)
+                    .map(|p| p.consumer.owned.iter().copied().collect())
+            })
+            .unwrap_or_default()
+    }
+
+    /// Polls `slot`'s process up to `polls` times (fewer if it is not running or exits).
+    pub fn run(&mut self, slot: u32, polls: usize) -> usize {
+        let Some(pid) = self.pid(slot) else {
+            return 0;
+        };
+        for i in 0..polls {
+            if self.status(pid) != Status::Running {
+                return i;
+            }
+            let Some(future) = self.futures.get_mut(&pid) else {
+                return i;
+            };
+            if let Poll::Ready(result) = poll_once(future.as_mut()) {
+                self.futures.remove(&pid);
+                self.exited(slot, pid, result);
+                return i + 1;
+            }
+        }
+        polls
+    }
+
+    /// Polls `slot`'s process until it is parked at an await point whose name starts with
+    /// `at` (at most `max` polls); true if it got there.
+    /// (It polls at least once.)
+    pub fn run_until(&mut self, slot: u32, at: &str, max: usize) -> bool {
+        for _ in 0..max {
+            if self.run(slot, 1) == 0 {
+                return false;
+            }
+            if self.at(slot).is_some_and(|a| a.starts_with(at)) {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Polls `slot`'s process until it has committed one more transaction and parks right
+    /// after (before the batch reaches its materialiser); true if it did within `max` polls.
+    pub fn run_until_committed(&mut self, slot: u32, max: usize) -> bool {
+        let commits = |sim: &Sim| {
+            sim.pid(slot)
+                .and_then(|pid| sim.world().procs.get(&pid).map(|p| p.commits))
+                .unwrap_or(0)
+        };
+        let before = commits(self);
+        for _ in 0..max {
+            if self.run(slot, 1) == 0 {
+                return false;
+            }
+            if commits(self) > before {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Polls `slot`'s process until it has no transaction open (at most `max` polls); true
+    /// if it has none.
+    pub fn run_until_no_transaction(&mut self, slot: u32, max: usize) -> bool {
+        for _ in 0..=max {
+            let open = self
+                .pid(slot)
+                .and_then(|pid| self.world().procs.get(&pid).and_then(|p| p.open_txn));
+            if open.is_none() {
+                return true;
+            }
+            if self.run(slot, 1) == 0 {
+                return false;
+            }
+        }
+        false
+    }
+
+    fn exited(&mut self, slot: u32, pid: u64, result: Result<(), DriverError>) {
+        let name = self
+            .world()
+            .procs
+            .get(&pid)
+            .map_or_else(|| format!("p{pid}"), Proc::name);
+        match &result {
+            Ok(()) => self.note(format!("{name} exits after shutdown")),
+            Err(e) => {
+                self.world().stats.exits += 1;
+                self.note(format!("{name} exits with an error: {e}"));
+            }
+        }
+        lock(&self.world).bury(pid, false);
+        self.vacate(slot);
+    }
+
+    /// The slot's process is gone: restart it after a while (or drop the slot).
+    fn vacate(&mut self, slot: u32) {
+        let delay = self.rng.range(500, 3_000) as i64;
+        let now = self.now();
+        let Some(s) = self.slots.get_mut(&slot) else {
+            return;
+        };
+        s.pid = None;
+        if s.removing {
+            self.slots.remove(&slot);
+        } else {
+            s.restart_at = Some(now + Duration::milliseconds(delay));
+        }
+    }
+
+    /// kill -9 of `slot`'s process, wherever it stands.
+    pub fn crash(&mut self, slot: u32) {
+        let Some(pid) = self.pid(slot) else {
+            return;
+        };
+        let (name, at, queued, txn) = {
+            let w = self.world();
+            let p = &w.procs[&pid];
+            (p.name(), p.at, p.mat.queue.len(), p.open_txn)
+        };
+        self.note(format!(
+            "kill -9 {name} at `{at}` ({queued} materialiser jobs lost, open txn {txn:?})"
+        ));
+        self.world().stats.crashes += 1;
+        // Dropping the future drops the driver where it stands.
+        drop(self.futures.remove(&pid));
+        lock(&self.world).bury(pid, true);
+        self.vacate(slot);
+    }
+
+    /// SIGSTOP `slot`'s process for `ms` (SIGCONT then).
+    pub fn freeze(&mut self, slot: u32, ms: i64) {
+        if let Some(pid) = self.pid(slot) {
+            self.note(format!("freeze w{slot} for {ms} ms"));
+            lock(&self.world).freeze(pid, ms);
+        }
+    }
+
+    /// SIGCONT now.
+    pub fn resume(&mut self, slot: u32) {
+        if let Some(pid) = self.pid(slot) {
+            self.note(format!("resume w{slot}"));
+            lock(&self.world).resume(pid);
+        }
+    }
+
+    /// Asks `slot`'s process to shut down; the slot goes when it has.
+    pub fn remove_worker(&mut self, slot: u32) {
+        let Some(s) = self.slots.get_mut(&slot) else {
+            return;
+        };
+        s.removing = true;
+        match s.pid {
+            Some(pid) => {
+                self.note(format!("remove worker w{slot} (shutdown requested)"));
+                if let Some(p) = lock(&self.world).procs.get_mut(&pid) {
+                    p.shutdown = true;
+                }
+            }
+            None => {
+                self.note(format!("remove worker w{slot} (no process)"));
+                self.slots.remove(&slot);
+            }
+        }
+    }
+
+    /// Lets `slot`'s writer write up to `jobs` queued jobs.
+    pub fn materialise(&mut self, slot: u32, jobs: usize) {
+        if let Some(pid) = self.pid(slot) {
+            lock(&self.world).materialise(pid, jobs);
+        }
+    }
+
+    /// Lets every writer write everything it can.
+    pub fn materialise_all(&mut self) {
+        let pids: Vec<u64> = self.slots.values().filter_map(|s| s.pid).collect();
+        for pid in pids {
+            for _ in 0..super::store::QUEUE_LIMIT {
+                let mut w = lock(&self.world);
+                if w.procs[&pid].mat.queue.is_empty() {
+                    break;
+                }
+                let before = w.procs[&pid].mat.done;
+                w.materialise(pid, super::store::MERGE_LIMIT);
+                if w.procs[&pid].mat.done == before {
+                    break;
+                }
+            }
+        }
+    }
+
+    /// The activity service reads requests and sends the answers due.
+    pub fn activities(&mut self) {
+        lock(&self.world).activity_step();
+    }
+
+    /// The store is down for `ms`.
+    pub fn store_outage(&mut self, ms: i64) {
+        self.note(format!("store outage for {ms} ms"));
+        let mut w = lock(&self.world);
+        w.store.down_until = Some(w.now + Duration::milliseconds(ms));
+    }
+
+    /// Moves the clock by `ms`, doing in order whatever falls due on the way (resumes,
+    /// session and rebalance timeouts, transaction timeouts, restarts, the store's return).
+    pub fn advance(&mut self, ms: i64) {
+        let target = self.now() + Duration::milliseconds(ms);
+        for _ in 0..100_000 {
+            let next = [self.world().next_deadline(), self.next_restart()]
+                .into_iter()
+                .flatten()
+                .min()
+                .filter(|t| *t <= target);
+            let Some(next) = next else {
+                break;
+            };
+            {
+                let mut w = lock(&self.world);
+                w.now = w.now.max(next);
+                w.tick();
+            }
+            self.restarts();
+        }
+        {
+            let mut w = lock(&self.world);
+            w.now = target;
+            w.tick();
+        }
+        self.restarts();
+    }
+
+    /// Nothing arrives for `ms`; the workers keep polling (an idle worker's loop goes on:
+    /// it refills its timers every horizon), in steps of 50 s.
+    pub fn idle(&mut self, ms: i64) {
+        self.note(format!(
+            "nothing arrives for {} s; the workers keep polling",
+            ms / 1_000
+        ));
+        let end = self.now() + Duration::milliseconds(ms);
+        while self.now() < end {
+            let step = (end - self.now()).num_milliseconds().min(50_000);
+            self.advance(step);
+            for slot in self.slots() {
+                self.run(slot, 4);
+            }
+            self.materialise_all();
+        }
+    }
+
+    /// Steady load for `ms`: before each poll of each worker, one more record arrives on a
+    /// partition it owns (an activity answer sent again: ignored, but no poll comes back
+    /// empty, so no loop ever goes idle).
+    pub fn steady_load(&mut self, ms: i64) {
+        self.note(format!("steady load for {} s", ms / 1_000));
+        let end = self.now() + Duration::milliseconds(ms);
+        while self.now() < end {
+            for slot in self.slots() {
+                let owned = self.owned(slot);
+                let answers: Vec<_> = {
+                    let w = self.world();
+                    owned
+                        .into_iter()
+                        .filter_map(|p| w.activities.sent.get(&p).and_then(|a| a.last()).cloned())
+                        .collect()
+                };
+                {
+                    let mut w = lock(&self.world);
+                    for answer in answers {
+                        w.send_answer(answer);
+                    }
+                }
+                self.run_until(slot, "poll", 80);
+            }
+            self.materialise_all();
+            self.activities();
+            let ms = self.rng.range(20, 300) as i64;
+            self.advance(ms);
+        }
+    }
+
+    fn next_restart(&self) -> Option<SimTime> {
+        self.slots
+            .values()
+            .filter(|s| s.pid.is_none() && !s.removing)
+            .filter_map(|s| s.restart_at)
+            .min()
+    }
+
+    fn restarts(&mut self) {
+        let now = self.now();
+        let due: Vec<u32> = self
+            .slots
+            .iter()
+            .filter(|(_, s)| {
+                s.pid.is_none() && !s.removing && s.restart_at.is_some_and(|t| t <= now)
+            })
+            .map(|(slot, _)| *slot)
+            .collect();
+        for slot in due {
+            let pid = self.start_process(slot);
+            self.note(format!("supervisor restarts w{slot} as p{pid}"));
+        }
+    }
+
+    // ---- clients ----
+
+    fn new_id(&mut self) -> ExecutionId {
+        let ms = self.now().timestamp_millis() as u64;
+        let random =
+            u128::from(self.rng.next_u64()) << 16 | u128::from(self.rng.next_u64() & 0xffff);
+        ExecutionId::top_level(Ulid::from_parts(ms, random))
+    }
+
+    /// A client submits a new execution of `workflow`.
+    pub fn submit(&mut self, workflow: Workflow, params: &[i64]) -> ExecutionId {
+        self.submit_at(workflow, params, None)
+    }
+
+    /// A client submits a new execution of `workflow` to start at `at`.
+    pub fn submit_at(
+        &mut self,
+        workflow: Workflow,
+        params: &[i64],
+        at: Option<SimTime>,
+    ) -> ExecutionId {
+        let id = self.new_id();
+        self.submit_execution(
+            id.clone(),
+            workflow.ffqn(),
+            json!(params),
+            at,
+            workflow.expected(params),
+        );
+        id
+    }
+
+    /// A client submits `id` (again, if it was submitted before: the same submission).
+    pub fn submit_execution(
+        &mut self,
+        id: ExecutionId,
+        ffqn: Ffqn,
+        params: Value,
+        scheduled_at: Option<SimTime>,
+        expected: ExecutionResult,
+    ) {
+        let submission = Submission {
+            execution_id: id.clone(),
+            ffqn: ffqn.clone(),
+            params: params.clone(),
+            parent: None,
+            scheduled_at,
+            correlation_id: Some(format!("c-{id}")),
+            metadata: Default::default(),
+        };
+        let (partition, offset) = lock(&self.world).client_append(
+            Topic::Submissions,
+            id.to_string(),
+            Payload::Submission(submission),
+        );
+        let entry = self.submitted.entry(id.clone()).or_insert(Submitted {
+            ffqn,
+            params,
+            scheduled_at,
+            expected,
+            times: 0,
+        });
+        entry.times += 1;
+        let times = entry.times;
+        let text = format!(
+            "submit {id} {}{} {}{} -> submissions/{partition}@{offset}",
+            entry.ffqn.function(),
+            entry.params,
+            entry
+                .scheduled_at
+                .map(|t| format!("at +{}ms ", (t - epoch()).num_milliseconds()))
+                .unwrap_or_default(),
+            if times > 1 { "(again)" } else { "" },
+        );
+        self.note(text);
+    }
+
+    /// Submits an already submitted execution again.
+    pub fn resubmit(&mut self, id: &ExecutionId) {
+        if let Some(s) = self.submitted.get(id).cloned() {
+            self.submit_execution(id.clone(), s.ffqn, s.params, s.scheduled_at, s.expected);
+        }
+    }
+
+    /// A submission of a function nobody exports: dead-lettered, finished with
+    /// `unknown-function`.
+    pub fn submit_unknown(&mut self) -> ExecutionId {
+        let id = self.new_id();
+        let ffqn = unknown_ffqn();
+        let expected = ExecutionResult::ExecutionError(ExecutionError::new(
+            ExecutionErrorKind::UnknownFunction,
+            format!("no component exports {ffqn}"),
+        ));
+        self.submit_execution(id.clone(), ffqn, json!([]), None, expected);
+        id
+    }
+
+    /// An undecodable record on submissions: dead-lettered once.
+    pub fn submit_poison(&mut self) {
+        let key = format!("poison-{}", self.rng.next_u64() % 1_000_000);
+        let (partition, offset) = lock(&self.world).client_append(
+            Topic::Submissions,
+            key.clone(),
+            Payload::Garbage(format!("{key}: not Avro")),
+        );
+        self.poison.push((partition, offset));
+        self.note(format!(
+            "poison record {key} -> submissions/{partition}@{offset}"
+        ));
+    }
+
+    // ---- phases ----
+
+    /// Whether nothing is left to do: no open transaction, no rebalance, every input
+    /// consumed, every answer sent, every writer drained, no timer left, every process
+    /// running and idle.
+    pub fn settled(&self) -> bool {
+        let w = self.world();
+        if !w.cluster.txns.is_empty() || w.cluster.group.rebalance_since.is_some() {
+            return false;
+        }
+        if !w.store.timers.is_empty() || !w.activities_idle() {
+            return false;
+        }
+        // A dead member keeps its partitions until its session expires.
+        let live_members = w.cluster.group.members.values().all(|m| {
+            m.expires_at.is_none()
+                && w.procs
+                    .get(&m.pid)
+                    .is_some_and(|p| p.status == Status::Running)
+        });
+        if !live_members {
+            return false;
+        }
+        for s in self.slots.values() {
+            let Some(pid) = s.pid else {
+                return false;
+            };
+            let p = &w.procs[&pid];
+            if p.status != Status::Running || !p.idle || !p.mat.queue.is_empty() {
+                return false;
+            }
+            let member_current = p
+                .consumer
+                .member
+                .is_some_and(|m| w.cluster.group.is_current(m, p.consumer.generation));
+            if !member_current {
+                return false;
+            }
+        }
+        super::check::unconsumed_inputs(&w).is_empty()
+    }
+
+    /// Stops the faults (resumes frozen processes, ends the outage, keeps a worker) and runs
+    /// everything until [`Sim::settled`] holds for a few rounds, or `budget_ms` of sim time
+    /// passed. True if it settled.
+    pub fn quiesce(&mut self, budget_ms: i64) -> bool {
+        self.note("quiescent phase: faults stop");
+        let frozen: Vec<u32> = self
+            .slots
+            .iter()
+            .filter(|(_, s)| {
+                s.pid
+                    .is_some_and(|p| matches!(self.status(p), Status::Frozen { .. }))
+            })
+            .map(|(slot, _)| *slot)
+            .collect();
+        for slot in frozen {
+            self.resume(slot);
+        }
+        {
+            let mut w = lock(&self.world);
+            if w.store.down_until.take().is_some() {
+                w.event("store: back");
+            }
+        }
+        if self.slots.values().all(|s| s.removing) {
+            self.add_worker();
+        }
+        let deadline = self.now() + Duration::milliseconds(budget_ms);
+        let mut calm = 0;
+        while self.now() < deadline {
+            for _ in 0..3 {
+                for slot in self.slots() {
+                    self.run(slot, 30);
+                }
+                self.materialise_all();
+                self.activities();
+            }
+            if self.settled() {
+                calm += 1;
+                if calm >= 3 {
+                    self.note("settled");
+                    return true;
+                }
+            } else {
+                calm = 0;
+            }
+            self.advance(1_000);
+        }
+        self.note(format!("did not settle within {budget_ms} ms"));
+        false
+    }
+
+    /// The invariants, now.
+    pub fn check(&self, settled: bool) -> Vec<Violation> {
+        check(&self.world(), &self.submitted, &self.poison, settled)
+    }
+
+    // ---- the random run ----
+
+    /// One seeded step of the fault phase.
+    pub fn random_step(&mut self) {
+        let f = self.faults;
+        let slots = self.slots();
+        let staying = self.slots.values().filter(|s| !s.removing).count();
+        let new_ok = self.submitted.len() < self.config.executions;
+        let session = self.config.session_timeout_ms;
+        let m = self.mix;
+        let actions: [(&str, u64); 16] = [
+            ("submit", if new_ok { 6 } else { 0 }),
+            ("run", 40),
+            ("materialise", m.materialise),
+            ("activities", 8),
+            ("tick", 14),
+            ("wait", 5),
+            ("sleep", 1),
+            (
+                "crash",
+                if f.crashes || f.hanging_txns {
+                    m.crash
+                } else {
+                    0
+                },
+            ),
+            ("pause", if f.pauses { 1 } else { 0 }),
+            ("zombie", if f.zombies { m.zombie } else { 0 }),
+            (
+                "add",
+                if f.rebalances && slots.len() < 4 {
+                    m.rebalance
+                } else {
+                    0
+                },
+            ),
+            (
+                "remove",
+                if f.rebalances && staying > 1 {
+                    m.rebalance
+                } else {
+                    0
+                },
+            ),
+            ("outage", if f.store_outages { m.outage } else { 0 }),
+            ("poison", if f.poison && new_ok { 1 } else { 0 }),
+            ("idle", if f.long_idle { 1 } else { 0 }),
+            ("load", if f.long_timers { 1 } else { 0 }),
+        ];
+        let weights: Vec<u64> = actions.iter().map(|(_, w)| *w).collect();
+        let action = actions[self.rng.weighted(&weights)].0;
+        let slot = if slots.is_empty() {
+            None
+        } else {
+            Some(*self.rng.pick(&slots))
+        };
+        match (action, slot) {
+            ("submit", _) => self.random_submission(),
+            ("run", Some(slot)) => {
+                let polls = self.rng.range(1, 12) as usize;
+                self.run(slot, polls);
+            }
+            ("materialise", Some(slot)) => {
+                let jobs = self.rng.range(1, 6) as usize;
+                self.materialise(slot, jobs);
+            }
+            ("activities", _) => self.activities(),
+            ("tick", _) => {
+                let ms = self.rng.range(1, 200) as i64;
+                self.advance(ms);
+            }
+            ("wait", _) => {
+                let ms = self.rng.range(200, 3_000) as i64;
+                self.note(format!("wait {ms} ms"));
+                self.advance(ms);
+            }
+            ("sleep", _) => {
+                let ms = self.rng.range(3_000, 15_000) as i64;
+                self.note(format!("wait {ms} ms"));
+                self.advance(ms);
+            }
+            ("crash", Some(slot)) => {
+                if self.faults.hanging_txns && self.rng.chance(300) {
+                    // Inside a commit: the transaction is left hanging.
+                    let polls = self.rng.range(1, 30) as usize;
+                    self.run_until(slot, "commit: ", polls);
+                } else if !self.faults.hanging_txns && !self.run_until_no_transaction(slot, 50) {
+                    return; // frozen inside a transaction: no kill now
+                }
+                self.crash(slot);
+            }
+            ("pause", Some(slot)) => {
+                let ms = self.rng.range(100, (session - 2_000).max(200) as u64) as i64;
+                self.freeze(slot, ms);
+            }
+            ("zombie", Some(slot)) => {
+                // Mostly where a zombie does most harm: inside a commit, or with jobs queued.
+                if self.rng.chance(750) {
+                    let points = [
+                        "commit: before producing",
+                        "commit: produced",
+                        "commit: offsets sent",
+                        "materialiser: submit",
+                        "poll",
+                    ];
+                    let at = points[self.rng.weighted(&[2, 2, 3, 2, 1])];
+                    let polls = self.rng.range(1, 60) as usize;
+                    self.run_until(slot, at, polls);
+                }
+                // Mostly inside the window: replaced (past the session timeout), and back
+                // before the transaction timeout.
+                let txn = self.config.transaction_timeout_ms;
+                let ms = if self.rng.chance(750) {
+                    self.rng.range((session + 500) as u64, (txn - 2_000) as u64)
+                } else {
+                    self.rng.range((txn - 2_000) as u64, (txn + 10_000) as u64)
+                } as i64;
+                self.freeze(slot, ms);
+            }
+            ("add", _) => {
+                self.add_worker();
+            }
+            ("remove", Some(slot)) if staying > 1 => self.remove_worker(slot),
+            ("outage", _) => {
+                let ms = self.rng.range(200, 8_000) as i64;
+                self.store_outage(ms);
+            }
+            ("poison", _) => {
+                if self.rng.chance(500) {
+                    self.submit_poison();
+                } else {
+                    self.submit_unknown();
+                }
+            }
+            ("idle", _) => self.idle(8 * 24 * 3_600 * 1_000),
+            ("load", _) => {
+                let ms = self.rng.range(60_000, 150_000) as i64;
+                self.steady_load(ms);
+            }
+            _ => {}
+        }
+    }
+
+    /// Lets every running process's writer catch up if its oldest job has waited longer
+    /// than `ms` while the store is up: a live writer on a healthy store is never far behind
+    /// (its linger is 200 ms). Frozen processes are left alone.
+    pub fn bound_writer_lag(&mut self, ms: i64) {
+        let late: Vec<u32> = {
+            let w = self.world();
+            if w.store.available(w.now).is_err() {
+                return;
+            }
+            self.slots
+                .iter()
+                .filter_map(|(slot, s)| {
+                    let p = w.procs.get(&s.pid?)?;
+                    let late = p.status == Status::Running
+                        && p.mat
+                            .oldest()
+                            .is_some_and(|t| (w.now - t).num_milliseconds() > ms);
+                    late.then_some(*slot)
+                })
+                .collect()
+        };
+        for slot in late {
+            self.materialise(slot, super::store::MERGE_LIMIT);
+        }
+    }
+
+    fn random_submission(&mut self) {
+        if self.faults.duplicate_submissions && !self.submitted.is_empty() && self.rng.chance(150) {
+            let i = self.rng.below(self.submitted.len() as u64) as usize;
+            let id = self.submitted.get_index(i).map(|(id, _)| id.clone());
+            if let Some(id) = id {
+                self.resubmit(&id);
+                return;
+            }
+        }
+        let mut choices = vec![
+            Workflow::Seq,
+            Workflow::Sleepy,
+            Workflow::Fanout,
+            Workflow::Mixed,
+            Workflow::Parent,
+        ];
+        if self.faults.long_timers {
+            choices.push(Workflow::LongSleep);
+        }
+        let workflow = *self.rng.pick(&choices);
+        let r = &mut self.rng;
+        let base = r.range(0, 999) as i64;
+        let params: Vec<i64> = match workflow {
+            Workflow::Seq | Workflow::Parent => vec![r.range(1, 4) as i64, base],
+            Workflow::Fanout => vec![r.range(1, 5) as i64, base],
+            Workflow::Sleepy => vec![r.range(1, 3) as i64, r.range(50, 20_000) as i64, base],
+            Workflow::Mixed => vec![r.range(1, 4) as i64, r.range(50, 15_000) as i64, base],
+            Workflow::LongSleep => vec![r.range(70, 180) as i64],
+        };
+        let at = if self.faults.scheduled && self.rng.chance(150) {
+            let ms = self.rng.range(100, 20_000) as i64;
+            Some(self.now() + Duration::milliseconds(ms))
+        } else {
+            None
+        };
+        self.submit_at(workflow, &params, at);
+    }
+
+    /// The whole random run: fault phase, quiescent phase, invariants.
+    pub fn run_random(mut self) -> Report {
+        self.mix = Mix::random(&mut self.rng);
+        let mix = self.mix;
+        self.note(format!("step weights {mix:?}"));
+        for _ in 0..self.config.steps {
+            self.random_step();
+            if !self.faults.revoked_writes {
+                self.bound_writer_lag(2_000);
+            }
+        }
+        let settled = self.quiesce(15 * 60 * 1_000);
+        let violations = self.check(settled);
+        self.report(settled, violations)
+    }
+
+    pub fn report(&self, settled: bool, violations: Vec<Violation>) -> Report {
+        let w = self.world();
+        Report {
+            seed: self.seed,
+            config: self.config.clone(),
+            faults: self.faults,
+            settled,
+            violations,
+            trace: w.trace.clone(),
+            stats: w.stats.clone(),
+            executions: self.submitted.len(),
+            findings: w.findings.clone(),
+        }
+    }
+}
+
+/// What a run found.
+#[derive(Debug, Clone)]
+pub struct Report {
+    pub seed: u64,
+    pub config: SimConfig,
+    pub faults: Faults,
+    pub settled: bool,
+    pub violations: Vec<Violation>,
+    pub trace: Vec<String>,
+    pub stats: Stats,
+    pub executions: usize,
+    /// Known holes the run entered: `(tag, first occurrence, count)`.
+    pub findings: Vec<(&'static str, String, u64)>,
+}
+
+impl Report {
+    pub fn passed(&self) -> bool {
+        self.violations.is_empty()
+    }
+
+    /// The invariants that failed, by name.
+    pub fn failed_invariants(&self) -> Vec<&'static str> {
+        let mut names: Vec<&'static str> = self.violations.iter().map(|v| v.invariant).collect();
+        names.dedup();
+        names.sort_unstable();
+        names.dedup();
+        names
+    }
+
+    /// How to run exactly this again.
+    pub fn reproduce(&self) -> String {
+        format!(
+            "WEIR_DST_SEED={} WEIR_DST_FAULTS={} cargo test -p weir-core --features test-util --test dst dst_short -- --nocapture",
+            self.seed, self.faults
+        )
+    }
+
+    pub fn summary(&self) -> String {
+        let s = &self.stats;
+        format!(
+            "seed {}: {} executions, {} commits, {} refused (generation), {} fenced, {} txns timed out, \
+             {} kills, {} error exits, {} freezes, {} rebalances, {} store errors, {} duplicate answers; {}",
+            self.seed,
+            self.executions,
+            s.commits,
+            s.refused_generation,
+            s.fenced,
+            s.timed_out_txns,
+            s.crashes,
+            s.exits,
+            s.freezes,
+            s.rebalances,
+            s.store_errors,
+            s.duplicate_answers,
+            if self.passed() {
+                "ok".to_owned()
+            } else {
+                format!(
+                    "FAILED: {} (findings: {})",
+                    self.failed_invariants().join(", "),
+                    self.findings
+                        .iter()
+                        .map(|(t, _, _)| *t)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            }
+        )
+    }
+
+    /// The full report: violations, then the trace (its last `tail` lines; all with `None`).
+    pub fn render(&self, tail: Option<usize>) -> String {
+        let mut out = String::new();
+        let _ = writeln!(out, "{}", self.summary());
+        let _ = writeln!(out, "config: {:?}", self.config);
+        let _ = writeln!(out, "faults: {}", self.faults);
+        let _ = writeln!(out, "settled: {}", self.settled);
+        let _ = writeln!(out, "reproduce: {}", self.reproduce());
+        for v in &self.violations {
+            let _ = writeln!(out, "VIOLATION [{}] {}", v.invariant, v.detail);
+        }
+        for (tag, first, n) in &self.findings {
+            let _ = writeln!(out, "FINDING [{tag}] ×{n}, first at {first}");
+        }
+        let skip = tail.map_or(0, |t| self.trace.len().saturating_sub(t));
+        let _ = writeln!(
+            out,
+            "trace ({} lines{}; `#n` = scheduler step, indented = what the seams did):",
+            self.trace.len(),
+            if skip > 0 {
+                format!(", first {skip} omitted; WEIR_DST_TRACE=full prints all")
+            } else {
+                String::new()
+            }
+        );
+        for line in &self.trace[skip..] {
+            let _ = writeln!(out, "{line}");
+        }
+        out
+    }
+}
+
+/// The random run of `seed` with `faults`.
+pub fn run_seed(seed: u64, faults: Faults) -> Report {
+    let mut config_rng = Rng::new(seed ^ 0x5eed_c0f1_9000_0000);
+    let config = SimConfig::random(&mut config_rng);
+    Sim::new(seed, config, faults).run_random()
+}

@@ -1,0 +1,282 @@
+//! The driver's three seams over the simulated world: [`SimLog`] (a worker's consumer and
+//! transactional producer), [`SimStore`] (its reads of the store) and [`SimMaterialiser`]
+//! (its background writer). Each call is an await point (it returns `Pending` once, so the
+//! scheduler may run anything else — or crash or freeze this process — before it takes
+//! effect), and some calls wait for the rest of the world: `rewind` for an open transaction
+//! holding offsets, `wait_for`/`flush` for the writer, `submit` for room in its queue.
+
+use std::collections::BTreeSet;
+use std::future::Future;
+
+use chrono::{DateTime, Utc};
+
+use crate::driver::{
+    BoxError, Commit, CommitError, Landed, Log, LoggedEntry, Materialise, Polled, Positions,
+    StoreRead,
+};
+use crate::model::ExecutionId;
+use crate::records::HistoryRecord;
+use crate::rows::{MaterialiseJob, TimerRow};
+
+use super::cluster::Topic;
+use super::exec::{wait_until, yield_now};
+use super::store::QUEUE_LIMIT;
+use super::world::{Shared, lock};
+
+fn boxed(e: String) -> BoxError {
+    e.into()
+}
+
+/// A worker process's view of the cluster.
+pub struct SimLog {
+    pub(crate) world: Shared,
+    pub(crate) pid: u64,
+}
+
+impl Log for SimLog {
+    fn poll(&mut self, max: usize) -> impl Future<Output = Result<Polled, BoxError>> + Send {
+        let (world, pid) = (self.world.clone(), self.pid);
+        async move {
+            lock(&world).set_at(pid, "poll");
+            yield_now().await;
+            let polled = lock(&world).poll(pid, max);
+            if matches!(&polled, Polled::Records(r) if r.is_empty()) {
+                // A poll with nothing to return times out.
+                lock(&world).set_at(pid, "poll: timed out");
+                yield_now().await;
+            }
+            Ok(polled)
+        }
+    }
+
+    fn membership(&self) -> (u64, BTreeSet<i32>) {
+        let world = lock(&self.world);
+        let consumer = &world.procs[&self.pid].consumer;
+        (consumer.generation, consumer.owned.clone())
+    }
+
+    fn now(&self) -> DateTime<Utc> {
+        lock(&self.world).now
+    }
+
+    fn rewind(&mut self) -> impl Future<Output = Result<Positions, BoxError>> + Send {
+        let (world, pid) = (self.world.clone(), self.pid);
+        async move {
+            lock(&world).set_at(pid, "rewind");
+            yield_now().await;
+            Ok(wait_until(|| lock(&world).rewind(pid)).await)
+        }
+    }
+
+    fn read_history(
+        &mut self,
+        partition: i32,
+        from: i64,
+    ) -> impl Future<Output = Result<Vec<LoggedEntry>, BoxError>> + Send {
+        let (world, pid) = (self.world.clone(), self.pid);
+        async move {
+            lock(&world).set_at(pid, "read-history");
+            yield_now().await;
+            Ok(lock(&world).read_history(pid, partition, from))
+        }
+    }
+
+    fn commit(
+        &mut self,
+        commit: Commit<'_>,
+    ) -> impl Future<Output = Result<Vec<Landed>, CommitError>> + Send {
+        let (world, pid) = (self.world.clone(), self.pid);
+        let effects = commit.effects.to_vec();
+        let offsets = commit.offsets.to_vec();
+        async move {
+            lock(&world).set_at(pid, "commit: before producing");
+            yield_now().await;
+            let (txn, landed) = lock(&world).commit_begin(pid, &effects)?;
+            lock(&world).set_at(pid, "commit: produced, offsets not sent");
+            yield_now().await;
+            lock(&world).commit_offsets(pid, txn, &offsets)?;
+            lock(&world).set_at(pid, "commit: offsets sent, not committed");
+            yield_now().await;
+            lock(&world).commit_end(pid, txn)?;
+            lock(&world).set_at(pid, "commit: done");
+            Ok(landed)
+        }
+    }
+
+    fn history_topic(&self) -> &str {
+        Topic::History.name()
+    }
+}
+
+/// A worker process's reads of the store.
+pub struct SimStore {
+    pub(crate) world: Shared,
+    pub(crate) pid: u64,
+}
+
+impl SimStore {
+    fn read<T: Send>(
+        &self,
+        at: &'static str,
+        read: impl FnOnce(&super::world::World) -> Result<T, String> + Send,
+    ) -> impl Future<Output = Result<T, BoxError>> + Send {
+        let (world, pid) = (self.world.clone(), self.pid);
+        async move {
+            lock(&world).set_at(pid, at);
+            yield_now().await;
+            let mut w = lock(&world);
+            w.store_read(pid).map_err(boxed)?;
+            read(&w).map_err(boxed)
+        }
+    }
+}
+
+impl StoreRead for SimStore {
+    fn load(
+        &self,
+        id: &ExecutionId,
+    ) -> impl Future<Output = Result<Option<Vec<(HistoryRecord, DateTime<Utc>)>>, BoxError>> + Send
+    {
+        let id = id.clone();
+        self.read("store: load", move |w| w.store.load(&id, &w.codec))
+    }
+
+    fn checkpoint(
+        &self,
+        topic: &str,
+        partition: i32,
+    ) -> impl Future<Output = Result<Option<i64>, BoxError>> + Send {
+        let topic = topic.to_owned();
+        self.read("store: checkpoint", move |w| {
+            Ok(w.store
+                .checkpoints
+                .get(&(topic, partition))
+                .map(|c| c.materialised_offset))
+        })
+    }
+
+    fn watermark(
+        &self,
+        partition: i32,
+    ) -> impl Future<Output = Result<Option<DateTime<Utc>>, BoxError>> + Send {
+        self.read("store: watermark", move |w| {
+            Ok(w.store.watermarks.get(&partition).map(|m| m.fired_before))
+        })
+    }
+
+    fn timers_between(
+        &self,
+        partition: i32,
+        from: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> impl Future<Output = Result<Vec<TimerRow>, BoxError>> + Send {
+        let (world, pid) = (self.world.clone(), self.pid);
+        let read = self.read("store: timers", move |w| {
+            w.store.timers_between(partition, from, until)
+        });
+        async move {
+            let timers = match read.await {
+                Ok(timers) => timers,
+                Err(e) => {
+                    let e = e.to_string();
+                    if e.contains("the watermark is lost") {
+                        let mut w = lock(&world);
+                        let name = w.procs[&pid].name();
+                        w.finding(
+                            "item-6-watermark-too-old",
+                            format!(
+                                "{name}: {e} (its worker stops; every owner after it does the same)"
+                            ),
+                        );
+                    }
+                    return Err(boxed(e));
+                }
+            };
+            lock(&world).timer_scan(pid, partition, from);
+            Ok(timers)
+        }
+    }
+}
+
+/// A worker process's background writer: jobs wait in the process's queue until the
+/// scheduler lets the writer run.
+pub struct SimMaterialiser {
+    pub(crate) world: Shared,
+    pub(crate) pid: u64,
+}
+
+impl SimMaterialiser {
+    fn wait_done(
+        &self,
+        at: &'static str,
+        job: Option<u64>,
+    ) -> impl Future<Output = Result<(), BoxError>> + Send {
+        let (world, pid) = (self.world.clone(), self.pid);
+        async move {
+            lock(&world).set_at(pid, at);
+            yield_now().await;
+            // `None`: everything submitted so far.
+            let target = job.unwrap_or_else(|| lock(&world).procs[&pid].mat.submitted);
+            wait_until(|| {
+                let w = lock(&world);
+                let mat = &w.procs[&pid].mat;
+                if let Some(e) = &mat.failed {
+                    return Some(Err(boxed(e.clone())));
+                }
+                (mat.done >= target).then_some(Ok(()))
+            })
+            .await
+        }
+    }
+}
+
+impl Materialise for SimMaterialiser {
+    fn submit(
+        &mut self,
+        job: MaterialiseJob,
+    ) -> impl Future<Output = Result<u64, BoxError>> + Send {
+        let (world, pid) = (self.world.clone(), self.pid);
+        async move {
+            lock(&world).set_at(pid, "materialiser: submit");
+            yield_now().await;
+            let mut job = Some(job);
+            wait_until(|| {
+                let mut w = lock(&world);
+                let now = w.now;
+                let mat = &mut w.procs.get_mut(&pid).expect("a process").mat;
+                if let Some(e) = &mat.failed {
+                    return Some(Err(boxed(e.clone())));
+                }
+                if mat.queue.len() >= QUEUE_LIMIT {
+                    return None;
+                }
+                mat.submitted += 1;
+                let number = mat.submitted;
+                mat.queue
+                    .push_back((number, job.take().expect("submitted once")));
+                mat.queued_at.push_back(now);
+                Some(Ok(number))
+            })
+            .await
+        }
+    }
+
+    fn materialised(&self) -> u64 {
+        lock(&self.world).procs[&self.pid].mat.done
+    }
+
+    fn wait_for(&mut self, job: u64) -> impl Future<Output = Result<(), BoxError>> + Send {
+        self.wait_done("materialiser: wait_for", Some(job))
+    }
+
+    fn flush(&mut self) -> impl Future<Output = Result<(), BoxError>> + Send {
+        self.wait_done("materialiser: flush", None)
+    }
+
+    fn health(&self) -> Result<(), BoxError> {
+        match &lock(&self.world).procs[&self.pid].mat.failed {
+            Some(e) => Err(boxed(e.clone())),
+            None => Ok(()),
+        }
+    }
+}

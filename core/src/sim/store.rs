@@ -1,0 +1,254 @@
+//! The simulated CQL store: the tables of `schemas/cql/tables.cql` as the CQL store writes
+//! them — history rows, timers, checkpoints and watermarks as unconditional upserts (or
+//! deletes), last write wins; execution rows with a write timestamp derived from their
+//! history version, so an older one never wins; timestamps of millisecond precision — and
+//! the per-process background materialiser queue.
+//!
+//! The store can be down for a while (every read and write fails), and a materialiser's
+//! queued jobs are applied when the scheduler lets that process's writer run: possibly long
+//! after they were submitted, and — for a process that was frozen — after the process lost
+//! its partitions, on top of whatever the new owner wrote meanwhile (as a resumed zombie's
+//! writer does).
+
+use std::collections::{BTreeMap, VecDeque};
+
+use chrono::{DateTime, Duration, Utc};
+
+use crate::model::ExecutionId;
+use crate::records::HistoryRecord;
+use crate::rows::{
+    Checkpoint, ExecutionRow, HistoryRow, MaterialiseJob, TimerKey, TimerRow, TimerWatermark,
+};
+
+use super::cluster::SimTime;
+
+/// Buckets a timer scan may read at most (one week of minutes), as the CQL store refuses.
+pub const MAX_TIMER_BUCKETS: i64 = 10_080;
+
+/// An execution's changelog as the store returns it: each record with its `recorded_at`.
+pub type Changelog = Vec<(HistoryRecord, DateTime<Utc>)>;
+
+/// Cut to milliseconds, as a CQL `timestamp` keeps it.
+pub fn millis(t: DateTime<Utc>) -> DateTime<Utc> {
+    DateTime::from_timestamp_millis(t.timestamp_millis()).unwrap_or(t)
+}
+
+fn bucket(t: DateTime<Utc>) -> i64 {
+    t.timestamp().div_euclid(60)
+}
+
+/// History records as bytes and back. The bytes are the record's `Debug` text (stable and
+/// unique per record); decoding looks the bytes up among everything ever encoded, so a row
+/// whose bytes were never produced by the log does not decode.
+#[derive(Debug, Default, Clone)]
+pub struct Codec {
+    known: BTreeMap<Vec<u8>, HistoryRecord>,
+}
+
+impl Codec {
+    pub fn encode(&mut self, record: &HistoryRecord) -> Vec<u8> {
+        let bytes = format!("{record:?}").into_bytes();
+        self.known
+            .entry(bytes.clone())
+            .or_insert_with(|| record.clone());
+        bytes
+    }
+
+    pub fn decode(&self, bytes: &[u8]) -> Option<&HistoryRecord> {
+        self.known.get(bytes)
+    }
+}
+
+/// The tables.
+#[derive(Debug, Default, Clone)]
+pub struct Store {
+    pub history: BTreeMap<(ExecutionId, i64), HistoryRow>,
+    pub executions: BTreeMap<ExecutionId, ExecutionRow>,
+    /// By (partition, due_at, timer id), as the clustering order of `timers`.
+    pub timers: BTreeMap<(i32, DateTime<Utc>, String), TimerRow>,
+    pub checkpoints: BTreeMap<(String, i32), Checkpoint>,
+    pub watermarks: BTreeMap<i32, TimerWatermark>,
+    /// Down until then (every call fails).
+    pub down_until: Option<SimTime>,
+    /// Jobs applied (for the trace).
+    pub jobs_applied: u64,
+}
+
+impl Store {
+    pub fn available(&self, now: SimTime) -> Result<(), String> {
+        match self.down_until {
+            Some(until) if now < until => Err(format!(
+                "store unavailable (outage until {})",
+                until.format("%H:%M:%S%.3f")
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// Writes a job: history rows, execution rows and timers, then checkpoints and
+    /// watermarks — upserts and deletes (execution rows ordered by history version).
+    pub fn apply(&mut self, job: &MaterialiseJob) {
+        for row in &job.history {
+            let mut row = row.clone();
+            row.recorded_at = millis(row.recorded_at);
+            self.history
+                .insert((row.execution_id.clone(), row.seq), row);
+        }
+        for row in &job.executions {
+            let mut row = row.clone();
+            row.created_at = millis(row.created_at);
+            row.updated_at = millis(row.updated_at);
+            row.finished_at = row.finished_at.map(millis);
+            // `USING TIMESTAMP` derived from the history version (the CQL store since issue
+            // 11 item 0): an older version never overwrites a newer one.
+            let newer = self
+                .executions
+                .get(&row.execution_id)
+                .is_none_or(|existing| existing.history_version <= row.history_version);
+            if newer {
+                self.executions.insert(row.execution_id.clone(), row);
+            }
+        }
+        for timer in &job.new_timers {
+            let mut timer = timer.clone();
+            timer.due_at = millis(timer.due_at);
+            self.timers.insert(
+                (timer.kafka_partition, timer.due_at, timer.timer_id.clone()),
+                timer,
+            );
+        }
+        for TimerKey {
+            kafka_partition,
+            due_at,
+            timer_id,
+        } in &job.removed_timers
+        {
+            self.timers
+                .remove(&(*kafka_partition, millis(*due_at), timer_id.clone()));
+        }
+        for checkpoint in &job.checkpoints {
+            self.checkpoints.insert(
+                (checkpoint.topic.clone(), checkpoint.kafka_partition),
+                checkpoint.clone(),
+            );
+        }
+        for watermark in &job.watermarks {
+            let mut watermark = watermark.clone();
+            watermark.fired_before = millis(watermark.fired_before);
+            self.watermarks.insert(watermark.kafka_partition, watermark);
+        }
+        self.jobs_applied += 1;
+    }
+
+    /// The changelog of `id` in seq order, decoded, with `recorded_at`.
+    pub fn load(&self, id: &ExecutionId, codec: &Codec) -> Result<Option<Changelog>, String> {
+        let mut out = Vec::new();
+        for ((_, seq), row) in self
+            .history
+            .range((id.clone(), i64::MIN)..=(id.clone(), i64::MAX))
+        {
+            let record = codec
+                .decode(&row.record)
+                .ok_or_else(|| format!("history row {seq} of {id} does not decode"))?;
+            out.push((record.clone(), row.recorded_at));
+        }
+        Ok((!out.is_empty()).then_some(out))
+    }
+
+    /// `timers_between` as the CQL store reads it: bucket by bucket, refusing more than a
+    /// week of buckets.
+    pub fn timers_between(
+        &self,
+        partition: i32,
+        from: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> Result<Vec<TimerRow>, String> {
+        let buckets = bucket(until) - bucket(from) + 1;
+        if buckets > MAX_TIMER_BUCKETS {
+            return Err(format!(
+                "timers_between of partition {partition} would scan {buckets} buckets \
+                 (more than {MAX_TIMER_BUCKETS}): the watermark is lost"
+            ));
+        }
+        Ok(self
+            .timers
+            .range((partition, millis(from), String::new())..)
+            .take_while(|((p, due, _), _)| *p == partition && *due < until)
+            .map(|(_, t)| t.clone())
+            .collect())
+    }
+}
+
+/// One process's background writer of committed batches.
+#[derive(Debug, Default, Clone)]
+pub struct MaterialiserQueue {
+    pub queue: VecDeque<(u64, MaterialiseJob)>,
+    /// When each queued job was submitted (by number).
+    pub queued_at: VecDeque<SimTime>,
+    /// The number of the last job submitted.
+    pub submitted: u64,
+    /// The number of the last job in the store.
+    pub done: u64,
+    /// Consecutive failed attempts (the store was down).
+    pub failures: u32,
+    pub next_attempt: Option<SimTime>,
+    /// Gave up: the process must stop.
+    pub failed: Option<String>,
+}
+
+/// Jobs waiting at most; beyond, `submit` waits.
+pub const QUEUE_LIMIT: usize = 64;
+/// Jobs merged into one write at most.
+pub const MERGE_LIMIT: usize = 32;
+/// Attempts of one write before the writer gives up (production: 5, from 100 ms, doubling).
+pub const ATTEMPTS: u32 = 5;
+
+impl MaterialiserQueue {
+    /// When the oldest queued job was submitted.
+    pub fn oldest(&self) -> Option<SimTime> {
+        self.queued_at.front().copied()
+    }
+
+    pub fn clear(&mut self) {
+        self.queue.clear();
+        self.queued_at.clear();
+    }
+
+    /// One write of up to `max` queued jobs (merged), if the writer may try now.
+    pub fn write(
+        &mut self,
+        store: &mut Store,
+        now: SimTime,
+        max: usize,
+        inspect: impl FnOnce(&MaterialiseJob),
+    ) -> Option<Result<(u64, usize), String>> {
+        if self.failed.is_some() || self.queue.is_empty() {
+            return None;
+        }
+        if self.next_attempt.is_some_and(|t| now < t) {
+            return None;
+        }
+        if let Err(e) = store.available(now) {
+            self.failures += 1;
+            if self.failures >= ATTEMPTS {
+                self.failed = Some(format!(
+                    "materialiser gave up after {ATTEMPTS} attempts: {e}"
+                ));
+            } else {
+                self.next_attempt = Some(now + Duration::milliseconds(100 << (self.failures - 1)));
+            }
+            return Some(Err(e));
+        }
+        let count = max.clamp(1, MERGE_LIMIT).min(self.queue.len());
+        let jobs: Vec<(u64, MaterialiseJob)> = self.queue.drain(..count).collect();
+        self.queued_at.drain(..count.min(self.queued_at.len()));
+        let last = jobs.last().map_or(self.done, |(n, _)| *n);
+        let merged = MaterialiseJob::merge(jobs.into_iter().map(|(_, j)| j).collect());
+        inspect(&merged);
+        store.apply(&merged);
+        self.done = last;
+        self.failures = 0;
+        self.next_attempt = None;
+        Some(Ok((last, count)))
+    }
+}

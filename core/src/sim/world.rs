@@ -1,0 +1,1107 @@
+//! The state every part of a simulated run shares — cluster, store, worker processes, the
+//! activity service, the clock, the trace — and what the seams do to it. The seams
+//! (`seams.rs`) are thin async shells around these methods; the scheduler
+//! (`scheduler.rs`) calls the rest.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use chrono::Duration;
+
+use crate::driver::{CommitError, InputTopic, Landed, LoggedEntry, Polled, PolledRecord};
+use crate::model::{ExecutionId, ExecutionResult, Response};
+use crate::processor::{Body, Effect, Input, Undecodable};
+use crate::records::{DlqEnvelope, DlqReason, HistoryRecord};
+
+use super::cluster::{Cluster, Payload, Producer, SimTime, Topic, TxnRefused};
+use super::config::{Faults, SimConfig};
+use super::rng::Rng;
+use super::store::{Codec, MaterialiserQueue, Store};
+use super::workflows::activity_result;
+
+pub type Shared = Arc<Mutex<World>>;
+
+/// The world, locked (a panic elsewhere does not make it unreadable for the report).
+pub fn lock(world: &Shared) -> MutexGuard<'_, World> {
+    world.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Where a process stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    Running,
+    /// SIGSTOP'd until then: neither its loop nor its materialiser runs, it sends no
+    /// heartbeats.
+    Frozen {
+        until: SimTime,
+    },
+    /// Exited or killed.
+    Dead,
+}
+
+/// A record of the last poll (what a dead letter copies).
+#[derive(Debug, Clone)]
+pub struct PolledCopy {
+    pub topic: Topic,
+    pub partition: i32,
+    pub offset: i64,
+    pub key: Option<String>,
+    pub bytes: Vec<u8>,
+    pub timestamp: SimTime,
+}
+
+/// A process's consumer.
+#[derive(Debug, Clone, Default)]
+pub struct Consumer {
+    pub member: Option<u64>,
+    /// The generation of the assignment it holds (its group metadata).
+    pub generation: u64,
+    pub owned: BTreeSet<i32>,
+    pub positions: BTreeMap<(InputTopic, i32), i64>,
+    pub last_poll: Vec<PolledCopy>,
+}
+
+/// One worker process.
+#[derive(Debug, Clone)]
+pub struct Proc {
+    pub pid: u64,
+    pub slot: u32,
+    pub instance: String,
+    pub status: Status,
+    pub transactional_id: String,
+    pub epoch: u32,
+    pub consumer: Consumer,
+    pub mat: MaterialiserQueue,
+    /// The await point it is parked at.
+    pub at: &'static str,
+    /// Its last poll returned nothing.
+    pub idle: bool,
+    /// Asked to stop: its next poll says shutdown.
+    pub shutdown: bool,
+    pub open_txn: Option<u64>,
+    /// Transactions it committed.
+    pub commits: u64,
+}
+
+impl Proc {
+    pub fn name(&self) -> String {
+        format!("w{}/p{}", self.slot, self.pid)
+    }
+}
+
+/// An answer the activity service will send.
+#[derive(Debug, Clone)]
+pub struct PendingAnswer {
+    pub due: SimTime,
+    pub parent: ExecutionId,
+    pub child: ExecutionId,
+    pub result: ExecutionResult,
+}
+
+/// The activity service: reads committed requests, answers each (sometimes twice) after a
+/// while, not transactionally.
+#[derive(Debug, Clone, Default)]
+pub struct ActivityService {
+    pub positions: BTreeMap<i32, i64>,
+    pub pending: Vec<PendingAnswer>,
+    /// Every answer sent, by the responses partition it went to (what a load generator
+    /// re-sends).
+    pub sent: BTreeMap<i32, Vec<PendingAnswer>>,
+}
+
+/// Counters for the report.
+#[derive(Debug, Clone, Default)]
+pub struct Stats {
+    pub commits: u64,
+    pub refused_generation: u64,
+    pub fenced: u64,
+    pub timed_out_txns: u64,
+    pub crashes: u64,
+    pub exits: u64,
+    pub freezes: u64,
+    pub rebalances: u64,
+    pub store_errors: u64,
+    pub duplicate_answers: u64,
+}
+
+pub struct World {
+    pub start: SimTime,
+    pub now: SimTime,
+    pub config: SimConfig,
+    pub faults: Faults,
+    pub cluster: Cluster,
+    pub store: Store,
+    pub codec: Codec,
+    pub procs: BTreeMap<u64, Proc>,
+    pub activities: ActivityService,
+    pub rng: Rng,
+    pub trace: Vec<String>,
+    /// Things a seam saw that no correct driver does (checked as an invariant).
+    pub anomalies: Vec<String>,
+    /// Moments where a known hole was entered (they explain a violation; they are not
+    /// violations themselves): `(tag, first occurrence, count)`.
+    pub findings: Vec<(&'static str, String, u64)>,
+    pub stats: Stats,
+}
+
+fn encode<T: std::fmt::Debug>(value: &T) -> Vec<u8> {
+    format!("{value:?}").into_bytes()
+}
+
+impl World {
+    pub fn new(config: SimConfig, faults: Faults, rng: Rng, start: SimTime) -> Self {
+        World {
+            start,
+            now: start,
+            cluster: Cluster::new(config.partitions, config.activity_partitions),
+            config,
+            faults,
+            store: Store::default(),
+            codec: Codec::default(),
+            procs: BTreeMap::new(),
+            activities: ActivityService::default(),
+            rng,
+            trace: Vec::new(),
+            anomalies: Vec::new(),
+            findings: Vec::new(),
+            stats: Stats::default(),
+        }
+    }
+
+    /// `+12.345s`: sim time since the start.
+    pub fn clock(&self) -> String {
+        let ms = (self.now - self.start).num_milliseconds();
+        format!("+{}.{:03}s", ms / 1000, ms % 1000)
+    }
+
+    /// An event line of the trace.
+    pub fn event(&mut self, text: impl AsRef<str>) {
+        let line = format!("{:>10}     {}", self.clock(), text.as_ref());
+        self.trace.push(line);
+    }
+
+    /// Notes that a known hole was entered (the first time with its details).
+    pub fn finding(&mut self, tag: &'static str, detail: String) {
+        self.event(format!("FINDING [{tag}] {detail}"));
+        match self.findings.iter_mut().find(|(t, _, _)| *t == tag) {
+            Some((_, _, n)) => *n += 1,
+            None => self
+                .findings
+                .push((tag, format!("{} {detail}", self.clock()), 1)),
+        }
+    }
+
+    /// The process that owns `partition` in the current generation and has taken it over.
+    fn current_owner(&self, partition: i32) -> Option<u64> {
+        let group = &self.cluster.group;
+        let member = group
+            .assignment
+            .iter()
+            .find(|(_, parts)| parts.contains(&partition))
+            .map(|(m, _)| *m)?;
+        let pid = group.members.get(&member)?.pid;
+        let p = self.procs.get(&pid)?;
+        (p.consumer.generation == group.generation && p.consumer.owned.contains(&partition))
+            .then_some(pid)
+    }
+
+    fn proc(&mut self, pid: u64) -> &mut Proc {
+        self.procs.get_mut(&pid).expect("a process")
+    }
+
+    pub fn set_at(&mut self, pid: u64, at: &'static str) {
+        self.proc(pid).at = at;
+    }
+
+    pub fn ms(&self, ms: i64) -> Duration {
+        Duration::milliseconds(ms)
+    }
+
+    // ---- the consumer ----
+
+    /// One poll of `pid`'s consumer; see `cluster.rs` for the group protocol.
+    pub fn poll(&mut self, pid: u64, max: usize) -> Polled {
+        let now = self.now;
+        let drain_before_rejoin = !self.faults.revoked_writes;
+        let mut events = Vec::new();
+        let polled = {
+            let World {
+                procs,
+                cluster,
+                rng,
+                stats,
+                ..
+            } = self;
+            let proc = procs.get_mut(&pid).expect("a process");
+            let name = proc.name();
+            'poll: {
+                if proc.shutdown {
+                    break 'poll Polled::Shutdown;
+                }
+                let group = &mut cluster.group;
+                let consumer = &mut proc.consumer;
+                let member = match consumer.member.filter(|m| group.members.contains_key(m)) {
+                    Some(member) => member,
+                    None => {
+                        let lost = std::mem::take(&mut consumer.owned);
+                        consumer.positions.clear();
+                        let member = group.join(pid, now);
+                        events.push(format!(
+                            "{name}: joins the group as member {member}{}",
+                            consumer
+                                .member
+                                .map(|m| format!(" (member {m} was removed)"))
+                                .unwrap_or_default()
+                        ));
+                        consumer.member = Some(member);
+                        if group.try_complete() {
+                            stats.rebalances += 1;
+                            events.push(rebalance_done(group));
+                        }
+                        if !lost.is_empty() {
+                            break 'poll Polled::Rebalanced {
+                                generation: consumer.generation,
+                                owned: BTreeSet::new(),
+                            };
+                        }
+                        member
+                    }
+                };
+                if group.rebalance_since.is_some() && !group.members[&member].rejoined {
+                    if !consumer.owned.is_empty() {
+                        events.push(format!(
+                            "{name}: rebalance in progress: revokes {:?}",
+                            consumer.owned
+                        ));
+                        consumer.owned.clear();
+                        consumer.positions.clear();
+                        if !drain_before_rejoin {
+                            // librdkafka sends JoinGroup as soon as the revoke callback has
+                            // returned, while the driver is still taking over (flushing).
+                            if let Some(m) = group.members.get_mut(&member) {
+                                m.rejoined = true;
+                            }
+                            if group.try_complete() {
+                                stats.rebalances += 1;
+                                events.push(rebalance_done(group));
+                            }
+                        }
+                        break 'poll Polled::Rebalanced {
+                            generation: consumer.generation,
+                            owned: BTreeSet::new(),
+                        };
+                    }
+                    if drain_before_rejoin && !proc.mat.queue.is_empty() {
+                        proc.idle = true;
+                        break 'poll Polled::Records(Vec::new());
+                    }
+                    if let Some(m) = group.members.get_mut(&member) {
+                        m.rejoined = true;
+                    }
+                    if group.try_complete() {
+                        stats.rebalances += 1;
+                        events.push(rebalance_done(group));
+                    }
+                }
+                if group.rebalance_since.is_some() {
+                    proc.idle = true;
+                    break 'poll Polled::Records(Vec::new());
+                }
+                if consumer.generation != group.generation {
+                    consumer.generation = group.generation;
+                    consumer.owned = group.assignment.get(&member).cloned().unwrap_or_default();
+                    consumer.positions.clear();
+                    events.push(format!(
+                        "{name}: assigned {:?} in generation {}",
+                        consumer.owned, consumer.generation
+                    ));
+                    break 'poll Polled::Rebalanced {
+                        generation: consumer.generation,
+                        owned: consumer.owned.clone(),
+                    };
+                }
+                // Fetch.
+                let mut sources: Vec<(InputTopic, i32)> = consumer
+                    .owned
+                    .iter()
+                    .flat_map(|&p| [(InputTopic::Submissions, p), (InputTopic::Responses, p)])
+                    .collect();
+                rng.shuffle(&mut sources);
+                let want = rng.range(1, max.max(1) as u64) as usize;
+                let mut records = Vec::new();
+                consumer.last_poll.clear();
+                for (topic, partition) in sources {
+                    if records.len() >= want {
+                        break;
+                    }
+                    let position = match consumer.positions.get(&(topic, partition)) {
+                        Some(p) => *p,
+                        None => {
+                            // A position is fetched as stable: not while offsets are pending.
+                            if cluster
+                                .offsets_pending(&BTreeSet::from([partition]))
+                                .is_some()
+                            {
+                                continue;
+                            }
+                            cluster.committed_offset(topic, partition)
+                        }
+                    };
+                    let take = rng.range(1, (want - records.len()) as u64) as usize;
+                    let (read, next) =
+                        cluster.read_committed(Topic::of_input(topic), partition, position, take);
+                    for record in read {
+                        let index = records.len();
+                        records.push(PolledRecord {
+                            topic,
+                            partition,
+                            offset: record.offset,
+                            input: Input::Record {
+                                index,
+                                partition,
+                                key: record.key.clone(),
+                                size: record.bytes.len(),
+                                body: decode(record.payload.as_ref()),
+                            },
+                        });
+                        consumer.last_poll.push(PolledCopy {
+                            topic: Topic::of_input(topic),
+                            partition,
+                            offset: record.offset,
+                            key: record.key.clone(),
+                            bytes: record.bytes.clone(),
+                            timestamp: record.timestamp,
+                        });
+                    }
+                    consumer.positions.insert((topic, partition), next);
+                }
+                proc.idle = records.is_empty();
+                Polled::Records(records)
+            }
+        };
+        for e in events {
+            self.event(e);
+        }
+        polled
+    }
+
+    /// Positions `pid`'s owned partitions at their committed offsets, fetched as stable:
+    /// `None` while an open transaction holds offsets for one of them.
+    pub fn rewind(&mut self, pid: u64) -> Option<Vec<(InputTopic, i32, i64)>> {
+        let owned = self.procs[&pid].consumer.owned.clone();
+        if let Some(txn) = self.cluster.offsets_pending(&owned) {
+            let proc = self.proc(pid);
+            if proc.at != "rewind: waiting for an open transaction" {
+                proc.at = "rewind: waiting for an open transaction";
+                let name = proc.name();
+                self.event(format!(
+                    "{name}: rewind waits: transaction {txn} holds offsets of {owned:?}"
+                ));
+            }
+            return None;
+        }
+        let positions: BTreeMap<(InputTopic, i32), i64> = owned
+            .iter()
+            .flat_map(|&p| [(InputTopic::Submissions, p), (InputTopic::Responses, p)])
+            .map(|(t, p)| ((t, p), self.cluster.committed_offset(t, p)))
+            .collect();
+        let out = positions.iter().map(|(&(t, p), &o)| (t, p, o)).collect();
+        self.proc(pid).consumer.positions = positions;
+        Some(out)
+    }
+
+    pub fn read_history(&mut self, pid: u64, partition: i32, from: i64) -> Vec<LoggedEntry> {
+        let lso = self.cluster.lso(Topic::History, partition);
+        let beyond = self
+            .cluster
+            .log(Topic::History, partition)
+            .iter()
+            .skip(lso.max(from) as usize)
+            .find(|r| r.visible())
+            .map(|r| (r.offset, r.producer));
+        if let Some((offset, producer)) = beyond {
+            let blocker = self
+                .cluster
+                .txns
+                .values()
+                .filter_map(|t| t.first.get(&(Topic::History, partition)).map(|o| (*o, t)))
+                .min_by_key(|(o, _)| *o)
+                .map(|(_, t)| (t.number, t.pid, t.offsets.is_empty()));
+            let name = self.procs[&pid].name();
+            if let Some((txn, owner, no_offsets)) = blocker {
+                let tag = if no_offsets {
+                    "catch-up-behind-hanging-txn"
+                } else {
+                    "item-1-catch-up-before-resolve"
+                };
+                self.finding(
+                    tag,
+                    format!(
+                        "{name} catches up history/{partition} from {from} to the LSO {lso}, held by txn {txn} of p{owner} \
+                         ({}), while committed records lie beyond it (first at {offset}, by {producer:?})",
+                        if no_offsets { "no offsets sent: the rewind will not wait for it" } else { "offsets sent" }
+                    ),
+                );
+            }
+        }
+        let (records, _) = self
+            .cluster
+            .read_committed(Topic::History, partition, from, usize::MAX);
+        records
+            .into_iter()
+            .filter_map(|r| match &r.payload {
+                Some(Payload::History(record)) => Some(LoggedEntry {
+                    offset: r.offset,
+                    record: record.clone(),
+                    bytes: r.bytes.clone(),
+                    timestamp: r.timestamp,
+                }),
+                _ => None,
+            })
+            .collect()
+    }
+
+    // ---- the producer ----
+
+    fn refused(&mut self, pid: u64, refused: TxnRefused) -> CommitError {
+        let name = self.procs[&pid].name();
+        if let Some(txn) = self.proc(pid).open_txn.take() {
+            self.cluster.end(txn, false, self.now);
+        }
+        match refused {
+            TxnRefused::Generation(e) => {
+                self.stats.refused_generation += 1;
+                self.event(format!("{name}: commit refused, transaction aborted: {e}"));
+                CommitError::Retry(e.into())
+            }
+            TxnRefused::Fenced(e) => {
+                self.stats.fenced += 1;
+                self.event(format!("{name}: commit fenced: {e}"));
+                CommitError::Fatal(e.into())
+            }
+        }
+    }
+
+    /// Begins the transaction and produces every record of `effects` into it.
+    pub fn commit_begin(
+        &mut self,
+        pid: u64,
+        effects: &[Effect],
+    ) -> Result<(u64, Vec<Landed>), CommitError> {
+        let now = self.now;
+        let (tid, epoch) = {
+            let p = &self.procs[&pid];
+            (p.transactional_id.clone(), p.epoch)
+        };
+        let txn = match self.cluster.begin(&tid, epoch, pid, now) {
+            Ok(txn) => txn,
+            Err(e) => return Err(self.refused(pid, e)),
+        };
+        self.proc(pid).open_txn = Some(txn);
+        let mut landed = Vec::new();
+        for effect in effects {
+            self.produce(pid, txn, effect, &mut landed);
+        }
+        Ok((txn, landed))
+    }
+
+    fn produce(&mut self, pid: u64, txn: u64, effect: &Effect, landed: &mut Vec<Landed>) {
+        let now = self.now;
+        let producer = Producer::Worker { pid };
+        let (topic, key, payload) = match effect {
+            Effect::Append {
+                execution_id,
+                seq,
+                entry,
+            } => {
+                let record = HistoryRecord {
+                    execution_id: execution_id.clone(),
+                    seq: *seq,
+                    entry: entry.clone(),
+                };
+                let bytes = self.codec.encode(&record);
+                let key = execution_id.to_string();
+                let partition = self.cluster.partition_for(Topic::History, &key);
+                let offset = self.cluster.append(
+                    Topic::History,
+                    partition,
+                    Some(key),
+                    Payload::History(record),
+                    bytes.clone(),
+                    producer,
+                    Some(txn),
+                    now,
+                );
+                landed.push(Landed {
+                    partition,
+                    offset,
+                    bytes,
+                });
+                return;
+            }
+            Effect::Submit(s) => (
+                Topic::Submissions,
+                s.execution_id.to_string(),
+                Payload::Submission(s.clone()),
+            ),
+            Effect::RequestActivity(r) => (
+                Topic::Activity,
+                r.execution_id.to_string(),
+                Payload::Activity(r.clone()),
+            ),
+            Effect::Respond { to, response } => (
+                Topic::Responses,
+                to.to_string(),
+                Payload::Response(response.clone()),
+            ),
+            Effect::PublishResult(f) => (
+                Topic::Results,
+                f.execution_id.to_string(),
+                Payload::Result(f.clone()),
+            ),
+            Effect::DeadLetter {
+                input,
+                reason,
+                error,
+            } => {
+                let Some(original) = self.procs[&pid].consumer.last_poll.get(*input).cloned()
+                else {
+                    let name = self.procs[&pid].name();
+                    self.anomalies.push(format!(
+                        "{name}: DeadLetter names input {input}, which its last poll does not have"
+                    ));
+                    return;
+                };
+                let envelope = DlqEnvelope {
+                    original_topic: original.topic.name().to_owned(),
+                    original_partition: original.partition,
+                    original_offset: original.offset,
+                    original_timestamp_millis: Some(original.timestamp.timestamp_millis()),
+                    key: original.key.clone().map(String::into_bytes),
+                    value: Some(original.bytes.clone()),
+                    original_headers: Vec::new(),
+                    reason: *reason,
+                    error: error.clone(),
+                    failed_at: now,
+                };
+                let key = original.key.unwrap_or_default();
+                (Topic::Dlq, key, Payload::Dlq(Box::new(envelope)))
+            }
+            Effect::PutTimer(_) | Effect::DeleteTimer(_) | Effect::CancelActivity { .. } => {
+                return;
+            }
+        };
+        let partition = if topic == Topic::Dlq {
+            0
+        } else {
+            self.cluster.partition_for(topic, &key)
+        };
+        let bytes = encode(&payload);
+        self.cluster.append(
+            topic,
+            partition,
+            Some(key),
+            payload,
+            bytes,
+            producer,
+            Some(txn),
+            now,
+        );
+    }
+
+    /// `send_offsets_to_transaction` (nothing to send: nothing is checked).
+    pub fn commit_offsets(
+        &mut self,
+        pid: u64,
+        txn: u64,
+        offsets: &[(InputTopic, i32, i64)],
+    ) -> Result<(), CommitError> {
+        let (tid, epoch, member, generation) = {
+            let p = &self.procs[&pid];
+            (
+                p.transactional_id.clone(),
+                p.epoch,
+                p.consumer.member,
+                p.consumer.generation,
+            )
+        };
+        if let Err(e) = self.cluster.check_open(txn, &tid, epoch) {
+            return Err(self.refused(pid, e));
+        }
+        if offsets.is_empty() {
+            return Ok(());
+        }
+        match self.cluster.send_offsets(txn, offsets, member, generation) {
+            Ok(()) => Ok(()),
+            Err(e) => Err(self.refused(pid, e)),
+        }
+    }
+
+    /// `commit_transaction`.
+    pub fn commit_end(&mut self, pid: u64, txn: u64) -> Result<(), CommitError> {
+        let (tid, epoch, name) = {
+            let p = &self.procs[&pid];
+            (p.transactional_id.clone(), p.epoch, p.name())
+        };
+        if let Err(e) = self.cluster.check_open(txn, &tid, epoch) {
+            return Err(self.refused(pid, e));
+        }
+        let Some(done) = self.cluster.end(txn, true, self.now) else {
+            return Err(self.refused(
+                pid,
+                TxnRefused::Fenced(format!("transaction {txn} vanished")),
+            ));
+        };
+        self.proc(pid).open_txn = None;
+        self.proc(pid).commits += 1;
+        self.stats.commits += 1;
+        let member = self.procs[&pid].consumer.member;
+        let current = member.is_some_and(|m| {
+            self.cluster
+                .group
+                .is_current(m, self.procs[&pid].consumer.generation)
+        });
+        if !current {
+            let owned = self.procs[&pid].consumer.owned.clone();
+            let (tag, what) = if done.offsets.is_empty() {
+                (
+                    "item-2-unfenced-commit",
+                    "a batch without input offsets (due timers only): nothing checked the generation",
+                )
+            } else {
+                (
+                    "item-1-commit-after-reassignment",
+                    "its offsets were accepted before the group moved on; the new owner may have caught up already",
+                )
+            };
+            self.finding(
+                tag,
+                format!(
+                    "{name} (owns {owned:?} as of generation {}, the group is at {}) commits txn {txn} with {} records: {what}",
+                    self.procs[&pid].consumer.generation,
+                    self.cluster.group.generation,
+                    done.written.len()
+                ),
+            );
+        }
+        self.event(format!(
+            "{name}: committed txn {txn}: {} records, offsets {:?}{}",
+            done.written.len(),
+            done.offsets,
+            if current {
+                ""
+            } else {
+                " — by a member the group no longer has in this generation"
+            }
+        ));
+        Ok(())
+    }
+
+    // ---- the store ----
+
+    /// A store read by `pid` now: fails while the store is down.
+    pub fn store_read(&mut self, pid: u64) -> Result<(), String> {
+        match self.store.available(self.now) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                self.stats.store_errors += 1;
+                let name = self.procs[&pid].name();
+                self.event(format!("{name}: store read failed: {e}"));
+                Err(e)
+            }
+        }
+    }
+
+    /// After a timer scan of `partition` from `from`: a scan that starts at the stored
+    /// watermark (a take-over's) never reads a timer due before it, so a timer still in the
+    /// store behind the watermark is lost.
+    pub fn timer_scan(&mut self, pid: u64, partition: i32, from: chrono::DateTime<chrono::Utc>) {
+        let at_watermark = self
+            .store
+            .watermarks
+            .get(&partition)
+            .is_some_and(|w| w.fired_before == super::store::millis(from));
+        if !at_watermark {
+            return;
+        }
+        let behind: Vec<String> = self
+            .store
+            .timers
+            .values()
+            .filter(|t| t.kafka_partition == partition && t.due_at < from)
+            .map(|t| {
+                format!(
+                    "{} due +{}ms",
+                    t.timer_id,
+                    (t.due_at - self.start).num_milliseconds()
+                )
+            })
+            .collect();
+        if !behind.is_empty() {
+            let name = self.procs[&pid].name();
+            let wm = (from - self.start).num_milliseconds();
+            self.finding(
+                "item-5-timer-behind-watermark",
+                format!(
+                    "{name} loads the timers of partition {partition} from its watermark +{wm}ms; \
+                     still in the store behind it, never to be loaded: {behind:?}"
+                ),
+            );
+        }
+    }
+
+    /// Lets `pid`'s background writer write up to `max` queued jobs (merged) if it may.
+    pub fn materialise(&mut self, pid: u64, max: usize) {
+        let now = self.now;
+        let World { procs, store, .. } = self;
+        let Some(proc) = procs.get_mut(&pid) else {
+            return;
+        };
+        if proc.status != Status::Running {
+            return;
+        }
+        let name = proc.name();
+        let mut partitions: BTreeSet<i32> = BTreeSet::new();
+        let mut execution_rows = Vec::new();
+        let result = proc.mat.write(store, now, max, |job| {
+            partitions.extend(job.history.iter().map(|r| r.kafka_partition));
+            partitions.extend(job.executions.iter().map(|r| r.kafka_partition));
+            partitions.extend(job.new_timers.iter().map(|t| t.kafka_partition));
+            partitions.extend(job.removed_timers.iter().map(|t| t.kafka_partition));
+            partitions.extend(job.checkpoints.iter().map(|c| c.kafka_partition));
+            execution_rows.extend(job.executions.iter().map(|r| {
+                (
+                    r.kafka_partition,
+                    format!("{} {} v{}", r.execution_id, r.state, r.history_version),
+                )
+            }));
+        });
+        if matches!(result, Some(Ok(_))) {
+            for partition in partitions {
+                if let Some(owner) = self.current_owner(partition)
+                    && owner != pid
+                {
+                    let rows: Vec<&String> = execution_rows
+                        .iter()
+                        .filter(|(p, _)| *p == partition)
+                        .map(|(_, r)| r)
+                        .collect();
+                    self.finding(
+                        "item-0-former-owner-writes",
+                        format!(
+                            "{name} writes rows of partition {partition}, which p{owner} owns and has taken over \
+                             (execution rows {rows:?}; its timers and checkpoints are plain upserts)"
+                        ),
+                    );
+                }
+            }
+        }
+        let Some(proc) = self.procs.get_mut(&pid) else {
+            return;
+        };
+        match result {
+            None => {}
+            Some(Ok((last, count))) => {
+                let owned = proc.consumer.owned.clone();
+                self.event(format!(
+                    "{name}: materialiser wrote jobs up to {last} ({count} merged); owns {owned:?}"
+                ));
+            }
+            Some(Err(e)) => {
+                self.stats.store_errors += 1;
+                let gave_up = proc.mat.failed.clone();
+                self.event(format!("{name}: materialiser write failed: {e}"));
+                if let Some(g) = gave_up {
+                    self.event(format!("{name}: {g}"));
+                }
+            }
+        }
+    }
+
+    // ---- the activity service ----
+
+    /// Reads new committed requests and schedules their answers; sends the answers due.
+    pub fn activity_step(&mut self) {
+        let now = self.now;
+        let duplicates = self.faults.duplicate_answers;
+        for partition in 0..self.cluster.partitions(Topic::Activity) {
+            let from = self
+                .activities
+                .positions
+                .get(&partition)
+                .copied()
+                .unwrap_or(0);
+            let (records, next) =
+                self.cluster
+                    .read_committed(Topic::Activity, partition, from, usize::MAX);
+            let requests: Vec<_> = records
+                .into_iter()
+                .filter_map(|r| match &r.payload {
+                    Some(Payload::Activity(req)) => Some(req.clone()),
+                    _ => None,
+                })
+                .collect();
+            self.activities.positions.insert(partition, next);
+            for request in requests {
+                let result = activity_result(&request.params);
+                let latency = self.rng.range(0, 1_500) as i64;
+                self.activities.pending.push(PendingAnswer {
+                    due: now + Duration::milliseconds(latency),
+                    parent: request.parent_execution_id.clone(),
+                    child: request.execution_id.clone(),
+                    result: result.clone(),
+                });
+                if duplicates && self.rng.chance(150) {
+                    self.stats.duplicate_answers += 1;
+                    let later = self.rng.range(0, 4_000) as i64;
+                    self.activities.pending.push(PendingAnswer {
+                        due: now + Duration::milliseconds(later),
+                        parent: request.parent_execution_id,
+                        child: request.execution_id,
+                        result,
+                    });
+                }
+            }
+        }
+        let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.activities.pending)
+            .into_iter()
+            .partition(|a| a.due <= now);
+        self.activities.pending = later;
+        for answer in due {
+            self.send_answer(answer);
+        }
+    }
+
+    /// Sends an answer on `weir.responses` (not transactionally).
+    pub fn send_answer(&mut self, answer: PendingAnswer) {
+        let now = self.now;
+        {
+            let key = answer.parent.to_string();
+            let partition = self.cluster.partition_for(Topic::Responses, &key);
+            self.activities
+                .sent
+                .entry(partition)
+                .or_default()
+                .push(answer.clone());
+            let payload = Payload::Response(Response::ChildExecutionFinished {
+                child_execution_id: answer.child,
+                result: answer.result,
+            });
+            let bytes = encode(&payload);
+            self.cluster.append(
+                Topic::Responses,
+                partition,
+                Some(key),
+                payload,
+                bytes,
+                Producer::ActivityService,
+                None,
+                now,
+            );
+        }
+    }
+
+    /// Whether the activity service has read every committed request and sent every answer.
+    pub fn activities_idle(&self) -> bool {
+        self.activities.pending.is_empty()
+            && (0..self.cluster.partitions(Topic::Activity)).all(|p| {
+                let (unread, _) = self.cluster.read_committed(
+                    Topic::Activity,
+                    p,
+                    self.activities.positions.get(&p).copied().unwrap_or(0),
+                    1,
+                );
+                unread.is_empty()
+            })
+    }
+
+    // ---- clients ----
+
+    /// A record from outside (not transactional): a client's submission or a poison record.
+    pub fn client_append(&mut self, topic: Topic, key: String, payload: Payload) -> (i32, i64) {
+        let partition = self.cluster.partition_for(topic, &key);
+        let bytes = encode(&payload);
+        let offset = self.cluster.append(
+            topic,
+            partition,
+            Some(key),
+            payload,
+            bytes,
+            Producer::Client,
+            None,
+            self.now,
+        );
+        (partition, offset)
+    }
+
+    // ---- time ----
+
+    /// The next instant at which something happens on its own (a frozen process resumes, a
+    /// session or rebalance times out, a transaction times out, the store comes back).
+    pub fn next_deadline(&self) -> Option<SimTime> {
+        let unfreeze = self
+            .procs
+            .values()
+            .filter_map(|p| match p.status {
+                Status::Frozen { until } => Some(until),
+                _ => None,
+            })
+            .min();
+        let group = self
+            .cluster
+            .group
+            .next_deadline(self.ms(self.config.rebalance_timeout_ms));
+        let txn = self
+            .cluster
+            .next_transaction_deadline(self.ms(self.config.transaction_timeout_ms));
+        let store = self.store.down_until;
+        [unfreeze, group, txn, store].into_iter().flatten().min()
+    }
+
+    /// Does what is due at `now`.
+    pub fn tick(&mut self) {
+        let now = self.now;
+        let resumed: Vec<u64> = self
+            .procs
+            .values()
+            .filter(|p| matches!(p.status, Status::Frozen { until } if until <= now))
+            .map(|p| p.pid)
+            .collect();
+        for pid in resumed {
+            self.resume(pid);
+        }
+        let rebalance_timeout = self.ms(self.config.rebalance_timeout_ms);
+        let generation = self.cluster.group.generation;
+        for e in self.cluster.group.tick(now, rebalance_timeout) {
+            self.event(e);
+        }
+        if self.cluster.group.generation != generation {
+            self.stats.rebalances += 1;
+            let done = rebalance_done(&self.cluster.group);
+            self.event(done);
+        }
+        let timeout = self.ms(self.config.transaction_timeout_ms);
+        for txn in self.cluster.expire_transactions(now, timeout) {
+            self.stats.timed_out_txns += 1;
+            let owner = self
+                .procs
+                .get(&txn.pid)
+                .map_or_else(|| format!("p{}", txn.pid), Proc::name);
+            self.event(format!(
+                "broker: transaction {} of {owner} timed out: aborted ({} records, offsets {:?}); producer fenced",
+                txn.number,
+                txn.written.len(),
+                txn.offsets
+            ));
+        }
+        if self.store.down_until.is_some_and(|t| t <= now) {
+            self.store.down_until = None;
+            self.event("store: back");
+        }
+    }
+
+    /// A frozen process goes on (SIGCONT).
+    pub fn resume(&mut self, pid: u64) {
+        let now = self.now;
+        let Some(proc) = self.procs.get_mut(&pid) else {
+            return;
+        };
+        if !matches!(proc.status, Status::Frozen { .. }) {
+            return;
+        }
+        proc.status = Status::Running;
+        let name = proc.name();
+        let member = proc.consumer.member;
+        let queued = proc.mat.queue.len();
+        let still_member = member.and_then(|m| self.cluster.group.members.get_mut(&m));
+        let note = match still_member {
+            Some(m) => {
+                m.expires_at = None;
+                "still a member".to_owned()
+            }
+            None => format!(
+                "no longer a member — a zombie ({queued} materialiser jobs queued, txn {:?})",
+                self.procs[&pid].open_txn
+            ),
+        };
+        let _ = now;
+        self.event(format!("{name}: resumes, {note}"));
+    }
+
+    /// SIGSTOP for `ms`.
+    pub fn freeze(&mut self, pid: u64, ms: i64) {
+        let now = self.now;
+        let session = self.ms(self.config.session_timeout_ms);
+        let Some(proc) = self.procs.get_mut(&pid) else {
+            return;
+        };
+        if proc.status != Status::Running {
+            return;
+        }
+        proc.status = Status::Frozen {
+            until: now + Duration::milliseconds(ms),
+        };
+        self.stats.freezes += 1;
+        let name = proc.name();
+        let at = proc.at;
+        if let Some(m) = proc
+            .consumer
+            .member
+            .and_then(|m| self.cluster.group.members.get_mut(&m))
+        {
+            m.expires_at = Some(m.expires_at.unwrap_or(now + session).min(now + session));
+        }
+        self.event(format!("{name}: frozen for {ms} ms at `{at}`"));
+    }
+
+    /// The process is gone: killed (its member stays until its session expires) or exited
+    /// (its consumer left the group).
+    pub fn bury(&mut self, pid: u64, killed: bool) {
+        let now = self.now;
+        let session = self.ms(self.config.session_timeout_ms);
+        let Some(proc) = self.procs.get_mut(&pid) else {
+            return;
+        };
+        proc.status = Status::Dead;
+        proc.mat.clear();
+        let member = proc.consumer.member;
+        if let Some(member) = member {
+            if killed {
+                if let Some(m) = self.cluster.group.members.get_mut(&member) {
+                    m.expires_at = Some(m.expires_at.unwrap_or(now + session).min(now + session));
+                }
+            } else {
+                let generation = self.cluster.group.generation;
+                self.cluster.group.remove(member, now);
+                if self.cluster.group.generation != generation {
+                    self.stats.rebalances += 1;
+                    let done = rebalance_done(&self.cluster.group);
+                    self.event(done);
+                }
+            }
+        }
+    }
+}
+
+fn rebalance_done(group: &super::cluster::Group) -> String {
+    format!(
+        "group: generation {}: assignment {:?}",
+        group.generation, group.assignment
+    )
+}
+
+/// What the driver's decoder makes of a record's value.
+fn decode(payload: Option<&Payload>) -> Result<Body, Undecodable> {
+    match payload {
+        Some(Payload::Submission(s)) => Ok(Body::Submission(s.clone())),
+        Some(Payload::Response(r)) => Ok(Body::Response(r.clone())),
+        Some(Payload::Garbage(why)) => Err(Undecodable {
+            reason: DlqReason::Undecodable,
+            error: why.clone(),
+        }),
+        other => Err(Undecodable {
+            reason: DlqReason::Undecodable,
+            error: format!("not an input record: {other:?}"),
+        }),
+    }
+}
