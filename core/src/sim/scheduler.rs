@@ -502,8 +502,11 @@ impl Sim {
         self.restarts();
     }
 
-    /// Nothing arrives for `ms`; the workers keep polling (an idle worker's loop goes on:
-    /// it refills its timers every horizon), in steps of 50 s.
+    /// Nothing arrives for `ms`; the workers keep polling (an idle worker's loop goes on).
+    /// Time moves in steps of an hour, each taken only once the group is stable (a live
+    /// worker would have rejoined a rebalance within seconds; a jump must not make it miss
+    /// the rebalance timeout); after each step every worker has idle turns (it refills its
+    /// timers — a scan of an hour — and writes what an idle turn writes).
     pub fn idle(&mut self, ms: i64) {
         self.note(format!(
             "nothing arrives for {} s; the workers keep polling",
@@ -511,13 +514,38 @@ impl Sim {
         ));
         let end = self.now() + Duration::milliseconds(ms);
         while self.now() < end {
-            let step = (end - self.now()).num_milliseconds().min(50_000);
+            for _ in 0..60 {
+                if self.membership_stable() {
+                    break;
+                }
+                for slot in self.slots() {
+                    self.run(slot, 10);
+                }
+                self.materialise_all();
+                self.advance(1_000);
+            }
+            let step = (end - self.now()).num_milliseconds().min(3_600_000);
             self.advance(step);
             for slot in self.slots() {
-                self.run(slot, 4);
+                self.run(slot, 6);
             }
             self.materialise_all();
         }
+    }
+
+    /// No rebalance in progress, and every running member holds the current generation.
+    fn membership_stable(&self) -> bool {
+        let w = self.world();
+        let group = &w.cluster.group;
+        group.rebalance_since.is_none()
+            && w.procs
+                .values()
+                .filter(|p| p.status == Status::Running)
+                .all(|p| {
+                    p.consumer
+                        .member
+                        .is_some_and(|m| group.is_current(m, p.consumer.generation))
+                })
     }
 
     /// Steady load for `ms`: before each poll of each worker, one more record arrives on a
