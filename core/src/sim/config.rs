@@ -155,9 +155,12 @@ impl Faults {
         f
     }
 
-    /// Every class except those that hit bugs still open (issue 11 items 0, 1, 2, 5, 6, and
-    /// the hanging-transaction catch-up bug): `hanging_txns`, `zombies`, `revoked_writes`,
-    /// `long_timers`, `long_idle`.
+    /// What `dst_short` runs: every class except `hanging_txns`, `zombies`, `revoked_writes`,
+    /// `long_timers` and `long_idle`. Those found issue 11 items 0, 1, 2, 5, 6 and the
+    /// hanging-transaction catch-up bug; the fixes of items 1, 2, 5, 6 landed in ea2188f and
+    /// their own tests run in CI (`dst_long_timers`, `dst_long_idle`, `dst_hanging_transactions`,
+    /// the scripted `issue11_*`), while what is left of item 0 keeps `zombies` and
+    /// `revoked_writes` out of the mix.
     pub fn passing() -> Self {
         Faults {
             hanging_txns: false,
