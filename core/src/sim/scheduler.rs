@@ -533,11 +533,13 @@ impl Sim {
         }
     }
 
-    /// No rebalance in progress, and every running member holds the current generation.
+    /// No rebalance and no transaction in progress, and every running member holds the
+    /// current generation.
     fn membership_stable(&self) -> bool {
         let w = self.world();
         let group = &w.cluster.group;
-        group.rebalance_since.is_none()
+        w.cluster.txns.is_empty()
+            && group.rebalance_since.is_none()
             && w.procs
                 .values()
                 .filter(|p| p.status == Status::Running)

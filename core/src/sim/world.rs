@@ -777,7 +777,21 @@ impl World {
             }));
         });
         if matches!(result, Some(Ok(_))) {
-            for partition in partitions {
+            let zombie = self.procs[&pid]
+                .consumer
+                .member
+                .is_none_or(|m| !self.cluster.group.members.contains_key(&m));
+            if zombie && !partitions.is_empty() {
+                self.finding(
+                    "item-0-former-owner-writes",
+                    format!(
+                        "{name} writes rows of partitions {partitions:?} after the group removed it \
+                         (a zombie; execution rows {:?}; its timers and checkpoints are plain upserts)",
+                        execution_rows.iter().map(|(_, r)| r).collect::<Vec<_>>()
+                    ),
+                );
+            }
+            for partition in partitions.iter().copied().filter(|_| !zombie) {
                 if let Some(owner) = self.current_owner(partition)
                     && owner != pid
                 {
