@@ -191,14 +191,12 @@ fn dst_revoked_writes() {
 }
 
 /// kill -9 inside a transaction: it hangs until the transaction timeout.
-/// Before ea2188f seed 1737 (of 0..2000) failed; on today's driver seeds 2172 and 3194 (of
-/// 2000..6000) fail (`catch-up-behind-hanging-txn`; see `hanging_transaction_seeds`). The bug
-/// is open, and ea2188f does not address it: the rewind waits for transactions holding
-/// offsets (KIP-447), and a transaction killed before `send_offsets_to_transaction` holds
-/// none, so catch-up still stops at its LSO (the scripted
-/// `hanging_transaction_hides_a_later_owners_batch_from_catch_up` fails). It needs two owner
-/// deaths within the transaction timeout and the second owner's batch unwritten: about one
-/// run in 2 000, which is why these seeds pass.
+/// Before ea2188f seed 1737 (of 0..2000) failed; after it seeds 2172 and 3194 (of 2000..6000)
+/// (`catch-up-behind-hanging-txn`: the rewind waits for transactions holding offsets
+/// (KIP-447), and one killed before `send_offsets_to_transaction` holds none, so catch-up
+/// stopped at its LSO). Since catch-up waits until no transaction is open on the history
+/// partition, none of 0..6000 fails (see `hanging_transaction_seeds` and the scripted
+/// `hanging_transaction_holds_catch_up_until_it_is_resolved`).
 #[test]
 fn dst_hanging_transactions() {
     // 2 000 seeds found it; CI runs fewer (`WEIR_DST_SEEDS` for more).
@@ -643,16 +641,16 @@ fn issue11_item6_an_idle_partitions_watermark() {
     assert_invariants(&mut sim);
 }
 
-/// Not in issue 11 (found by `dst_hanging_transactions`). The owner is killed inside a
-/// commit, after producing and before sending offsets: its transaction hangs until the
-/// transaction timeout, holding history's last stable offset back, and holds no offsets, so
-/// a rewind does not wait for it. The next owner processes the inputs again and commits —
-/// its records lie beyond that LSO, invisible — and is killed before its writer writes. The
-/// owner after it (still within the timeout) catches up to the LSO, misses that committed
-/// batch, and its checkpoints move past it: the store never gets it.
+/// Not in issue 11 (found by `dst_hanging_transactions`, fixed since). The owner is killed
+/// inside a commit, after producing and before sending offsets: its transaction hangs until
+/// the transaction timeout, holding history's last stable offset back, and holds no offsets,
+/// so a rewind does not wait for it. Before the fix, the next owner processed the inputs
+/// again and committed (its records beyond that LSO, invisible) and was killed before its
+/// writer wrote; the owner after it, still within the timeout, caught up to the LSO, missed
+/// that committed batch, and moved the checkpoint past it: the store never got it. Now
+/// catch-up waits until no transaction is open on the history partition.
 #[test]
-#[ignore = "not in issue 11: catch-up stops at a hanging transaction's LSO and misses a later owner's committed batch"]
-fn hanging_transaction_hides_a_later_owners_batch_from_catch_up() {
+fn hanging_transaction_holds_catch_up_until_it_is_resolved() {
     let mut sim = deployment(1, 2);
     sim.submit(Workflow::Seq, &[1, 0]);
     let first = owner(&sim, 0);
@@ -660,12 +658,16 @@ fn hanging_transaction_hides_a_later_owners_batch_from_catch_up() {
     let reached = sim.run_until(first, "commit: produced", 500);
     ensure(&sim, reached, "sim.run_until(first, commit: produced, 500)");
     sim.crash(first); // restarted by its supervisor, a new member
-    // The second worker takes over when the first one's session expires, reads the
-    // submission again and commits; it is killed right after, before its writer writes.
-    let mut killed = false;
-    for _ in 0..200 {
+    // The second worker takes over when the first one's session expires; its catch-up
+    // waits for the hanging transaction. Once that timed out it reads the submission again
+    // and commits; it is killed right after, before its writer writes.
+    let (mut waited, mut killed) = (false, false);
+    for _ in 0..2_000 {
         for slot in sim.slots().into_iter().filter(|s| *s != second) {
             sim.run(slot, 20);
+        }
+        if sim.at(second) == Some("read-history: waiting for an open transaction") {
+            waited |= sim.world().cluster.txns.len() == 1;
         }
         if sim.run_until_committed(second, 20) {
             sim.crash(second);
@@ -676,19 +678,19 @@ fn hanging_transaction_hides_a_later_owners_batch_from_catch_up() {
         sim.activities();
         sim.advance(100);
     }
-    ensure(&sim, killed, "the second worker never committed");
     ensure(
         &sim,
-        sim.world().cluster.txns.len() == 1,
-        "the first transaction still hangs",
+        waited,
+        "the second worker's catch-up waited for the hanging transaction",
     );
+    ensure(&sim, killed, "the second worker never committed");
     assert_invariants(&mut sim);
 }
 
 /// The seeds that still fail on today's driver, by open bug (each was found by the seeded
 /// runs above; see their docs).
 #[test]
-#[ignore = "not in issue 11: catch-up stops at a hanging transaction's LSO (seeds 2172, 3194 of +hanging_txns)"]
+// Found by the DST before its fix: catch-up stopped at a hanging transaction's LSO.
 fn hanging_transaction_seeds() {
     assert_seeds_pass(&[2172, 3194], Faults::parse("+hanging_txns").unwrap());
 }

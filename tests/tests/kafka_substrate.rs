@@ -298,3 +298,104 @@ fn a_consumer_group_rebalances_partitions_between_members() {
         },
     );
 }
+
+/// Catch-up reads a history partition to its end once no transaction is open on it. A worker
+/// killed inside a commit leaves its transaction open (until the transaction timeout), which
+/// holds the last stable offset back; a later owner's committed batch lies beyond it. A read
+/// that stopped at the LSO would miss that batch, and the checkpoint would move past it. The
+/// reader must wait, and report an open transaction that outlives its patience by name.
+#[test]
+fn history_catch_up_waits_for_a_hanging_transaction_and_reads_what_lies_beyond_it() {
+    use weir::codec::records::HistoryEntry;
+    use weir::codec::{Codec, HistoryRecord};
+    use weir::kafka::history_reader::{self, HistoryReadError};
+    use weir::model::{ExecutionId, ExecutionResult};
+
+    let topic = unique_name("history_hang");
+    create_topics(&[(&topic, 1)]);
+    let codec = Codec::new(None);
+    let id = ExecutionId::top_level(ulid::Ulid::new());
+    let record = |seq: u64| {
+        let record = HistoryRecord {
+            execution_id: id.clone(),
+            seq,
+            entry: HistoryEntry::Finished {
+                result: ExecutionResult::Ok(serde_json::json!(seq)),
+                finished_at: chrono::Utc::now(),
+            },
+        };
+        codec.encode(&topic, &record).expect("encode")
+    };
+    let producer = |name: &str| -> ThreadedProducer<DefaultProducerContext> {
+        let producer: ThreadedProducer<DefaultProducerContext> = kafka_config()
+            .transactional_producer(&unique_name(name))
+            .create()
+            .expect("transactional producer");
+        producer.init_transactions(TIMEOUT).expect("init");
+        producer
+    };
+    let send = |producer: &ThreadedProducer<DefaultProducerContext>, seq: u64| {
+        producer
+            .send(
+                BaseRecord::to(&topic)
+                    .key(&id.to_string())
+                    .payload(&record(seq)),
+            )
+            .expect("enqueue");
+        producer.flush(TIMEOUT).expect("flush");
+    };
+    // Committed before the hang: seq 0. The dead owner's open transaction: seq 1. A later
+    // owner's committed batch, beyond it: seq 2.
+    let earlier = producer("hist_earlier");
+    earlier.begin_transaction().expect("begin");
+    send(&earlier, 0);
+    earlier.commit_transaction(TIMEOUT).expect("commit");
+    let dead = producer("hist_dead");
+    dead.begin_transaction().expect("begin");
+    send(&dead, 1);
+    let later = producer("hist_later");
+    later.begin_transaction().expect("begin");
+    send(&later, 2);
+    later.commit_transaction(TIMEOUT).expect("commit");
+
+    let read = |settle: Duration| {
+        history_reader::read(
+            &kafka_config(),
+            &codec,
+            &unique_name("catchup"),
+            &topic,
+            0,
+            0,
+            settle,
+        )
+    };
+    // While the transaction is open: a named error, not a short read.
+    match read(Duration::from_secs(2)) {
+        Err(HistoryReadError::OpenTransaction { lso, high, .. }) => {
+            assert_eq!(lso, 2, "the LSO is the open transaction's first offset");
+            assert!(
+                high > 3,
+                "the high watermark is past the later batch: {high}"
+            );
+        }
+        other => panic!("expected an open-transaction error, got {other:?}"),
+    }
+    // Once it is resolved (here: aborted, as the broker does at the timeout), everything
+    // committed is read, the later owner's batch included.
+    let reader = std::thread::scope(|scope| {
+        // The reader may begin before or after the abort: either way it must read both.
+        let reader = scope.spawn(|| read(Duration::from_secs(60)));
+        dead.abort_transaction(TIMEOUT).expect("abort");
+        reader.join().expect("reader thread")
+    });
+    let seqs: Vec<u64> = reader
+        .expect("read after the abort")
+        .iter()
+        .map(|e| e.record.seq)
+        .collect();
+    assert_eq!(
+        seqs,
+        vec![0, 2],
+        "committed records on both sides of the aborted one"
+    );
+}

@@ -78,9 +78,9 @@ pub struct Faults {
     pub crashes: bool,
     /// kill -9 while the process has a transaction open: it hangs until the transaction
     /// timeout, holding back the last stable offset of every partition it wrote (each
-    /// process has a fresh transactional id, so nothing fences it sooner). Hits a bug not in
-    /// issue 11's list: catch-up stops at that LSO and misses a later owner's committed
-    /// batches (see the `hanging_transaction_*` scenario).
+    /// process has a fresh transactional id, so nothing fences it sooner). Found a bug not in
+    /// issue 11's list, fixed since: catch-up stopped at that LSO and missed a later owner's
+    /// committed batches (see the `hanging_transaction_*` scenario).
     pub hanging_txns: bool,
     /// Workers added and removed (graceful shutdown): rebalances.
     pub rebalances: bool,
@@ -155,15 +155,13 @@ impl Faults {
         f
     }
 
-    /// What `dst_short` runs: every class except `hanging_txns`, `zombies`, `revoked_writes`,
-    /// `long_timers` and `long_idle`. Those found issue 11 items 0, 1, 2, 5, 6 and the
-    /// hanging-transaction catch-up bug; the fixes of items 1, 2, 5, 6 landed in ea2188f and
-    /// their own tests run in CI (`dst_long_timers`, `dst_long_idle`, `dst_hanging_transactions`,
+    /// What `dst_short` runs: every class except `zombies`, `revoked_writes`, `long_timers`
+    /// and `long_idle`. Those found issue 11 items 0, 1, 2, 5, 6; the fixes of items 1, 2, 5, 6
+    /// landed in ea2188f and their own tests run in CI (`dst_long_timers`, `dst_long_idle`,
     /// the scripted `issue11_*`), while what is left of item 0 keeps `zombies` and
     /// `revoked_writes` out of the mix.
     pub fn passing() -> Self {
         Faults {
-            hanging_txns: false,
             zombies: false,
             revoked_writes: false,
             long_timers: false,

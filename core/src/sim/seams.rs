@@ -77,7 +77,7 @@ impl Log for SimLog {
         async move {
             lock(&world).set_at(pid, "read-history");
             yield_now().await;
-            Ok(lock(&world).read_history(pid, partition, from))
+            Ok(wait_until(|| lock(&world).read_history(pid, partition, from)).await)
         }
     }
 

@@ -410,39 +410,32 @@ impl World {
         Some(out)
     }
 
-    pub fn read_history(&mut self, pid: u64, partition: i32, from: i64) -> Vec<LoggedEntry> {
-        let lso = self.cluster.lso(Topic::History, partition);
-        let beyond = self
+    /// The committed records of history `partition` from `from`, once no transaction is open
+    /// on it (`None` until then: an open transaction holds the LSO back, and committed
+    /// records may lie beyond it).
+    pub fn read_history(
+        &mut self,
+        pid: u64,
+        partition: i32,
+        from: i64,
+    ) -> Option<Vec<LoggedEntry>> {
+        let blocker = self
             .cluster
-            .log(Topic::History, partition)
-            .iter()
-            .skip(lso.max(from) as usize)
-            .find(|r| r.visible())
-            .map(|r| (r.offset, r.producer));
-        if let Some((offset, producer)) = beyond {
-            let blocker = self
-                .cluster
-                .txns
-                .values()
-                .filter_map(|t| t.first.get(&(Topic::History, partition)).map(|o| (*o, t)))
-                .min_by_key(|(o, _)| *o)
-                .map(|(_, t)| (t.number, t.pid, t.offsets.is_empty()));
-            let name = self.procs[&pid].name();
-            if let Some((txn, owner, no_offsets)) = blocker {
-                let tag = if no_offsets {
-                    "catch-up-behind-hanging-txn"
-                } else {
-                    "item-1-catch-up-before-resolve"
-                };
-                self.finding(
-                    tag,
-                    format!(
-                        "{name} catches up history/{partition} from {from} to the LSO {lso}, held by txn {txn} of p{owner} \
-                         ({}), while committed records lie beyond it (first at {offset}, by {producer:?})",
-                        if no_offsets { "no offsets sent: the rewind will not wait for it" } else { "offsets sent" }
-                    ),
-                );
+            .txns
+            .values()
+            .filter(|t| t.first.contains_key(&(Topic::History, partition)))
+            .map(|t| t.number)
+            .min();
+        if let Some(txn) = blocker {
+            let proc = self.proc(pid);
+            if proc.at != "read-history: waiting for an open transaction" {
+                proc.at = "read-history: waiting for an open transaction";
+                let name = proc.name();
+                self.event(format!(
+                    "{name}: catch-up waits: transaction {txn} is open on history/{partition}"
+                ));
             }
+            return None;
         }
         let (records, _) = self
             .cluster
@@ -458,7 +451,8 @@ impl World {
                 }),
                 _ => None,
             })
-            .collect()
+            .collect::<Vec<_>>()
+            .into()
     }
 
     // ---- the producer ----

@@ -1,9 +1,19 @@
-//! Reads a partition of `weir.history` from an offset to its last stable offset: what a new
-//! owner's catch-up of the store needs (the rules of catch-up are the driver's, in
-//! `weir_core::driver`). A `read_committed` consumer reports the end of the partition at the
-//! last stable offset, so nothing of an open or aborted transaction is read.
+//! Reads a partition of `weir.history` from an offset to its end, once no transaction is open
+//! on it: what a new owner's catch-up of the store needs (the rules of catch-up are the
+//! driver's, in `weir_core::driver`).
+//!
+//! A `read_committed` consumer stops at the last stable offset (LSO), the first offset of the
+//! oldest open transaction. A worker killed inside a commit leaves its transaction open until
+//! the transaction timeout, and committed batches of a later owner may lie beyond that
+//! offset: reading to the LSO would miss them, and the checkpoint would then move past them
+//! for good. So the read first waits until the LSO reaches the high watermark seen when it
+//! began (librdkafka ≥ 1.7.1 answers `query_watermark_offsets` with the LSO under
+//! `read_committed` and the high watermark under `read_uncommitted`). Only the partition's
+//! owner writes to it, so the wait ends when the dead transaction times out (or is fenced
+//! by a restart with the same transactional id); a zombie's later transaction cannot commit
+//! and is not waited for.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -23,6 +33,18 @@ pub enum HistoryReadError {
         partition: i32,
         source: KafkaError,
     },
+    #[error(
+        "{topic}/{partition}: a transaction is still open after {waited:?} (last stable offset \
+         {lso}, high watermark {high}); is a broker's transaction timeout longer than the \
+         worker's?"
+    )]
+    OpenTransaction {
+        topic: String,
+        partition: i32,
+        lso: i64,
+        high: i64,
+        waited: Duration,
+    },
     #[error("{topic}/{partition} offset {offset}: {reason}")]
     Record {
         topic: String,
@@ -32,7 +54,13 @@ pub enum HistoryReadError {
     },
 }
 
-/// The committed records of `topic`/`partition` from `from` to the last stable offset.
+/// How often the end offsets are asked while a transaction is open.
+const SETTLE_POLL: Duration = Duration::from_millis(100);
+/// How long one `query_watermark_offsets` may take.
+const QUERY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The committed records of `topic`/`partition` from `from` to its end, after waiting (at
+/// most `settle`) until no transaction that began before the call is open on it.
 pub fn read(
     kafka: &KafkaConfig,
     codec: &Codec,
@@ -40,19 +68,15 @@ pub fn read(
     topic: &str,
     partition: i32,
     from: i64,
+    settle: Duration,
 ) -> Result<Vec<LoggedEntry>, HistoryReadError> {
     let kafka_error = |source| HistoryReadError::Kafka {
         topic: topic.to_owned(),
         partition,
         source,
     };
-    let mut config = kafka.client();
-    config
-        .set("group.id", format!("weir-catchup-{owner}"))
-        .set("isolation.level", "read_committed")
-        .set("enable.auto.commit", "false")
-        .set("enable.partition.eof", "true");
-    let consumer: BaseConsumer = config.create().map_err(kafka_error)?;
+    let consumer = consumer(kafka, owner, "read_committed").map_err(kafka_error)?;
+    wait_until_settled(kafka, &consumer, owner, topic, partition, settle)?;
     let mut assignment = TopicPartitionList::new();
     assignment
         .add_partition_offset(topic, partition, Offset::Offset(from))
@@ -92,4 +116,70 @@ pub fn read(
         }
     }
     Ok(entries)
+}
+
+fn consumer(kafka: &KafkaConfig, owner: &str, isolation: &str) -> Result<BaseConsumer, KafkaError> {
+    let mut config = kafka.client();
+    config
+        .set("group.id", format!("weir-catchup-{owner}"))
+        .set("isolation.level", isolation)
+        .set("enable.auto.commit", "false")
+        .set("enable.partition.eof", "true");
+    config.create()
+}
+
+/// Waits until the last stable offset of `topic`/`partition` reaches the high watermark it
+/// had when the wait began.
+pub fn wait_until_settled(
+    kafka: &KafkaConfig,
+    committed: &BaseConsumer,
+    owner: &str,
+    topic: &str,
+    partition: i32,
+    settle: Duration,
+) -> Result<(), HistoryReadError> {
+    let kafka_error = |source| HistoryReadError::Kafka {
+        topic: topic.to_owned(),
+        partition,
+        source,
+    };
+    let uncommitted = consumer(kafka, owner, "read_uncommitted").map_err(kafka_error)?;
+    let (_, high) = uncommitted
+        .fetch_watermarks(topic, partition, QUERY_TIMEOUT)
+        .map_err(kafka_error)?;
+    let started = Instant::now();
+    let mut warned = false;
+    loop {
+        let (_, lso) = committed
+            .fetch_watermarks(topic, partition, QUERY_TIMEOUT)
+            .map_err(kafka_error)?;
+        if lso >= high {
+            if warned {
+                tracing::info!(topic, partition, waited = ?started.elapsed(), "the open transaction is resolved");
+            }
+            return Ok(());
+        }
+        let waited = started.elapsed();
+        if waited >= settle {
+            return Err(HistoryReadError::OpenTransaction {
+                topic: topic.to_owned(),
+                partition,
+                lso,
+                high,
+                waited,
+            });
+        }
+        if !warned {
+            tracing::warn!(
+                topic,
+                partition,
+                lso,
+                high,
+                "catch-up waits for an open transaction (a worker killed inside a commit; it \
+                 ends at the transaction timeout)"
+            );
+            warned = true;
+        }
+        std::thread::sleep(SETTLE_POLL);
+    }
 }

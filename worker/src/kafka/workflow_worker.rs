@@ -161,6 +161,10 @@ impl From<StoreError> for WorkerError {
 
 /// Committed batches that may wait for the store before the worker waits for it.
 const MATERIALISE_QUEUE: usize = 64;
+/// How much longer than the transaction timeout catch-up waits for an open transaction on
+/// its history partition: the broker's check for timed-out transactions runs every 10 s by
+/// default, and the abort takes a moment.
+const TRANSACTION_CLEANUP_MARGIN: Duration = Duration::from_secs(30);
 
 /// The workflow worker of one process.
 pub struct WorkflowWorker<S: Store> {
@@ -455,9 +459,13 @@ impl Log for KafkaLog {
             &self.config.instance_id,
             &self.history_topic,
         );
+        // A dead worker's open transaction is aborted by the broker at its timeout, checked
+        // every `transaction.abort.timed.out.transaction.cleanup.interval.ms` (10 s by
+        // default); waiting longer than both means something else is wrong.
+        let settle = self.config.transaction_timeout + TRANSACTION_CLEANUP_MARGIN;
         // librdkafka blocks in poll; keep the runtime's other tasks going meanwhile.
         let entries = tokio::task::block_in_place(|| {
-            history_reader::read(kafka, codec, owner, topic, partition, from)
+            history_reader::read(kafka, codec, owner, topic, partition, from, settle)
         })?;
         Ok(entries)
     }
