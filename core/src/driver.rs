@@ -4,9 +4,12 @@
 //! things is this file's:
 //!
 //! 1. **Take-over** on every change of the partitions owned: wait until every committed batch
-//!    is in the store, forget what memory holds, catch the store up with `weir.history` of
-//!    each owned partition (through the [projection](crate::projection)), load the timers
-//!    due within the horizon, and rewind the log to the committed offsets.
+//!    is in the store, forget what memory holds, take the new group generation (the stamp of
+//!    every store write from now on: see [`WriteStamp`]), rewind the log to the committed
+//!    offsets (which waits for the previous owner's transaction), catch the store up with
+//!    `weir.history` of each owned partition (through the [projection](crate::projection)),
+//!    load the timers due within the horizon, and write the checkpoints and watermarks it
+//!    starts from.
 //! 2. **A batch**: the records of one poll and the timers due now, each stepped through the
 //!    [processor](crate::processor) (rehydrating from the store what it names first); then
 //!    one transaction with every effect and the input offsets.
@@ -28,7 +31,9 @@ use crate::model::ExecutionId;
 use crate::processor::{Batch, Effect, Input, Processor, ProcessorError, ProcessorStats};
 use crate::projection::{ExecutionView, entry_kind, rebuild};
 use crate::records::{HistoryEntry, HistoryRecord};
-use crate::rows::{Checkpoint, HistoryRow, MaterialiseJob, TimerKey, TimerRow, TimerWatermark};
+use crate::rows::{
+    Checkpoint, HistoryRow, MaterialiseJob, TimerChanges, TimerRow, TimerWatermark, WriteStamp,
+};
 use crate::runner::WorkflowRunner;
 use crate::timers::{Refill, TimerIndex};
 
@@ -245,6 +250,9 @@ pub struct Driver<R: WorkflowRunner, L: Log, S: StoreRead, M: Materialise> {
     materialiser: M,
     config: DriverConfig,
     owned: BTreeSet<i32>,
+    /// The group generation of the membership taken over: the order of this worker's store
+    /// writes ([`WriteStamp::owner`]).
+    generation: u64,
     /// The next offset of every owned input partition.
     positions: IndexMap<(InputTopic, i32), i64>,
     retried: u64,
@@ -272,6 +280,7 @@ where
             materialiser,
             config,
             owned: BTreeSet::new(),
+            generation: 0,
             positions: IndexMap::new(),
             retried: 0,
         }
@@ -314,8 +323,8 @@ where
             .map_err(DriverError::Log)?;
         let records = match polled {
             Polled::Shutdown => return Ok(false),
-            Polled::Rebalanced { owned, .. } => {
-                self.take_over(owned).await?;
+            Polled::Rebalanced { generation, owned } => {
+                self.take_over(generation, owned).await?;
                 return Ok(true);
             }
             Polled::Records(records) => records,
@@ -337,7 +346,11 @@ where
     }
 
     /// Adopts a new assignment; see the module docs.
-    pub async fn take_over(&mut self, owned: BTreeSet<i32>) -> Result<(), DriverError> {
+    pub async fn take_over(
+        &mut self,
+        generation: u64,
+        owned: BTreeSet<i32>,
+    ) -> Result<(), DriverError> {
         // Catch-up and the cold path read the store: it must hold every committed batch.
         self.materialiser
             .flush()
@@ -345,6 +358,9 @@ where
             .map_err(DriverError::Materialise)?;
         self.processor.clear();
         self.timers.clear();
+        // From here on this worker's writes outrank every write a former owner still has
+        // queued (see `WriteStamp`).
+        self.generation = generation;
         // First resolve the previous owner: fetching the committed offsets as stable waits
         // until its open transaction is committed or aborted. Only then is the history's last
         // stable offset past everything it committed, so catch-up misses nothing of it.
@@ -367,6 +383,18 @@ where
         self.owned = owned;
         let now = self.log.now();
         self.refill_timers(now).await?;
+        // The watermarks this owner starts from, stamped with its generation: a former
+        // owner's queued watermark (possibly past a timer it never knew of) cannot land after
+        // this one.
+        let job = MaterialiseJob {
+            stamp: self.stamp(now),
+            watermarks: self.watermarks(now, chrono::Duration::zero()),
+            ..MaterialiseJob::default()
+        };
+        self.materialiser
+            .submit(job)
+            .await
+            .map_err(DriverError::Materialise)?;
         self.report(0, 0);
         Ok(())
     }
@@ -450,8 +478,8 @@ where
             Err(CommitError::Retry(e)) => {
                 tracing::warn!(error = %e, "batch aborted; reprocessing from the committed offsets");
                 self.retried += 1;
-                let (_, owned) = self.log.membership();
-                return self.take_over(owned).await;
+                let (generation, owned) = self.log.membership();
+                return self.take_over(generation, owned).await;
             }
             Err(CommitError::Fatal(e)) => return Err(DriverError::Commit(e)),
         };
@@ -482,10 +510,13 @@ where
         landed: Vec<Landed>,
         now: DateTime<Utc>,
     ) -> Result<(), DriverError> {
-        let mut job = MaterialiseJob::default();
+        let mut job = MaterialiseJob {
+            stamp: self.stamp(now),
+            ..MaterialiseJob::default()
+        };
         let mut next_offsets: IndexMap<i32, i64> = IndexMap::new();
         let mut landed = landed.into_iter();
-        let mut timers: IndexMap<TimerKey, Option<TimerRow>> = IndexMap::new();
+        let mut timers = TimerChanges::default();
         for effect in &batch.effects {
             match effect {
                 Effect::Append {
@@ -511,16 +542,12 @@ where
                         recorded_at: now,
                     });
                 }
-                Effect::PutTimer(timer) => {
-                    timers.insert(timer.key(), Some(timer.clone()));
-                }
-                Effect::DeleteTimer(key) => {
-                    timers.insert(key.clone(), None);
-                }
+                Effect::PutTimer(timer) => timers.put(timer.clone()),
+                Effect::DeleteTimer(key) => timers.delete(key.clone()),
                 _ => {}
             }
         }
-        set_timers(&mut job, timers);
+        timers.write_into(&mut job);
         let topic = self.log.history_topic().to_owned();
         job.checkpoints = next_offsets
             .into_iter()
@@ -570,6 +597,7 @@ where
             return Ok(());
         }
         let job = MaterialiseJob {
+            stamp: self.stamp(now),
             watermarks,
             ..MaterialiseJob::default()
         };
@@ -594,6 +622,11 @@ where
             owner: self.config.instance_id.clone(),
             updated_at: now,
         }
+    }
+
+    /// The stamp of a job made now.
+    fn stamp(&self, now: DateTime<Utc>) -> WriteStamp {
+        WriteStamp::owner(self.generation, now)
     }
 
     fn report(&mut self, inputs: usize, effects: usize) {
@@ -628,7 +661,7 @@ where
         let read = entries.len();
         let mut views: IndexMap<ExecutionId, ExecutionView> = IndexMap::new();
         let mut job = MaterialiseJob::default();
-        let mut timers: IndexMap<TimerKey, Option<TimerRow>> = IndexMap::new();
+        let mut timers = TimerChanges::default();
         let catchup_error = |reason: String| DriverError::Catchup { partition, reason };
         for (i, entry) in entries.into_iter().enumerate() {
             let LoggedEntry {
@@ -645,7 +678,7 @@ where
                         let (view, changes) =
                             ExecutionView::new(id.clone(), owner, created.clone(), timestamp);
                         for change in changes {
-                            timer_change(&mut timers, change);
+                            change.add_to(&mut timers);
                         }
                         view
                     }
@@ -672,7 +705,7 @@ where
                     .apply(record.seq, &record.entry, timestamp)
                     .map_err(|e| catchup_error(format!("offset {offset}: {e}")))?;
                 for change in changes {
-                    timer_change(&mut timers, change);
+                    change.add_to(&mut timers);
                 }
             }
             job.history.push(HistoryRow {
@@ -685,9 +718,10 @@ where
                 recorded_at: timestamp,
             });
             if job.history.len() >= CATCHUP_FLUSH_EVERY || i + 1 == read {
-                set_timers(&mut job, std::mem::take(&mut timers));
+                timers.write_into(&mut job);
                 job.executions = views.values().map(ExecutionView::row).collect();
                 let now = self.log.now();
+                job.stamp = self.stamp(now);
                 job.checkpoints = vec![self.checkpoint(&topic, partition, offset + 1, now)];
                 self.materialiser
                     .submit(std::mem::take(&mut job))
@@ -695,35 +729,24 @@ where
                     .map_err(DriverError::Materialise)?;
             }
         }
+        if read == 0 {
+            // Nothing to catch up: the checkpoint is written anyway, stamped with this
+            // owner's generation, so that a former owner's queued one cannot land after it.
+            let now = self.log.now();
+            let job = MaterialiseJob {
+                stamp: self.stamp(now),
+                checkpoints: vec![self.checkpoint(&topic, partition, from, now)],
+                ..MaterialiseJob::default()
+            };
+            self.materialiser
+                .submit(job)
+                .await
+                .map_err(DriverError::Materialise)?;
+        }
         self.materialiser
             .flush()
             .await
             .map_err(DriverError::Materialise)?;
         Ok(read)
-    }
-}
-
-fn timer_change(
-    timers: &mut IndexMap<TimerKey, Option<TimerRow>>,
-    change: crate::projection::TimerChange,
-) {
-    match change {
-        crate::projection::TimerChange::Put(timer) => {
-            timers.insert(timer.key(), Some(timer));
-        }
-        crate::projection::TimerChange::Delete(key) => {
-            timers.insert(key, None);
-        }
-    }
-}
-
-/// The latest change of each timer: a timer put and deleted in one job is only deleted (both
-/// would go to the store concurrently, where the delete could lose).
-fn set_timers(job: &mut MaterialiseJob, timers: IndexMap<TimerKey, Option<TimerRow>>) {
-    for (key, timer) in timers {
-        match timer {
-            Some(timer) => job.new_timers.push(timer),
-            None => job.removed_timers.push(key),
-        }
     }
 }

@@ -58,6 +58,16 @@ pub enum TimerChange {
     Delete(TimerKey),
 }
 
+impl TimerChange {
+    /// Records the change in a job's timer writes.
+    pub fn add_to(self, changes: &mut crate::rows::TimerChanges) {
+        match self {
+            TimerChange::Put(timer) => changes.put(timer),
+            TimerChange::Delete(key) => changes.delete(key),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ProjectionError {
     #[error("execution {execution}: history version {seq} follows version {expected}: a gap")]

@@ -170,9 +170,159 @@ pub struct TimerWatermark {
     pub updated_at: DateTime<Utc>,
 }
 
+/// The order of a store write: the store keeps, of every row (and every deleted row), the
+/// write with the greatest stamp, whatever order the writes arrive in. CQL stores it as the
+/// write timestamp (`USING TIMESTAMP`); the in-memory stores keep it beside the row
+/// ([`LwwTable`]).
+///
+/// Why: a worker that lost a partition (a zombie resuming after a freeze, or a live worker
+/// whose background writer lags behind a rebalance) can still write what it had queued after
+/// the new owner wrote newer rows. Plain upserts let the older write win for good: a fired
+/// delay's timer row put back, behind the watermark, never loaded again (issue 11 item 0).
+///
+/// - Execution rows are stamped with their history version ([`WriteStamp::history_version`]):
+///   a row always describes a prefix of the execution's history, and a longer prefix wins.
+/// - Timers, checkpoints and timer watermarks are stamped with the consumer group generation
+///   in which the job was made, then its time in seconds ([`WriteStamp::owner`]): the group
+///   gives a partition to one member per generation and generations only grow, so a new
+///   owner's writes outrank everything a former owner queued. (A static member restarted in
+///   the same generation writes later in time.) At equal stamps a delete wins, as in CQL.
+///
+/// Both kinds lie above 2^52, beyond every wall-clock timestamp in microseconds until the
+/// year 2112, so rows written by older versions without a stamp never outrank a stamped one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct WriteStamp(pub i64);
+
+impl WriteStamp {
+    const VERSION_BASE: i64 = 1 << 52;
+    const OWNER_BASE: i64 = 1 << 53;
+    /// 2020-01-01T00:00:00Z: the seconds field counts from it (32 bits: until 2156).
+    const EPOCH_SECS: i64 = 1_577_836_800;
+    /// The largest generation that fits beside the seconds.
+    pub const MAX_GENERATION: u64 = ((i64::MAX - Self::OWNER_BASE) >> 32) as u64;
+
+    /// The stamp of an execution row at `history_version`.
+    pub fn history_version(history_version: i64) -> Self {
+        WriteStamp(Self::VERSION_BASE + history_version.max(0))
+    }
+
+    /// The stamp of a job made in group `generation` at `at`.
+    pub fn owner(generation: u64, at: DateTime<Utc>) -> Self {
+        let generation = generation.min(Self::MAX_GENERATION) as i64;
+        let secs = (at.timestamp() - Self::EPOCH_SECS).clamp(0, u32::MAX as i64);
+        WriteStamp(Self::OWNER_BASE + (generation << 32) + secs)
+    }
+
+    /// Whether a write stamped `self` (a delete if `delete`) replaces what a write stamped
+    /// `current` left (a delete if `current_deleted`): a later stamp wins; at equal stamps a
+    /// delete wins, and of two upserts the one applied last.
+    pub fn supersedes(self, delete: bool, current: WriteStamp, current_deleted: bool) -> bool {
+        match self.cmp(&current) {
+            std::cmp::Ordering::Greater => true,
+            std::cmp::Ordering::Less => false,
+            std::cmp::Ordering::Equal => delete || !current_deleted,
+        }
+    }
+}
+
+/// A table of an in-memory store that keeps, per key, the row (or the deletion) of the
+/// greatest [`WriteStamp`], as CQL does with write timestamps.
+#[derive(Debug, Clone)]
+pub struct LwwTable<K: Ord, V> {
+    cells: std::collections::BTreeMap<K, (WriteStamp, Option<V>)>,
+}
+
+impl<K: Ord, V> Default for LwwTable<K, V> {
+    fn default() -> Self {
+        LwwTable {
+            cells: std::collections::BTreeMap::new(),
+        }
+    }
+}
+
+impl<K: Ord, V> LwwTable<K, V> {
+    /// Upserts (`Some`) or deletes (`None`) `key`, unless a later write is there.
+    pub fn write(&mut self, key: K, stamp: WriteStamp, value: Option<V>) {
+        match self.cells.get_mut(&key) {
+            Some(cell) => {
+                if stamp.supersedes(value.is_none(), cell.0, cell.1.is_none()) {
+                    *cell = (stamp, value);
+                }
+            }
+            None => {
+                self.cells.insert(key, (stamp, value));
+            }
+        }
+    }
+
+    pub fn get(&self, key: &K) -> Option<&V> {
+        self.cells.get(key).and_then(|(_, v)| v.as_ref())
+    }
+
+    /// The live rows with keys in `range`, in key order.
+    pub fn range<R: std::ops::RangeBounds<K>>(&self, range: R) -> impl Iterator<Item = (&K, &V)> {
+        self.cells
+            .range(range)
+            .filter_map(|(k, (_, v))| v.as_ref().map(|v| (k, v)))
+    }
+
+    /// The live rows, in key order.
+    pub fn iter(&self) -> impl Iterator<Item = (&K, &V)> {
+        self.range(..)
+    }
+
+    pub fn keys(&self) -> impl Iterator<Item = &K> {
+        self.iter().map(|(k, _)| k)
+    }
+
+    pub fn values(&self) -> impl Iterator<Item = &V> {
+        self.iter().map(|(_, v)| v)
+    }
+
+    pub fn len(&self) -> usize {
+        self.iter().count()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.iter().next().is_none()
+    }
+}
+
+/// The timer writes of a job, latest change per timer: a timer put and then deleted is only
+/// deleted (sent together, the two would reach the store concurrently, where the delete
+/// could lose). The one rule for a live batch, catch-up and [`MaterialiseJob::merge`].
+#[derive(Debug, Default, Clone)]
+pub struct TimerChanges(IndexMap<TimerKey, Option<TimerRow>>);
+
+impl TimerChanges {
+    pub fn put(&mut self, timer: TimerRow) {
+        self.0.insert(timer.key(), Some(timer));
+    }
+
+    pub fn delete(&mut self, key: TimerKey) {
+        self.0.insert(key, None);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Adds the changes to `job`'s timer writes (taking them out of `self`).
+    pub fn write_into(&mut self, job: &mut MaterialiseJob) {
+        for (key, timer) in self.0.drain(..) {
+            match timer {
+                Some(timer) => job.new_timers.push(timer),
+                None => job.removed_timers.push(key),
+            }
+        }
+    }
+}
+
 /// Everything one committed batch (or a run of catch-up) adds to or removes from the store.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct MaterialiseJob {
+    /// The order of its timer, checkpoint and watermark writes ([`WriteStamp::owner`]).
+    pub stamp: WriteStamp,
     /// Changelog rows with their `weir.history` partition and offset.
     pub history: Vec<HistoryRow>,
     pub executions: Vec<ExecutionRow>,
@@ -196,28 +346,31 @@ impl MaterialiseJob {
 
     /// One job with the effect of `jobs` applied in order: history rows accumulate; of an
     /// execution row, a timer (written or removed), a checkpoint and a watermark only the
-    /// latest state is kept. (Keeping a timer's insert and its later delete both would also
-    /// send them to the store concurrently, where the delete could lose.)
+    /// latest state is kept, stamped with the latest stamp. (Keeping a timer's insert and its
+    /// later delete both would also send them to the store concurrently, where the delete
+    /// could lose.) A worker's queue never holds jobs of two generations: a take-over flushes
+    /// it first.
     pub fn merge(jobs: Vec<MaterialiseJob>) -> MaterialiseJob {
         if jobs.len() == 1 {
             return jobs.into_iter().next().unwrap_or_default();
         }
         let mut history = Vec::new();
         let mut executions: IndexMap<ExecutionId, ExecutionRow> = IndexMap::new();
-        // `None`: removed.
-        let mut timers: IndexMap<TimerKey, Option<TimerRow>> = IndexMap::new();
+        let mut timers = TimerChanges::default();
         let mut checkpoints: IndexMap<(String, i32), Checkpoint> = IndexMap::new();
         let mut watermarks: IndexMap<i32, TimerWatermark> = IndexMap::new();
+        let mut stamp = WriteStamp::default();
         for job in jobs {
+            stamp = stamp.max(job.stamp);
             history.extend(job.history);
             for row in job.executions {
                 executions.insert(row.execution_id.clone(), row);
             }
             for timer in job.new_timers {
-                timers.insert(timer.key(), Some(timer));
+                timers.put(timer);
             }
             for key in job.removed_timers {
-                timers.insert(key, None);
+                timers.delete(key);
             }
             for checkpoint in job.checkpoints {
                 let key = (checkpoint.topic.clone(), checkpoint.kafka_partition);
@@ -228,18 +381,14 @@ impl MaterialiseJob {
             }
         }
         let mut merged = MaterialiseJob {
+            stamp,
             history,
             executions: executions.into_values().collect(),
             checkpoints: checkpoints.into_values().collect(),
             watermarks: watermarks.into_values().collect(),
             ..MaterialiseJob::default()
         };
-        for (key, timer) in timers {
-            match timer {
-                Some(timer) => merged.new_timers.push(timer),
-                None => merged.removed_timers.push(key),
-            }
-        }
+        timers.write_into(&mut merged);
         merged
     }
 }

@@ -17,9 +17,11 @@
 //! it entered ("findings") and the trace of its steps; the `reproduce:` line runs it again,
 //! step for step.
 //!
-//! Known bugs (issue 11 and one found here) have `#[ignore]`d tests, each naming the issue
-//! item and the seeds or the scripted scenario that shows it: un-ignore them as the fixes
-//! land (`cargo test -p weir-core --features test-util --test dst -- --ignored`).
+//! A known bug gets an `#[ignore]`d test naming the issue item and the seeds or the scripted
+//! scenario that shows it, un-ignored when its fix lands
+//! (`cargo test -p weir-core --features test-util --test dst -- --ignored`). None is open
+//! today; the tests of the bugs found so far (issue 11 items 0, 1, 2, 5, 6, and a hanging
+//! transaction hiding batches from catch-up) run in CI.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -105,10 +107,9 @@ fn assert_seeds_pass(seeds: &[u64], faults: Faults) {
     );
 }
 
-/// A few hundred seeded runs with every fault class that no open bug trips (the classes
-/// `hanging_txns`, `zombies`, `revoked_writes`, `long_timers`, `long_idle` are off: see the
-/// ignored tests below). `WEIR_DST_SEED`, `WEIR_DST_SEEDS`, `WEIR_DST_FIRST_SEED`,
-/// `WEIR_DST_FAULTS` as in the module docs.
+/// A few hundred seeded runs with every fault class that no open bug trips
+/// (`Faults::passing`: all of them today). `WEIR_DST_SEED`, `WEIR_DST_SEEDS`,
+/// `WEIR_DST_FIRST_SEED`, `WEIR_DST_FAULTS` as in the module docs.
 #[test]
 fn dst_short() {
     let faults = faults_from_env(Faults::passing());
@@ -162,32 +163,41 @@ fn passing_faults_do_happen() {
     assert!(duplicates > 10, "{duplicates} duplicate answers");
 }
 
-// ---- seeded runs of the fault classes that hit open bugs ----
+// ---- seeded runs of the fault classes that found bugs ----
 //
-// Each runs seeds with `passing` plus one class. Failing today (the seeds, their invariants
-// and the finding that explains them, as `dst` reports them):
+// Each runs seeds with the classes that passed when it found its bug plus its own class
+// (`found_with`), so that a seed named below runs exactly the run that failed.
+
+/// The fault classes a seed of `class` ran with when its bug was found: every class but
+/// the five that each found one, plus `class`.
+fn found_with(class: &str) -> Faults {
+    let spec =
+        format!("all,-hanging_txns,-zombies,-revoked_writes,-long_timers,-long_idle,+{class}");
+    Faults::parse(&spec).unwrap()
+}
 
 /// Zombies: a worker frozen past its session timeout (and mostly back before its transaction
 /// times out) that goes on after its partitions were given away.
 /// Before ea2188f 8 of seeds 0..2000 failed: 485, 1821 (item 1), 797, 1375, 200 (item 2),
 /// 368, 976 (items 1 and 0), 1296 (item 0). On today's driver 1296 and 1906 fail: what is
-/// left of item 0 (see `issue11_item0_zombie_seeds`).
+/// left of item 0 (see `issue11_item0_zombie_seeds`). Since timers, checkpoints and
+/// watermarks are written with the writer's generation as their stamp, none of 0..2000 does.
+/// CI runs 300 (`WEIR_DST_SEEDS` for more).
 #[test]
-#[ignore = "issue 11 item 0 (items 1 and 2 are fixed since ea2188f): a resumed zombie's late store writes land"]
 fn dst_zombies() {
-    let seeds: Vec<u64> = (0..2_000).collect();
-    assert_seeds_pass(&seeds, Faults::parse("+zombies").unwrap());
+    let seeds: Vec<u64> = (0..env_u64("WEIR_DST_SEEDS").unwrap_or(300)).collect();
+    assert_seeds_pass(&seeds, found_with("zombies"));
 }
 
 /// A worker that lost partitions in a rebalance writes for them late (it rejoins while its
 /// materialiser still has jobs, and its writer may lag).
 /// Before ea2188f seed 1070 (of 0..2000) failed; on today's driver seed 1563 does (a timer
-/// row written after the new owner deleted it: see `issue11_item0_revoked_writes_seeds`).
+/// row written after the new owner deleted it: see `issue11_item0_revoked_writes_seeds`);
+/// since the stamps, none of 0..2000. CI runs 300 (`WEIR_DST_SEEDS` for more).
 #[test]
-#[ignore = "issue 11 item 0: a former owner's queued store writes land on top of the new owner's (plain upserts)"]
 fn dst_revoked_writes() {
-    let seeds: Vec<u64> = (0..2_000).collect();
-    assert_seeds_pass(&seeds, Faults::parse("+revoked_writes").unwrap());
+    let seeds: Vec<u64> = (0..env_u64("WEIR_DST_SEEDS").unwrap_or(300)).collect();
+    assert_seeds_pass(&seeds, found_with("revoked_writes"));
 }
 
 /// kill -9 inside a transaction: it hangs until the transaction timeout.
@@ -201,7 +211,7 @@ fn dst_revoked_writes() {
 fn dst_hanging_transactions() {
     // 2 000 seeds found it; CI runs fewer (`WEIR_DST_SEEDS` for more).
     let seeds: Vec<u64> = (0..env_u64("WEIR_DST_SEEDS").unwrap_or(300)).collect();
-    assert_seeds_pass(&seeds, Faults::parse("+hanging_txns").unwrap());
+    assert_seeds_pass(&seeds, found_with("hanging_txns"));
 }
 
 /// Delays of 70–180 s (beyond the 60 s horizon) and bursts of steady load.
@@ -212,7 +222,7 @@ fn dst_hanging_transactions() {
 fn dst_long_timers() {
     // 300 seeds found it (20 failed); CI runs fewer (`WEIR_DST_SEEDS` for more).
     let seeds: Vec<u64> = (0..env_u64("WEIR_DST_SEEDS").unwrap_or(60)).collect();
-    assert_seeds_pass(&seeds, Faults::parse("+long_timers").unwrap());
+    assert_seeds_pass(&seeds, found_with("long_timers"));
 }
 
 /// Eight days with nothing to do.
@@ -223,7 +233,7 @@ fn dst_long_timers() {
 // Found by the DST before its fix (commit ea2188f): issue 11 item 6: the watermark of an idle partition is not written; after 7 days every take-over fails the bucket limit (crash loop).
 fn dst_long_idle() {
     let seeds: Vec<u64> = (0..env_u64("WEIR_DST_SEEDS").unwrap_or(20)).collect();
-    assert_seeds_pass(&seeds, Faults::parse("+long_idle").unwrap());
+    assert_seeds_pass(&seeds, found_with("long_idle"));
 }
 
 // ---- scripted scenarios ----
@@ -273,6 +283,18 @@ fn step_only(sim: &mut Sim, slots: &[u32], rounds: usize, materialise: bool) {
         sim.activities();
         sim.advance(100);
     }
+}
+
+/// Like `sim.run_until(slot, at, max)`, with `slot`'s writer writing after every poll (a
+/// take-over waits for it).
+fn run_until_writing(sim: &mut Sim, slot: u32, at: &str, max: usize) -> bool {
+    for _ in 0..max {
+        if sim.run_until(slot, at, 1) {
+            return true;
+        }
+        sim.materialise(slot, 32);
+    }
+    false
 }
 
 /// The slot whose process owns `partition`.
@@ -395,8 +417,8 @@ fn a_zombie_sending_offsets_after_the_rebalance_is_fenced() {
     step_only(&mut sim, &[other], 130, true); // the other worker takes over meanwhile
     assert_eq!(sim.owned(other), vec![0]);
     sim.advance(2_500); // the zombie resumes, before its transaction times out
-    let reached = sim.run_until(owner, "poll", 50);
-    ensure(&sim, reached, "sim.run_until(owner, poll, 50)"); // refused, aborted, rejoins
+    let reached = run_until_writing(&mut sim, owner, "poll", 50);
+    ensure(&sim, reached, "run_until_writing(owner, poll, 50)"); // refused, aborted, rejoins
     assert!(sim.world().stats.refused_generation >= 1);
     assert_invariants(&mut sim);
 }
@@ -502,18 +524,19 @@ fn repeated_kills_of_every_worker_lose_nothing() {
     assert_invariants(&mut sim);
 }
 
-// ---- scripted scenarios of known bugs ----
+// ---- scripted scenarios of the bugs found ----
 
-/// Issue 11 item 0 (what is left of it: execution rows are ordered by history version now,
-/// the other tables are not). The owner commits a batch that requests a delay and freezes
+/// Issue 11 item 0 (fixed: every table's writes are ordered by their `WriteStamp`; before,
+/// execution rows were ordered by history version and the other tables were not). The owner
+/// commits a batch that requests a delay and freezes
 /// with that batch queued in its materialiser. The other worker takes over, catches up from
 /// the log, fires the delay, deletes its timer and finishes the execution. The zombie
 /// resumes and its writer writes the queued job: the timer row is back, for good (no owner
-/// will load a timer behind its watermark). Its older checkpoint and watermark land too.
+/// will load a timer behind its watermark). Its older checkpoint and watermark landed too.
 /// (The zombie is then stopped: a new member would rebalance, and the re-take-over's
 /// catch-up from the regressed checkpoint happens to delete the timer again.)
 #[test]
-#[ignore = "issue 11 item 0: a former owner's late store writes land (a fired timer is put back); a worker that lost a partition must stop writing for it"]
+// Found by the DST before its fix: issue 11 item 0: a former owner's late store writes land.
 fn issue11_item0_a_zombies_queued_writes_land_after_the_new_owner() {
     let mut sim = deployment(1, 2);
     sim.submit(Workflow::Sleepy, &[1, 2_000, 0]);
@@ -663,8 +686,11 @@ fn hanging_transaction_holds_catch_up_until_it_is_resolved() {
     // and commits; it is killed right after, before its writer writes.
     let (mut waited, mut killed) = (false, false);
     for _ in 0..2_000 {
-        for slot in sim.slots().into_iter().filter(|s| *s != second) {
-            sim.run(slot, 20);
+        for slot in sim.slots() {
+            if slot != second {
+                sim.run(slot, 20);
+            }
+            sim.materialise(slot, 32);
         }
         if sim.at(second) == Some("read-history: waiting for an open transaction") {
             waited |= sim.world().cluster.txns.len() == 1;
@@ -687,26 +713,30 @@ fn hanging_transaction_holds_catch_up_until_it_is_resolved() {
     assert_invariants(&mut sim);
 }
 
-/// The seeds that still fail on today's driver, by open bug (each was found by the seeded
-/// runs above; see their docs).
+/// The seeds that failed before the fixes, by bug (each was found by the seeded runs above;
+/// see their docs). A seed replays its run only as long as the driver takes the same steps:
+/// since take-over writes its checkpoints and watermarks, the item 0 seeds no longer reach
+/// the window of that bug even without its fix (checked by disabling the stamps: they pass,
+/// the scripted `issue11_item0_*` fails). The scripted scenarios are the regression tests;
+/// these keep the runs that once failed in the mix.
 #[test]
 // Found by the DST before its fix: catch-up stopped at a hanging transaction's LSO.
 fn hanging_transaction_seeds() {
-    assert_seeds_pass(&[2172, 3194], Faults::parse("+hanging_txns").unwrap());
+    assert_seeds_pass(&[2172, 3194], found_with("hanging_txns"));
 }
 
 /// Zombie writes after the group removed the writer (a delay's timer row put back after the
 /// new owner fired it, behind the watermark, never loaded again: `timers-left`).
 #[test]
-#[ignore = "issue 11 item 0: a zombie's late timer and watermark writes (seeds 1296, 1906 of +zombies)"]
+// Found by the DST before its fix: issue 11 item 0 (seeds 1296, 1906 of +zombies).
 fn issue11_item0_zombie_seeds() {
-    assert_seeds_pass(&[1296, 1906], Faults::parse("+zombies").unwrap());
+    assert_seeds_pass(&[1296, 1906], found_with("zombies"));
 }
 
 /// A revoked (live) owner whose writer lags writes a delay's timer row after the new owner
 /// fired and deleted it (`timers-left`).
 #[test]
-#[ignore = "issue 11 item 0: a revoked owner's late timer write (seed 1563 of +revoked_writes)"]
+// Found by the DST before its fix: issue 11 item 0 (seed 1563 of +revoked_writes).
 fn issue11_item0_revoked_writes_seeds() {
-    assert_seeds_pass(&[1563], Faults::parse("+revoked_writes").unwrap());
+    assert_seeds_pass(&[1563], found_with("revoked_writes"));
 }

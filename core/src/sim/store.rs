@@ -1,8 +1,8 @@
 //! The simulated CQL store: the tables of `schemas/cql/tables.cql` as the CQL store writes
-//! them — history rows, timers, checkpoints and watermarks as unconditional upserts (or
-//! deletes), last write wins; execution rows with a write timestamp derived from their
-//! history version, so an older one never wins; timestamps of millisecond precision — and
-//! the per-process background materialiser queue.
+//! them — history rows as unconditional upserts; execution rows, timers, checkpoints and
+//! watermarks with a write timestamp ([`WriteStamp`]: the history version, or the writer's
+//! group generation and time), so an older write never wins; timestamps of millisecond
+//! precision — and the per-process background materialiser queue.
 //!
 //! The store can be down for a while (every read and write fails), and a materialiser's
 //! queued jobs are applied when the scheduler lets that process's writer run: possibly long
@@ -17,7 +17,8 @@ use chrono::{DateTime, Duration, Utc};
 use crate::model::ExecutionId;
 use crate::records::HistoryRecord;
 use crate::rows::{
-    Checkpoint, ExecutionRow, HistoryRow, MaterialiseJob, TimerKey, TimerRow, TimerWatermark,
+    Checkpoint, ExecutionRow, HistoryRow, LwwTable, MaterialiseJob, TimerKey, TimerRow,
+    TimerWatermark, WriteStamp,
 };
 
 use super::cluster::SimTime;
@@ -63,11 +64,11 @@ impl Codec {
 #[derive(Debug, Default, Clone)]
 pub struct Store {
     pub history: BTreeMap<(ExecutionId, i64), HistoryRow>,
-    pub executions: BTreeMap<ExecutionId, ExecutionRow>,
+    pub executions: LwwTable<ExecutionId, ExecutionRow>,
     /// By (partition, due_at, timer id), as the clustering order of `timers`.
-    pub timers: BTreeMap<(i32, DateTime<Utc>, String), TimerRow>,
-    pub checkpoints: BTreeMap<(String, i32), Checkpoint>,
-    pub watermarks: BTreeMap<i32, TimerWatermark>,
+    pub timers: LwwTable<(i32, DateTime<Utc>, String), TimerRow>,
+    pub checkpoints: LwwTable<(String, i32), Checkpoint>,
+    pub watermarks: LwwTable<i32, TimerWatermark>,
     /// Down until then (every call fails).
     pub down_until: Option<SimTime>,
     /// Jobs applied (for the trace).
@@ -86,7 +87,7 @@ impl Store {
     }
 
     /// Writes a job: history rows, execution rows and timers, then checkpoints and
-    /// watermarks — upserts and deletes (execution rows ordered by history version).
+    /// watermarks — upserts and deletes, each ordered by its stamp.
     pub fn apply(&mut self, job: &MaterialiseJob) {
         for row in &job.history {
             let mut row = row.clone();
@@ -99,23 +100,15 @@ impl Store {
             row.created_at = millis(row.created_at);
             row.updated_at = millis(row.updated_at);
             row.finished_at = row.finished_at.map(millis);
-            // `USING TIMESTAMP` derived from the history version (the CQL store since issue
-            // 11 item 0): an older version never overwrites a newer one.
-            let newer = self
-                .executions
-                .get(&row.execution_id)
-                .is_none_or(|existing| existing.history_version <= row.history_version);
-            if newer {
-                self.executions.insert(row.execution_id.clone(), row);
-            }
+            let stamp = WriteStamp::history_version(row.history_version);
+            self.executions
+                .write(row.execution_id.clone(), stamp, Some(row));
         }
         for timer in &job.new_timers {
             let mut timer = timer.clone();
             timer.due_at = millis(timer.due_at);
-            self.timers.insert(
-                (timer.kafka_partition, timer.due_at, timer.timer_id.clone()),
-                timer,
-            );
+            let key = (timer.kafka_partition, timer.due_at, timer.timer_id.clone());
+            self.timers.write(key, job.stamp, Some(timer));
         }
         for TimerKey {
             kafka_partition,
@@ -123,19 +116,19 @@ impl Store {
             timer_id,
         } in &job.removed_timers
         {
-            self.timers
-                .remove(&(*kafka_partition, millis(*due_at), timer_id.clone()));
+            let key = (*kafka_partition, millis(*due_at), timer_id.clone());
+            self.timers.write(key, job.stamp, None);
         }
         for checkpoint in &job.checkpoints {
-            self.checkpoints.insert(
-                (checkpoint.topic.clone(), checkpoint.kafka_partition),
-                checkpoint.clone(),
-            );
+            let key = (checkpoint.topic.clone(), checkpoint.kafka_partition);
+            self.checkpoints
+                .write(key, job.stamp, Some(checkpoint.clone()));
         }
         for watermark in &job.watermarks {
             let mut watermark = watermark.clone();
             watermark.fired_before = millis(watermark.fired_before);
-            self.watermarks.insert(watermark.kafka_partition, watermark);
+            self.watermarks
+                .write(watermark.kafka_partition, job.stamp, Some(watermark));
         }
         self.jobs_applied += 1;
     }

@@ -228,19 +228,23 @@ async fn write_with_retries<S: Store>(
 /// removes one timer), then the checkpoints. Every write is an idempotent upsert or delete, so
 /// a retry may repeat any of them. Catch-up writes what it reads from the log this way too.
 pub async fn write<S: Store>(store: &S, job: &MaterialiseJob) -> Result<(), StoreError> {
+    let stamp = job.stamp;
     let deletions = futures::future::try_join_all(
         job.removed_timers
             .iter()
-            .map(|key| store.delete_timer(key.kafka_partition, key.due_at, &key.timer_id)),
+            .map(|key| store.delete_timer(key.kafka_partition, key.due_at, &key.timer_id, stamp)),
     );
     futures::try_join!(
         store.materialise(&job.history, &job.executions),
-        store.put_timers(&job.new_timers),
+        store.put_timers(&job.new_timers, stamp),
         deletions
     )?;
-    let watermarks =
-        futures::future::try_join_all(job.watermarks.iter().map(|w| store.put_timer_watermark(w)));
-    futures::try_join!(store.put_checkpoints(&job.checkpoints), watermarks)?;
+    let watermarks = futures::future::try_join_all(
+        job.watermarks
+            .iter()
+            .map(|w| store.put_timer_watermark(w, stamp)),
+    );
+    futures::try_join!(store.put_checkpoints(&job.checkpoints, stamp), watermarks)?;
     Ok(())
 }
 
@@ -254,7 +258,7 @@ mod tests {
     use crate::model::ExecutionId;
     use crate::store::{
         Checkpoint, EntryKind, ExecutionRow, ExecutionState, HistoryRow, InMemoryStore, TimerKey,
-        TimerKind, TimerRow, TimerWatermark,
+        TimerKind, TimerRow, TimerWatermark, WriteStamp,
     };
 
     fn checkpoint(partition: i32, offset: i64) -> Checkpoint {
@@ -327,16 +331,21 @@ mod tests {
         async fn execution(&self, id: &ExecutionId) -> Result<Option<ExecutionRow>, StoreError> {
             self.inner.execution(id).await
         }
-        async fn put_timers(&self, timers: &[TimerRow]) -> Result<(), StoreError> {
-            self.inner.put_timers(timers).await
+        async fn put_timers(
+            &self,
+            timers: &[TimerRow],
+            stamp: WriteStamp,
+        ) -> Result<(), StoreError> {
+            self.inner.put_timers(timers, stamp).await
         }
         async fn delete_timer(
             &self,
             partition: i32,
             due_at: DateTime<Utc>,
             id: &str,
+            stamp: WriteStamp,
         ) -> Result<(), StoreError> {
-            self.inner.delete_timer(partition, due_at, id).await
+            self.inner.delete_timer(partition, due_at, id, stamp).await
         }
         async fn timers_between(
             &self,
@@ -359,10 +368,18 @@ mod tests {
         ) -> Result<Option<TimerWatermark>, StoreError> {
             self.inner.timer_watermark(partition).await
         }
-        async fn put_timer_watermark(&self, w: &TimerWatermark) -> Result<(), StoreError> {
-            self.inner.put_timer_watermark(w).await
+        async fn put_timer_watermark(
+            &self,
+            w: &TimerWatermark,
+            stamp: WriteStamp,
+        ) -> Result<(), StoreError> {
+            self.inner.put_timer_watermark(w, stamp).await
         }
-        async fn put_checkpoint(&self, checkpoint: &Checkpoint) -> Result<(), StoreError> {
+        async fn put_checkpoint(
+            &self,
+            checkpoint: &Checkpoint,
+            stamp: WriteStamp,
+        ) -> Result<(), StoreError> {
             let left = self.failures.load(Ordering::SeqCst);
             if left > 0 {
                 self.failures.store(left - 1, Ordering::SeqCst);
@@ -371,7 +388,7 @@ mod tests {
                     reason: "injected failure".into(),
                 });
             }
-            self.inner.put_checkpoint(checkpoint).await
+            self.inner.put_checkpoint(checkpoint, stamp).await
         }
         async fn materialise(
             &self,

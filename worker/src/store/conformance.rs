@@ -7,7 +7,7 @@ use ulid::Ulid;
 
 use super::rows::{
     Checkpoint, EntryKind, ExecutionRow, ExecutionState, HistoryRow, TimerKind, TimerRow,
-    TimerWatermark,
+    TimerWatermark, WriteStamp,
 };
 use super::{
     MAX_TIMER_BUCKETS_PER_SCAN, Store, StoreError, TIMER_BUCKET_SECONDS, to_store_precision,
@@ -25,6 +25,12 @@ pub async fn run_all<S: Store>(store: &S) {
     large_histories_are_materialised_whole(store).await;
     many_checkpoints_are_written_at_once(store).await;
     timer_watermarks_round_trip(store).await;
+    older_writes_never_win(store).await;
+}
+
+/// The stamp of a write by the owner of group generation `generation`, `secs` into the run.
+fn stamp(generation: u64, secs: i64) -> WriteStamp {
+    WriteStamp::owner(generation, base_time() + Duration::seconds(secs))
 }
 
 fn new_id() -> ExecutionId {
@@ -206,8 +212,14 @@ pub async fn many_checkpoints_are_written_at_once<S: Store>(store: &S) {
             updated_at: to_store_precision(base_time()),
         })
         .collect();
-    store.put_checkpoints(&checkpoints).await.expect("write");
-    store.put_checkpoints(&[]).await.expect("nothing to write");
+    store
+        .put_checkpoints(&checkpoints, stamp(1, 0))
+        .await
+        .expect("write");
+    store
+        .put_checkpoints(&[], stamp(1, 0))
+        .await
+        .expect("nothing to write");
     for expected in &checkpoints {
         assert_eq!(
             store
@@ -299,9 +311,12 @@ pub async fn timers_are_found_by_partition_and_time<S: Store>(store: &S) {
         timer(3 * TIMER_BUCKET_SECONDS + 1, "d", partition),
         timer(10, "other-partition", partition + 1),
     ];
-    store.put_timers(&timers).await.expect("put timers");
     store
-        .put_timers(&timers[..2])
+        .put_timers(&timers, stamp(1, 0))
+        .await
+        .expect("put timers");
+    store
+        .put_timers(&timers[..2], stamp(1, 0))
         .await
         .expect("put again is harmless");
 
@@ -330,11 +345,11 @@ pub async fn timers_are_found_by_partition_and_time<S: Store>(store: &S) {
     assert_eq!(ids(window), ["b"]);
 
     store
-        .delete_timer(partition, timers[2].due_at, "c")
+        .delete_timer(partition, timers[2].due_at, "c", stamp(1, 1))
         .await
         .expect("delete");
     store
-        .delete_timer(partition, timers[2].due_at, "c")
+        .delete_timer(partition, timers[2].due_at, "c", stamp(1, 1))
         .await
         .expect("deleting twice is harmless");
     let after = store
@@ -361,13 +376,22 @@ pub async fn checkpoints_round_trip<S: Store>(store: &S) {
         owner: "worker-a".to_owned(),
         updated_at: base_time(),
     };
-    store.put_checkpoint(&checkpoint).await.expect("write");
+    store
+        .put_checkpoint(&checkpoint, stamp(1, 0))
+        .await
+        .expect("write");
     checkpoint.kafka_partition = 1;
     checkpoint.materialised_offset = 7;
-    store.put_checkpoint(&checkpoint).await.expect("write");
+    store
+        .put_checkpoint(&checkpoint, stamp(1, 0))
+        .await
+        .expect("write");
     checkpoint.materialised_offset = 99;
     checkpoint.owner = "worker-b".to_owned();
-    store.put_checkpoint(&checkpoint).await.expect("overwrite");
+    store
+        .put_checkpoint(&checkpoint, stamp(2, 0))
+        .await
+        .expect("overwrite");
 
     let p0 = store
         .checkpoint(&topic, 0)
@@ -401,7 +425,10 @@ pub async fn timer_watermarks_round_trip<S: Store>(store: &S) {
         owner: "worker-a".to_owned(),
         updated_at: base_time(),
     };
-    store.put_timer_watermark(&watermark).await.expect("write");
+    store
+        .put_timer_watermark(&watermark, stamp(1, 0))
+        .await
+        .expect("write");
     let stored = |w: &TimerWatermark| TimerWatermark {
         fired_before: to_store_precision(w.fired_before),
         updated_at: to_store_precision(w.updated_at),
@@ -414,7 +441,7 @@ pub async fn timer_watermarks_round_trip<S: Store>(store: &S) {
     watermark.fired_before = base_time() + Duration::minutes(3);
     watermark.owner = "worker-b".to_owned();
     store
-        .put_timer_watermark(&watermark)
+        .put_timer_watermark(&watermark, stamp(1, 5))
         .await
         .expect("overwrite");
     assert_eq!(
@@ -424,5 +451,101 @@ pub async fn timer_watermarks_round_trip<S: Store>(store: &S) {
     assert_eq!(
         store.timer_watermark(partition + 1).await.expect("read"),
         None
+    );
+}
+
+/// What a former owner wrote late — a zombie's queued job, a revoked worker's lagging writer
+/// — never replaces what a later owner wrote, whatever the order of arrival: a fired timer
+/// stays deleted, a checkpoint and a watermark keep the newer owner's value. Within one
+/// owner, a later write wins; at equal stamps a delete wins.
+pub async fn older_writes_never_win<S: Store>(store: &S) {
+    // Partitions no other check uses.
+    let partition = 9_002;
+    let topic = format!("weir.history.{}", Ulid::new());
+    let due = base_time() + Duration::seconds(30);
+    let timer = |id: &str| TimerRow {
+        kafka_partition: partition,
+        due_at: due,
+        timer_id: id.to_owned(),
+        execution_id: new_id(),
+        kind: TimerKind::Delay,
+        payload: Vec::new(),
+    };
+    let ids = |found: Vec<TimerRow>| found.into_iter().map(|t| t.timer_id).collect::<Vec<_>>();
+    let scan = || store.timers_between(partition, base_time(), base_time() + Duration::hours(1));
+
+    // The new owner (generation 8) fires a delay the old one (7) requested; the old one's
+    // queued put of the same timer arrives afterwards.
+    store
+        .delete_timer(partition, due, "fired", stamp(8, 0))
+        .await
+        .expect("delete");
+    store
+        .put_timers(&[timer("fired")], stamp(7, 100))
+        .await
+        .expect("late put");
+    // A timer the new owner puts, deleted late by nobody: an older delete loses too.
+    store
+        .put_timers(&[timer("kept")], stamp(8, 1))
+        .await
+        .expect("put");
+    store
+        .delete_timer(partition, due, "kept", stamp(7, 200))
+        .await
+        .expect("late delete");
+    // One owner's later delete wins over its put; at equal stamps too.
+    store
+        .put_timers(&[timer("same-second")], stamp(8, 2))
+        .await
+        .expect("put");
+    store
+        .delete_timer(partition, due, "same-second", stamp(8, 2))
+        .await
+        .expect("delete");
+    assert_eq!(ids(scan().await.expect("scan")), ["kept"]);
+
+    let checkpoint = |offset: i64, owner: &str| Checkpoint {
+        topic: topic.clone(),
+        kafka_partition: partition,
+        materialised_offset: offset,
+        owner: owner.to_owned(),
+        updated_at: to_store_precision(base_time()),
+    };
+    store
+        .put_checkpoint(&checkpoint(500, "new-owner"), stamp(8, 0))
+        .await
+        .expect("write");
+    store
+        .put_checkpoints(&[checkpoint(450, "old-owner")], stamp(7, 100))
+        .await
+        .expect("late write");
+    let read = store.checkpoint(&topic, partition).await.expect("read");
+    assert_eq!(read, Some(checkpoint(500, "new-owner")));
+    store
+        .put_checkpoint(&checkpoint(600, "new-owner"), stamp(8, 5))
+        .await
+        .expect("write");
+    let read = store.checkpoint(&topic, partition).await.expect("read");
+    assert_eq!(read.map(|c| c.materialised_offset), Some(600));
+
+    let watermark = |secs: i64, owner: &str| TimerWatermark {
+        kafka_partition: partition,
+        fired_before: to_store_precision(base_time() + Duration::seconds(secs)),
+        owner: owner.to_owned(),
+        updated_at: to_store_precision(base_time()),
+    };
+    store
+        .put_timer_watermark(&watermark(10, "new-owner"), stamp(8, 0))
+        .await
+        .expect("write");
+    // The old owner's idle watermark, written later and further ahead: past a timer the new
+    // owner requested, which the old one never knew of.
+    store
+        .put_timer_watermark(&watermark(90, "old-owner"), stamp(7, 100))
+        .await
+        .expect("late write");
+    assert_eq!(
+        store.timer_watermark(partition).await.expect("read"),
+        Some(watermark(10, "new-owner"))
     );
 }

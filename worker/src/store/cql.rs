@@ -15,7 +15,7 @@ use scylla::serialize::row::SerializeRow;
 use scylla::statement::batch::{Batch, BatchType};
 use scylla::statement::prepared::PreparedStatement;
 
-use super::rows::{Checkpoint, ExecutionRow, HistoryRow, TimerRow, TimerWatermark};
+use super::rows::{Checkpoint, ExecutionRow, HistoryRow, TimerRow, TimerWatermark, WriteStamp};
 use super::session::validate_keyspace;
 use super::{Store, StoreError, buckets_between, timer_bucket};
 use crate::model::ids::ExecutionId;
@@ -116,26 +116,23 @@ fn execution_values<'a>(
         row.created_at,
         row.updated_at,
         row.finished_at,
-        execution_write_timestamp(row.history_version),
+        // The write timestamp (see `WriteStamp`): an older row never overwrites a newer one.
+        WriteStamp::history_version(row.history_version).0,
     )
 }
 
-/// The write timestamp of an execution row: ordered by its history version, so that an older
-/// row never overwrites a newer one, whatever order the writes arrive in (a fenced worker's
-/// materialiser may write late). Above every wall-clock timestamp in microseconds until the
-/// year 2112, so that rows written before this rule existed are overwritten too.
-pub fn execution_write_timestamp(history_version: i64) -> i64 {
-    (1 << 52) + history_version
-}
-
 /// The bind values of `insert_checkpoint`.
-fn checkpoint_values(c: &Checkpoint) -> (&str, i32, i64, &str, DateTime<Utc>) {
+fn checkpoint_values(
+    c: &Checkpoint,
+    stamp: WriteStamp,
+) -> (&str, i32, i64, &str, DateTime<Utc>, i64) {
     (
         c.topic.as_str(),
         c.kafka_partition,
         c.materialised_offset,
         c.owner.as_str(),
         c.updated_at,
+        stamp.0,
     )
 }
 
@@ -218,11 +215,12 @@ impl CqlStore {
             .await?,
             insert_timer: prepare(format!(
                 "INSERT INTO {ks}.timers (kafka_partition, time_bucket, due_at, timer_id, \
-                 execution_id, kind, payload) VALUES (?, ?, ?, ?, ?, ?, ?)"
+                 execution_id, kind, payload) VALUES (?, ?, ?, ?, ?, ?, ?) USING TIMESTAMP ?"
             ))
             .await?,
             delete_timer: prepare(format!(
-                "DELETE FROM {ks}.timers WHERE kafka_partition = ? AND time_bucket = ? \
+                "DELETE FROM {ks}.timers USING TIMESTAMP ? WHERE kafka_partition = ? \
+                 AND time_bucket = ? \
                  AND due_at = ? AND timer_id = ?"
             ))
             .await?,
@@ -233,7 +231,7 @@ impl CqlStore {
             .await?,
             insert_checkpoint: prepare(format!(
                 "INSERT INTO {ks}.checkpoints (topic, kafka_partition, materialised_offset, owner, \
-                 updated_at) VALUES (?, ?, ?, ?, ?)"
+                 updated_at) VALUES (?, ?, ?, ?, ?) USING TIMESTAMP ?"
             ))
             .await?,
             select_checkpoint: prepare(format!(
@@ -243,7 +241,7 @@ impl CqlStore {
             .await?,
             insert_watermark: prepare(format!(
                 "INSERT INTO {ks}.timer_watermarks (kafka_partition, fired_before, owner, \
-                 updated_at) VALUES (?, ?, ?, ?)"
+                 updated_at) VALUES (?, ?, ?, ?) USING TIMESTAMP ?"
             ))
             .await?,
             select_watermark: prepare(format!(
@@ -391,7 +389,7 @@ impl Store for CqlStore {
         }))
     }
 
-    async fn put_timers(&self, timers: &[TimerRow]) -> Result<(), StoreError> {
+    async fn put_timers(&self, timers: &[TimerRow], stamp: WriteStamp) -> Result<(), StoreError> {
         try_join_all(timers.iter().map(|t| async move {
             let execution_id = t.execution_id.to_string();
             self.session
@@ -405,6 +403,7 @@ impl Store for CqlStore {
                         execution_id.as_str(),
                         t.kind.as_str(),
                         t.payload.as_slice(),
+                        stamp.0,
                     ),
                 )
                 .await
@@ -422,11 +421,18 @@ impl Store for CqlStore {
         kafka_partition: i32,
         due_at: DateTime<Utc>,
         timer_id: &str,
+        stamp: WriteStamp,
     ) -> Result<(), StoreError> {
         self.session
             .execute_unpaged(
                 &self.statements.delete_timer,
-                (kafka_partition, timer_bucket(due_at), due_at, timer_id),
+                (
+                    stamp.0,
+                    kafka_partition,
+                    timer_bucket(due_at),
+                    due_at,
+                    timer_id,
+                ),
             )
             .await
             .map_err(execute_error(format!(
@@ -522,7 +528,11 @@ impl Store for CqlStore {
             }))
     }
 
-    async fn put_timer_watermark(&self, w: &TimerWatermark) -> Result<(), StoreError> {
+    async fn put_timer_watermark(
+        &self,
+        w: &TimerWatermark,
+        stamp: WriteStamp,
+    ) -> Result<(), StoreError> {
         self.session
             .execute_unpaged(
                 &self.statements.insert_watermark,
@@ -531,6 +541,7 @@ impl Store for CqlStore {
                     w.fired_before,
                     w.owner.as_str(),
                     w.updated_at,
+                    stamp.0,
                 ),
             )
             .await
@@ -541,11 +552,15 @@ impl Store for CqlStore {
         Ok(())
     }
 
-    async fn put_checkpoint(&self, checkpoint: &Checkpoint) -> Result<(), StoreError> {
+    async fn put_checkpoint(
+        &self,
+        checkpoint: &Checkpoint,
+        stamp: WriteStamp,
+    ) -> Result<(), StoreError> {
         self.session
             .execute_unpaged(
                 &self.statements.insert_checkpoint,
-                checkpoint_values(checkpoint),
+                checkpoint_values(checkpoint, stamp),
             )
             .await
             .map_err(execute_error(format!(
@@ -608,7 +623,11 @@ impl Store for CqlStore {
     }
 
     /// Unlogged batches of up to [`CHECKPOINTS_PER_BATCH`] partitions each.
-    async fn put_checkpoints(&self, checkpoints: &[Checkpoint]) -> Result<(), StoreError> {
+    async fn put_checkpoints(
+        &self,
+        checkpoints: &[Checkpoint],
+        stamp: WriteStamp,
+    ) -> Result<(), StoreError> {
         try_join_all(
             checkpoints
                 .chunks(CHECKPOINTS_PER_BATCH)
@@ -618,7 +637,7 @@ impl Store for CqlStore {
                         .iter()
                         .map(|c| {
                             batch.append_statement(self.statements.insert_checkpoint.clone());
-                            checkpoint_values(c)
+                            checkpoint_values(c, stamp)
                         })
                         .collect();
                     self.session

@@ -1,23 +1,26 @@
 //! An in-memory [`Store`] for fast unit tests of the worker. It keeps what the CQL store keeps,
-//! at the same timestamp precision, and passes the same [`super::conformance`] suite.
+//! at the same timestamp precision, orders writes by the same [`WriteStamp`]s (the core's
+//! [`LwwTable`]), and passes the same [`super::conformance`] suite.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
 use chrono::{DateTime, Utc};
 
-use super::rows::{Checkpoint, ExecutionRow, HistoryRow, TimerRow, TimerWatermark};
+use super::rows::{
+    Checkpoint, ExecutionRow, HistoryRow, LwwTable, TimerRow, TimerWatermark, WriteStamp,
+};
 use super::{Store, StoreError, buckets_between, to_store_precision};
 use crate::model::ids::ExecutionId;
 
 #[derive(Default)]
 struct Tables {
     history: HashMap<String, BTreeMap<i64, HistoryRow>>,
-    executions: HashMap<String, ExecutionRow>,
-    /// (partition) → (due_at, timer_id) → timer
-    timers: HashMap<i32, BTreeMap<(DateTime<Utc>, String), TimerRow>>,
-    checkpoints: HashMap<(String, i32), Checkpoint>,
-    watermarks: HashMap<i32, TimerWatermark>,
+    executions: LwwTable<String, ExecutionRow>,
+    /// (partition, due_at, timer_id) → timer
+    timers: LwwTable<(i32, DateTime<Utc>, String), TimerRow>,
+    checkpoints: LwwTable<(String, i32), Checkpoint>,
+    watermarks: LwwTable<i32, TimerWatermark>,
 }
 
 #[derive(Default)]
@@ -70,15 +73,10 @@ impl Store for InMemoryStore {
         row.created_at = to_store_precision(row.created_at);
         row.updated_at = to_store_precision(row.updated_at);
         row.finished_at = row.finished_at.map(to_store_precision);
-        // As the CQL store's write timestamps do: an older history version never wins.
+        let stamp = WriteStamp::history_version(row.history_version);
         self.with(|t| {
-            let key = row.execution_id.to_string();
-            if t.executions
-                .get(&key)
-                .is_none_or(|existing| existing.history_version <= row.history_version)
-            {
-                t.executions.insert(key, row);
-            }
+            t.executions
+                .write(row.execution_id.to_string(), stamp, Some(row))
         });
         Ok(())
     }
@@ -90,15 +88,13 @@ impl Store for InMemoryStore {
         Ok(self.with(|t| t.executions.get(&execution_id.to_string()).cloned()))
     }
 
-    async fn put_timers(&self, timers: &[TimerRow]) -> Result<(), StoreError> {
+    async fn put_timers(&self, timers: &[TimerRow], stamp: WriteStamp) -> Result<(), StoreError> {
         self.with(|t| {
             for timer in timers {
                 let mut timer = timer.clone();
                 timer.due_at = to_store_precision(timer.due_at);
-                t.timers
-                    .entry(timer.kafka_partition)
-                    .or_default()
-                    .insert((timer.due_at, timer.timer_id.clone()), timer);
+                let key = (timer.kafka_partition, timer.due_at, timer.timer_id.clone());
+                t.timers.write(key, stamp, Some(timer));
             }
         });
         Ok(())
@@ -109,13 +105,14 @@ impl Store for InMemoryStore {
         kafka_partition: i32,
         due_at: DateTime<Utc>,
         timer_id: &str,
+        stamp: WriteStamp,
     ) -> Result<(), StoreError> {
-        let key = (to_store_precision(due_at), timer_id.to_owned());
-        self.with(|t| {
-            if let Some(timers) = t.timers.get_mut(&kafka_partition) {
-                timers.remove(&key);
-            }
-        });
+        let key = (
+            kafka_partition,
+            to_store_precision(due_at),
+            timer_id.to_owned(),
+        );
+        self.with(|t| t.timers.write(key, stamp, None));
         Ok(())
     }
 
@@ -129,15 +126,10 @@ impl Store for InMemoryStore {
         let (from, until) = (to_store_precision(from), to_store_precision(until));
         Ok(self.with(|t| {
             t.timers
-                .get(&kafka_partition)
-                .map(|timers| {
-                    timers
-                        .values()
-                        .filter(|timer| from <= timer.due_at && timer.due_at < until)
-                        .cloned()
-                        .collect()
-                })
-                .unwrap_or_default()
+                .range((kafka_partition, from, String::new())..)
+                .take_while(|((p, due, _), _)| *p == kafka_partition && *due < until)
+                .map(|(_, timer)| timer.clone())
+                .collect()
         }))
     }
 
@@ -160,23 +152,30 @@ impl Store for InMemoryStore {
         Ok(self.with(|t| t.watermarks.get(&kafka_partition).cloned()))
     }
 
-    async fn put_timer_watermark(&self, watermark: &TimerWatermark) -> Result<(), StoreError> {
+    async fn put_timer_watermark(
+        &self,
+        watermark: &TimerWatermark,
+        stamp: WriteStamp,
+    ) -> Result<(), StoreError> {
         let mut watermark = watermark.clone();
         watermark.fired_before = to_store_precision(watermark.fired_before);
         watermark.updated_at = to_store_precision(watermark.updated_at);
-        self.with(|t| t.watermarks.insert(watermark.kafka_partition, watermark));
+        self.with(|t| {
+            t.watermarks
+                .write(watermark.kafka_partition, stamp, Some(watermark))
+        });
         Ok(())
     }
 
-    async fn put_checkpoint(&self, checkpoint: &Checkpoint) -> Result<(), StoreError> {
+    async fn put_checkpoint(
+        &self,
+        checkpoint: &Checkpoint,
+        stamp: WriteStamp,
+    ) -> Result<(), StoreError> {
         let mut checkpoint = checkpoint.clone();
         checkpoint.updated_at = to_store_precision(checkpoint.updated_at);
-        self.with(|t| {
-            t.checkpoints.insert(
-                (checkpoint.topic.clone(), checkpoint.kafka_partition),
-                checkpoint,
-            )
-        });
+        let key = (checkpoint.topic.clone(), checkpoint.kafka_partition);
+        self.with(|t| t.checkpoints.write(key, stamp, Some(checkpoint)));
         Ok(())
     }
 }

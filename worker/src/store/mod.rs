@@ -23,7 +23,7 @@ pub use cql::CqlStore;
 pub use memory::InMemoryStore;
 pub use rows::{
     Checkpoint, EntryKind, ExecutionRow, ExecutionState, HistoryRow, MaterialiseJob, TimerKey,
-    TimerKind, TimerRow, TimerWatermark,
+    TimerKind, TimerRow, TimerWatermark, WriteStamp,
 };
 pub use session::{CqlConfig, StoreError, connect};
 
@@ -51,6 +51,11 @@ pub fn to_store_precision(t: DateTime<Utc>) -> DateTime<Utc> {
 /// Persistence of everything a worker materialises. Every write is an idempotent upsert, so
 /// re-materialising after a crash (from the last checkpoint) is harmless. No lightweight
 /// transactions: each call is one round trip per CQL partition touched.
+///
+/// Writes are ordered, not last-to-arrive-wins: execution rows by their history version, and
+/// timers, checkpoints and watermarks by the [`WriteStamp`] passed in (the writer's group
+/// generation and time), so a former owner's late write never replaces a newer one. The
+/// store keeps, per row, the write of the greatest stamp (a delete wins a tie).
 pub trait Store: Send + Sync {
     /// Upserts changelog records (keyed by execution id and seq).
     fn append_history(
@@ -79,6 +84,7 @@ pub trait Store: Send + Sync {
     fn put_timers(
         &self,
         timers: &[TimerRow],
+        stamp: WriteStamp,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
     /// Removes a timer (fired or cancelled); removing an unknown timer is not an error.
@@ -87,6 +93,7 @@ pub trait Store: Send + Sync {
         kafka_partition: i32,
         due_at: DateTime<Utc>,
         timer_id: &str,
+        stamp: WriteStamp,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
     /// Timers of a partition with `from <= due_at < until`, ordered by due time then id.
@@ -106,6 +113,7 @@ pub trait Store: Send + Sync {
     fn put_checkpoint(
         &self,
         checkpoint: &Checkpoint,
+        stamp: WriteStamp,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
     /// The timer watermark of a partition, if one was written.
@@ -117,6 +125,7 @@ pub trait Store: Send + Sync {
     fn put_timer_watermark(
         &self,
         watermark: &TimerWatermark,
+        stamp: WriteStamp,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
     /// Writes what committed batches changed about some executions: their new changelog rows
@@ -141,10 +150,13 @@ pub trait Store: Send + Sync {
     fn put_checkpoints(
         &self,
         checkpoints: &[Checkpoint],
+        stamp: WriteStamp,
     ) -> impl Future<Output = Result<(), StoreError>> + Send {
         async move {
-            futures::future::try_join_all(checkpoints.iter().map(|c| self.put_checkpoint(c)))
-                .await?;
+            futures::future::try_join_all(
+                checkpoints.iter().map(|c| self.put_checkpoint(c, stamp)),
+            )
+            .await?;
             Ok(())
         }
     }
