@@ -16,16 +16,30 @@
 //!
 //! Rules, per input:
 //! - **Oversize** records (more than `max_record_bytes`) and undecodable ones are dead-lettered.
-//! - **Submission**: a known id is a duplicate and ignored. Otherwise `Created` is appended;
-//!   a function that does not exist or params that do not type-check dead-letter the record
-//!   and finish the execution with `unknown-function` / `invalid-params` (so its caller hears);
-//!   a start time in the future waits for the schedule timer (put by the projection); else
-//!   the run starts.
+//! - **Misrouted** records are dead-lettered (`misrouted`) before anything reads them: a
+//!   submission must be keyed by its execution id, a response by the execution it answers,
+//!   and either must sit on the partition murmur2 gives its key. Any other record names an
+//!   execution that another worker owns, and acting on it would let two workers act on one
+//!   execution.
+//! - **Submission**: a top-level submission (no parent) must have a top-level id (`E_<ulid>`),
+//!   and a child's id must be a child of its parent; otherwise it is dead-lettered
+//!   (`conflict`) and, if top-level, answered on `weir.results` with a `conflict` error. A
+//!   known id with the same function and params is idempotent: nothing is appended, and a
+//!   top-level execution that has finished publishes its result again (one that has not will
+//!   publish it when it does). A known id with another function or other params is a
+//!   conflict: dead-lettered, and (top-level) answered with a `conflict` error naming the
+//!   existing execution. Otherwise `Created` is appended; a function that does not exist,
+//!   params that do not type-check or are not JSON at all dead-letter the record and finish
+//!   the execution with `unknown-function` / `invalid-params` (so its caller hears); a start
+//!   time in the future waits for the schedule timer (put by the projection); else the run
+//!   starts.
 //! - **Response**: keyed by the execution it answers; a key that is not an execution id, or a
 //!   response that answers no request of the key, or one for an execution that does not exist
 //!   is dead-lettered. A duplicate (same child or delay id) or one for a finished execution is
-//!   ignored. Otherwise it is journalled and delivered to the run; a run that refuses it
-//!   finishes with `trap`.
+//!   ignored. Otherwise it is delivered to the run; a response the run refuses (it answers no
+//!   request made, or one of the other kind: what a buggy external service sends) is
+//!   dead-lettered (`refused`) and the run goes on as if it never came. An accepted response
+//!   is journalled, then the run's new events; a run that fails on it finishes with `trap`.
 //! - **Timer due**: a delay becomes a `DelayFinished` response (as above, with no record to
 //!   dead-letter); a schedule timer starts its execution if it is still scheduled.
 //! - A run's new events are appended, then its outputs become effects; `Finished` appends
@@ -48,7 +62,7 @@ use crate::records::{
 };
 use crate::replay::{Effects, Execution, Output};
 use crate::rows::{ExecutionRow, ExecutionState, TimerKey, TimerKind, TimerRow};
-use crate::runner::{Rejection, RunStep, WorkflowRun, WorkflowRunner};
+use crate::runner::{Rejection, RunError, RunStep, WorkflowRun, WorkflowRunner};
 
 /// What the processor emits; the driver encodes and commits it.
 #[derive(Debug, Clone, PartialEq)]
@@ -92,6 +106,13 @@ pub enum Effect {
 pub enum Body {
     Submission(Submission),
     Response(Response),
+    /// A submission whose every field decoded except its params, which are not JSON text (or
+    /// not an array): `params` holds that text as a JSON string. It still creates its
+    /// execution, which finishes at once with `invalid-params`, so that its caller hears.
+    UnparsableParams {
+        submission: Submission,
+        error: String,
+    },
 }
 
 /// Bytes the driver could not decode.
@@ -219,14 +240,21 @@ impl<R: WorkflowRunner> Processor<R> {
                 size, body: Ok(_), ..
             } if *size > self.config.max_record_bytes => return None,
             Input::Record {
-                body: Ok(Body::Submission(s)),
-                ..
-            } => s.execution_id.clone(),
-            Input::Record {
+                partition,
                 key,
-                body: Ok(Body::Response(_)),
+                body: Ok(body),
                 ..
-            } => response_owner(key.as_deref())?,
+            } => {
+                if self.misrouted(*partition, key.as_deref(), body).is_some() {
+                    return None;
+                }
+                match body {
+                    Body::Submission(s) | Body::UnparsableParams { submission: s, .. } => {
+                        s.execution_id.clone()
+                    }
+                    Body::Response(_) => response_owner(key.as_deref())?,
+                }
+            }
             Input::Record { body: Err(_), .. } => return None,
             Input::TimerDue(timer) => timer.execution_id.clone(),
         };
@@ -281,6 +309,34 @@ impl<R: WorkflowRunner> Processor<R> {
         crate::partitioner::partition_for_key(id.to_string().as_bytes(), self.config.partitions)
     }
 
+    /// Why a record read on `partition` with `key` does not belong to this partition's
+    /// executions, if it does not.
+    fn misrouted(&self, partition: i32, key: Option<&str>, body: &Body) -> Option<String> {
+        let shown =
+            |key: Option<&str>| key.map_or_else(|| "no key".to_owned(), |k| format!("key `{k}`"));
+        let owner = match body {
+            Body::Submission(s) | Body::UnparsableParams { submission: s, .. } => {
+                let id = s.execution_id.to_string();
+                if key != Some(id.as_str()) {
+                    return Some(format!(
+                        "a submission of {id} with {}: a submission is keyed by its execution id",
+                        shown(key)
+                    ));
+                }
+                s.execution_id.clone()
+            }
+            // A key that is not an execution id is dead-lettered by `step`.
+            Body::Response(_) => response_owner(key)?,
+        };
+        let expected = self.partition_of(&owner);
+        (expected != partition).then(|| {
+            format!(
+                "a record for {owner} on partition {partition}: murmur2 of its key gives \
+                 partition {expected} (the producer does not partition as Kafka's clients do)"
+            )
+        })
+    }
+
     /// Processes one input; its effects are appended to `batch`. Call [`Processor::needs`]
     /// first and rehydrate what it names.
     pub async fn step(&mut self, batch: &mut Batch, input: Input) -> Result<(), ProcessorError> {
@@ -288,10 +344,10 @@ impl<R: WorkflowRunner> Processor<R> {
             Input::TimerDue(timer) => self.fire_timer(batch, timer).await,
             Input::Record {
                 index,
+                partition,
                 size,
                 body,
                 key,
-                ..
             } => {
                 if size > self.config.max_record_bytes {
                     let error = format!(
@@ -301,13 +357,25 @@ impl<R: WorkflowRunner> Processor<R> {
                     self.dead_letter(batch, index, DlqReason::Oversize, error);
                     return Ok(());
                 }
-                match body {
+                let body = match body {
                     Err(e) => {
                         self.dead_letter(batch, index, e.reason, e.error);
-                        Ok(())
+                        return Ok(());
                     }
-                    Ok(Body::Submission(submission)) => self.submit(batch, index, submission).await,
-                    Ok(Body::Response(response)) => {
+                    Ok(body) => body,
+                };
+                if let Some(error) = self.misrouted(partition, key.as_deref(), &body) {
+                    self.dead_letter(batch, index, DlqReason::Misrouted, error);
+                    return Ok(());
+                }
+                match body {
+                    Body::Submission(submission) => {
+                        self.submit(batch, index, submission, None).await
+                    }
+                    Body::UnparsableParams { submission, error } => {
+                        self.submit(batch, index, submission, Some(error)).await
+                    }
+                    Body::Response(response) => {
                         let Some(owner) = response_owner(key.as_deref()) else {
                             let error = "the key is not an execution id".to_owned();
                             self.dead_letter(batch, index, DlqReason::Other, error);
@@ -335,15 +403,44 @@ impl<R: WorkflowRunner> Processor<R> {
         });
     }
 
+    /// A submission (`unparsable`: its params were not JSON, and why); see the module docs.
     async fn submit(
         &mut self,
         batch: &mut Batch,
         index: usize,
         submission: Submission,
+        unparsable: Option<String>,
     ) -> Result<(), ProcessorError> {
         let id = submission.execution_id.clone();
-        if self.cache.contains_key(&id) {
-            tracing::debug!(execution = %id, "duplicate submission ignored");
+        if let Some(problem) = id_problem(&submission) {
+            self.refuse_submission(batch, index, &submission, problem);
+            return Ok(());
+        }
+        if let Some(live) = self.cache.get(&id) {
+            let created = &live.view.created;
+            if created.ffqn != submission.ffqn || created.params != submission.params {
+                let problem = format!(
+                    "execution {id} exists: {} with params {} (this submission: {} with params \
+                     {}); an execution id can be used once",
+                    created.ffqn, created.params, submission.ffqn, submission.params
+                );
+                self.refuse_submission(batch, index, &submission, problem);
+                return Ok(());
+            }
+            // Idempotent: the caller hears the result, now if there is one.
+            match (&created.parent, &live.view.result, live.view.finished_at) {
+                (None, Some(result), Some(finished_at)) => {
+                    tracing::debug!(execution = %id, "resubmission of a finished execution: its result is published again");
+                    batch.effects.push(Effect::PublishResult(ExecutionFinished {
+                        execution_id: id.clone(),
+                        ffqn: created.ffqn.clone(),
+                        result: result.clone(),
+                        finished_at,
+                        correlation_id: created.correlation_id.clone(),
+                    }));
+                }
+                _ => tracing::debug!(execution = %id, "duplicate submission ignored"),
+            }
             return Ok(());
         }
         let created = Created {
@@ -370,10 +467,15 @@ impl<R: WorkflowRunner> Processor<R> {
         push_timer_changes(batch, timers);
         batch.touched.insert(id.clone());
         self.stats.created += 1;
-        match self
-            .runner
-            .check_submission(&submission.ffqn, &submission.params)
-        {
+        let checked = match unparsable {
+            Some(error) => Err(Rejection::InvalidParams(format!(
+                "the params of {id} are not a JSON array: {error}"
+            ))),
+            None => self
+                .runner
+                .check_submission(&submission.ffqn, &submission.params),
+        };
+        match checked {
             Err(rejection) => {
                 let (reason, kind, error) = match rejection {
                     Rejection::UnknownFunction(e) => (
@@ -407,6 +509,29 @@ impl<R: WorkflowRunner> Processor<R> {
         Ok(())
     }
 
+    /// Dead-letters a submission that cannot create its execution and, if it is top-level,
+    /// answers it on `weir.results` with a `conflict` error (nothing is appended: the id is
+    /// another execution's, or not an execution's at all).
+    fn refuse_submission(
+        &mut self,
+        batch: &mut Batch,
+        index: usize,
+        submission: &Submission,
+        problem: String,
+    ) {
+        tracing::warn!(execution = %submission.execution_id, %problem, "submission refused");
+        self.dead_letter(batch, index, DlqReason::Conflict, problem.clone());
+        if submission.parent.is_none() {
+            batch.effects.push(Effect::PublishResult(ExecutionFinished {
+                execution_id: submission.execution_id.clone(),
+                ffqn: submission.ffqn.clone(),
+                result: error_result(ExecutionErrorKind::Conflict, problem),
+                finished_at: batch.now,
+                correlation_id: submission.correlation_id.clone(),
+            }));
+        }
+    }
+
     async fn deliver(
         &mut self,
         batch: &mut Batch,
@@ -437,18 +562,42 @@ impl<R: WorkflowRunner> Processor<R> {
             tracing::debug!(execution = %owner, response = %id, "response ignored: duplicate or execution finished");
             return Ok(());
         }
-        append(
-            batch,
-            &mut live.view,
-            HistoryEntry::ResponseAppended(response.clone()),
-        )?;
         let Some(run) = live.run.as_mut() else {
             // A scheduled execution has no requests to answer yet.
             tracing::warn!(execution = %owner, response = %id, "response for an execution that has not started");
-            return Ok(());
+            return append(
+                batch,
+                &mut live.view,
+                HistoryEntry::ResponseAppended(response),
+            );
         };
+        // Delivered first, journalled only if taken: the run checks a response against the
+        // requests it made before it runs any code, and leaves itself as it was if it
+        // refuses one.
+        let delivered = run.deliver(response.clone(), batch.now).await;
+        if let Err(RunError::Delivery { source, .. }) = &delivered {
+            let error = format!("{owner} refuses the response: {source}");
+            tracing::warn!(execution = %owner, response = %id, %error, "response refused");
+            match index {
+                Some(index) => {
+                    stats.dead_letters += 1;
+                    batch.effects.push(Effect::DeadLetter {
+                        input: index,
+                        reason: DlqReason::Refused,
+                        error,
+                    });
+                }
+                None => tracing::warn!(execution = %owner, "a timer's response refused; dropped"),
+            }
+            return Ok(());
+        }
+        append(
+            batch,
+            &mut live.view,
+            HistoryEntry::ResponseAppended(response),
+        )?;
         stats.hot_deliveries += 1;
-        match run.deliver(response, batch.now).await {
+        match delivered {
             Ok(step) => apply_step(stats, batch, live, step),
             Err(e) => {
                 tracing::warn!(execution = %owner, error = %e, "response could not be delivered");
@@ -569,6 +718,25 @@ impl<R: WorkflowRunner> Processor<R> {
 
     pub fn parked(&self) -> usize {
         self.cache.values().filter(|l| l.run.is_some()).count()
+    }
+}
+
+/// Why `submission`'s id cannot be its execution's, if it cannot: a top-level submission
+/// needs a top-level id (or a client could take a future child's id and strand its parent),
+/// a child's id must be a child of the parent it names.
+fn id_problem(submission: &Submission) -> Option<String> {
+    let id = &submission.execution_id;
+    match &submission.parent {
+        None if !id.is_top_level() => Some(format!(
+            "{id} is a child's id (of {}); a top-level execution id is `E_` and a ULID",
+            id.parent()
+                .map_or_else(|| "?".to_owned(), |p| p.to_string())
+        )),
+        Some(parent) if !id.is_child_of(&parent.execution_id) => Some(format!(
+            "{id} is not a child of its parent {}",
+            parent.execution_id
+        )),
+        _ => None,
     }
 }
 

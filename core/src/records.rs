@@ -117,16 +117,28 @@ pub enum DlqReason {
     /// The record is larger than allowed.
     Oversize,
     Other,
+    /// On a partition other than its key's (murmur2), or keyed by other than the execution it
+    /// names: another worker owns that execution.
+    Misrouted,
+    /// A submission whose execution id is taken by another submission (other function or
+    /// params), or is not a top-level id.
+    Conflict,
+    /// A response the execution cannot take: it answers no request of it, or a request of the
+    /// other kind.
+    Refused,
 }
 
 impl DlqReason {
-    pub const ALL: [DlqReason; 6] = [
+    pub const ALL: [DlqReason; 9] = [
         DlqReason::Undecodable,
         DlqReason::UnknownSchema,
         DlqReason::UnknownFfqn,
         DlqReason::InvalidParams,
         DlqReason::Oversize,
         DlqReason::Other,
+        DlqReason::Misrouted,
+        DlqReason::Conflict,
+        DlqReason::Refused,
     ];
 
     /// The Avro enum symbol.
@@ -138,6 +150,9 @@ impl DlqReason {
             DlqReason::InvalidParams => "INVALID_PARAMS",
             DlqReason::Oversize => "OVERSIZE",
             DlqReason::Other => "OTHER",
+            DlqReason::Misrouted => "MISROUTED",
+            DlqReason::Conflict => "CONFLICT",
+            DlqReason::Refused => "REFUSED",
         }
     }
 
@@ -150,6 +165,9 @@ impl DlqReason {
             DlqReason::InvalidParams => "invalid-params",
             DlqReason::Oversize => "oversize",
             DlqReason::Other => "other",
+            DlqReason::Misrouted => "misrouted",
+            DlqReason::Conflict => "conflict",
+            DlqReason::Refused => "refused",
         }
     }
 

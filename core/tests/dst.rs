@@ -486,6 +486,51 @@ fn poison_records_are_dead_lettered_once() {
     assert_invariants(&mut sim);
 }
 
+/// Issue 11 items 3 and 4. A resubmission of a finished execution with the same function and
+/// params is answered again with its result (and runs nothing); one with other params is
+/// dead-lettered and answered with a `conflict` error naming the execution, which is left as
+/// it was; a submission on a partition other than its key's is dead-lettered and never runs.
+#[test]
+fn resubmissions_are_answered_conflicts_and_misrouted_records_refused() {
+    use weir_core::model::{ExecutionErrorKind, ExecutionResult};
+    use weir_core::sim::cluster::{Payload, Topic};
+
+    let mut sim = deployment(2, 2);
+    let id = sim.submit(Workflow::Seq, &[2, 0]);
+    assert!(sim.quiesce(60_000));
+    sim.resubmit(&id);
+    sim.submit_conflicting(&id);
+    sim.submit_misrouted();
+    assert!(sim.quiesce(60_000));
+    let results: Vec<ExecutionResult> = sim
+        .world()
+        .cluster
+        .committed_records(Topic::Results)
+        .filter_map(|(_, r)| match &r.payload {
+            Some(Payload::Result(f)) if f.execution_id == id => Some(f.result.clone()),
+            _ => None,
+        })
+        .collect();
+    let (conflicts, answers): (Vec<_>, Vec<_>) = results.iter().partition(|r| {
+        matches!(r, ExecutionResult::ExecutionError(e) if e.kind == ExecutionErrorKind::Conflict)
+    });
+    assert_eq!(
+        answers.len(),
+        2,
+        "answered once per submission: {results:?}"
+    );
+    assert_eq!(answers[0], answers[1]);
+    assert_eq!(conflicts.len(), 1, "{results:?}");
+    assert!(
+        conflicts[0]
+            .to_string()
+            .contains(&format!("execution {id} exists")),
+        "{}",
+        conflicts[0]
+    );
+    assert_invariants(&mut sim); // every poison record (the conflict, the misrouted) once in the DLQ
+}
+
 /// Workers join and leave (graceful shutdown) while executions run: partitions move,
 /// nothing is lost or done twice.
 #[test]

@@ -96,6 +96,9 @@ pub enum ExecutionErrorKind {
     RetriesExhausted,
     /// No registered component exports the submitted function.
     UnknownFunction,
+    /// The submission could not create an execution: its id is another execution's (with
+    /// another function or other params), or not a top-level id. The reason names it.
+    Conflict,
 }
 
 impl fmt::Display for ExecutionErrorKind {
@@ -111,6 +114,7 @@ impl fmt::Display for ExecutionErrorKind {
             ExecutionErrorKind::InvalidParams => "invalid-params",
             ExecutionErrorKind::RetriesExhausted => "retries-exhausted",
             ExecutionErrorKind::UnknownFunction => "unknown-function",
+            ExecutionErrorKind::Conflict => "conflict",
         })
     }
 }
@@ -165,6 +169,7 @@ mod tests {
             ExecutionErrorKind::InvalidParams,
             ExecutionErrorKind::RetriesExhausted,
             ExecutionErrorKind::UnknownFunction,
+            ExecutionErrorKind::Conflict,
         ] {
             assert_eq!(serde_json::to_value(kind).unwrap(), json!(kind.to_string()));
         }

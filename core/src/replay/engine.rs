@@ -161,7 +161,8 @@ impl Replay {
         if !response.is_for(&self.execution.id) {
             return Err(DeliveryError::NotForThisExecution(Box::new(response)));
         }
-        let (new, slot) = self.join_sets.deliver(response)?;
+        let caught_up = self.is_fresh();
+        let (new, slot) = self.join_sets.deliver(response, caught_up)?;
         if !new {
             return Ok(Delivery::Duplicate);
         }

@@ -146,4 +146,8 @@ pub enum DeliveryError {
     NotForThisExecution(Box<Response>),
     #[error("response {0} answers a request of the other kind (child vs delay)")]
     KindMismatch(Box<Response>),
+    /// A live run has made every request it will have made when the response could be
+    /// for it: one that answers none is bogus (a buggy or malicious sender).
+    #[error("response {0} answers no request the execution made")]
+    NoSuchRequest(Box<Response>),
 }

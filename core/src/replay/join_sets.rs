@@ -316,7 +316,7 @@ impl JoinSets {
     pub fn flush(&mut self) {
         while let Some(response) = self.journal.pop_front() {
             // Kinds are checked when consumed (a journal cannot be rejected piecemeal).
-            let _ = self.sort_in(response, false);
+            let _ = self.sort_in(response, false, false);
         }
     }
 
@@ -326,27 +326,38 @@ impl JoinSets {
             let Some(response) = self.journal.pop_front() else {
                 return;
             };
-            let _ = self.sort_in(response, false);
+            let _ = self.sort_in(response, false, false);
         }
     }
 
     /// Delivers a response now (the journal is flushed first, to keep arrival order).
     /// Returns whether it is new (not a duplicate) and its join set's slot if created.
-    pub fn deliver(&mut self, response: Response) -> Result<(bool, Option<usize>), DeliveryError> {
+    /// `caught_up`: the replay is past its recorded history, so every request this response
+    /// could answer has been made; one that answers none is refused.
+    pub fn deliver(
+        &mut self,
+        response: Response,
+        caught_up: bool,
+    ) -> Result<(bool, Option<usize>), DeliveryError> {
         self.flush();
-        self.sort_in(response, true)
+        self.sort_in(response, true, caught_up)
     }
 
     fn sort_in(
         &mut self,
         response: Response,
         check_kind: bool,
+        caught_up: bool,
     ) -> Result<(bool, Option<usize>), DeliveryError> {
         let step = response
             .step()
             .expect("a response for this execution has a step");
         let index = step.index;
         let slot = self.slot_of(&step.join_set_id);
+        if caught_up && slot.is_none() {
+            // A caught-up run has opened every join set a response could be for.
+            return Err(DeliveryError::NoSuchRequest(Box::new(response)));
+        }
         let state = match slot {
             Some(slot) => &mut self.slots[slot],
             None => self
@@ -355,7 +366,12 @@ impl JoinSets {
                 .or_insert_with_key(|id| JoinSetState::new(id.clone())),
         };
         let kind_ok = match (&response, state.request(index)) {
-            (_, None) => true, // not replayed yet; checked when consumed
+            // Not replayed yet: checked when consumed. Caught up: the run has made every
+            // request it ever will before this response could be sent, so it answers none.
+            (_, None) if caught_up => {
+                return Err(DeliveryError::NoSuchRequest(Box::new(response)));
+            }
+            (_, None) => true,
             (Response::ChildExecutionFinished { .. }, Some(Request::Child { .. })) => true,
             (Response::DelayFinished { .. }, Some(Request::Delay { .. })) => true,
             _ => false,

@@ -4,7 +4,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::driver::InputTopic;
-use crate::model::{DelayId, ExecutionId, ExecutionResult, HistoryEvent, JoinSetRequest, Response};
+use crate::model::{
+    DelayId, ExecutionErrorKind, ExecutionId, ExecutionResult, HistoryEvent, JoinSetRequest,
+    Response,
+};
 use crate::records::{HistoryEntry, HistoryRecord};
 use crate::replay::Execution;
 use crate::rows::ExecutionState;
@@ -371,7 +374,11 @@ pub fn check(
         }
     }
 
-    // Results: once per submitted execution, with the expected value.
+    // Results: each submitted execution finishes once (its history has one `Finished`,
+    // checked above) and is answered on weir.results at least once and at most once per
+    // submission of it (a resubmission of a finished execution publishes its result again),
+    // always with the expected value; each conflicting submission is answered once with a
+    // `conflict` error.
     let mut results: BTreeMap<ExecutionId, Vec<ExecutionResult>> = BTreeMap::new();
     for (_, r) in w.cluster.committed_records(Topic::Results) {
         if let Some(Payload::Result(f)) = &r.payload {
@@ -381,9 +388,22 @@ pub fn check(
                 .push(f.result.clone());
         }
     }
+    let is_conflict = |r: &ExecutionResult| matches!(r, ExecutionResult::ExecutionError(e) if e.kind == ExecutionErrorKind::Conflict);
     for (id, s) in submitted {
-        match results.get(id).map(Vec::as_slice) {
-            None | Some([]) => {
+        let all = results.get(id).map(Vec::as_slice).unwrap_or_default();
+        let conflicts = all.iter().filter(|r| is_conflict(r)).count();
+        let answers: Vec<&ExecutionResult> = all.iter().filter(|r| !is_conflict(r)).collect();
+        if conflicts != s.conflicts as usize {
+            add(
+                "finished-once",
+                format!(
+                    "{id}: {conflicts} conflict answers on weir.results for {} conflicting submissions",
+                    s.conflicts
+                ),
+            );
+        }
+        match answers.as_slice() {
+            [] => {
                 let history = logs.get(id).map_or_else(
                     || "no history".to_owned(),
                     |e| {
@@ -403,30 +423,33 @@ pub fn check(
                     ),
                 );
             }
-            Some([result]) => {
-                if *result != s.expected {
-                    add(
-                        "result",
-                        format!(
-                            "{id} ({}{}): finished with {result}, expected {}",
-                            s.ffqn.function(),
-                            s.params,
-                            s.expected
-                        ),
-                    );
-                }
-            }
-            Some(many) => add(
+            many if many.len() > s.times as usize => add(
                 "finished-once",
                 format!(
-                    "{id}: {} results on weir.results: {}",
+                    "{id}: {} results on weir.results for {} submissions: {}",
                     many.len(),
+                    s.times,
                     many.iter()
                         .map(ToString::to_string)
                         .collect::<Vec<_>>()
                         .join(" / ")
                 ),
             ),
+            many => {
+                for result in many {
+                    if **result != s.expected {
+                        add(
+                            "result",
+                            format!(
+                                "{id} ({}{}): finished with {result}, expected {}",
+                                s.ffqn.function(),
+                                s.params,
+                                s.expected
+                            ),
+                        );
+                    }
+                }
+            }
         }
     }
     for id in results.keys() {

@@ -257,7 +257,7 @@ mod tests {
     fn parses_fault_specs() {
         assert_eq!(Faults::parse("all").unwrap(), Faults::all());
         assert_eq!(Faults::parse("passing").unwrap(), Faults::passing());
-        let f = Faults::parse("+zombies").unwrap();
+        let f = Faults::parse("-long_idle,+zombies").unwrap();
         assert!(f.zombies && f.crashes && !f.long_idle);
         let f = Faults::parse("crashes,zombies").unwrap();
         assert!(f.crashes && f.zombies && !f.rebalances);

@@ -39,6 +39,9 @@ pub struct Submitted {
     pub expected: ExecutionResult,
     /// How many times it was submitted.
     pub times: u32,
+    /// How many submissions of its id with other params were made (each is dead-lettered
+    /// and answered with a `conflict` error).
+    pub conflicts: u32,
 }
 
 /// The weights of a run's steps, drawn per seed ("swarm testing": a run heavy in one kind of
@@ -666,6 +669,7 @@ impl Sim {
             scheduled_at,
             expected,
             times: 0,
+            conflicts: 0,
         });
         entry.times += 1;
         let times = entry.times;
@@ -713,6 +717,68 @@ impl Sim {
         self.poison.push((partition, offset));
         self.note(format!(
             "poison record {key} -> submissions/{partition}@{offset}"
+        ));
+    }
+
+    /// A valid submission on a partition other than its key's (issue 11 item 3): dead-lettered
+    /// once, never run.
+    pub fn submit_misrouted(&mut self) {
+        let id = self.new_id();
+        let submission = Submission {
+            execution_id: id.clone(),
+            ffqn: Workflow::Seq.ffqn(),
+            params: json!([1, 0]),
+            parent: None,
+            scheduled_at: None,
+            correlation_id: None,
+            metadata: Default::default(),
+        };
+        let mut w = lock(&self.world);
+        let partitions = w.cluster.partitions(Topic::Submissions);
+        let right = w.cluster.partition_for(Topic::Submissions, &id.to_string());
+        // With one partition, the key is what is wrong.
+        let (partition, key) = if partitions > 1 {
+            ((right + 1) % partitions, id.to_string())
+        } else {
+            (right, format!("{id}-other"))
+        };
+        let (partition, offset) = w.client_append_at(
+            Topic::Submissions,
+            partition,
+            key.clone(),
+            Payload::Submission(submission),
+        );
+        drop(w);
+        self.poison.push((partition, offset));
+        self.note(format!(
+            "misrouted submission of {id} keyed `{key}` -> submissions/{partition}@{offset}"
+        ));
+    }
+
+    /// A submission of an existing top-level id with other params (issue 11 item 4):
+    /// dead-lettered once and answered with a `conflict` error; the execution is untouched.
+    pub fn submit_conflicting(&mut self, id: &ExecutionId) {
+        let Some(s) = self.submitted.get_mut(id) else {
+            return;
+        };
+        s.conflicts += 1;
+        let submission = Submission {
+            execution_id: id.clone(),
+            ffqn: s.ffqn.clone(),
+            params: json!(["other params", s.conflicts]),
+            parent: None,
+            scheduled_at: None,
+            correlation_id: Some(format!("conflict-{id}")),
+            metadata: Default::default(),
+        };
+        let (partition, offset) = lock(&self.world).client_append(
+            Topic::Submissions,
+            id.to_string(),
+            Payload::Submission(submission),
+        );
+        self.poison.push((partition, offset));
+        self.note(format!(
+            "conflicting submission of {id} -> submissions/{partition}@{offset}"
         ));
     }
 
@@ -941,13 +1007,19 @@ impl Sim {
                 let ms = self.rng.range(200, 8_000) as i64;
                 self.store_outage(ms);
             }
-            ("poison", _) => {
-                if self.rng.chance(500) {
-                    self.submit_poison();
-                } else {
+            ("poison", _) => match self.rng.below(4) {
+                0 => self.submit_misrouted(),
+                1 if !self.submitted.is_empty() => {
+                    let i = self.rng.below(self.submitted.len() as u64) as usize;
+                    if let Some(id) = self.submitted.get_index(i).map(|(id, _)| id.clone()) {
+                        self.submit_conflicting(&id);
+                    }
+                }
+                _ if self.rng.chance(500) => self.submit_poison(),
+                _ => {
                     self.submit_unknown();
                 }
-            }
+            },
             ("idle", _) => self.idle(8 * 24 * 3_600 * 1_000),
             ("load", _) => {
                 let ms = self.rng.range(60_000, 150_000) as i64;

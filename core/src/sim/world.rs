@@ -928,6 +928,18 @@ impl World {
     /// A record from outside (not transactional): a client's submission or a poison record.
     pub fn client_append(&mut self, topic: Topic, key: String, payload: Payload) -> (i32, i64) {
         let partition = self.cluster.partition_for(topic, &key);
+        self.client_append_at(topic, partition, key, payload)
+    }
+
+    /// A record a client appends to `partition`, whatever its key says (a producer that does
+    /// not partition as Kafka's clients do).
+    pub fn client_append_at(
+        &mut self,
+        topic: Topic,
+        partition: i32,
+        key: String,
+        payload: Payload,
+    ) -> (i32, i64) {
         let bytes = encode(&payload);
         let offset = self.cluster.append(
             topic,

@@ -113,7 +113,7 @@ fn parent(p: &ParentRef) -> Value {
     ])
 }
 
-const ERROR_KINDS: [(ExecutionErrorKind, &str); 10] = [
+const ERROR_KINDS: [(ExecutionErrorKind, &str); 11] = [
     (ExecutionErrorKind::TimedOut, "TIMED_OUT"),
     (
         ExecutionErrorKind::NondeterminismDetected,
@@ -130,6 +130,7 @@ const ERROR_KINDS: [(ExecutionErrorKind, &str); 10] = [
     (ExecutionErrorKind::InvalidParams, "INVALID_PARAMS"),
     (ExecutionErrorKind::RetriesExhausted, "RETRIES_EXHAUSTED"),
     (ExecutionErrorKind::UnknownFunction, "UNKNOWN_FUNCTION"),
+    (ExecutionErrorKind::Conflict, "CONFLICT"),
 ];
 
 fn result(r: &ExecutionResult) -> Value {
@@ -726,6 +727,47 @@ impl AvroRecord for Submission {
             scheduled_at: f.get("scheduled_at", |v| read_optional(v, read_instant))?,
             correlation_id: f.get("correlation_id", |v| read_optional(v, read_string))?,
             metadata: f.get("metadata", read_string_map)?,
+        })
+    }
+}
+
+/// A `Submission` as the workflow worker reads it: every field as [`Submission`] reads them,
+/// except that params which are not a JSON array do not fail the record; they are kept as
+/// their text (a JSON string) with the reason, so that the execution can still be created
+/// and finished with `invalid-params` for its caller to hear (issue 11 item 9).
+#[derive(Clone, Debug, PartialEq)]
+pub struct SubmissionInput {
+    pub submission: Submission,
+    pub params_error: Option<String>,
+}
+
+impl AvroRecord for SubmissionInput {
+    const NAME: &'static str = "Submission";
+
+    fn to_avro(&self) -> Result<Value, FieldError> {
+        self.submission.to_avro()
+    }
+
+    fn from_avro(value: Value) -> Result<Self, FieldError> {
+        let mut f = Fields::of(value)?;
+        let execution_id = f.get("execution_id", read_parsed)?;
+        let ffqn = f.get("ffqn", read_parsed)?;
+        let text = f.get("params", read_string)?;
+        let (params, params_error) = match read_params(Value::String(text.clone())) {
+            Ok(params) => (params, None),
+            Err(e) => (serde_json::Value::String(text), Some(e.to_string())),
+        };
+        Ok(SubmissionInput {
+            submission: Submission {
+                execution_id,
+                ffqn,
+                params,
+                parent: f.get("parent", |v| read_optional(v, read_parent))?,
+                scheduled_at: f.get("scheduled_at", |v| read_optional(v, read_instant))?,
+                correlation_id: f.get("correlation_id", |v| read_optional(v, read_string))?,
+                metadata: f.get("metadata", read_string_map)?,
+            },
+            params_error,
         })
     }
 }

@@ -56,6 +56,11 @@ const CURRENT_FILES: &[(&str, &str, &str)] = &[
 const PREVIOUS_FILES: &[(&str, &str, &str)] = &[
     avsc!("Submission", "history/v0/submission.avsc"),
     avsc!("ExecutionFinished", "history/v0/execution_finished.avsc"),
+    // Before DlqReason gained MISROUTED, CONFLICT, REFUSED and ExecutionErrorKind CONFLICT.
+    avsc!("Response", "history/v1/response.avsc"),
+    avsc!("HistoryRecord", "history/v1/history_record.avsc"),
+    avsc!("ExecutionFinished", "history/v1/execution_finished.avsc"),
+    avsc!("DlqEnvelope", "history/v1/dlq_envelope.avsc"),
 ];
 
 fn parse(files: &[(&'static str, &'static str, &'static str)]) -> Vec<RecordSchema> {

@@ -32,7 +32,7 @@ use super::group::{RebalanceTracker, collect_batch, rewind_to_committed};
 use super::history_reader;
 use super::materialiser::{MaterialiseError, Materialiser};
 use super::transaction::{TransactionError, Transactor};
-use crate::codec::{Codec, HistoryRecord, RecordPosition, Submission};
+use crate::codec::{Codec, HistoryRecord, RecordPosition, SubmissionInput};
 use crate::metrics::Metrics;
 use crate::model::{ExecutionId, Response};
 use crate::store::{Store, StoreError, TimerRow};
@@ -349,9 +349,15 @@ impl KafkaLog {
         let (topic, body) = if message.topic() == submissions {
             let body = self
                 .codec
-                .decode_fetching::<Submission>(payload, &position)
+                .decode_fetching::<SubmissionInput>(payload, &position)
                 .await
-                .map(Body::Submission);
+                .map(|input| match input.params_error {
+                    None => Body::Submission(input.submission),
+                    Some(error) => Body::UnparsableParams {
+                        submission: input.submission,
+                        error,
+                    },
+                });
             (InputTopic::Submissions, body)
         } else {
             let body = self

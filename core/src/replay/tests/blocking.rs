@@ -358,3 +358,31 @@ fn a_response_delivered_before_the_replay_reaches_its_join_set_is_kept() {
     );
     assert!(cold.take_new_events().is_empty());
 }
+
+/// Issue 11 item 10: a caught-up run refuses a response that answers no request it made (a
+/// child index never requested, a join set never opened) instead of queueing it for a
+/// join-next that would then fail the execution; the run is left as it was.
+#[test]
+fn a_caught_up_run_refuses_a_response_to_a_request_it_never_made() {
+    let mut e = fresh();
+    let js = e.create_join_set().unwrap();
+    let a = e
+        .submit(&js, &f("a"), &json!([]), ChildKind::Activity)
+        .unwrap();
+    assert!(e.join_next(&js).unwrap().is_blocked());
+    let never_requested = exec_id().child(&js, 7);
+    assert!(matches!(
+        e.deliver_response(finished(&never_requested, 1)),
+        Err(DeliveryError::NoSuchRequest(_))
+    ));
+    let unopened = JoinSetId::generated(99).unwrap();
+    assert!(matches!(
+        e.deliver_response(finished(&exec_id().child(&unopened, 1), 1)),
+        Err(DeliveryError::NoSuchRequest(_))
+    ));
+    // The real answer still wakes the run.
+    assert_eq!(
+        e.deliver_response(finished(&a, 2)),
+        Ok(Delivery::Accepted { wakes: true })
+    );
+}

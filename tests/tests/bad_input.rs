@@ -1,0 +1,273 @@
+//! Input records the engine must refuse, on the real stack (issue 11 items 3, 4, 9, 10): each
+//! is dead-lettered with its reason, the caller of a top-level submission hears an error on
+//! `weir.results`, and nothing else changes — the executions around them finish as before.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use apache_avro::types::Value as Avro;
+use rdkafka::producer::FutureRecord;
+use serde_json::{Value, json};
+use weir::codec::{AvroRecord, DlqEnvelope, DlqReason, ExecutionFinished, FieldError, Submission};
+use weir::kafka::partitioner::partition_for_key;
+use weir::model::{ExecutionErrorKind, ExecutionId, ExecutionResult, JoinSetId, Response};
+use weir::topology::TopicRole;
+use weir_e2e::deployment::Deployment;
+
+const HELLO: &str = "weir-examples:workflows/hello.greet";
+const INVOICE: &str = "weir-examples:workflows/checkout.issue-invoice";
+const TIMEOUT: Duration = Duration::from_secs(180);
+
+/// A submission whose params field is any text, valid JSON or not: what a client with a bug
+/// can send through the Avro schema alone.
+struct RawSubmission {
+    id: ExecutionId,
+    ffqn: &'static str,
+    params_text: &'static str,
+}
+
+impl AvroRecord for RawSubmission {
+    const NAME: &'static str = "Submission";
+
+    fn to_avro(&self) -> Result<Avro, FieldError> {
+        Ok(Avro::Record(vec![
+            ("execution_id".into(), Avro::String(self.id.to_string())),
+            ("ffqn".into(), Avro::String(self.ffqn.into())),
+            ("params".into(), Avro::String(self.params_text.into())),
+            ("parent".into(), Avro::Union(0, Box::new(Avro::Null))),
+            ("scheduled_at".into(), Avro::Union(0, Box::new(Avro::Null))),
+            (
+                "correlation_id".into(),
+                Avro::Union(0, Box::new(Avro::Null)),
+            ),
+            ("metadata".into(), Avro::Map(Default::default())),
+        ]))
+    }
+
+    fn from_avro(_: Avro) -> Result<Self, FieldError> {
+        unreachable!("only written")
+    }
+}
+
+fn submission(id: &ExecutionId, ffqn: &str, params: Value) -> Submission {
+    Submission {
+        execution_id: id.clone(),
+        ffqn: ffqn.parse().expect("ffqn"),
+        params,
+        parent: None,
+        scheduled_at: None,
+        correlation_id: None,
+        metadata: Default::default(),
+    }
+}
+
+fn error_kind(result: &ExecutionResult) -> Option<ExecutionErrorKind> {
+    match result {
+        ExecutionResult::ExecutionError(e) => Some(e.kind),
+        _ => None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn refused_inputs_are_dead_lettered_and_answered_and_change_nothing_else() {
+    let deployment = Deployment::new("refused");
+    let _worker = deployment.start_worker("w", &[]);
+    let producer = deployment.producer();
+    let submissions = deployment.topic(TopicRole::Submissions);
+    let responses = deployment.topic(TopicRole::Responses);
+    let partitions = deployment.topology.topic(TopicRole::Submissions).partitions;
+    let encode = |record: &Submission| {
+        deployment
+            .codec
+            .encode(&submissions, record)
+            .expect("encode")
+    };
+    let send_to = |key: String, partition: Option<i32>, value: Vec<u8>| {
+        let producer = producer.clone();
+        let topic = submissions.clone();
+        async move {
+            let mut record = FutureRecord::to(&topic).key(&key).payload(&value);
+            if let Some(partition) = partition {
+                record = record.partition(partition);
+            }
+            producer
+                .send(record, Duration::from_secs(30))
+                .await
+                .expect("produce");
+        }
+    };
+
+    // Item 3: on the wrong partition; keyed by another id.
+    let misrouted = ExecutionId::top_level(ulid::Ulid::new());
+    let right = partition_for_key(misrouted.to_string().as_bytes(), partitions);
+    send_to(
+        misrouted.to_string(),
+        Some((right + 1) % partitions),
+        encode(&submission(&misrouted, HELLO, json!(["x"]))),
+    )
+    .await;
+    let mis_keyed = ExecutionId::top_level(ulid::Ulid::new());
+    send_to(
+        "not-its-id".into(),
+        None,
+        encode(&submission(&mis_keyed, HELLO, json!(["y"]))),
+    )
+    .await;
+    // Item 4: a child's id as a top-level id; a finished execution submitted again, the same
+    // and with other params.
+    let parent = ExecutionId::top_level(ulid::Ulid::new());
+    let child_shaped = parent.child(&JoinSetId::generated(1).expect("join set"), 1);
+    send_to(
+        child_shaped.to_string(),
+        None,
+        encode(&submission(&child_shaped, HELLO, json!(["z"]))),
+    )
+    .await;
+    let hello = deployment.submit(&producer, HELLO, json!(["ada"])).await;
+    let first = deployment.results(std::slice::from_ref(&hello), TIMEOUT);
+    send_to(
+        hello.to_string(),
+        None,
+        encode(&submission(&hello, HELLO, json!(["ada"]))),
+    )
+    .await;
+    send_to(
+        hello.to_string(),
+        None,
+        encode(&submission(&hello, HELLO, json!(["grace"]))),
+    )
+    .await;
+    // Item 9: params that are not JSON, and JSON that is not an array.
+    let not_json = ExecutionId::top_level(ulid::Ulid::new());
+    let raw = RawSubmission {
+        id: not_json.clone(),
+        ffqn: HELLO,
+        params_text: "[\"unterminated",
+    };
+    let bytes = deployment.codec.encode(&submissions, &raw).expect("encode");
+    send_to(not_json.to_string(), None, bytes).await;
+    let not_array = ExecutionId::top_level(ulid::Ulid::new());
+    let raw = RawSubmission {
+        id: not_array.clone(),
+        ffqn: HELLO,
+        params_text: "{\"name\": \"ada\"}",
+    };
+    let bytes = deployment.codec.encode(&submissions, &raw).expect("encode");
+    send_to(not_array.to_string(), None, bytes).await;
+    // Item 10: a response to a request the execution never made, while it waits for the
+    // external tax service (not started yet).
+    let invoice = deployment
+        .submit(&producer, INVOICE, json!(["widget", 4, "DE"]))
+        .await;
+    let bogus = Response::ChildExecutionFinished {
+        child_execution_id: invoice.child(&JoinSetId::generated(99).expect("join set"), 7),
+        result: ExecutionResult::Ok(json!("from a buggy service")),
+    };
+    let bytes = deployment.codec.encode(&responses, &bogus).expect("encode");
+    deployment
+        .produce_raw(&producer, &responses, &invoice.to_string(), &bytes)
+        .await;
+
+    let dlq = deployment.topic(TopicRole::Dlq);
+    let dead =
+        deployment.read_topic::<DlqEnvelope>(&dlq, TIMEOUT, "seven DLQ records", |r| r.len() >= 7);
+    let reasons: BTreeMap<String, DlqReason> = dead
+        .iter()
+        .map(|(key, e)| (format!("{key}@{}", e.original_offset), e.reason))
+        .collect();
+    let by_key = |key: &str| -> Vec<DlqReason> {
+        dead.iter()
+            .filter(|(k, _)| k == key)
+            .map(|(_, e)| e.reason)
+            .collect()
+    };
+    assert_eq!(
+        by_key(&misrouted.to_string()),
+        [DlqReason::Misrouted],
+        "{reasons:?}"
+    );
+    assert_eq!(by_key("not-its-id"), [DlqReason::Misrouted], "{reasons:?}");
+    assert_eq!(
+        by_key(&child_shaped.to_string()),
+        [DlqReason::Conflict],
+        "{reasons:?}"
+    );
+    assert_eq!(
+        by_key(&hello.to_string()),
+        [DlqReason::Conflict],
+        "{reasons:?}"
+    );
+    assert_eq!(
+        by_key(&not_json.to_string()),
+        [DlqReason::InvalidParams],
+        "{reasons:?}"
+    );
+    assert_eq!(
+        by_key(&not_array.to_string()),
+        [DlqReason::InvalidParams],
+        "{reasons:?}"
+    );
+    assert_eq!(
+        by_key(&invoice.to_string()),
+        [DlqReason::Refused],
+        "{reasons:?}"
+    );
+
+    // The refused response changed nothing: the invoice finishes once the service answers.
+    let _tax_service = deployment.start_external_tax_service();
+    let results = deployment.read_topic::<ExecutionFinished>(
+        &deployment.topic(TopicRole::Results),
+        TIMEOUT,
+        "every answer",
+        |r| r.iter().any(|(k, _)| *k == invoice.to_string()),
+    );
+    let answers = |id: &ExecutionId| -> Vec<&ExecutionResult> {
+        results
+            .iter()
+            .filter(|(k, _)| *k == id.to_string())
+            .map(|(_, f)| &f.result)
+            .collect()
+    };
+    let invoice_results = answers(&invoice);
+    assert!(
+        matches!(invoice_results.as_slice(), [ExecutionResult::Ok(v)] if v["total-cents"] == 1190),
+        "{invoice_results:?}"
+    );
+    // Resubmitted: answered again, identically; the conflicting submission: a conflict error
+    // naming the execution.
+    let hello_results = answers(&hello);
+    let (conflicts, same): (Vec<&ExecutionResult>, Vec<&ExecutionResult>) = hello_results
+        .iter()
+        .copied()
+        .partition(|r| error_kind(r) == Some(ExecutionErrorKind::Conflict));
+    assert_eq!(same.len(), 2, "{hello_results:?}");
+    assert!(
+        same.iter().all(|r| **r == first[&hello]),
+        "{hello_results:?}"
+    );
+    assert_eq!(conflicts.len(), 1, "{hello_results:?}");
+    assert!(
+        conflicts[0].to_string().contains(&hello.to_string()),
+        "{}",
+        conflicts[0]
+    );
+    assert_eq!(
+        answers(&child_shaped)
+            .iter()
+            .map(|r| error_kind(r))
+            .collect::<Vec<_>>(),
+        [Some(ExecutionErrorKind::Conflict)]
+    );
+    for id in [&not_json, &not_array] {
+        assert_eq!(
+            answers(id)
+                .iter()
+                .map(|r| error_kind(r))
+                .collect::<Vec<_>>(),
+            [Some(ExecutionErrorKind::InvalidParams)],
+            "{id}"
+        );
+    }
+    // Misrouted records never run.
+    assert!(answers(&misrouted).is_empty() && answers(&mis_keyed).is_empty());
+}
