@@ -156,13 +156,28 @@ pub trait Log: Send {
 /// An execution's changelog as the store has it: each record with the time it was recorded.
 pub type StoredHistory = Vec<(HistoryRecord, DateTime<Utc>)>;
 
+/// Why an execution's changelog could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The store answered, but what it holds for this execution cannot be read (a row that
+    /// does not decode): that execution cannot go on, the others can.
+    #[error("the stored history of {execution} is unreadable: {reason}")]
+    Unreadable {
+        execution: ExecutionId,
+        reason: String,
+    },
+    /// The store did not answer (after the adapter's own retries).
+    #[error(transparent)]
+    Store(BoxError),
+}
+
 /// What the store gives the loop.
 pub trait StoreRead: Send + Sync {
     /// The decoded changelog of an execution with each record's time (`None` if unknown).
     fn load(
         &self,
         id: &ExecutionId,
-    ) -> impl Future<Output = Result<Option<StoredHistory>, BoxError>> + Send;
+    ) -> impl Future<Output = Result<Option<StoredHistory>, LoadError>> + Send;
 
     /// The next offset of `topic`/`partition` to materialise.
     fn checkpoint(
@@ -460,9 +475,12 @@ where
             self.process(&mut batch, record.input).await?;
         }
         for timer in &timers {
-            self.process(&mut batch, Input::TimerDue(timer.clone()))
-                .await?;
-            batch.effects.push(Effect::DeleteTimer(timer.key()));
+            if self
+                .process(&mut batch, Input::TimerDue(timer.clone()))
+                .await?
+            {
+                batch.effects.push(Effect::DeleteTimer(timer.key()));
+            }
         }
         let offsets: Positions = self
             .positions
@@ -488,19 +506,31 @@ where
         Ok(())
     }
 
-    /// Steps one input, rehydrating the execution it names first.
-    async fn process(&mut self, batch: &mut Batch, input: Input) -> Result<(), DriverError> {
+    /// Steps one input, rehydrating the execution it names first. An execution whose stored
+    /// history cannot be read or rebuilt is left alone (its input dead-lettered, its timer
+    /// kept): one bad execution must not stop the partition. `false` if not stepped.
+    async fn process(&mut self, batch: &mut Batch, input: Input) -> Result<bool, DriverError> {
         if let Some((id, pinned_until)) = self.processor.needs(&input) {
             // Rebuilt from the store: it must hold every batch that touched the execution.
             self.materialiser
                 .wait_for(pinned_until)
                 .await
                 .map_err(DriverError::Materialise)?;
-            let stored = self.store.load(&id).await.map_err(DriverError::Store)?;
-            self.processor.rehydrate(batch, &id, stored).await?;
+            let unreadable = match self.store.load(&id).await {
+                Ok(stored) => match self.processor.rehydrate(batch, &id, stored).await {
+                    Ok(()) => None,
+                    Err(ProcessorError::Projection(e)) => Some(e.to_string()),
+                },
+                Err(LoadError::Unreadable { reason, .. }) => Some(reason),
+                Err(LoadError::Store(e)) => return Err(DriverError::Store(e)),
+            };
+            if let Some(reason) = unreadable {
+                self.processor.unreadable(batch, &id, &input, reason);
+                return Ok(false);
+            }
         }
         self.processor.step(batch, input).await?;
-        Ok(())
+        Ok(true)
     }
 
     /// After a commit; see the module docs.
@@ -660,6 +690,9 @@ where
             .map_err(DriverError::Log)?;
         let read = entries.len();
         let mut views: IndexMap<ExecutionId, ExecutionView> = IndexMap::new();
+        // Executions whose stored history cannot be read: their rows are copied, nothing
+        // more.
+        let mut unreadable: std::collections::HashSet<ExecutionId> = Default::default();
         let mut job = MaterialiseJob::default();
         let mut timers = TimerChanges::default();
         let catchup_error = |reason: String| DriverError::Catchup { partition, reason };
@@ -673,6 +706,7 @@ where
             let id = record.execution_id.clone();
             if !views.contains_key(&id) {
                 let view = match &record.entry {
+                    _ if unreadable.contains(&id) => None,
                     HistoryEntry::Created(created) if record.seq == 0 => {
                         let owner = self.processor.partition_of(&id);
                         let (view, changes) =
@@ -680,23 +714,45 @@ where
                         for change in changes {
                             change.add_to(&mut timers);
                         }
-                        view
+                        Some(view)
                     }
                     _ => {
-                        let stored = self.store.load(&id).await.map_err(DriverError::Store)?;
-                        let owner = self.processor.partition_of(&id);
-                        let stored = stored.ok_or_else(|| {
-                            catchup_error(format!(
-                                "offset {offset}: history version {} of {id}, which the store does not know",
-                                record.seq
-                            ))
-                        })?;
-                        rebuild(&id, owner, stored)
-                            .map_err(|e| catchup_error(format!("offset {offset}: {e}")))?
-                            .view
+                        let stored = match self.store.load(&id).await {
+                            Ok(stored) => stored,
+                            Err(LoadError::Unreadable { reason, .. }) => {
+                                // Its history rows are still written; its execution row is
+                                // not (nothing can rebuild it). The other executions go on.
+                                tracing::error!(partition, offset, execution = %id, %reason, "catch-up skips the execution row of an unreadable execution");
+                                unreadable.insert(id.clone());
+                                None
+                            }
+                            Err(LoadError::Store(e)) => return Err(DriverError::Store(e)),
+                        };
+                        match stored {
+                            None if unreadable.contains(&id) => None,
+                            None => {
+                                return Err(catchup_error(format!(
+                                    "offset {offset}: history version {} of {id}, which the store does not know",
+                                    record.seq
+                                )));
+                            }
+                            Some(stored) => {
+                                let owner = self.processor.partition_of(&id);
+                                match rebuild(&id, owner, stored) {
+                                    Ok(rebuilt) => Some(rebuilt.view),
+                                    Err(e) => {
+                                        tracing::error!(partition, offset, execution = %id, error = %e, "catch-up skips the execution row of an execution whose stored history breaks the projection");
+                                        unreadable.insert(id.clone());
+                                        None
+                                    }
+                                }
+                            }
+                        }
                     }
                 };
-                views.insert(id.clone(), view);
+                if let Some(view) = view {
+                    views.insert(id.clone(), view);
+                }
             }
             if let Some(view) = views.get_mut(&id)
                 && record.seq >= 1

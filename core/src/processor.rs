@@ -188,6 +188,8 @@ pub struct ProcessorStats {
     /// Responses delivered to a parked run (the hot path).
     pub hot_deliveries: u64,
     pub dead_letters: u64,
+    /// Inputs for executions whose stored history cannot be read or rebuilt.
+    pub unreadable: u64,
 }
 
 /// An execution of one of the worker's partitions.
@@ -391,6 +393,25 @@ impl<R: WorkflowRunner> Processor<R> {
                     }
                 }
             }
+        }
+    }
+
+    /// `input` names `id`, whose stored history cannot be read or rebuilt (`reason`): a record
+    /// is dead-lettered (nothing is lost: the DLQ keeps it byte for byte, for a replay once
+    /// the store is repaired); a due timer stays in the store. The execution cannot go on;
+    /// the other executions of the partition do.
+    pub fn unreadable(
+        &mut self,
+        batch: &mut Batch,
+        id: &ExecutionId,
+        input: &Input,
+        reason: String,
+    ) {
+        self.stats.unreadable += 1;
+        tracing::error!(execution = %id, %reason, "the stored history of the execution is unreadable; its input is set aside");
+        if let Input::Record { index, .. } = input {
+            let error = format!("the stored history of {id} is unreadable: {reason}");
+            self.dead_letter(batch, *index, DlqReason::Other, error);
         }
     }
 

@@ -531,6 +531,55 @@ fn resubmissions_are_answered_conflicts_and_misrouted_records_refused() {
     assert_invariants(&mut sim); // every poison record (the conflict, the misrouted) once in the DLQ
 }
 
+/// Issue 11 item 11. One execution's stored history stops decoding (a corrupt row). Its
+/// inputs are dead-lettered with the reason; the worker does not stop, and the other
+/// executions of the partition finish. (Before, the load error stopped the worker, and every
+/// worker that took the partition after it: a crash loop.)
+#[test]
+fn an_unreadable_stored_history_fails_its_execution_only() {
+    use weir_core::records::DlqReason;
+    use weir_core::sim::cluster::{Payload, Topic};
+
+    let mut sim = deployment(1, 1);
+    let broken = sim.submit(Workflow::Seq, &[2, 0]);
+    let fine = sim.submit(Workflow::Seq, &[2, 10]);
+    step(&mut sim, 5); // both wait for their first answer; their rows are in the store
+    for ((id, _), row) in sim.world().store.history.iter_mut() {
+        if *id == broken {
+            row.record = b"not a history record".to_vec();
+        }
+    }
+    sim.crash(1); // the restarted worker rebuilds every execution from the store
+    sim.quiesce(120_000);
+    let w = sim.world();
+    assert_eq!(w.stats.exits, 0, "no worker stopped on the bad row");
+    let results: Vec<_> = w
+        .cluster
+        .committed_records(Topic::Results)
+        .filter_map(|(_, r)| match &r.payload {
+            Some(Payload::Result(f)) => Some(f.execution_id.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(results, vec![fine], "only the readable execution finished");
+    let dead: Vec<_> = w
+        .cluster
+        .committed_records(Topic::Dlq)
+        .filter_map(|(_, r)| match &r.payload {
+            Some(Payload::Dlq(e)) => Some((e.reason, e.error.clone())),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        !dead.is_empty()
+            && dead
+                .iter()
+                .all(|(reason, error)| *reason == DlqReason::Other
+                    && error.contains(&format!("the stored history of {broken} is unreadable"))),
+        "{dead:?}"
+    );
+}
+
 /// Workers join and leave (graceful shutdown) while executions run: partitions move,
 /// nothing is lost or done twice.
 #[test]

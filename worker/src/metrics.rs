@@ -82,6 +82,8 @@ pub struct Metrics {
     pub executions_parked: Gauge,
     pub partitions_owned: Gauge,
     pub activity_attempts: Counter,
+    /// Store calls retried during an outage (reads and materialiser writes).
+    pub store_retries: Counter,
     pub activity_retries_scheduled: Counter,
     /// Activity worker: partitions paused at a retry waiting for its backoff.
     pub activity_partitions_held: Gauge,
@@ -117,6 +119,11 @@ impl Metrics {
             "executions_replayed_total",
             "Executions rebuilt from the store by replay.",
             self.executions_replayed.get(),
+        );
+        counter(
+            "store_retries_total",
+            "Store calls retried with backoff during an outage.",
+            self.store_retries.get(),
         );
         counter(
             "activity_attempts_total",

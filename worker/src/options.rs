@@ -56,6 +56,9 @@ pub const DEFAULT_MATERIALISE_LINGER_MS: u64 = 200;
 /// `--transaction-timeout-ms` / `WEIR_TRANSACTION_TIMEOUT_MS`: how long a dead worker's open
 /// transaction can hold its partitions.
 pub const DEFAULT_TRANSACTION_TIMEOUT_MS: u64 = 30_000;
+/// `--store-patience-secs` / `WEIR_STORE_PATIENCE_SECS`: how long a store outage is ridden out
+/// (failed calls retried with backoff) before the worker gives up and stops.
+pub const DEFAULT_STORE_PATIENCE_SECS: u64 = 300;
 /// `--metrics-addr` / `WEIR_METRICS_ADDR`: where `GET /metrics` is served.
 pub const DEFAULT_METRICS_ADDR: &str = "0.0.0.0:9464";
 /// Timers due within this many seconds are held in memory (no flag).

@@ -11,8 +11,8 @@ use std::future::Future;
 use chrono::{DateTime, Utc};
 
 use crate::driver::{
-    BoxError, Commit, CommitError, Landed, Log, LoggedEntry, Materialise, Polled, Positions,
-    StoreRead,
+    BoxError, Commit, CommitError, Landed, LoadError, Log, LoggedEntry, Materialise, Polled,
+    Positions, StoreRead,
 };
 use crate::model::ExecutionId;
 use crate::records::HistoryRecord;
@@ -135,10 +135,23 @@ impl StoreRead for SimStore {
     fn load(
         &self,
         id: &ExecutionId,
-    ) -> impl Future<Output = Result<Option<Vec<(HistoryRecord, DateTime<Utc>)>>, BoxError>> + Send
+    ) -> impl Future<Output = Result<Option<Vec<(HistoryRecord, DateTime<Utc>)>>, LoadError>> + Send
     {
         let id = id.clone();
-        self.read("store: load", move |w| w.store.load(&id, &w.codec))
+        let read = self.read("store: load", {
+            let id = id.clone();
+            move |w| Ok(w.store.load(&id, &w.codec))
+        });
+        async move {
+            match read.await {
+                Ok(Ok(stored)) => Ok(stored),
+                Ok(Err(reason)) => Err(LoadError::Unreadable {
+                    execution: id,
+                    reason,
+                }),
+                Err(e) => Err(LoadError::Store(e)),
+            }
+        }
     }
 
     fn checkpoint(

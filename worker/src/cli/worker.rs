@@ -61,6 +61,14 @@ pub struct WorkerArgs {
         default_value_t = options::DEFAULT_TRANSACTION_TIMEOUT_MS
     )]
     pub transaction_timeout_ms: u64,
+    /// How long a store outage is ridden out (failed calls retried with backoff, counted in
+    /// `weir_store_retries_total`) before the worker gives up and stops.
+    #[arg(
+        long,
+        env = "WEIR_STORE_PATIENCE_SECS",
+        default_value_t = options::DEFAULT_STORE_PATIENCE_SECS
+    )]
+    pub store_patience_secs: u64,
     /// Input records larger than this go to the DLQ.
     #[arg(
         long,
@@ -157,6 +165,7 @@ async fn serve(args: WorkerArgs) -> anyhow::Result<()> {
         config.cache_size = args.cache_size;
         config.max_record_bytes = args.max_record_bytes;
         config.transaction_timeout = Duration::from_millis(args.transaction_timeout_ms);
+        config.store_patience = Duration::from_secs(args.store_patience_secs);
         config
     };
     let (stop, stopped) = watch::channel(false);

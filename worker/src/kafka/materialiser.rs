@@ -24,23 +24,22 @@ use std::time::Duration;
 
 use tokio::sync::{Notify, mpsc, watch};
 use tokio::time::Instant;
-use tracing::{Instrument, debug, info_span, warn};
+use tracing::{Instrument, debug, info_span};
 use weir_core::driver::BoxError;
 
+use crate::metrics::Metrics;
 pub use crate::store::MaterialiseJob;
+use crate::store::patience::{Patience, patiently};
 use crate::store::{Store, StoreError};
 
 /// At most this many queued jobs are merged into one write.
 const MAX_MERGED_JOBS: usize = 32;
 
-/// How often a failing job is tried, and the first pause between tries (doubled each time).
-const ATTEMPTS: u32 = 5;
-const FIRST_BACKOFF: Duration = Duration::from_millis(100);
-
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum MaterialiseError {
-    /// A job failed every attempt; nothing after it was written.
-    #[error("materialising batch {batch} into the store failed {ATTEMPTS} times: {reason}")]
+    /// A job failed for good, or for longer than the worker's patience; nothing after it was
+    /// written.
+    #[error("materialising batch {batch} into the store failed: {reason}")]
     Failed { batch: u64, reason: String },
     #[error("the materialiser stopped")]
     Stopped,
@@ -70,6 +69,21 @@ impl Materialiser {
     /// Whoever waits for the store ([`Materialiser::wait_for`], [`Materialiser::flush`]) cuts
     /// the linger short.
     pub fn spawn<S: Store + 'static>(store: Arc<S>, queue: usize, linger: Duration) -> Self {
+        let patience = Patience::new(Duration::from_secs(
+            crate::options::DEFAULT_STORE_PATIENCE_SECS,
+        ));
+        Self::spawn_with(store, queue, linger, patience, Arc::default())
+    }
+
+    /// [`Materialiser::spawn`], riding out store failures within `patience` (each retry
+    /// counted in `metrics`).
+    pub fn spawn_with<S: Store + 'static>(
+        store: Arc<S>,
+        queue: usize,
+        linger: Duration,
+        patience: Patience,
+        metrics: Arc<Metrics>,
+    ) -> Self {
         let (jobs, mut receiver) = mpsc::channel::<(u64, MaterialiseJob)>(queue.max(1));
         let (report, progress) = watch::channel(Progress::default());
         let waited_for = Arc::new(Notify::new());
@@ -100,12 +114,21 @@ impl Materialiser {
                 behind = queued.len() == MAX_MERGED_JOBS;
                 let job = MaterialiseJob::merge(queued);
                 let span = info_span!("materialise", first, batch, rows = job.history.len());
-                match write_with_retries(store.as_ref(), batch, &job)
-                    .instrument(span)
-                    .await
-                {
-                    Ok(()) => report.send_modify(|p| p.materialised = batch),
-                    Err(failure) => {
+                let written = patiently(&patience, &metrics.store_retries, "materialise", || {
+                    write(store.as_ref(), &job)
+                })
+                .instrument(span)
+                .await;
+                match written {
+                    Ok(()) => {
+                        debug!(batch, "materialised");
+                        report.send_modify(|p| p.materialised = batch);
+                    }
+                    Err(e) => {
+                        let failure = MaterialiseError::Failed {
+                            batch,
+                            reason: e.to_string(),
+                        };
                         report.send_modify(|p| p.failure = Some(failure));
                         return;
                     }
@@ -192,35 +215,6 @@ impl weir_core::driver::Materialise for Materialiser {
 
     fn health(&self) -> Result<(), BoxError> {
         Ok(Materialiser::health(self)?)
-    }
-}
-
-async fn write_with_retries<S: Store>(
-    store: &S,
-    batch: u64,
-    job: &MaterialiseJob,
-) -> Result<(), MaterialiseError> {
-    let mut backoff = FIRST_BACKOFF;
-    let mut attempt = 1;
-    loop {
-        match write(store, job).await {
-            Ok(()) => {
-                debug!(batch, attempt, "materialised");
-                return Ok(());
-            }
-            Err(e) if attempt < ATTEMPTS => {
-                warn!(batch, attempt, error = %e, "materialising failed; retrying");
-                tokio::time::sleep(backoff).await;
-                backoff *= 2;
-                attempt += 1;
-            }
-            Err(e) => {
-                return Err(MaterialiseError::Failed {
-                    batch,
-                    reason: e.to_string(),
-                });
-            }
-        }
     }
 }
 
@@ -619,7 +613,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_transient_failure_is_retried() {
-        let store = flaky(ATTEMPTS - 1);
+        let store = flaky(4);
         let mut materialiser = Materialiser::spawn(Arc::clone(&store), 4, Duration::ZERO);
         materialiser.submit(checkpoint_job(7)).await.unwrap();
         materialiser.flush().await.unwrap();

@@ -21,8 +21,8 @@ use rdkafka::{Offset, TopicPartitionList};
 use tokio::sync::watch;
 use tracing::info;
 use weir_core::driver::{
-    BoxError, Commit, CommitError, Driver, DriverConfig, DriverError, InputTopic, Landed, Log,
-    LoggedEntry, Polled, PolledRecord, Positions, Report, StoreRead,
+    BoxError, Commit, CommitError, Driver, DriverConfig, DriverError, InputTopic, Landed,
+    LoadError, Log, LoggedEntry, Polled, PolledRecord, Positions, Report, StoreRead,
 };
 use weir_core::processor::{Body, Input, Processor, ProcessorConfig, Undecodable};
 
@@ -35,6 +35,7 @@ use super::transaction::{TransactionError, Transactor};
 use crate::codec::{Codec, HistoryRecord, RecordPosition, SubmissionInput};
 use crate::metrics::Metrics;
 use crate::model::{ExecutionId, Response};
+use crate::store::patience::{Patience, patiently};
 use crate::store::{Store, StoreError, TimerRow};
 use crate::topology::{TopicRole, Topology};
 use crate::wasm::{WasmHost, WasmRunner};
@@ -58,6 +59,8 @@ pub struct WorkerConfig {
     /// Timers due within this horizon are held in memory.
     pub timer_horizon: Duration,
     pub transaction_timeout: Duration,
+    /// How long a store outage is ridden out before the worker stops.
+    pub store_patience: Duration,
 }
 
 /// A worker's place in its consumer group: the subscribed consumer, what its rebalances did,
@@ -89,6 +92,7 @@ impl WorkerConfig {
             transaction_timeout: Duration::from_millis(
                 crate::options::DEFAULT_TRANSACTION_TIMEOUT_MS,
             ),
+            store_patience: Duration::from_secs(crate::options::DEFAULT_STORE_PATIENCE_SECS),
         }
     }
 
@@ -209,10 +213,13 @@ impl<S: Store + 'static> WorkflowWorker<S> {
             transactor,
         } = self.config.join_group(&inputs, Some("range")).await?;
         info!(instance = %self.config.instance_id, group = %self.config.group_id, "workflow worker started");
-        let materialiser = Materialiser::spawn(
+        let patience = Patience::new(self.config.store_patience);
+        let materialiser = Materialiser::spawn_with(
             Arc::clone(&self.store),
             MATERIALISE_QUEUE,
             self.config.materialise_linger,
+            patience,
+            Arc::clone(&self.metrics),
         );
         let log = KafkaLog {
             consumer,
@@ -235,6 +242,8 @@ impl<S: Store + 'static> WorkflowWorker<S> {
         let store = StoreAdapter {
             store: Arc::clone(&self.store),
             codec: Arc::clone(&self.codec),
+            patience,
+            metrics: Arc::clone(&self.metrics),
         };
         let processor = Processor::new(
             WasmRunner(Arc::clone(&self.host)),
@@ -263,17 +272,42 @@ impl<S: Store + 'static> WorkflowWorker<S> {
 }
 
 /// The store, decoded for the driver.
+/// The store as the driver reads it: every call rides out an outage within the worker's
+/// patience; a row that does not decode fails its execution only.
 pub struct StoreAdapter<S: Store> {
     store: Arc<S>,
     codec: Arc<Codec>,
+    patience: Patience,
+    metrics: Arc<Metrics>,
+}
+
+impl<S: Store> StoreAdapter<S> {
+    async fn patiently<T, Fut>(
+        &self,
+        what: &str,
+        call: impl FnMut() -> Fut,
+    ) -> Result<T, StoreError>
+    where
+        Fut: std::future::Future<Output = Result<T, StoreError>>,
+    {
+        patiently(&self.patience, &self.metrics.store_retries, what, call).await
+    }
 }
 
 impl<S: Store> StoreRead for StoreAdapter<S> {
     async fn load(
         &self,
         id: &ExecutionId,
-    ) -> Result<Option<Vec<(HistoryRecord, DateTime<Utc>)>>, BoxError> {
-        let rows = self.store.history(id).await?;
+    ) -> Result<Option<Vec<(HistoryRecord, DateTime<Utc>)>>, LoadError> {
+        let unreadable = |reason: String| LoadError::Unreadable {
+            execution: id.clone(),
+            reason,
+        };
+        let rows = match self.patiently("load", || self.store.history(id)).await {
+            Ok(rows) => rows,
+            Err(StoreError::Corrupt { reason, .. }) => return Err(unreadable(reason)),
+            Err(e) => return Err(LoadError::Store(Box::new(e))),
+        };
         if rows.is_empty() {
             return Ok(None);
         }
@@ -281,13 +315,10 @@ impl<S: Store> StoreRead for StoreAdapter<S> {
         for row in rows {
             let position =
                 RecordPosition::at("store.history", row.kafka_partition, row.kafka_offset);
-            let record: HistoryRecord =
-                self.codec
-                    .decode(&row.record, &position)
-                    .map_err(|e| StoreError::Corrupt {
-                        execution_id: id.to_string(),
-                        reason: format!("history version {}: {e}", row.seq),
-                    })?;
+            let record: HistoryRecord = self
+                .codec
+                .decode(&row.record, &position)
+                .map_err(|e| unreadable(format!("history version {}: {e}", row.seq)))?;
             records.push((record, row.recorded_at));
         }
         Ok(Some(records))
@@ -295,16 +326,14 @@ impl<S: Store> StoreRead for StoreAdapter<S> {
 
     async fn checkpoint(&self, topic: &str, partition: i32) -> Result<Option<i64>, BoxError> {
         Ok(self
-            .store
-            .checkpoint(topic, partition)
+            .patiently("checkpoint", || self.store.checkpoint(topic, partition))
             .await?
             .map(|c| c.materialised_offset))
     }
 
     async fn watermark(&self, partition: i32) -> Result<Option<DateTime<Utc>>, BoxError> {
         Ok(self
-            .store
-            .timer_watermark(partition)
+            .patiently("watermark", || self.store.timer_watermark(partition))
             .await?
             .map(|w| w.fired_before))
     }
@@ -315,7 +344,11 @@ impl<S: Store> StoreRead for StoreAdapter<S> {
         from: DateTime<Utc>,
         until: DateTime<Utc>,
     ) -> Result<Vec<TimerRow>, BoxError> {
-        Ok(self.store.timers_between(partition, from, until).await?)
+        Ok(self
+            .patiently("timers", || {
+                self.store.timers_between(partition, from, until)
+            })
+            .await?)
     }
 }
 

@@ -9,6 +9,7 @@ pub mod conformance;
 pub mod cql;
 #[cfg(any(test, feature = "test-util"))]
 pub mod memory;
+pub mod patience;
 /// The rows live in the core (the projection derives them); re-exported here.
 pub use weir_core::rows;
 pub mod schema;
