@@ -13,6 +13,7 @@ use rdkafka::{Offset, TopicPartitionList};
 use weir_core::driver::LoggedEntry;
 
 use super::KafkaConfig;
+use super::group::QuietEof;
 use crate::codec::{Codec, HistoryRecord, RecordPosition};
 
 #[derive(Debug, thiserror::Error)]
@@ -52,7 +53,9 @@ pub fn read(
         .set("isolation.level", "read_committed")
         .set("enable.auto.commit", "false")
         .set("enable.partition.eof", "true");
-    let consumer: BaseConsumer = config.create().map_err(kafka_error)?;
+    // Its end is what catch-up waits for: not an error to log (issue 11 item 20).
+    let consumer: BaseConsumer<QuietEof> =
+        config.create_with_context(QuietEof).map_err(kafka_error)?;
     let mut assignment = TopicPartitionList::new();
     assignment
         .add_partition_offset(topic, partition, Offset::Offset(from))

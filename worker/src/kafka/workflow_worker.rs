@@ -27,8 +27,9 @@ use weir_core::driver::{
 use weir_core::processor::{Body, Input, Processor, ProcessorConfig, Undecodable};
 
 use super::KafkaConfig;
+use super::config::Membership;
 use super::encode::{self, EncodeEffectError};
-use super::group::{RebalanceTracker, collect_batch, rewind_to_committed};
+use super::group::{Departure, RebalanceTracker, collect_batch, rewind_to_committed};
 use super::history_reader;
 use super::materialiser::{MaterialiseError, Materialiser};
 use super::transaction::{TransactionError, Transactor};
@@ -43,8 +44,25 @@ use crate::wasm::{WasmHost, WasmRunner};
 #[derive(Debug, Clone)]
 pub struct WorkerConfig {
     pub kafka: KafkaConfig,
-    /// Unique per process: part of the transactional id and the checkpoint owner.
+    /// Unique among the live processes of a deployment: part of the transactional id and the
+    /// checkpoint owner, and with [`static_membership`](Self::static_membership) the
+    /// `group.instance.id` of its consumers.
     pub instance_id: String,
+    /// The instance id is the process's stable identity (a StatefulSet pod name, a container
+    /// name), the same after a restart: its consumers are static members of their groups
+    /// (`group.instance.id` = the instance id, KIP-345), so a worker restarted within its
+    /// session gets its partitions back without a rebalance, and its transactional id (which
+    /// holds the instance id) fences the dead process's open transaction at once. `false`: a
+    /// dynamic member, whose partitions wait for the dead member's session to expire and for
+    /// its transaction to time out.
+    pub static_membership: bool,
+    /// How long a member that stopped heartbeating keeps its partitions.
+    pub session_timeout: Duration,
+    /// The process's request to leave the groups (on SIGTERM / SIGINT), shared by its members.
+    pub departure: Departure,
+    /// Where the group member's consumer and producer count (unfetchable records, committed
+    /// dead letters): the same as the worker's.
+    pub metrics: Arc<Metrics>,
     pub group_id: String,
     /// A batch is committed after this long, or after `max_batch_records` records.
     pub commit_interval: Duration,
@@ -89,6 +107,18 @@ impl WorkerConfig {
             transaction_timeout: Duration::from_millis(
                 crate::options::DEFAULT_TRANSACTION_TIMEOUT_MS,
             ),
+            static_membership: false,
+            session_timeout: Duration::from_millis(crate::options::DEFAULT_SESSION_TIMEOUT_MS),
+            departure: Departure::default(),
+            metrics: Arc::new(Metrics::default()),
+        }
+    }
+
+    /// The membership of this worker's consumers.
+    pub fn membership(&self) -> Membership {
+        Membership {
+            session_timeout: Some(self.session_timeout),
+            static_instance_id: self.static_membership.then(|| self.instance_id.clone()),
         }
     }
 
@@ -105,8 +135,12 @@ impl WorkerConfig {
             group: self.group_id.clone(),
             source,
         };
-        let tracker = RebalanceTracker::default();
-        let mut consumer_config = self.kafka.consumer(&self.group_id);
+        let tracker = RebalanceTracker::new(
+            self.departure.clone(),
+            self.kafka.clone(),
+            Arc::clone(&self.metrics),
+        );
+        let mut consumer_config = self.kafka.member(&self.group_id, &self.membership());
         if let Some(strategy) = assignment_strategy {
             consumer_config.set("partition.assignment.strategy", strategy);
         }
@@ -120,7 +154,8 @@ impl WorkerConfig {
             &format!("{}-{}", self.group_id, self.instance_id),
             self.transaction_timeout,
         )
-        .await?;
+        .await?
+        .with_metrics(Arc::clone(&self.metrics));
         Ok(GroupMember {
             consumer,
             tracker,
@@ -181,6 +216,8 @@ impl<S: Store + 'static> WorkflowWorker<S> {
         codec: Arc<Codec>,
         metrics: Arc<Metrics>,
     ) -> Self {
+        let mut config = config;
+        config.metrics = Arc::clone(&metrics);
         WorkflowWorker {
             config,
             topology,
@@ -467,7 +504,6 @@ impl Log for KafkaLog {
         let records = encode::records(
             &self.codec,
             &self.topology,
-            &self.metrics,
             &self.polled,
             commit.effects,
             &mut history,
