@@ -134,7 +134,7 @@ fn id_on(partition: i32, partitions: i32) -> ExecutionId {
 async fn a_batch_that_cannot_be_fetched_is_skipped_and_counted() {
     let deployment = Deployment::new("unfetchable");
     let submissions = deployment.topic(TopicRole::Submissions);
-    let partitions = deployment.topology.topic(TopicRole::Submissions).partitions as i32;
+    let partitions = deployment.topology.topic(TopicRole::Submissions).partitions;
     let partition = 1;
     let zstd: FutureProducer = kafka_config()
         .producer()
@@ -525,5 +525,23 @@ async fn a_worker_with_a_schema_registry_writes_the_confluent_wire_format() {
     for route in &deployment.topology.routes {
         let subject = format!("{}-value", route.topic);
         assert!(subjects.contains_key(&subject), "{subject}: {subjects:?}");
+    }
+}
+
+/// Item 19: `docker stop` sends the image's stop signal; the worker handles SIGTERM. And the
+/// image builds every workspace member (the core crate included).
+#[test]
+fn the_image_stops_workers_with_sigterm() {
+    let dockerfile = std::fs::read_to_string(weir_e2e::repo_root().join("docker/Dockerfile"))
+        .expect("Dockerfile");
+    assert!(
+        dockerfile.lines().any(|l| l.trim() == "STOPSIGNAL SIGTERM"),
+        "docker/Dockerfile sets STOPSIGNAL SIGTERM"
+    );
+    for member in ["core", "worker", "tests"] {
+        assert!(
+            dockerfile.contains(&format!("COPY {member} {member}")),
+            "the build stage copies the workspace member {member}/"
+        );
     }
 }

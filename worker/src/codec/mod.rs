@@ -80,7 +80,7 @@ pub struct RegisterError {
     pub topic: String,
     pub subject: String,
     pub record: &'static str,
-    pub source: RegistryError,
+    pub source: Box<RegistryError>,
 }
 
 /// Splits `bytes` into the writer schema's reference and the Avro body.
@@ -230,7 +230,7 @@ impl Codec {
                     subject: value_subject(&topic),
                     topic,
                     record,
-                    source,
+                    source: Box::new(source),
                 }),
             }
         };

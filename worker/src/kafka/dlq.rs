@@ -24,7 +24,7 @@ pub struct DeadLetterError {
     pub partition: i32,
     pub offset: i64,
     pub dlq: String,
-    pub source: EncodeError,
+    pub source: Box<EncodeError>,
 }
 
 /// Whether `record` is a dead letter (every one carries the reason header).
@@ -56,7 +56,7 @@ pub fn try_dead_letter(
             partition: message.partition(),
             offset: message.offset(),
             dlq: dlq.clone(),
-            source,
+            source: Box::new(source),
         })?;
     Ok(record(dlq, message, &envelope, value))
 }
@@ -136,5 +136,104 @@ fn record(
             .into_iter()
             .map(|(k, v)| (k.to_owned(), v))
             .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use rdkafka::Timestamp;
+
+    use super::*;
+    use crate::codec::{InMemoryRegistry, RecordPosition, WireFormat};
+
+    fn topology() -> Topology {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../topology");
+        Topology::load(&root).expect("the repository's topology")
+    }
+
+    fn poison() -> OwnedMessage {
+        OwnedMessage::new(
+            Some(b"not avro".to_vec()),
+            Some(b"E_key".to_vec()),
+            "weir.submissions".to_owned(),
+            Timestamp::CreateTime(1),
+            3,
+            42,
+            None,
+        )
+    }
+
+    /// Issue 11 item 12: with a registry whose schemas are not registered, the DLQ copy was an
+    /// `expect` panic; it is a typed error naming the record, and `dead_letter` falls back to
+    /// single-object encoding.
+    #[test]
+    fn an_unregistered_dlq_schema_is_a_typed_error_not_a_panic() {
+        let topology = topology();
+        let codec = Codec::new(Some(Arc::new(InMemoryRegistry::new())));
+        assert_eq!(codec.wire_format(), WireFormat::Confluent);
+        let message = poison();
+        let error = try_dead_letter(
+            &topology,
+            &codec,
+            &message,
+            DlqReason::Undecodable,
+            "bad".into(),
+        )
+        .expect_err("nothing registered");
+        let text = error.to_string();
+        assert!(text.contains("weir.submissions/3 offset 42"), "{text}");
+        let record = dead_letter(
+            &topology,
+            &codec,
+            &Metrics::default(),
+            &message,
+            DlqReason::Undecodable,
+            "bad".into(),
+        );
+        assert!(is_dead_letter(&record));
+        let position = RecordPosition::at(&record.topic, 0, 0);
+        let envelope: DlqEnvelope = codec.decode(&record.value, &position).expect("readable");
+        assert_eq!(envelope.value.as_deref(), Some(b"not avro".as_slice()));
+        assert_eq!(envelope.original_offset, 42);
+    }
+
+    #[tokio::test]
+    async fn once_registered_the_dlq_copy_is_in_the_registrys_framing() {
+        let topology = topology();
+        let codec = Codec::new(Some(Arc::new(InMemoryRegistry::new())));
+        let registered = codec.register_topology(&topology).await.expect("register");
+        let subjects: Vec<&str> = registered.iter().map(|(s, _, _)| s.as_str()).collect();
+        for role in [
+            TopicRole::Submissions,
+            TopicRole::Responses,
+            TopicRole::History,
+            TopicRole::Results,
+            TopicRole::Dlq,
+        ] {
+            let subject = format!("{}-value", topology.topic(role).name);
+            assert!(
+                subjects.contains(&subject.as_str()),
+                "{subject}: {subjects:?}"
+            );
+        }
+        let record = try_dead_letter(
+            &topology,
+            &codec,
+            &poison(),
+            DlqReason::Undecodable,
+            "bad".into(),
+        )
+        .expect("registered");
+        assert_eq!(record.value[0], crate::codec::CONFLUENT_MAGIC);
+        // Without a registry there is nothing to register.
+        assert!(
+            Codec::single_object()
+                .register_topology(&topology)
+                .await
+                .expect("no-op")
+                .is_empty()
+        );
     }
 }
