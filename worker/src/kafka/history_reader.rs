@@ -52,7 +52,10 @@ pub fn read(
         .set("group.id", format!("weir-catchup-{owner}"))
         .set("isolation.level", "read_committed")
         .set("enable.auto.commit", "false")
-        .set("enable.partition.eof", "true");
+        .set("enable.partition.eof", "true")
+        // The end is what catch-up reads to: a fetch there must not long-poll (librdkafka's
+        // default, 500 ms per partition, was most of a take-over's time).
+        .set("fetch.wait.max.ms", "10");
     // Its end is what catch-up waits for: not an error to log (issue 11 item 20).
     let consumer: BaseConsumer<QuietEof> =
         config.create_with_context(QuietEof).map_err(kafka_error)?;

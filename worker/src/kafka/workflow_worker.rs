@@ -466,7 +466,9 @@ impl Log for KafkaLog {
     }
 
     async fn rewind(&mut self) -> Result<Positions, BoxError> {
+        let started = Instant::now();
         let committed = rewind_to_committed(&self.consumer).map_err(|e| self.consumer_error(e))?;
+        tracing::debug!(took = ?started.elapsed(), partitions = committed.len(), "rewound to the committed offsets (fetched as stable)");
         let submissions = self.topic_name(InputTopic::Submissions).to_owned();
         Ok(committed
             .into_iter()
@@ -493,9 +495,11 @@ impl Log for KafkaLog {
             &self.history_topic,
         );
         // librdkafka blocks in poll; keep the runtime's other tasks going meanwhile.
+        let started = Instant::now();
         let entries = tokio::task::block_in_place(|| {
             history_reader::read(kafka, codec, owner, topic, partition, from)
         })?;
+        tracing::debug!(partition, from, entries = entries.len(), took = ?started.elapsed(), "history read for catch-up");
         Ok(entries)
     }
 
