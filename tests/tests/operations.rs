@@ -573,3 +573,22 @@ fn the_image_stops_workers_with_sigterm() {
         );
     }
 }
+
+/// Item 18, the other side of a stable identity: two live workers must not share an instance
+/// id. The one whose static membership is taken over (fenced) exits with an error naming the
+/// id, instead of idling as a member that no longer is one.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_worker_whose_instance_id_is_taken_by_another_exits_with_an_error() {
+    let deployment = Deployment::new("dup_id");
+    let mut a = deployment.spawn_worker("a", &["--instance-id", "dup", "--workflows-only"], &[]);
+    a.wait_for_log("partitions assigned", Duration::from_secs(60));
+    let _b = deployment.spawn_worker("b", &["--instance-id", "dup", "--workflows-only"], &[]);
+    let status = wait_exit(&mut a, Duration::from_secs(60));
+    assert!(!status.success(), "{status}");
+    let log = std::fs::read_to_string(&a.log).expect("log");
+    assert!(
+        log.contains("instance id `dup`") || log.contains("was fenced"),
+        "{}",
+        a.log.display()
+    );
+}

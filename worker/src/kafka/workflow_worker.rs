@@ -171,6 +171,18 @@ pub enum WorkerError {
         group: String,
         source: rdkafka::error::KafkaError,
     },
+    /// The consumer cannot go on (librdkafka's fatal error): with static membership, most
+    /// likely another live process joined the group with the same instance id.
+    #[error(
+        "the consumer of group `{group}` failed fatally ({code:?}: {reason}); if it was fenced, \
+         another live worker uses the instance id `{instance_id}`: instance ids must be unique"
+    )]
+    ConsumerFatal {
+        group: String,
+        instance_id: String,
+        code: rdkafka::types::RDKafkaErrorCode,
+        reason: String,
+    },
     #[error(transparent)]
     Transaction(Box<TransactionError>),
     #[error("store: {0}")]
@@ -441,6 +453,15 @@ impl Log for KafkaLog {
             records = collect_batch(&self.consumer, self.config.commit_interval, max) => records,
             _ = self.shutdown.changed() => return Ok(Polled::Shutdown),
         };
+        if let Some((code, reason)) = self.consumer.client().fatal_error() {
+            // E.g. FENCED_INSTANCE_ID: another live process joined with this instance id.
+            return Err(Box::new(WorkerError::ConsumerFatal {
+                group: self.config.group_id.clone(),
+                instance_id: self.config.instance_id.clone(),
+                code,
+                reason,
+            }));
+        }
         let (generation, owned) = self.tracker.snapshot();
         if generation != before || generation != self.generation {
             // The batch spans a rebalance: drop it (nothing of it is committed); the driver
