@@ -200,12 +200,17 @@ async fn serve(args: WorkerArgs) -> anyhow::Result<()> {
         info!(signal, "stopping: leaving the consumer groups");
         leaving.request();
         let timeout = Duration::from_secs(options::DEFAULT_LEAVE_GROUP_TIMEOUT_SECS);
-        if !leaving.all_left(timeout).await {
-            warn!(
-                remaining = leaving.remaining(),
-                ?timeout,
-                "not every consumer left its group in time; stopping anyway"
-            );
+        tokio::select! {
+            left = leaving.all_left(timeout) => if !left {
+                warn!(
+                    remaining = leaving.remaining(),
+                    ?timeout,
+                    "not every consumer left its group in time; stopping anyway"
+                );
+            },
+            // A second signal does not wait for the groups.
+            _ = tokio::signal::ctrl_c() => warn!("second SIGINT: stopping now"),
+            _ = terminate.recv() => warn!("second SIGTERM: stopping now"),
         }
         let _ = stop.send(true);
     });
