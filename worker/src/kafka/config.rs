@@ -54,7 +54,7 @@ pub struct KafkaConfig {
 
 /// How a consumer is a member of its group.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Membership {
+pub struct MemberSettings {
     /// `session.timeout.ms`: how long a member that stopped heartbeating (killed, frozen) keeps
     /// its partitions. `None`: librdkafka's default.
     pub session_timeout: Option<std::time::Duration>,
@@ -95,12 +95,12 @@ impl KafkaConfig {
     /// A consumer in `group` that sees only committed records and never commits by itself:
     /// its offsets are committed inside the producer's transactions.
     pub fn consumer(&self, group: &str) -> ClientConfig {
-        self.member(group, &Membership::default())
+        self.member(group, &MemberSettings::default())
     }
 
     /// A consumer in `group` (see [`consumer`](Self::consumer)) with `membership`'s session
     /// timeout and, when it has one, its static identity (`group.instance.id`, KIP-345).
-    pub fn member(&self, group: &str, membership: &Membership) -> ClientConfig {
+    pub fn member(&self, group: &str, membership: &MemberSettings) -> ClientConfig {
         let mut config = ClientConfig::new();
         config
             .set("group.id", group)
@@ -162,7 +162,7 @@ mod tests {
         assert_eq!(dynamic.get("session.timeout.ms"), None);
         let member = kafka.member(
             "g",
-            &Membership {
+            &MemberSettings {
                 session_timeout: Some(std::time::Duration::from_secs(6)),
                 static_instance_id: Some("worker-0".into()),
             },
@@ -175,7 +175,7 @@ mod tests {
         kafka
             .properties
             .push(("heartbeat.interval.ms".into(), "500".into()));
-        let member = kafka.member("g", &Membership::default());
+        let member = kafka.member("g", &MemberSettings::default());
         assert_eq!(member.get("heartbeat.interval.ms"), Some("500"));
     }
 }

@@ -27,7 +27,7 @@ use weir_core::driver::{
 use weir_core::processor::{Body, Input, Processor, ProcessorConfig, Undecodable};
 
 use super::KafkaConfig;
-use super::config::Membership;
+use super::config::MemberSettings;
 use super::encode::{self, EncodeEffectError};
 use super::group::{Departure, RebalanceTracker, collect_batch, rewind_to_committed};
 use super::history_reader;
@@ -114,9 +114,9 @@ impl WorkerConfig {
         }
     }
 
-    /// The membership of this worker's consumers.
-    pub fn membership(&self) -> Membership {
-        Membership {
+    /// How this worker's consumers are members of their groups.
+    pub fn member_settings(&self) -> MemberSettings {
+        MemberSettings {
             session_timeout: Some(self.session_timeout),
             static_instance_id: self.static_membership.then(|| self.instance_id.clone()),
         }
@@ -140,7 +140,7 @@ impl WorkerConfig {
             self.kafka.clone(),
             Arc::clone(&self.metrics),
         );
-        let mut consumer_config = self.kafka.member(&self.group_id, &self.membership());
+        let mut consumer_config = self.kafka.member(&self.group_id, &self.member_settings());
         if let Some(strategy) = assignment_strategy {
             consumer_config.set("partition.assignment.strategy", strategy);
         }
