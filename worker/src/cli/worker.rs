@@ -133,6 +133,11 @@ async fn serve(args: WorkerArgs) -> anyhow::Result<()> {
     if let Some(spec) = &args.failpoints {
         failpoints::install(spec);
     }
+    // Installed first, so that a signal during start-up (compiling components) is not the
+    // default action (death) but a graceful stop once the workers are up.
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    let mut terminate = signal(SignalKind::terminate())?;
     let cluster = &args.cluster;
     let features = check_codecs()?;
     info!(%features, "librdkafka features");
@@ -190,11 +195,10 @@ async fn serve(args: WorkerArgs) -> anyhow::Result<()> {
     // its next poll (its batch committed or aborted first), so that its partitions move at
     // once; then the workers stop.
     let (stop, stopped) = watch::channel(false);
-    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let leaving = departure.clone();
     tokio::spawn(async move {
         let signal = tokio::select! {
-            _ = tokio::signal::ctrl_c() => "SIGINT",
+            _ = interrupt.recv() => "SIGINT",
             _ = terminate.recv() => "SIGTERM",
         };
         info!(signal, "stopping: leaving the consumer groups");
@@ -209,7 +213,7 @@ async fn serve(args: WorkerArgs) -> anyhow::Result<()> {
                 );
             },
             // A second signal does not wait for the groups.
-            _ = tokio::signal::ctrl_c() => warn!("second SIGINT: stopping now"),
+            _ = interrupt.recv() => warn!("second SIGINT: stopping now"),
             _ = terminate.recv() => warn!("second SIGTERM: stopping now"),
         }
         let _ = stop.send(true);
