@@ -203,24 +203,44 @@ impl Deployment {
         extra: &[&str],
         env: &[(&str, &str)],
     ) -> WorkerProcess {
+        // Short sessions so that a dead member is noticed within seconds.
+        let session = [
+            "--kafka-property",
+            "session.timeout.ms=6000",
+            "--kafka-property",
+            "heartbeat.interval.ms=1000",
+        ];
+        let args: Vec<&str> = ["--instance-id", name]
+            .into_iter()
+            .chain(session)
+            .chain(extra.iter().copied())
+            .collect();
+        self.spawn_worker(name, &args, env)
+    }
+
+    /// Starts `weir worker` with exactly `args` (plus its metrics address): no instance id,
+    /// no session settings unless given. Its log is `<log_name>.log`.
+    pub fn spawn_worker(
+        &self,
+        log_name: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> WorkerProcess {
         let metrics_port = free_port();
-        let log = self.logs.join(format!("{name}.log"));
+        let log = self.logs.join(format!("{log_name}.log"));
         let file = std::fs::File::create(&log).expect("log file");
         let child = self
             .command()
-            .args(["worker", "--instance-id", name])
+            .arg("worker")
             .args(["--metrics-addr", &format!("127.0.0.1:{metrics_port}")])
-            // Short sessions so that a dead member is noticed within seconds.
-            .args(["--kafka-property", "session.timeout.ms=6000"])
-            .args(["--kafka-property", "heartbeat.interval.ms=1000"])
-            .args(extra)
+            .args(args)
             .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(file)
             .spawn()
             .expect("start weir worker");
         WorkerProcess {
-            name: name.to_owned(),
+            name: log_name.to_owned(),
             child,
             metrics_port,
             log,

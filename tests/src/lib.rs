@@ -196,3 +196,4 @@ pub fn weir_binary() -> PathBuf {
 }
 
 pub mod deployment;
+pub mod registry;

@@ -4,7 +4,9 @@
 //! `WEIR_FAILPOINTS=before-commit=pause-once(3000)`; this module reads no environment. Not
 //! installed, a failpoint costs one atomic load.
 //!
-//! Actions: `pause(ms)` every time the point is reached, `pause-once(ms)` the first time.
+//! Actions: `pause(ms)` every time the point is reached, `pause-once(ms)` the first time,
+//! `fail-once(ms)` the first time: pause, then make the code at the point fail (the
+//! transaction's commit at `before-commit` aborts, as on a broker error).
 //! Entries are separated by commas; malformed ones are ignored. Reaching a point with an action
 //! logs `failpoint <name> reached` at WARN, so that a test can wait for it before acting (e.g.
 //! freezing the process with SIGSTOP mid-transaction).
@@ -18,6 +20,7 @@ use std::time::Duration;
 struct Action {
     pause: Duration,
     once: bool,
+    fail: bool,
     fired: AtomicBool,
 }
 
@@ -35,9 +38,10 @@ fn parse(spec: &str) -> HashMap<String, Action> {
             let (name, action) = entry.trim().split_once('=')?;
             let (kind, rest) = action.split_once('(')?;
             let millis: u64 = rest.strip_suffix(')')?.parse().ok()?;
-            let once = match kind {
-                "pause" => false,
-                "pause-once" => true,
+            let (once, fail) = match kind {
+                "pause" => (false, false),
+                "pause-once" => (true, false),
+                "fail-once" => (true, true),
                 _ => return None,
             };
             Some((
@@ -45,6 +49,7 @@ fn parse(spec: &str) -> HashMap<String, Action> {
                 Action {
                     pause: Duration::from_millis(millis),
                     once,
+                    fail,
                     fired: AtomicBool::new(false),
                 },
             ))
@@ -52,16 +57,17 @@ fn parse(spec: &str) -> HashMap<String, Action> {
         .collect()
 }
 
-/// Runs the action installed for `name`, if any.
-pub async fn failpoint(name: &str) {
+/// Runs the action installed for `name`, if any; `true` when the code at the point must fail.
+pub async fn failpoint(name: &str) -> bool {
     let Some(action) = POINTS.get().and_then(|points| points.get(name)) else {
-        return;
+        return false;
     };
     if action.once && action.fired.swap(true, Ordering::SeqCst) {
-        return;
+        return false;
     }
     tracing::warn!("failpoint {name} reached");
     tokio::time::sleep(action.pause).await;
+    action.fail
 }
 
 #[cfg(test)]
@@ -70,8 +76,12 @@ mod tests {
 
     #[test]
     fn a_spec_is_parsed_and_malformed_entries_are_ignored() {
-        let points = parse("before-commit=pause-once(3000), other=pause(5),bad=sleep(1),x=pause");
-        assert_eq!(points.len(), 2, "{points:?}");
+        let points = parse(
+            "before-commit=pause-once(3000), other=pause(5),bad=sleep(1),x=pause,f=fail-once(0)",
+        );
+        assert_eq!(points.len(), 3, "{points:?}");
+        assert!(points["f"].fail && points["f"].once);
+        assert!(!points["before-commit"].fail);
         let commit = &points["before-commit"];
         assert_eq!(commit.pause, Duration::from_millis(3000));
         assert!(commit.once);

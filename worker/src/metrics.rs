@@ -74,7 +74,11 @@ pub struct Metrics {
     pub workflow_process_seconds: Timing,
     /// Workflow worker only: the batch's Kafka transaction (produce, offsets, commit).
     pub workflow_commit_seconds: Timing,
+    /// Dead letters whose transaction committed (counted by the transactional producer after
+    /// the commit, so an aborted attempt that is run again is not counted twice).
     pub dlq_records: Counter,
+    /// Offsets skipped because librdkafka could not fetch their batch (`kafka::unfetchable`).
+    pub unfetchable_offsets_skipped: Counter,
     pub executions_created: Counter,
     pub executions_finished: Counter,
     pub executions_replayed: Counter,
@@ -102,8 +106,13 @@ impl Metrics {
         };
         counter(
             "dlq_records_total",
-            "Input records sent to the DLQ.",
+            "Input records sent to the DLQ (in committed transactions).",
             self.dlq_records.get(),
+        );
+        counter(
+            "unfetchable_offsets_skipped_total",
+            "Offsets skipped because their batch could not be fetched (decompressed, parsed).",
+            self.unfetchable_offsets_skipped.get(),
         );
         counter(
             "executions_created_total",

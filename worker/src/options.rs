@@ -59,6 +59,13 @@ pub const DEFAULT_TRANSACTION_TIMEOUT_MS: u64 = 30_000;
 /// `--store-patience-secs` / `WEIR_STORE_PATIENCE_SECS`: how long a store outage is ridden out
 /// (failed calls retried with backoff) before the worker gives up and stops.
 pub const DEFAULT_STORE_PATIENCE_SECS: u64 = 300;
+/// `--session-timeout-ms` / `WEIR_SESSION_TIMEOUT_MS`: how long a worker that stopped
+/// heartbeating (killed, frozen) keeps its partitions (Kafka's default; the broker bounds it by
+/// `group.min.session.timeout.ms` and `group.max.session.timeout.ms`, 6 s and 30 min).
+pub const DEFAULT_SESSION_TIMEOUT_MS: u64 = 45_000;
+/// On SIGTERM / SIGINT, how long the worker waits for its consumers to leave their groups
+/// (each finishes or aborts its batch first) before it stops anyway (no flag).
+pub const DEFAULT_LEAVE_GROUP_TIMEOUT_SECS: u64 = 20;
 /// `--metrics-addr` / `WEIR_METRICS_ADDR`: where `GET /metrics` is served.
 pub const DEFAULT_METRICS_ADDR: &str = "0.0.0.0:9464";
 /// Timers due within this many seconds are held in memory (no flag).

@@ -340,6 +340,7 @@ fn library_defaults_are_the_command_lines() {
     assert_eq!(config.max_record_bytes, number::<usize>("max-record-bytes"));
     assert_eq!(config.materialise_linger, millis("materialise-linger-ms"));
     assert_eq!(config.transaction_timeout, millis("transaction-timeout-ms"));
+    assert_eq!(config.session_timeout, millis("session-timeout-ms"));
     assert_eq!(
         config.timer_horizon,
         Duration::from_secs(options::DEFAULT_TIMER_HORIZON_SECS)

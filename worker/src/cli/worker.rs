@@ -9,12 +9,14 @@ use std::time::Duration;
 
 use clap::Args;
 use tokio::sync::watch;
-use tracing::{error, info};
+use tracing::{error, info, warn};
 
 use super::ClusterArgs;
 use crate::codec::{Codec, HttpRegistry, SchemaRegistry};
 use crate::failpoints;
 use crate::kafka::activity_worker::ActivityWorker;
+use crate::kafka::config::check_codecs;
+use crate::kafka::group::Departure;
 use crate::kafka::workflow_worker::{WorkerConfig, WorkflowWorker};
 use crate::metrics::{self, Metrics};
 use crate::options;
@@ -69,6 +71,14 @@ pub struct WorkerArgs {
         default_value_t = options::DEFAULT_STORE_PATIENCE_SECS
     )]
     pub store_patience_secs: u64,
+    /// Kafka session timeout: how long a worker that stopped heartbeating (killed, frozen)
+    /// keeps its partitions before the group moves them to the others.
+    #[arg(
+        long,
+        env = "WEIR_SESSION_TIMEOUT_MS",
+        default_value_t = options::DEFAULT_SESSION_TIMEOUT_MS
+    )]
+    pub session_timeout_ms: u64,
     /// Input records larger than this go to the DLQ.
     #[arg(
         long,
@@ -97,7 +107,10 @@ pub struct WorkerArgs {
     /// Where `GET /metrics` is served.
     #[arg(long, env = "WEIR_METRICS_ADDR", default_value = options::DEFAULT_METRICS_ADDR)]
     pub metrics_addr: SocketAddr,
-    /// This process's id: in its transactional ids and checkpoints. Default: host, pid, time.
+    /// This process's stable identity (e.g. the StatefulSet pod name), unique among the live
+    /// workers: its consumers become static group members (`group.instance.id`) and its
+    /// transactional ids stay the same across restarts, so a restarted worker gets its
+    /// partitions back at once. Default: host, pid and time (a new, dynamic identity each run).
     #[arg(long, env = "WEIR_INSTANCE_ID")]
     pub instance_id: Option<String>,
     /// Confluent-compatible schema registry; without it records use Avro single-object encoding.
@@ -128,8 +141,17 @@ async fn serve(args: WorkerArgs) -> anyhow::Result<()> {
     if let Some(spec) = &args.failpoints {
         failpoints::install(spec);
     }
+    // Installed first, so that a signal during start-up (compiling components) is not the
+    // default action (death) but a graceful stop once the workers are up.
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    let mut terminate = signal(SignalKind::terminate())?;
     let cluster = &args.cluster;
+    let features = check_codecs()?;
+    info!(%features, "librdkafka features");
     let topology = Arc::new(Topology::load(&cluster.topology)?.with_namespace(&cluster.namespace)?);
+    // A given instance id is a stable identity: static membership (see WorkerConfig).
+    let static_membership = args.instance_id.is_some();
     let instance_id = args.instance_id.clone().unwrap_or_else(default_instance_id);
     let host = Arc::new(WasmHost::from_file(
         EngineConfig {
@@ -146,8 +168,14 @@ async fn serve(args: WorkerArgs) -> anyhow::Result<()> {
         None => None,
     };
     let codec = Arc::new(Codec::new(registry));
+    // With a registry, every schema Weir writes is registered before anything is produced.
+    let registered = codec.register_topology(&topology).await?;
+    if !registered.is_empty() {
+        info!(subjects = registered.len(), "schemas registered");
+    }
     let metrics = Arc::new(Metrics::default());
     metrics::serve(Arc::clone(&metrics), args.metrics_addr).await?;
+    let departure = Departure::default();
     let prefix = if cluster.namespace.is_empty() {
         String::new()
     } else {
@@ -166,12 +194,37 @@ async fn serve(args: WorkerArgs) -> anyhow::Result<()> {
         config.max_record_bytes = args.max_record_bytes;
         config.transaction_timeout = Duration::from_millis(args.transaction_timeout_ms);
         config.store_patience = Duration::from_secs(args.store_patience_secs);
+        config.session_timeout = Duration::from_millis(args.session_timeout_ms);
+        config.static_membership = static_membership;
+        config.departure = departure.clone();
+        config.metrics = Arc::clone(&metrics);
         config
     };
+    // SIGTERM (docker stop, Kubernetes) and SIGINT alike: every member leaves its group at
+    // its next poll (its batch committed or aborted first), so that its partitions move at
+    // once; then the workers stop.
     let (stop, stopped) = watch::channel(false);
+    let leaving = departure.clone();
     tokio::spawn(async move {
-        let _ = tokio::signal::ctrl_c().await;
-        info!("interrupted: stopping");
+        let signal = tokio::select! {
+            _ = interrupt.recv() => "SIGINT",
+            _ = terminate.recv() => "SIGTERM",
+        };
+        info!(signal, "stopping: leaving the consumer groups");
+        leaving.request();
+        let timeout = Duration::from_secs(options::DEFAULT_LEAVE_GROUP_TIMEOUT_SECS);
+        tokio::select! {
+            left = leaving.all_left(timeout) => if !left {
+                warn!(
+                    remaining = leaving.remaining(),
+                    ?timeout,
+                    "not every consumer left its group in time; stopping anyway"
+                );
+            },
+            // A second signal does not wait for the groups.
+            _ = interrupt.recv() => warn!("second SIGINT: stopping now"),
+            _ = terminate.recv() => warn!("second SIGTERM: stopping now"),
+        }
         let _ = stop.send(true);
     });
 

@@ -71,6 +71,18 @@ pub enum WireFormat {
     Confluent,
 }
 
+/// A schema the registry would not register at start-up.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "cannot register the schema of {record} for topic `{topic}` (subject `{subject}`): {source}"
+)]
+pub struct RegisterError {
+    pub topic: String,
+    pub subject: String,
+    pub record: &'static str,
+    pub source: Box<RegistryError>,
+}
+
 /// Splits `bytes` into the writer schema's reference and the Avro body.
 pub fn split_framing(bytes: &[u8]) -> Result<(SchemaRef, &[u8]), DecodeErrorKind> {
     match bytes {
@@ -187,6 +199,82 @@ impl Codec {
         });
         write(&self.subject_ids).insert(key, id);
         Ok(Some(id))
+    }
+
+    /// Registers the schema of every record type Weir writes, under the subject of each topic
+    /// of `topology` that carries it (`<topic>-value`): `Submission` on the submissions topic,
+    /// `Response` on the responses topic, `HistoryRecord`, `ExecutionFinished`, `DlqEnvelope`,
+    /// and `ActivityRequest` on every activity route's topic. Without it a codec with a
+    /// registry can encode nothing; `weir worker` calls it at start-up. Returns (subject,
+    /// record, id) of each; nothing without a registry. Idempotent.
+    pub async fn register_topology(
+        &self,
+        topology: &crate::topology::Topology,
+    ) -> Result<Vec<(String, &'static str, u32)>, RegisterError> {
+        use crate::topology::TopicRole;
+        if self.registry.is_none() {
+            return Ok(Vec::new());
+        }
+        let name = |role: TopicRole| topology.topic(role).name.clone();
+        let mut registered = Vec::new();
+        let mut note = |topic: String,
+                        record: &'static str,
+                        id: Result<Option<u32>, RegistryError>| {
+            match id {
+                Ok(Some(id)) => {
+                    registered.push((value_subject(&topic), record, id));
+                    Ok(())
+                }
+                Ok(None) => Ok(()),
+                Err(source) => Err(RegisterError {
+                    subject: value_subject(&topic),
+                    topic,
+                    record,
+                    source: Box::new(source),
+                }),
+            }
+        };
+        let submissions = name(TopicRole::Submissions);
+        note(
+            submissions.clone(),
+            Submission::NAME,
+            self.register::<Submission>(&submissions).await,
+        )?;
+        let responses = name(TopicRole::Responses);
+        note(
+            responses.clone(),
+            <crate::model::Response as AvroRecord>::NAME,
+            self.register::<crate::model::Response>(&responses).await,
+        )?;
+        let history = name(TopicRole::History);
+        note(
+            history.clone(),
+            HistoryRecord::NAME,
+            self.register::<HistoryRecord>(&history).await,
+        )?;
+        let results = name(TopicRole::Results);
+        note(
+            results.clone(),
+            ExecutionFinished::NAME,
+            self.register::<ExecutionFinished>(&results).await,
+        )?;
+        let dlq = name(TopicRole::Dlq);
+        note(
+            dlq.clone(),
+            DlqEnvelope::NAME,
+            self.register::<DlqEnvelope>(&dlq).await,
+        )?;
+        let mut routes: Vec<&str> = topology.routes.iter().map(|r| r.topic.as_str()).collect();
+        routes.sort_unstable();
+        routes.dedup();
+        for topic in routes {
+            note(
+                topic.to_owned(),
+                ActivityRequest::NAME,
+                self.register::<ActivityRequest>(topic).await,
+            )?;
+        }
+        Ok(registered)
     }
 
     /// Encodes `record` as the value of a record of `topic`, in this codec's wire format.

@@ -1,25 +1,45 @@
 //! The dead-letter queue: an input record that cannot be processed is copied byte for byte to
 //! `weir.dlq`, with the reason in headers, inside the transaction that commits its offset, so
 //! that a poison record never blocks its partition and nothing is lost.
+//!
+//! `weir_dlq_records_total` counts dead letters whose transaction *committed*: the
+//! transactional producer counts them after the commit ([`is_dead_letter`]), so a batch that
+//! aborts and runs again counts its dead letters once.
 
 use chrono::Utc;
 use rdkafka::message::{Headers, Message, OwnedMessage};
-use tracing::warn;
+use tracing::{error, warn};
 
 use super::transaction::OutgoingRecord;
-use crate::codec::{Codec, DlqEnvelope, DlqHeader, DlqReason};
+use crate::codec::{Codec, DlqEnvelope, DlqHeader, DlqReason, EncodeError, dlq_headers};
 use crate::metrics::Metrics;
 use crate::topology::{TopicRole, Topology};
 
-/// The DLQ record for `message`.
-pub fn dead_letter(
+/// A DLQ envelope that cannot be encoded (with a schema registry: its schema is not
+/// registered for the DLQ topic; `weir worker` registers every schema at start-up).
+#[derive(Debug, thiserror::Error)]
+#[error("cannot encode the DLQ copy of {topic}/{partition} offset {offset} for `{dlq}`: {source}")]
+pub struct DeadLetterError {
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+    pub dlq: String,
+    pub source: Box<EncodeError>,
+}
+
+/// Whether `record` is a dead letter (every one carries the reason header).
+pub fn is_dead_letter(record: &OutgoingRecord) -> bool {
+    record.headers.iter().any(|(k, _)| k == dlq_headers::REASON)
+}
+
+/// The DLQ record for `message`, or a typed error when its envelope cannot be encoded.
+pub fn try_dead_letter(
     topology: &Topology,
     codec: &Codec,
-    metrics: &Metrics,
     message: &OwnedMessage,
     reason: DlqReason,
     error: String,
-) -> OutgoingRecord {
+) -> Result<OutgoingRecord, DeadLetterError> {
     warn!(
         topic = message.topic(),
         partition = message.partition(),
@@ -28,7 +48,53 @@ pub fn dead_letter(
         %error,
         "record sent to the DLQ"
     );
-    metrics.dlq_records.inc();
+    let (dlq, envelope) = envelope(topology, message, reason, error);
+    let value = codec
+        .encode(&dlq, &envelope)
+        .map_err(|source| DeadLetterError {
+            topic: message.topic().to_owned(),
+            partition: message.partition(),
+            offset: message.offset(),
+            dlq: dlq.clone(),
+            source: Box::new(source),
+        })?;
+    Ok(record(dlq, message, &envelope, value))
+}
+
+/// The DLQ record for `message`, for callers that cannot fail: when the envelope cannot be
+/// encoded in the codec's wire format, it is written in Avro single-object encoding (which
+/// every reader accepts, and which needs no registry), and the failure is logged at ERROR.
+/// `_metrics` is not touched: dead letters are counted once committed.
+pub fn dead_letter(
+    topology: &Topology,
+    codec: &Codec,
+    _metrics: &Metrics,
+    message: &OwnedMessage,
+    reason: DlqReason,
+    error: String,
+) -> OutgoingRecord {
+    match try_dead_letter(topology, codec, message, reason, error.clone()) {
+        Ok(record) => record,
+        Err(e) => {
+            error!(error = %e, "DLQ copy written in single-object encoding instead");
+            let (dlq, envelope) = self::envelope(topology, message, reason, error);
+            // Single-object encoding needs no registry: only a value the schema cannot hold
+            // fails it, and the envelope's fields all fit their schema.
+            let value = Codec::encode_single_object(&dlq, &envelope).unwrap_or_else(|e| {
+                error!(error = %e, "DLQ envelope unencodable: the original value is copied as is");
+                message.payload().map(<[u8]>::to_vec).unwrap_or_default()
+            });
+            record(dlq, message, &envelope, value)
+        }
+    }
+}
+
+fn envelope(
+    topology: &Topology,
+    message: &OwnedMessage,
+    reason: DlqReason,
+    error: String,
+) -> (String, DlqEnvelope) {
     let envelope = DlqEnvelope {
         original_topic: message.topic().to_owned(),
         original_partition: message.partition(),
@@ -52,10 +118,15 @@ pub fn dead_letter(
         error,
         failed_at: Utc::now(),
     };
-    let dlq = topology.topic(TopicRole::Dlq).name.clone();
-    let value = codec
-        .encode(&dlq, &envelope)
-        .expect("a DLQ envelope always encodes");
+    (topology.topic(TopicRole::Dlq).name.clone(), envelope)
+}
+
+fn record(
+    dlq: String,
+    message: &OwnedMessage,
+    envelope: &DlqEnvelope,
+    value: Vec<u8>,
+) -> OutgoingRecord {
     OutgoingRecord {
         topic: dlq,
         key: String::from_utf8_lossy(message.key().unwrap_or_default()).into_owned(),
@@ -65,5 +136,104 @@ pub fn dead_letter(
             .into_iter()
             .map(|(k, v)| (k.to_owned(), v))
             .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use rdkafka::Timestamp;
+
+    use super::*;
+    use crate::codec::{InMemoryRegistry, RecordPosition, WireFormat};
+
+    fn topology() -> Topology {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../topology");
+        Topology::load(&root).expect("the repository's topology")
+    }
+
+    fn poison() -> OwnedMessage {
+        OwnedMessage::new(
+            Some(b"not avro".to_vec()),
+            Some(b"E_key".to_vec()),
+            "weir.submissions".to_owned(),
+            Timestamp::CreateTime(1),
+            3,
+            42,
+            None,
+        )
+    }
+
+    /// Issue 11 item 12: with a registry whose schemas are not registered, the DLQ copy was an
+    /// `expect` panic; it is a typed error naming the record, and `dead_letter` falls back to
+    /// single-object encoding.
+    #[test]
+    fn an_unregistered_dlq_schema_is_a_typed_error_not_a_panic() {
+        let topology = topology();
+        let codec = Codec::new(Some(Arc::new(InMemoryRegistry::new())));
+        assert_eq!(codec.wire_format(), WireFormat::Confluent);
+        let message = poison();
+        let error = try_dead_letter(
+            &topology,
+            &codec,
+            &message,
+            DlqReason::Undecodable,
+            "bad".into(),
+        )
+        .expect_err("nothing registered");
+        let text = error.to_string();
+        assert!(text.contains("weir.submissions/3 offset 42"), "{text}");
+        let record = dead_letter(
+            &topology,
+            &codec,
+            &Metrics::default(),
+            &message,
+            DlqReason::Undecodable,
+            "bad".into(),
+        );
+        assert!(is_dead_letter(&record));
+        let position = RecordPosition::at(&record.topic, 0, 0);
+        let envelope: DlqEnvelope = codec.decode(&record.value, &position).expect("readable");
+        assert_eq!(envelope.value.as_deref(), Some(b"not avro".as_slice()));
+        assert_eq!(envelope.original_offset, 42);
+    }
+
+    #[tokio::test]
+    async fn once_registered_the_dlq_copy_is_in_the_registrys_framing() {
+        let topology = topology();
+        let codec = Codec::new(Some(Arc::new(InMemoryRegistry::new())));
+        let registered = codec.register_topology(&topology).await.expect("register");
+        let subjects: Vec<&str> = registered.iter().map(|(s, _, _)| s.as_str()).collect();
+        for role in [
+            TopicRole::Submissions,
+            TopicRole::Responses,
+            TopicRole::History,
+            TopicRole::Results,
+            TopicRole::Dlq,
+        ] {
+            let subject = format!("{}-value", topology.topic(role).name);
+            assert!(
+                subjects.contains(&subject.as_str()),
+                "{subject}: {subjects:?}"
+            );
+        }
+        let record = try_dead_letter(
+            &topology,
+            &codec,
+            &poison(),
+            DlqReason::Undecodable,
+            "bad".into(),
+        )
+        .expect("registered");
+        assert_eq!(record.value[0], crate::codec::CONFLUENT_MAGIC);
+        // Without a registry there is nothing to register.
+        assert!(
+            Codec::single_object()
+                .register_topology(&topology)
+                .await
+                .expect("no-op")
+                .is_empty()
+        );
     }
 }

@@ -6,11 +6,10 @@ use rdkafka::message::OwnedMessage;
 use weir_core::processor::Effect;
 
 use crate::codec::{Codec, EncodeError, HistoryRecord};
-use crate::metrics::Metrics;
 use crate::model::{ExecutionId, Ffqn};
 use crate::topology::{TopicRole, Topology};
 
-use super::dlq::dead_letter;
+use super::dlq::{DeadLetterError, try_dead_letter};
 use super::transaction::OutgoingRecord;
 
 #[derive(Debug, thiserror::Error)]
@@ -21,6 +20,8 @@ pub enum EncodeEffectError {
     NoRoute { execution: String, ffqn: Ffqn },
     #[error("dead letter for input {input}, which the batch does not have")]
     NoInput { input: usize },
+    #[error(transparent)]
+    DeadLetter(#[from] DeadLetterError),
 }
 
 /// The records of a batch's effects, in order; `history` gets the index in the returned
@@ -28,7 +29,6 @@ pub enum EncodeEffectError {
 pub fn records(
     codec: &Codec,
     topology: &Topology,
-    metrics: &Metrics,
     inputs: &[OwnedMessage],
     effects: &[Effect],
     history: &mut Vec<usize>,
@@ -95,14 +95,13 @@ pub fn records(
                 let message = inputs
                     .get(*input)
                     .ok_or(EncodeEffectError::NoInput { input: *input })?;
-                records.push(dead_letter(
+                records.push(try_dead_letter(
                     topology,
                     codec,
-                    metrics,
                     message,
                     *reason,
                     error.clone(),
-                ));
+                )?);
             }
             Effect::CancelActivity { parent, child } => {
                 // Activities are at-least-once and cannot be recalled once requested; the

@@ -5,15 +5,117 @@
 //! the context just records that one happened so that the batch collected across it is dropped
 //! (nothing of it was committed, and the eager protocol resets every position to the committed
 //! offsets when it reassigns).
+//!
+//! Leaving the group is a step of its own ([`Departure`]): on SIGTERM or SIGINT the process asks
+//! every member to leave, each does so at its next poll (never inside a transaction), and only
+//! then are the workers stopped. A static member (`group.instance.id`) does not leave when its
+//! consumer is closed (KIP-345), so it must unsubscribe and wait until it has left while still
+//! polling.
+//!
+//! A record librdkafka cannot fetch (a batch it cannot decompress or parse) would be fetched
+//! again forever; [`collect_batch`] hands such errors to the member's context, which finds the
+//! partition and skips the batch ([`super::unfetchable`]).
 
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use rdkafka::ClientContext;
-use rdkafka::consumer::{BaseConsumer, ConsumerContext, Rebalance};
-use rdkafka::error::KafkaResult;
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance, StreamConsumer};
+use rdkafka::error::{KafkaError, KafkaResult};
 use rdkafka::topic_partition_list::TopicPartitionList;
-use tracing::info;
+use tracing::{error, info, warn};
+
+use super::KafkaConfig;
+use super::unfetchable;
+use crate::metrics::Metrics;
+
+/// The process's request to its group members to leave their groups, and how many have.
+/// Cheap to clone; every clone is the same request.
+#[derive(Clone, Debug, Default)]
+pub struct Departure {
+    inner: Arc<DepartureState>,
+}
+
+#[derive(Debug, Default)]
+struct DepartureState {
+    requested: AtomicBool,
+    members: AtomicUsize,
+    left: AtomicUsize,
+    changed: tokio::sync::Notify,
+}
+
+impl Departure {
+    /// Asks every member to leave its group at its next poll.
+    pub fn request(&self) {
+        self.inner.requested.store(true, Ordering::SeqCst);
+        self.inner.changed.notify_waiters();
+    }
+
+    pub fn requested(&self) -> bool {
+        self.inner.requested.load(Ordering::SeqCst)
+    }
+
+    /// Members that joined and have not left yet.
+    pub fn remaining(&self) -> usize {
+        let members = self.inner.members.load(Ordering::SeqCst);
+        members.saturating_sub(self.inner.left.load(Ordering::SeqCst))
+    }
+
+    /// Waits until every member that joined has left, at most `timeout`; `false` on timeout.
+    pub async fn all_left(&self, timeout: Duration) -> bool {
+        let wait = async {
+            loop {
+                let changed = self.inner.changed.notified();
+                if self.remaining() == 0 {
+                    return;
+                }
+                changed.await;
+            }
+        };
+        tokio::time::timeout(timeout, wait).await.is_ok()
+    }
+
+    fn joined(&self) {
+        self.inner.members.fetch_add(1, Ordering::SeqCst);
+    }
+
+    fn has_left(&self) {
+        self.inner.left.fetch_add(1, Ordering::SeqCst);
+        self.inner.changed.notify_waiters();
+    }
+}
+
+/// What [`collect_batch`] asks of its consumer's context: whether to leave the group, and what
+/// to do about a record that cannot be fetched. The defaults do nothing but log (for consumers
+/// outside a worker, e.g. benches).
+pub trait MemberContext: ConsumerContext + Sized + 'static {
+    /// Whether this member should leave its group now (and has not yet).
+    fn should_leave(&self) -> bool {
+        false
+    }
+
+    /// Called once the member has left.
+    fn left(&self) {}
+
+    /// Called with a fetch error the consumer surfaced (see [`unfetchable::is_fetch_error`]).
+    fn unfetchable(&self, _consumer: &StreamConsumer<Self>, error: &KafkaError) -> Option<Skip> {
+        error!(%error, "a record cannot be fetched");
+        None
+    }
+}
+
+impl MemberContext for rdkafka::consumer::DefaultConsumerContext {}
+
+/// Where a member skips an unfetchable batch: `topic`/`partition` from `from` to `to`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Skip {
+    pub topic: String,
+    pub partition: i32,
+    pub from: i64,
+    pub to: i64,
+}
 
 /// What the worker needs to know about its group membership.
 #[derive(Debug, Default)]
@@ -31,9 +133,27 @@ pub struct Membership {
 #[derive(Clone, Default)]
 pub struct RebalanceTracker {
     membership: Arc<Mutex<Membership>>,
+    departure: Departure,
+    left: Arc<AtomicBool>,
+    /// How to reach Kafka for the probes of [`unfetchable`]; none: unfetchable records are
+    /// only logged.
+    kafka: Option<KafkaConfig>,
+    metrics: Option<Arc<Metrics>>,
 }
 
 impl RebalanceTracker {
+    /// A tracker of a worker's member: it leaves its group when `departure` is requested, and
+    /// skips records it cannot fetch (probing with `kafka`, counting them in `metrics`).
+    pub fn new(departure: Departure, kafka: KafkaConfig, metrics: Arc<Metrics>) -> Self {
+        departure.joined();
+        RebalanceTracker {
+            departure,
+            kafka: Some(kafka),
+            metrics: Some(metrics),
+            ..RebalanceTracker::default()
+        }
+    }
+
     pub fn snapshot(&self) -> (u64, BTreeSet<i32>) {
         let m = self.lock();
         (m.generation, m.partitions.clone())
@@ -46,7 +166,63 @@ impl RebalanceTracker {
     }
 }
 
-impl ClientContext for RebalanceTracker {}
+impl ClientContext for RebalanceTracker {
+    fn error(&self, error: KafkaError, reason: &str) {
+        log_client_error(&error, reason);
+    }
+}
+
+/// librdkafka's client errors, logged by what they mean: the end of a partition (consumers
+/// with `enable.partition.eof`) is no error at all, and a fetch error is handled by the member
+/// (logged there with its partition and offsets).
+pub fn log_client_error(error: &KafkaError, reason: &str) {
+    use rdkafka::types::RDKafkaErrorCode as Code;
+    match error.rdkafka_error_code() {
+        Some(Code::PartitionEOF) => tracing::trace!(%reason, "end of partition"),
+        _ if unfetchable::is_fetch_error(error) => warn!(%error, %reason, "fetch error"),
+        _ => error!("librdkafka: {error}: {reason}"),
+    }
+}
+
+/// The context of Weir's consumers outside a group (catch-up's reader of `weir.history`): its
+/// client errors are logged by [`log_client_error`], so the end of a partition, which catch-up
+/// waits for, is not an error in the log.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct QuietEof;
+
+impl ClientContext for QuietEof {
+    fn error(&self, error: KafkaError, reason: &str) {
+        log_client_error(&error, reason);
+    }
+}
+
+impl ConsumerContext for QuietEof {}
+
+impl MemberContext for RebalanceTracker {
+    fn should_leave(&self) -> bool {
+        self.departure.requested() && !self.left.load(Ordering::SeqCst)
+    }
+
+    fn left(&self) {
+        if !self.left.swap(true, Ordering::SeqCst) {
+            self.departure.has_left();
+        }
+    }
+
+    fn unfetchable(&self, consumer: &StreamConsumer<Self>, error: &KafkaError) -> Option<Skip> {
+        let Some(kafka) = &self.kafka else {
+            error!(%error, "a record cannot be fetched");
+            return None;
+        };
+        let skip = unfetchable::find_and_skip(consumer, kafka, error)?;
+        if let Some(metrics) = &self.metrics {
+            metrics
+                .unfetchable_offsets_skipped
+                .add((skip.to - skip.from).max(0) as u64);
+        }
+        Some(skip)
+    }
+}
 
 impl ConsumerContext for RebalanceTracker {
     fn pre_rebalance(&self, _consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
@@ -85,10 +261,9 @@ fn partitions(list: &TopicPartitionList) -> Vec<(String, i32)> {
 /// read again. Returns the committed offsets (partitions with none are left out: until their
 /// first record is read, there is nothing to commit for them).
 pub fn rewind_to_committed<C: ConsumerContext>(
-    consumer: &rdkafka::consumer::StreamConsumer<C>,
+    consumer: &StreamConsumer<C>,
 ) -> KafkaResult<Vec<(String, i32, i64)>> {
     use rdkafka::Offset;
-    use rdkafka::consumer::Consumer;
     let assignment = consumer.assignment()?;
     if assignment.count() == 0 {
         return Ok(Vec::new());
@@ -117,16 +292,22 @@ pub fn rewind_to_committed<C: ConsumerContext>(
 /// Collects up to `max_records` records within `interval` from the call (the batching window
 /// of one transaction). While nothing has arrived it waits at least 50 ms, so that an idle
 /// caller does not spin, yet returns often enough for its loop (due timers, shutdown).
-/// Rebalance callbacks run inside these polls.
-pub async fn collect_batch<C: ConsumerContext + 'static>(
-    consumer: &rdkafka::consumer::StreamConsumer<C>,
-    interval: std::time::Duration,
+/// Rebalance callbacks run inside these polls. When the process asks its members to leave
+/// ([`Departure`]), the member leaves its group here and returns nothing. A fetch error (a
+/// batch librdkafka cannot decompress or parse) goes to the context, which skips the batch.
+pub async fn collect_batch<C: MemberContext>(
+    consumer: &StreamConsumer<C>,
+    interval: Duration,
     max_records: usize,
 ) -> Vec<rdkafka::message::OwnedMessage> {
     let start = std::time::Instant::now();
-    let idle_wait = interval.max(std::time::Duration::from_millis(50));
+    let idle_wait = interval.max(Duration::from_millis(50));
     let mut records = Vec::new();
     while records.len() < max_records {
+        if consumer.context().should_leave() {
+            leave(consumer).await;
+            return Vec::new();
+        }
         let window = if records.is_empty() {
             idle_wait
         } else {
@@ -138,6 +319,13 @@ pub async fn collect_batch<C: ConsumerContext + 'static>(
         }
         match tokio::time::timeout(remaining, consumer.recv()).await {
             Ok(Ok(message)) => records.push(message.detach()),
+            Ok(Err(KafkaError::PartitionEOF(_))) => {}
+            Ok(Err(e)) if unfetchable::is_fetch_error(&e) => {
+                // Records already collected come before the bad batch: keep them. The skip
+                // seeks past it, so the next poll reads on behind it.
+                consumer.context().unfetchable(consumer, &e);
+                break;
+            }
             Ok(Err(e)) => {
                 tracing::warn!(error = %e, "consumer error");
                 break;
@@ -146,4 +334,51 @@ pub async fn collect_batch<C: ConsumerContext + 'static>(
         }
     }
     records
+}
+
+/// How long a member waits for its group to acknowledge that it left.
+const LEAVE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Leaves the group: unsubscribes, and polls (the revocation runs in a poll) until librdkafka
+/// has sent its LeaveGroup (it resets the member id then), so that the partitions move to the
+/// other members at once instead of after the session timeout. Records polled meanwhile are
+/// dropped: nothing of them was committed, and their next owner reads them again.
+pub async fn leave<C: MemberContext>(consumer: &StreamConsumer<C>) {
+    let started = std::time::Instant::now();
+    consumer.unsubscribe();
+    loop {
+        // Polled at least once: the revocation is served inside a poll.
+        let _ = tokio::time::timeout(Duration::from_millis(50), consumer.recv()).await;
+        if member_id(consumer).is_none() {
+            info!(after = ?started.elapsed(), "left the consumer group");
+            break;
+        }
+        if started.elapsed() > LEAVE_TIMEOUT {
+            warn!(
+                after = ?started.elapsed(),
+                "the consumer group did not acknowledge the leave; its partitions move after the session timeout"
+            );
+            break;
+        }
+    }
+    consumer.context().left();
+}
+
+/// The member id the group coordinator gave this consumer; `None` before it joined and after
+/// it left (librdkafka resets it when it sends its LeaveGroup).
+pub fn member_id<C: ConsumerContext>(consumer: &StreamConsumer<C>) -> Option<String> {
+    use rdkafka::bindings::{rd_kafka_mem_free, rd_kafka_memberid};
+    let client = consumer.client().native_ptr();
+    // SAFETY: `client` is a live consumer handle (borrowed from `consumer`); librdkafka returns
+    // a NUL-terminated copy of the member id (or NULL), which we copy and free with its own
+    // allocator as its documentation requires.
+    unsafe {
+        let id = rd_kafka_memberid(client);
+        if id.is_null() {
+            return None;
+        }
+        let text = std::ffi::CStr::from_ptr(id).to_string_lossy().into_owned();
+        rd_kafka_mem_free(client, id.cast());
+        (!text.is_empty()).then_some(text)
+    }
 }

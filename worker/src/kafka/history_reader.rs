@@ -23,6 +23,7 @@ use rdkafka::{Offset, TopicPartitionList};
 use weir_core::driver::LoggedEntry;
 
 use super::KafkaConfig;
+use super::group::QuietEof;
 use crate::codec::{Codec, HistoryRecord, RecordPosition};
 
 #[derive(Debug, thiserror::Error)]
@@ -118,21 +119,29 @@ pub fn read(
     Ok(entries)
 }
 
-fn consumer(kafka: &KafkaConfig, owner: &str, isolation: &str) -> Result<BaseConsumer, KafkaError> {
+fn consumer(
+    kafka: &KafkaConfig,
+    owner: &str,
+    isolation: &str,
+) -> Result<BaseConsumer<QuietEof>, KafkaError> {
     let mut config = kafka.client();
     config
         .set("group.id", format!("weir-catchup-{owner}"))
         .set("isolation.level", isolation)
         .set("enable.auto.commit", "false")
-        .set("enable.partition.eof", "true");
-    config.create()
+        .set("enable.partition.eof", "true")
+        // The end is what catch-up reads to: a fetch there must not long-poll (librdkafka's
+        // default, 500 ms per partition, was most of a take-over's time).
+        .set("fetch.wait.max.ms", "10");
+    // Its end is what catch-up waits for: not an error to log (issue 11 item 20).
+    config.create_with_context(QuietEof)
 }
 
 /// Waits until the last stable offset of `topic`/`partition` reaches the high watermark it
 /// had when the wait began.
 pub fn wait_until_settled(
     kafka: &KafkaConfig,
-    committed: &BaseConsumer,
+    committed: &BaseConsumer<QuietEof>,
     owner: &str,
     topic: &str,
     partition: i32,

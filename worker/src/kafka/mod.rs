@@ -13,6 +13,7 @@ pub mod materialiser;
 /// The murmur2 partitioner lives in the core (the processor needs it); re-exported here.
 pub use weir_core::partitioner;
 pub mod transaction;
+pub mod unfetchable;
 pub mod workflow_worker;
 
 pub use config::KafkaConfig;

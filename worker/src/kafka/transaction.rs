@@ -15,6 +15,8 @@ use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
 
 use super::KafkaConfig;
+use super::dlq::is_dead_letter;
+use crate::metrics::Metrics;
 
 /// A record to produce inside a transaction.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,6 +76,8 @@ pub struct Transactor {
     producer: FutureProducer,
     transactional_id: Arc<str>,
     timeout: Duration,
+    /// Where committed dead letters are counted (`weir_dlq_records_total`).
+    metrics: Option<Arc<Metrics>>,
 }
 
 impl Transactor {
@@ -96,6 +100,7 @@ impl Transactor {
             producer,
             transactional_id: transactional_id.into(),
             timeout,
+            metrics: None,
         };
         let producer = transactor.producer.clone();
         let init = blocking(move || producer.init_transactions(timeout)).await;
@@ -108,6 +113,13 @@ impl Transactor {
 
     pub fn transactional_id(&self) -> &str {
         &self.transactional_id
+    }
+
+    /// Counts the dead letters of every committed batch in `metrics` (and only of committed
+    /// ones: an aborted batch is run again and would count them twice).
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
     }
 
     /// Produces `records` and commits them with `offsets` (the next offset to read of every
@@ -126,7 +138,13 @@ impl Transactor {
             .produce_and_commit(records, offsets, group_metadata)
             .await
         {
-            Ok(landed) => Ok(landed),
+            Ok(landed) => {
+                if let Some(metrics) = &self.metrics {
+                    let dead = records.iter().filter(|r| is_dead_letter(r)).count();
+                    metrics.dlq_records.add(dead as u64);
+                }
+                Ok(landed)
+            }
             Err(
                 error @ (TransactionError::Aborted { .. } | TransactionError::Rebalanced { .. }),
             ) => {
@@ -191,7 +209,13 @@ impl Transactor {
             }
         }
         // Outputs are written, nothing is committed: the window a zombie must never close.
-        crate::failpoints::failpoint("before-commit").await;
+        if crate::failpoints::failpoint("before-commit").await {
+            return Err(TransactionError::Aborted {
+                transactional_id: self.transactional_id.to_string(),
+                step: "commit (failpoint before-commit)",
+                source: KafkaError::Canceled,
+            });
+        }
         let producer = self.producer.clone();
         blocking(move || producer.commit_transaction(timeout))
             .await

@@ -27,8 +27,9 @@ use weir_core::driver::{
 use weir_core::processor::{Body, Input, Processor, ProcessorConfig, Undecodable};
 
 use super::KafkaConfig;
+use super::config::MemberSettings;
 use super::encode::{self, EncodeEffectError};
-use super::group::{RebalanceTracker, collect_batch, rewind_to_committed};
+use super::group::{Departure, RebalanceTracker, collect_batch, rewind_to_committed};
 use super::history_reader;
 use super::materialiser::{MaterialiseError, Materialiser};
 use super::transaction::{TransactionError, Transactor};
@@ -44,8 +45,25 @@ use crate::wasm::{WasmHost, WasmRunner};
 #[derive(Debug, Clone)]
 pub struct WorkerConfig {
     pub kafka: KafkaConfig,
-    /// Unique per process: part of the transactional id and the checkpoint owner.
+    /// Unique among the live processes of a deployment: part of the transactional id and the
+    /// checkpoint owner, and with [`static_membership`](Self::static_membership) the
+    /// `group.instance.id` of its consumers.
     pub instance_id: String,
+    /// The instance id is the process's stable identity (a StatefulSet pod name, a container
+    /// name), the same after a restart: its consumers are static members of their groups
+    /// (`group.instance.id` = the instance id, KIP-345), so a worker restarted within its
+    /// session gets its partitions back without a rebalance, and its transactional id (which
+    /// holds the instance id) fences the dead process's open transaction at once. `false`: a
+    /// dynamic member, whose partitions wait for the dead member's session to expire and for
+    /// its transaction to time out.
+    pub static_membership: bool,
+    /// How long a member that stopped heartbeating keeps its partitions.
+    pub session_timeout: Duration,
+    /// The process's request to leave the groups (on SIGTERM / SIGINT), shared by its members.
+    pub departure: Departure,
+    /// Where the group member's consumer and producer count (unfetchable records, committed
+    /// dead letters): the same as the worker's.
+    pub metrics: Arc<Metrics>,
     pub group_id: String,
     /// A batch is committed after this long, or after `max_batch_records` records.
     pub commit_interval: Duration,
@@ -93,6 +111,18 @@ impl WorkerConfig {
                 crate::options::DEFAULT_TRANSACTION_TIMEOUT_MS,
             ),
             store_patience: Duration::from_secs(crate::options::DEFAULT_STORE_PATIENCE_SECS),
+            static_membership: false,
+            session_timeout: Duration::from_millis(crate::options::DEFAULT_SESSION_TIMEOUT_MS),
+            departure: Departure::default(),
+            metrics: Arc::new(Metrics::default()),
+        }
+    }
+
+    /// How this worker's consumers are members of their groups.
+    pub fn member_settings(&self) -> MemberSettings {
+        MemberSettings {
+            session_timeout: Some(self.session_timeout),
+            static_instance_id: self.static_membership.then(|| self.instance_id.clone()),
         }
     }
 
@@ -109,8 +139,12 @@ impl WorkerConfig {
             group: self.group_id.clone(),
             source,
         };
-        let tracker = RebalanceTracker::default();
-        let mut consumer_config = self.kafka.consumer(&self.group_id);
+        let tracker = RebalanceTracker::new(
+            self.departure.clone(),
+            self.kafka.clone(),
+            Arc::clone(&self.metrics),
+        );
+        let mut consumer_config = self.kafka.member(&self.group_id, &self.member_settings());
         if let Some(strategy) = assignment_strategy {
             consumer_config.set("partition.assignment.strategy", strategy);
         }
@@ -124,7 +158,8 @@ impl WorkerConfig {
             &format!("{}-{}", self.group_id, self.instance_id),
             self.transaction_timeout,
         )
-        .await?;
+        .await?
+        .with_metrics(Arc::clone(&self.metrics));
         Ok(GroupMember {
             consumer,
             tracker,
@@ -139,6 +174,18 @@ pub enum WorkerError {
     Consumer {
         group: String,
         source: rdkafka::error::KafkaError,
+    },
+    /// The consumer cannot go on (librdkafka's fatal error): with static membership, most
+    /// likely another live process joined the group with the same instance id.
+    #[error(
+        "the consumer of group `{group}` failed fatally ({code:?}: {reason}); if it was fenced, \
+         another live worker uses the instance id `{instance_id}`: instance ids must be unique"
+    )]
+    ConsumerFatal {
+        group: String,
+        instance_id: String,
+        code: rdkafka::types::RDKafkaErrorCode,
+        reason: String,
     },
     #[error(transparent)]
     Transaction(Box<TransactionError>),
@@ -189,6 +236,8 @@ impl<S: Store + 'static> WorkflowWorker<S> {
         codec: Arc<Codec>,
         metrics: Arc<Metrics>,
     ) -> Self {
+        let mut config = config;
+        config.metrics = Arc::clone(&metrics);
         WorkflowWorker {
             config,
             topology,
@@ -447,6 +496,15 @@ impl Log for KafkaLog {
             records = collect_batch(&self.consumer, self.config.commit_interval, max) => records,
             _ = self.shutdown.changed() => return Ok(Polled::Shutdown),
         };
+        if let Some((code, reason)) = self.consumer.client().fatal_error() {
+            // E.g. FENCED_INSTANCE_ID: another live process joined with this instance id.
+            return Err(Box::new(WorkerError::ConsumerFatal {
+                group: self.config.group_id.clone(),
+                instance_id: self.config.instance_id.clone(),
+                code,
+                reason,
+            }));
+        }
         let (generation, owned) = self.tracker.snapshot();
         if generation != before || generation != self.generation {
             // The batch spans a rebalance: drop it (nothing of it is committed); the driver
@@ -472,7 +530,9 @@ impl Log for KafkaLog {
     }
 
     async fn rewind(&mut self) -> Result<Positions, BoxError> {
+        let started = Instant::now();
         let committed = rewind_to_committed(&self.consumer).map_err(|e| self.consumer_error(e))?;
+        tracing::debug!(took = ?started.elapsed(), partitions = committed.len(), "rewound to the committed offsets (fetched as stable)");
         let submissions = self.topic_name(InputTopic::Submissions).to_owned();
         Ok(committed
             .into_iter()
@@ -503,9 +563,11 @@ impl Log for KafkaLog {
         // default); waiting longer than both means something else is wrong.
         let settle = self.config.transaction_timeout + TRANSACTION_CLEANUP_MARGIN;
         // librdkafka blocks in poll; keep the runtime's other tasks going meanwhile.
+        let started = Instant::now();
         let entries = tokio::task::block_in_place(|| {
             history_reader::read(kafka, codec, owner, topic, partition, from, settle)
         })?;
+        tracing::debug!(partition, from, entries = entries.len(), took = ?started.elapsed(), "history read for catch-up");
         Ok(entries)
     }
 
@@ -514,7 +576,6 @@ impl Log for KafkaLog {
         let records = encode::records(
             &self.codec,
             &self.topology,
-            &self.metrics,
             &self.polled,
             commit.effects,
             &mut history,

@@ -1,0 +1,141 @@
+//! A schema registry for the end-to-end tests: a small HTTP/1.1 server in the test process
+//! implementing the part of the Confluent Schema Registry REST API that Weir (and its
+//! `HttpRegistry` client) uses — `POST /subjects/{subject}/versions`, `GET /schemas/ids/{id}`,
+//! `GET /subjects` — with the Confluent semantics Weir relies on: global ids from 1, the same
+//! schema text keeps its id under every subject, an unknown id is 404 / 40403.
+//!
+//! It stands in for a real registry because none can be installed on this machine (Confluent's
+//! is not on Maven Central, Karapace is not on PyPI, Apicurio's is a Quarkus application that
+//! is not published runnable). `worker/tests/codec_registry_http.rs` runs the client's
+//! conformance test against a real registry when `WEIR_TEST_SCHEMA_REGISTRY_URL` is set.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+
+#[derive(Default)]
+struct State {
+    /// Index `i` holds the schema with id `i + 1`.
+    schemas: Vec<String>,
+    /// Subject → ids of its versions.
+    subjects: BTreeMap<String, Vec<u32>>,
+}
+
+/// The registry; it serves until the test process ends.
+pub struct TestRegistry {
+    pub url: String,
+    state: Arc<Mutex<State>>,
+}
+
+impl TestRegistry {
+    pub fn start() -> TestRegistry {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind the registry");
+        let url = format!("http://{}", listener.local_addr().expect("address"));
+        let state = Arc::new(Mutex::new(State::default()));
+        let shared = Arc::clone(&state);
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { continue };
+                let shared = Arc::clone(&shared);
+                std::thread::spawn(move || {
+                    let _ = serve(stream, &shared);
+                });
+            }
+        });
+        TestRegistry { url, state }
+    }
+
+    /// Every subject with the ids of its versions.
+    pub fn subjects(&self) -> BTreeMap<String, Vec<u32>> {
+        self.state.lock().expect("registry state").subjects.clone()
+    }
+}
+
+fn serve(stream: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
+    let mut reader = BufReader::new(stream.try_clone()?);
+    loop {
+        let mut request_line = String::new();
+        if reader.read_line(&mut request_line)? == 0 {
+            return Ok(());
+        }
+        let mut length = 0usize;
+        loop {
+            let mut line = String::new();
+            reader.read_line(&mut line)?;
+            let line = line.trim_end();
+            if line.is_empty() {
+                break;
+            }
+            if let Some((k, v)) = line.split_once(':')
+                && k.trim().eq_ignore_ascii_case("content-length")
+            {
+                length = v.trim().parse().unwrap_or(0);
+            }
+        }
+        let mut body = vec![0; length];
+        reader.read_exact(&mut body)?;
+        let mut parts = request_line.split_whitespace();
+        let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+        let (status, json) = route(method, path, &body, state);
+        let body = json.to_string();
+        let mut out = stream.try_clone()?;
+        write!(
+            out,
+            "HTTP/1.1 {status} X\r\nContent-Type: application/vnd.schemaregistry.v1+json\r\n\
+             Content-Length: {}\r\n\r\n{body}",
+            body.len()
+        )?;
+        out.flush()?;
+    }
+}
+
+fn error(status: u16, code: i64, message: &str) -> (u16, serde_json::Value) {
+    (
+        status,
+        serde_json::json!({"error_code": code, "message": message}),
+    )
+}
+
+fn route(method: &str, path: &str, body: &[u8], state: &Mutex<State>) -> (u16, serde_json::Value) {
+    let mut state = state.lock().unwrap_or_else(|p| p.into_inner());
+    let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    match (method, segments.as_slice()) {
+        ("POST", ["subjects", subject, "versions"]) => {
+            let Ok(request) = serde_json::from_slice::<serde_json::Value>(body) else {
+                return error(422, 42201, "invalid JSON");
+            };
+            let Some(text) = request["schema"].as_str() else {
+                return error(422, 42201, "no schema");
+            };
+            let id = match state.schemas.iter().position(|s| s == text) {
+                Some(i) => i as u32 + 1,
+                None => {
+                    state.schemas.push(text.to_owned());
+                    state.schemas.len() as u32
+                }
+            };
+            let versions = state.subjects.entry((*subject).to_owned()).or_default();
+            if !versions.contains(&id) {
+                versions.push(id);
+            }
+            (200, serde_json::json!({ "id": id }))
+        }
+        ("GET", ["schemas", "ids", id]) => {
+            let schema = id
+                .parse::<usize>()
+                .ok()
+                .and_then(|id| id.checked_sub(1))
+                .and_then(|i| state.schemas.get(i));
+            match schema {
+                Some(text) => (200, serde_json::json!({ "schema": text })),
+                None => error(404, 40403, "Schema not found"),
+            }
+        }
+        ("GET", ["subjects"]) => (
+            200,
+            serde_json::json!(state.subjects.keys().collect::<Vec<_>>()),
+        ),
+        _ => error(404, 404, "not found"),
+    }
+}
