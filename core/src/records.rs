@@ -210,6 +210,10 @@ pub mod dlq_headers {
     pub const ORIGINAL_OFFSET: &str = "weir.dlq.original-offset";
     /// The full error is in the record's value; the header carries its start.
     pub const MAX_ERROR_HEADER_BYTES: usize = 1024;
+    /// On a copy whose value was cut to fit the broker's limit: the original value's size in
+    /// bytes, and its SHA-256 (hex), so that the original can be told apart and checked.
+    pub const ORIGINAL_SIZE: &str = "weir.dlq.original-size";
+    pub const ORIGINAL_SHA256: &str = "weir.dlq.original-sha256";
 }
 
 impl DlqEnvelope {

@@ -49,7 +49,13 @@ pub const DEFAULT_CACHE_SIZE: usize = 512;
 /// `--max-instances` / `WEIR_MAX_INSTANCES`: WASM instances the pooling allocator holds.
 pub const DEFAULT_MAX_INSTANCES: u32 = 1024;
 /// `--max-record-bytes` / `WEIR_MAX_RECORD_BYTES`: larger input records go to the DLQ.
-pub const DEFAULT_MAX_RECORD_BYTES: usize = 1024 * 1024;
+pub const DEFAULT_MAX_RECORD_BYTES: usize = MAX_INPUT_RECORD_BYTES;
+/// The most `--max-record-bytes` may be: an accepted input record becomes a record of about
+/// its size plus an envelope (its `Created` record, its DLQ copy), which must fit
+/// [`MAX_PRODUCED_RECORD_BYTES`](crate::kafka::config::MAX_PRODUCED_RECORD_BYTES) (960 KiB
+/// of 1 000 000: before, 1 MiB was accepted and a submission between 1 000 000 and 1 048 576
+/// bytes made a `Created` record no producer could send, failing its batch forever).
+pub const MAX_INPUT_RECORD_BYTES: usize = 960 * 1024;
 /// `--materialise-linger-ms` / `WEIR_MATERIALISE_LINGER_MS`: the store is written at most this
 /// often.
 pub const DEFAULT_MATERIALISE_LINGER_MS: u64 = 200;

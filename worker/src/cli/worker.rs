@@ -141,6 +141,14 @@ async fn serve(args: WorkerArgs) -> anyhow::Result<()> {
     if let Some(spec) = &args.failpoints {
         failpoints::install(spec);
     }
+    let most = crate::options::MAX_INPUT_RECORD_BYTES;
+    anyhow::ensure!(
+        args.max_record_bytes <= most,
+        "--max-record-bytes {} is more than {most}: what an input record becomes (its `Created` \
+         record, its DLQ copy) must fit the {} bytes a producer may send",
+        args.max_record_bytes,
+        crate::kafka::config::MAX_PRODUCED_RECORD_BYTES
+    );
     // Installed first, so that a signal during start-up (compiling components) is not the
     // default action (death) but a graceful stop once the workers are up.
     use tokio::signal::unix::{SignalKind, signal};

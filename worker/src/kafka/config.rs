@@ -9,6 +9,13 @@ use rdkafka::ClientConfig;
 /// (`rdkafka` feature `zstd`; gzip through libz; snappy and lz4 are built into librdkafka).
 pub const CODECS: [&str; 4] = ["gzip", "snappy", "lz4", "zstd"];
 
+/// The largest record Weir's producers send (librdkafka's `message.max.bytes`, set explicitly
+/// to its default; within the broker's default `max.message.bytes`, 1 048 588). Every record
+/// Weir makes is kept within it where it is made: input records are refused above
+/// `--max-record-bytes` (which must leave room for the envelope of what they become), and a DLQ
+/// copy keeps a prefix of a value too large for it.
+pub const MAX_PRODUCED_RECORD_BYTES: usize = 1_000_000;
+
 #[derive(Debug, thiserror::Error)]
 pub enum CodecsError {
     #[error("cannot read librdkafka's builtin.features: {0}")]
@@ -125,7 +132,8 @@ impl KafkaConfig {
     fn producer_settings(config: &mut ClientConfig) {
         config
             .set("partitioner", "murmur2_random")
-            .set("enable.idempotence", "true");
+            .set("enable.idempotence", "true")
+            .set("message.max.bytes", MAX_PRODUCED_RECORD_BYTES.to_string());
     }
 
     /// Brokers, then the user's properties last so that they can override Weir's defaults.

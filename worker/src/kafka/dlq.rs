@@ -2,6 +2,12 @@
 //! `weir.dlq`, with the reason in headers, inside the transaction that commits its offset, so
 //! that a poison record never blocks its partition and nothing is lost.
 //!
+//! A copy must fit the producer's limit ([`MAX_PRODUCED_RECORD_BYTES`]): an original value
+//! too large for that (an oversize record is the usual reason it is dead-lettered) is cut to
+//! [`MAX_DLQ_VALUE_BYTES`], and the copy says so — in its error text and in the headers
+//! `weir.dlq.original-size` and `weir.dlq.original-sha256` (issue 11 item 7: a copy carrying
+//! the whole value failed its batch forever).
+//!
 //! `weir_dlq_records_total` counts dead letters whose transaction *committed*: the
 //! transactional producer counts them after the commit ([`is_dead_letter`]), so a batch that
 //! aborts and runs again counts its dead letters once.
@@ -10,6 +16,9 @@ use chrono::Utc;
 use rdkafka::message::{Headers, Message, OwnedMessage};
 use tracing::{error, warn};
 
+use sha2::{Digest, Sha256};
+
+use super::config::MAX_PRODUCED_RECORD_BYTES;
 use super::transaction::OutgoingRecord;
 use crate::codec::{Codec, DlqEnvelope, DlqHeader, DlqReason, EncodeError, dlq_headers};
 use crate::metrics::Metrics;
@@ -89,19 +98,49 @@ pub fn dead_letter(
     }
 }
 
+/// The most of an original value a DLQ copy carries: what is left of the producer's limit
+/// once the key, the original headers, the error and the envelope's own fields have room.
+pub const MAX_DLQ_VALUE_BYTES: usize = MAX_PRODUCED_RECORD_BYTES - 64 * 1024;
+
+/// The original value's size and SHA-256, when the copy carries only a prefix of it.
+struct Cut {
+    size: usize,
+    sha256: String,
+}
+
+fn cut(message: &OwnedMessage) -> Option<Cut> {
+    let value = message.payload()?;
+    (value.len() > MAX_DLQ_VALUE_BYTES).then(|| Cut {
+        size: value.len(),
+        sha256: Sha256::digest(value)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect(),
+    })
+}
+
 fn envelope(
     topology: &Topology,
     message: &OwnedMessage,
     reason: DlqReason,
-    error: String,
+    mut error: String,
 ) -> (String, DlqEnvelope) {
+    let mut value = message.payload().map(<[u8]>::to_vec);
+    if let (Some(cut), Some(value)) = (cut(message), value.as_mut()) {
+        value.truncate(MAX_DLQ_VALUE_BYTES);
+        error.push_str(&format!(
+            " (this copy keeps the first {MAX_DLQ_VALUE_BYTES} of the value's {} bytes; \
+             SHA-256 of the whole value: {})",
+            cut.size, cut.sha256
+        ));
+    }
     let envelope = DlqEnvelope {
         original_topic: message.topic().to_owned(),
         original_partition: message.partition(),
         original_offset: message.offset(),
         original_timestamp_millis: message.timestamp().to_millis(),
         key: message.key().map(<[u8]>::to_vec),
-        value: message.payload().map(<[u8]>::to_vec),
+        value,
         original_headers: message
             .headers()
             .map(|headers| {
@@ -127,15 +166,26 @@ fn record(
     envelope: &DlqEnvelope,
     value: Vec<u8>,
 ) -> OutgoingRecord {
+    let mut headers: Vec<(String, Vec<u8>)> = envelope
+        .kafka_headers()
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+    if let Some(cut) = cut(message) {
+        headers.push((
+            dlq_headers::ORIGINAL_SIZE.to_owned(),
+            cut.size.to_string().into_bytes(),
+        ));
+        headers.push((
+            dlq_headers::ORIGINAL_SHA256.to_owned(),
+            cut.sha256.into_bytes(),
+        ));
+    }
     OutgoingRecord {
         topic: dlq,
         key: String::from_utf8_lossy(message.key().unwrap_or_default()).into_owned(),
         value,
-        headers: envelope
-            .kafka_headers()
-            .into_iter()
-            .map(|(k, v)| (k.to_owned(), v))
-            .collect(),
+        headers,
     }
 }
 
@@ -234,6 +284,81 @@ mod tests {
                 .await
                 .expect("no-op")
                 .is_empty()
+        );
+    }
+
+    /// Issue 11 item 7: the DLQ copy of a record too large for any producer (the usual reason
+    /// it is dead-lettered) carried the whole value and failed its batch forever. It keeps a
+    /// prefix that fits, and says so.
+    #[test]
+    fn the_copy_of_a_record_too_large_to_send_keeps_a_prefix_and_a_digest() {
+        let topology = topology();
+        let codec = Codec::new(None);
+        let big: Vec<u8> = (0..1_200_000u32).map(|i| (i % 251) as u8).collect();
+        let message = OwnedMessage::new(
+            Some(big.clone()),
+            Some(b"E_key".to_vec()),
+            "weir.submissions".to_owned(),
+            Timestamp::CreateTime(1),
+            3,
+            42,
+            None,
+        );
+        let record = try_dead_letter(
+            &topology,
+            &codec,
+            &message,
+            DlqReason::Oversize,
+            "too big".into(),
+        )
+        .expect("encodes");
+        let size: usize = record.value.len()
+            + record.key.len()
+            + record
+                .headers
+                .iter()
+                .map(|(k, v)| k.len() + v.len())
+                .sum::<usize>();
+        assert!(size <= MAX_PRODUCED_RECORD_BYTES, "{size} bytes");
+        let position = RecordPosition::at(&record.topic, 0, 0);
+        let envelope: DlqEnvelope = codec.decode(&record.value, &position).expect("readable");
+        assert_eq!(envelope.value.as_deref(), Some(&big[..MAX_DLQ_VALUE_BYTES]));
+        let sha: String = Sha256::digest(&big)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert!(envelope.error.contains(&sha), "{}", envelope.error);
+        assert!(
+            envelope.error.contains("1200000 bytes"),
+            "{}",
+            envelope.error
+        );
+        let header = |name: &str| {
+            record
+                .headers
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
+        };
+        assert_eq!(
+            header(dlq_headers::ORIGINAL_SIZE).as_deref(),
+            Some("1200000")
+        );
+        assert_eq!(header(dlq_headers::ORIGINAL_SHA256), Some(sha));
+        // A record that fits is copied whole, without those headers.
+        let small = try_dead_letter(
+            &topology,
+            &codec,
+            &poison(),
+            DlqReason::Undecodable,
+            "x".into(),
+        )
+        .expect("encodes");
+        assert!(
+            small
+                .headers
+                .iter()
+                .all(|(k, _)| k != dlq_headers::ORIGINAL_SIZE)
         );
     }
 }
