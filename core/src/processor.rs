@@ -294,6 +294,7 @@ impl<R: WorkflowRunner> Processor<R> {
             self.stats.replayed += 1;
             start_run(
                 &self.runner,
+                self.value_limit(),
                 &mut self.stats,
                 batch,
                 &mut live,
@@ -304,6 +305,13 @@ impl<R: WorkflowRunner> Processor<R> {
         }
         self.cache.insert(id.clone(), live);
         Ok(())
+    }
+
+    /// The largest value (params, result) a record the processor makes may carry.
+    fn value_limit(&self) -> usize {
+        self.config
+            .max_record_bytes
+            .saturating_sub(ENVELOPE_ALLOWANCE)
     }
 
     /// The partition that owns `id` (the partitioner's rule, same as the log's).
@@ -517,6 +525,7 @@ impl<R: WorkflowRunner> Processor<R> {
             Ok(()) => {
                 start_run(
                     &self.runner,
+                    self.value_limit(),
                     &mut self.stats,
                     batch,
                     &mut live,
@@ -570,6 +579,7 @@ impl<R: WorkflowRunner> Processor<R> {
             }
             return Ok(());
         }
+        let limit = self.value_limit();
         let Processor { stats, cache, .. } = self;
         // Move to the back: the back is the most recently used.
         let Some(position) = cache.get_index_of(owner) else {
@@ -619,7 +629,7 @@ impl<R: WorkflowRunner> Processor<R> {
         )?;
         stats.hot_deliveries += 1;
         match delivered {
-            Ok(step) => apply_step(stats, batch, live, step),
+            Ok(step) => apply_step(limit, stats, batch, live, step),
             Err(e) => {
                 tracing::warn!(execution = %owner, error = %e, "response could not be delivered");
                 live.run = None;
@@ -648,6 +658,7 @@ impl<R: WorkflowRunner> Processor<R> {
                     .await
             }
             TimerKind::Schedule => {
+                let limit = self.value_limit();
                 let Some(live) = self.cache.get_mut(&timer.execution_id) else {
                     return Ok(());
                 };
@@ -656,6 +667,7 @@ impl<R: WorkflowRunner> Processor<R> {
                 }
                 start_run(
                     &self.runner,
+                    limit,
                     &mut self.stats,
                     batch,
                     live,
@@ -805,6 +817,7 @@ fn append(
 /// what it produced to the batch. A run that cannot start finishes the execution with `trap`.
 async fn start_run<R: WorkflowRunner>(
     runner: &R,
+    limit: usize,
     stats: &mut ProcessorStats,
     batch: &mut Batch,
     live: &mut Live<R::Run>,
@@ -819,7 +832,7 @@ async fn start_run<R: WorkflowRunner>(
     match runner.start(execution, history, responses, batch.now).await {
         Ok((run, step)) => {
             live.run = Some(run);
-            apply_step(stats, batch, live, step)
+            apply_step(limit, stats, batch, live, step)
         }
         Err(e) => {
             tracing::warn!(execution = %live.view.id, error = %e, "execution failed to start");
@@ -831,7 +844,13 @@ async fn start_run<R: WorkflowRunner>(
 
 /// Adds a run's events and outputs to the batch. A finished run's outputs end with
 /// `Finished`, which closes the changelog and answers the parent or `weir.results`.
+///
+/// A step with a value larger than `limit` (params of a child or a schedule, a stub's or
+/// the execution's result) is not taken: no record could carry it, and its batch would fail
+/// forever (issue 11 item 7). The execution finishes with `value-too-large` instead, at the
+/// history version the step would have started from.
 fn apply_step<Run>(
+    limit: usize,
     stats: &mut ProcessorStats,
     batch: &mut Batch,
     live: &mut Live<Run>,
@@ -841,6 +860,15 @@ fn apply_step<Run>(
         live.run = None;
     }
     let Effects { events, outputs } = step.into_effects();
+    if let Some(problem) = outputs.iter().find_map(|o| oversized(o, limit)) {
+        tracing::warn!(execution = %live.view.id, %problem, "a value too large for a record: the execution ends");
+        return finish(
+            stats,
+            batch,
+            live,
+            error_result(ExecutionErrorKind::ValueTooLarge, problem),
+        );
+    }
     for versioned in events {
         append(
             batch,
@@ -855,6 +883,69 @@ fn apply_step<Run>(
         output_effect(stats, batch, live, output)?;
     }
     Ok(())
+}
+
+/// Room a record needs around the largest value it carries (ids, names, framing).
+const ENVELOPE_ALLOWANCE: usize = 16 * 1024;
+
+/// What is wrong with `output`, if a value of it is larger than `limit` bytes of JSON.
+fn oversized(output: &Output, limit: usize) -> Option<String> {
+    let (what, size) = match output {
+        Output::SubmitChild {
+            child_execution_id,
+            params,
+            ..
+        } => (
+            format!("the params of child {child_execution_id}"),
+            json_size(params),
+        ),
+        Output::Schedule {
+            execution_id,
+            params,
+            ..
+        } => (
+            format!("the params of scheduled {execution_id}"),
+            json_size(params),
+        ),
+        Output::StubWrite {
+            execution_id,
+            result,
+        } => (
+            format!("the stub result of {execution_id}"),
+            result_size(result),
+        ),
+        Output::Finished { result } => ("the result".to_owned(), result_size(result)),
+        _ => return None,
+    };
+    (size > limit)
+        .then(|| format!("{what} is {size} bytes of JSON; a record carries at most {limit}"))
+}
+
+fn result_size(result: &ExecutionResult) -> usize {
+    match result {
+        ExecutionResult::Ok(v) | ExecutionResult::Err(v) => json_size(v),
+        ExecutionResult::ExecutionError(e) => {
+            e.reason.len() + e.detail.as_ref().map_or(0, String::len)
+        }
+    }
+}
+
+/// The length of `value`'s JSON text, without building it.
+fn json_size(value: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Writing a `Value` to an infallible writer cannot fail.
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
 }
 
 fn output_effect<Run>(

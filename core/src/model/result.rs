@@ -99,6 +99,9 @@ pub enum ExecutionErrorKind {
     /// The submission could not create an execution: its id is another execution's (with
     /// another function or other params), or not a top-level id. The reason names it.
     Conflict,
+    /// The execution made a value (params of a child, a result) larger than a record can
+    /// carry.
+    ValueTooLarge,
 }
 
 impl fmt::Display for ExecutionErrorKind {
@@ -115,6 +118,7 @@ impl fmt::Display for ExecutionErrorKind {
             ExecutionErrorKind::RetriesExhausted => "retries-exhausted",
             ExecutionErrorKind::UnknownFunction => "unknown-function",
             ExecutionErrorKind::Conflict => "conflict",
+            ExecutionErrorKind::ValueTooLarge => "value-too-large",
         })
     }
 }
@@ -170,6 +174,7 @@ mod tests {
             ExecutionErrorKind::RetriesExhausted,
             ExecutionErrorKind::UnknownFunction,
             ExecutionErrorKind::Conflict,
+            ExecutionErrorKind::ValueTooLarge,
         ] {
             assert_eq!(serde_json::to_value(kind).unwrap(), json!(kind.to_string()));
         }

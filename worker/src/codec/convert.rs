@@ -113,7 +113,7 @@ fn parent(p: &ParentRef) -> Value {
     ])
 }
 
-const ERROR_KINDS: [(ExecutionErrorKind, &str); 11] = [
+const ERROR_KINDS: [(ExecutionErrorKind, &str); 12] = [
     (ExecutionErrorKind::TimedOut, "TIMED_OUT"),
     (
         ExecutionErrorKind::NondeterminismDetected,
@@ -131,6 +131,7 @@ const ERROR_KINDS: [(ExecutionErrorKind, &str); 11] = [
     (ExecutionErrorKind::RetriesExhausted, "RETRIES_EXHAUSTED"),
     (ExecutionErrorKind::UnknownFunction, "UNKNOWN_FUNCTION"),
     (ExecutionErrorKind::Conflict, "CONFLICT"),
+    (ExecutionErrorKind::ValueTooLarge, "VALUE_TOO_LARGE"),
 ];
 
 fn result(r: &ExecutionResult) -> Value {
