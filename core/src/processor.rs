@@ -42,6 +42,10 @@
 //!   is journalled, then the run's new events; a run that fails on it finishes with `trap`.
 //! - **Timer due**: a delay becomes a `DelayFinished` response (as above, with no record to
 //!   dead-letter); a schedule timer starts its execution if it is still scheduled.
+//! - **A run that cannot start** for a reason that passes (a full instance pool, a component
+//!   a rolling deploy has not brought yet, an incomplete read of its journal) is parked, not
+//!   finished: its start is tried again after 1 s, doubling to a minute
+//!   ([`Processor::starts_due`], [`Input::RetryStart`]), and at its next input.
 //! - A run's new events are appended, then its outputs become effects; `Finished` appends
 //!   the last entry and answers the parent (`weir.responses`) or `weir.results`.
 
@@ -136,6 +140,9 @@ pub enum Input {
     },
     /// A due timer of an owned partition.
     TimerDue(TimerRow),
+    /// Try again to start the run of an execution whose start was deferred
+    /// ([`Processor::starts_due`]).
+    RetryStart(ExecutionId),
 }
 
 /// The effects of one batch, in order, and the executions it touched.
@@ -190,6 +197,25 @@ pub struct ProcessorStats {
     pub dead_letters: u64,
     /// Inputs for executions whose stored history cannot be read or rebuilt.
     pub unreadable: u64,
+    /// Starts deferred because the host or the store could not run them then (a full instance
+    /// pool, a component a rolling deploy has not brought yet, an incomplete read).
+    pub deferred_starts: u64,
+}
+
+/// A start deferred, and when to try it again.
+#[derive(Debug, Clone)]
+struct Deferred {
+    /// Failed tries so far.
+    attempt: u32,
+    /// `None` while a retry is under way.
+    due: Option<DateTime<Utc>>,
+}
+
+/// The delay before retrying a deferred start, after `attempt` failed tries: 1 s, doubling,
+/// at most a minute.
+pub fn start_retry_delay(attempt: u32) -> chrono::Duration {
+    let secs = 1i64 << attempt.saturating_sub(1).min(6);
+    chrono::Duration::seconds(secs.min(60))
 }
 
 /// An execution of one of the worker's partitions.
@@ -209,6 +235,8 @@ pub struct Processor<R: WorkflowRunner> {
     config: ProcessorConfig,
     cache: IndexMap<ExecutionId, Live<R::Run>>,
     stats: ProcessorStats,
+    /// Executions whose run could not start for a reason that passes, to try again.
+    deferred: IndexMap<ExecutionId, Deferred>,
 }
 
 impl<R: WorkflowRunner> Processor<R> {
@@ -218,6 +246,7 @@ impl<R: WorkflowRunner> Processor<R> {
             config,
             cache: IndexMap::new(),
             stats: ProcessorStats::default(),
+            deferred: IndexMap::new(),
         }
     }
 
@@ -259,6 +288,7 @@ impl<R: WorkflowRunner> Processor<R> {
             }
             Input::Record { body: Err(_), .. } => return None,
             Input::TimerDue(timer) => timer.execution_id.clone(),
+            Input::RetryStart(id) => id.clone(),
         };
         match self.cache.get(&id) {
             None => Some((id, 0)),
@@ -292,16 +322,16 @@ impl<R: WorkflowRunner> Processor<R> {
         };
         if running {
             self.stats.replayed += 1;
-            start_run(
+            let deferred = start_run(
                 &self.runner,
                 self.value_limit(),
                 &mut self.stats,
                 batch,
                 &mut live,
-                rebuilt.events,
-                rebuilt.responses,
+                Start::Rebuild(rebuilt.events, rebuilt.responses),
             )
             .await?;
+            self.note_start(id, deferred, batch.now);
         }
         self.cache.insert(id.clone(), live);
         Ok(())
@@ -352,6 +382,7 @@ impl<R: WorkflowRunner> Processor<R> {
     pub async fn step(&mut self, batch: &mut Batch, input: Input) -> Result<(), ProcessorError> {
         match input {
             Input::TimerDue(timer) => self.fire_timer(batch, timer).await,
+            Input::RetryStart(id) => self.retry_start(batch, id).await,
             Input::Record {
                 index,
                 partition,
@@ -523,16 +554,16 @@ impl<R: WorkflowRunner> Processor<R> {
             }
             Ok(()) if live.view.state == ExecutionState::Scheduled => {}
             Ok(()) => {
-                start_run(
+                let deferred = start_run(
                     &self.runner,
                     self.value_limit(),
                     &mut self.stats,
                     batch,
                     &mut live,
-                    Vec::new(),
-                    Vec::new(),
+                    Start::Fresh,
                 )
-                .await?
+                .await?;
+                self.note_start(&id, deferred, batch.now);
             }
         }
         self.cache.insert(id, live);
@@ -657,26 +688,94 @@ impl<R: WorkflowRunner> Processor<R> {
                 self.deliver(batch, &timer.execution_id, response, None)
                     .await
             }
-            TimerKind::Schedule => {
-                let limit = self.value_limit();
-                let Some(live) = self.cache.get_mut(&timer.execution_id) else {
-                    return Ok(());
-                };
-                if live.view.state != ExecutionState::Scheduled || live.run.is_some() {
-                    return Ok(());
-                }
-                start_run(
-                    &self.runner,
-                    limit,
-                    &mut self.stats,
-                    batch,
-                    live,
-                    Vec::new(),
-                    Vec::new(),
-                )
-                .await
+            TimerKind::Schedule => self.start_scheduled(batch, &timer.execution_id).await,
+        }
+    }
+
+    /// Starts a scheduled execution whose time has come (its timer fired, or a deferred start
+    /// is due).
+    async fn start_scheduled(
+        &mut self,
+        batch: &mut Batch,
+        id: &ExecutionId,
+    ) -> Result<(), ProcessorError> {
+        let limit = self.value_limit();
+        let Some(live) = self.cache.get_mut(id) else {
+            return Ok(());
+        };
+        if live.view.state != ExecutionState::Scheduled || live.run.is_some() {
+            return Ok(());
+        }
+        let deferred = start_run(
+            &self.runner,
+            limit,
+            &mut self.stats,
+            batch,
+            live,
+            Start::Scheduled,
+        )
+        .await?;
+        self.note_start(id, deferred, batch.now);
+        Ok(())
+    }
+
+    /// A deferred start is due. A running execution was rebuilt (and its run started, or
+    /// deferred again) by the rehydration [`Processor::needs`] asked for; a scheduled one
+    /// starts now.
+    async fn retry_start(
+        &mut self,
+        batch: &mut Batch,
+        id: ExecutionId,
+    ) -> Result<(), ProcessorError> {
+        match self.cache.get(&id).map(|live| live.view.state) {
+            Some(ExecutionState::Scheduled) => self.start_scheduled(batch, &id).await,
+            Some(ExecutionState::Running) => Ok(()),
+            Some(ExecutionState::Finished) | None => {
+                self.deferred.shift_remove(&id);
+                Ok(())
             }
         }
+    }
+
+    /// After a start of `id`: forgets a deferral that succeeded, or schedules the next try.
+    fn note_start(&mut self, id: &ExecutionId, deferred: Option<String>, now: DateTime<Utc>) {
+        match deferred {
+            None => {
+                self.deferred.shift_remove(id);
+            }
+            Some(reason) => {
+                let entry = self.deferred.entry(id.clone()).or_insert(Deferred {
+                    attempt: 0,
+                    due: None,
+                });
+                entry.attempt += 1;
+                let delay = start_retry_delay(entry.attempt);
+                entry.due = Some(now + delay);
+                self.stats.deferred_starts += 1;
+                tracing::warn!(execution = %id, attempt = entry.attempt, retry_in = %delay, %reason, "the run cannot start now; it is parked and tried again");
+            }
+        }
+    }
+
+    /// Executions whose deferred start is due at `now` (at most `max`); each is taken until
+    /// its retry (an [`Input::RetryStart`]) succeeds or is deferred again.
+    pub fn starts_due(&mut self, now: DateTime<Utc>, max: usize) -> Vec<ExecutionId> {
+        let mut due = Vec::new();
+        for (id, deferred) in self.deferred.iter_mut() {
+            if due.len() >= max {
+                break;
+            }
+            if deferred.due.is_some_and(|at| at <= now) {
+                deferred.due = None;
+                due.push(id.clone());
+            }
+        }
+        due
+    }
+
+    /// Executions parked with a deferred start.
+    pub fn deferred(&self) -> usize {
+        self.deferred.len()
     }
 
     /// The store row of a cached execution (after a batch touched it).
@@ -739,6 +838,7 @@ impl<R: WorkflowRunner> Processor<R> {
     /// have moved past what is committed).
     pub fn clear(&mut self) {
         self.cache.clear();
+        self.deferred.clear();
     }
 
     pub fn len(&self) -> usize {
@@ -813,31 +913,51 @@ fn append(
     Ok(())
 }
 
-/// Starts (or rebuilds, given its recorded history and responses) the run of `live` and adds
-/// what it produced to the batch. A run that cannot start finishes the execution with `trap`.
+/// How a run starts.
+enum Start {
+    /// A new execution, just created.
+    Fresh,
+    /// A scheduled execution whose time came.
+    Scheduled,
+    /// A rebuild from its recorded history and journalled responses.
+    Rebuild(Vec<crate::model::HistoryEvent>, Vec<Response>),
+}
+
+/// Starts (or rebuilds) the run of `live` and adds what it produced to the batch. A run that
+/// cannot start for a reason that passes ([`RunError::is_retryable`]: a full instance pool,
+/// a component a rolling deploy has not brought yet, an incomplete read of the journal) is
+/// not finished: it stays parked, and the reason is returned so that the start is tried
+/// again (before, it finished with `trap`). Any other failure finishes it with `trap`.
 async fn start_run<R: WorkflowRunner>(
     runner: &R,
     limit: usize,
     stats: &mut ProcessorStats,
     batch: &mut Batch,
     live: &mut Live<R::Run>,
-    history: Vec<crate::model::HistoryEvent>,
-    responses: Vec<Response>,
-) -> Result<(), ProcessorError> {
+    start: Start,
+) -> Result<Option<String>, ProcessorError> {
     let execution = Execution {
         id: live.view.id.clone(),
         ffqn: live.view.created.ffqn.clone(),
         params: live.view.created.params.clone(),
     };
+    let (rebuilding, history, responses) = match start {
+        Start::Fresh => (false, Vec::new(), Vec::new()),
+        Start::Scheduled => (true, Vec::new(), Vec::new()),
+        Start::Rebuild(history, responses) => (true, history, responses),
+    };
     match runner.start(execution, history, responses, batch.now).await {
         Ok((run, step)) => {
             live.run = Some(run);
-            apply_step(limit, stats, batch, live, step)
+            apply_step(limit, stats, batch, live, step)?;
+            Ok(None)
         }
+        Err(e) if e.is_retryable(rebuilding) => Ok(Some(e.to_string())),
         Err(e) => {
             tracing::warn!(execution = %live.view.id, error = %e, "execution failed to start");
             let result = error_result(ExecutionErrorKind::Trap, e.to_string());
-            finish(stats, batch, live, result)
+            finish(stats, batch, live, result)?;
+            Ok(None)
         }
     }
 }

@@ -60,6 +60,29 @@ pub enum RunError {
     Finished { execution: String },
     #[error("execution {execution}: the run stopped unexpectedly: {reason}")]
     Stopped { execution: String, reason: String },
+    /// The host had no room for the run (its WASM instance pool was full) and ran none of the
+    /// workflow's code: a limit of the host, not a failure of the execution, to retry later.
+    #[error("execution {execution}: no room to run it (not its failure; retry later): {reason}")]
+    NoCapacity { execution: String, reason: String },
+}
+
+impl RunError {
+    /// Whether a run that failed to start with this error should be tried again later, not
+    /// finished: the fault is the host's or the store's, not the execution's. `rebuilding`:
+    /// the execution existed before (a rebuild from its history, or the start of a scheduled
+    /// one), so a function that cannot be found is one a rolling deploy has not brought yet.
+    pub fn is_retryable(&self, rebuilding: bool) -> bool {
+        match self {
+            RunError::NoCapacity { .. } => true,
+            // The journal of responses was read incompletely: read it again.
+            RunError::Engine {
+                source: ReplayError::MissingResponse { .. },
+                ..
+            } => true,
+            RunError::UnknownFunction { .. } | RunError::NotAWorkflow { .. } => rebuilding,
+            _ => false,
+        }
+    }
 }
 
 /// Why a submission cannot run at all (it is dead-lettered and finished with an error).

@@ -104,3 +104,159 @@ fn a_value_too_large_for_a_record_ends_the_execution_instead_of_its_batch() {
         "{effects:?}"
     );
 }
+
+/// The simulation's runner, with its first `full` starts refused as a full instance pool.
+struct PoolFullRunner {
+    full: std::sync::atomic::AtomicU32,
+}
+
+impl weir_core::runner::WorkflowRunner for PoolFullRunner {
+    type Run = <SimRunner as weir_core::runner::WorkflowRunner>::Run;
+
+    fn check_submission(
+        &self,
+        ffqn: &weir_core::model::Ffqn,
+        params: &serde_json::Value,
+    ) -> Result<(), weir_core::runner::Rejection> {
+        SimRunner.check_submission(ffqn, params)
+    }
+
+    async fn start(
+        &self,
+        execution: weir_core::replay::Execution,
+        history: Vec<weir_core::model::HistoryEvent>,
+        responses: Vec<weir_core::model::Response>,
+        now: DateTime<Utc>,
+    ) -> Result<(Self::Run, weir_core::runner::RunStep), weir_core::runner::RunError> {
+        use std::sync::atomic::Ordering;
+        if self
+            .full
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+        {
+            return Err(weir_core::runner::RunError::NoCapacity {
+                execution: execution.id.to_string(),
+                reason: "the instance pool is full".into(),
+            });
+        }
+        SimRunner.start(execution, history, responses, now).await
+    }
+}
+
+/// Issue 11 items 10 and 17: a run the host cannot start for a reason that passes (here a
+/// full instance pool) was finished with `trap`, a permanent failure of a healthy execution.
+/// It is parked instead, its start tried again after 1 s, then 2 s, and it runs once the
+/// host has room.
+#[test]
+fn a_start_the_host_has_no_room_for_is_deferred_not_failed() {
+    use weir_core::records::HistoryRecord;
+
+    let mut processor = Processor::new(
+        PoolFullRunner {
+            full: std::sync::atomic::AtomicU32::new(2),
+        },
+        ProcessorConfig {
+            cache_size: 16,
+            max_record_bytes: 1 << 20,
+            partitions: 1,
+        },
+    );
+    let id = ExecutionId::top_level(ulid::Ulid::new());
+    let submission = Submission {
+        execution_id: id.clone(),
+        ffqn: Workflow::Seq.ffqn(),
+        params: json!([1, 5]),
+        parent: None,
+        scheduled_at: None,
+        correlation_id: None,
+        metadata: Default::default(),
+    };
+    let mut stored: Vec<(HistoryRecord, DateTime<Utc>)> = Vec::new();
+    let mut keep = |effects: &[Effect], at: DateTime<Utc>| {
+        for effect in effects {
+            if let Effect::Append {
+                execution_id,
+                seq,
+                entry,
+            } = effect
+            {
+                stored.push((
+                    HistoryRecord {
+                        execution_id: execution_id.clone(),
+                        seq: *seq,
+                        entry: entry.clone(),
+                    },
+                    at,
+                ));
+            }
+        }
+        stored.clone()
+    };
+    let mut batch = Batch::new(now());
+    let input = Input::Record {
+        index: 0,
+        partition: 0,
+        key: Some(id.to_string()),
+        size: 100,
+        body: Ok(Body::Submission(submission)),
+    };
+    block_on(processor.step(&mut batch, input)).expect("no processor error");
+    assert!(
+        !batch
+            .effects
+            .iter()
+            .any(|e| matches!(e, Effect::PublishResult(_) | Effect::RequestActivity(_))),
+        "parked, neither finished nor started: {:?}",
+        batch.effects
+    );
+    let mut history = keep(&batch.effects, now());
+    assert_eq!(processor.deferred(), 1);
+    assert_eq!(processor.stats().deferred_starts, 1);
+    let later = |ms: i64| now() + chrono::Duration::milliseconds(ms);
+    assert!(processor.starts_due(later(999), 10).is_empty());
+    // Each retry as the driver runs it: rehydrate what `needs` names, then step.
+    let retry = |processor: &mut Processor<PoolFullRunner>, at, history: Vec<_>| {
+        let due = processor.starts_due(at, 10);
+        assert_eq!(due, vec![id.clone()]);
+        let input = Input::RetryStart(id.clone());
+        let mut batch = Batch::new(at);
+        if let Some((needed, _)) = processor.needs(&input) {
+            block_on(processor.rehydrate(&mut batch, &needed, Some(history))).expect("rebuilt");
+        }
+        block_on(processor.step(&mut batch, input)).expect("no processor error");
+        batch.effects
+    };
+    let effects = retry(&mut processor, later(1_000), history.clone());
+    assert!(
+        !effects
+            .iter()
+            .any(|e| matches!(e, Effect::RequestActivity(_)))
+    );
+    history = keep(&effects, later(1_000));
+    assert!(
+        processor.starts_due(later(2_999), 10).is_empty(),
+        "the second delay is 2 s"
+    );
+    let effects = retry(&mut processor, later(3_000), history);
+    assert!(
+        effects
+            .iter()
+            .any(|e| matches!(e, Effect::RequestActivity(_))),
+        "started once the pool had room: {effects:?}"
+    );
+    assert_eq!(processor.deferred(), 0);
+    assert_eq!(processor.stats().deferred_starts, 2);
+}
+
+#[test]
+fn start_retry_delays_double_up_to_a_minute() {
+    use weir_core::processor::start_retry_delay;
+    let table = [(1, 1), (2, 2), (3, 4), (6, 32), (7, 60), (30, 60)];
+    for (attempt, secs) in table {
+        assert_eq!(
+            start_retry_delay(attempt),
+            chrono::Duration::seconds(secs),
+            "attempt {attempt}"
+        );
+    }
+}
