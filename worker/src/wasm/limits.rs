@@ -72,3 +72,10 @@ pub fn describe_trap(e: &wasmtime::Error) -> (ExecutionErrorKind, String) {
         None => (ExecutionErrorKind::Trap, e.to_string()),
     }
 }
+
+/// Whether `e` says that the pooling allocator had no free slot (instances, memories, tables
+/// or stacks): a limit of the host, never the guest's fault.
+pub fn is_pool_full(e: &wasmtime::Error) -> bool {
+    e.chain()
+        .any(|cause| cause.is::<wasmtime::PoolConcurrencyLimitError>())
+}
