@@ -703,7 +703,6 @@ impl ActivityWorker {
                 ps.restored = None;
             }
         }
-        state.touch();
         let position = RecordPosition::at(message.topic(), message.partition(), offset);
         let payload = message.payload().unwrap_or_default();
         if payload.len() > self.config.max_record_bytes {
@@ -721,10 +720,13 @@ impl ActivityWorker {
                 .decode_fetching::<ActivityCancel>(payload, &position)
                 .await
             {
-                Ok(cancel) => self.on_cancel(state, &key, &cancel),
+                Ok(cancel) => {
+                    state.finished += 1;
+                    state.touch();
+                    self.on_cancel(state, &key, &cancel);
+                }
                 Err(e) => self.finish_dead(state, &message, e.dlq_reason(), e.to_string()),
             }
-            state.finished += 1;
             return;
         }
         let request: ActivityRequest = match self.codec.decode_fetching(payload, &position).await {

@@ -68,7 +68,8 @@ pub fn describe_trap(e: &wasmtime::Error) -> (ExecutionErrorKind, String) {
             ExecutionErrorKind::OutOfFuel,
             "all fuel consumed: the instance ran longer than its fuel limit allows".into(),
         ),
-        Some(trap) => (ExecutionErrorKind::Trap, format!("wasm trap: {trap}")),
+        // `Trap`'s own text starts with "wasm trap: ".
+        Some(trap) => (ExecutionErrorKind::Trap, trap.to_string()),
         None => (ExecutionErrorKind::Trap, e.to_string()),
     }
 }
