@@ -349,7 +349,8 @@ struct PartitionState {
     /// The progress committed by the previous owner (or this one before a take-over), for the
     /// records not read again yet.
     restored: Option<Progress>,
-    /// The (offset, metadata) last committed for this partition.
+    /// The (offset, metadata) last committed for this partition. Records before its offset
+    /// are finished: one delivered anyway is ignored.
     committed: Option<(i64, String)>,
     paused: bool,
 }
@@ -686,8 +687,13 @@ impl ActivityWorker {
         let key = (message.topic().to_owned(), message.partition());
         let offset = message.offset();
         let ps = state.partitions.entry(key.clone()).or_default();
-        if ps.next.is_some_and(|next| offset < next) {
-            return; // delivered again (after a pause): taken already
+        if ps.next.is_some_and(|next| offset < next)
+            || ps
+                .committed
+                .as_ref()
+                .is_some_and(|(frontier, _)| offset < *frontier)
+        {
+            return; // delivered again (after a pause), or finished before the take-over
         }
         ps.next = Some(offset + 1);
         let mut mark = None;
@@ -915,7 +921,7 @@ impl ActivityWorker {
                     report.result,
                     Utc::now(),
                     job.deadline,
-                    jitter_unit(&job.request),
+                    jitter_unit(&job.request.execution_id, job.attempt),
                 );
                 match decision {
                     Decision::Answer(result) => {
@@ -1118,11 +1124,17 @@ impl ActivityWorker {
                     };
                     let group = group.clone();
                     tokio::task::spawn_blocking(move || {
-                        let answered = service_committed_past(&service, &topic, partition, offset)
-                            .unwrap_or_else(|error| {
+                        let check = std::panic::AssertUnwindSafe(|| {
+                            service_committed_past(&service, &topic, partition, offset)
+                        });
+                        let answered = match std::panic::catch_unwind(check) {
+                            Ok(Ok(answered)) => answered,
+                            Ok(Err(error)) => {
                                 warn!(%group, %topic, partition, offset, %error, "cannot read the external service's committed offset; answering timed-out");
                                 false
-                            });
+                            }
+                            Err(_panic) => false,
+                        };
                         let _ = tx.send(TaskDone {
                             epoch,
                             topic,
@@ -1369,9 +1381,8 @@ fn chrono_duration(d: Duration) -> chrono::Duration {
 }
 
 /// A jitter draw in [0, 1) that differs between activities and attempts (no shared RNG state).
-fn jitter_unit(request: &ActivityRequest) -> f64 {
-    let seed = request.execution_id.stable_hash()
-        ^ u64::from(request.attempt).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+fn jitter_unit(execution_id: &crate::model::ExecutionId, attempt: u32) -> f64 {
+    let seed = execution_id.stable_hash() ^ u64::from(attempt).wrapping_mul(0x9e37_79b9_7f4a_7c15);
     let mixed =
         (seed ^ (Utc::now().timestamp_subsec_nanos() as u64)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     (mixed >> 11) as f64 / (1u64 << 53) as f64
@@ -1472,6 +1483,100 @@ mod tests {
             progress.metadata().len() < 4096,
             "{}",
             progress.metadata().len()
+        );
+    }
+
+    fn job(offset: i64, attempt: u32, not_before: Option<DateTime<Utc>>) -> Job {
+        let parent = crate::model::ExecutionId::top_level(ulid::Ulid::from_parts(1, 1));
+        let child = parent.child(
+            &crate::model::JoinSetId::one_off(1, "sleep").expect("a join set"),
+            1,
+        );
+        Job {
+            seq: offset as u64,
+            message: OwnedMessage::new(
+                None,
+                None,
+                "weir.activity.slow".to_owned(),
+                rdkafka::Timestamp::NotAvailable,
+                0,
+                offset,
+                None,
+            ),
+            request: ActivityRequest {
+                execution_id: child,
+                parent_execution_id: parent,
+                ffqn: "weir-examples:slow/sleeper.sleep".parse().expect("ffqn"),
+                params: serde_json::json!([1]),
+                attempt: 1,
+                timeout_millis: None,
+                deadline: None,
+            },
+            kind: JobKind::Unknown,
+            attempt,
+            not_before,
+            deadline: None,
+            written_at: t(0),
+            phase: Phase::Ready,
+        }
+    }
+
+    fn mark(attempt: Option<u32>, not_before: Option<i64>) -> Mark {
+        Mark {
+            attempt,
+            not_before: not_before.map(t),
+        }
+    }
+
+    /// The frontier is the first unfinished request, read or (restored from the previous
+    /// owner's progress) not read again yet; records skipped as finished move nothing.
+    #[test]
+    fn progress_combines_what_is_read_with_what_was_restored() {
+        let mut ps = PartitionState {
+            restored: Some(Progress {
+                frontier: 10,
+                end: 20,
+                open: BTreeMap::from([(10, mark(None, None)), (15, mark(Some(2), Some(5)))]),
+            }),
+            committed: Some((10, "wa1;n=10;o=0,5:2@1767225600005".to_owned())),
+            ..PartitionState::default()
+        };
+        let restored = ps.progress().expect("a progress");
+        assert_eq!(restored.frontier, 10);
+        assert_eq!(restored.metadata(), "wa1;n=10;o=0,5:2@1767225600005");
+        // 10 read again (and still running), 11..14 skipped: nothing moves.
+        ps.open.insert(10, job(10, 1, None));
+        ps.next = Some(15);
+        assert_eq!(
+            ps.progress().expect("a progress").metadata(),
+            restored.metadata()
+        );
+        // 10 finishes: the frontier moves to 15, the retry not read yet.
+        ps.open.clear();
+        let progress = ps.progress().expect("a progress");
+        assert_eq!(
+            (progress.frontier, progress.metadata()),
+            (15, "wa1;n=5;o=0:2@1767225600005".to_owned())
+        );
+        // Everything of the restored range read and finished, and 21 read and waiting for
+        // its retry (attempt 3).
+        ps.restored = None;
+        ps.next = Some(22);
+        ps.open.insert(21, job(21, 3, Some(t(9))));
+        let progress = ps.progress().expect("a progress");
+        assert_eq!(
+            (progress.frontier, progress.metadata()),
+            (21, "wa1;n=1;o=0:3@1767225600009".to_owned())
+        );
+        ps.open.clear();
+        let progress = ps.progress().expect("a progress");
+        assert_eq!(
+            (progress.frontier, progress.metadata()),
+            (22, "wa1;n=0;o=".to_owned())
+        );
+        assert!(
+            PartitionState::default().progress().is_none(),
+            "nothing read, nothing to say"
         );
     }
 

@@ -330,6 +330,58 @@ mod tests {
         )
     }
 
+    #[test]
+    fn a_topic_is_served_by_weir_or_by_an_external_service_which_names_its_group() {
+        let mixed = parse(
+            MINIMAL,
+            r#"
+            [[route]]
+            interface = "a:b/c"
+            topic = "shared"
+            [[route]]
+            interface = "a:b/d"
+            topic = "shared"
+            external = true
+        "#,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            mixed.contains("topic `shared` has the external route `a:b/d`"),
+            "{mixed}"
+        );
+        let group_of_weir = parse(
+            MINIMAL,
+            r#"
+            [[route]]
+            interface = "a:b/c"
+            topic = "t"
+            service_group = "svc"
+        "#,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            group_of_weir.contains("only an external route"),
+            "{group_of_weir}"
+        );
+        let external = parse(
+            MINIMAL,
+            r#"
+            [[route]]
+            interface = "a:b/c"
+            topic = "t"
+            external = true
+            service_group = "svc"
+        "#,
+        )
+        .unwrap()
+        .with_namespace("ns")
+        .unwrap();
+        assert_eq!(external.routes[0].service_group.as_deref(), Some("ns.svc"));
+        assert_eq!(external.routes[0].topic, "ns.t");
+    }
+
     const MINIMAL: &str = r#"
         [defaults]
         partitions = 3
