@@ -60,6 +60,10 @@ pub enum RunError {
     Finished { execution: String },
     #[error("execution {execution}: the run stopped unexpectedly: {reason}")]
     Stopped { execution: String, reason: String },
+    /// The host had no room for the run (its WASM instance pool was full) and ran none of the
+    /// workflow's code: a limit of the host, not a failure of the execution, to retry later.
+    #[error("execution {execution}: no room to run it (not its failure; retry later): {reason}")]
+    NoCapacity { execution: String, reason: String },
 }
 
 /// Why a submission cannot run at all (it is dead-lettered and finished with an error).

@@ -849,3 +849,69 @@ async fn misbehaving_workflows_fail_clearly_while_the_host_serves_others() {
         assert!(e.reason.contains(needle), "{function}: {e}");
     }
 }
+
+/// Issue 11 item 17, the host's part for workflows: a run that finds the instance pool full
+/// (here its one slot held by a running activity) runs none of the workflow's code and says
+/// so with `RunError::NoCapacity`, instead of finishing the execution with `trap`. (The
+/// processor still turns any failed start into `trap`: the retry is the workflow side's.)
+#[tokio::test(flavor = "multi_thread")]
+async fn a_workflow_that_finds_the_pool_full_is_not_failed_by_the_host() {
+    let dir = examples_dir();
+    let text = std::fs::read_to_string(components_toml()).unwrap();
+    let file = weir::wasm::ComponentsFile::parse(&text, &components_toml()).unwrap();
+    let config = weir::wasm::EngineConfig {
+        max_instances: 1,
+        ..engine_config()
+    };
+    let host = std::sync::Arc::new(WasmHost::load(config, file.resolve(&dir).unwrap()).unwrap());
+    let holder = host.clone();
+    let activity = tokio::spawn(async move {
+        holder
+            .run_activity(
+                &ffqn("weir-examples:slow/sleeper.sleep"),
+                &json!([2_000]),
+                weir::wasm::Cancellation::never(),
+            )
+            .await
+            .unwrap()
+    });
+    let refused = wait_for_no_capacity(&host).await;
+    assert!(refused.contains("no room to run it"), "{refused}");
+    assert!(refused.contains("component instances"), "{refused}");
+    // Once the slot is free again, the same start succeeds.
+    assert_eq!(
+        activity.await.unwrap().result,
+        ExecutionResult::Ok(json!(2_000))
+    );
+    let step = start(
+        &host,
+        "weir-examples:workflows/hello.greet",
+        json!(["pool"]),
+    )
+    .await;
+    assert!(matches!(step, RunStep::Finished { .. }));
+}
+
+/// Starts `hello` until a start is refused for want of a slot (the activity holding it may
+/// not have started yet); the refusal's text.
+async fn wait_for_no_capacity(host: &std::sync::Arc<WasmHost>) -> String {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let execution = Execution {
+            id: format!("E_01KA{:022}", 8).parse().unwrap(),
+            ffqn: ffqn("weir-examples:workflows/hello.greet"),
+            params: json!(["pool"]),
+        };
+        match host.start_workflow(execution, vec![], vec![], t0()).await {
+            Err(e @ weir::wasm::RunError::NoCapacity { .. }) => return e.to_string(),
+            Err(e) => panic!("{e}"),
+            Ok(_) => {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the pool was never full"
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+        }
+    }
+}
