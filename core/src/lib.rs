@@ -15,6 +15,7 @@
 //! - [`records`]: the plain records of every topic (submissions, history, results, DLQ).
 //! - [`rows`]: what the store keeps, typed.
 //! - [`partitioner`]: Kafka's murmur2 partitioner (which partition owns an execution).
+//! - [`retry`]: the one retry decision of an activity (retry when, or give up answering what).
 
 pub mod driver;
 pub mod model;
@@ -23,6 +24,7 @@ pub mod processor;
 pub mod projection;
 pub mod records;
 pub mod replay;
+pub mod retry;
 pub mod rows;
 pub mod runner;
 #[cfg(feature = "test-util")]

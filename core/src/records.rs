@@ -53,6 +53,16 @@ pub struct ActivityRequest {
     pub deadline: Option<DateTime<Utc>>,
 }
 
+/// A parent closed the join set of an unawaited activity. Topic `weir.activity.<route>` (of
+/// every route Weir's activity workers serve), key: `execution_id`, with the Kafka header
+/// `weir.kind = cancel`; it lands on the partition of its request, after it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ActivityCancel {
+    pub execution_id: ExecutionId,
+    pub parent_execution_id: ExecutionId,
+    pub cancelled_at: DateTime<Utc>,
+}
+
 /// The execution was created. The first entry of every execution's changelog.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Created {

@@ -272,6 +272,37 @@ impl Deployment {
         ExternalService { child, log }
     }
 
+    /// The repository's `topology/components.toml` as changed by `edit`, written for this
+    /// deployment; give it to a worker as `WEIR_COMPONENTS`.
+    pub fn components_with(&self, name: &str, edit: impl FnOnce(String) -> String) -> PathBuf {
+        let text = std::fs::read_to_string(repo_root().join("topology/components.toml"))
+            .expect("read topology/components.toml");
+        let path = self.logs.join(format!("{name}.components.toml"));
+        std::fs::write(&path, edit(text)).expect("write a components file");
+        path
+    }
+
+    /// The offset (and its metadata) the consumer group `<namespace>.<group>` has committed
+    /// for a partition, if any.
+    pub fn committed(&self, group: &str, topic: &str, partition: i32) -> Option<(i64, String)> {
+        let mut config = kafka_config().client();
+        config
+            .set("group.id", format!("{}.{group}", self.namespace))
+            .set("isolation.level", "read_committed")
+            .set("enable.auto.commit", "false");
+        let consumer: BaseConsumer = config.create().expect("consumer");
+        let mut list = TopicPartitionList::new();
+        list.add_partition(topic, partition);
+        let committed = consumer
+            .committed_offsets(list, Duration::from_secs(30))
+            .expect("committed offsets");
+        let element = committed.find_partition(topic, partition)?;
+        match element.offset() {
+            Offset::Offset(offset) => Some((offset, element.metadata().to_owned())),
+            _ => None,
+        }
+    }
+
     pub fn topic(&self, role: TopicRole) -> String {
         self.topology.topic(role).name.clone()
     }

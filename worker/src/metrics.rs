@@ -89,8 +89,24 @@ pub struct Metrics {
     /// Store calls retried during an outage (reads and materialiser writes).
     pub store_retries: Counter,
     pub activity_retries_scheduled: Counter,
-    /// Activity worker: partitions paused at a retry waiting for its backoff.
-    pub activity_partitions_held: Gauge,
+    /// Activity worker: attempts running now.
+    pub activity_running: Gauge,
+    /// Activity worker: requests waiting (a retry's backoff, a worker that runs an unknown
+    /// function, an external answer).
+    pub activity_waiting: Gauge,
+    /// Activity worker: partitions paused because their window of unfinished requests is full.
+    pub activity_partitions_paused: Gauge,
+    /// Activity worker: activities cancelled by their parent while unfinished.
+    pub activity_cancelled: Counter,
+    /// Activity worker: requests for a function no component of the worker exports (each
+    /// waits for a worker that runs it).
+    pub activity_unknown_requests: Counter,
+    /// Activity worker: of those, answered with `unknown-function` after the grace.
+    pub activity_unknown_answered: Counter,
+    /// Activity worker: external requests answered `timed-out` at their deadline.
+    pub activity_deadlines_enforced: Counter,
+    /// Activity attempts that found the WASM instance pool full and waited for a slot.
+    pub wasm_pool_waits: Counter,
 }
 
 impl Metrics {
@@ -144,6 +160,31 @@ impl Metrics {
             "Activity retries scheduled.",
             self.activity_retries_scheduled.get(),
         );
+        counter(
+            "activity_cancelled_total",
+            "Activities cancelled by their parent while unfinished (interrupted, or a retry dropped).",
+            self.activity_cancelled.get(),
+        );
+        counter(
+            "activity_unknown_requests_total",
+            "Activity requests for a function no component of this worker exports (each waits for a worker that runs it).",
+            self.activity_unknown_requests.get(),
+        );
+        counter(
+            "activity_unknown_answered_total",
+            "Activity requests answered unknown-function after waiting their grace.",
+            self.activity_unknown_answered.get(),
+        );
+        counter(
+            "activity_deadlines_enforced_total",
+            "External activity requests answered timed-out at their deadline.",
+            self.activity_deadlines_enforced.get(),
+        );
+        counter(
+            "wasm_pool_waits_total",
+            "Activity attempts that found the WASM instance pool full and waited for a slot.",
+            self.wasm_pool_waits.get(),
+        );
         let mut gauge = |name: &str, help: &str, value: i64| {
             let _ = writeln!(
                 out,
@@ -166,9 +207,19 @@ impl Metrics {
             self.partitions_owned.get(),
         );
         gauge(
-            "activity_partitions_held",
-            "Activity request partitions paused at a retry waiting for its backoff.",
-            self.activity_partitions_held.get(),
+            "activity_running",
+            "Activity attempts running.",
+            self.activity_running.get(),
+        );
+        gauge(
+            "activity_waiting",
+            "Activity requests waiting (a retry's backoff, a worker that runs the function, an external answer).",
+            self.activity_waiting.get(),
+        );
+        gauge(
+            "activity_partitions_paused",
+            "Activity request partitions paused: their window of unfinished requests is full.",
+            self.activity_partitions_paused.get(),
         );
         for (name, help, timing) in [
             (

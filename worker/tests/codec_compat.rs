@@ -195,6 +195,7 @@ fn resolution_matches_union_branches_by_name() {
     check_full_resolution(&responses());
     check_full_resolution(&submissions());
     check_full_resolution(&activity_requests());
+    check_full_resolution(&activity_cancels());
     check_full_resolution(&execution_finished());
     check_full_resolution(&dlq_envelopes());
 }

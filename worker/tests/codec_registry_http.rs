@@ -19,8 +19,9 @@ use apache_avro::Schema;
 use apache_avro::schema_compatibility::SchemaCompatibility;
 use codec_samples::*;
 use weir::codec::{
-    ActivityRequest, Codec, DecodeErrorKind, DlqEnvelope, ExecutionFinished, HistoryRecord,
-    HttpRegistry, RecordPosition, RegistryError, SchemaRef, SchemaRegistry, Submission,
+    ActivityCancel, ActivityRequest, Codec, DecodeErrorKind, DlqEnvelope, ExecutionFinished,
+    HistoryRecord, HttpRegistry, RecordPosition, RegistryError, SchemaRef, SchemaRegistry,
+    Submission,
 };
 use weir::model::Response;
 
@@ -195,7 +196,7 @@ async fn conformance(url: &str) {
             assert_eq!(
                 registry
                     .register(
-                        &format!("{topic}-value"),
+                        &<$ty as weir::codec::AvroRecord>::subject(&topic),
                         &<$ty as weir::codec::AvroRecord>::schema().text
                     )
                     .await
@@ -216,6 +217,7 @@ async fn conformance(url: &str) {
     round_trip!(Submission, "submissions", submissions());
     round_trip!(Response, "responses", responses());
     round_trip!(ActivityRequest, "activity.compute", activity_requests());
+    round_trip!(ActivityCancel, "activity.compute", activity_cancels());
     round_trip!(HistoryRecord, "history", history_records());
     round_trip!(ExecutionFinished, "results", execution_finished());
     round_trip!(DlqEnvelope, "dlq", dlq_envelopes());

@@ -85,6 +85,11 @@ fn activity_requests_round_trip() {
 }
 
 #[test]
+fn activity_cancels_round_trip() {
+    both("weir.activity.compute", &activity_cancels());
+}
+
+#[test]
 fn history_records_round_trip_every_entry_and_event() {
     let records = history_records();
     // Every event variant and every entry kind is among the samples.

@@ -240,3 +240,126 @@ fn tempdir() -> std::path::PathBuf {
     let _ = std::fs::remove_dir_all(&dir);
     dir
 }
+
+/// Issue 11 item 17: more attempts at once than the instance pool has slots. An attempt that
+/// finds the pool full waits for a slot (and says so) instead of failing with `trap`: with
+/// `max_attempts = 1`, a failure would be the answer.
+#[tokio::test]
+async fn a_full_instance_pool_makes_attempts_wait_never_fail() {
+    let dir = examples_dir();
+    let text = std::fs::read_to_string(components_toml()).unwrap();
+    let text = text.replace(
+        "route = \"slow\"\nlimits = { timeout_ms = 60_000 }",
+        "route = \"slow\"\nlimits = { timeout_ms = 60_000 }\nretries = { max_attempts = 1 }",
+    );
+    let file = weir::wasm::ComponentsFile::parse(&text, &components_toml()).unwrap();
+    let config = weir::wasm::EngineConfig {
+        max_instances: 2,
+        ..engine_config()
+    };
+    let host = std::sync::Arc::new(
+        weir::wasm::WasmHost::load(config, file.resolve(&dir).unwrap()).unwrap(),
+    );
+    let sleep = ffqn("weir-examples:slow/sleeper.sleep");
+    let started = std::time::Instant::now();
+    let runs: Vec<_> = (0..6)
+        .map(|_| {
+            let host = host.clone();
+            let sleep = sleep.clone();
+            tokio::spawn(async move {
+                host.run_activity(&sleep, &json!([300]), Cancellation::never())
+                    .await
+                    .unwrap()
+            })
+        })
+        .collect();
+    let mut waits = 0;
+    for run in runs {
+        let outcome = run.await.unwrap();
+        assert_eq!(outcome.result, ExecutionResult::Ok(json!(300)));
+        assert_eq!(outcome.attempts, 1);
+        waits += outcome.pool_waits;
+    }
+    eprintln!(
+        "6 attempts of 300 ms through a pool of 2 instances: {:?}, {waits} waits for a slot",
+        started.elapsed()
+    );
+    assert!(waits > 0, "the pool never was full");
+}
+
+/// The attempt of a `slow` activity is interrupted when its future is dropped (the activity
+/// worker aborts its task on a cancellation), well before it would have answered.
+#[tokio::test]
+async fn a_running_attempt_is_interrupted_when_cancelled() {
+    let host = host();
+    let (handle, cancel) = cancellation();
+    let h = host.clone();
+    let started = std::time::Instant::now();
+    let run = tokio::spawn(async move {
+        h.run_activity(
+            &ffqn("weir-examples:slow/sleeper.sleep"),
+            &json!([60_000]),
+            cancel,
+        )
+        .await
+        .unwrap()
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    handle.cancel();
+    let outcome = tokio::time::timeout(Duration::from_secs(10), run)
+        .await
+        .expect("the attempt stops")
+        .unwrap();
+    let ExecutionResult::ExecutionError(e) = &outcome.result else {
+        panic!("{:?}", outcome.result);
+    };
+    assert_eq!(e.kind, ExecutionErrorKind::Cancelled);
+    eprintln!("a 60 s attempt cancelled after {:?}", started.elapsed());
+}
+
+/// The in-process path gives up with the core's decision: `retries-exhausted` naming the
+/// attempts and the last reason, as the Kafka activity worker does.
+#[tokio::test]
+async fn an_exhausted_activity_answers_retries_exhausted_with_the_last_reason() {
+    let host = std::sync::Arc::new(
+        host_with(|t| {
+            t.replace(
+                "route = \"slow\"\nlimits = { timeout_ms = 60_000 }",
+                "route = \"slow\"\nlimits = { timeout_ms = 60_000 }\nretries = { max_attempts = 2, backoff_base_ms = 1, backoff_max_ms = 1 }",
+            )
+        })
+        .unwrap(),
+    );
+    let outcome = host
+        .run_activity(
+            &ffqn("weir-examples:slow/sleeper.crash"),
+            &json!([0]),
+            Cancellation::never(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(outcome.attempts, 2);
+    let ExecutionResult::ExecutionError(e) = &outcome.result else {
+        panic!("{:?}", outcome.result);
+    };
+    assert_eq!(e.kind, ExecutionErrorKind::RetriesExhausted, "{e}");
+    assert!(
+        e.reason
+            .starts_with("2 attempts failed; the last one: trap:"),
+        "{e}"
+    );
+    // An `err` is the activity's own answer: returned as such once attempts run out.
+    let outcome = host
+        .run_activity(
+            &ffqn("weir-examples:slow/sleeper.fail"),
+            &json!([0]),
+            Cancellation::never(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(outcome.attempts, 2);
+    assert_eq!(
+        outcome.result,
+        ExecutionResult::Err(json!("failed on purpose after 0 ms"))
+    );
+}

@@ -341,10 +341,9 @@ async fn fanout_sums_children_and_races_a_child_against_a_delay() {
 }
 
 /// `race` with the delay winning: closing the join set cancels the unawaited activity child
-/// as the worker does it, by a `CancelActivity` effect that nothing propagates (design, known
-/// gap 13): the activity still runs, and its late answer is ignored because the race has
-/// finished. (The bus used to drop a queued child's submission and answer the parent with a
-/// `cancelled` result for it.) Hot and cold give the same changelogs.
+/// as the activity worker does it (`CancelActivity`): its request, still queued, is dropped and
+/// its parent answered `cancelled` — an answer the race, finished by then, ignores. (Before
+/// issue 11 item 13 the activity ran anyway.) Hot and cold give the same changelogs.
 #[tokio::test]
 async fn a_delay_that_wins_the_race_cancels_the_activity_as_the_worker_does() {
     let host = host();
@@ -380,11 +379,14 @@ async fn a_delay_that_wins_the_race_cancels_the_activity_as_the_worker_does() {
             .map(|c| (&c.parent, &c.child))
             .collect();
         assert_eq!(cancelled, [(&race, &child)]);
-        // The activity ran anyway (run_until_idle after the timer), and its answer was
-        // ignored: the race journalled only the delay's.
+        // The activity never ran: answered `cancelled`, an answer the finished race ignored.
         let activity = bus.execution(&child).unwrap();
-        assert_eq!(activity.result, Some(ExecutionResult::Ok(json!(55))));
-        assert_eq!(activity.attempts, 1);
+        assert_eq!(activity.attempts, 0);
+        let Some(ExecutionResult::ExecutionError(e)) = &activity.result else {
+            panic!("{:?}", activity.result);
+        };
+        assert_eq!(e.kind, ExecutionErrorKind::Cancelled, "{e}");
+        assert!(e.reason.contains("had not started"), "{e}");
         let responses = &bus.execution(&race).unwrap().responses;
         assert!(
             matches!(responses.as_slice(), [Response::DelayFinished { .. }]),
@@ -392,6 +394,90 @@ async fn a_delay_that_wins_the_race_cancels_the_activity_as_the_worker_does() {
         );
         assert!(bus.dead_letters().is_empty(), "{:?}", bus.dead_letters());
         assert!(bus.pending_timers().is_empty());
+        assert_replays_identically(&host, &bus, &race).await;
+        changelogs.push(bus.changelogs().clone());
+    }
+    assert_eq!(changelogs[0], changelogs[1], "hot and cold differ");
+}
+
+/// An activity request for a function no component exports (what a workflow worker of a newer
+/// deploy can send): the bus answers its parent `unknown-function` at once (there is no other
+/// worker to wait for), instead of dead-lettering it and leaving the parent unanswered.
+#[tokio::test]
+async fn an_unknown_activity_is_answered_with_unknown_function() {
+    let mut bus = InMemoryBus::new(host(), t0());
+    let parent = ExecutionId::top_level(ulid::Ulid::from_parts(1, 1));
+    let child = parent.child(&weir::model::JoinSetId::one_off(1, "gone").unwrap(), 1);
+    bus.send(Record::ActivityRequest(
+        weir_core::records::ActivityRequest {
+            execution_id: child.clone(),
+            parent_execution_id: parent.clone(),
+            ffqn: ffqn("weir-examples:gone/away.gone"),
+            params: json!([]),
+            attempt: 1,
+            timeout_millis: None,
+            deadline: None,
+        },
+    ));
+    bus.run_until_idle().await.unwrap();
+    // The answer went to the parent (which does not exist here, so the processor refused it).
+    let answered = bus.dead_letters().iter().find_map(|d| match &d.record {
+        Record::Response {
+            to,
+            response:
+                Response::ChildExecutionFinished {
+                    child_execution_id,
+                    result: ExecutionResult::ExecutionError(e),
+                },
+        } if *to == parent && *child_execution_id == child => Some(e.clone()),
+        _ => None,
+    });
+    let e = answered.unwrap_or_else(|| panic!("{:?}", bus.dead_letters()));
+    assert_eq!(e.kind, ExecutionErrorKind::UnknownFunction, "{e}");
+    assert!(e.reason.contains("weir-examples:gone/away.gone"), "{e}");
+}
+
+/// `patience.race` lingering after the close: the cancelled activity's answer reaches the
+/// parent while it still runs, and its history records what was cancelled (journalled, then
+/// ignored by the closed join set); replay and hot/cold agree.
+#[tokio::test]
+async fn a_cancelled_activitys_answer_is_journalled_by_a_parent_still_running() {
+    let host = host();
+    let mut changelogs = Vec::new();
+    for hot in [true, false] {
+        let mut bus = InMemoryBus::new(host.clone(), t0());
+        bus.set_hot(hot);
+        let race = bus
+            .submit(
+                &ffqn("weir-examples:workflows/patience.race"),
+                json!([60_000, 100, 1_000]),
+            )
+            .unwrap();
+        assert!(bus.run_next().await.unwrap());
+        let child = match bus.queued().collect::<Vec<_>>().as_slice() {
+            [Record::ActivityRequest(request)] => request.execution_id.clone(),
+            queued => panic!("{queued:?}"),
+        };
+        // The deadline fires first; closing the join set cancels the queued activity, whose
+        // answer is journalled during the linger; then the linger ends.
+        assert!(bus.fire_next_timer().await.unwrap());
+        bus.fire_all_timers().await.unwrap();
+        assert_eq!(
+            bus.result(&race),
+            Some(&ExecutionResult::Ok(json!("deadline")))
+        );
+        let responses = &bus.execution(&race).unwrap().responses;
+        let cancelled = responses.iter().find_map(|r| match r {
+            Response::ChildExecutionFinished {
+                child_execution_id,
+                result: ExecutionResult::ExecutionError(e),
+            } if *child_execution_id == child => Some(e.clone()),
+            _ => None,
+        });
+        let cancelled = cancelled.unwrap_or_else(|| panic!("no cancelled answer: {responses:?}"));
+        assert_eq!(cancelled.kind, ExecutionErrorKind::Cancelled, "{cancelled}");
+        assert_eq!(bus.execution(&child).unwrap().attempts, 0);
+        assert!(bus.dead_letters().is_empty(), "{:?}", bus.dead_letters());
         assert_replays_identically(&host, &bus, &race).await;
         changelogs.push(bus.changelogs().clone());
     }
@@ -761,5 +847,71 @@ async fn misbehaving_workflows_fail_clearly_while_the_host_serves_others() {
         };
         assert_eq!(e.kind, kind, "{function}: {e}");
         assert!(e.reason.contains(needle), "{function}: {e}");
+    }
+}
+
+/// Issue 11 item 17, the host's part for workflows: a run that finds the instance pool full
+/// (here its one slot held by a running activity) runs none of the workflow's code and says
+/// so with `RunError::NoCapacity`, instead of finishing the execution with `trap`. (The
+/// processor still turns any failed start into `trap`: the retry is the workflow side's.)
+#[tokio::test(flavor = "multi_thread")]
+async fn a_workflow_that_finds_the_pool_full_is_not_failed_by_the_host() {
+    let dir = examples_dir();
+    let text = std::fs::read_to_string(components_toml()).unwrap();
+    let file = weir::wasm::ComponentsFile::parse(&text, &components_toml()).unwrap();
+    let config = weir::wasm::EngineConfig {
+        max_instances: 1,
+        ..engine_config()
+    };
+    let host = std::sync::Arc::new(WasmHost::load(config, file.resolve(&dir).unwrap()).unwrap());
+    let holder = host.clone();
+    let activity = tokio::spawn(async move {
+        holder
+            .run_activity(
+                &ffqn("weir-examples:slow/sleeper.sleep"),
+                &json!([2_000]),
+                weir::wasm::Cancellation::never(),
+            )
+            .await
+            .unwrap()
+    });
+    let refused = wait_for_no_capacity(&host).await;
+    assert!(refused.contains("no room to run it"), "{refused}");
+    assert!(refused.contains("component instances"), "{refused}");
+    // Once the slot is free again, the same start succeeds.
+    assert_eq!(
+        activity.await.unwrap().result,
+        ExecutionResult::Ok(json!(2_000))
+    );
+    let step = start(
+        &host,
+        "weir-examples:workflows/hello.greet",
+        json!(["pool"]),
+    )
+    .await;
+    assert!(matches!(step, RunStep::Finished { .. }));
+}
+
+/// Starts `hello` until a start is refused for want of a slot (the activity holding it may
+/// not have started yet); the refusal's text.
+async fn wait_for_no_capacity(host: &std::sync::Arc<WasmHost>) -> String {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let execution = Execution {
+            id: format!("E_01KA{:022}", 8).parse().unwrap(),
+            ffqn: ffqn("weir-examples:workflows/hello.greet"),
+            params: json!(["pool"]),
+        };
+        match host.start_workflow(execution, vec![], vec![], t0()).await {
+            Err(e @ weir::wasm::RunError::NoCapacity { .. }) => return e.to_string(),
+            Err(e) => panic!("{e}"),
+            Ok(_) => {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the pool was never full"
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+        }
     }
 }

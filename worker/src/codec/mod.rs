@@ -49,8 +49,8 @@ pub use error::{
     DecodeError, DecodeErrorKind, EncodeError, FieldError, RecordPosition, RegistryError, SchemaRef,
 };
 pub use records::{
-    ActivityRequest, Created, DlqEnvelope, DlqHeader, DlqReason, ExecutionFinished, HistoryEntry,
-    HistoryRecord, ParentRef, Submission, dlq_headers,
+    ActivityCancel, ActivityRequest, Created, DlqEnvelope, DlqHeader, DlqReason, ExecutionFinished,
+    HistoryEntry, HistoryRecord, ParentRef, Submission, dlq_headers,
 };
 pub use registry::{HttpRegistry, InMemoryRegistry, SchemaRegistry, value_subject};
 pub use schemas::{NAMESPACE, RecordSchema};
@@ -177,14 +177,15 @@ impl Codec {
         }
     }
 
-    /// Registers the current schema of `R` under `<topic>-value` and remembers its id, so that
+    /// Registers the current schema of `R` under its subject on `topic` ([`AvroRecord::subject`]:
+    /// `<topic>-value` but for the cancellations on a route's topic) and remembers its id, so that
     /// [`encode`](Self::encode) can write records of `R` to `topic`. Returns the id; `None`
     /// (and does nothing) without a registry. Idempotent; call it at start for every topic.
     pub async fn register<R: AvroRecord>(&self, topic: &str) -> Result<Option<u32>, RegistryError> {
         let Some(registry) = &self.registry else {
             return Ok(None);
         };
-        let subject = value_subject(topic);
+        let subject = R::subject(topic);
         let key = (subject, R::NAME);
         if let Some(id) = read(&self.subject_ids).get(&key) {
             return Ok(Some(*id));
@@ -288,14 +289,14 @@ impl Codec {
                 out.extend_from_slice(&rs.fingerprint.to_le_bytes());
             }
             Some(_) => {
-                let subject = value_subject(topic);
+                let subject = R::subject(topic);
                 let id = read(&self.subject_ids)
                     .get(&(subject, R::NAME))
                     .copied()
                     .ok_or_else(|| EncodeError::NotRegistered {
                         record: R::NAME,
                         topic: topic.to_string(),
-                        subject: value_subject(topic),
+                        subject: R::subject(topic),
                     })?;
                 out.push(CONFLUENT_MAGIC);
                 out.extend_from_slice(&id.to_be_bytes());

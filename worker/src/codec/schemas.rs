@@ -47,6 +47,7 @@ const CURRENT_FILES: &[(&str, &str, &str)] = &[
     avsc!("Submission", "submission.avsc"),
     avsc!("Response", "response.avsc"),
     avsc!("ActivityRequest", "activity_request.avsc"),
+    avsc!("ActivityCancel", "activity_cancel.avsc"),
     avsc!("HistoryRecord", "history_record.avsc"),
     avsc!("ExecutionFinished", "execution_finished.avsc"),
     avsc!("DlqEnvelope", "dlq_envelope.avsc"),

@@ -1,14 +1,18 @@
 //! How the partition processor's effects become Kafka records: each [`Effect`] of a batch is
-//! encoded (Avro, see [`crate::codec`]) for its topic with its key. Timer changes and
-//! cancellations produce no record; they are materialised into the store after the commit.
+//! encoded (Avro, see [`crate::codec`]) for its topic with its key. Timer changes produce no
+//! record; they are materialised into the store after the commit. A cancelled activity becomes
+//! an [`ActivityCancel`] on the request topic of every route Weir's activity workers serve
+//! (the effect does not say which route its activity has), keyed by the activity's id so that
+//! it lands on its request's partition, after it (`docs/design.md#activities`).
 
 use rdkafka::message::OwnedMessage;
 use weir_core::processor::Effect;
 
-use crate::codec::{Codec, EncodeError, HistoryRecord};
+use crate::codec::{ActivityCancel, Codec, EncodeError, HistoryRecord};
 use crate::model::{ExecutionId, Ffqn};
 use crate::topology::{TopicRole, Topology};
 
+use super::activity_worker::{CANCEL_KIND, KIND_HEADER};
 use super::dlq::{DeadLetterError, try_dead_letter};
 use super::transaction::OutgoingRecord;
 
@@ -104,12 +108,39 @@ pub fn records(
                 )?);
             }
             Effect::CancelActivity { parent, child } => {
-                // Activities are at-least-once and cannot be recalled once requested; the
-                // engine has closed the join set, so a late answer is ignored by the parent.
+                let cancel = ActivityCancel {
+                    execution_id: child.clone(),
+                    parent_execution_id: parent.clone(),
+                    cancelled_at: chrono::Utc::now(),
+                };
+                for topic in cancellation_topics(topology) {
+                    let value = codec.encode(&topic, &cancel)?;
+                    let mut cancel_record = record(topic, child, value);
+                    cancel_record
+                        .headers
+                        .push((KIND_HEADER.to_owned(), CANCEL_KIND.to_vec()));
+                    records.push(cancel_record);
+                }
                 tracing::debug!(execution = %parent, %child, "activity cancelled");
             }
             Effect::PutTimer(_) | Effect::DeleteTimer(_) => {}
         }
     }
     Ok(records)
+}
+
+/// The request topics that Weir's activity workers serve: a topic with an external route is
+/// left alone (its service reads `ActivityRequest`s only; external activities are not
+/// cancelled, see the external contract in `docs/design.md#external-activities`).
+pub fn cancellation_topics(topology: &Topology) -> Vec<String> {
+    let mut topics: Vec<String> = topology
+        .routes
+        .iter()
+        .filter(|r| !r.external)
+        .map(|r| r.topic.clone())
+        .filter(|t| !topology.routes.iter().any(|r| r.external && r.topic == *t))
+        .collect();
+    topics.sort();
+    topics.dedup();
+    topics
 }

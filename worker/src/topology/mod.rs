@@ -55,6 +55,12 @@ pub struct Route {
     /// Served by a Kafka client outside Weir rather than the built-in activity worker.
     #[serde(default)]
     pub external: bool,
+    /// External routes: the consumer group the service reads the topic with (namespaced like
+    /// the topics). Weir's activity worker then answers `timed-out` at a request's deadline
+    /// only if that group has not committed past it; without it, at every deadline (the parent
+    /// ignores an answer after the first).
+    #[serde(default)]
+    pub service_group: Option<String>,
 }
 
 /// The whole topology of a deployment.
@@ -217,6 +223,32 @@ impl Topology {
                     route.interface
                 ));
             }
+            if route.service_group.is_some() && !route.external {
+                return invalid(format!(
+                    "route of `{}`: only an external route names its service's consumer group",
+                    route.interface
+                ));
+            }
+            if let Some(other) = self
+                .routes
+                .iter()
+                .find(|r| r.topic == route.topic && r.external != route.external)
+            {
+                return invalid(format!(
+                    "topic `{}` has the external route `{}` and the route `{}` served by Weir: a topic is served by one or the other",
+                    route.topic,
+                    if route.external {
+                        &route.interface
+                    } else {
+                        &other.interface
+                    },
+                    if route.external {
+                        &other.interface
+                    } else {
+                        &route.interface
+                    },
+                ));
+            }
         }
         Ok(())
     }
@@ -233,6 +265,9 @@ impl Topology {
         }
         for route in &mut self.routes {
             route.topic = rename(&route.topic);
+            if let Some(group) = &mut route.service_group {
+                *group = rename(group);
+            }
         }
         self.validate()?;
         Ok(self)
@@ -293,6 +328,58 @@ mod tests {
             toml::from_str(topics).unwrap(),
             toml::from_str(routes).unwrap(),
         )
+    }
+
+    #[test]
+    fn a_topic_is_served_by_weir_or_by_an_external_service_which_names_its_group() {
+        let mixed = parse(
+            MINIMAL,
+            r#"
+            [[route]]
+            interface = "a:b/c"
+            topic = "shared"
+            [[route]]
+            interface = "a:b/d"
+            topic = "shared"
+            external = true
+        "#,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            mixed.contains("topic `shared` has the external route `a:b/d`"),
+            "{mixed}"
+        );
+        let group_of_weir = parse(
+            MINIMAL,
+            r#"
+            [[route]]
+            interface = "a:b/c"
+            topic = "t"
+            service_group = "svc"
+        "#,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            group_of_weir.contains("only an external route"),
+            "{group_of_weir}"
+        );
+        let external = parse(
+            MINIMAL,
+            r#"
+            [[route]]
+            interface = "a:b/c"
+            topic = "t"
+            external = true
+            service_group = "svc"
+        "#,
+        )
+        .unwrap()
+        .with_namespace("ns")
+        .unwrap();
+        assert_eq!(external.routes[0].service_group.as_deref(), Some("ns.svc"));
+        assert_eq!(external.routes[0].topic, "ns.t");
     }
 
     const MINIMAL: &str = r#"

@@ -2,18 +2,23 @@
 //! bounded by a timeout, fuel and a memory limit, retried with exponential backoff and
 //! jitter, and cancellable.
 //!
-//! Retry rules (per component, `[component.retries]` in components.toml): a trap, a limit or
-//! a timeout is always retried; an `err` return is retried unless `retry_on_err = false`.
-//! After the last attempt an `err` is the result as such (the caller's `err`), any other
-//! failure becomes `retries-exhausted` with the last reason. Each attempt runs in a fresh
-//! instance: an activity keeps no state between attempts.
+//! Retry rules (per component, `[component.retries]` in components.toml) are the core's one
+//! decision, [`weir_core::retry::decide`]: a trap, a limit or a timeout is retried; an `err`
+//! return is retried unless `retry_on_err = false`; after the last attempt an `err` is the
+//! result as such (the caller's `err`), any other failure becomes `retries-exhausted` with the
+//! last reason. Each attempt runs in a fresh instance: an activity keeps no state between
+//! attempts.
 //!
-//! Backoff here is an in-process sleep; a worker that must survive restarts during a backoff
-//! schedules the retry as a timer instead, with [`ActivityTemplate::run_attempt`] and
-//! [`RetryPolicy::backoff`].
+//! A full instance pool is back-pressure, never a failure: the attempt waits for a free slot
+//! (and reports how often it had to).
+//!
+//! Backoff in [`ActivityTemplate::run`] is an in-process sleep (the in-memory bus uses it); the
+//! Kafka activity worker makes retries durable instead, with
+//! [`ActivityTemplate::run_attempt`] and the same decision.
 
 use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::Value;
 use tokio::sync::watch;
@@ -22,6 +27,8 @@ use wasmtime::Store;
 use wasmtime::component::{InstancePre, Linker, ResourceTable, Val};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
+
+use weir_core::retry::{self, Decision};
 
 use crate::model::{ExecutionErrorKind, ExecutionResult};
 
@@ -109,6 +116,20 @@ pub struct ActivityOutcome {
     pub result: ExecutionResult,
     /// Attempts made (1 when the first attempt decided).
     pub attempts: u32,
+    /// Times an attempt found the instance pool full and waited for a slot (back-pressure).
+    pub pool_waits: u32,
+}
+
+/// How one attempt went.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AttemptReport {
+    /// `ok` / `err` as the activity returned it, or the execution error that ended it.
+    pub result: ExecutionResult,
+    /// Times the instance pool was found full before the instance could be created: the
+    /// attempt waited for a slot (never counted as a failure of the guest).
+    pub pool_waits: u32,
+    /// Time spent waiting for that slot.
+    pub waited: Duration,
 }
 
 /// Everything needed to run one activity function.
@@ -121,132 +142,175 @@ pub(crate) struct ActivityTemplate {
     pub fuel_yield_interval: u64,
 }
 
-/// How one attempt ended.
-enum Attempt {
-    /// `ok` or `err` returned by the activity.
-    Returned(ExecutionResult),
-    /// Trap, limit or timeout.
-    Failed(ExecutionResult),
-}
+/// First and longest pause of an attempt waiting for a free slot of the instance pool.
+const POOL_WAIT_FIRST: Duration = Duration::from_millis(2);
+const POOL_WAIT_MAX: Duration = Duration::from_millis(200);
 
 impl ActivityTemplate {
-    /// Runs the activity with its retry policy until it succeeds, fails for good or is
-    /// cancelled. `params` must have been type-checked at submission.
+    /// Runs the activity with its retry policy (the core's one decision,
+    /// [`weir_core::retry::decide`]) until it answers or is cancelled; backoffs are in-process
+    /// sleeps. `params` must have been type-checked at submission.
     pub async fn run(&self, params: &Value, mut cancel: Cancellation) -> ActivityOutcome {
         let f = &self.function;
         let mut attempt = 1;
+        let mut pool_waits = 0;
         loop {
             let span = tracing::info_span!("activity", function = %f.ffqn, attempt);
-            let outcome = tokio::select! {
-                outcome = self.attempt(params).instrument(span) => outcome,
-                () = cancel.cancelled() => return cancelled(attempt),
+            let report = tokio::select! {
+                report = self.run_attempt(params, None).instrument(span) => report,
+                () = cancel.cancelled() => return cancelled(attempt, pool_waits),
             };
-            let (result, retryable) = match outcome {
-                Attempt::Returned(r @ ExecutionResult::Err(_)) => (r, self.retries.retry_on_err),
-                Attempt::Returned(r) => (r, false),
-                Attempt::Failed(r) => (r, true),
-            };
-            if !retryable {
-                return ActivityOutcome {
-                    result,
-                    attempts: attempt,
-                };
-            }
-            if attempt >= self.retries.max_attempts {
-                let result = match result {
-                    ExecutionResult::ExecutionError(e) if self.retries.max_attempts > 1 => {
-                        ExecutionResult::error(
-                            ExecutionErrorKind::RetriesExhausted,
-                            format!("{attempt} attempts failed; the last one: {e}"),
-                        )
+            pool_waits += report.pool_waits;
+            let last = report.result.clone();
+            match retry::decide(
+                &self.retries,
+                attempt,
+                report.result,
+                chrono::Utc::now(),
+                None,
+                random_unit(),
+            ) {
+                Decision::Answer(result) => {
+                    return ActivityOutcome {
+                        result,
+                        attempts: attempt,
+                        pool_waits,
+                    };
+                }
+                Decision::Retry {
+                    attempt: next,
+                    backoff,
+                    ..
+                } => {
+                    tracing::info!(function = %f.ffqn, attempt = next, ?backoff, %last, "retrying");
+                    tokio::select! {
+                        () = tokio::time::sleep(backoff) => {}
+                        () = cancel.cancelled() => return cancelled(attempt, pool_waits),
                     }
-                    other => other,
-                };
-                return ActivityOutcome {
-                    result,
-                    attempts: attempt,
-                };
-            }
-            attempt += 1;
-            let delay = self.retries.backoff(attempt, random_unit());
-            tracing::info!(function = %f.ffqn, attempt, ?delay, last = %result, "retrying");
-            tokio::select! {
-                () = tokio::time::sleep(delay) => {}
-                () = cancel.cancelled() => return cancelled(attempt - 1),
+                    attempt = next;
+                }
             }
         }
     }
 
-    /// One attempt, without retries: what a durable scheduler of retries calls.
-    pub async fn run_attempt(&self, params: &Value) -> ExecutionResult {
-        match self.attempt(params).await {
-            Attempt::Returned(r) | Attempt::Failed(r) => r,
-        }
-    }
-
-    async fn attempt(&self, params: &Value) -> Attempt {
+    /// One attempt, without retries (what the Kafka activity worker, which makes retries
+    /// durable, calls). It is bounded by the component's `timeout_ms`, or by `timeout` when
+    /// that is shorter. A full instance pool is waited out (back-pressure, reported in
+    /// [`AttemptReport::pool_waits`]), outside that bound: a host limit is never a failure of
+    /// the guest. Dropping the future interrupts the attempt at its next await point (a host
+    /// call, or the fuel yield every `fuel_yield_interval` units).
+    pub async fn run_attempt(&self, params: &Value, timeout: Option<Duration>) -> AttemptReport {
         let f = &self.function;
+        let mut report = AttemptReport {
+            result: ExecutionResult::Ok(Value::Null),
+            pool_waits: 0,
+            waited: Duration::ZERO,
+        };
         if f.stub {
-            return Attempt::Returned(ExecutionResult::error(
+            report.result = ExecutionResult::error(
                 ExecutionErrorKind::Trap,
                 format!("{} is a stub activity: its code is never run", f.ffqn),
-            ));
+            );
+            return report;
         }
         let params = match values::params_to_vals(f.ffqn.as_str(), &f.func, params) {
             Ok(p) => p,
             Err(e) => {
-                return Attempt::Returned(ExecutionResult::error(
-                    ExecutionErrorKind::InvalidParams,
-                    e.to_string(),
-                ));
+                report.result =
+                    ExecutionResult::error(ExecutionErrorKind::InvalidParams, e.to_string());
+                return report;
             }
         };
-        let call = self.call(params);
-        match tokio::time::timeout(self.limits.timeout, call).await {
-            Ok(Ok(result)) => Attempt::Returned(result),
-            Ok(Err(e)) => {
-                let (kind, reason) = limits::describe_trap(&e);
-                tracing::info!(error = %reason, "activity attempt failed");
-                Attempt::Failed(ExecutionResult::ExecutionError(
-                    crate::model::ExecutionError::new(kind, reason).with_detail(format!("{e:?}")),
-                ))
+        let (mut store, instance) = match self.instantiate(&mut report).await {
+            Ok(pair) => pair,
+            Err(e) => {
+                report.result = trapped(&e);
+                return report;
             }
-            Err(_) => Attempt::Failed(ExecutionResult::error(
+        };
+        let limit = timeout.map_or(self.limits.timeout, |t| t.min(self.limits.timeout));
+        let call = self.call(&mut store, instance, params);
+        report.result = match tokio::time::timeout(limit, call).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(e)) => trapped(&e),
+            Err(_) => ExecutionResult::error(
                 ExecutionErrorKind::TimedOut,
-                format!("the attempt took longer than {:?}", self.limits.timeout),
-            )),
+                format!("the attempt took longer than {limit:?}"),
+            ),
+        };
+        report
+    }
+
+    /// A fresh store and instance; waits while the pooling allocator has no free slot (the
+    /// pool is shared with parked workflows and other attempts), with a growing pause.
+    async fn instantiate(
+        &self,
+        report: &mut AttemptReport,
+    ) -> wasmtime::Result<(Store<ActivityState>, wasmtime::component::Instance)> {
+        let mut pause = POOL_WAIT_FIRST;
+        loop {
+            let state = ActivityState {
+                wasi: WasiCtx::builder().inherit_stderr().build(),
+                http: WasiHttpCtx::new(),
+                table: ResourceTable::new(),
+                limiter: MemoryLimiter::new(self.limits.memory_bytes),
+            };
+            let mut store = Store::new(self.pre.engine(), state);
+            store.limiter(|s| &mut s.limiter);
+            store.set_fuel(self.limits.fuel)?;
+            // Yielding lets the timeout (and a cancellation) fire even in a loop that never
+            // calls the host.
+            store.fuel_async_yield_interval(Some(self.fuel_yield_interval))?;
+            match self.pre.instantiate_async(&mut store).await {
+                Ok(instance) => return Ok((store, instance)),
+                Err(e) if limits::is_pool_full(&e) => {
+                    if report.pool_waits == 0 {
+                        tracing::warn!(function = %self.function.ffqn, error = %e,
+                            "the instance pool is full: the attempt waits for a free slot");
+                    }
+                    report.pool_waits += 1;
+                    let started = std::time::Instant::now();
+                    tokio::time::sleep(pause).await;
+                    report.waited += started.elapsed();
+                    pause = (pause * 2).min(POOL_WAIT_MAX);
+                }
+                Err(e) => return Err(e),
+            }
         }
     }
 
-    async fn call(&self, params: Vec<Val>) -> wasmtime::Result<ExecutionResult> {
-        let state = ActivityState {
-            wasi: WasiCtx::builder().inherit_stderr().build(),
-            http: WasiHttpCtx::new(),
-            table: ResourceTable::new(),
-            limiter: MemoryLimiter::new(self.limits.memory_bytes),
-        };
-        let mut store = Store::new(self.pre.engine(), state);
-        store.limiter(|s| &mut s.limiter);
-        store.set_fuel(self.limits.fuel)?;
-        // Yielding lets the timeout fire even in a loop that never calls the host.
-        store.fuel_async_yield_interval(Some(self.fuel_yield_interval))?;
-        let instance = self.pre.instantiate_async(&mut store).await?;
+    async fn call(
+        &self,
+        store: &mut Store<ActivityState>,
+        instance: wasmtime::component::Instance,
+        params: Vec<Val>,
+    ) -> wasmtime::Result<ExecutionResult> {
         let f = &self.function;
         let func = instance
-            .get_func(&mut store, f.export)
+            .get_func(&mut *store, f.export)
             .ok_or_else(|| wasmtime::Error::msg(format!("{} is not exported", f.ffqn)))?;
         let mut results = [Val::Bool(false)];
-        func.call_async(&mut store, &params, &mut results).await?;
+        func.call_async(&mut *store, &params, &mut results).await?;
         values::return_to_result(&results[0], &f.result).map_err(|e| {
             wasmtime::Error::msg(format!("the result of {} does not convert: {e}", f.ffqn))
         })
     }
 }
 
-fn cancelled(attempts: u32) -> ActivityOutcome {
+/// The execution error of an attempt that trapped or hit a limit.
+fn trapped(e: &wasmtime::Error) -> ExecutionResult {
+    let (kind, reason) = limits::describe_trap(e);
+    tracing::info!(error = %reason, "activity attempt failed");
+    ExecutionResult::ExecutionError(
+        crate::model::ExecutionError::new(kind, reason).with_detail(format!("{e:?}")),
+    )
+}
+
+fn cancelled(attempts: u32, pool_waits: u32) -> ActivityOutcome {
     ActivityOutcome {
         result: ExecutionResult::error(ExecutionErrorKind::Cancelled, "the activity was cancelled"),
         attempts,
+        pool_waits,
     }
 }
 

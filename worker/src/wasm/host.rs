@@ -11,10 +11,11 @@ use serde_json::Value;
 use crate::model::{Ffqn, HistoryEvent, Response};
 use crate::replay::Execution;
 
-use super::activity::{self, ActivityOutcome, ActivityTemplate, Cancellation};
+use super::activity::{self, ActivityOutcome, ActivityTemplate, AttemptReport, Cancellation};
 use super::engine::{EngineConfig, WasmEngine};
 use super::registry::{
-    ComponentKind, ComponentSpec, ComponentsFile, Registry, RegistryError, SubmitError,
+    ComponentKind, ComponentSpec, ComponentsFile, Limits, Registry, RegistryError, RetryPolicy,
+    SubmitError,
 };
 use super::workflow::linker::workflow_linker;
 use super::workflow::{RunError, RunStep, WorkflowRun, WorkflowTemplate};
@@ -178,17 +179,26 @@ impl WasmHost {
         Ok(template.run(params, cancel).await)
     }
 
-    /// One attempt without retries (for schedulers that make retries durable).
+    /// One attempt without retries (for schedulers that make retries durable), bounded by
+    /// the component's timeout or `timeout` if shorter (see `ActivityTemplate::run_attempt`).
     pub async fn run_activity_attempt(
         &self,
         ffqn: &Ffqn,
         params: &Value,
-    ) -> Result<crate::model::ExecutionResult, ActivityError> {
+        timeout: Option<std::time::Duration>,
+    ) -> Result<AttemptReport, ActivityError> {
         let template = self
             .activities
             .get(ffqn)
             .ok_or_else(|| ActivityError::UnknownActivity(ffqn.clone()))?;
-        Ok(template.run_attempt(params).await)
+        Ok(template.run_attempt(params, timeout).await)
+    }
+
+    /// The retry policy and limits of the activity `ffqn`, if this host runs it.
+    pub fn activity_settings(&self, ffqn: &Ffqn) -> Option<(&RetryPolicy, &Limits)> {
+        self.activities
+            .get(ffqn)
+            .map(|template| (&template.retries, &template.limits))
     }
 }
 

@@ -68,7 +68,15 @@ pub fn describe_trap(e: &wasmtime::Error) -> (ExecutionErrorKind, String) {
             ExecutionErrorKind::OutOfFuel,
             "all fuel consumed: the instance ran longer than its fuel limit allows".into(),
         ),
-        Some(trap) => (ExecutionErrorKind::Trap, format!("wasm trap: {trap}")),
+        // `Trap`'s own text starts with "wasm trap: ".
+        Some(trap) => (ExecutionErrorKind::Trap, trap.to_string()),
         None => (ExecutionErrorKind::Trap, e.to_string()),
     }
+}
+
+/// Whether `e` says that the pooling allocator had no free slot (instances, memories, tables
+/// or stacks): a limit of the host, never the guest's fault.
+pub fn is_pool_full(e: &wasmtime::Error) -> bool {
+    e.chain()
+        .any(|cause| cause.is::<wasmtime::PoolConcurrencyLimitError>())
 }

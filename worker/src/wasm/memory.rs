@@ -8,12 +8,12 @@
 //! |---|---|
 //! | `Append` | the bus's store: the changelog of each execution, each record with its time (read back by [`Processor::rehydrate`] on the cold path) |
 //! | `Submit` | a submission queued (child workflows; scheduled ones wait for their `PutTimer`) |
-//! | `RequestActivity` | an activity request queued; the bus plays the activity worker: [`WasmHost::run_activity`] (with its in-process retries) and the answer queued for the parent |
+//! | `RequestActivity` | an activity request queued; the bus plays the activity worker: [`WasmHost::run_activity`] (with its in-process retries, the core's one retry decision) and the answer queued for the parent; a function no component exports is answered `unknown-function` at once (no other worker can turn up here) |
 //! | `Respond` | a response queued for its owner |
 //! | `PublishResult` | recorded ([`InMemoryBus::published`]) |
 //! | `PutTimer` / `DeleteTimer` | the timer list, fired by [`InMemoryBus::fire_next_timer`] |
 //! | `DeadLetter` | recorded with the typed record ([`InMemoryBus::dead_letters`]) |
-//! | `CancelActivity` | recorded ([`InMemoryBus::cancelled_activities`]); like the worker, nothing stops the activity (design, known gap 13) |
+//! | `CancelActivity` | recorded ([`InMemoryBus::cancelled_activities`]) and, as the activity worker does it, an activity not answered yet (its request still queued: the bus runs each activity to its end at once) is dropped and its parent answered with `cancelled` |
 //!
 //! Each input is a batch of its own: after its step the batch is "committed" and at once
 //! "materialised" (`committed(touched, n)`, then `evict(n)`), so the store never lags memory.
@@ -41,7 +41,9 @@ use weir_core::records::{
 };
 use weir_core::rows::{ExecutionState, TimerKey, TimerKind, TimerRow};
 
-use crate::model::{ChildKind, ExecutionId, ExecutionResult, Ffqn, HistoryEvent, Response};
+use crate::model::{
+    ChildKind, ExecutionErrorKind, ExecutionId, ExecutionResult, Ffqn, HistoryEvent, Response,
+};
 use crate::store::to_store_precision;
 
 use super::activity::Cancellation;
@@ -468,6 +470,7 @@ impl InMemoryBus {
                 }
                 Effect::DeleteTimer(key) => self.delete_timer(&key),
                 Effect::CancelActivity { parent, child } => {
+                    self.cancel_activity(&parent, &child);
                     self.cancelled.push(CancelledActivity { parent, child })
                 }
                 Effect::DeadLetter { reason, error, .. } => {
@@ -558,34 +561,63 @@ impl InMemoryBus {
             .ok_or_else(|| BusError::Inconsistent(format!("an entry for {id} before Created")))
     }
 
-    /// The activity worker's part: runs the attempts and answers the parent; an activity no
-    /// component exports goes to the DLQ, and its parent is never answered (as with the
-    /// worker: design, known gap 15).
+    /// The activity worker's part for a cancellation: a request still queued is dropped and
+    /// its parent answered `cancelled` (the worker's answer for an attempt that had not
+    /// started); an activity answered already is left alone.
+    fn cancel_activity(&mut self, parent: &ExecutionId, child: &ExecutionId) {
+        let queued = self.queue.iter().position(
+            |r| matches!(r, Record::ActivityRequest(request) if request.execution_id == *child),
+        );
+        let Some(index) = queued else {
+            return;
+        };
+        self.queue.remove(index);
+        let result = ExecutionResult::error(
+            ExecutionErrorKind::Cancelled,
+            format!(
+                "cancelled by its parent {parent} (its join set was closed): attempt 1 had not started"
+            ),
+        );
+        if let Some(e) = self.executions.get_mut(child) {
+            e.result = Some(result.clone());
+        }
+        self.queue.push_back(Record::Response {
+            to: parent.clone(),
+            response: Response::ChildExecutionFinished {
+                child_execution_id: child.clone(),
+                result,
+            },
+        });
+    }
+
+    /// The activity worker's part: runs the attempts and answers the parent. An activity no
+    /// component exports is answered `unknown-function` at once: the Kafka worker waits for a
+    /// worker that runs it first (a rolling deploy), and here there is none to wait for.
     async fn run_activity(&mut self, request: ActivityRequest) {
         let outcome = self
             .host()
             .run_activity(&request.ffqn, &request.params, Cancellation::never())
             .await;
-        match outcome {
-            Ok(outcome) => {
-                if let Some(e) = self.executions.get_mut(&request.execution_id) {
-                    e.attempts = outcome.attempts;
-                    e.result = Some(outcome.result.clone());
-                }
-                self.queue.push_back(Record::Response {
-                    to: request.parent_execution_id.clone(),
-                    response: Response::ChildExecutionFinished {
-                        child_execution_id: request.execution_id.clone(),
-                        result: outcome.result,
-                    },
-                });
-            }
-            Err(e) => self.dead_letters.push(DeadLetter {
-                record: Record::ActivityRequest(request),
-                reason: DlqReason::UnknownFfqn,
-                error: e.to_string(),
-                at: self.now,
-            }),
+        let (result, attempts) = match outcome {
+            Ok(outcome) => (outcome.result, outcome.attempts),
+            Err(e) => (
+                ExecutionResult::error(
+                    ExecutionErrorKind::UnknownFunction,
+                    format!("no activity worker runs {}: {e}", request.ffqn),
+                ),
+                0,
+            ),
+        };
+        if let Some(e) = self.executions.get_mut(&request.execution_id) {
+            e.attempts = attempts;
+            e.result = Some(result.clone());
         }
+        self.queue.push_back(Record::Response {
+            to: request.parent_execution_id.clone(),
+            response: Response::ChildExecutionFinished {
+                child_execution_id: request.execution_id.clone(),
+                result,
+            },
+        });
     }
 }

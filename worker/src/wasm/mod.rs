@@ -30,7 +30,7 @@ pub mod registry;
 pub mod values;
 pub mod workflow;
 
-pub use activity::{ActivityOutcome, CancelHandle, Cancellation, cancellation};
+pub use activity::{ActivityOutcome, AttemptReport, CancelHandle, Cancellation, cancellation};
 pub use engine::{EngineConfig, LoadedFrom, WasmEngine};
 pub use host::{ActivityError, HostError, WasmHost, WasmRunner};
 pub use registry::{

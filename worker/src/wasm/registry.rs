@@ -104,30 +104,8 @@ pub struct Limits {
     pub timeout: Duration,
 }
 
-/// Retries of an activity: exponential backoff `base * 2^(n-1)` capped at `max`, each delay
-/// scaled by a random factor in `[1 - jitter, 1 + jitter]`.
-#[derive(Clone, Debug, PartialEq)]
-pub struct RetryPolicy {
-    /// Attempts in total, the first included (1 = no retry).
-    pub max_attempts: u32,
-    pub backoff_base: Duration,
-    pub backoff_max: Duration,
-    pub jitter: f64,
-    /// Retry when the activity returns `err` (traps and timeouts are always retried).
-    pub retry_on_err: bool,
-}
-
-impl RetryPolicy {
-    /// The delay before attempt `next_attempt` (2 = first retry). `unit` is a uniform random
-    /// number in `[0, 1)` supplied by the caller, so tests and durable schedulers choose it.
-    pub fn backoff(&self, next_attempt: u32, unit: f64) -> Duration {
-        let exp = next_attempt.saturating_sub(2).min(30);
-        let raw = self.backoff_base.saturating_mul(1u32 << exp);
-        let capped = raw.min(self.backoff_max);
-        let factor = 1.0 + self.jitter * (2.0 * unit.clamp(0.0, 1.0) - 1.0);
-        capped.mul_f64(factor.max(0.0))
-    }
-}
+/// Retries of an activity (the policy and the one retry decision live in the pure core).
+pub use weir_core::retry::RetryPolicy;
 
 /// One entry of the file with defaults applied and its path resolved.
 #[derive(Clone, Debug)]

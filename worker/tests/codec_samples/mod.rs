@@ -9,8 +9,8 @@ use chrono::{DateTime, Utc};
 use serde_json::json;
 use ulid::Ulid;
 use weir::codec::{
-    ActivityRequest, Created, DlqEnvelope, DlqHeader, DlqReason, ExecutionFinished, HistoryEntry,
-    HistoryRecord, ParentRef, Submission,
+    ActivityCancel, ActivityRequest, Created, DlqEnvelope, DlqHeader, DlqReason, ExecutionFinished,
+    HistoryEntry, HistoryRecord, ParentRef, Submission,
 };
 use weir::model::{
     ChildKind, DelayOutcome, ExecutionError, ExecutionErrorKind, ExecutionId, ExecutionResult,
@@ -229,6 +229,15 @@ pub fn activity_requests() -> Vec<ActivityRequest> {
             deadline: Some(t0()),
         },
     ]
+}
+
+pub fn activity_cancels() -> Vec<ActivityCancel> {
+    let js = JoinSetId::one_off(1, "fib").unwrap();
+    vec![ActivityCancel {
+        execution_id: root().child(&js, 1),
+        parent_execution_id: root(),
+        cancelled_at: t0(),
+    }]
 }
 
 pub fn history_records() -> Vec<HistoryRecord> {

@@ -13,7 +13,7 @@ use chrono::{DateTime, Utc};
 use weir::model::Ffqn;
 use weir::wasm::{ComponentsFile, EngineConfig, WasmHost};
 
-pub const EXAMPLES: [&str; 15] = [
+pub const EXAMPLES: [&str; 17] = [
     "order",
     "order-swapped",
     "fanout",
@@ -29,6 +29,8 @@ pub const EXAMPLES: [&str; 15] = [
     "hello",
     "checkout",
     "tax-declaration",
+    "slow",
+    "patience",
 ];
 
 /// `WEIR_EXAMPLES_OUT` or `/var/cache/weir/examples`; fails (never skips) when a component

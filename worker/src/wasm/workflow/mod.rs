@@ -188,6 +188,8 @@ enum Status {
     },
     /// The engine refused the run's input; nothing was finished.
     Failed(ReplayError),
+    /// The instance pool had no free slot: no code of the workflow ran.
+    NoCapacity(String),
 }
 
 pub use weir_core::runner::{RunError, RunStep};
@@ -271,6 +273,13 @@ impl WorkflowRun {
                 Err(RunError::Engine {
                     execution: self.execution.clone(),
                     source,
+                })
+            }
+            Some(Status::NoCapacity(reason)) => {
+                self.finished = true;
+                Err(RunError::NoCapacity {
+                    execution: self.execution.clone(),
+                    reason,
                 })
             }
             None => {
@@ -358,6 +367,13 @@ impl WorkflowTemplate {
                     None => return,
                 },
             },
+            // The instance (or its fiber) could not be allocated: nothing of the workflow ran,
+            // and it is not its failure (issue 11 item 17).
+            Err(e) if limits::is_pool_full(&e) => {
+                tracing::warn!(error = %e, "the instance pool is full: the workflow run cannot start");
+                let _ = status.send(Status::NoCapacity(e.to_string()));
+                return;
+            }
             Err(e) => {
                 let failure = match e.downcast::<HostFailure>() {
                     Ok(failure) => failure,
