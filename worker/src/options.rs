@@ -74,15 +74,15 @@ pub const DEFAULT_SESSION_TIMEOUT_MS: u64 = 45_000;
 pub const DEFAULT_LEAVE_GROUP_TIMEOUT_SECS: u64 = 20;
 /// `--metrics-addr` / `WEIR_METRICS_ADDR`: where `GET /metrics` is served.
 pub const DEFAULT_METRICS_ADDR: &str = "0.0.0.0:9464";
-/// Activity attempts running at once in one activity worker (no flag yet; library setting
-/// `ActivitySettings::concurrency`).
+/// `--activity-concurrency` / `WEIR_ACTIVITY_CONCURRENCY`: activity attempts running at once in
+/// one activity worker.
 pub const DEFAULT_ACTIVITY_CONCURRENCY: usize = 64;
-/// Unfinished activity requests per partition before the activity worker pauses it (no flag
-/// yet; `ActivitySettings::partition_window`, at most 100).
+/// `--activity-partition-window` / `WEIR_ACTIVITY_PARTITION_WINDOW`: unfinished activity
+/// requests per partition before the activity worker pauses it (at most 100).
 pub const DEFAULT_ACTIVITY_PARTITION_WINDOW: usize = 64;
-/// How long a request for an activity no component of the worker exports waits for a worker
-/// that runs it, from the request's timestamp, before it is answered with `unknown-function`
-/// (no flag yet; `ActivitySettings::unknown_grace`).
+/// `--unknown-activity-grace-secs` / `WEIR_UNKNOWN_ACTIVITY_GRACE_SECS`: how long a request for
+/// an activity no component of the worker exports waits for a worker that runs it, from the
+/// request's timestamp, before it is answered with `unknown-function`.
 pub const DEFAULT_UNKNOWN_ACTIVITY_GRACE_SECS: u64 = 600;
 /// Timers due within this many seconds are held in memory (no flag).
 pub const DEFAULT_TIMER_HORIZON_SECS: u64 = 60;

@@ -14,7 +14,7 @@ use tracing::{error, info, warn};
 use super::ClusterArgs;
 use crate::codec::{Codec, HttpRegistry, SchemaRegistry};
 use crate::failpoints;
-use crate::kafka::activity_worker::ActivityWorker;
+use crate::kafka::activity_worker::{ActivitySettings, ActivityWorker};
 use crate::kafka::config::check_codecs;
 use crate::kafka::group::Departure;
 use crate::kafka::workflow_worker::{WorkerConfig, WorkflowWorker};
@@ -71,6 +71,28 @@ pub struct WorkerArgs {
         default_value_t = options::DEFAULT_STORE_PATIENCE_SECS
     )]
     pub store_patience_secs: u64,
+    /// Activity attempts running at once in this worker.
+    #[arg(
+        long,
+        env = "WEIR_ACTIVITY_CONCURRENCY",
+        default_value_t = options::DEFAULT_ACTIVITY_CONCURRENCY
+    )]
+    pub activity_concurrency: usize,
+    /// Unfinished activity requests per partition before the partition is paused (1 to 100).
+    #[arg(
+        long,
+        env = "WEIR_ACTIVITY_PARTITION_WINDOW",
+        default_value_t = options::DEFAULT_ACTIVITY_PARTITION_WINDOW
+    )]
+    pub activity_partition_window: usize,
+    /// How long a request for an activity this worker does not run waits for a worker that
+    /// does (from the request's timestamp) before it is answered with `unknown-function`.
+    #[arg(
+        long,
+        env = "WEIR_UNKNOWN_ACTIVITY_GRACE_SECS",
+        default_value_t = options::DEFAULT_UNKNOWN_ACTIVITY_GRACE_SECS
+    )]
+    pub unknown_activity_grace_secs: u64,
     /// Kafka session timeout: how long a worker that stopped heartbeating (killed, frozen)
     /// keeps its partitions before the group moves them to the others.
     #[arg(
@@ -258,7 +280,12 @@ async fn serve(args: WorkerArgs) -> anyhow::Result<()> {
             Arc::clone(&host),
             Arc::clone(&codec),
             Arc::clone(&metrics),
-        );
+        )
+        .with_settings(ActivitySettings {
+            concurrency: args.activity_concurrency,
+            partition_window: args.activity_partition_window,
+            unknown_grace: Duration::from_secs(args.unknown_activity_grace_secs),
+        })?;
         tasks.spawn(async move { worker.run(stopped).await });
     }
     info!(instance = %instance_id, "worker running");

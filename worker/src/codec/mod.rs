@@ -205,7 +205,8 @@ impl Codec {
     /// Registers the schema of every record type Weir writes, under the subject of each topic
     /// of `topology` that carries it (`<topic>-value`): `Submission` on the submissions topic,
     /// `Response` on the responses topic, `HistoryRecord`, `ExecutionFinished`, `DlqEnvelope`,
-    /// and `ActivityRequest` on every activity route's topic. Without it a codec with a
+    /// `ActivityRequest` on every activity route's topic, and `ActivityCancel` on those Weir
+    /// serves (subject `<topic>-dev.weir.v1.ActivityCancel`). Without it a codec with a
     /// registry can encode nothing; `weir worker` calls it at start-up. Returns (subject,
     /// record, id) of each; nothing without a registry. Idempotent.
     pub async fn register_topology(
@@ -219,16 +220,17 @@ impl Codec {
         let name = |role: TopicRole| topology.topic(role).name.clone();
         let mut registered = Vec::new();
         let mut note = |topic: String,
+                        subject: String,
                         record: &'static str,
                         id: Result<Option<u32>, RegistryError>| {
             match id {
                 Ok(Some(id)) => {
-                    registered.push((value_subject(&topic), record, id));
+                    registered.push((subject, record, id));
                     Ok(())
                 }
                 Ok(None) => Ok(()),
                 Err(source) => Err(RegisterError {
-                    subject: value_subject(&topic),
+                    subject,
                     topic,
                     record,
                     source: Box::new(source),
@@ -238,30 +240,35 @@ impl Codec {
         let submissions = name(TopicRole::Submissions);
         note(
             submissions.clone(),
+            Submission::subject(&submissions),
             Submission::NAME,
             self.register::<Submission>(&submissions).await,
         )?;
         let responses = name(TopicRole::Responses);
         note(
             responses.clone(),
+            <crate::model::Response as AvroRecord>::subject(&responses),
             <crate::model::Response as AvroRecord>::NAME,
             self.register::<crate::model::Response>(&responses).await,
         )?;
         let history = name(TopicRole::History);
         note(
             history.clone(),
+            HistoryRecord::subject(&history),
             HistoryRecord::NAME,
             self.register::<HistoryRecord>(&history).await,
         )?;
         let results = name(TopicRole::Results);
         note(
             results.clone(),
+            ExecutionFinished::subject(&results),
             ExecutionFinished::NAME,
             self.register::<ExecutionFinished>(&results).await,
         )?;
         let dlq = name(TopicRole::Dlq);
         note(
             dlq.clone(),
+            DlqEnvelope::subject(&dlq),
             DlqEnvelope::NAME,
             self.register::<DlqEnvelope>(&dlq).await,
         )?;
@@ -271,8 +278,19 @@ impl Codec {
         for topic in routes {
             note(
                 topic.to_owned(),
+                ActivityRequest::subject(topic),
                 ActivityRequest::NAME,
                 self.register::<ActivityRequest>(topic).await,
+            )?;
+        }
+        // Cancellations go to the topics Weir's activity workers serve, under a subject of
+        // their own (`<topic>-dev.weir.v1.ActivityCancel`).
+        for topic in crate::kafka::encode::cancellation_topics(topology) {
+            note(
+                topic.clone(),
+                ActivityCancel::subject(&topic),
+                ActivityCancel::NAME,
+                self.register::<ActivityCancel>(&topic).await,
             )?;
         }
         Ok(registered)

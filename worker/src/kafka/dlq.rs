@@ -277,6 +277,23 @@ mod tests {
         )
         .expect("registered");
         assert_eq!(record.value[0], crate::codec::CONFLUENT_MAGIC);
+        // A cancellation on a topic Weir's activity workers serve encodes too (it has a
+        // subject of its own there).
+        let topics = crate::kafka::encode::cancellation_topics(&topology);
+        assert!(!topics.is_empty());
+        let parent = crate::model::ExecutionId::top_level(ulid::Ulid::new());
+        let join_set = crate::model::JoinSetId::generated(1).expect("join set");
+        let cancel = crate::codec::ActivityCancel {
+            execution_id: parent.child(&join_set, 1),
+            parent_execution_id: parent,
+            cancelled_at: Utc::now(),
+        };
+        for topic in topics {
+            let value = codec
+                .encode(&topic, &cancel)
+                .expect("ActivityCancel registered");
+            assert_eq!(value[0], crate::codec::CONFLUENT_MAGIC);
+        }
         // Without a registry there is nothing to register.
         assert!(
             Codec::single_object()
