@@ -34,7 +34,7 @@ pub enum Command {
     #[command(subcommand)]
     Topology(topology::TopologyCommand),
     /// Run a worker: workflows and activities of the registry, behind Kafka.
-    Worker(worker::WorkerArgs),
+    Worker(Box<worker::WorkerArgs>),
     /// Submit an execution (and with --follow, wait for its result).
     Submit(client::SubmitArgs),
     /// Show where an execution stands (from the CQL store).
@@ -119,7 +119,7 @@ pub fn main() -> ExitCode {
     runtime.block_on(async {
         match cli.command {
             Command::Topology(command) => topology::run(command).await,
-            Command::Worker(args) => worker::run(args).await,
+            Command::Worker(args) => worker::run(*args).await,
             Command::Submit(args) => client::submit(args).await,
             Command::Status(args) => client::status(args).await,
             Command::History(args) => client::history(args).await,
