@@ -65,7 +65,7 @@ use tracing::{debug, info, warn};
 use weir_core::retry::{self, Decision};
 
 use super::dlq::dead_letter;
-use super::group::RebalanceTracker;
+use super::group::{MemberContext, RebalanceTracker};
 use super::transaction::{OutgoingRecord, TransactionError, Transactor};
 use super::workflow_worker::{GroupMember, WorkerConfig, WorkerError};
 use crate::codec::{ActivityCancel, ActivityRequest, Codec, DlqReason, RecordPosition};
@@ -517,6 +517,18 @@ impl ActivityWorker {
         let (mut generation, _) = tracker.snapshot();
         loop {
             if *shutdown.borrow() {
+                break;
+            }
+            if consumer.context().should_leave() {
+                // On SIGTERM / SIGINT: what is finished is committed, then the member leaves its
+                // group, so that its partitions move at once (a static member does not leave
+                // by closing).
+                if state.dirty_since.is_some()
+                    && let Err(e) = self.commit(&consumer, &transactor, &mut state).await
+                {
+                    warn!(error = %e, "the last activity commit before leaving failed; the next owner runs those attempts again");
+                }
+                super::group::leave(&consumer).await;
                 break;
             }
             let wake = self.next_wake(&state);
