@@ -272,6 +272,10 @@ fn a_consumer_group_rebalances_partitions_between_members() {
         first.poll(Duration::from_millis(100));
         (assigned(&first) == all).then_some(())
     });
+    // The group's generation (what orders the store writes of partition owners) is readable
+    // from librdkafka, and grows with every rebalance, whichever member causes it.
+    use weir::kafka::group::group_generation;
+    let joined = group_generation(&first).expect("the generation of the first assignment");
 
     let second = member();
     let split: HashMap<&str, BTreeSet<i32>> =
@@ -285,6 +289,13 @@ fn a_consumer_group_rebalances_partitions_between_members() {
                 .then(|| HashMap::from([("first", a), ("second", b)]))
         });
     assert_eq!(split["first"].len() + split["second"].len(), 4);
+    let shared = group_generation(&first).expect("generation");
+    assert!(shared > joined, "{shared} after {joined}");
+    assert_eq!(
+        group_generation(&second),
+        Some(shared),
+        "one generation for the group"
+    );
 
     // A member that leaves hands its partitions back.
     second.unsubscribe();
@@ -297,6 +308,8 @@ fn a_consumer_group_rebalances_partitions_between_members() {
             (assigned(&first) == all).then_some(())
         },
     );
+    let alone = group_generation(&first).expect("generation");
+    assert!(alone > shared, "{alone} after {shared}");
 }
 
 /// Catch-up reads a history partition to its end once no transaction is open on it. A worker

@@ -364,6 +364,52 @@ pub async fn leave<C: MemberContext>(consumer: &StreamConsumer<C>) {
     consumer.context().left();
 }
 
+/// The consumer group's generation id (Kafka's, which grows with every rebalance of the
+/// group, whichever member joins or leaves), as librdkafka holds it for this consumer; `None`
+/// before the first join, or if librdkafka's serialised group metadata is not the format this
+/// reads. It orders the store writes of partition owners (`weir_core::rows::WriteStamp`): a
+/// process-local rebalance counter would not, since a new process starts counting from zero.
+pub fn group_generation<C: ConsumerContext, T: Consumer<C>>(consumer: &T) -> Option<i32> {
+    use rdkafka::bindings::{
+        rd_kafka_consumer_group_metadata, rd_kafka_consumer_group_metadata_destroy,
+        rd_kafka_consumer_group_metadata_write, rd_kafka_error_destroy, rd_kafka_mem_free,
+    };
+    let client = consumer.client().native_ptr();
+    // SAFETY: `client` is a live consumer handle (borrowed from `consumer`). librdkafka returns
+    // a new metadata object (or NULL) that we destroy, and a buffer of `size` bytes allocated
+    // by its allocator that we copy and free with it, as its documentation requires.
+    let bytes = unsafe {
+        let metadata = rd_kafka_consumer_group_metadata(client);
+        if metadata.is_null() {
+            return None;
+        }
+        let mut buffer: *mut std::ffi::c_void = std::ptr::null_mut();
+        let mut size = 0usize;
+        let error = rd_kafka_consumer_group_metadata_write(metadata, &mut buffer, &mut size);
+        rd_kafka_consumer_group_metadata_destroy(metadata);
+        if !error.is_null() {
+            rd_kafka_error_destroy(error);
+            return None;
+        }
+        if buffer.is_null() {
+            return None;
+        }
+        let bytes = std::slice::from_raw_parts(buffer.cast::<u8>(), size).to_vec();
+        rd_kafka_mem_free(client, buffer);
+        bytes
+    };
+    generation_of_metadata(&bytes)
+}
+
+/// The generation id in librdkafka's serialised group metadata (`CGMDv2:`, then the
+/// generation as a native-endian `int32`, then the group id, member id and instance id).
+fn generation_of_metadata(bytes: &[u8]) -> Option<i32> {
+    const MAGIC: &[u8] = b"CGMDv2:";
+    let rest = bytes.strip_prefix(MAGIC)?;
+    let generation = i32::from_ne_bytes(rest.get(..4)?.try_into().ok()?);
+    (generation >= 0).then_some(generation)
+}
+
 /// The member id the group coordinator gave this consumer; `None` before it joined and after
 /// it left (librdkafka resets it when it sends its LeaveGroup).
 pub fn member_id<C: ConsumerContext>(consumer: &StreamConsumer<C>) -> Option<String> {
@@ -380,5 +426,24 @@ pub fn member_id<C: ConsumerContext>(consumer: &StreamConsumer<C>) -> Option<Str
         let text = std::ffi::CStr::from_ptr(id).to_string_lossy().into_owned();
         rd_kafka_mem_free(client, id.cast());
         (!text.is_empty()).then_some(text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_generation_is_read_from_librdkafkas_serialised_group_metadata() {
+        let mut bytes = b"CGMDv2:".to_vec();
+        bytes.extend_from_slice(&42i32.to_ne_bytes());
+        bytes.extend_from_slice(b"weir.workflow-workers\0member-1\0\x01");
+        assert_eq!(generation_of_metadata(&bytes), Some(42));
+        // Before a join librdkafka holds -1; another format is not guessed at.
+        let mut before = b"CGMDv2:".to_vec();
+        before.extend_from_slice(&(-1i32).to_ne_bytes());
+        assert_eq!(generation_of_metadata(&before), None);
+        assert_eq!(generation_of_metadata(b"CGMDv3:\x01\x00\x00\x00"), None);
+        assert_eq!(generation_of_metadata(b"CGMDv2:\x01"), None);
     }
 }

@@ -286,6 +286,7 @@ impl<S: Store + 'static> WorkflowWorker<S> {
             finished_reported: 0,
             created_reported: 0,
             replayed_reported: 0,
+            group_gen: 0,
             retried_reported: 0,
         };
         let store = StoreAdapter {
@@ -412,8 +413,10 @@ pub struct KafkaLog {
     codec: Arc<Codec>,
     metrics: Arc<Metrics>,
     history_topic: String,
-    /// The generation last reported to the driver.
+    /// The rebalance counter of the tracker at the last report to the driver.
     generation: u64,
+    /// The consumer group's generation read at the last rebalance.
+    group_gen: u64,
     /// The records of the last poll (for their DLQ copies).
     polled: Vec<OwnedMessage>,
     polled_at: Instant,
@@ -424,6 +427,22 @@ pub struct KafkaLog {
 }
 
 impl KafkaLog {
+    /// The consumer group's generation (Kafka's): the driver stamps the store writes of this
+    /// membership with it. Without it (librdkafka's group metadata in another format) the
+    /// worker stops rather than write unordered.
+    fn group_generation(&self) -> Result<u64, BoxError> {
+        super::group::group_generation(&self.consumer)
+            .map(|g| g as u64)
+            .ok_or_else(|| {
+                format!(
+                    "cannot read the generation of consumer group `{}` from librdkafka's group \
+                     metadata: store writes could not be ordered",
+                    self.config.group_id
+                )
+                .into()
+            })
+    }
+
     async fn decode(&self, message: &OwnedMessage, index: usize) -> PolledRecord {
         let position = RecordPosition::at(message.topic(), message.partition(), message.offset());
         let payload = message.payload().unwrap_or_default();
@@ -510,7 +529,11 @@ impl Log for KafkaLog {
             // The batch spans a rebalance: drop it (nothing of it is committed); the driver
             // takes the new partitions over and reads again from the committed offsets.
             self.generation = generation;
-            return Ok(Polled::Rebalanced { generation, owned });
+            self.group_gen = self.group_generation()?;
+            return Ok(Polled::Rebalanced {
+                generation: self.group_gen,
+                owned,
+            });
         }
         self.polled_at = Instant::now();
         let mut polled = Vec::with_capacity(records.len());
@@ -522,7 +545,10 @@ impl Log for KafkaLog {
     }
 
     fn membership(&self) -> (u64, BTreeSet<i32>) {
-        self.tracker.snapshot()
+        let (_, owned) = self.tracker.snapshot();
+        // The generation read at the last rebalance, or a newer one (generations only grow).
+        let generation = self.group_generation().unwrap_or(0).max(self.group_gen);
+        (generation, owned)
     }
 
     fn now(&self) -> DateTime<Utc> {
