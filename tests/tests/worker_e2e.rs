@@ -479,8 +479,17 @@ async fn a_restarted_worker_rebuilds_executions_from_the_store() {
 #[tokio::test(flavor = "multi_thread")]
 async fn poison_records_go_to_the_dlq_without_blocking_their_partition() {
     let deployment = Deployment::new("poison");
-    let _worker = deployment.start_worker("w", &["--max-record-bytes", "65536"]);
+    // The default limits (issue 11 item 7: with `--max-record-bytes 65536` this test hid
+    // that a record near the broker's limit could neither be processed nor dead-lettered).
+    let _worker = deployment.start_worker("w", &[]);
     let producer = deployment.producer();
+    // A client allowed to send what the broker takes (1 MiB), more than Weir accepts.
+    let big_producer: rdkafka::producer::FutureProducer = weir_e2e::kafka_config()
+        .producer()
+        .set("message.max.bytes", "1048576")
+        .create()
+        .expect("producer");
+    let oversize = vec![0xC3; 1_000_400];
     let submissions = deployment.topic(TopicRole::Submissions);
     let responses = deployment.topic(TopicRole::Responses);
     let valid = ExecutionId::top_level(ulid::Ulid::new());
@@ -490,7 +499,7 @@ async fn poison_records_go_to_the_dlq_without_blocking_their_partition() {
         .produce_raw(&producer, &submissions, &key, b"not avro at all")
         .await;
     deployment
-        .produce_raw(&producer, &submissions, &key, &vec![0xC3; 100_000])
+        .produce_raw(&big_producer, &submissions, &key, &oversize)
         .await;
     deployment
         .produce_raw(&producer, &responses, &key, &[0xC3, 0x01, 1, 2, 3])
@@ -547,6 +556,15 @@ async fn poison_records_go_to_the_dlq_without_blocking_their_partition() {
         .find(|(_, e)| e.value.as_deref() == Some(b"not avro at all".as_slice()))
         .expect("the garbage record, byte for byte");
     assert_eq!(garbage.1.key.as_deref(), Some(key.as_bytes()));
+    // The oversize record's copy fits what a producer may send: a prefix of it, and it says
+    // so (its size and SHA-256 are in the error and the headers).
+    let cut = dead
+        .iter()
+        .find(|(_, e)| e.reason == DlqReason::Oversize)
+        .expect("the oversize record's copy");
+    let kept = cut.1.value.as_deref().expect("a prefix").len();
+    assert!(kept < oversize.len() && kept > 900_000, "{kept} bytes kept");
+    assert!(cut.1.error.contains("1000400 bytes"), "{}", cut.1.error);
 
     // The reason travels in the headers too.
     let consumer = committed_reader(&dlq);
