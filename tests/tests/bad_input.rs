@@ -271,3 +271,77 @@ async fn refused_inputs_are_dead_lettered_and_answered_and_change_nothing_else()
     // Misrouted records never run.
     assert!(answers(&misrouted).is_empty() && answers(&mis_keyed).is_empty());
 }
+
+/// Serves one body of `size` bytes to every GET, on a port of its own.
+fn serve_large_body(size: usize) -> String {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!("http://{}/large", listener.local_addr().expect("addr"));
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut request = [0u8; 4096];
+            let _ = stream.read(&mut request);
+            let head = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: {size}\r\nconnection: close\r\n\r\n"
+            );
+            let _ = stream.write_all(head.as_bytes());
+            let _ = stream.write_all(&vec![b'x'; size]);
+        }
+    });
+    url
+}
+
+/// Issue 11 item 7: an activity whose result is too large for any record (here an HTTP body of
+/// 1.04 MB) re-ran in a loop, its answer failing every transaction. Its parent is answered
+/// with `value-too-large` instead, once.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_activity_result_too_large_to_send_is_answered_value_too_large() {
+    use weir::codec::ActivityRequest;
+
+    let deployment = Deployment::new("bigresult");
+    let _worker = deployment.start_worker("w", &[]);
+    let producer = deployment.producer();
+    // Under the activity's own 1 MiB cap on a body, over what an answer may carry.
+    let url = serve_large_body(1_040_000);
+    let route = deployment
+        .topology
+        .route("weir-examples:http/client")
+        .expect("the http route")
+        .topic
+        .clone();
+    let parent = ExecutionId::top_level(ulid::Ulid::new());
+    let request = ActivityRequest {
+        execution_id: parent.child(&JoinSetId::generated(1).expect("join set"), 1),
+        parent_execution_id: parent.clone(),
+        ffqn: "weir-examples:http/client.get".parse().expect("ffqn"),
+        params: json!([url]),
+        attempt: 1,
+        timeout_millis: None,
+        deadline: None,
+    };
+    let value = deployment.codec.encode(&route, &request).expect("encode");
+    deployment
+        .produce_raw(&producer, &route, &request.execution_id.to_string(), &value)
+        .await;
+    let responses = deployment.topic(TopicRole::Responses);
+    let answers = deployment.read_topic::<Response>(&responses, TIMEOUT, "the answer", |r| {
+        r.iter().any(|(k, _)| *k == parent.to_string())
+    });
+    let answers: Vec<&Response> = answers
+        .iter()
+        .filter(|(k, _)| *k == parent.to_string())
+        .map(|(_, r)| r)
+        .collect();
+    match answers.as_slice() {
+        [Response::ChildExecutionFinished { result, .. }] => {
+            assert_eq!(
+                error_kind(result),
+                Some(ExecutionErrorKind::ValueTooLarge),
+                "{result}"
+            );
+            assert!(result.to_string().contains("bytes encoded"), "{result}");
+        }
+        other => panic!("one answer expected: {other:?}"),
+    }
+}

@@ -1305,7 +1305,27 @@ impl ActivityWorker {
             result,
         };
         let topic = self.topology.topic(TopicRole::Responses).name.clone();
-        match self.codec.encode(&topic, &response) {
+        let encoded = self.codec.encode(&topic, &response).and_then(|value| {
+            if value.len() <= MAX_ANSWER_BYTES {
+                return Ok(value);
+            }
+            // No producer could send it, and its transaction would fail forever (issue 11
+            // item 7): the parent hears why instead.
+            let reason = format!(
+                "the result of activity {} ({}) is {} bytes encoded; an answer carries at \
+                 most {MAX_ANSWER_BYTES}",
+                job.request.execution_id,
+                job.request.ffqn,
+                value.len()
+            );
+            warn!(execution = %job.request.execution_id, %reason, "activity result too large");
+            let response = Response::ChildExecutionFinished {
+                child_execution_id: job.request.execution_id.clone(),
+                result: ExecutionResult::error(ExecutionErrorKind::ValueTooLarge, reason),
+            };
+            self.codec.encode(&topic, &response)
+        });
+        match encoded {
             Ok(value) => state.out.push(OutgoingRecord {
                 topic,
                 key: job.request.parent_execution_id.to_string(),
@@ -1341,6 +1361,10 @@ impl ActivityWorker {
         );
     }
 }
+
+/// The largest answer an activity sends: what a producer may send, less room for its key
+/// and framing.
+const MAX_ANSWER_BYTES: usize = super::config::MAX_PRODUCED_RECORD_BYTES - 16 * 1024;
 
 /// The metadata committed with an offset, or empty when it is not text.
 fn committed_metadata(
