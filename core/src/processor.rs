@@ -16,6 +16,9 @@
 //!
 //! Rules, per input:
 //! - **Oversize** records (more than `max_record_bytes`) and undecodable ones are dead-lettered.
+//!   Whoever waits for an oversize one still hears: a child's answer reaches its parent as a
+//!   `value-too-large` error of that child; a new top-level submission is answered
+//!   `value-too-large`.
 //! - **Misrouted** records are dead-lettered (`misrouted`) before anything reads them: a
 //!   submission must be keyed by its execution id, a response by the execution it answers,
 //!   and either must sit on the partition murmur2 gives its key. Any other record names an
@@ -267,9 +270,8 @@ impl<R: WorkflowRunner> Processor<R> {
     /// first.
     pub fn needs(&self, input: &Input) -> Option<(ExecutionId, u64)> {
         let id = match input {
-            Input::Record {
-                size, body: Ok(_), ..
-            } if *size > self.config.max_record_bytes => return None,
+            // An oversize response or submission is still answered (see `step`): the
+            // execution it names is read first.
             Input::Record {
                 partition,
                 key,
@@ -368,7 +370,12 @@ impl<R: WorkflowRunner> Processor<R> {
             // A key that is not an execution id is dead-lettered by `step`.
             Body::Response(_) => response_owner(key)?,
         };
-        let expected = self.partition_of(&owner);
+        self.wrong_partition(partition, &owner)
+    }
+
+    /// Why a record for `owner` read on `partition` belongs to another partition, if it does.
+    fn wrong_partition(&self, partition: i32, owner: &ExecutionId) -> Option<String> {
+        let expected = self.partition_of(owner);
         (expected != partition).then(|| {
             format!(
                 "a record for {owner} on partition {partition}: murmur2 of its key gives \
@@ -395,7 +402,53 @@ impl<R: WorkflowRunner> Processor<R> {
                         "{size} bytes exceed the limit of {}",
                         self.config.max_record_bytes
                     );
-                    self.dead_letter(batch, index, DlqReason::Oversize, error);
+                    self.dead_letter(batch, index, DlqReason::Oversize, error.clone());
+                    match body {
+                        // A child's answer too large to take (an external service's) still
+                        // answers its parent, with why: a parent must not wait forever.
+                        Ok(Body::Response(Response::ChildExecutionFinished {
+                            child_execution_id,
+                            ..
+                        })) => {
+                            if let Some(owner) = response_owner(key.as_deref())
+                                && self.wrong_partition(partition, &owner).is_none()
+                                && child_execution_id.is_child_of(&owner)
+                            {
+                                let response = Response::ChildExecutionFinished {
+                                    child_execution_id,
+                                    result: error_result(
+                                        ExecutionErrorKind::ValueTooLarge,
+                                        format!("the answer was not taken: {error}"),
+                                    ),
+                                };
+                                return self.deliver(batch, &owner, response, None).await;
+                            }
+                        }
+                        // A top-level submission too large to take is answered with why,
+                        // unless its id is an existing execution's (whose answer comes as it
+                        // will).
+                        Ok(Body::Submission(submission)) => {
+                            let id = &submission.execution_id;
+                            if submission.parent.is_none()
+                                && id.is_top_level()
+                                && key.as_deref() == Some(id.to_string().as_str())
+                                && self.wrong_partition(partition, id).is_none()
+                                && !self.cache.contains_key(id)
+                            {
+                                batch.effects.push(Effect::PublishResult(ExecutionFinished {
+                                    execution_id: submission.execution_id,
+                                    ffqn: submission.ffqn,
+                                    result: error_result(
+                                        ExecutionErrorKind::ValueTooLarge,
+                                        format!("the submission was not taken: {error}"),
+                                    ),
+                                    finished_at: batch.now,
+                                    correlation_id: submission.correlation_id,
+                                }));
+                            }
+                        }
+                        _ => {}
+                    }
                     return Ok(());
                 }
                 let body = match body {
