@@ -402,32 +402,61 @@ async fn a_worker_killed_with_sigkill_is_taken_over() {
     assert_no_duplicate_outputs(&deployment);
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_worker_frozen_past_its_session_is_fenced() {
+/// A worker frozen with a transaction open, past its session (6 s) but inside its
+/// transaction timeout (60 s), and resumed once another worker was assigned its partitions:
+/// the outcome must not depend on the broker timing the transaction out (before, the test
+/// froze it past the timeout and proved nothing of fencing). `at` is where it freezes:
+/// - `before-send-offsets`: it sends its offsets with its old generation, the group refuses
+///   them, and the batch aborts (fencing);
+/// - `before-commit`: its offsets were accepted before the rebalance, so it commits; the new
+///   owner's rewind waits for that (KIP-447), and catch-up reads its batch (issue 11 item 1).
+///
+/// Either way every execution finishes once, with Kafka's and the store's histories equal.
+async fn a_zombie_resumed_inside_its_transaction(at: &str, outcome: &str) {
     let deployment = Deployment::new("sigstop");
-    // `a` pauses once with a transaction open (outputs written, nothing committed); the test
-    // freezes it right there with SIGSTOP.
+    let failpoint = format!("{at}=pause-once(3000)");
     let a = deployment.start_worker_with_env(
         "a",
-        &["--transaction-timeout-ms", "15000"],
-        &[("WEIR_FAILPOINTS", "before-commit=pause-once(3000)")],
+        &[
+            "--session-timeout-ms",
+            "6000",
+            "--transaction-timeout-ms",
+            "60000",
+        ],
+        &[("WEIR_FAILPOINTS", failpoint.as_str())],
     );
     let producer = deployment.producer();
     let mut ids = submit_orders(&deployment, &producer, "s", 10).await;
-    a.wait_for_log("failpoint before-commit reached", Duration::from_secs(60));
+    a.wait_for_log(&format!("failpoint {at} reached"), Duration::from_secs(60));
     a.signal("STOP");
-    // `b` gets the partitions once `a`'s session expires and its transaction times out.
+    let frozen = std::time::Instant::now();
+    // `b` gets the workflow partitions once `a`'s session expires.
     let b = deployment.start_worker("b", &[]);
+    let submissions = deployment.topic(TopicRole::Submissions);
+    wait_until(
+        "b to be assigned the submissions partitions",
+        Duration::from_secs(60),
+        || {
+            let log = std::fs::read_to_string(&b.log).ok()?;
+            log.lines()
+                .any(|l| l.contains("partitions assigned") && l.contains(&submissions))
+                .then_some(())
+        },
+    );
+    assert!(
+        frozen.elapsed() < Duration::from_secs(50),
+        "the zombie is resumed inside its transaction timeout"
+    );
+    a.signal("CONT");
+    if outcome == "refused" {
+        wait_until(
+            "the zombie's offsets to be refused",
+            Duration::from_secs(60),
+            || (a.log_contains("batch aborted") || a.log_contains("was fenced")).then_some(()),
+        );
+    }
     let results = deployment.results(&ids, RESULTS_TIMEOUT);
     assert_eq!(results.len(), ids.len());
-    // Resume the zombie inside its open transaction: its commit must fail.
-    a.signal("CONT");
-    a.wait_for_log("WARN", Duration::from_secs(60));
-    wait_until(
-        "the zombie's commit to be refused",
-        Duration::from_secs(60),
-        || (a.log_contains("batch aborted") || a.log_contains("was fenced")).then_some(()),
-    );
     // New work after the resumption completes once, whoever owns it now.
     let late = deployment
         .submit(&producer, CHECKOUT, order("late", "alice", "1 Main St"))
@@ -438,6 +467,16 @@ async fn a_worker_frozen_past_its_session_is_fenced() {
     assert_histories_consistent(&deployment, &ids).await;
     assert_no_duplicate_outputs(&deployment);
     drop(b);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_worker_frozen_past_its_session_is_fenced() {
+    a_zombie_resumed_inside_its_transaction("before-send-offsets", "refused").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_worker_frozen_after_its_offsets_were_accepted_commits_and_its_successor_waits() {
+    a_zombie_resumed_inside_its_transaction("before-commit", "committed").await;
 }
 
 #[tokio::test(flavor = "multi_thread")]

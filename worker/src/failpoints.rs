@@ -6,7 +6,9 @@
 //!
 //! Actions: `pause(ms)` every time the point is reached, `pause-once(ms)` the first time,
 //! `fail-once(ms)` the first time: pause, then make the code at the point fail (the
-//! transaction's commit at `before-commit` aborts, as on a broker error).
+//! transaction's commit at `before-commit` aborts, as on a broker error). Points:
+//! `before-send-offsets` (outputs produced, offsets not sent) and `before-commit` (offsets
+//! accepted, the transaction not committed), in `kafka/transaction.rs`.
 //! Entries are separated by commas; malformed ones are ignored. Reaching a point with an action
 //! logs `failpoint <name> reached` at WARN, so that a test can wait for it before acting (e.g.
 //! freezing the process with SIGSTOP mid-transaction).

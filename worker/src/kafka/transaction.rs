@@ -190,6 +190,15 @@ impl Transactor {
         // The offsets travel to the coordinators while the records are being acknowledged:
         // neither waits for the other, and the step's latency pays one of the two round trips
         // instead of both (commit_transaction flushes whatever is still in flight anyway).
+        // Outputs are being written, the offsets not sent: a zombie resumed from here sends
+        // them with its old generation, which the group refuses (fencing).
+        if crate::failpoints::failpoint("before-send-offsets").await {
+            return Err(TransactionError::Aborted {
+                transactional_id: self.transactional_id.to_string(),
+                step: "send offsets (failpoint before-send-offsets)",
+                source: KafkaError::Canceled,
+            });
+        }
         let producer = self.producer.clone();
         let timeout = self.timeout;
         blocking(move || producer.send_offsets_to_transaction(&offsets, &group_metadata, timeout))
@@ -208,7 +217,9 @@ impl Transactor {
                 }
             }
         }
-        // Outputs are written, nothing is committed: the window a zombie must never close.
+        // Outputs are written and the offsets accepted, nothing is committed: a zombie resumed
+        // from here still commits (the coordinator checked its generation when it took the
+        // offsets), so a new owner must wait for it (its rewind does, KIP-447).
         if crate::failpoints::failpoint("before-commit").await {
             return Err(TransactionError::Aborted {
                 transactional_id: self.transactional_id.to_string(),
