@@ -303,6 +303,11 @@ impl Deployment {
         }
     }
 
+    /// The folder of this deployment's worker logs.
+    pub fn logs(&self) -> &std::path::Path {
+        &self.logs
+    }
+
     pub fn topic(&self, role: TopicRole) -> String {
         self.topology.topic(role).name.clone()
     }

@@ -181,11 +181,15 @@ pub fn create_topics(topics: &[(&str, i32)]) {
 /// does not build another package's binaries: `tests/run.sh` runs `cargo build --bins` first.
 pub fn weir_binary() -> PathBuf {
     let test_exe = std::env::current_exe().expect("test executable path");
-    // target/<profile>/deps/<test> → target/<profile>/weir
-    let profile_dir = test_exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("test executable lives in target/<profile>/deps");
+    // target/<profile>/deps/<test> → target/<profile>/weir; a binary of this package
+    // (target/<profile>/fault_run) finds it beside itself.
+    let dir = test_exe.parent().expect("the executable is in a directory");
+    let profile_dir = if dir.file_name().is_some_and(|name| name == "deps") {
+        dir.parent()
+            .expect("test executable lives in target/<profile>/deps")
+    } else {
+        dir
+    };
     let binary = profile_dir.join("weir");
     assert!(
         binary.exists(),
@@ -196,4 +200,5 @@ pub fn weir_binary() -> PathBuf {
 }
 
 pub mod deployment;
+pub mod faults;
 pub mod registry;
