@@ -243,9 +243,13 @@ impl Report {
     }
 
     /// The slowest fault to get past: the longest time until the work in flight at a fault
-    /// was done.
-    pub fn slowest_drain(&self) -> Option<Duration> {
-        self.faults.iter().map(|f| f.drained).max().flatten()
+    /// was done; `Some(None)` when that work never was.
+    pub fn slowest_drain(&self) -> Option<Option<Duration>> {
+        let drains: Option<Vec<Duration>> = self.faults.iter().map(|f| f.drained).collect();
+        match drains {
+            Some(drains) => drains.into_iter().max().map(Some),
+            None => Some(None),
+        }
     }
 
     pub fn finished(&self) -> usize {
@@ -273,8 +277,11 @@ impl Report {
             self.faults.len(),
             self.longest_stall()
                 .map_or("-".to_owned(), |d| format!("{:.1} s", d.as_secs_f64())),
-            self.slowest_drain()
-                .map_or("-".to_owned(), |d| format!("{:.1} s", d.as_secs_f64())),
+            match self.slowest_drain() {
+                None => "-".to_owned(),
+                Some(None) => "never".to_owned(),
+                Some(Some(d)) => format!("{:.1} s", d.as_secs_f64()),
+            },
             self.exits.len(),
             self.total.as_secs_f64(),
             if self.passed() { "pass" } else { "FAIL" },

@@ -409,6 +409,9 @@ impl Run<'_> {
                 ));
                 break;
             }
+            if pending == 0 {
+                self.violation(format!("fault {n} found no execution in flight"));
+            }
             let injected = self.inject(n);
             let (at, detail) = match injected {
                 Ok(done) => done,
