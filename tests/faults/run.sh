@@ -12,6 +12,8 @@
 # whatever happens. Its own stack because the broker and Cassandra scenarios kill -9 them.
 # Takes a few minutes per scenario; prints an account per scenario and a summary table, exits 1
 # when an invariant broke. Worker logs stay in $TMPDIR/weir-e2e/<namespace>/ (printed).
+# WEIR_FAULTS_STACK_SCRIPT: another copy of docker/local/stack.sh to run the stack with (e.g.
+# one whose Cassandra syncs its commit log on every write; see docs/faults.md).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$ROOT"
@@ -26,6 +28,9 @@ export WEIR_CASSANDRA_STORAGE_PORT="${WEIR_TEST_CASSANDRA_STORAGE_PORT:-17000}"
 export WEIR_CASSANDRA_JMX_PORT="${WEIR_TEST_CASSANDRA_JMX_PORT:-17199}"
 export WEIR_BROKERS="127.0.0.1:$WEIR_KAFKA_PORT"
 export WEIR_CQL="127.0.0.1:$WEIR_CQL_PORT"
+# The fault run restarts the services it kills with the same script.
+export WEIR_FAULTS_STACK_SCRIPT="${WEIR_FAULTS_STACK_SCRIPT:-$ROOT/docker/local/stack.sh}"
+STACK_SH="$WEIR_FAULTS_STACK_SCRIPT"
 
 for arg in "$@"; do
   case "$arg" in -h|--help)
@@ -42,13 +47,13 @@ resolve_runtime cassandra
 
 stop_stack() {
   local rc=$?
-  bash docker/local/stack.sh down || true
+  bash "$STACK_SH" down || true
   log "tests/faults/run.sh finished in $(( $(date +%s) - started ))s with exit code $rc"
 }
 trap stop_stack EXIT
 
-bash docker/local/stack.sh reset
-bash docker/local/stack.sh up >"$WEIR_CACHE/fault-stack-up.log" 2>&1 &
+bash "$STACK_SH" reset
+bash "$STACK_SH" up >"$WEIR_CACHE/fault-stack-up.log" 2>&1 &
 stack_pid=$!
 
 log "building the example WASM components"
