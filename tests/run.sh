@@ -15,14 +15,7 @@ cd "$ROOT"
 started=$(date +%s)
 
 # A private stack for the tests: other ports, its own fresh data.
-export WEIR_STACK_DIR="${WEIR_TEST_STACK_DIR:-$WEIR_CACHE/test-stack}"
-export WEIR_KAFKA_PORT="${WEIR_TEST_KAFKA_PORT:-19092}"
-export WEIR_KAFKA_CONTROLLER_PORT="${WEIR_TEST_KAFKA_CONTROLLER_PORT:-19093}"
-export WEIR_CQL_PORT="${WEIR_TEST_CQL_PORT:-19042}"
-export WEIR_CASSANDRA_STORAGE_PORT="${WEIR_TEST_CASSANDRA_STORAGE_PORT:-17000}"
-export WEIR_CASSANDRA_JMX_PORT="${WEIR_TEST_CASSANDRA_JMX_PORT:-17199}"
-export WEIR_BROKERS="127.0.0.1:$WEIR_KAFKA_PORT"
-export WEIR_CQL="127.0.0.1:$WEIR_CQL_PORT"
+use_test_stack
 
 log "installing build and runtime prerequisites"
 ensure_rust_build_deps

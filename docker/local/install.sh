@@ -12,6 +12,19 @@ WEIR_CACHE="${WEIR_CACHE:-/var/cache/weir}"
 export WEIR_CACHE
 WEIR_LOCAL_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
+# The private stack of the test runner and the fault run: its own data and ports (below
+# 32768), set by the WEIR_TEST_* variables, beside any developer stack.
+use_test_stack() {
+  export WEIR_STACK_DIR="${WEIR_TEST_STACK_DIR:-$WEIR_CACHE/test-stack}"
+  export WEIR_KAFKA_PORT="${WEIR_TEST_KAFKA_PORT:-19092}"
+  export WEIR_KAFKA_CONTROLLER_PORT="${WEIR_TEST_KAFKA_CONTROLLER_PORT:-19093}"
+  export WEIR_CQL_PORT="${WEIR_TEST_CQL_PORT:-19042}"
+  export WEIR_CASSANDRA_STORAGE_PORT="${WEIR_TEST_CASSANDRA_STORAGE_PORT:-17000}"
+  export WEIR_CASSANDRA_JMX_PORT="${WEIR_TEST_CASSANDRA_JMX_PORT:-17199}"
+  export WEIR_BROKERS="127.0.0.1:$WEIR_KAFKA_PORT"
+  export WEIR_CQL="127.0.0.1:$WEIR_CQL_PORT"
+}
+
 log() { printf '[weir %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
