@@ -474,16 +474,19 @@ pub fn committed_reader(topic: &str) -> BaseConsumer {
     reader(topic, false)
 }
 
-fn reader(topic: &str, report_end: bool) -> BaseConsumer {
+/// A read_committed consumer of every partition of `topic` from the beginning, with partition
+/// EOFs reported or not; it does not long-poll at the end (`fetch.wait.max.ms=10`).
+pub fn reader(topic: &str, report_end: bool) -> BaseConsumer {
     let mut config = kafka_config().client();
     config
         .set("group.id", unique_name("reader"))
         .set("isolation.level", "read_committed")
         .set("enable.auto.commit", "false")
+        .set("fetch.wait.max.ms", "10")
         .set("enable.partition.eof", report_end.to_string());
     let consumer: BaseConsumer = config.create().expect("consumer");
     let metadata = consumer
-        .fetch_metadata(Some(topic), Duration::from_secs(10))
+        .fetch_metadata(Some(topic), Duration::from_secs(30))
         .expect("metadata");
     let mut list = TopicPartitionList::new();
     for p in metadata.topics()[0].partitions() {

@@ -19,9 +19,9 @@ use weir::store::rows::ExecutionState;
 use weir::topology::TopicRole;
 
 use super::cluster::{FaultError, wait_until};
-use super::watch::fresh_reader;
 use super::workload::Job;
 use crate::deployment::Deployment;
+use crate::deployment::reader;
 use crate::{kafka_config, unique_name};
 
 /// How many examples of each kind of violation are kept.
@@ -80,7 +80,7 @@ pub fn read_all<R: AvroRecord>(
     timeout: Duration,
 ) -> Result<Vec<Read<R>>, FaultError> {
     wait_stable(topic, timeout)?;
-    let consumer = fresh_reader(topic, true);
+    let consumer = reader(topic, true);
     let partitions = consumer.assignment().map(|a| a.count()).unwrap_or_default();
     let mut at_end = HashSet::new();
     let mut records = Vec::new();

@@ -8,13 +8,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
-use rdkafka::{Offset, TopicPartitionList};
 use weir::codec::{Codec, ExecutionFinished, RecordPosition};
 use weir::model::ExecutionId;
 
-use crate::{kafka_config, unique_name};
+use crate::deployment::reader;
 
 #[derive(Default)]
 pub struct Progress {
@@ -32,34 +30,11 @@ pub struct ResultsWatcher {
     handle: Option<JoinHandle<()>>,
 }
 
-/// A `read_committed` consumer of every partition of `topic` from the beginning that does not
-/// long-poll (`fetch.wait.max.ms=10`), with partition EOFs reported or not.
-pub fn fresh_reader(topic: &str, report_end: bool) -> BaseConsumer {
-    let mut config = kafka_config().client();
-    config
-        .set("group.id", unique_name("faults_reader"))
-        .set("isolation.level", "read_committed")
-        .set("enable.auto.commit", "false")
-        .set("fetch.wait.max.ms", "10")
-        .set("enable.partition.eof", report_end.to_string());
-    let consumer: BaseConsumer = config.create().expect("consumer");
-    let metadata = consumer
-        .fetch_metadata(Some(topic), Duration::from_secs(30))
-        .expect("metadata");
-    let mut list = TopicPartitionList::new();
-    for p in metadata.topics()[0].partitions() {
-        list.add_partition_offset(topic, p.id(), Offset::Beginning)
-            .expect("offset");
-    }
-    consumer.assign(&list).expect("assign");
-    consumer
-}
-
 impl ResultsWatcher {
     pub fn start(topic: String) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         let progress = Arc::new(Mutex::new(Progress::default()));
-        let consumer = fresh_reader(&topic, false);
+        let consumer = reader(&topic, false);
         let handle = {
             let (stop, progress) = (stop.clone(), progress.clone());
             std::thread::spawn(move || {
