@@ -435,16 +435,13 @@ impl<R: WorkflowRunner> Processor<R> {
                                 && self.wrong_partition(partition, id).is_none()
                                 && !self.cache.contains_key(id)
                             {
-                                batch.effects.push(Effect::PublishResult(ExecutionFinished {
-                                    execution_id: submission.execution_id,
-                                    ffqn: submission.ffqn,
-                                    result: error_result(
-                                        ExecutionErrorKind::ValueTooLarge,
-                                        format!("the submission was not taken: {error}"),
-                                    ),
-                                    finished_at: batch.now,
-                                    correlation_id: submission.correlation_id,
-                                }));
+                                let reason = format!("the submission was not taken: {error}");
+                                answer_refused(
+                                    batch,
+                                    &submission,
+                                    ExecutionErrorKind::ValueTooLarge,
+                                    reason,
+                                );
                             }
                         }
                         _ => {}
@@ -636,13 +633,7 @@ impl<R: WorkflowRunner> Processor<R> {
         tracing::warn!(execution = %submission.execution_id, %problem, "submission refused");
         self.dead_letter(batch, index, DlqReason::Conflict, problem.clone());
         if submission.parent.is_none() {
-            batch.effects.push(Effect::PublishResult(ExecutionFinished {
-                execution_id: submission.execution_id.clone(),
-                ffqn: submission.ffqn.clone(),
-                result: error_result(ExecutionErrorKind::Conflict, problem),
-                finished_at: batch.now,
-                correlation_id: submission.correlation_id.clone(),
-            }));
+            answer_refused(batch, submission, ExecutionErrorKind::Conflict, problem);
         }
     }
 
@@ -929,6 +920,22 @@ fn id_problem(submission: &Submission) -> Option<String> {
 /// The owner of a response record: its key, which must be an execution id.
 fn response_owner(key: Option<&str>) -> Option<ExecutionId> {
     key.and_then(|k| ExecutionId::from_str(k).ok())
+}
+
+/// Answers a top-level submission that created no execution, on `weir.results`, with why.
+fn answer_refused(
+    batch: &mut Batch,
+    submission: &Submission,
+    kind: ExecutionErrorKind,
+    reason: String,
+) {
+    batch.effects.push(Effect::PublishResult(ExecutionFinished {
+        execution_id: submission.execution_id.clone(),
+        ffqn: submission.ffqn.clone(),
+        result: error_result(kind, reason),
+        finished_at: batch.now,
+        correlation_id: submission.correlation_id.clone(),
+    }));
 }
 
 fn error_result(kind: ExecutionErrorKind, reason: String) -> ExecutionResult {
