@@ -95,10 +95,13 @@ pub enum Effect {
     PublishResult(ExecutionFinished),
     PutTimer(TimerRow),
     DeleteTimer(TimerKey),
-    /// An unawaited activity of a closed join set: its answer will be ignored.
+    /// An unawaited activity of a closed join set, calling `ffqn`: a running attempt is
+    /// interrupted, a pending retry dropped. The parent has journalled its cancellation
+    /// already (a `cancelled` execution error), so an answer that still comes is ignored.
     CancelActivity {
         parent: ExecutionId,
         child: ExecutionId,
+        ffqn: Ffqn,
     },
     /// The input record `input` of the batch goes to the DLQ, byte for byte.
     DeadLetter {
@@ -704,7 +707,7 @@ impl<R: WorkflowRunner> Processor<R> {
         )?;
         stats.hot_deliveries += 1;
         match delivered {
-            Ok(step) => apply_step(limit, stats, batch, live, step),
+            Ok(step) => apply_step(limit, stats, batch, live, step).await,
             Err(e) => {
                 tracing::warn!(execution = %owner, error = %e, "response could not be delivered");
                 live.run = None;
@@ -1009,7 +1012,7 @@ async fn start_run<R: WorkflowRunner>(
     match runner.start(execution, history, responses, batch.now).await {
         Ok((run, step)) => {
             live.run = Some(run);
-            apply_step(limit, stats, batch, live, step)?;
+            apply_step(limit, stats, batch, live, step).await?;
             Ok(None)
         }
         Err(e) if e.is_retryable(rebuilding) => Ok(Some(e.to_string())),
@@ -1029,25 +1032,78 @@ async fn start_run<R: WorkflowRunner>(
 /// the execution's result) is not taken: no record could carry it, and its batch would fail
 /// forever (issue 11 item 7). The execution finishes with `value-too-large` instead, at the
 /// history version the step would have started from.
-fn apply_step<Run>(
+async fn apply_step<Run: WorkflowRun>(
     limit: usize,
     stats: &mut ProcessorStats,
     batch: &mut Batch,
     live: &mut Live<Run>,
     step: RunStep,
 ) -> Result<(), ProcessorError> {
-    if matches!(step, RunStep::Finished { .. }) {
+    let mut cancellations = take_step(limit, stats, batch, live, step)?;
+    // What closing a join set cancelled is answered at once, by the execution itself, in
+    // the order it was cancelled: journalled, then delivered to the run like any response
+    // (a rebuild reads it back in the same place), so that a closing join-next waiting for
+    // a workflow child takes it on the way exactly as it would take a late answer.
+    let mut next = 0;
+    while let Some(response) = cancellations.get(next).cloned() {
+        next += 1;
+        let Some(run) = live.run.as_mut() else {
+            break;
+        };
+        match run.deliver(response.clone(), batch.now).await {
+            Ok(step) => {
+                append(
+                    batch,
+                    &mut live.view,
+                    HistoryEntry::ResponseAppended(response),
+                )?;
+                cancellations.extend(take_step(limit, stats, batch, live, step)?);
+            }
+            // The run refused its own cancellation: nothing is journalled, and the late
+            // answer of the request (if any) will be taken or refused as it comes.
+            Err(RunError::Delivery { source, .. }) => {
+                tracing::error!(execution = %live.view.id, error = %source, "a run refused the cancellation of its own request");
+            }
+            Err(e) => {
+                tracing::warn!(execution = %live.view.id, error = %e, "the run failed on a cancellation");
+                live.run = None;
+                append(
+                    batch,
+                    &mut live.view,
+                    HistoryEntry::ResponseAppended(response),
+                )?;
+                let result = error_result(ExecutionErrorKind::Trap, e.to_string());
+                return finish(stats, batch, live, result);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Adds one step's events and outputs to the batch; returns the responses cancelling what
+/// the step cancelled, to deliver to the run while it is parked (a finished run's are
+/// journalled before its `Finished`, here).
+fn take_step<Run>(
+    limit: usize,
+    stats: &mut ProcessorStats,
+    batch: &mut Batch,
+    live: &mut Live<Run>,
+    step: RunStep,
+) -> Result<Vec<Response>, ProcessorError> {
+    let finished = matches!(step, RunStep::Finished { .. });
+    if finished {
         live.run = None;
     }
     let Effects { events, outputs } = step.into_effects();
     if let Some(problem) = outputs.iter().find_map(|o| oversized(o, limit)) {
         tracing::warn!(execution = %live.view.id, %problem, "a value too large for a record: the execution ends");
-        return finish(
+        finish(
             stats,
             batch,
             live,
             error_result(ExecutionErrorKind::ValueTooLarge, problem),
-        );
+        )?;
+        return Ok(Vec::new());
     }
     for versioned in events {
         append(
@@ -1059,10 +1115,21 @@ fn apply_step<Run>(
             },
         )?;
     }
+    let mut cancellations = Vec::new();
     for output in outputs {
-        output_effect(stats, batch, live, output)?;
+        if let Some(response) = output_effect(stats, batch, live, output)? {
+            if finished {
+                append(
+                    batch,
+                    &mut live.view,
+                    HistoryEntry::ResponseAppended(response),
+                )?;
+            } else {
+                cancellations.push(response);
+            }
+        }
     }
-    Ok(())
+    Ok(cancellations)
 }
 
 /// Room a record needs around the largest value it carries (ids, names, framing).
@@ -1128,12 +1195,13 @@ fn json_size(value: &Value) -> usize {
     count.0
 }
 
+/// The effect of one output; a cancellation returns the response that answers it.
 fn output_effect<Run>(
     stats: &mut ProcessorStats,
     batch: &mut Batch,
     live: &mut Live<Run>,
     output: Output,
-) -> Result<(), ProcessorError> {
+) -> Result<Option<Response>, ProcessorError> {
     let id = live.view.id.clone();
     match output {
         Output::SubmitChild {
@@ -1174,17 +1242,38 @@ fn output_effect<Run>(
                 result,
             },
         }),
-        Output::CancelChild { child_execution_id } => batch.effects.push(Effect::CancelActivity {
-            parent: id,
-            child: child_execution_id,
-        }),
-        // A delay of a join set closed before it expired: its timer stays until the execution
-        // finishes (the projection then deletes every pending delay); should it fire before,
-        // the engine ignores the answer of a closed join set.
-        Output::CancelDelay { .. } => {}
+        // An unawaited activity or stub of a closed join set ends `cancelled`, and a delay
+        // `DelayFinished` with outcome `cancelled` (its timer is deleted by the projection):
+        // the execution's history says what it cancelled, and a late answer is a duplicate.
+        Output::CancelChild {
+            child_execution_id,
+            ffqn,
+            kind,
+        } => {
+            if kind == ChildKind::Activity {
+                batch.effects.push(Effect::CancelActivity {
+                    parent: id,
+                    child: child_execution_id.clone(),
+                    ffqn,
+                });
+            }
+            let reason = format!(
+                "{child_execution_id} was cancelled: its join set was closed before it answered"
+            );
+            return Ok(Some(Response::ChildExecutionFinished {
+                child_execution_id,
+                result: error_result(ExecutionErrorKind::Cancelled, reason),
+            }));
+        }
+        Output::CancelDelay { delay_id } => {
+            return Ok(Some(Response::DelayFinished {
+                delay_id,
+                outcome: DelayOutcome::Cancelled,
+            }));
+        }
         Output::Finished { result } => finish(stats, batch, live, result)?,
     }
-    Ok(())
+    Ok(None)
 }
 
 fn child_effect(

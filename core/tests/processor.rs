@@ -370,3 +370,140 @@ fn an_oversize_submission_is_dead_lettered_and_answered() {
         "{answers:?}"
     );
 }
+
+/// The appended history entries of `effects`, with their seqs.
+fn appended(effects: &[Effect]) -> Vec<(u64, HistoryEntry)> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Append { seq, entry, .. } => Some((*seq, entry.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Issue 11 item 13: closing a join set cancelled its unawaited activities and delays without
+/// a trace in the execution's history (a finished parent ignored the late `cancelled` answer,
+/// so nothing said what was cancelled), a cancelled delay's timer stayed in the store and fired
+/// later, and the cancellation went to every route's topic. Now the execution journals each
+/// cancellation itself — `cancelled` for an activity, `DelayFinished{cancelled}` for a delay,
+/// whose timer goes with it — the cancel names the activity's function, a late answer is a
+/// duplicate, and a rebuild from the journal replays to the same place.
+#[test]
+fn closing_a_join_set_journals_what_it_cancelled_and_a_rebuild_replays_it() {
+    use weir_core::model::{DelayOutcome, Response};
+    use weir_core::records::HistoryRecord;
+
+    let mut processor = processor(1 << 20);
+    let effects = submit(&mut processor, Workflow::Abandon, json!([2, 5_000, 7]));
+    let activities: Vec<ExecutionId> = effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::RequestActivity(r) => Some(r.execution_id.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(activities.len(), 2, "{effects:?}");
+    let cancels: Vec<(&ExecutionId, &weir_core::model::Ffqn)> = effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::CancelActivity { child, ffqn, .. } => Some((child, ffqn)),
+            _ => None,
+        })
+        .collect();
+    let double = weir_core::sim::workflows::double_ffqn();
+    assert_eq!(
+        cancels,
+        activities.iter().map(|a| (a, &double)).collect::<Vec<_>>()
+    );
+    let journal = appended(&effects);
+    let cancelled: Vec<&ExecutionId> = journal
+        .iter()
+        .filter_map(|(_, entry)| match entry {
+            HistoryEntry::ResponseAppended(Response::ChildExecutionFinished {
+                child_execution_id,
+                result: ExecutionResult::ExecutionError(e),
+            }) if e.kind == ExecutionErrorKind::Cancelled => Some(child_execution_id),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(cancelled, activities.iter().collect::<Vec<_>>());
+    let delay = journal.iter().find_map(|(_, entry)| match entry {
+        HistoryEntry::ResponseAppended(Response::DelayFinished {
+            delay_id,
+            outcome: DelayOutcome::Cancelled,
+        }) => Some(delay_id.to_string()),
+        _ => None,
+    });
+    let delay = delay.expect("the delay's cancellation is journalled");
+    assert!(
+        effects
+            .iter()
+            .any(|e| matches!(e, Effect::DeleteTimer(key) if key.timer_id == delay)),
+        "the cancelled delay's timer is deleted: {effects:?}"
+    );
+
+    // The child workflow answers: the join set is closed, the last activity is requested.
+    let id = match &journal[0] {
+        (0, HistoryEntry::Created(_)) => match &effects[0] {
+            Effect::Append { execution_id, .. } => execution_id.clone(),
+            other => panic!("{other:?}"),
+        },
+        other => panic!("{other:?}"),
+    };
+    let child = effects
+        .iter()
+        .find_map(|e| match e {
+            Effect::Submit(s) => Some(s.execution_id.clone()),
+            _ => None,
+        })
+        .expect("the child workflow is submitted");
+    let answer = |child: &ExecutionId, value: i64| Input::Record {
+        index: 0,
+        partition: 0,
+        key: Some(id.to_string()),
+        size: 100,
+        body: Ok(Body::Response(Response::ChildExecutionFinished {
+            child_execution_id: child.clone(),
+            result: ExecutionResult::Ok(json!(value)),
+        })),
+    };
+    let mut batch = Batch::new(now());
+    block_on(processor.step(&mut batch, answer(&child, 14))).expect("no processor error");
+    assert!(
+        batch
+            .effects
+            .iter()
+            .any(|e| matches!(e, Effect::RequestActivity(_))),
+        "{:?}",
+        batch.effects
+    );
+    let mut history = journal.clone();
+    history.extend(appended(&batch.effects));
+
+    // A late answer of a cancelled activity is a duplicate: nothing is journalled.
+    let mut batch = Batch::new(now());
+    block_on(processor.step(&mut batch, answer(&activities[0], 14))).expect("no processor error");
+    assert!(appended(&batch.effects).is_empty(), "{:?}", batch.effects);
+
+    // A rebuild from the journal (another worker, or the evicted run) replays to the same
+    // place: nothing new is appended, nothing is requested again.
+    let stored: Vec<(HistoryRecord, DateTime<Utc>)> = history
+        .iter()
+        .map(|(seq, entry)| {
+            (
+                HistoryRecord {
+                    execution_id: id.clone(),
+                    seq: *seq,
+                    entry: entry.clone(),
+                },
+                now(),
+            )
+        })
+        .collect();
+    let mut rebuilt = self::processor(1 << 20);
+    let mut batch = Batch::new(now());
+    block_on(rebuilt.rehydrate(&mut batch, &id, Some(stored))).expect("rebuilt");
+    assert!(batch.effects.is_empty(), "{:?}", batch.effects);
+    assert_eq!(rebuilt.row(&id), processor.row(&id));
+}

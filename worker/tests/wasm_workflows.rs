@@ -5,7 +5,9 @@ mod wasm_common;
 
 use serde_json::{Value, json};
 use wasm_common::*;
-use weir::model::{ExecutionErrorKind, ExecutionId, ExecutionResult, HistoryEvent, Response};
+use weir::model::{
+    DelayOutcome, ExecutionErrorKind, ExecutionId, ExecutionResult, HistoryEvent, Response,
+};
 use weir::replay::Execution;
 use weir::wasm::memory::{BUS_PARTITIONS, InMemoryBus, Record};
 use weir::wasm::{RunStep, WasmHost};
@@ -310,11 +312,9 @@ async fn fanout_sums_children_and_races_a_child_against_a_delay() {
         bus.result(&race),
         Some(&ExecutionResult::Ok(json!({"child": 55})))
     );
-    // The losing delay's join set was closed. The bus used to drop its timer at once and send
-    // it a `DelayFinished{cancelled}` (journalled whenever the workflow was still running);
-    // the worker (the processor) sends nothing and keeps its timer until the execution
-    // finishes, when the projection deletes every pending delay. So no timer is left, and the
-    // only journalled response is the child's.
+    // The losing delay's join set was closed: the race journals the delay's cancellation
+    // itself (`DelayFinished{cancelled}`, issue 11 item 13), right after the child's answer,
+    // and its timer is gone with it.
     assert!(
         bus.pending_timers().is_empty(),
         "{:?}",
@@ -324,26 +324,27 @@ async fn fanout_sums_children_and_races_a_child_against_a_delay() {
     assert!(
         matches!(
             responses.as_slice(),
-            [Response::ChildExecutionFinished { .. }]
+            [
+                Response::ChildExecutionFinished { .. },
+                Response::DelayFinished {
+                    outcome: DelayOutcome::Cancelled,
+                    ..
+                }
+            ]
         ),
         "{responses:?}"
-    );
-    assert!(
-        bus.changelog(&race).unwrap().iter().all(|(r, _)| !matches!(
-            r.entry,
-            HistoryEntry::ResponseAppended(Response::DelayFinished { .. })
-        )),
-        "no DelayFinished journalled"
     );
 
     assert_replays_identically(&host, &bus, &sum).await;
     assert_replays_identically(&host, &bus, &race).await;
 }
 
-/// `race` with the delay winning: closing the join set cancels the unawaited activity child
-/// as the activity worker does it (`CancelActivity`): its request, still queued, is dropped and
-/// its parent answered `cancelled` — an answer the race, finished by then, ignores. (Before
-/// issue 11 item 13 the activity ran anyway.) Hot and cold give the same changelogs.
+/// `race` with the delay winning: closing the join set cancels the unawaited activity child:
+/// the race journals its `cancelled` end before its own `Finished`, and `CancelActivity` stops
+/// it as the activity worker does (its request, still queued, is dropped and its parent
+/// answered `cancelled` — a duplicate the finished race ignores). (Before issue 11 item 13
+/// the activity ran anyway, and the race's history did not say it was cancelled.) Hot and
+/// cold give the same changelogs.
 #[tokio::test]
 async fn a_delay_that_wins_the_race_cancels_the_activity_as_the_worker_does() {
     let host = host();
@@ -387,11 +388,23 @@ async fn a_delay_that_wins_the_race_cancels_the_activity_as_the_worker_does() {
         };
         assert_eq!(e.kind, ExecutionErrorKind::Cancelled, "{e}");
         assert!(e.reason.contains("had not started"), "{e}");
+        // The race's history says what it cancelled: the child ends `cancelled`, journalled
+        // before the race's `Finished`; the bus's own `cancelled` answer came after, ignored.
         let responses = &bus.execution(&race).unwrap().responses;
-        assert!(
-            matches!(responses.as_slice(), [Response::DelayFinished { .. }]),
-            "{responses:?}"
-        );
+        match responses.as_slice() {
+            [
+                Response::DelayFinished { .. },
+                Response::ChildExecutionFinished {
+                    child_execution_id,
+                    result: ExecutionResult::ExecutionError(e),
+                },
+            ] => {
+                assert_eq!(child_execution_id, &child);
+                assert_eq!(e.kind, ExecutionErrorKind::Cancelled, "{e}");
+                assert!(e.reason.contains("join set was closed"), "{e}");
+            }
+            _ => panic!("{responses:?}"),
+        }
         assert!(bus.dead_letters().is_empty(), "{:?}", bus.dead_letters());
         assert!(bus.pending_timers().is_empty());
         assert_replays_identically(&host, &bus, &race).await;

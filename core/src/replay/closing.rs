@@ -120,8 +120,10 @@ impl Replay {
         let id = &self.execution.id;
         for (index, request) in state.cancellable() {
             self.outputs.push(match request {
-                Request::Child { .. } => Output::CancelChild {
+                Request::Child { ffqn, kind, .. } => Output::CancelChild {
                     child_execution_id: id.child(&state.id, index),
+                    ffqn: ffqn.clone(),
+                    kind: *kind,
                 },
                 Request::Delay { .. } => Output::CancelDelay {
                     delay_id: id.delay(&state.id, index),

@@ -330,11 +330,14 @@ impl Replay {
                 JoinSetRequest::ChildExecutionRequest {
                     child_execution_id,
                     child_kind,
+                    target_ffqn,
                     ..
                 } if *child_kind != crate::model::ChildKind::Workflow => (
                     child_execution_id.step().map_or(0, |s| s.index),
                     Output::CancelChild {
                         child_execution_id: child_execution_id.clone(),
+                        ffqn: target_ffqn.clone(),
+                        kind: *child_kind,
                     },
                 ),
                 JoinSetRequest::DelayRequest { delay_id, .. } => (
@@ -362,7 +365,9 @@ impl Replay {
 /// the engine cancel someone else's.
 fn is_own(id: &ExecutionId, output: &Output) -> bool {
     match output {
-        Output::CancelChild { child_execution_id } => child_execution_id.is_child_of(id),
+        Output::CancelChild {
+            child_execution_id, ..
+        } => child_execution_id.is_child_of(id),
         Output::CancelDelay { delay_id } => delay_id.execution_id() == id,
         _ => true,
     }

@@ -159,8 +159,13 @@ pub enum Output {
         execution_id: ExecutionId,
         result: ExecutionResult,
     },
-    /// Cancel an unawaited activity (or stub) child of a closed join set.
-    CancelChild { child_execution_id: ExecutionId },
+    /// Cancel an unawaited activity (or stub) child of a closed join set: `ffqn` is the
+    /// function it calls (its route decides where a running attempt is interrupted).
+    CancelChild {
+        child_execution_id: ExecutionId,
+        ffqn: Ffqn,
+        kind: ChildKind,
+    },
     /// Cancel an unexpired delay of a closed join set.
     CancelDelay { delay_id: DelayId },
     /// The execution finished; record it and notify the parent / `weir.results`.

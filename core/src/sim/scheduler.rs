@@ -1070,6 +1070,7 @@ impl Sim {
             Workflow::Fanout,
             Workflow::Mixed,
             Workflow::Parent,
+            Workflow::Abandon,
         ];
         if self.faults.long_timers {
             choices.push(Workflow::LongSleep);
@@ -1083,6 +1084,7 @@ impl Sim {
             Workflow::Sleepy => vec![r.range(1, 3) as i64, r.range(50, 20_000) as i64, base],
             Workflow::Mixed => vec![r.range(1, 4) as i64, r.range(50, 15_000) as i64, base],
             Workflow::LongSleep => vec![r.range(70, 180) as i64],
+            Workflow::Abandon => vec![r.range(0, 3) as i64, r.range(50, 15_000) as i64, base],
         };
         let at = if self.faults.scheduled && self.rng.chance(150) {
             let ms = self.rng.range(100, 20_000) as i64;

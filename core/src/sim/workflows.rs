@@ -61,16 +61,21 @@ pub enum Workflow {
     Parent,
     /// `[secs]`: sleeps `secs` seconds (beyond the timer horizon), returns `secs`.
     LongSleep,
+    /// `[k, ms, base]`: a join set with a delay of `ms`, `k` activities and a child workflow
+    /// `Seq [1, base]`, closed at once (the activities and the delay are cancelled, the child
+    /// awaited); then one activity `[base]`, whose value it returns.
+    Abandon,
 }
 
 impl Workflow {
-    pub const ALL: [Workflow; 6] = [
+    pub const ALL: [Workflow; 7] = [
         Workflow::Seq,
         Workflow::Sleepy,
         Workflow::Fanout,
         Workflow::Mixed,
         Workflow::Parent,
         Workflow::LongSleep,
+        Workflow::Abandon,
     ];
 
     pub fn name(self) -> &'static str {
@@ -81,6 +86,7 @@ impl Workflow {
             Workflow::Mixed => "mixed",
             Workflow::Parent => "parent",
             Workflow::LongSleep => "long-sleep",
+            Workflow::Abandon => "abandon",
         }
     }
 
@@ -102,7 +108,7 @@ impl Workflow {
     fn arity(self) -> usize {
         match self {
             Workflow::Seq | Workflow::Fanout | Workflow::Parent => 2,
-            Workflow::Sleepy | Workflow::Mixed => 3,
+            Workflow::Sleepy | Workflow::Mixed | Workflow::Abandon => 3,
             Workflow::LongSleep => 1,
         }
     }
@@ -115,6 +121,7 @@ impl Workflow {
             (Workflow::Sleepy, [n, _, base]) | (Workflow::Mixed, [n, _, base]) => sum(*n, *base),
             (Workflow::Parent, [n, base]) => sum(*n, *base) + double(base + 1000),
             (Workflow::LongSleep, [secs]) => *secs,
+            (Workflow::Abandon, [_, _, base]) => double(*base),
             _ => return ExecutionResult::Err(json!("bad params")),
         };
         ExecutionResult::Ok(json!(value))
@@ -176,6 +183,22 @@ impl Workflow {
             (Workflow::LongSleep, [secs]) => {
                 ctx.sleep_ms(*secs as u64 * 1000)?;
                 Ok(ok(*secs))
+            }
+            (Workflow::Abandon, [k, ms, base]) => {
+                let js = ctx.engine.create_join_set()?;
+                ctx.engine
+                    .submit_delay(&js, ScheduleAt::In(Duration::from_millis(*ms as u64)))?;
+                for i in 0..*k {
+                    ctx.submit_activity(&js, base + i)?;
+                }
+                ctx.engine.submit(
+                    &js,
+                    &Workflow::Seq.ffqn(),
+                    &json!([1, base]),
+                    ChildKind::Workflow,
+                )?;
+                ready(ctx.engine.close(&js))?;
+                Ok(ok(ctx.activity(*base)?))
             }
             _ => Ok(ExecutionResult::Err(json!("bad params"))),
         }
@@ -452,6 +475,7 @@ mod tests {
             (Workflow::Fanout, json!([4, 2])),
             (Workflow::Mixed, json!([2, 50, 7])),
             (Workflow::LongSleep, json!([90])),
+            (Workflow::Abandon, json!([2, 50, 3])),
         ];
         for (workflow, params) in cases {
             let execution = exec(workflow, params.clone());

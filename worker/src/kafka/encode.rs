@@ -1,9 +1,9 @@
 //! How the partition processor's effects become Kafka records: each [`Effect`] of a batch is
 //! encoded (Avro, see [`crate::codec`]) for its topic with its key. Timer changes produce no
 //! record; they are materialised into the store after the commit. A cancelled activity becomes
-//! an [`ActivityCancel`] on the request topic of every route Weir's activity workers serve
-//! (the effect does not say which route its activity has), keyed by the activity's id so that
-//! it lands on its request's partition, after it (`docs/design.md#activities`).
+//! an [`ActivityCancel`] on its route's request topic if Weir's activity workers serve it,
+//! keyed by the activity's id so that it lands on its request's partition, after it
+//! (`docs/design.md#activities`).
 
 use rdkafka::message::OwnedMessage;
 use weir_core::processor::Effect;
@@ -107,21 +107,29 @@ pub fn records(
                     error.clone(),
                 )?);
             }
-            Effect::CancelActivity { parent, child } => {
+            Effect::CancelActivity {
+                parent,
+                child,
+                ffqn,
+            } => {
+                // Only a route Weir serves: an external service reads requests only (its
+                // contract has no cancellation; the parent ignores its late answer).
+                let Some(route) = topology.route(ffqn.ifc_fqn()).filter(|r| !r.external) else {
+                    tracing::debug!(execution = %parent, %child, %ffqn, "activity cancelled (external: not told)");
+                    continue;
+                };
                 let cancel = ActivityCancel {
                     execution_id: child.clone(),
                     parent_execution_id: parent.clone(),
                     cancelled_at: chrono::Utc::now(),
                 };
-                for topic in cancellation_topics(topology) {
-                    let value = codec.encode(&topic, &cancel)?;
-                    let mut cancel_record = record(topic, child, value);
-                    cancel_record
-                        .headers
-                        .push((KIND_HEADER.to_owned(), CANCEL_KIND.to_vec()));
-                    records.push(cancel_record);
-                }
-                tracing::debug!(execution = %parent, %child, "activity cancelled");
+                let value = codec.encode(&route.topic, &cancel)?;
+                let mut cancel_record = record(route.topic.clone(), child, value);
+                cancel_record
+                    .headers
+                    .push((KIND_HEADER.to_owned(), CANCEL_KIND.to_vec()));
+                records.push(cancel_record);
+                tracing::debug!(execution = %parent, %child, topic = %route.topic, "activity cancelled");
             }
             Effect::PutTimer(_) | Effect::DeleteTimer(_) => {}
         }

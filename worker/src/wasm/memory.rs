@@ -469,7 +469,7 @@ impl InMemoryBus {
                     self.timers.insert(at, timer);
                 }
                 Effect::DeleteTimer(key) => self.delete_timer(&key),
-                Effect::CancelActivity { parent, child } => {
+                Effect::CancelActivity { parent, child, .. } => {
                     self.cancel_activity(&parent, &child);
                     self.cancelled.push(CancelledActivity { parent, child })
                 }

@@ -275,7 +275,9 @@ fn calls_after_finish_are_refused_and_fail_cancels_what_is_outstanding() {
         e.take_outputs(),
         [
             Output::CancelChild {
-                child_execution_id: a
+                child_execution_id: a,
+                ffqn: f("a"),
+                kind: ChildKind::Activity,
             },
             Output::CancelDelay { delay_id: d },
             Output::Finished {

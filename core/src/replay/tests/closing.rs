@@ -12,7 +12,9 @@ fn cancels(outputs: &[Output]) -> Vec<String> {
     outputs
         .iter()
         .filter_map(|o| match o {
-            Output::CancelChild { child_execution_id } => Some(child_execution_id.to_string()),
+            Output::CancelChild {
+                child_execution_id, ..
+            } => Some(child_execution_id.to_string()),
             Output::CancelDelay { delay_id } => Some(delay_id.to_string()),
             _ => None,
         })

@@ -140,7 +140,9 @@ impl World {
                     outcome: DelayOutcome::Ok,
                 })
             }
-            Output::CancelChild { child_execution_id } => {
+            Output::CancelChild {
+                child_execution_id, ..
+            } => {
                 for r in &mut self.outstanding {
                     if let Response::ChildExecutionFinished {
                         child_execution_id: id,
