@@ -31,7 +31,8 @@
 //!   top-level execution that has finished publishes its result again (one that has not will
 //!   publish it when it does). A known id with another function or other params is a
 //!   conflict: dead-lettered, and (top-level) answered with a `conflict` error naming the
-//!   existing execution. Otherwise `Created` is appended; a function that does not exist,
+//!   existing execution. A function name that does not parse creates nothing: dead-lettered
+//!   and answered `unknown-function`. Otherwise `Created` is appended; a function that does not exist,
 //!   params that do not type-check or are not JSON at all dead-letter the record and finish
 //!   the execution with `unknown-function` / `invalid-params` (so its caller hears); a start
 //!   time in the future waits for the schedule timer (put by the projection); else the run
@@ -39,10 +40,16 @@
 //! - **Response**: keyed by the execution it answers; a key that is not an execution id, or a
 //!   response that answers no request of the key, or one for an execution that does not exist
 //!   is dead-lettered. A duplicate (same child or delay id) or one for a finished execution is
-//!   ignored. Otherwise it is delivered to the run; a response the run refuses (it answers no
+//!   ignored. An answer whose value is not JSON (read as the child's `invalid-response`
+//!   error), or one for a child calling an external function that does not fit its result
+//!   type ([`WorkflowRunner::check_answer`]), is taken as that error and the record copied to
+//!   the DLQ. Otherwise it is delivered to the run; a response the run refuses (it answers no
 //!   request made, or one of the other kind: what a buggy external service sends) is
 //!   dead-lettered (`refused`) and the run goes on as if it never came. An accepted response
 //!   is journalled, then the run's new events; a run that fails on it finishes with `trap`.
+//! - **Closing a join set** cancels its unawaited activities and delays: the execution
+//!   answers each itself (`cancelled`, `DelayFinished{cancelled}`), journalled and delivered
+//!   to the run in that order, and an activity's `CancelActivity` names its function.
 //! - **Timer due**: a delay becomes a `DelayFinished` response (as above, with no record to
 //!   dead-letter); a schedule timer starts its execution if it is still scheduled.
 //! - **A run that cannot start** for a reason that passes (a full instance pool, a component
@@ -69,7 +76,7 @@ use crate::records::{
 };
 use crate::replay::{Effects, Execution, Output};
 use crate::rows::{ExecutionRow, ExecutionState, TimerKey, TimerKind, TimerRow};
-use crate::runner::{Rejection, RunError, RunStep, WorkflowRun, WorkflowRunner};
+use crate::runner::{Rejection, RequestTerms, RunError, RunStep, WorkflowRun, WorkflowRunner};
 
 /// What the processor emits; the driver encodes and commits it.
 #[derive(Debug, Clone, PartialEq)]
@@ -121,6 +128,20 @@ pub enum Body {
     /// execution, which finishes at once with `invalid-params`, so that its caller hears.
     UnparsableParams {
         submission: Submission,
+        error: String,
+    },
+    /// A submission whose function name does not parse (`submission.ffqn` is
+    /// [`unparsable_ffqn`](crate::records::unparsable_ffqn)): nothing is created; it is
+    /// dead-lettered and answered `unknown-function`, so that its caller hears.
+    UnparsableFfqn {
+        submission: Submission,
+        error: String,
+    },
+    /// A child's answer whose child id decoded but whose value is not JSON text: `response`
+    /// is that child's `invalid-response` error. It is delivered (so that the parent hears)
+    /// and the record is copied to the DLQ (`undecodable`, `error`), so nothing is lost.
+    MalformedAnswer {
+        response: Response,
         error: String,
     },
 }
@@ -285,10 +306,12 @@ impl<R: WorkflowRunner> Processor<R> {
                     return None;
                 }
                 match body {
-                    Body::Submission(s) | Body::UnparsableParams { submission: s, .. } => {
-                        s.execution_id.clone()
+                    Body::Submission(s)
+                    | Body::UnparsableParams { submission: s, .. }
+                    | Body::UnparsableFfqn { submission: s, .. } => s.execution_id.clone(),
+                    Body::Response(_) | Body::MalformedAnswer { .. } => {
+                        response_owner(key.as_deref())?
                     }
-                    Body::Response(_) => response_owner(key.as_deref())?,
                 }
             }
             Input::Record { body: Err(_), .. } => return None,
@@ -328,8 +351,7 @@ impl<R: WorkflowRunner> Processor<R> {
         if running {
             self.stats.replayed += 1;
             let deferred = start_run(
-                &self.runner,
-                self.value_limit(),
+                Rules::new(&self.runner, self.value_limit()),
                 &mut self.stats,
                 batch,
                 &mut live,
@@ -360,7 +382,9 @@ impl<R: WorkflowRunner> Processor<R> {
         let shown =
             |key: Option<&str>| key.map_or_else(|| "no key".to_owned(), |k| format!("key `{k}`"));
         let owner = match body {
-            Body::Submission(s) | Body::UnparsableParams { submission: s, .. } => {
+            Body::Submission(s)
+            | Body::UnparsableParams { submission: s, .. }
+            | Body::UnparsableFfqn { submission: s, .. } => {
                 let id = s.execution_id.to_string();
                 if key != Some(id.as_str()) {
                     return Some(format!(
@@ -371,7 +395,7 @@ impl<R: WorkflowRunner> Processor<R> {
                 s.execution_id.clone()
             }
             // A key that is not an execution id is dead-lettered by `step`.
-            Body::Response(_) => response_owner(key)?,
+            Body::Response(_) | Body::MalformedAnswer { .. } => response_owner(key)?,
         };
         self.wrong_partition(partition, &owner)
     }
@@ -439,12 +463,9 @@ impl<R: WorkflowRunner> Processor<R> {
                                 && !self.cache.contains_key(id)
                             {
                                 let reason = format!("the submission was not taken: {error}");
-                                answer_refused(
-                                    batch,
-                                    &submission,
-                                    ExecutionErrorKind::ValueTooLarge,
-                                    reason,
-                                );
+                                let result =
+                                    error_result(ExecutionErrorKind::ValueTooLarge, reason);
+                                answer_refused(batch, &submission, result);
                             }
                         }
                         _ => {}
@@ -467,21 +488,21 @@ impl<R: WorkflowRunner> Processor<R> {
                         self.submit(batch, index, submission, None).await
                     }
                     Body::UnparsableParams { submission, error } => {
-                        self.submit(batch, index, submission, Some(error)).await
+                        self.submit(batch, index, submission, Some(Flaw::Params(error)))
+                            .await
+                    }
+                    Body::UnparsableFfqn { submission, error } => {
+                        self.submit(batch, index, submission, Some(Flaw::Ffqn(error)))
+                            .await
                     }
                     Body::Response(response) => {
-                        let Some(owner) = response_owner(key.as_deref()) else {
-                            let error = "the key is not an execution id".to_owned();
-                            self.dead_letter(batch, index, DlqReason::Other, error);
-                            return Ok(());
-                        };
-                        if !response.is_for(&owner) {
-                            let error =
-                                format!("the response does not answer a request of {owner}");
-                            self.dead_letter(batch, index, DlqReason::Other, error);
-                            return Ok(());
-                        }
-                        self.deliver(batch, &owner, response, Some(index)).await
+                        self.answer(batch, index, key.as_deref(), response, None)
+                            .await
+                    }
+                    Body::MalformedAnswer { response, error } => {
+                        let copy = (DlqReason::Undecodable, error);
+                        self.answer(batch, index, key.as_deref(), response, Some(copy))
+                            .await
                     }
                 }
             }
@@ -516,13 +537,13 @@ impl<R: WorkflowRunner> Processor<R> {
         });
     }
 
-    /// A submission (`unparsable`: its params were not JSON, and why); see the module docs.
+    /// A submission (`flaw`: a field that did not parse, and why); see the module docs.
     async fn submit(
         &mut self,
         batch: &mut Batch,
         index: usize,
         submission: Submission,
-        unparsable: Option<String>,
+        flaw: Option<Flaw>,
     ) -> Result<(), ProcessorError> {
         let id = submission.execution_id.clone();
         if let Some(problem) = id_problem(&submission) {
@@ -556,6 +577,28 @@ impl<R: WorkflowRunner> Processor<R> {
             }
             return Ok(());
         }
+        // A name that does not parse names no function: nothing to create. The caller hears.
+        let unparsable = match flaw {
+            Some(Flaw::Ffqn(error)) => {
+                let error = format!("the function name of {id} does not parse: {error}");
+                tracing::warn!(execution = %id, %error, "submission refused");
+                self.dead_letter(batch, index, DlqReason::UnknownFfqn, error.clone());
+                let result = error_result(ExecutionErrorKind::UnknownFunction, error);
+                match &submission.parent {
+                    None => answer_refused(batch, &submission, result),
+                    Some(parent) => batch.effects.push(Effect::Respond {
+                        to: parent.execution_id.clone(),
+                        response: Response::ChildExecutionFinished {
+                            child_execution_id: id,
+                            result,
+                        },
+                    }),
+                }
+                return Ok(());
+            }
+            Some(Flaw::Params(error)) => Some(error),
+            None => None,
+        };
         let created = Created {
             ffqn: submission.ffqn.clone(),
             params: submission.params.clone(),
@@ -608,8 +651,7 @@ impl<R: WorkflowRunner> Processor<R> {
             Ok(()) if live.view.state == ExecutionState::Scheduled => {}
             Ok(()) => {
                 let deferred = start_run(
-                    &self.runner,
-                    self.value_limit(),
+                    Rules::new(&self.runner, self.value_limit()),
                     &mut self.stats,
                     batch,
                     &mut live,
@@ -636,8 +678,34 @@ impl<R: WorkflowRunner> Processor<R> {
         tracing::warn!(execution = %submission.execution_id, %problem, "submission refused");
         self.dead_letter(batch, index, DlqReason::Conflict, problem.clone());
         if submission.parent.is_none() {
-            answer_refused(batch, submission, ExecutionErrorKind::Conflict, problem);
+            let result = error_result(ExecutionErrorKind::Conflict, problem);
+            answer_refused(batch, submission, result);
         }
+    }
+
+    /// A response record, keyed by the execution it answers; `copy`: the record also goes to
+    /// the DLQ with that reason once the response is journalled (an answer Weir had to
+    /// rewrite).
+    async fn answer(
+        &mut self,
+        batch: &mut Batch,
+        index: usize,
+        key: Option<&str>,
+        response: Response,
+        copy: Option<(DlqReason, String)>,
+    ) -> Result<(), ProcessorError> {
+        let Some(owner) = response_owner(key) else {
+            let error = "the key is not an execution id".to_owned();
+            self.dead_letter(batch, index, DlqReason::Other, error);
+            return Ok(());
+        };
+        if !response.is_for(&owner) {
+            let error = format!("the response does not answer a request of {owner}");
+            self.dead_letter(batch, index, DlqReason::Other, error);
+            return Ok(());
+        }
+        self.deliver_with(batch, &owner, response, Some(index), copy)
+            .await
     }
 
     async fn deliver(
@@ -646,6 +714,17 @@ impl<R: WorkflowRunner> Processor<R> {
         owner: &ExecutionId,
         response: Response,
         index: Option<usize>,
+    ) -> Result<(), ProcessorError> {
+        self.deliver_with(batch, owner, response, index, None).await
+    }
+
+    async fn deliver_with(
+        &mut self,
+        batch: &mut Batch,
+        owner: &ExecutionId,
+        response: Response,
+        index: Option<usize>,
+        mut copy: Option<(DlqReason, String)>,
     ) -> Result<(), ProcessorError> {
         if !self.cache.contains_key(owner) {
             match index {
@@ -658,7 +737,12 @@ impl<R: WorkflowRunner> Processor<R> {
             return Ok(());
         }
         let limit = self.value_limit();
-        let Processor { stats, cache, .. } = self;
+        let Processor {
+            stats,
+            cache,
+            runner,
+            ..
+        } = self;
         // Move to the back: the back is the most recently used.
         let Some(position) = cache.get_index_of(owner) else {
             return Ok(());
@@ -671,9 +755,51 @@ impl<R: WorkflowRunner> Processor<R> {
             tracing::debug!(execution = %owner, response = %id, "response ignored: duplicate or execution finished");
             return Ok(());
         }
+        // An answer from outside for a child that calls an external function is checked
+        // against that function's result type: one that does not fit becomes the child's
+        // `invalid-response` error (instead of a trap of the parent when it reads it).
+        let response = match response {
+            Response::ChildExecutionFinished {
+                child_execution_id,
+                result,
+            } if index.is_some() && copy.is_none() => {
+                let misfit = live
+                    .view
+                    .pending_child(&child_execution_id)
+                    .and_then(|ffqn| Some((ffqn, runner.check_answer(ffqn, &result).err()?)));
+                let result = match misfit {
+                    Some((ffqn, why)) => {
+                        let reason = format!(
+                            "the answer for {child_execution_id} does not fit the result type \
+                             of {ffqn}: {why}"
+                        );
+                        tracing::warn!(execution = %owner, %reason, "an invalid answer");
+                        copy = Some((DlqReason::Refused, reason.clone()));
+                        error_result(ExecutionErrorKind::InvalidResponse, reason)
+                    }
+                    None => result,
+                };
+                Response::ChildExecutionFinished {
+                    child_execution_id,
+                    result,
+                }
+            }
+            other => other,
+        };
+        let copy_to_dlq = |stats: &mut ProcessorStats, batch: &mut Batch, copy| {
+            if let (Some(input), Some((reason, error))) = (index, copy) {
+                stats.dead_letters += 1;
+                batch.effects.push(Effect::DeadLetter {
+                    input,
+                    reason,
+                    error,
+                });
+            }
+        };
         let Some(run) = live.run.as_mut() else {
             // A scheduled execution has no requests to answer yet.
             tracing::warn!(execution = %owner, response = %id, "response for an execution that has not started");
+            copy_to_dlq(stats, batch, copy);
             return append(
                 batch,
                 &mut live.view,
@@ -700,6 +826,7 @@ impl<R: WorkflowRunner> Processor<R> {
             }
             return Ok(());
         }
+        copy_to_dlq(stats, batch, copy);
         append(
             batch,
             &mut live.view,
@@ -707,7 +834,7 @@ impl<R: WorkflowRunner> Processor<R> {
         )?;
         stats.hot_deliveries += 1;
         match delivered {
-            Ok(step) => apply_step(limit, stats, batch, live, step).await,
+            Ok(step) => apply_step(Rules::new(runner, limit), stats, batch, live, step).await,
             Err(e) => {
                 tracing::warn!(execution = %owner, error = %e, "response could not be delivered");
                 live.run = None;
@@ -754,8 +881,7 @@ impl<R: WorkflowRunner> Processor<R> {
             return Ok(());
         }
         let deferred = start_run(
-            &self.runner,
-            limit,
+            Rules::new(&self.runner, limit),
             &mut self.stats,
             batch,
             live,
@@ -926,16 +1052,11 @@ fn response_owner(key: Option<&str>) -> Option<ExecutionId> {
 }
 
 /// Answers a top-level submission that created no execution, on `weir.results`, with why.
-fn answer_refused(
-    batch: &mut Batch,
-    submission: &Submission,
-    kind: ExecutionErrorKind,
-    reason: String,
-) {
+fn answer_refused(batch: &mut Batch, submission: &Submission, result: ExecutionResult) {
     batch.effects.push(Effect::PublishResult(ExecutionFinished {
         execution_id: submission.execution_id.clone(),
         ffqn: submission.ffqn.clone(),
-        result: error_result(kind, reason),
+        result,
         finished_at: batch.now,
         correlation_id: submission.correlation_id.clone(),
     }));
@@ -976,6 +1097,36 @@ fn append(
     Ok(())
 }
 
+/// What the rules of a run's step need from the processor: its runner (for the terms of
+/// activity requests) and the largest value a record may carry.
+struct Rules<'a, R> {
+    runner: &'a R,
+    value_limit: usize,
+}
+
+impl<R> Clone for Rules<'_, R> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<R> Copy for Rules<'_, R> {}
+
+impl<'a, R> Rules<'a, R> {
+    fn new(runner: &'a R, value_limit: usize) -> Self {
+        Rules {
+            runner,
+            value_limit,
+        }
+    }
+}
+
+/// A field of a submission that did not parse, and why.
+enum Flaw {
+    Params(String),
+    Ffqn(String),
+}
+
 /// How a run starts.
 enum Start {
     /// A new execution, just created.
@@ -992,8 +1143,7 @@ enum Start {
 /// not finished: it stays parked, and the reason is returned so that the start is tried
 /// again (before, it finished with `trap`). Any other failure finishes it with `trap`.
 async fn start_run<R: WorkflowRunner>(
-    runner: &R,
-    limit: usize,
+    rules: Rules<'_, R>,
     stats: &mut ProcessorStats,
     batch: &mut Batch,
     live: &mut Live<R::Run>,
@@ -1009,10 +1159,14 @@ async fn start_run<R: WorkflowRunner>(
         Start::Scheduled => (true, Vec::new(), Vec::new()),
         Start::Rebuild(history, responses) => (true, history, responses),
     };
-    match runner.start(execution, history, responses, batch.now).await {
+    match rules
+        .runner
+        .start(execution, history, responses, batch.now)
+        .await
+    {
         Ok((run, step)) => {
             live.run = Some(run);
-            apply_step(limit, stats, batch, live, step).await?;
+            apply_step(rules, stats, batch, live, step).await?;
             Ok(None)
         }
         Err(e) if e.is_retryable(rebuilding) => Ok(Some(e.to_string())),
@@ -1032,14 +1186,14 @@ async fn start_run<R: WorkflowRunner>(
 /// the execution's result) is not taken: no record could carry it, and its batch would fail
 /// forever (issue 11 item 7). The execution finishes with `value-too-large` instead, at the
 /// history version the step would have started from.
-async fn apply_step<Run: WorkflowRun>(
-    limit: usize,
+async fn apply_step<R: WorkflowRunner>(
+    rules: Rules<'_, R>,
     stats: &mut ProcessorStats,
     batch: &mut Batch,
-    live: &mut Live<Run>,
+    live: &mut Live<R::Run>,
     step: RunStep,
 ) -> Result<(), ProcessorError> {
-    let mut cancellations = take_step(limit, stats, batch, live, step)?;
+    let mut cancellations = take_step(rules, stats, batch, live, step)?;
     // What closing a join set cancelled is answered at once, by the execution itself, in
     // the order it was cancelled: journalled, then delivered to the run like any response
     // (a rebuild reads it back in the same place), so that a closing join-next waiting for
@@ -1057,7 +1211,7 @@ async fn apply_step<Run: WorkflowRun>(
                     &mut live.view,
                     HistoryEntry::ResponseAppended(response),
                 )?;
-                cancellations.extend(take_step(limit, stats, batch, live, step)?);
+                cancellations.extend(take_step(rules, stats, batch, live, step)?);
             }
             // The run refused its own cancellation: nothing is journalled, and the late
             // answer of the request (if any) will be taken or refused as it comes.
@@ -1083,11 +1237,11 @@ async fn apply_step<Run: WorkflowRun>(
 /// Adds one step's events and outputs to the batch; returns the responses cancelling what
 /// the step cancelled, to deliver to the run while it is parked (a finished run's are
 /// journalled before its `Finished`, here).
-fn take_step<Run>(
-    limit: usize,
+fn take_step<R: WorkflowRunner>(
+    rules: Rules<'_, R>,
     stats: &mut ProcessorStats,
     batch: &mut Batch,
-    live: &mut Live<Run>,
+    live: &mut Live<R::Run>,
     step: RunStep,
 ) -> Result<Vec<Response>, ProcessorError> {
     let finished = matches!(step, RunStep::Finished { .. });
@@ -1095,7 +1249,7 @@ fn take_step<Run>(
         live.run = None;
     }
     let Effects { events, outputs } = step.into_effects();
-    if let Some(problem) = outputs.iter().find_map(|o| oversized(o, limit)) {
+    if let Some(problem) = outputs.iter().find_map(|o| oversized(o, rules.value_limit)) {
         tracing::warn!(execution = %live.view.id, %problem, "a value too large for a record: the execution ends");
         finish(
             stats,
@@ -1117,7 +1271,7 @@ fn take_step<Run>(
     }
     let mut cancellations = Vec::new();
     for output in outputs {
-        if let Some(response) = output_effect(stats, batch, live, output)? {
+        if let Some(response) = output_effect(rules, stats, batch, live, output)? {
             if finished {
                 append(
                     batch,
@@ -1196,10 +1350,11 @@ fn json_size(value: &Value) -> usize {
 }
 
 /// The effect of one output; a cancellation returns the response that answers it.
-fn output_effect<Run>(
+fn output_effect<R: WorkflowRunner>(
+    rules: Rules<'_, R>,
     stats: &mut ProcessorStats,
     batch: &mut Batch,
-    live: &mut Live<Run>,
+    live: &mut Live<R::Run>,
     output: Output,
 ) -> Result<Option<Response>, ProcessorError> {
     let id = live.view.id.clone();
@@ -1210,7 +1365,17 @@ fn output_effect<Run>(
             params,
             kind,
         } => {
-            if let Some(effect) = child_effect(&id, child_execution_id, ffqn, params, kind) {
+            let terms = match kind {
+                ChildKind::Activity => rules.runner.request_terms(&ffqn),
+                _ => RequestTerms::default(),
+            };
+            let child = Child {
+                id: child_execution_id,
+                ffqn,
+                params,
+                kind,
+            };
+            if let Some(effect) = child_effect(&id, child, terms, batch.now) {
                 batch.effects.push(effect);
             }
         }
@@ -1276,13 +1441,28 @@ fn output_effect<Run>(
     Ok(None)
 }
 
-fn child_effect(
-    parent: &ExecutionId,
-    child: ExecutionId,
+/// A child a run submitted.
+struct Child {
+    id: ExecutionId,
     ffqn: Ffqn,
     params: Value,
     kind: ChildKind,
+}
+
+/// The record a child becomes: a submission of a workflow, an activity request with the
+/// `terms` of its declaration (its deadline counted from `now`), nothing for a stub.
+fn child_effect(
+    parent: &ExecutionId,
+    child: Child,
+    terms: RequestTerms,
+    now: DateTime<Utc>,
 ) -> Option<Effect> {
+    let Child {
+        id: child,
+        ffqn,
+        params,
+        kind,
+    } = child;
     match kind {
         ChildKind::Workflow => {
             let join_set_id = child.join_set_id()?.clone();
@@ -1306,8 +1486,13 @@ fn child_effect(
             ffqn,
             params,
             attempt: 1,
-            timeout_millis: None,
-            deadline: None,
+            timeout_millis: terms
+                .attempt_timeout
+                .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
+            deadline: terms
+                .deadline_after
+                .and_then(|d| chrono::Duration::from_std(d).ok())
+                .and_then(|d| now.checked_add_signed(d)),
         })),
         // Never executed: the workflow writes its result with `<f>-stub`.
         ChildKind::Stub => None,

@@ -18,11 +18,11 @@
 //! Seqs must be contiguous from 0: an entry at a seq already applied is ignored (catch-up may
 //! read what the store already has), a gap is an error.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
 
-use crate::model::{ExecutionId, ExecutionResult, HistoryEvent, JoinSetRequest, Response};
+use crate::model::{ExecutionId, ExecutionResult, Ffqn, HistoryEvent, JoinSetRequest, Response};
 use crate::records::{Created, HistoryEntry, HistoryRecord};
 use crate::rows::{EntryKind, ExecutionRow, ExecutionState, TimerKey, TimerKind, TimerRow};
 
@@ -104,6 +104,9 @@ pub struct ExecutionView {
     pub responses_seen: HashSet<String>,
     /// Delays requested and not answered: delay id → due time.
     pending_delays: BTreeMap<String, DateTime<Utc>>,
+    /// Children requested and not answered: child id → the function it calls (what its
+    /// answer is checked against).
+    pending_children: HashMap<String, Ffqn>,
     pub updated_at: DateTime<Utc>,
     pub finished_at: Option<DateTime<Utc>>,
 }
@@ -130,6 +133,7 @@ impl ExecutionView {
             result: None,
             responses_seen: HashSet::new(),
             pending_delays: BTreeMap::new(),
+            pending_children: HashMap::new(),
             updated_at: at,
             finished_at: None,
         };
@@ -195,6 +199,19 @@ impl ExecutionView {
                 }
                 if let HistoryEvent::JoinSetRequest {
                     request:
+                        JoinSetRequest::ChildExecutionRequest {
+                            child_execution_id,
+                            target_ffqn,
+                            ..
+                        },
+                    ..
+                } = event
+                {
+                    self.pending_children
+                        .insert(child_execution_id.to_string(), target_ffqn.clone());
+                }
+                if let HistoryEvent::JoinSetRequest {
+                    request:
                         JoinSetRequest::DelayRequest {
                             delay_id,
                             expires_at,
@@ -226,6 +243,7 @@ impl ExecutionView {
                         timer_id: id.clone(),
                     }));
                 }
+                self.pending_children.remove(&id);
                 self.responses_seen.insert(id);
             }
             HistoryEntry::Finished {
@@ -235,6 +253,7 @@ impl ExecutionView {
                 if self.state == ExecutionState::Scheduled {
                     timers.extend(self.schedule_timer_key().map(TimerChange::Delete));
                 }
+                self.pending_children.clear();
                 for (timer_id, due_at) in std::mem::take(&mut self.pending_delays) {
                     timers.push(TimerChange::Delete(TimerKey {
                         kafka_partition: self.partition,
@@ -270,6 +289,11 @@ impl ExecutionView {
             updated_at: self.updated_at,
             finished_at: self.finished_at,
         }
+    }
+
+    /// The function a child requested and not answered yet calls.
+    pub fn pending_child(&self, child: &ExecutionId) -> Option<&Ffqn> {
+        self.pending_children.get(&child.to_string())
     }
 
     /// Delays requested and not yet answered, by id, with their due times.

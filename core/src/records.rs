@@ -20,6 +20,19 @@ pub struct ParentRef {
     pub child_kind: ChildKind,
 }
 
+/// The function name a submission whose own name does not parse is read with: it names no
+/// function, so the submission is answered `unknown-function` (saying what its name was).
+pub fn unparsable_ffqn() -> Ffqn {
+    Ffqn::new(
+        "weir",
+        "engine",
+        "submission",
+        None,
+        "unparsable-function-name",
+    )
+    .unwrap_or_else(|e| unreachable!("a constant name that parses: {e}"))
+}
+
 /// A request to start an execution. Topic `weir.submissions`, key: `execution_id`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Submission {

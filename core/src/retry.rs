@@ -79,7 +79,9 @@ pub fn is_retryable(kind: ExecutionErrorKind) -> bool {
         | ExecutionErrorKind::NondeterminismDetected
         | ExecutionErrorKind::Conflict
         // The same params make the same too-large value.
-        | ExecutionErrorKind::ValueTooLarge => false,
+        | ExecutionErrorKind::ValueTooLarge
+        // An answer the caller's types refuse; another attempt is the service's business.
+        | ExecutionErrorKind::InvalidResponse => false,
     }
 }
 

@@ -94,6 +94,17 @@ pub enum Rejection {
     InvalidParams(String),
 }
 
+/// What the requests for an activity carry, from its declaration (`components.toml`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RequestTerms {
+    /// The bound of one attempt: the request's `timeout_millis`.
+    pub attempt_timeout: Option<std::time::Duration>,
+    /// How long the whole activity may take from its request: the request's `deadline` is
+    /// the request's time plus this (an external service's answer after it loses to
+    /// `timed-out`).
+    pub deadline_after: Option<std::time::Duration>,
+}
+
 /// A parked run of one execution.
 pub trait WorkflowRun: Send {
     /// Delivers a response (in arrival order) and runs until the workflow parks again or
@@ -111,6 +122,18 @@ pub trait WorkflowRunner: Send + Sync {
 
     /// Type-checks a submission against the target function.
     fn check_submission(&self, ffqn: &Ffqn, params: &Value) -> Result<(), Rejection>;
+
+    /// What the requests for activity `ffqn` carry (none by default).
+    fn request_terms(&self, _ffqn: &Ffqn) -> RequestTerms {
+        RequestTerms::default()
+    }
+
+    /// Type-checks an answer another client sent for a child calling `ffqn` (an external
+    /// service's) against the function's result type; `Err` says why it does not fit.
+    /// Answers Weir made itself are typed where they are made and need no check.
+    fn check_answer(&self, _ffqn: &Ffqn, _result: &ExecutionResult) -> Result<(), String> {
+        Ok(())
+    }
 
     /// Starts (or rebuilds, given its recorded history and journalled responses) a run;
     /// returns once it parks or finishes.

@@ -507,3 +507,246 @@ fn closing_a_join_set_journals_what_it_cancelled_and_a_rebuild_replays_it() {
     assert!(batch.effects.is_empty(), "{:?}", batch.effects);
     assert_eq!(rebuilt.row(&id), processor.row(&id));
 }
+
+/// The simulation's runner, declaring its activity external: requests carry a 5 s attempt
+/// bound and a 60 s deadline, and an answer that is not a number does not fit.
+struct ExternalRunner;
+
+impl weir_core::runner::WorkflowRunner for ExternalRunner {
+    type Run = <SimRunner as weir_core::runner::WorkflowRunner>::Run;
+
+    fn check_submission(
+        &self,
+        ffqn: &weir_core::model::Ffqn,
+        params: &serde_json::Value,
+    ) -> Result<(), weir_core::runner::Rejection> {
+        SimRunner.check_submission(ffqn, params)
+    }
+
+    fn request_terms(&self, _: &weir_core::model::Ffqn) -> weir_core::runner::RequestTerms {
+        weir_core::runner::RequestTerms {
+            attempt_timeout: Some(std::time::Duration::from_secs(5)),
+            deadline_after: Some(std::time::Duration::from_secs(60)),
+        }
+    }
+
+    fn check_answer(
+        &self,
+        _: &weir_core::model::Ffqn,
+        result: &ExecutionResult,
+    ) -> Result<(), String> {
+        match result {
+            ExecutionResult::Ok(v) if !v.is_i64() => Err(format!("{v} is not a number")),
+            _ => Ok(()),
+        }
+    }
+
+    async fn start(
+        &self,
+        execution: weir_core::replay::Execution,
+        history: Vec<weir_core::model::HistoryEvent>,
+        responses: Vec<weir_core::model::Response>,
+        now: DateTime<Utc>,
+    ) -> Result<(Self::Run, weir_core::runner::RunStep), weir_core::runner::RunError> {
+        SimRunner.start(execution, history, responses, now).await
+    }
+}
+
+/// The request of `Seq [1, 5]` submitted to `processor`, and the input answering it with
+/// `body`.
+fn seq_request<R: weir_core::runner::WorkflowRunner>(
+    processor: &mut Processor<R>,
+) -> weir_core::records::ActivityRequest {
+    let id = ExecutionId::top_level(ulid::Ulid::new());
+    let input = Input::Record {
+        index: 0,
+        partition: 0,
+        key: Some(id.to_string()),
+        size: 100,
+        body: Ok(Body::Submission(Submission {
+            execution_id: id.clone(),
+            ffqn: Workflow::Seq.ffqn(),
+            params: json!([1, 5]),
+            parent: None,
+            scheduled_at: None,
+            correlation_id: None,
+            metadata: Default::default(),
+        })),
+    };
+    let mut batch = Batch::new(now());
+    block_on(processor.step(&mut batch, input)).expect("no processor error");
+    batch
+        .effects
+        .iter()
+        .find_map(|e| match e {
+            Effect::RequestActivity(r) => Some(r.clone()),
+            _ => None,
+        })
+        .expect("the activity request")
+}
+
+/// What the parent of `request` journalled for it after `body` came, and the dead letters.
+fn answered<R: weir_core::runner::WorkflowRunner>(
+    processor: &mut Processor<R>,
+    request: &weir_core::records::ActivityRequest,
+    body: Body,
+) -> (Vec<ExecutionResult>, Vec<weir_core::records::DlqReason>) {
+    use weir_core::model::Response;
+    let input = Input::Record {
+        index: 0,
+        partition: 0,
+        key: Some(request.parent_execution_id.to_string()),
+        size: 100,
+        body: Ok(body),
+    };
+    let mut batch = Batch::new(now());
+    block_on(processor.step(&mut batch, input)).expect("no processor error");
+    let journalled = appended(&batch.effects)
+        .into_iter()
+        .filter_map(|(_, entry)| match entry {
+            HistoryEntry::ResponseAppended(Response::ChildExecutionFinished {
+                child_execution_id,
+                result,
+            }) if child_execution_id == request.execution_id => Some(result),
+            _ => None,
+        })
+        .collect();
+    let dead = batch
+        .effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::DeadLetter { reason, .. } => Some(*reason),
+            _ => None,
+        })
+        .collect();
+    (journalled, dead)
+}
+
+/// Issue 11 item 15: requests of an external activity carried no deadline or attempt bound
+/// (the service could not know when it was too late), and an answer of the wrong shape was
+/// journalled as is and trapped the parent when it read it. The request carries the
+/// declaration's terms; an answer that does not fit becomes the child's `invalid-response`
+/// error (the record copied to the DLQ as `refused`); one that fits is taken as before.
+#[test]
+fn external_requests_carry_their_terms_and_misfit_answers_become_the_childs_error() {
+    use weir_core::model::Response;
+    use weir_core::records::DlqReason;
+
+    let config = ProcessorConfig {
+        cache_size: 16,
+        max_record_bytes: 1 << 20,
+        partitions: 1,
+    };
+    let mut processor = Processor::new(ExternalRunner, config);
+    let request = seq_request(&mut processor);
+    assert_eq!(request.timeout_millis, Some(5_000));
+    assert_eq!(
+        request.deadline,
+        Some(now() + chrono::Duration::seconds(60))
+    );
+    let answer = |request: &weir_core::records::ActivityRequest, value: serde_json::Value| {
+        Body::Response(Response::ChildExecutionFinished {
+            child_execution_id: request.execution_id.clone(),
+            result: ExecutionResult::Ok(value),
+        })
+    };
+    let misfit = answer(&request, json!({"ten": 10}));
+    let (journalled, dead) = answered(&mut processor, &request, misfit);
+    assert!(
+        matches!(journalled.as_slice(), [ExecutionResult::ExecutionError(e)]
+            if e.kind == ExecutionErrorKind::InvalidResponse && e.reason.contains("is not a number")),
+        "{journalled:?}"
+    );
+    assert_eq!(dead, [DlqReason::Refused]);
+
+    // An answer that fits is taken as it is.
+    let mut processor = Processor::new(ExternalRunner, config);
+    let request = seq_request(&mut processor);
+    let fit = answer(&request, json!(10));
+    let (journalled, dead) = answered(&mut processor, &request, fit);
+    assert_eq!(journalled, [ExecutionResult::Ok(json!(10))]);
+    assert!(dead.is_empty(), "{dead:?}");
+
+    // Without declared terms (Weir's own activities in the simulation) nothing is added.
+    let request = seq_request(&mut self::processor(1 << 20));
+    assert_eq!((request.timeout_millis, request.deadline), (None, None));
+}
+
+/// Issue 11 item 15: an answer whose value is not JSON (the codec reads it as the child's
+/// `invalid-response` error, `Body::MalformedAnswer`) was dead-lettered whole and its parent
+/// waited forever. It is journalled as that error, and the record copied to the DLQ.
+#[test]
+fn a_malformed_answer_is_journalled_as_the_childs_error_and_dead_lettered() {
+    use weir_core::model::{ExecutionError, Response};
+    use weir_core::records::DlqReason;
+
+    let mut processor = processor(1 << 20);
+    let request = seq_request(&mut processor);
+    let error = ExecutionResult::ExecutionError(ExecutionError::new(
+        ExecutionErrorKind::InvalidResponse,
+        "the answer was not taken: the value is not JSON text",
+    ));
+    let body = Body::MalformedAnswer {
+        response: Response::ChildExecutionFinished {
+            child_execution_id: request.execution_id.clone(),
+            result: error.clone(),
+        },
+        error: "the value is not JSON text".into(),
+    };
+    let (journalled, dead) = answered(&mut processor, &request, body);
+    assert_eq!(journalled, [error]);
+    assert_eq!(dead, [DlqReason::Undecodable]);
+}
+
+/// Issue 11 item 9: a submission whose function name does not parse was dead-lettered and
+/// its caller never heard. It is answered `unknown-function`, and nothing is created.
+#[test]
+fn a_submission_with_an_unparsable_function_name_is_answered() {
+    use weir_core::records::DlqReason;
+
+    let mut processor = processor(1 << 20);
+    let id = ExecutionId::top_level(ulid::Ulid::new());
+    let input = Input::Record {
+        index: 0,
+        partition: 0,
+        key: Some(id.to_string()),
+        size: 100,
+        body: Ok(Body::UnparsableFfqn {
+            submission: Submission {
+                execution_id: id.clone(),
+                ffqn: weir_core::records::unparsable_ffqn(),
+                params: json!([]),
+                parent: None,
+                scheduled_at: None,
+                correlation_id: Some("mine".into()),
+                metadata: Default::default(),
+            },
+            error: "invalid function name `not a name`".into(),
+        }),
+    };
+    let mut batch = Batch::new(now());
+    block_on(processor.step(&mut batch, input)).expect("no processor error");
+    assert!(appended(&batch.effects).is_empty(), "{:?}", batch.effects);
+    let answers: Vec<_> = batch
+        .effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::PublishResult(f) => Some(f),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        matches!(answers.as_slice(), [f] if f.execution_id == id
+            && f.correlation_id.as_deref() == Some("mine")
+            && matches!(&f.result, ExecutionResult::ExecutionError(e)
+                if e.kind == ExecutionErrorKind::UnknownFunction && e.reason.contains("not a name"))),
+        "{answers:?}"
+    );
+    assert!(batch.effects.iter().any(|e| matches!(
+        e,
+        Effect::DeadLetter {
+            reason: DlqReason::UnknownFfqn,
+            ..
+        }
+    )));
+}

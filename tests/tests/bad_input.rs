@@ -1,6 +1,8 @@
-//! Input records the engine must refuse, on the real stack (issue 11 items 3, 4, 9, 10): each
-//! is dead-lettered with its reason, the caller of a top-level submission hears an error on
-//! `weir.results`, and nothing else changes — the executions around them finish as before.
+//! Input records the engine must refuse, on the real stack (issue 11 items 3, 4, 9, 10, 15):
+//! each is dead-lettered with its reason, the caller of a top-level submission hears an error
+//! on `weir.results`, a parent given a malformed answer hears it as its child's
+//! `invalid-response` error, and nothing else changes — the executions around them finish as
+//! before.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -42,6 +44,45 @@ impl AvroRecord for RawSubmission {
             ),
             ("metadata".into(), Avro::Map(Default::default())),
         ]))
+    }
+
+    fn from_avro(_: Avro) -> Result<Self, FieldError> {
+        unreachable!("only written")
+    }
+}
+
+/// A child's answer whose `ok` value is any text, JSON or not: what an external service with
+/// a bug can send through the Avro schema alone.
+struct RawAnswer {
+    child: ExecutionId,
+    ok_text: &'static str,
+}
+
+impl AvroRecord for RawAnswer {
+    const NAME: &'static str = "Response";
+
+    fn to_avro(&self) -> Result<Avro, FieldError> {
+        let outcome = Avro::Union(
+            0,
+            Box::new(Avro::Record(vec![(
+                "value".into(),
+                Avro::String(self.ok_text.into()),
+            )])),
+        );
+        let finished = Avro::Record(vec![
+            (
+                "child_execution_id".into(),
+                Avro::String(self.child.to_string()),
+            ),
+            (
+                "result".into(),
+                Avro::Record(vec![("outcome".into(), outcome)]),
+            ),
+        ]);
+        Ok(Avro::Record(vec![(
+            "response".into(),
+            Avro::Union(0, Box::new(finished)),
+        )]))
     }
 
     fn from_avro(_: Avro) -> Result<Self, FieldError> {
@@ -154,6 +195,15 @@ async fn refused_inputs_are_dead_lettered_and_answered_and_change_nothing_else()
     };
     let bytes = deployment.codec.encode(&submissions, &raw).expect("encode");
     send_to(not_array.to_string(), None, bytes).await;
+    // Item 9: a function name that does not parse.
+    let bad_name = ExecutionId::top_level(ulid::Ulid::new());
+    let raw = RawSubmission {
+        id: bad_name.clone(),
+        ffqn: "not a function name",
+        params_text: "[]",
+    };
+    let bytes = deployment.codec.encode(&submissions, &raw).expect("encode");
+    send_to(bad_name.to_string(), None, bytes).await;
     // Item 10: a response to a request the execution never made, while it waits for the
     // external tax service (not started yet).
     let invoice = deployment
@@ -167,10 +217,64 @@ async fn refused_inputs_are_dead_lettered_and_answered_and_change_nothing_else()
     deployment
         .produce_raw(&producer, &responses, &invoice.to_string(), &bytes)
         .await;
+    // Item 15: the external service answers one invoice's quote with text that is not JSON,
+    // another's with JSON of the wrong shape (a `tax-quote` without its numbers).
+    let garbled = deployment
+        .submit(&producer, INVOICE, json!(["widget", 1, "DE"]))
+        .await;
+    let misshapen = deployment
+        .submit(&producer, INVOICE, json!(["widget", 2, "DE"]))
+        .await;
+    let tax_topic = deployment
+        .topology
+        .route("weir-examples:tax/rates")
+        .expect("the tax route")
+        .topic
+        .clone();
+    let requests = deployment.read_topic::<weir::codec::ActivityRequest>(
+        &tax_topic,
+        TIMEOUT,
+        "both quote requests",
+        |r| {
+            [&garbled, &misshapen]
+                .iter()
+                .all(|id| r.iter().any(|(_, q)| q.parent_execution_id == **id))
+        },
+    );
+    let quote_of = |parent: &ExecutionId| {
+        requests
+            .iter()
+            .find(|(_, q)| q.parent_execution_id == *parent)
+            .map(|(_, q)| q.execution_id.clone())
+            .expect("a quote request")
+    };
+    // The requests carry the declaration's deadline: the service knows when it is too late.
+    assert!(
+        requests
+            .iter()
+            .all(|(_, q)| q.deadline.is_some() && q.timeout_millis.is_some()),
+        "{requests:?}"
+    );
+    for (parent, text) in [
+        (&garbled, "{\"region\": \"DE\", oops"),
+        (&misshapen, "{\"region\": \"DE\"}"),
+    ] {
+        let answer = RawAnswer {
+            child: quote_of(parent),
+            ok_text: text,
+        };
+        let bytes = deployment
+            .codec
+            .encode(&responses, &answer)
+            .expect("encode");
+        deployment
+            .produce_raw(&producer, &responses, &parent.to_string(), &bytes)
+            .await;
+    }
 
     let dlq = deployment.topic(TopicRole::Dlq);
     let dead =
-        deployment.read_topic::<DlqEnvelope>(&dlq, TIMEOUT, "seven DLQ records", |r| r.len() >= 7);
+        deployment.read_topic::<DlqEnvelope>(&dlq, TIMEOUT, "ten DLQ records", |r| r.len() >= 10);
     let reasons: BTreeMap<String, DlqReason> = dead
         .iter()
         .map(|(key, e)| (format!("{key}@{}", e.original_offset), e.reason))
@@ -212,6 +316,22 @@ async fn refused_inputs_are_dead_lettered_and_answered_and_change_nothing_else()
         [DlqReason::Refused],
         "{reasons:?}"
     );
+    assert_eq!(
+        by_key(&bad_name.to_string()),
+        [DlqReason::UnknownFfqn],
+        "{reasons:?}"
+    );
+    // The malformed answers are kept, byte for byte, and taken as the quote's error.
+    assert_eq!(
+        by_key(&garbled.to_string()),
+        [DlqReason::Undecodable],
+        "{reasons:?}"
+    );
+    assert_eq!(
+        by_key(&misshapen.to_string()),
+        [DlqReason::Refused],
+        "{reasons:?}"
+    );
 
     // The refused response changed nothing: the invoice finishes once the service answers.
     let _tax_service = deployment.start_external_tax_service();
@@ -219,7 +339,11 @@ async fn refused_inputs_are_dead_lettered_and_answered_and_change_nothing_else()
         &deployment.topic(TopicRole::Results),
         TIMEOUT,
         "every answer",
-        |r| r.iter().any(|(k, _)| *k == invoice.to_string()),
+        |r| {
+            [&invoice, &garbled, &misshapen]
+                .iter()
+                .all(|id| r.iter().any(|(k, _)| *k == id.to_string()))
+        },
     );
     let answers = |id: &ExecutionId| -> Vec<&ExecutionResult> {
         results
@@ -266,6 +390,24 @@ async fn refused_inputs_are_dead_lettered_and_answered_and_change_nothing_else()
                 .collect::<Vec<_>>(),
             [Some(ExecutionErrorKind::InvalidParams)],
             "{id}"
+        );
+    }
+    assert_eq!(
+        answers(&bad_name)
+            .iter()
+            .map(|r| error_kind(r))
+            .collect::<Vec<_>>(),
+        [Some(ExecutionErrorKind::UnknownFunction)]
+    );
+    // A malformed answer ends the quote with `invalid-response`, which the invoice (whose
+    // error type is a string) returns as its `err`: neither stranded nor trapped. The
+    // service's own answer, later, is a duplicate.
+    for (id, why) in [(&garbled, "not JSON"), (&misshapen, "does not fit")] {
+        let got = answers(id);
+        assert!(
+            matches!(got.as_slice(), [ExecutionResult::Err(Value::String(e))]
+                if e.contains("invalid-response") && e.contains(why)),
+            "{id}: {got:?}"
         );
     }
     // Misrouted records never run.

@@ -331,3 +331,92 @@ proptest! {
         let _ = codec.decode::<HistoryRecord>(&bytes, &pos());
     }
 }
+
+/// What the workflow worker reads (issue 11 items 9 and 15): a submission whose function name
+/// or params do not parse, and an answer whose value is not JSON, still decode, with the
+/// reason, because the execution they name can be told.
+#[test]
+fn the_workflow_workers_inputs_keep_what_names_the_execution() {
+    use weir::codec::{ResponseInput, SubmissionInput};
+    use weir::model::{ExecutionErrorKind, ExecutionResult};
+
+    let codec = Codec::single_object();
+    let bad_name = raw_submission(with_field("ffqn", Value::String("not a function".into())));
+    let input = codec
+        .decode::<SubmissionInput>(&bad_name, &pos())
+        .expect("decodes");
+    assert_eq!(input.submission.ffqn, weir_core::records::unparsable_ffqn());
+    assert!(
+        input
+            .ffqn_error
+            .as_deref()
+            .is_some_and(|e| e.contains("not a function")),
+        "{input:?}"
+    );
+    let bad_params = raw_submission(with_field("params", Value::String("[1,".into())));
+    let input = codec
+        .decode::<SubmissionInput>(&bad_params, &pos())
+        .expect("decodes");
+    assert!(input.params_error.is_some() && input.ffqn_error.is_none());
+
+    // A child's answer with an `ok` value that is not JSON text.
+    let response = responses()
+        .into_iter()
+        .find(|r| {
+            matches!(
+                r,
+                Response::ChildExecutionFinished {
+                    result: ExecutionResult::Ok(_),
+                    ..
+                }
+            )
+        })
+        .expect("a sample answer");
+    let Response::ChildExecutionFinished {
+        child_execution_id, ..
+    } = &response
+    else {
+        unreachable!()
+    };
+    let mut value = response.to_avro().expect("to avro");
+    fn garble(v: &mut Value) {
+        match v {
+            Value::Record(fields) => {
+                for (name, field) in fields {
+                    if name == "value" {
+                        *field = Value::String("{oops".into());
+                    } else {
+                        garble(field);
+                    }
+                }
+            }
+            Value::Union(_, inner) => garble(inner),
+            _ => {}
+        }
+    }
+    garble(&mut value);
+    let rs = Response::schema();
+    let mut bytes = vec![0xC3, 0x01];
+    bytes.extend_from_slice(&rs.fingerprint.to_le_bytes());
+    GenericDatumWriter::builder(&rs.schema)
+        .build()
+        .unwrap()
+        .write_value(&mut bytes, value)
+        .unwrap();
+    assert!(codec.decode::<Response>(&bytes, &pos()).is_err());
+    let input = codec
+        .decode::<ResponseInput>(&bytes, &pos())
+        .expect("decodes");
+    assert!(input.value_error.is_some(), "{input:?}");
+    match &input.response {
+        Response::ChildExecutionFinished {
+            child_execution_id: id,
+            result: ExecutionResult::ExecutionError(e),
+        } => {
+            assert_eq!(id, child_execution_id);
+            assert_eq!(e.kind, ExecutionErrorKind::InvalidResponse);
+            assert!(e.reason.contains("{oops"), "{e}");
+        }
+        other => panic!("{other:?}"),
+    }
+}

@@ -102,6 +102,9 @@ pub enum ExecutionErrorKind {
     /// The execution made a value (params of a child, a result) larger than a record can
     /// carry.
     ValueTooLarge,
+    /// The answer another client sent for it (an external activity's service) was not JSON,
+    /// or did not fit the function's result type. The reason says which, and how.
+    InvalidResponse,
 }
 
 impl fmt::Display for ExecutionErrorKind {
@@ -119,6 +122,7 @@ impl fmt::Display for ExecutionErrorKind {
             ExecutionErrorKind::UnknownFunction => "unknown-function",
             ExecutionErrorKind::Conflict => "conflict",
             ExecutionErrorKind::ValueTooLarge => "value-too-large",
+            ExecutionErrorKind::InvalidResponse => "invalid-response",
         })
     }
 }
@@ -175,6 +179,7 @@ mod tests {
             ExecutionErrorKind::UnknownFunction,
             ExecutionErrorKind::Conflict,
             ExecutionErrorKind::ValueTooLarge,
+            ExecutionErrorKind::InvalidResponse,
         ] {
             assert_eq!(serde_json::to_value(kind).unwrap(), json!(kind.to_string()));
         }

@@ -119,7 +119,7 @@ fn parent(p: &ParentRef) -> Value {
     ])
 }
 
-const ERROR_KINDS: [(ExecutionErrorKind, &str); 12] = [
+const ERROR_KINDS: [(ExecutionErrorKind, &str); 13] = [
     (ExecutionErrorKind::TimedOut, "TIMED_OUT"),
     (
         ExecutionErrorKind::NondeterminismDetected,
@@ -138,6 +138,7 @@ const ERROR_KINDS: [(ExecutionErrorKind, &str); 12] = [
     (ExecutionErrorKind::UnknownFunction, "UNKNOWN_FUNCTION"),
     (ExecutionErrorKind::Conflict, "CONFLICT"),
     (ExecutionErrorKind::ValueTooLarge, "VALUE_TOO_LARGE"),
+    (ExecutionErrorKind::InvalidResponse, "INVALID_RESPONSE"),
 ];
 
 fn result(r: &ExecutionResult) -> Value {
@@ -392,15 +393,7 @@ impl Fields {
 }
 
 fn unexpected(what: &str, got: &Value) -> FieldError {
-    let mut shown = format!("{got:?}");
-    if shown.len() > 80 {
-        let mut cut = 80;
-        while !shown.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        shown.truncate(cut);
-        shown.push('…');
-    }
+    let shown = prefix(&format!("{got:?}"), 80);
     FieldError::new("", format!("expected {what}, got {shown}"))
 }
 
@@ -549,13 +542,21 @@ fn read_parent(v: Value) -> Result<ParentRef, FieldError> {
 }
 
 fn read_result(v: Value) -> Result<ExecutionResult, FieldError> {
+    read_result_with(v, read_json)
+}
+
+/// A result whose `ok` / `err` value (JSON text) is read by `value`.
+fn read_result_with(
+    v: Value,
+    mut value: impl FnMut(Value) -> Result<serde_json::Value, FieldError>,
+) -> Result<ExecutionResult, FieldError> {
     let mut f = Fields::of(v)?;
     f.get("outcome", |v| {
         let (i, v) = read_branch(v)?;
         let mut b = Fields::of(v)?;
         match i {
-            0 => Ok(ExecutionResult::Ok(b.get("value", read_json)?)),
-            1 => Ok(ExecutionResult::Err(b.get("value", read_json)?)),
+            0 => Ok(ExecutionResult::Ok(b.get("value", &mut value)?)),
+            1 => Ok(ExecutionResult::Err(b.get("value", &mut value)?)),
             2 => {
                 let kind = b.get("kind", |v| {
                     let s = read_symbol(v)?;
@@ -598,6 +599,14 @@ fn read_schedule_at(v: Value) -> Result<ScheduleAt, FieldError> {
 }
 
 fn read_response(v: Value) -> Result<Response, FieldError> {
+    read_response_with(v, read_json)
+}
+
+/// A response whose result value (JSON text), if it has one, is read by `value`.
+fn read_response_with(
+    v: Value,
+    value: impl FnMut(Value) -> Result<serde_json::Value, FieldError>,
+) -> Result<Response, FieldError> {
     let mut f = Fields::of(v)?;
     f.get("response", |v| {
         let (i, v) = read_branch(v)?;
@@ -605,7 +614,7 @@ fn read_response(v: Value) -> Result<Response, FieldError> {
         match i {
             0 => Ok(Response::ChildExecutionFinished {
                 child_execution_id: b.get("child_execution_id", read_parsed)?,
-                result: b.get("result", read_result)?,
+                result: b.get("result", |v| read_result_with(v, value))?,
             }),
             1 => Ok(Response::DelayFinished {
                 delay_id: b.get("delay_id", read_parsed)?,
@@ -741,11 +750,78 @@ impl AvroRecord for Submission {
 /// A `Submission` as the workflow worker reads it: every field as [`Submission`] reads them,
 /// except that params which are not a JSON array do not fail the record; they are kept as
 /// their text (a JSON string) with the reason, so that the execution can still be created
-/// and finished with `invalid-params` for its caller to hear (issue 11 item 9).
+/// and finished with `invalid-params` for its caller to hear (issue 11 item 9). Likewise a
+/// function name that does not parse: `ffqn` is then
+/// [`unparsable_ffqn`](weir_core::records::unparsable_ffqn) and `ffqn_error`
+/// says why, so that the caller hears `unknown-function`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SubmissionInput {
     pub submission: Submission,
     pub params_error: Option<String>,
+    pub ffqn_error: Option<String>,
+}
+
+/// A `Response` as the workflow worker reads it: a child's answer whose value is not JSON
+/// text does not fail the record, because its child id is readable: it becomes that child's
+/// `invalid-response` error, and `value_error` says why (issue 11 item 15).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ResponseInput {
+    pub response: Response,
+    pub value_error: Option<String>,
+}
+
+impl AvroRecord for ResponseInput {
+    const NAME: &'static str = "Response";
+
+    fn to_avro(&self) -> Result<Value, FieldError> {
+        self.response.to_avro()
+    }
+
+    fn from_avro(value: Value) -> Result<Self, FieldError> {
+        let mut value_error = None;
+        let response = read_response_with(value, |v| {
+            let text = read_string(v)?;
+            Ok(serde_json::from_str(&text).unwrap_or_else(|e| {
+                value_error = Some(format!(
+                    "the value is not JSON text ({e}): `{}`",
+                    prefix(&text, 200)
+                ));
+                serde_json::Value::Null
+            }))
+        })?;
+        let response = match (response, &value_error) {
+            (
+                Response::ChildExecutionFinished {
+                    child_execution_id, ..
+                },
+                Some(error),
+            ) => Response::ChildExecutionFinished {
+                result: ExecutionResult::ExecutionError(ExecutionError {
+                    kind: ExecutionErrorKind::InvalidResponse,
+                    reason: format!("the answer for {child_execution_id} was not taken: {error}"),
+                    detail: None,
+                }),
+                child_execution_id,
+            },
+            (response, _) => response,
+        };
+        Ok(ResponseInput {
+            response,
+            value_error,
+        })
+    }
+}
+
+/// At most `max` bytes of `text`, cut at a character boundary, with `…` if cut.
+fn prefix(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut cut = max;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}…", &text[..cut])
 }
 
 impl AvroRecord for SubmissionInput {
@@ -758,7 +834,11 @@ impl AvroRecord for SubmissionInput {
     fn from_avro(value: Value) -> Result<Self, FieldError> {
         let mut f = Fields::of(value)?;
         let execution_id = f.get("execution_id", read_parsed)?;
-        let ffqn = f.get("ffqn", read_parsed)?;
+        let name = f.get("ffqn", read_string)?;
+        let (ffqn, ffqn_error) = match name.parse() {
+            Ok(ffqn) => (ffqn, None),
+            Err(e) => (weir_core::records::unparsable_ffqn(), Some(format!("{e}"))),
+        };
         let text = f.get("params", read_string)?;
         let (params, params_error) = match read_params(Value::String(text.clone())) {
             Ok(params) => (params, None),
@@ -775,6 +855,7 @@ impl AvroRecord for SubmissionInput {
                 metadata: f.get("metadata", read_string_map)?,
             },
             params_error,
+            ffqn_error,
         })
     }
 }

@@ -44,7 +44,7 @@ use apache_avro::reader::datum::GenericDatumReader;
 use apache_avro::types::Value;
 use apache_avro::writer::datum::GenericDatumWriter;
 
-pub use convert::{AvroRecord, SubmissionInput};
+pub use convert::{AvroRecord, ResponseInput, SubmissionInput};
 pub use error::{
     DecodeError, DecodeErrorKind, EncodeError, FieldError, RecordPosition, RegistryError, SchemaRef,
 };

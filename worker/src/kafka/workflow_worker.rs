@@ -33,9 +33,9 @@ use super::group::{Departure, RebalanceTracker, collect_batch, rewind_to_committ
 use super::history_reader;
 use super::materialiser::{MaterialiseError, Materialiser};
 use super::transaction::{TransactionError, Transactor};
-use crate::codec::{Codec, HistoryRecord, RecordPosition, SubmissionInput};
+use crate::codec::{Codec, HistoryRecord, RecordPosition, ResponseInput, SubmissionInput};
 use crate::metrics::Metrics;
-use crate::model::{ExecutionId, Response};
+use crate::model::ExecutionId;
 use crate::store::patience::{Patience, patiently};
 use crate::store::{Store, StoreError, TimerRow};
 use crate::topology::{TopicRole, Topology};
@@ -452,20 +452,30 @@ impl KafkaLog {
                 .codec
                 .decode_fetching::<SubmissionInput>(payload, &position)
                 .await
-                .map(|input| match input.params_error {
-                    None => Body::Submission(input.submission),
-                    Some(error) => Body::UnparsableParams {
+                .map(|input| match (input.ffqn_error, input.params_error) {
+                    (Some(error), _) => Body::UnparsableFfqn {
                         submission: input.submission,
                         error,
                     },
+                    (None, Some(error)) => Body::UnparsableParams {
+                        submission: input.submission,
+                        error,
+                    },
+                    (None, None) => Body::Submission(input.submission),
                 });
             (InputTopic::Submissions, body)
         } else {
             let body = self
                 .codec
-                .decode_fetching::<Response>(payload, &position)
+                .decode_fetching::<ResponseInput>(payload, &position)
                 .await
-                .map(Body::Response);
+                .map(|input| match input.value_error {
+                    None => Body::Response(input.response),
+                    Some(error) => Body::MalformedAnswer {
+                        response: input.response,
+                        error,
+                    },
+                });
             (InputTopic::Responses, body)
         };
         PolledRecord {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use crate::model::{Ffqn, HistoryEvent, Response};
+use crate::model::{ExecutionResult, Ffqn, HistoryEvent, Response};
 use crate::replay::Execution;
 
 use super::activity::{self, ActivityOutcome, ActivityTemplate, AttemptReport, Cancellation};
@@ -194,6 +194,47 @@ impl WasmHost {
         Ok(template.run_attempt(params, timeout).await)
     }
 
+    /// What the requests for activity `ffqn` carry, from its component's declaration: every
+    /// activity's attempt is bounded by its `timeout_ms`; a declaration-only (external) one
+    /// also has a deadline that far from its request, which its service is told.
+    pub fn request_terms(&self, ffqn: &Ffqn) -> weir_core::runner::RequestTerms {
+        let Some(component) = self
+            .registry
+            .function(ffqn)
+            .and_then(|f| self.registry.component(&f.component))
+        else {
+            return Default::default();
+        };
+        let timeout = component.spec.limits.timeout;
+        weir_core::runner::RequestTerms {
+            attempt_timeout: Some(timeout),
+            deadline_after: component.spec.external.then_some(timeout),
+        }
+    }
+
+    /// Type-checks an answer for a child calling `ffqn`, when `ffqn` is a declaration-only
+    /// (external) activity: its service is any Kafka client, so its values are checked
+    /// against the WIT here, where they enter, not when the workflow reads them. The answers
+    /// of Weir's own activities and workflows are typed where they are made.
+    pub fn check_answer(&self, ffqn: &Ffqn, result: &ExecutionResult) -> Result<(), String> {
+        let Some(function) = self.registry.function(ffqn) else {
+            return Ok(());
+        };
+        let external = self
+            .registry
+            .component(&function.component)
+            .is_some_and(|c| c.spec.external);
+        if !external {
+            return Ok(());
+        }
+        match super::values::result_to_val(result, &function.result) {
+            Err(super::values::ProjectionError::Conversion(e)) => Err(e.to_string()),
+            // An execution error the caller's type cannot carry is the caller's rule, applied
+            // when it reads the answer.
+            Ok(_) | Err(super::values::ProjectionError::Unrepresentable { .. }) => Ok(()),
+        }
+    }
+
     /// The retry policy and limits of the activity `ffqn`, if this host runs it.
     pub fn activity_settings(&self, ffqn: &Ffqn) -> Option<(&RetryPolicy, &Limits)> {
         self.activities
@@ -229,6 +270,14 @@ impl weir_core::runner::WorkflowRunner for WasmRunner {
             SubmitError::UnknownFunction(_) => Rejection::UnknownFunction(e.to_string()),
             SubmitError::Params(_) => Rejection::InvalidParams(e.to_string()),
         })
+    }
+
+    fn request_terms(&self, ffqn: &Ffqn) -> weir_core::runner::RequestTerms {
+        self.0.request_terms(ffqn)
+    }
+
+    fn check_answer(&self, ffqn: &Ffqn, result: &ExecutionResult) -> Result<(), String> {
+        self.0.check_answer(ffqn, result)
     }
 
     async fn start(
