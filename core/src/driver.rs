@@ -349,18 +349,12 @@ where
         // when it was written must be read before it is due.
         self.refill_timers(now).await?;
         let timers = self.timers.take_due(now, self.config.max_batch);
-        let starts = self.processor.starts_due(now, self.config.max_batch);
-        if records.is_empty() && timers.is_empty() && starts.is_empty() {
+        if records.is_empty() && timers.is_empty() {
             self.write_idle_watermarks(now).await?;
             return Ok(true);
         }
-        let span = tracing::info_span!(
-            "batch",
-            records = records.len(),
-            timers = timers.len(),
-            starts = starts.len()
-        );
-        self.process_and_commit(records, timers, starts, now)
+        let span = tracing::info_span!("batch", records = records.len(), timers = timers.len());
+        self.process_and_commit(records, timers, now)
             .instrument(span)
             .await?;
         Ok(true)
@@ -471,18 +465,14 @@ where
         &mut self,
         records: Vec<PolledRecord>,
         timers: Vec<TimerRow>,
-        starts: Vec<ExecutionId>,
         now: DateTime<Utc>,
     ) -> Result<(), DriverError> {
         let mut batch = Batch::new(now);
-        let inputs = records.len() + timers.len() + starts.len();
+        let inputs = records.len() + timers.len();
         for record in records {
             self.positions
                 .insert((record.topic, record.partition), record.offset + 1);
             self.process(&mut batch, record.input).await?;
-        }
-        for id in starts {
-            self.process(&mut batch, Input::RetryStart(id)).await?;
         }
         for timer in &timers {
             if self

@@ -54,8 +54,8 @@
 //!   dead-letter); a schedule timer starts its execution if it is still scheduled.
 //! - **A run that cannot start** for a reason that passes (a full instance pool, a component
 //!   a rolling deploy has not brought yet, an incomplete read of its journal) is parked, not
-//!   finished: its start is tried again after 1 s, doubling to a minute
-//!   ([`Processor::starts_due`], [`Input::RetryStart`]), and at its next input.
+//!   finished: its start is tried again after 1 s, doubling to a minute, by a `retry` timer
+//!   (durable: a new owner of the partition tries it too), and at its next input.
 //! - A run's new events are appended, then its outputs become effects; `Finished` appends
 //!   the last entry and answers the parent (`weir.responses`) or `weir.results`.
 
@@ -167,9 +167,6 @@ pub enum Input {
     },
     /// A due timer of an owned partition.
     TimerDue(TimerRow),
-    /// Try again to start the run of an execution whose start was deferred
-    /// ([`Processor::starts_due`]).
-    RetryStart(ExecutionId),
 }
 
 /// The effects of one batch, in order, and the executions it touched.
@@ -229,15 +226,6 @@ pub struct ProcessorStats {
     pub deferred_starts: u64,
 }
 
-/// A start deferred, and when to try it again.
-#[derive(Debug, Clone)]
-struct Deferred {
-    /// Failed tries so far.
-    attempt: u32,
-    /// `None` while a retry is under way.
-    due: Option<DateTime<Utc>>,
-}
-
 /// The delay before retrying a deferred start, after `attempt` failed tries: 1 s, doubling,
 /// at most a minute.
 pub fn start_retry_delay(attempt: u32) -> chrono::Duration {
@@ -262,8 +250,9 @@ pub struct Processor<R: WorkflowRunner> {
     config: ProcessorConfig,
     cache: IndexMap<ExecutionId, Live<R::Run>>,
     stats: ProcessorStats,
-    /// Executions whose run could not start for a reason that passes, to try again.
-    deferred: IndexMap<ExecutionId, Deferred>,
+    /// Executions whose run could not start for a reason that passes, with the failed tries
+    /// so far (a new owner starts counting again); their `retry` timers try again.
+    deferred: IndexMap<ExecutionId, u32>,
 }
 
 impl<R: WorkflowRunner> Processor<R> {
@@ -316,7 +305,6 @@ impl<R: WorkflowRunner> Processor<R> {
             }
             Input::Record { body: Err(_), .. } => return None,
             Input::TimerDue(timer) => timer.execution_id.clone(),
-            Input::RetryStart(id) => id.clone(),
         };
         match self.cache.get(&id) {
             None => Some((id, 0)),
@@ -358,7 +346,7 @@ impl<R: WorkflowRunner> Processor<R> {
                 Start::Rebuild(rebuilt.events, rebuilt.responses),
             )
             .await?;
-            self.note_start(id, deferred, batch.now);
+            self.note_start(id, deferred, batch);
         }
         self.cache.insert(id.clone(), live);
         Ok(())
@@ -416,7 +404,6 @@ impl<R: WorkflowRunner> Processor<R> {
     pub async fn step(&mut self, batch: &mut Batch, input: Input) -> Result<(), ProcessorError> {
         match input {
             Input::TimerDue(timer) => self.fire_timer(batch, timer).await,
-            Input::RetryStart(id) => self.retry_start(batch, id).await,
             Input::Record {
                 index,
                 partition,
@@ -658,7 +645,7 @@ impl<R: WorkflowRunner> Processor<R> {
                     Start::Fresh,
                 )
                 .await?;
-                self.note_start(&id, deferred, batch.now);
+                self.note_start(&id, deferred, batch);
             }
         }
         self.cache.insert(id, live);
@@ -863,6 +850,7 @@ impl<R: WorkflowRunner> Processor<R> {
                     .await
             }
             TimerKind::Schedule => self.start_scheduled(batch, &timer.execution_id).await,
+            TimerKind::Retry => self.retry_start(batch, timer.execution_id).await,
         }
     }
 
@@ -888,13 +876,13 @@ impl<R: WorkflowRunner> Processor<R> {
             Start::Scheduled,
         )
         .await?;
-        self.note_start(id, deferred, batch.now);
+        self.note_start(id, deferred, batch);
         Ok(())
     }
 
-    /// A deferred start is due. A running execution was rebuilt (and its run started, or
-    /// deferred again) by the rehydration [`Processor::needs`] asked for; a scheduled one
-    /// starts now.
+    /// A deferred start is due (its `retry` timer fired). A running execution was rebuilt
+    /// (and its run started, or deferred again) by the rehydration [`Processor::needs`] asked
+    /// for; a scheduled one starts now; one that started or finished meanwhile is left.
     async fn retry_start(
         &mut self,
         batch: &mut Batch,
@@ -910,40 +898,26 @@ impl<R: WorkflowRunner> Processor<R> {
         }
     }
 
-    /// After a start of `id`: forgets a deferral that succeeded, or schedules the next try.
-    fn note_start(&mut self, id: &ExecutionId, deferred: Option<String>, now: DateTime<Utc>) {
-        match deferred {
-            None => {
-                self.deferred.shift_remove(id);
-            }
-            Some(reason) => {
-                let entry = self.deferred.entry(id.clone()).or_insert(Deferred {
-                    attempt: 0,
-                    due: None,
-                });
-                entry.attempt += 1;
-                let delay = start_retry_delay(entry.attempt);
-                entry.due = Some(now + delay);
-                self.stats.deferred_starts += 1;
-                tracing::warn!(execution = %id, attempt = entry.attempt, retry_in = %delay, %reason, "the run cannot start now; it is parked and tried again");
-            }
-        }
-    }
-
-    /// Executions whose deferred start is due at `now` (at most `max`); each is taken until
-    /// its retry (an [`Input::RetryStart`]) succeeds or is deferred again.
-    pub fn starts_due(&mut self, now: DateTime<Utc>, max: usize) -> Vec<ExecutionId> {
-        let mut due = Vec::new();
-        for (id, deferred) in self.deferred.iter_mut() {
-            if due.len() >= max {
-                break;
-            }
-            if deferred.due.is_some_and(|at| at <= now) {
-                deferred.due = None;
-                due.push(id.clone());
-            }
-        }
-        due
+    /// After a start of `id`: forgets a deferral that succeeded, or puts the `retry` timer of
+    /// the next try (the timer that fired, if any, is deleted by the driver).
+    fn note_start(&mut self, id: &ExecutionId, deferred: Option<String>, batch: &mut Batch) {
+        let Some(reason) = deferred else {
+            self.deferred.shift_remove(id);
+            return;
+        };
+        let attempt = self.deferred.entry(id.clone()).or_insert(0);
+        *attempt += 1;
+        let delay = start_retry_delay(*attempt);
+        tracing::warn!(execution = %id, attempt = *attempt, retry_in = %delay, %reason, "the run cannot start now; it is parked and tried again");
+        self.stats.deferred_starts += 1;
+        batch.effects.push(Effect::PutTimer(TimerRow {
+            kafka_partition: self.partition_of(id),
+            due_at: batch.now + delay,
+            timer_id: format!("retry:{id}"),
+            execution_id: id.clone(),
+            kind: TimerKind::Retry,
+            payload: Vec::new(),
+        }));
     }
 
     /// Executions parked with a deferred start.

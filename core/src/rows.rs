@@ -79,6 +79,10 @@ named_enum!(
         Delay => "delay",
         /// Starts a scheduled execution.
         Schedule => "schedule",
+        /// Tries again to start the run of an execution whose start was deferred (a full
+        /// instance pool, a component a rolling deploy has not brought yet): durable, so that
+        /// a new owner tries it too.
+        Retry => "retry",
     }
 );
 
@@ -122,7 +126,7 @@ pub struct TimerRow {
     /// The partition of the co-partitioned topics that owns the timer's execution.
     pub kafka_partition: i32,
     pub due_at: DateTime<Utc>,
-    /// Unique per timer (a delay id, `schedule:<execution id>`).
+    /// Unique per timer (a delay id, `schedule:<execution id>`, `retry:<execution id>`).
     pub timer_id: String,
     pub execution_id: ExecutionId,
     pub kind: TimerKind,

@@ -143,24 +143,33 @@ impl weir_core::runner::WorkflowRunner for PoolFullRunner {
     }
 }
 
+/// The `retry` timer among `effects`.
+fn retry_timer(effects: &[Effect]) -> Option<weir_core::rows::TimerRow> {
+    effects.iter().find_map(|e| match e {
+        Effect::PutTimer(t) if t.kind == weir_core::rows::TimerKind::Retry => Some(t.clone()),
+        _ => None,
+    })
+}
+
 /// Issue 11 items 10 and 17: a run the host cannot start for a reason that passes (here a
 /// full instance pool) was finished with `trap`, a permanent failure of a healthy execution.
-/// It is parked instead, its start tried again after 1 s, then 2 s, and it runs once the
-/// host has room.
+/// It is parked instead, its start tried again by a `retry` timer after 1 s, then 2 s, and it
+/// runs once the host has room. The timer is durable: a new owner of the partition (a
+/// processor that never saw the deferral, as after a take-over) that loads it from the store
+/// tries the start too (before, the retries lived in memory and a new owner never tried).
 #[test]
 fn a_start_the_host_has_no_room_for_is_deferred_not_failed() {
     use weir_core::records::HistoryRecord;
 
-    let mut processor = Processor::new(
-        PoolFullRunner {
-            full: std::sync::atomic::AtomicU32::new(2),
-        },
-        ProcessorConfig {
-            cache_size: 16,
-            max_record_bytes: 1 << 20,
-            partitions: 1,
-        },
-    );
+    let runner = |full| PoolFullRunner {
+        full: std::sync::atomic::AtomicU32::new(full),
+    };
+    let config = ProcessorConfig {
+        cache_size: 16,
+        max_record_bytes: 1 << 20,
+        partitions: 1,
+    };
+    let mut processor = Processor::new(runner(2), config);
     let id = ExecutionId::top_level(ulid::Ulid::new());
     let submission = Submission {
         execution_id: id.clone(),
@@ -209,43 +218,44 @@ fn a_start_the_host_has_no_room_for_is_deferred_not_failed() {
         "parked, neither finished nor started: {:?}",
         batch.effects
     );
-    let mut history = keep(&batch.effects, now());
+    let history = keep(&batch.effects, now());
     assert_eq!(processor.deferred(), 1);
     assert_eq!(processor.stats().deferred_starts, 1);
     let later = |ms: i64| now() + chrono::Duration::milliseconds(ms);
-    assert!(processor.starts_due(later(999), 10).is_empty());
+    let timer = retry_timer(&batch.effects).expect("a retry timer");
+    assert_eq!(timer.due_at, later(1_000));
+    assert_eq!(timer.execution_id, id);
     // Each retry as the driver runs it: rehydrate what `needs` names, then step.
-    let retry = |processor: &mut Processor<PoolFullRunner>, at, history: Vec<_>| {
-        let due = processor.starts_due(at, 10);
-        assert_eq!(due, vec![id.clone()]);
-        let input = Input::RetryStart(id.clone());
-        let mut batch = Batch::new(at);
+    let retry = |processor: &mut Processor<PoolFullRunner>, timer, history: Vec<_>| {
+        let input = Input::TimerDue(timer);
+        let mut batch = Batch::new(later(1_000));
         if let Some((needed, _)) = processor.needs(&input) {
             block_on(processor.rehydrate(&mut batch, &needed, Some(history))).expect("rebuilt");
         }
         block_on(processor.step(&mut batch, input)).expect("no processor error");
         batch.effects
     };
-    let effects = retry(&mut processor, later(1_000), history.clone());
+    let effects = retry(&mut processor, timer, history.clone());
     assert!(
         !effects
             .iter()
             .any(|e| matches!(e, Effect::RequestActivity(_)))
     );
-    history = keep(&effects, later(1_000));
-    assert!(
-        processor.starts_due(later(2_999), 10).is_empty(),
-        "the second delay is 2 s"
-    );
-    let effects = retry(&mut processor, later(3_000), history);
+    let timer = retry_timer(&effects).expect("the next retry timer");
+    assert_eq!(timer.due_at, later(3_000), "the second delay is 2 s");
+    let history = keep(&effects, later(1_000));
+
+    // A new owner (nothing in memory) loads the timer from the store and starts the run.
+    let mut new_owner = Processor::new(runner(0), config);
+    let effects = retry(&mut new_owner, timer, history);
     assert!(
         effects
             .iter()
             .any(|e| matches!(e, Effect::RequestActivity(_))),
         "started once the pool had room: {effects:?}"
     );
-    assert_eq!(processor.deferred(), 0);
-    assert_eq!(processor.stats().deferred_starts, 2);
+    assert!(retry_timer(&effects).is_none(), "{effects:?}");
+    assert_eq!(new_owner.deferred(), 0);
 }
 
 #[test]
