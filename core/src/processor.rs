@@ -224,6 +224,8 @@ pub struct ProcessorStats {
     /// Starts deferred because the host or the store could not run them then (a full instance
     /// pool, a component a rolling deploy has not brought yet, an incomplete read).
     pub deferred_starts: u64,
+    /// Parked runs dropped to make room for a run the host had no room for.
+    pub evicted_for_room: u64,
 }
 
 /// The delay before retrying a deferred start, after `attempt` failed tries: 1 s, doubling,
@@ -253,6 +255,9 @@ pub struct Processor<R: WorkflowRunner> {
     /// Executions whose run could not start for a reason that passes, with the failed tries
     /// so far (a new owner starts counting again); their `retry` timers try again.
     deferred: IndexMap<ExecutionId, u32>,
+    /// The materialiser's last job in the store, as of the last [`Processor::evict`]: runs
+    /// pinned by a later one are never dropped.
+    materialised: u64,
 }
 
 impl<R: WorkflowRunner> Processor<R> {
@@ -263,6 +268,7 @@ impl<R: WorkflowRunner> Processor<R> {
             cache: IndexMap::new(),
             stats: ProcessorStats::default(),
             deferred: IndexMap::new(),
+            materialised: 0,
         }
     }
 
@@ -900,11 +906,15 @@ impl<R: WorkflowRunner> Processor<R> {
 
     /// After a start of `id`: forgets a deferral that succeeded, or puts the `retry` timer of
     /// the next try (the timer that fired, if any, is deleted by the driver).
-    fn note_start(&mut self, id: &ExecutionId, deferred: Option<String>, batch: &mut Batch) {
-        let Some(reason) = deferred else {
+    fn note_start(&mut self, id: &ExecutionId, deferred: Option<RunError>, batch: &mut Batch) {
+        let Some(error) = deferred else {
             self.deferred.shift_remove(id);
             return;
         };
+        let reason = error.to_string();
+        if let RunError::NoCapacity { .. } = error {
+            self.make_room(id);
+        }
         let attempt = self.deferred.entry(id.clone()).or_insert(0);
         *attempt += 1;
         let delay = start_retry_delay(*attempt);
@@ -918,6 +928,23 @@ impl<R: WorkflowRunner> Processor<R> {
             kind: TimerKind::Retry,
             payload: Vec::new(),
         }));
+    }
+
+    /// The host had no room for `id`'s run: drops the least recently used parked run that
+    /// can be rebuilt from the store (not `id`, not pinned by a batch the store lacks), so
+    /// that its instance is free for the retry. Parked runs hold instances for as long as
+    /// their executions wait; without this, a pool full of them would defer every new start
+    /// until one of them finished.
+    fn make_room(&mut self, id: &ExecutionId) {
+        let materialised = self.materialised;
+        let victim = self.cache.iter_mut().find(|(other, live)| {
+            *other != id && live.run.is_some() && live.pinned_until <= materialised
+        });
+        if let Some((other, live)) = victim {
+            tracing::info!(execution = %id, evicted = %other, "no room for a run: the least recently used parked run is dropped");
+            live.run = None;
+            self.stats.evicted_for_room += 1;
+        }
     }
 
     /// Executions parked with a deferred start.
@@ -955,6 +982,7 @@ impl<R: WorkflowRunner> Processor<R> {
     /// whatever the count: a rebuild would read a store that is behind. Call it only between
     /// batches.
     pub fn evict(&mut self, materialised: u64) {
+        self.materialised = materialised;
         let limit = self.config.cache_size.max(1);
         let parked = self.parked();
         let mut excess = parked.saturating_sub(limit);
@@ -1114,7 +1142,7 @@ enum Start {
 /// Starts (or rebuilds) the run of `live` and adds what it produced to the batch. A run that
 /// cannot start for a reason that passes ([`RunError::is_retryable`]: a full instance pool,
 /// a component a rolling deploy has not brought yet, an incomplete read of the journal) is
-/// not finished: it stays parked, and the reason is returned so that the start is tried
+/// not finished: it stays parked, and the error is returned so that the start is tried
 /// again (before, it finished with `trap`). Any other failure finishes it with `trap`.
 async fn start_run<R: WorkflowRunner>(
     rules: Rules<'_, R>,
@@ -1122,7 +1150,7 @@ async fn start_run<R: WorkflowRunner>(
     batch: &mut Batch,
     live: &mut Live<R::Run>,
     start: Start,
-) -> Result<Option<String>, ProcessorError> {
+) -> Result<Option<RunError>, ProcessorError> {
     let execution = Execution {
         id: live.view.id.clone(),
         ffqn: live.view.created.ffqn.clone(),
@@ -1143,7 +1171,7 @@ async fn start_run<R: WorkflowRunner>(
             apply_step(rules, stats, batch, live, step).await?;
             Ok(None)
         }
-        Err(e) if e.is_retryable(rebuilding) => Ok(Some(e.to_string())),
+        Err(e) if e.is_retryable(rebuilding) => Ok(Some(e)),
         Err(e) => {
             tracing::warn!(execution = %live.view.id, error = %e, "execution failed to start");
             let result = error_result(ExecutionErrorKind::Trap, e.to_string());

@@ -760,3 +760,141 @@ fn a_submission_with_an_unparsable_function_name_is_answered() {
         }
     )));
 }
+
+/// A runner whose runs each hold one of `free` instance slots while they exist, as the
+/// wasmtime host's parked runs hold pool instances.
+struct SlotRunner {
+    free: std::sync::Arc<std::sync::atomic::AtomicU32>,
+}
+
+struct SlotRun {
+    inner: <SimRunner as weir_core::runner::WorkflowRunner>::Run,
+    free: std::sync::Arc<std::sync::atomic::AtomicU32>,
+}
+
+impl Drop for SlotRun {
+    fn drop(&mut self) {
+        self.free.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl weir_core::runner::WorkflowRun for SlotRun {
+    async fn deliver(
+        &mut self,
+        response: weir_core::model::Response,
+        now: DateTime<Utc>,
+    ) -> Result<weir_core::runner::RunStep, weir_core::runner::RunError> {
+        self.inner.deliver(response, now).await
+    }
+}
+
+impl weir_core::runner::WorkflowRunner for SlotRunner {
+    type Run = SlotRun;
+
+    fn check_submission(
+        &self,
+        ffqn: &weir_core::model::Ffqn,
+        params: &serde_json::Value,
+    ) -> Result<(), weir_core::runner::Rejection> {
+        SimRunner.check_submission(ffqn, params)
+    }
+
+    async fn start(
+        &self,
+        execution: weir_core::replay::Execution,
+        history: Vec<weir_core::model::HistoryEvent>,
+        responses: Vec<weir_core::model::Response>,
+        now: DateTime<Utc>,
+    ) -> Result<(Self::Run, weir_core::runner::RunStep), weir_core::runner::RunError> {
+        use std::sync::atomic::Ordering;
+        if self
+            .free
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_err()
+        {
+            return Err(weir_core::runner::RunError::NoCapacity {
+                execution: execution.id.to_string(),
+                reason: "every instance is taken".into(),
+            });
+        }
+        let free = std::sync::Arc::clone(&self.free);
+        match SimRunner.start(execution, history, responses, now).await {
+            Ok((inner, step)) => Ok((SlotRun { inner, free }, step)),
+            Err(e) => {
+                free.fetch_add(1, Ordering::SeqCst);
+                Err(e)
+            }
+        }
+    }
+}
+
+/// Issue 11 item 17: parked runs hold their instances while they wait, so a pool full of them
+/// deferred every new start until one of them finished. A start the pool has no room for
+/// drops the least recently used parked run that the store can rebuild, and its retry runs.
+#[test]
+fn a_full_pool_of_parked_runs_makes_room_for_a_new_start() {
+    let free = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(1));
+    let mut processor = Processor::new(
+        SlotRunner {
+            free: std::sync::Arc::clone(&free),
+        },
+        ProcessorConfig {
+            cache_size: 16,
+            max_record_bytes: 1 << 20,
+            partitions: 1,
+        },
+    );
+    // The driver's call between batches: everything so far is in the store.
+    processor.evict(0);
+    let first = seq_request(&mut processor);
+    assert_eq!(processor.parked(), 1);
+    let id = ExecutionId::top_level(ulid::Ulid::new());
+    let input = Input::Record {
+        index: 0,
+        partition: 0,
+        key: Some(id.to_string()),
+        size: 100,
+        body: Ok(Body::Submission(Submission {
+            execution_id: id.clone(),
+            ffqn: Workflow::Seq.ffqn(),
+            params: json!([1, 6]),
+            parent: None,
+            scheduled_at: None,
+            correlation_id: None,
+            metadata: Default::default(),
+        })),
+    };
+    let mut batch = Batch::new(now());
+    block_on(processor.step(&mut batch, input)).expect("no processor error");
+    let stored: Vec<(weir_core::records::HistoryRecord, DateTime<Utc>)> = appended(&batch.effects)
+        .into_iter()
+        .map(|(seq, entry)| {
+            let record = weir_core::records::HistoryRecord {
+                execution_id: id.clone(),
+                seq,
+                entry,
+            };
+            (record, now())
+        })
+        .collect();
+    let timer = retry_timer(&batch.effects).expect("deferred: no room");
+    assert_eq!(processor.stats().evicted_for_room, 1);
+    assert!(
+        processor.view(&first.parent_execution_id).is_some(),
+        "the evicted execution stays known; only its run is dropped"
+    );
+    assert_eq!(processor.parked(), 0);
+    let mut batch = Batch::new(timer.due_at);
+    let due = Input::TimerDue(timer);
+    assert_eq!(processor.needs(&due), Some((id.clone(), 0)));
+    block_on(processor.rehydrate(&mut batch, &id, Some(stored))).expect("rebuilt");
+    block_on(processor.step(&mut batch, due)).expect("no processor error");
+    assert!(
+        batch
+            .effects
+            .iter()
+            .any(|e| matches!(e, Effect::RequestActivity(r) if r.parent_execution_id == id)),
+        "the retry found room: {:?}",
+        batch.effects
+    );
+}

@@ -82,6 +82,11 @@ pub struct Metrics {
     pub executions_created: Counter,
     pub executions_finished: Counter,
     pub executions_replayed: Counter,
+    /// Starts the host could not run then (a full pool, a component not deployed yet),
+    /// parked and tried again by a `retry` timer.
+    pub execution_starts_deferred: Counter,
+    /// Parked runs dropped to make room for a start the pool had no room for.
+    pub executions_evicted_for_room: Counter,
     pub executions_cached: Gauge,
     pub executions_parked: Gauge,
     pub partitions_owned: Gauge,
@@ -144,6 +149,16 @@ impl Metrics {
             "executions_replayed_total",
             "Executions rebuilt from the store by replay.",
             self.executions_replayed.get(),
+        );
+        counter(
+            "execution_starts_deferred_total",
+            "Execution starts deferred (no room in the instance pool, a component not deployed yet) and tried again later.",
+            self.execution_starts_deferred.get(),
+        );
+        counter(
+            "executions_evicted_for_room_total",
+            "Parked runs dropped to make room for a run the instance pool had no room for.",
+            self.executions_evicted_for_room.get(),
         );
         counter(
             "store_retries_total",

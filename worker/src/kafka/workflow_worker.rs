@@ -283,11 +283,8 @@ impl<S: Store + 'static> WorkflowWorker<S> {
             generation: 0,
             polled: Vec::new(),
             polled_at: Instant::now(),
-            finished_reported: 0,
-            created_reported: 0,
-            replayed_reported: 0,
             group_gen: 0,
-            retried_reported: 0,
+            reported: Default::default(),
         };
         let store = StoreAdapter {
             store: Arc::clone(&self.store),
@@ -420,10 +417,8 @@ pub struct KafkaLog {
     /// The records of the last poll (for their DLQ copies).
     polled: Vec<OwnedMessage>,
     polled_at: Instant,
-    created_reported: u64,
-    finished_reported: u64,
-    replayed_reported: u64,
-    retried_reported: u64,
+    /// The processor's counters as last exported (they are cumulative; metrics get deltas).
+    reported: weir_core::processor::ProcessorStats,
 }
 
 impl KafkaLog {
@@ -672,16 +667,17 @@ impl Log for KafkaLog {
                 .seconds
                 .observe(self.polled_at.elapsed().as_secs_f64());
         }
-        let stats = report.stats;
+        let (now, last) = (report.stats, self.reported);
         m.executions_created
-            .add(stats.created.saturating_sub(self.created_reported));
+            .add(now.created.saturating_sub(last.created));
         m.executions_finished
-            .add(stats.finished.saturating_sub(self.finished_reported));
+            .add(now.finished.saturating_sub(last.finished));
         m.executions_replayed
-            .add(stats.replayed.saturating_sub(self.replayed_reported));
-        self.created_reported = stats.created;
-        self.finished_reported = stats.finished;
-        self.replayed_reported = stats.replayed;
-        self.retried_reported = report.retried;
+            .add(now.replayed.saturating_sub(last.replayed));
+        m.execution_starts_deferred
+            .add(now.deferred_starts.saturating_sub(last.deferred_starts));
+        m.executions_evicted_for_room
+            .add(now.evicted_for_room.saturating_sub(last.evicted_for_room));
+        self.reported = now;
     }
 }
