@@ -391,9 +391,18 @@ async fn a_worker_killed_with_sigkill_is_taken_over() {
     let _b = deployment.start_worker("b", &[]);
     let producer = deployment.producer();
     let ids = submit_orders(&deployment, &producer, "k", 40).await;
-    // Kill `a` once some work is done and more is in flight.
+    // Kill `a` once some work is done and more is in flight on `a` itself: it owns
+    // partitions and holds runs parked on answers (before, the test never checked that the
+    // killed worker had anything to lose).
     deployment.results(&ids[..3], RESULTS_TIMEOUT);
+    let held = wait_until("`a` to hold work in flight", RESULTS_TIMEOUT, || {
+        let metrics = a.metrics()?;
+        let owned = *metrics.get("weir_partitions_owned")?;
+        let parked = *metrics.get("weir_executions_parked")?;
+        (owned >= 1.0 && parked >= 1.0).then_some((owned, parked))
+    });
     a.signal("KILL");
+    eprintln!("killed `a` with {} partitions and {} parked runs", held.0, held.1);
     let results = deployment.results(&ids, RESULTS_TIMEOUT);
     for id in &ids {
         assert!(ok(&results[id])["tracking-number"].is_string(), "{id}");
