@@ -38,6 +38,16 @@ fn restarts(worker: &WorkerProcess) -> f64 {
         .unwrap_or(0.0)
 }
 
+fn committed(worker: &WorkerProcess) -> f64 {
+    worker
+        .metrics()
+        .and_then(|m| {
+            m.get("weir_batches_committed_total{worker=\"workflow\"}")
+                .copied()
+        })
+        .unwrap_or(0.0)
+}
+
 fn assert_alive(worker: &mut WorkerProcess, when: &str) {
     if let Some(status) = worker.child.try_wait().expect("try_wait") {
         panic!(
@@ -99,6 +109,7 @@ async fn a_static_worker_survives_a_broker_restart_and_finishes_everything_once(
 
     // Work in flight when the broker dies.
     submit_orders(&deployment, "before", 20, &mut expected).await;
+    let before_kill = committed(&worker);
     let killed = Instant::now();
     stack.kill9(Service::Kafka).expect("kill -9 the broker");
     // Away until the member's session (6 s) timed out on its side (librdkafka logs it).
@@ -112,6 +123,16 @@ async fn a_static_worker_survives_a_broker_restart_and_finishes_everything_once(
     assert_alive(&mut worker, "while the broker restarted");
 
     submit_orders(&deployment, "after", 20, &mut expected).await;
+    // The worker commits again, and is alive all along (a worker that exits fails here at
+    // once, instead of when the results do not come).
+    wait_until(
+        "the worker to commit again after the restart",
+        Duration::from_secs(120),
+        || {
+            assert_alive(&mut worker, "after the broker restart");
+            (committed(&worker) > before_kill).then_some(())
+        },
+    );
     let ids: Vec<ExecutionId> = expected.keys().cloned().collect();
     // `results` asserts one result per execution.
     let results = deployment.results(&ids, RESULTS_TIMEOUT);
