@@ -61,6 +61,9 @@ pub struct BatchMetrics {
     pub records_out: Counter,
     pub committed: Counter,
     pub aborted: Counter,
+    /// The worker's Kafka clients (consumer and transactional producer) rebuilt in process
+    /// after one failed fatally (`kafka::recovery`).
+    pub client_restarts: Counter,
     /// Processing and commit of a batch.
     pub seconds: Timing,
 }
@@ -265,7 +268,7 @@ impl Metrics {
             ("workflow", &self.workflow_batches),
             ("activity", &self.activity_batches),
         ];
-        let counters: [(&str, &str, Get); 4] = [
+        let counters: [(&str, &str, Get); 5] = [
             (
                 "records_in_total",
                 "Input records and timers of committed batches.",
@@ -283,6 +286,11 @@ impl Metrics {
                 "batches_aborted_total",
                 "Transactions aborted (batch reprocessed).",
                 |b| b.aborted.get(),
+            ),
+            (
+                "kafka_client_restarts_total",
+                "Kafka consumer and transactional producer rebuilt in process after a fatal client error.",
+                |b| b.client_restarts.get(),
             ),
         ];
         for (name, help, get) in counters {
@@ -352,6 +360,7 @@ mod tests {
         metrics.workflow_batches.committed.add(3);
         metrics.activity_batches.seconds.observe(0.5);
         metrics.partitions_owned.set(2);
+        metrics.activity_batches.client_restarts.inc();
         let addr = serve(Arc::clone(&metrics), "127.0.0.1:0".parse().unwrap())
             .await
             .unwrap();
@@ -383,5 +392,9 @@ mod tests {
             "one family, two series: {response}"
         );
         assert!(response.contains("weir_partitions_owned 2"), "{response}");
+        assert!(
+            response.contains("weir_kafka_client_restarts_total{worker=\"activity\"} 1"),
+            "{response}"
+        );
     }
 }

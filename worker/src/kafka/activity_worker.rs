@@ -66,6 +66,7 @@ use weir_core::retry::{self, Decision};
 
 use super::dlq::dead_letter;
 use super::group::{MemberContext, RebalanceTracker};
+use super::recovery::{Failure, Recovery};
 use super::transaction::{OutgoingRecord, TransactionError, Transactor};
 use super::workflow_worker::{GroupMember, WorkerConfig, WorkerError};
 use crate::codec::{ActivityCancel, ActivityRequest, Codec, DlqReason, RecordPosition};
@@ -505,30 +506,29 @@ impl ActivityWorker {
             info!("no activity routes to serve");
             return Ok(());
         }
-        let GroupMember {
-            consumer,
-            tracker,
-            transactor,
-        } = self.config.join_group(&topics, None).await?;
+        let mut member = self.config.join_group(&topics, None).await?;
+        let mut recovery = Recovery::new(self.config.static_membership);
         info!(instance = %self.config.instance_id, ?topics, settings = ?self.settings, "activity worker started");
         let (done_tx, mut done_rx) = mpsc::unbounded_channel::<TaskDone>();
         let mut services: HashMap<String, Arc<BaseConsumer>> = HashMap::new();
         let mut state = State::new();
-        let (mut generation, _) = tracker.snapshot();
+        let (mut generation, _) = member.tracker.snapshot();
         loop {
             if *shutdown.borrow() {
                 break;
             }
-            if consumer.context().should_leave() {
+            if member.consumer.context().should_leave() {
                 // On SIGTERM / SIGINT: what is finished is committed, then the member leaves its
                 // group, so that its partitions move at once (a static member does not leave
                 // by closing).
                 if state.dirty_since.is_some()
-                    && let Err(e) = self.commit(&consumer, &transactor, &mut state).await
+                    && let Err(e) = self
+                        .commit(&member.consumer, &member.transactor, &mut state)
+                        .await
                 {
                     warn!(error = %e, "the last activity commit before leaving failed; the next owner runs those attempts again");
                 }
-                super::group::leave(&consumer).await;
+                super::group::leave(&member.consumer).await;
                 break;
             }
             let wake = self.next_wake(&state);
@@ -537,7 +537,7 @@ impl ActivityWorker {
                 _ = shutdown.changed() => break,
                 Some(done) = done_rx.recv() => self.on_task_done(&mut state, done),
                 () = tokio::time::sleep_until(wake) => {}
-                polled = tokio::time::timeout(TICK, consumer.recv()) => match polled {
+                polled = tokio::time::timeout(TICK, member.consumer.recv()) => match polled {
                     Ok(Ok(message)) => {
                         let message = message.detach();
                         self.on_record(&mut state, message).await;
@@ -546,22 +546,50 @@ impl ActivityWorker {
                     Err(_idle) => {}
                 },
             }
-            let (now_generation, _) = tracker.snapshot();
+            if let Some((code, reason)) = member.consumer.client().fatal_error() {
+                // E.g. FENCED_INSTANCE_ID, after a broker was away longer than the session.
+                let cause = WorkerError::ConsumerFatal {
+                    group: self.config.group_id.clone(),
+                    instance_id: self.config.instance_id.clone(),
+                    code,
+                    reason,
+                };
+                let restarted = self
+                    .restart(
+                        &mut member,
+                        &topics,
+                        &mut recovery,
+                        &mut shutdown,
+                        &mut state,
+                        Failure::of_consumer(code),
+                        cause.to_string(),
+                    )
+                    .await?;
+                match restarted {
+                    Some(new_generation) => generation = new_generation,
+                    None => break,
+                }
+                continue;
+            }
+            let (now_generation, _) = member.tracker.snapshot();
             if now_generation != generation {
                 generation = now_generation;
-                self.take_over(&consumer, &mut state)?;
+                self.take_over(&member.consumer, &mut state)?;
                 continue;
             }
             self.fire_due(&mut state, Utc::now());
             self.start_ready(&mut state, &done_tx, &mut services);
-            self.flow_control(&consumer, &mut state)?;
+            self.flow_control(&member.consumer, &mut state)?;
             self.update_gauges(&state);
             let due = state.dirty_since.is_some_and(|since| {
                 since.elapsed() >= self.config.commit_interval
                     || state.out.len() >= self.config.max_batch_records
             });
             if due {
-                match self.commit(&consumer, &transactor, &mut state).await {
+                match self
+                    .commit(&member.consumer, &member.transactor, &mut state)
+                    .await
+                {
                     Ok(()) => {}
                     Err(WorkerError::Transaction(e))
                         if matches!(
@@ -571,7 +599,25 @@ impl ActivityWorker {
                     {
                         warn!(error = %e, "activity commit aborted; taking the partitions over again");
                         self.metrics.activity_batches.aborted.inc();
-                        self.take_over(&consumer, &mut state)?;
+                        self.take_over(&member.consumer, &mut state)?;
+                    }
+                    Err(WorkerError::Transaction(e)) if Failure::of_transaction(&e).is_some() => {
+                        let failure = Failure::of_transaction(&e).unwrap_or(Failure::Broken);
+                        let restarted = self
+                            .restart(
+                                &mut member,
+                                &topics,
+                                &mut recovery,
+                                &mut shutdown,
+                                &mut state,
+                                failure,
+                                e.to_string(),
+                            )
+                            .await?;
+                        match restarted {
+                            Some(new_generation) => generation = new_generation,
+                            None => break,
+                        }
                     }
                     Err(e) => return Err(e),
                 }
@@ -596,12 +642,49 @@ impl ActivityWorker {
             }
         }
         if state.dirty_since.is_some()
-            && let Err(error) = self.commit(&consumer, &transactor, &mut state).await
+            && let Err(error) = self
+                .commit(&member.consumer, &member.transactor, &mut state)
+                .await
         {
             warn!(%error, "the last activity commit failed; the next owner runs those requests again");
         }
-        consumer.unsubscribe();
+        member.consumer.unsubscribe();
         Ok(())
+    }
+
+    /// Rebuilds the member's clients after `failure` (see [`super::recovery`]) and drops
+    /// everything in flight (nothing is assigned to the new member yet; its assignment comes as
+    /// a rebalance). The new member's rebalance counter; `None` when the process is stopping.
+    #[allow(clippy::too_many_arguments)]
+    async fn restart(
+        &self,
+        member: &mut GroupMember,
+        topics: &[String],
+        recovery: &mut Recovery,
+        shutdown: &mut watch::Receiver<bool>,
+        state: &mut State,
+        failure: Failure,
+        cause: String,
+    ) -> Result<Option<u64>, WorkerError> {
+        let restarted = self
+            .config
+            .restart_member(
+                member,
+                topics,
+                None,
+                recovery,
+                failure,
+                cause,
+                &self.metrics.activity_batches.client_restarts,
+                shutdown,
+            )
+            .await?;
+        if !restarted {
+            return Ok(None);
+        }
+        self.take_over(&member.consumer, state)?;
+        let (generation, _) = member.tracker.snapshot();
+        Ok(Some(generation))
     }
 
     /// The next instant something waits for (a retry's backoff, a grace, a deadline, the

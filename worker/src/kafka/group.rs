@@ -28,6 +28,7 @@ use rdkafka::topic_partition_list::TopicPartitionList;
 use tracing::{error, info, warn};
 
 use super::KafkaConfig;
+use super::recovery::ClusterTrouble;
 use super::unfetchable;
 use crate::metrics::Metrics;
 
@@ -139,17 +140,27 @@ pub struct RebalanceTracker {
     /// only logged.
     kafka: Option<KafkaConfig>,
     metrics: Option<Arc<Metrics>>,
+    /// Where signs that this process lost the cluster itself are noted (see
+    /// [`super::recovery`]).
+    trouble: ClusterTrouble,
 }
 
 impl RebalanceTracker {
-    /// A tracker of a worker's member: it leaves its group when `departure` is requested, and
-    /// skips records it cannot fetch (probing with `kafka`, counting them in `metrics`).
-    pub fn new(departure: Departure, kafka: KafkaConfig, metrics: Arc<Metrics>) -> Self {
+    /// A tracker of a worker's member: it leaves its group when `departure` is requested,
+    /// skips records it cannot fetch (probing with `kafka`, counting them in `metrics`), and
+    /// notes in `trouble` when its session timed out on its own side or every broker was down.
+    pub fn new(
+        departure: Departure,
+        kafka: KafkaConfig,
+        metrics: Arc<Metrics>,
+        trouble: ClusterTrouble,
+    ) -> Self {
         departure.joined();
         RebalanceTracker {
             departure,
             kafka: Some(kafka),
             metrics: Some(metrics),
+            trouble,
             ..RebalanceTracker::default()
         }
     }
@@ -168,7 +179,33 @@ impl RebalanceTracker {
 
 impl ClientContext for RebalanceTracker {
     fn error(&self, error: KafkaError, reason: &str) {
+        if error.rdkafka_error_code() == Some(rdkafka::types::RDKafkaErrorCode::AllBrokersDown) {
+            self.trouble.note();
+        }
         log_client_error(&error, reason);
+    }
+
+    /// librdkafka's log, as rdkafka logs it by default (target `librdkafka`); a session that
+    /// timed out on this member's side (`SESSTMOUT`: no answer from the coordinator for a
+    /// whole session) is noted as trouble: the member rejoins under a new member id, and the
+    /// fencing of its old id that may follow is its own doing.
+    fn log(&self, level: rdkafka::config::RDKafkaLogLevel, fac: &str, log_message: &str) {
+        use rdkafka::config::RDKafkaLogLevel as Level;
+        if fac == "SESSTMOUT" {
+            self.trouble.note();
+        }
+        match level {
+            Level::Emerg | Level::Alert | Level::Critical | Level::Error => {
+                error!(target: "librdkafka", "librdkafka: {fac} {log_message}")
+            }
+            Level::Warning => warn!(target: "librdkafka", "librdkafka: {fac} {log_message}"),
+            Level::Notice | Level::Info => {
+                info!(target: "librdkafka", "librdkafka: {fac} {log_message}")
+            }
+            Level::Debug => {
+                tracing::debug!(target: "librdkafka", "librdkafka: {fac} {log_message}")
+            }
+        }
     }
 }
 

@@ -152,7 +152,7 @@ impl Transactor {
                 let timeout = self.timeout;
                 blocking(move || producer.abort_transaction(timeout))
                     .await
-                    .map_err(|e| self.classify("abort", e))?;
+                    .map_err(|e| self.abort_failed(e))?;
                 Err(error)
             }
             Err(error) => Err(error),
@@ -232,6 +232,31 @@ impl Transactor {
             .await
             .map_err(|e| self.classify("commit", e))?;
         Ok(landed)
+    }
+
+    /// An abort that failed leaves the producer unusable whatever the error: after a timeout
+    /// librdkafka's transaction stays in the aborting state (every later `begin` is refused),
+    /// and `INVALID_TXN_STATE` (a restarted broker's coordinator had already resolved the
+    /// transaction) is fatal anyway. So it is [`TransactionError::Fatal`] unless it is a
+    /// fencing; the worker then replaces the producer (`super::recovery`), whose
+    /// `init_transactions` aborts the transaction for good.
+    fn abort_failed(&self, source: KafkaError) -> TransactionError {
+        match self.classify("abort", source) {
+            TransactionError::Aborted {
+                transactional_id,
+                source,
+                ..
+            }
+            | TransactionError::Rebalanced {
+                transactional_id,
+                source,
+            } => TransactionError::Fatal {
+                transactional_id,
+                step: "abort",
+                source,
+            },
+            other => other,
+        }
     }
 
     fn classify(&self, step: &'static str, source: KafkaError) -> TransactionError {

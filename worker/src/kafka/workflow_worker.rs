@@ -9,6 +9,11 @@
 //! - [`StoreAdapter`] is the `StoreRead`: the store's rows, decoded.
 //! - the [materialiser](super::materialiser) is the `Materialise`.
 //! - `WasmRunner` (in [`crate::wasm`]) is the `WorkflowRunner`.
+//!
+//! When the consumer or the transactional producer fails fatally (a broker restart longer than
+//! the session does that: see [`super::recovery`]), [`KafkaLog`] rebuilds both in process and
+//! reports a rebalance to an empty assignment, so that the driver's take-over forgets
+//! everything uncommitted; the new consumer's assignment then comes as the next rebalance.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -19,7 +24,7 @@ use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::message::{Message, OwnedMessage};
 use rdkafka::{Offset, TopicPartitionList};
 use tokio::sync::watch;
-use tracing::info;
+use tracing::{info, warn};
 use weir_core::driver::{
     BoxError, Commit, CommitError, Driver, DriverConfig, DriverError, InputTopic, Landed,
     LoadError, Log, LoggedEntry, Polled, PolledRecord, Positions, Report, StoreRead,
@@ -32,9 +37,10 @@ use super::encode::{self, EncodeEffectError};
 use super::group::{Departure, RebalanceTracker, collect_batch, rewind_to_committed};
 use super::history_reader;
 use super::materialiser::{MaterialiseError, Materialiser};
+use super::recovery::{self, ClusterTrouble, Failure, Recovery, Verdict};
 use super::transaction::{TransactionError, Transactor};
 use crate::codec::{Codec, HistoryRecord, RecordPosition, ResponseInput, SubmissionInput};
-use crate::metrics::Metrics;
+use crate::metrics::{Counter, Metrics};
 use crate::model::ExecutionId;
 use crate::store::patience::{Patience, patiently};
 use crate::store::{Store, StoreError, TimerRow};
@@ -79,6 +85,9 @@ pub struct WorkerConfig {
     pub transaction_timeout: Duration,
     /// How long a store outage is ridden out before the worker stops.
     pub store_patience: Duration,
+    /// Signs that this process lost the cluster itself, shared by the process's members (see
+    /// [`super::recovery`]).
+    pub trouble: ClusterTrouble,
 }
 
 /// A worker's place in its consumer group: the subscribed consumer, what its rebalances did,
@@ -115,6 +124,7 @@ impl WorkerConfig {
             session_timeout: Duration::from_millis(crate::options::DEFAULT_SESSION_TIMEOUT_MS),
             departure: Departure::default(),
             metrics: Arc::new(Metrics::default()),
+            trouble: ClusterTrouble::default(),
         }
     }
 
@@ -143,6 +153,7 @@ impl WorkerConfig {
             self.departure.clone(),
             self.kafka.clone(),
             Arc::clone(&self.metrics),
+            self.trouble.clone(),
         );
         let mut consumer_config = self.kafka.member(&self.group_id, &self.member_settings());
         if let Some(strategy) = assignment_strategy {
@@ -166,6 +177,80 @@ impl WorkerConfig {
             transactor,
         })
     }
+
+    /// Replaces `member`, one of whose clients failed with `failure` (`cause`), by a new
+    /// member of the same group with the same identity (`group.instance.id`, transactional
+    /// id): see [`super::recovery`]. Waits the backoff first, and again while the new clients
+    /// cannot be built (the broker still away). Counts the restart in `restarts`. `Ok(false)`:
+    /// the process is stopping, nothing was replaced. Errs when the rule says that another live
+    /// process holds this identity.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn restart_member(
+        &self,
+        member: &mut GroupMember,
+        topics: &[String],
+        assignment_strategy: Option<&str>,
+        recovery: &mut Recovery,
+        failure: Failure,
+        cause: String,
+        restarts: &Counter,
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> Result<bool, WorkerError> {
+        let transactional_id = member.transactor.transactional_id().to_owned();
+        let mut cause = cause;
+        let mut failure = failure;
+        loop {
+            let after = match recovery.decide(failure, self.trouble.last(), Instant::now()) {
+                Verdict::Restart { after } => after,
+                Verdict::Stop => {
+                    return Err(WorkerError::IdentityTaken {
+                        group: self.group_id.clone(),
+                        instance_id: self.instance_id.clone(),
+                        fencings: recovery.unexplained_fencings(),
+                        cause,
+                    });
+                }
+            };
+            warn!(
+                group = %self.group_id,
+                %transactional_id,
+                instance = %self.instance_id,
+                failure = recovery::describe(failure),
+                %cause,
+                ?after,
+                "a Kafka client of this worker failed; rebuilding its consumer and transactional producer in process (uncommitted work is dropped and taken over again)"
+            );
+            tokio::select! {
+                () = tokio::time::sleep(after) => {}
+                _ = shutdown.changed() => return Ok(false),
+            }
+            if *shutdown.borrow() {
+                return Ok(false);
+            }
+            match self.join_group(topics, assignment_strategy).await {
+                Ok(new) => {
+                    let old = std::mem::replace(member, new);
+                    retire(old);
+                    restarts.inc();
+                    info!(group = %self.group_id, %transactional_id, "Kafka clients rebuilt; rejoining the group");
+                    return Ok(true);
+                }
+                Err(e) => {
+                    cause = format!("cannot rebuild the clients: {e}");
+                    failure = Failure::Broken;
+                }
+            }
+        }
+    }
+}
+
+/// Drops a member's failed clients (off the async threads: closing a consumer blocks), and
+/// counts it as gone for the process's [`Departure`]. Its open transaction, if any, was
+/// already aborted and its producer fenced by the new producer's `init_transactions`.
+fn retire(old: GroupMember) {
+    use super::group::MemberContext;
+    old.consumer.context().left();
+    tokio::task::spawn_blocking(move || drop(old));
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -175,17 +260,31 @@ pub enum WorkerError {
         group: String,
         source: rdkafka::error::KafkaError,
     },
-    /// The consumer cannot go on (librdkafka's fatal error): with static membership, most
-    /// likely another live process joined the group with the same instance id.
+    /// The consumer cannot go on (librdkafka's fatal error); the worker rebuilds it (see
+    /// [`super::recovery`]). A fencing here is most often this process's own rejoin after its
+    /// session timed out (a broker away longer than the session).
     #[error(
-        "the consumer of group `{group}` failed fatally ({code:?}: {reason}); if it was fenced, \
-         another live worker uses the instance id `{instance_id}`: instance ids must be unique"
+        "the consumer of group `{group}` (instance id `{instance_id}`) failed fatally \
+         ({code:?}: {reason})"
     )]
     ConsumerFatal {
         group: String,
         instance_id: String,
         code: rdkafka::types::RDKafkaErrorCode,
         reason: String,
+    },
+    /// Fenced again and again without this process having lost the cluster first (see
+    /// [`super::recovery`]): another live process most likely uses the instance id.
+    #[error(
+        "the identity of this worker in group `{group}` was taken {fencings} times within \
+         10 minutes although this process had not lost the cluster: another live worker most \
+         likely uses the instance id `{instance_id}` (instance ids must be unique); last: {cause}"
+    )]
+    IdentityTaken {
+        group: String,
+        instance_id: String,
+        fencings: usize,
+        cause: String,
     },
     #[error(transparent)]
     Transaction(Box<TransactionError>),
@@ -256,11 +355,7 @@ impl<S: Store + 'static> WorkflowWorker<S> {
             self.topology.topic(TopicRole::Responses).name.clone(),
         ];
         // `range` gives one member the same partition of every co-partitioned input topic.
-        let GroupMember {
-            consumer,
-            tracker,
-            transactor,
-        } = self.config.join_group(&inputs, Some("range")).await?;
+        let member = self.config.join_group(&inputs, Some("range")).await?;
         info!(instance = %self.config.instance_id, group = %self.config.group_id, "workflow worker started");
         let patience = Patience::new(self.config.store_patience);
         let materialiser = Materialiser::spawn_with(
@@ -271,9 +366,9 @@ impl<S: Store + 'static> WorkflowWorker<S> {
             Arc::clone(&self.metrics),
         );
         let log = KafkaLog {
-            consumer,
-            tracker,
-            transactor,
+            member,
+            inputs,
+            recovery: Recovery::new(self.config.static_membership),
             shutdown,
             config: self.config.clone(),
             topology: Arc::clone(&self.topology),
@@ -313,7 +408,7 @@ impl<S: Store + 'static> WorkflowWorker<S> {
         );
         driver.run().await?;
         info!(instance = %self.config.instance_id, "workflow worker stopping");
-        driver.log().consumer.unsubscribe();
+        driver.log().member.consumer.unsubscribe();
         Ok(())
     }
 }
@@ -401,9 +496,11 @@ impl<S: Store> StoreRead for StoreAdapter<S> {
 
 /// The `Log` on Kafka; see the module docs.
 pub struct KafkaLog {
-    consumer: StreamConsumer<RebalanceTracker>,
-    tracker: RebalanceTracker,
-    transactor: Transactor,
+    /// The consumer group member: replaced when one of its clients fails.
+    member: GroupMember,
+    /// The topics it subscribes to.
+    inputs: [String; 2],
+    recovery: Recovery,
     shutdown: watch::Receiver<bool>,
     config: WorkerConfig,
     topology: Arc<Topology>,
@@ -426,7 +523,7 @@ impl KafkaLog {
     /// membership with it. Without it (librdkafka's group metadata in another format) the
     /// worker stops rather than write unordered.
     fn group_generation(&self) -> Result<u64, BoxError> {
-        super::group::group_generation(&self.consumer)
+        super::group::group_generation(&self.member.consumer)
             .map(|g| g as u64)
             .ok_or_else(|| {
                 format!(
@@ -501,6 +598,31 @@ impl KafkaLog {
         &self.topology.topic(role).name
     }
 
+    /// Rebuilds the member's clients after `failure` (see [`super::recovery`]); `Ok(false)`
+    /// when the process is stopping instead.
+    async fn restart(&mut self, failure: Failure, cause: String) -> Result<bool, WorkerError> {
+        let restarted = self
+            .config
+            .restart_member(
+                &mut self.member,
+                &self.inputs,
+                Some("range"),
+                &mut self.recovery,
+                failure,
+                cause,
+                &self.metrics.workflow_batches.client_restarts,
+                &mut self.shutdown,
+            )
+            .await?;
+        if restarted {
+            // The new member's tracker counts from zero; its first assignment is a rebalance.
+            let (generation, _) = self.member.tracker.snapshot();
+            self.generation = generation;
+            self.polled.clear();
+        }
+        Ok(restarted)
+    }
+
     fn consumer_error(&self, source: rdkafka::error::KafkaError) -> BoxError {
         Box::new(WorkerError::Consumer {
             group: self.config.group_id.clone(),
@@ -515,21 +637,34 @@ impl Log for KafkaLog {
         if *self.shutdown.borrow() {
             return Ok(Polled::Shutdown);
         }
-        let (before, _) = self.tracker.snapshot();
+        let (before, _) = self.member.tracker.snapshot();
         let records = tokio::select! {
-            records = collect_batch(&self.consumer, self.config.commit_interval, max) => records,
+            records = collect_batch(&self.member.consumer, self.config.commit_interval, max) => records,
             _ = self.shutdown.changed() => return Ok(Polled::Shutdown),
         };
-        if let Some((code, reason)) = self.consumer.client().fatal_error() {
-            // E.g. FENCED_INSTANCE_ID: another live process joined with this instance id.
-            return Err(Box::new(WorkerError::ConsumerFatal {
+        if let Some((code, reason)) = self.member.consumer.client().fatal_error() {
+            // E.g. FENCED_INSTANCE_ID, after a broker was away longer than the session.
+            let cause = WorkerError::ConsumerFatal {
                 group: self.config.group_id.clone(),
                 instance_id: self.config.instance_id.clone(),
                 code,
                 reason,
-            }));
+            };
+            if !self
+                .restart(Failure::of_consumer(code), cause.to_string())
+                .await?
+            {
+                return Ok(Polled::Shutdown);
+            }
+            // Nothing is owned until the new member is assigned: the take-over forgets what
+            // the old one had uncommitted. The generation is the last one read: the new
+            // member's is not known before it joined, and generations only grow.
+            return Ok(Polled::Rebalanced {
+                generation: self.group_gen,
+                owned: BTreeSet::new(),
+            });
         }
-        let (generation, owned) = self.tracker.snapshot();
+        let (generation, owned) = self.member.tracker.snapshot();
         if generation != before || generation != self.generation {
             // The batch spans a rebalance: drop it (nothing of it is committed); the driver
             // takes the new partitions over and reads again from the committed offsets.
@@ -550,7 +685,7 @@ impl Log for KafkaLog {
     }
 
     fn membership(&self) -> (u64, BTreeSet<i32>) {
-        let (_, owned) = self.tracker.snapshot();
+        let (_, owned) = self.member.tracker.snapshot();
         // The generation read at the last rebalance, or a newer one (generations only grow).
         let generation = self.group_generation().unwrap_or(0).max(self.group_gen);
         (generation, owned)
@@ -562,7 +697,8 @@ impl Log for KafkaLog {
 
     async fn rewind(&mut self) -> Result<Positions, BoxError> {
         let started = Instant::now();
-        let committed = rewind_to_committed(&self.consumer).map_err(|e| self.consumer_error(e))?;
+        let committed =
+            rewind_to_committed(&self.member.consumer).map_err(|e| self.consumer_error(e))?;
         tracing::debug!(took = ?started.elapsed(), partitions = committed.len(), "rewound to the committed offsets (fetched as stable)");
         let submissions = self.topic_name(InputTopic::Submissions).to_owned();
         Ok(committed
@@ -618,20 +754,39 @@ impl Log for KafkaLog {
             list.add_partition_offset(&name, partition, Offset::Offset(offset))
                 .map_err(|e| CommitError::Fatal(self.consumer_error(e)))?;
         }
-        let group_metadata = self.consumer.group_metadata().ok_or_else(|| {
+        let group_metadata = self.member.consumer.group_metadata().ok_or_else(|| {
             CommitError::Fatal(self.consumer_error(rdkafka::error::KafkaError::NoMessageReceived))
         })?;
         self.metrics
             .workflow_process_seconds
             .observe(self.polled_at.elapsed().as_secs_f64());
         let committing = Instant::now();
-        let landed = match self.transactor.commit(&records, list, group_metadata).await {
+        let landed = match self
+            .member
+            .transactor
+            .commit(&records, list, group_metadata)
+            .await
+        {
             Ok(landed) => landed,
             Err(e @ (TransactionError::Aborted { .. } | TransactionError::Rebalanced { .. })) => {
                 self.metrics.workflow_batches.aborted.inc();
                 return Err(CommitError::Retry(Box::new(e)));
             }
-            Err(e) => return Err(CommitError::Fatal(Box::new(e))),
+            Err(e) => {
+                let Some(failure) = recovery::Failure::of_transaction(&e) else {
+                    return Err(CommitError::Fatal(Box::new(e)));
+                };
+                // Nothing of the batch is visible (its transaction is aborted by the new
+                // producer's registration at the latest): take over again with new clients.
+                return match self.restart(failure, e.to_string()).await {
+                    Ok(true) => {
+                        self.metrics.workflow_batches.aborted.inc();
+                        Err(CommitError::Retry(Box::new(e)))
+                    }
+                    Ok(false) => Err(CommitError::Fatal(Box::new(e))),
+                    Err(stop) => Err(CommitError::Fatal(Box::new(stop))),
+                };
+            }
         };
         self.metrics
             .workflow_commit_seconds

@@ -1,0 +1,178 @@
+//! A worker rides out a restart of the Kafka broker without exiting (docs/faults.md, finding
+//! 2): with static membership and a session shorter than the broker's absence, librdkafka's
+//! own session timeout makes the member rejoin under a new member id and the broker fences the
+//! old one (FENCED_INSTANCE_ID, fatal for the consumer), and the transactional producers fail
+//! (INVALID_TXN_STATE on abort, fenced epochs). The worker must rebuild its clients in process
+//! (`weir::kafka::recovery`), and every execution, submitted before or after the restart,
+//! must finish exactly once.
+//!
+//! The test kills the broker of the test stack (`WEIR_STACK_DIR`, exported by tests/run.sh)
+//! with -9 and restarts it with `docker/local/stack.sh up`, as the fault run's `broker-kill`
+//! does: it is a test binary of its own so that no other test runs while the broker is away.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use weir::model::{ExecutionId, ExecutionResult};
+use weir_e2e::deployment::{Deployment, WorkerProcess};
+use weir_e2e::faults::cluster::{Service, Stack};
+use weir_e2e::wait_until;
+
+const CHECKOUT: &str = "weir-examples:workflows/order.checkout";
+const RESULTS_TIMEOUT: Duration = Duration::from_secs(240);
+
+fn order(id: &str) -> Value {
+    json!([{ "id": id, "customer": "alice", "sku": "widget", "quantity": 2, "address": "1 Main St" }])
+}
+
+fn restarts(worker: &WorkerProcess) -> f64 {
+    worker
+        .metrics()
+        .map(|m| {
+            m.iter()
+                .filter(|(name, _)| name.starts_with("weir_kafka_client_restarts_total"))
+                .map(|(_, value)| value)
+                .sum()
+        })
+        .unwrap_or(0.0)
+}
+
+fn committed(worker: &WorkerProcess) -> f64 {
+    worker
+        .metrics()
+        .and_then(|m| {
+            m.get("weir_batches_committed_total{worker=\"workflow\"}")
+                .copied()
+        })
+        .unwrap_or(0.0)
+}
+
+fn assert_alive(worker: &mut WorkerProcess, when: &str) {
+    if let Some(status) = worker.child.try_wait().expect("try_wait") {
+        panic!(
+            "the worker exited {when} ({status}); see {}",
+            worker.log.display()
+        );
+    }
+}
+
+async fn submit_orders(
+    deployment: &Deployment,
+    prefix: &str,
+    count: usize,
+    expected: &mut HashMap<ExecutionId, String>,
+) {
+    let producer = deployment.producer();
+    for i in 0..count {
+        let order_id = format!("{prefix}-{i}");
+        let id = deployment
+            .submit(&producer, CHECKOUT, order(&order_id))
+            .await;
+        expected.insert(id, format!("T-{order_id}"));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_static_worker_survives_a_broker_restart_and_finishes_everything_once() {
+    let stack = Stack::from_env(std::env::temp_dir().join("weir-e2e"))
+        .expect("the test stack (WEIR_STACK_DIR, set by tests/run.sh)");
+    let deployment = Deployment::new("broker_restart");
+    // A session (6 s, the broker's minimum) shorter than the broker's absence (~10-20 s): the member's own
+    // session times out, and its rejoin is fenced.
+    let mut worker = deployment.spawn_worker(
+        "w",
+        &[
+            "--instance-id",
+            "w",
+            "--session-timeout-ms",
+            "6000",
+            "--transaction-timeout-ms",
+            "10000",
+        ],
+        &[],
+    );
+    wait_until(
+        "the worker to own partitions",
+        Duration::from_secs(90),
+        || {
+            worker
+                .metrics()
+                .and_then(|m| m.get("weir_partitions_owned").copied())
+                .filter(|owned| *owned > 0.0)
+        },
+    );
+    let mut expected = HashMap::new();
+    submit_orders(&deployment, "warm", 5, &mut expected).await;
+    let warm: Vec<ExecutionId> = expected.keys().cloned().collect();
+    deployment.results(&warm, RESULTS_TIMEOUT);
+
+    // Work in flight when the broker dies.
+    submit_orders(&deployment, "before", 20, &mut expected).await;
+    let before_kill = committed(&worker);
+    let killed = Instant::now();
+    stack.kill9(Service::Kafka).expect("kill -9 the broker");
+    // Restarted at once, as the fault run does: a KRaft broker takes longer than the
+    // member's session (6 s) to answer again, so the session times out on the member's side.
+    stack.up().expect("restart the broker");
+    let away = killed.elapsed();
+    eprintln!("broker back after {away:?}");
+    assert!(
+        away > Duration::from_secs(6),
+        "the broker was away {away:?}, not longer than the session: nothing was tested"
+    );
+    assert_alive(&mut worker, "while the broker restarted");
+
+    submit_orders(&deployment, "after", 20, &mut expected).await;
+    // The worker commits again, and is alive all along (a worker that exits fails here at
+    // once, instead of when the results do not come).
+    wait_until(
+        "the worker to commit again after the restart",
+        Duration::from_secs(120),
+        || {
+            assert_alive(&mut worker, "after the broker restart");
+            (committed(&worker) > before_kill).then_some(())
+        },
+    );
+    let ids: Vec<ExecutionId> = expected.keys().cloned().collect();
+    // `results` asserts one result per execution.
+    let results = deployment.results(&ids, RESULTS_TIMEOUT);
+    eprintln!(
+        "every result {:?} after the kill; client restarts: {}",
+        killed.elapsed(),
+        restarts(&worker)
+    );
+    for (id, tracking) in &expected {
+        match &results[id] {
+            ExecutionResult::Ok(value) => assert_eq!(
+                value["tracking-number"].as_str(),
+                Some(tracking.as_str()),
+                "{id}"
+            ),
+            other => panic!("{id}: expected ok, got {other}"),
+        }
+    }
+    // Exactly once in the log of record: every history seq once, in order.
+    let histories = deployment.kafka_histories();
+    for id in &ids {
+        let history = histories
+            .get(id)
+            .unwrap_or_else(|| panic!("no history of {id}"));
+        let seqs: Vec<u64> = history.iter().map(|r| r.seq).collect();
+        let expected_seqs: Vec<u64> = (0..seqs.len() as u64).collect();
+        assert_eq!(seqs, expected_seqs, "history of {id}");
+    }
+    assert_alive(&mut worker, "after the broker restart");
+    // The restarts are counted (the fencing happens whenever the broker is away longer than
+    // the session, which it is here).
+    assert!(
+        restarts(&worker) >= 1.0,
+        "no client restart counted; see {}",
+        worker.log.display()
+    );
+    worker.signal("TERM");
+    let status = wait_until("the worker to stop", Duration::from_secs(60), || {
+        worker.child.try_wait().expect("try_wait")
+    });
+    assert!(status.success(), "{status}; see {}", worker.log.display());
+}
