@@ -314,6 +314,9 @@ impl<R: WorkflowRunner> Processor<R> {
         };
         match self.cache.get(&id) {
             None => Some((id, 0)),
+            // A duplicate answer is ignored by the view alone: no rebuild for it (an answer
+            // sent again must not cost a replay of its execution).
+            Some(live) if is_duplicate(&live.view, input) => None,
             Some(live) if live.view.state == ExecutionState::Running && live.run.is_none() => {
                 Some((id, live.pinned_until))
             }
@@ -1045,6 +1048,19 @@ fn id_problem(submission: &Submission) -> Option<String> {
             parent.execution_id
         )),
         _ => None,
+    }
+}
+
+/// Whether `input` is an answer `view` has journalled already (what `deliver` ignores).
+fn is_duplicate(view: &ExecutionView, input: &Input) -> bool {
+    match input {
+        Input::Record {
+            body: Ok(Body::Response(response)),
+            ..
+        } => view
+            .responses_seen
+            .contains(&projection::response_id(response)),
+        _ => false,
     }
 }
 

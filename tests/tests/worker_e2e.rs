@@ -402,7 +402,10 @@ async fn a_worker_killed_with_sigkill_is_taken_over() {
         (owned >= 1.0 && parked >= 1.0).then_some((owned, parked))
     });
     a.signal("KILL");
-    eprintln!("killed `a` with {} partitions and {} parked runs", held.0, held.1);
+    eprintln!(
+        "killed `a` with {} partitions and {} parked runs",
+        held.0, held.1
+    );
     let results = deployment.results(&ids, RESULTS_TIMEOUT);
     for id in &ids {
         assert!(ok(&results[id])["tracking-number"].is_string(), "{id}");

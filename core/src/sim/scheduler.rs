@@ -553,9 +553,11 @@ impl Sim {
                 })
     }
 
-    /// Steady load for `ms`: before each poll of each worker, one more record arrives on a
-    /// partition it owns (an activity answer sent again: ignored, but no poll comes back
-    /// empty, so no loop ever goes idle).
+    /// Steady load for `ms`: before each poll of each worker, one more record arrives on one
+    /// of the partitions it owns (an activity answer sent again: ignored, but no poll comes
+    /// back empty, so no loop ever goes idle). One per poll, not one per owned partition: a
+    /// worker with `max_batch` 1 takes one record per poll, and more would pile up a backlog
+    /// no quiescent phase drains.
     pub fn steady_load(&mut self, ms: i64) {
         self.note(format!("steady load for {} s", ms / 1_000));
         let end = self.now() + Duration::milliseconds(ms);
@@ -564,9 +566,14 @@ impl Sim {
                 let owned = self.owned(slot);
                 let answers: Vec<_> = {
                     let w = self.world();
-                    owned
+                    let sent: Vec<_> = owned
                         .into_iter()
                         .filter_map(|p| w.activities.sent.get(&p).and_then(|a| a.last()).cloned())
+                        .collect();
+                    drop(w);
+                    let pick = (!sent.is_empty()).then(|| self.rng.below(sent.len() as u64));
+                    pick.and_then(|i| sent.into_iter().nth(i as usize))
+                        .into_iter()
                         .collect()
                 };
                 {
