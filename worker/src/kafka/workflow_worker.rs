@@ -31,7 +31,7 @@ use super::config::MemberSettings;
 use super::encode::{self, EncodeEffectError};
 use super::group::{Departure, RebalanceTracker, collect_batch, rewind_to_committed};
 use super::history_reader;
-use super::materialiser::{MaterialiseError, Materialiser};
+use super::materialiser::{MaterialiseError, Materialiser, QueueBound};
 use super::transaction::{TransactionError, Transactor};
 use crate::codec::{Codec, HistoryRecord, RecordPosition, SubmissionInput};
 use crate::metrics::Metrics;
@@ -74,6 +74,8 @@ pub struct WorkerConfig {
     pub max_record_bytes: usize,
     /// The store is written at most once per this (see [`Materialiser::spawn`]).
     pub materialise_linger: Duration,
+    /// Committed batches that may wait for the store before the worker waits for it.
+    pub materialise_queue: QueueBound,
     /// Timers due within this horizon are held in memory.
     pub timer_horizon: Duration,
     pub transaction_timeout: Duration,
@@ -106,6 +108,7 @@ impl WorkerConfig {
             materialise_linger: Duration::from_millis(
                 crate::options::DEFAULT_MATERIALISE_LINGER_MS,
             ),
+            materialise_queue: QueueBound::default(),
             timer_horizon: Duration::from_secs(crate::options::DEFAULT_TIMER_HORIZON_SECS),
             transaction_timeout: Duration::from_millis(
                 crate::options::DEFAULT_TRANSACTION_TIMEOUT_MS,
@@ -210,8 +213,6 @@ impl From<StoreError> for WorkerError {
     }
 }
 
-/// Committed batches that may wait for the store before the worker waits for it.
-const MATERIALISE_QUEUE: usize = 64;
 /// How much longer than the transaction timeout catch-up waits for an open transaction on
 /// its history partition: the broker's check for timed-out transactions runs every 10 s by
 /// default, and the abort takes a moment.
@@ -265,7 +266,7 @@ impl<S: Store + 'static> WorkflowWorker<S> {
         let patience = Patience::new(self.config.store_patience);
         let materialiser = Materialiser::spawn_with(
             Arc::clone(&self.store),
-            MATERIALISE_QUEUE,
+            self.config.materialise_queue,
             self.config.materialise_linger,
             patience,
             Arc::clone(&self.metrics),
@@ -312,6 +313,9 @@ impl<S: Store + 'static> WorkflowWorker<S> {
                 max_batch: self.config.max_batch_records,
                 instance_id: self.config.instance_id.clone(),
                 timer_horizon: self.config.timer_horizon,
+                // Within a session timeout of the refusal, the group has told this member
+                // (rebalance callbacks) or expired it.
+                rejoin_wait: self.config.session_timeout,
             },
         );
         driver.run().await?;
@@ -622,7 +626,11 @@ impl Log for KafkaLog {
         let committing = Instant::now();
         let landed = match self.transactor.commit(&records, list, group_metadata).await {
             Ok(landed) => landed,
-            Err(e @ (TransactionError::Aborted { .. } | TransactionError::Rebalanced { .. })) => {
+            Err(e @ TransactionError::Rebalanced { .. }) => {
+                self.metrics.workflow_batches.aborted.inc();
+                return Err(CommitError::Refused(Box::new(e)));
+            }
+            Err(e @ TransactionError::Aborted { .. }) => {
                 self.metrics.workflow_batches.aborted.inc();
                 return Err(CommitError::Retry(Box::new(e)));
             }
