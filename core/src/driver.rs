@@ -18,7 +18,17 @@
 //!    touched executions stay pinned until they are in the store.
 //!
 //! A batch the log refuses to commit because the group moved on is dropped and the inputs are
-//! read again after a take-over; any other failure stops the loop (the process restarts).
+//! read again after a take-over — of the membership the log reports *after* the refusal (the
+//! next `Polled::Rebalanced`, or a newer generation; at most [`DriverConfig::rejoin_wait`]
+//! later, the one it reports): until then the worker writes nothing, since the partitions it
+//! had may be another member's already. Any other failure stops the loop (the process
+//! restarts).
+//!
+//! The hot path — an execution cached in memory, its inputs and due timers — reads nothing
+//! from the store, and the loop does not wait for the materialiser on its account: a store
+//! outage holds back the materialiser (whose queue takes the batches meanwhile) and whatever
+//! must read the store (a cold rebuild, a new submission's existence check, a take-over, an
+//! urgent timer refill: see [`TimerIndex`]), not the batches of cached executions.
 
 use std::collections::BTreeSet;
 use std::future::Future;
@@ -105,8 +115,13 @@ pub struct Commit<'a> {
 /// Why a commit failed.
 #[derive(Debug, thiserror::Error)]
 pub enum CommitError {
-    /// Nothing of the batch is visible and the group may have moved on: take over and read
-    /// the inputs again.
+    /// Nothing of the batch is visible, refused because the group moved on (a stale
+    /// generation, an unknown member): the partitions may be another member's already. Take
+    /// over the membership the log reports next, and read the inputs again.
+    #[error("batch refused, the consumer group moved on: {0}")]
+    Refused(BoxError),
+    /// Nothing of the batch is visible (aborted for another reason): take over and read the
+    /// inputs again.
     #[error("batch aborted: {0}")]
     Retry(BoxError),
     /// This worker must stop (fenced, or the producer failed fatally).
@@ -251,6 +266,10 @@ pub struct DriverConfig {
     pub instance_id: String,
     /// Timers due within this are held in memory.
     pub timer_horizon: std::time::Duration,
+    /// After a batch refused because the group moved on, how long to wait (by the log's
+    /// clock) for the log to report the new membership before taking the one it reports
+    /// over anyway (a refusal without a membership change must not stop the worker).
+    pub rejoin_wait: std::time::Duration,
 }
 
 /// Rows per catch-up job.
@@ -271,6 +290,22 @@ pub struct Driver<R: WorkflowRunner, L: Log, S: StoreRead, M: Materialise> {
     /// The next offset of every owned input partition.
     positions: IndexMap<(InputTopic, i32), i64>,
     retried: u64,
+    /// The number of the last job submitted to the materialiser.
+    last_job: u64,
+    /// The last job with a timer change the timer index does not hold (a timer put beyond
+    /// the loaded window, or removed from it): a refill must not read the store before the
+    /// store has it.
+    unloaded_timers_job: u64,
+    /// Set when a batch was refused because the group moved on: nothing is written until
+    /// the log reports the membership after it.
+    refused: Option<Refused>,
+}
+
+/// A batch refused for the generation `generation` at `at` (the log's clock).
+#[derive(Debug, Clone, Copy)]
+struct Refused {
+    generation: u64,
+    at: DateTime<Utc>,
 }
 
 impl<R, L, S, M> Driver<R, L, S, M>
@@ -298,6 +333,9 @@ where
             generation: 0,
             positions: IndexMap::new(),
             retried: 0,
+            last_job: 0,
+            unloaded_timers_job: 0,
+            refused: None,
         }
     }
 
@@ -339,11 +377,34 @@ where
         let records = match polled {
             Polled::Shutdown => return Ok(false),
             Polled::Rebalanced { generation, owned } => {
+                self.refused = None;
                 self.take_over(generation, owned).await?;
                 return Ok(true);
             }
             Polled::Records(records) => records,
         };
+        if let Some(refused) = self.refused {
+            // A batch was refused because the group moved on, and the log has not said what
+            // this worker owns now: its old assignment may be another member's, so nothing is
+            // written for it. The records are dropped (the take-over rewinds).
+            let (generation, owned) = self.log.membership();
+            let waited = self.log.now() - refused.at;
+            let patience = chrono::Duration::from_std(self.config.rejoin_wait)
+                .unwrap_or(chrono::Duration::MAX);
+            if generation <= refused.generation {
+                if waited < patience {
+                    return Ok(true);
+                }
+                tracing::warn!(
+                    generation,
+                    waited_ms = waited.num_milliseconds(),
+                    "no new membership after a refused batch; taking the reported one over"
+                );
+            }
+            self.refused = None;
+            self.take_over(generation, owned).await?;
+            return Ok(true);
+        }
         let now = self.log.now();
         // Every turn, loaded or idle: the horizon moves with the clock, and a timer beyond it
         // when it was written must be read before it is due.
@@ -406,26 +467,31 @@ where
             watermarks: self.watermarks(now, chrono::Duration::zero()),
             ..MaterialiseJob::default()
         };
-        self.materialiser
-            .submit(job)
-            .await
-            .map_err(DriverError::Materialise)?;
+        self.submit(job).await?;
         self.report(0, 0);
         Ok(())
     }
 
     /// Reads the timers of owned partitions due within the horizon.
+    ///
+    /// While the materialiser is behind (the store may be away), a refill that is not urgent
+    /// is postponed: the hot path must not wait for the store (see [`TimerIndex`]). An urgent
+    /// one waits until the store has every timer change the index does not hold: a read
+    /// before would skip a timer for good (the index counts the range as loaded).
     async fn refill_timers(&mut self, now: DateTime<Utc>) -> Result<(), DriverError> {
-        let refills = self.timers.refills(&self.owned, now);
+        let mut refills = self.timers.refills(&self.owned, now);
+        if self.materialiser.materialised() < self.last_job {
+            refills.retain(|refill| refill.urgent);
+        }
         if refills.is_empty() {
             return Ok(());
         }
-        // Timers of batches still in the materialiser's queue are not in the store yet; a
-        // read now would skip them for good (the index counts the range as loaded).
-        self.materialiser
-            .flush()
-            .await
-            .map_err(DriverError::Materialise)?;
+        if self.materialiser.materialised() < self.unloaded_timers_job {
+            self.materialiser
+                .wait_for(self.unloaded_timers_job)
+                .await
+                .map_err(DriverError::Materialise)?;
+        }
         for refill in refills {
             let from = match refill.from {
                 Some(from) => from,
@@ -498,6 +564,18 @@ where
                 self.retried += 1;
                 let (generation, owned) = self.log.membership();
                 return self.take_over(generation, owned).await;
+            }
+            Err(CommitError::Refused(e)) => {
+                tracing::warn!(error = %e, "batch refused; waiting for the new membership, then reprocessing from the committed offsets");
+                self.retried += 1;
+                // The log may still report the assignment the group just took away (librdkafka
+                // has not noticed yet): wait for the next one (see `turn`).
+                self.refused = Some(Refused {
+                    generation: self.generation,
+                    at: self.log.now(),
+                });
+                self.report(0, 0);
+                return Ok(());
             }
             Err(CommitError::Fatal(e)) => return Err(DriverError::Commit(e)),
         };
@@ -588,13 +666,12 @@ where
             .iter()
             .filter_map(|id| self.processor.row(id))
             .collect();
-        self.timers.committed(&batch.effects, &self.owned, now);
+        let outside_index = self.timers.committed(&batch.effects, &self.owned, now);
         job.watermarks = self.watermarks(now, chrono::Duration::seconds(1));
-        let number = self
-            .materialiser
-            .submit(job)
-            .await
-            .map_err(DriverError::Materialise)?;
+        let number = self.submit(job).await?;
+        if outside_index {
+            self.unloaded_timers_job = number;
+        }
         self.processor.committed(batch.touched.iter(), number);
         self.processor.evict(self.materialiser.materialised());
         Ok(())
@@ -631,10 +708,7 @@ where
             watermarks,
             ..MaterialiseJob::default()
         };
-        self.materialiser
-            .submit(job)
-            .await
-            .map_err(DriverError::Materialise)?;
+        self.submit(job).await?;
         Ok(())
     }
 
@@ -652,6 +726,17 @@ where
             owner: self.config.instance_id.clone(),
             updated_at: now,
         }
+    }
+
+    /// Queues a job for the materialiser; returns its number.
+    async fn submit(&mut self, job: MaterialiseJob) -> Result<u64, DriverError> {
+        let number = self
+            .materialiser
+            .submit(job)
+            .await
+            .map_err(DriverError::Materialise)?;
+        self.last_job = number;
+        Ok(number)
     }
 
     /// The stamp of a job made now.
@@ -779,10 +864,7 @@ where
                 let now = self.log.now();
                 job.stamp = self.stamp(now);
                 job.checkpoints = vec![self.checkpoint(&topic, partition, offset + 1, now)];
-                self.materialiser
-                    .submit(std::mem::take(&mut job))
-                    .await
-                    .map_err(DriverError::Materialise)?;
+                self.submit(std::mem::take(&mut job)).await?;
             }
         }
         if read == 0 {
@@ -794,10 +876,7 @@ where
                 checkpoints: vec![self.checkpoint(&topic, partition, from, now)],
                 ..MaterialiseJob::default()
             };
-            self.materialiser
-                .submit(job)
-                .await
-                .map_err(DriverError::Materialise)?;
+            self.submit(job).await?;
         }
         self.materialiser
             .flush()

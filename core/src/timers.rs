@@ -6,6 +6,15 @@
 //! next stretch from the store as the horizon moves ([`TimerIndex::refills`]). A per-partition
 //! watermark — every timer due before it has fired — tells a new owner where to start reading
 //! ([`TimerIndex::watermarks`]). Pure: the driver passes `now` and does the reading.
+//!
+//! A refill reads the store, which lacks the timer changes still in the materialiser's queue:
+//! the driver waits until the store has every change the index does not hold
+//! ([`TimerIndex::committed`] says which) before it reads. So that a store outage does not
+//! stop the hot path, a refill is [urgent](Refill::urgent) only once less than a quarter of
+//! the horizon is loaded ahead of the clock; before that the driver may postpone it while the
+//! materialiser is behind (every timer due before the loaded window's end is in the index, so
+//! nothing due is missed and the watermarks, never past `now`, never pass a timer not
+//! loaded).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -22,7 +31,14 @@ pub struct Refill {
     pub partition: i32,
     pub from: Option<DateTime<Utc>>,
     pub until: DateTime<Utc>,
+    /// Nothing is loaded yet, or less than a quarter of the horizon is loaded ahead of `now`:
+    /// the read must not wait any longer (a later one could let a timer be due before it is
+    /// loaded).
+    pub urgent: bool,
 }
+
+/// A partition is read again when less than this of its horizon is left.
+const REFILL_AHEAD: Duration = Duration::seconds(5);
 
 /// See the module docs.
 #[derive(Debug, Clone)]
@@ -59,22 +75,26 @@ impl TimerIndex {
     }
 
     /// The reads to make now for `owned` partitions: a partition is read again when less
-    /// than five seconds of its horizon are left.
+    /// than five seconds of its horizon are left, and urgently when less than a quarter of
+    /// it is (see [`Refill::urgent`]).
     pub fn refills(&self, owned: &BTreeSet<i32>, now: DateTime<Utc>) -> Vec<Refill> {
         let until = now + self.horizon;
+        let urgent_before = now + self.horizon / 4;
         owned
             .iter()
             .filter_map(|&partition| match self.loaded_until.get(&partition) {
-                Some(loaded) if *loaded >= until - Duration::seconds(5) => None,
+                Some(loaded) if *loaded >= until - REFILL_AHEAD => None,
                 Some(loaded) => Some(Refill {
                     partition,
                     from: Some(*loaded),
                     until,
+                    urgent: *loaded < urgent_before,
                 }),
                 None => Some(Refill {
                     partition,
                     from: None,
                     until,
+                    urgent: true,
                 }),
             })
             .collect()
@@ -102,9 +122,18 @@ impl TimerIndex {
     }
 
     /// After a commit: the timers the batch put (within the horizon, of owned partitions)
-    /// join the index, those it deleted leave it.
-    pub fn committed(&mut self, effects: &[Effect], owned: &BTreeSet<i32>, now: DateTime<Utc>) {
+    /// join the index, those it deleted leave it. `true` if the batch changed a timer the
+    /// index does not account for — a timer put beyond the horizon (or of a partition not
+    /// owned), a timer removed at or beyond its partition's loaded window — which a later
+    /// refill reads from the store: the store must have the change by then.
+    pub fn committed(
+        &mut self,
+        effects: &[Effect],
+        owned: &BTreeSet<i32>,
+        now: DateTime<Utc>,
+    ) -> bool {
         let horizon = now + self.horizon;
+        let mut outside = false;
         for effect in effects {
             match effect {
                 Effect::PutTimer(timer)
@@ -113,14 +142,20 @@ impl TimerIndex {
                     self.timers
                         .insert((timer.due_at, timer.timer_id.clone()), timer.clone());
                 }
+                Effect::PutTimer(_) => outside = true,
                 Effect::DeleteTimer(TimerKey {
-                    due_at, timer_id, ..
+                    kafka_partition,
+                    due_at,
+                    timer_id,
                 }) => {
                     self.timers.remove(&(*due_at, timer_id.clone()));
+                    let loaded = self.loaded_until.get(kafka_partition);
+                    outside |= loaded.is_none_or(|loaded| *due_at >= *loaded);
                 }
                 _ => {}
             }
         }
+        outside
     }
 
     /// The watermarks to write: per owned partition, the earliest timer still pending (or

@@ -146,6 +146,7 @@ fn passing_faults_do_happen() {
     let mut store_errors = 0;
     let mut duplicates = 0;
     let mut commits = 0;
+    let mut commits_while_store_down = 0;
     for seed in 0..40 {
         let r = run_seed(seed, Faults::passing());
         kills += r.stats.crashes;
@@ -154,12 +155,18 @@ fn passing_faults_do_happen() {
         store_errors += r.stats.store_errors;
         duplicates += r.stats.duplicate_answers;
         commits += r.stats.commits;
+        commits_while_store_down += r.stats.commits_while_store_down;
     }
     assert!(commits > 1_000, "{commits} commits");
     assert!(kills > 20, "{kills} kills");
     assert!(exits > 5, "{exits} error exits");
     assert!(rebalances > 40, "{rebalances} rebalances");
     assert!(store_errors > 20, "{store_errors} store errors");
+    // The invariants are checked on runs whose hot path went on through outages.
+    assert!(
+        commits_while_store_down > 50,
+        "{commits_while_store_down} commits while the store was down"
+    );
     assert!(duplicates > 10, "{duplicates} duplicate answers");
 }
 
@@ -423,11 +430,20 @@ fn a_zombie_sending_offsets_after_the_rebalance_is_fenced() {
     assert_invariants(&mut sim);
 }
 
-/// Store outages: reads fail (the worker exits, its supervisor restarts it), writes are
-/// retried, the writer gives up after five attempts (the worker exits).
+/// Store outages longer than the patience: reads and writes are retried, then given up (the
+/// worker exits, its supervisor restarts it).
 #[test]
 fn store_outages_restart_workers_and_lose_nothing() {
-    let mut sim = deployment(2, 2);
+    let mut sim = deployment_with(
+        SimConfig {
+            partitions: 2,
+            workers: 2,
+            activity_partitions: 1,
+            store_patience_ms: 2_000,
+            ..SimConfig::default()
+        },
+        Faults::none(),
+    );
     for i in 0..4 {
         sim.submit(Workflow::Seq, &[2, i * 10]);
         sim.submit(Workflow::Mixed, &[2, 1_200, i * 10]);
@@ -441,6 +457,107 @@ fn store_outages_restart_workers_and_lose_nothing() {
     assert!(
         sim.world().stats.exits >= 1,
         "a worker stopped on a store error"
+    );
+    assert_invariants(&mut sim);
+}
+
+/// `docs/faults.md` finding 3: a store outage of 30 s (within the patience) while cached
+/// executions run — activities answered, short sleeps firing, a sleep beyond the timer horizon
+/// and a race's long delay in the store — must not stop the hot path: batches commit and
+/// executions finish while the store is down, and afterwards nothing is lost or doubled.
+/// Before the fix, the first timer refill (~5 s in) waited for the materialiser's queue,
+/// which cannot be written while the store is down: nothing committed for the rest of the
+/// outage.
+#[test]
+fn the_hot_path_commits_through_a_store_outage() {
+    let mut sim = deployment(2, 1);
+    for i in 0..6 {
+        sim.submit(Workflow::Seq, &[12, i * 10]);
+        sim.submit(Workflow::Sleepy, &[5, 2_000, i * 10 + 5]);
+        sim.submit(Workflow::Mixed, &[3, 1_500, i * 10 + 7]);
+    }
+    step(&mut sim, 20); // every execution started and cached, its first steps committed
+    // A timer beyond the horizon, committed and not yet in the store when it goes away.
+    sim.submit(Workflow::LongSleep, &[75]);
+    step_only(&mut sim, &[1], 3, false);
+    let pid = sim.pid(1).unwrap();
+    let horizon = sim.now() + chrono::Duration::seconds(60);
+    let queued = sim.world().procs[&pid]
+        .mat
+        .queue
+        .iter()
+        .any(|(_, job)| job.new_timers.iter().any(|t| t.due_at > horizon));
+    ensure(
+        &sim,
+        queued,
+        "the long sleep's timer is committed and still queued",
+    );
+    let finished_before = sim.results();
+    let commits_before = sim.world().stats.commits;
+    sim.store_outage(30_000);
+    step(&mut sim, 295); // 29.5 s, the store down throughout
+    let w = sim.world();
+    let (commits, down) = (
+        w.stats.commits - commits_before,
+        w.stats.commits_while_store_down,
+    );
+    drop(w);
+    let finished = sim.results() - finished_before;
+    ensure(
+        &sim,
+        down >= 20 && down == commits && finished >= 6,
+        &format!(
+            "during the outage: {commits} commits ({down} while the store was down), {finished} executions finished"
+        ),
+    );
+    assert_invariants(&mut sim);
+}
+
+/// `docs/faults.md` finding 4, issue 11 item 0: a zombie whose commit is refused (the group
+/// moved on while it was frozen) must not write for the partitions it had before the log
+/// reports its membership again — the world flags any job it queues meanwhile
+/// (`seam-contract`). Before the fix, the driver took over the assignment the log still
+/// reported (the old one) at once: catch-up rows, checkpoints and watermarks for a partition
+/// the other worker owns.
+#[test]
+fn a_refused_zombie_writes_nothing_until_it_is_assigned_again() {
+    let mut sim = deployment(2, 2);
+    for i in 0..4 {
+        sim.submit(Workflow::Seq, &[2, i * 10]);
+    }
+    step(&mut sim, 10);
+    sim.submit(Workflow::Seq, &[1, 90]);
+    let zombie = owner(&sim, 0);
+    let other = sim.slots().into_iter().find(|s| *s != zombie).unwrap();
+    let reached = run_until_writing(&mut sim, zombie, "commit: produced", 500);
+    ensure(&sim, reached, "the owner is inside a commit");
+    sim.freeze(zombie, 15_000);
+    step_only(&mut sim, &[other], 130, true); // the other worker takes everything over
+    ensure(
+        &sim,
+        sim.owned(other) == vec![0, 1],
+        "the other worker took over every partition",
+    );
+    sim.advance(2_500); // the zombie resumes, before its transaction times out
+    let refused = sim.world().stats.refused_generation;
+    for _ in 0..50 {
+        sim.run(zombie, 1);
+        sim.materialise(zombie, 32);
+        if sim.world().stats.refused_generation > refused {
+            break;
+        }
+    }
+    ensure(
+        &sim,
+        sim.world().stats.refused_generation > refused,
+        "the zombie's commit is refused",
+    );
+    step(&mut sim, 30); // it rejoins and gets partitions again
+    let violations = sim.check(false);
+    ensure(
+        &sim,
+        violations.iter().all(|v| v.invariant != "seam-contract"),
+        &format!("{violations:?}"),
     );
     assert_invariants(&mut sim);
 }

@@ -383,7 +383,11 @@ impl Deployment {
         records
     }
 
-    /// Waits for the result of every id on weir.results.
+    /// Waits for the result of every id on weir.results, then reads the topic to its end (the
+    /// last stable offset of every partition) and panics if any execution on it — wanted or
+    /// not — has more than one result (an exactly-once violation), naming each with all its
+    /// results. Returns the result of each wanted id. (A test that submits a finished
+    /// execution again, which is answered again by design, reads the topic itself.)
     pub fn results(
         &self,
         ids: &[ExecutionId],
@@ -392,23 +396,61 @@ impl Deployment {
         let topic = self.topic(TopicRole::Results);
         let wanted: std::collections::HashSet<String> =
             ids.iter().map(ToString::to_string).collect();
-        let records =
-            self.read_topic::<ExecutionFinished>(&topic, timeout, "every result", |records| {
-                let seen: std::collections::HashSet<&String> = records
-                    .iter()
-                    .map(|(k, _)| k)
-                    .filter(|k| wanted.contains(*k))
-                    .collect();
-                seen.len() == wanted.len()
-            });
-        let mut results = HashMap::new();
-        for (key, finished) in records {
-            if wanted.contains(&key) {
-                let previous = results.insert(finished.execution_id.clone(), finished.result);
-                assert!(previous.is_none(), "two results for {key}");
+        self.read_topic::<ExecutionFinished>(&topic, timeout, "every result", |records| {
+            let seen: std::collections::HashSet<&String> = records
+                .iter()
+                .map(|(k, _)| k)
+                .filter(|k| wanted.contains(*k))
+                .collect();
+            seen.len() == wanted.len()
+        });
+        // Read again, to the end: a duplicate may come after the result waited for.
+        let all = results_by_id(
+            self.read_to_end::<ExecutionFinished>(&topic, timeout)
+                .into_iter()
+                .map(|(_, finished)| finished),
+        );
+        let duplicates = duplicate_results(&all);
+        assert!(
+            duplicates.is_empty(),
+            "{} executions with more than one result on {topic}: {duplicates:#?}",
+            duplicates.len()
+        );
+        all.into_iter()
+            .filter(|(id, _)| wanted.contains(&id.to_string()))
+            .filter_map(|(id, results)| Some((id, results.into_iter().next()?)))
+            .collect()
+    }
+
+    /// Every committed record of `topic`, decoded, read to the last stable offset of every
+    /// partition.
+    pub fn read_to_end<R: AvroRecord>(&self, topic: &str, timeout: Duration) -> Vec<(String, R)> {
+        let consumer = reader(topic, true);
+        let partitions = consumer.assignment().map(|a| a.count()).unwrap_or_default();
+        let mut at_end = std::collections::HashSet::new();
+        let mut records = Vec::new();
+        crate::wait_until(&format!("the end of {topic}"), timeout, || {
+            while let Some(polled) = consumer.poll(Duration::from_millis(100)) {
+                let message = match polled {
+                    Ok(message) => message,
+                    Err(rdkafka::error::KafkaError::PartitionEOF(p)) => {
+                        at_end.insert(p);
+                        continue;
+                    }
+                    Err(e) => panic!("consume {topic}: {e}"),
+                };
+                at_end.remove(&message.partition());
+                let key = String::from_utf8_lossy(message.key().unwrap_or_default()).into_owned();
+                let position = RecordPosition::at(topic, message.partition(), message.offset());
+                let record = self
+                    .codec
+                    .decode::<R>(message.payload().unwrap_or_default(), &position)
+                    .expect("decodable record");
+                records.push((key, record));
             }
-        }
-        results
+            (at_end.len() == partitions).then_some(())
+        });
+        records
     }
 
     /// The committed `weir.history` of every execution, read to the last stable offset of
@@ -470,6 +512,41 @@ impl Deployment {
 }
 
 /// A read_committed consumer of every partition of `topic`, from the beginning.
+/// Two or more results on `weir.results` for one execution: an exactly-once violation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DuplicateResult {
+    pub execution_id: ExecutionId,
+    /// Every result it has, in log order (per partition).
+    pub results: Vec<ExecutionResult>,
+}
+
+/// Every result of `finished` per execution, in the order given.
+pub fn results_by_id(
+    finished: impl IntoIterator<Item = ExecutionFinished>,
+) -> HashMap<ExecutionId, Vec<ExecutionResult>> {
+    let mut by_id: HashMap<ExecutionId, Vec<ExecutionResult>> = HashMap::new();
+    for f in finished {
+        by_id.entry(f.execution_id).or_default().push(f.result);
+    }
+    by_id
+}
+
+/// The executions of `by_id` with more than one result, each with all of them, by id.
+pub fn duplicate_results(
+    by_id: &HashMap<ExecutionId, Vec<ExecutionResult>>,
+) -> Vec<DuplicateResult> {
+    let mut duplicates: Vec<DuplicateResult> = by_id
+        .iter()
+        .filter(|(_, results)| results.len() > 1)
+        .map(|(id, results)| DuplicateResult {
+            execution_id: id.clone(),
+            results: results.clone(),
+        })
+        .collect();
+    duplicates.sort_by_key(|d| d.execution_id.to_string());
+    duplicates
+}
+
 pub fn committed_reader(topic: &str) -> BaseConsumer {
     reader(topic, false)
 }
@@ -495,4 +572,53 @@ pub fn reader(topic: &str, report_end: bool) -> BaseConsumer {
     }
     consumer.assign(&list).expect("assign");
     consumer
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn finished(id: &ExecutionId, value: i64) -> ExecutionFinished {
+        ExecutionFinished {
+            execution_id: id.clone(),
+            ffqn: "example:wf/flows.f".parse().expect("ffqn"),
+            result: ExecutionResult::Ok(json!(value)),
+            finished_at: chrono::Utc::now(),
+            correlation_id: None,
+        }
+    }
+
+    /// Every result of an execution is kept, not only the first: a second one (here with
+    /// another value, and a third identical one for another execution) is reported, with all
+    /// of them.
+    #[test]
+    fn a_second_result_for_an_execution_is_reported_with_both() {
+        let once = ExecutionId::top_level(ulid::Ulid::new());
+        let twice = ExecutionId::top_level(ulid::Ulid::new());
+        let thrice = ExecutionId::top_level(ulid::Ulid::new());
+        let by_id = results_by_id([
+            finished(&twice, 1),
+            finished(&once, 7),
+            finished(&thrice, 3),
+            finished(&twice, 2),
+            finished(&thrice, 3),
+            finished(&thrice, 3),
+        ]);
+        assert_eq!(by_id[&once], vec![ExecutionResult::Ok(json!(7))]);
+        let mut expected = vec![
+            DuplicateResult {
+                execution_id: twice.clone(),
+                results: vec![ExecutionResult::Ok(json!(1)), ExecutionResult::Ok(json!(2))],
+            },
+            DuplicateResult {
+                execution_id: thrice.clone(),
+                results: vec![ExecutionResult::Ok(json!(3)); 3],
+            },
+        ];
+        expected.sort_by_key(|d| d.execution_id.to_string());
+        assert_eq!(duplicate_results(&by_id), expected);
+        assert!(duplicate_results(&results_by_id([finished(&once, 7)])).is_empty());
+    }
 }

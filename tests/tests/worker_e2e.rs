@@ -391,10 +391,9 @@ async fn a_worker_killed_with_sigkill_is_taken_over() {
     let _b = deployment.start_worker("b", &[]);
     let producer = deployment.producer();
     let ids = submit_orders(&deployment, &producer, "k", 40).await;
-    // Kill `a` once some work is done and more is in flight on `a` itself: it owns
-    // partitions and holds runs parked on answers (before, the test never checked that the
-    // killed worker had anything to lose).
-    deployment.results(&ids[..3], RESULTS_TIMEOUT);
+    // Kill `a` while work is in flight on `a` itself: it owns partitions and holds runs
+    // parked on answers (before, the test killed it after three results, when the other
+    // orders could be done already, and never checked the killed worker had anything to lose).
     let held = wait_until("`a` to hold work in flight", RESULTS_TIMEOUT, || {
         let metrics = a.metrics()?;
         let owned = *metrics.get("weir_partitions_owned")?;

@@ -86,6 +86,13 @@ pub const DEFAULT_ACTIVITY_PARTITION_WINDOW: usize = 64;
 pub const DEFAULT_UNKNOWN_ACTIVITY_GRACE_SECS: u64 = 600;
 /// Timers due within this many seconds are held in memory (no flag).
 pub const DEFAULT_TIMER_HORIZON_SECS: u64 = 60;
+/// Committed batches the materialiser's queue holds at most, waiting for the store (no flag):
+/// a store outage of ~30 s at 500 batches a second. Beyond, the workflow worker waits.
+pub const DEFAULT_MATERIALISE_QUEUE_JOBS: usize = 16_384;
+/// …and at most about this many bytes of rows (no flag): the memory a store outage may cost a
+/// workflow worker process (~4 KiB per batch of a few steps: 30 s at 500 batches a second is
+/// ~60 MiB).
+pub const DEFAULT_MATERIALISE_QUEUE_BYTES: usize = 128 * 1024 * 1024;
 
 // ------------------------------------------------------------------------------ `weir submit`
 

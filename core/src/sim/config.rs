@@ -29,6 +29,13 @@ pub struct SimConfig {
     /// Restarted processes reuse their slot's transactional id (the fix of issue 11 item 18;
     /// production today gives each process a fresh one).
     pub stable_transactional_ids: bool,
+    /// How long a store outage is ridden out: a failing store read waits (is retried) and
+    /// the writer retries, until this long after the first failure; then the worker stops
+    /// (production: `--store-patience-secs`, 300 s).
+    pub store_patience_ms: i64,
+    /// Jobs the materialiser's queue holds at most; beyond, `submit` waits (production: bound
+    /// by jobs and bytes, `worker/src/options.rs`).
+    pub materialise_queue: usize,
 }
 
 impl SimConfig {
@@ -44,6 +51,11 @@ impl SimConfig {
             max_batch: *rng.pick(&[1, 2, 5, 20, 500]),
             steps: rng.range(150, 450) as usize,
             executions: rng.range(4, 20) as usize,
+            // Short: outages stop workers (the supervisor restarts them); long: they are
+            // ridden out, the hot path going on meanwhile.
+            store_patience_ms: *rng.pick(&[2_000, 300_000, 300_000]),
+            // A small queue fills within an outage (the hot path then waits for the store).
+            materialise_queue: *rng.pick(&[64, 10_000, 10_000]),
             ..SimConfig::default()
         }
     }
@@ -66,6 +78,8 @@ impl Default for SimConfig {
             steps: 300,
             executions: 10,
             stable_transactional_ids: false,
+            store_patience_ms: 300_000,
+            materialise_queue: 10_000,
         }
     }
 }

@@ -203,6 +203,7 @@ impl Sim {
                     shutdown: false,
                     open_txn: None,
                     commits: 0,
+                    refused: false,
                 },
             );
         }
@@ -232,6 +233,7 @@ impl Sim {
                 max_batch: self.config.max_batch,
                 instance_id: instance,
                 timer_horizon: StdDuration::from_millis(self.config.timer_horizon_ms),
+                rejoin_wait: StdDuration::from_millis(self.config.session_timeout_ms as u64),
             },
         );
         let future: ProcFuture = Box::pin(async move {
@@ -451,7 +453,7 @@ impl Sim {
     pub fn materialise_all(&mut self) {
         let pids: Vec<u64> = self.slots.values().filter_map(|s| s.pid).collect();
         for pid in pids {
-            for _ in 0..super::store::QUEUE_LIMIT {
+            loop {
                 let mut w = lock(&self.world);
                 if w.procs[&pid].mat.queue.is_empty() {
                     break;
@@ -883,6 +885,14 @@ impl Sim {
     }
 
     /// The invariants, now.
+    /// Records committed to `weir.results` so far (top-level executions finished).
+    pub fn results(&self) -> usize {
+        self.world()
+            .cluster
+            .committed_records(Topic::Results)
+            .count()
+    }
+
     pub fn check(&self, settled: bool) -> Vec<Violation> {
         check(&self.world(), &self.submitted, &self.poison, settled)
     }
@@ -1011,7 +1021,13 @@ impl Sim {
             }
             ("remove", Some(slot)) if staying > 1 => self.remove_worker(slot),
             ("outage", _) => {
-                let ms = self.rng.range(200, 8_000) as i64;
+                // Mostly short; some of tens of seconds, ridden out (the hot path goes on)
+                // within the patience, or not.
+                let ms = if self.rng.chance(250) {
+                    self.rng.range(10_000, 45_000)
+                } else {
+                    self.rng.range(200, 8_000)
+                } as i64;
                 self.store_outage(ms);
             }
             ("poison", _) => match self.rng.below(4) {
@@ -1175,7 +1191,8 @@ impl Report {
         let s = &self.stats;
         format!(
             "seed {}: {} executions, {} commits, {} refused (generation), {} fenced, {} txns timed out, \
-             {} kills, {} error exits, {} freezes, {} rebalances, {} store errors, {} duplicate answers; {}",
+             {} kills, {} error exits, {} freezes, {} rebalances, {} store errors, {} commits while the store was down, \
+             {} duplicate answers; {}",
             self.seed,
             self.executions,
             s.commits,
@@ -1187,6 +1204,7 @@ impl Report {
             s.freezes,
             s.rebalances,
             s.store_errors,
+            s.commits_while_store_down,
             s.duplicate_answers,
             if self.passed() {
                 "ok".to_owned()

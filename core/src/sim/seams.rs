@@ -20,7 +20,7 @@ use crate::rows::{MaterialiseJob, TimerRow};
 
 use super::cluster::Topic;
 use super::exec::{wait_until, yield_now};
-use super::store::QUEUE_LIMIT;
+use super::store::retry_delay;
 use super::world::{Shared, lock};
 
 fn boxed(e: String) -> BoxError {
@@ -124,9 +124,38 @@ impl SimStore {
         async move {
             lock(&world).set_at(pid, at);
             yield_now().await;
-            let mut w = lock(&world);
-            w.store_read(pid).map_err(boxed)?;
-            read(&w).map_err(boxed)
+            // As production's adapter: a failing read is tried again after a growing delay,
+            // until the patience is spent (a store outage is ridden out).
+            let mut read = Some(read);
+            let mut failures = 0;
+            let mut failing_since = None;
+            let mut next_try = None;
+            wait_until(|| {
+                let mut w = lock(&world);
+                if next_try.is_some_and(|t| w.now < t) {
+                    return None;
+                }
+                match w.store_read(pid) {
+                    Ok(()) => Some(
+                        read.take()
+                            .map_or_else(|| Err("read twice".to_owned()), |read| read(&w)),
+                    ),
+                    Err(e) => {
+                        failures += 1;
+                        let now = w.now;
+                        let since = *failing_since.get_or_insert(now);
+                        let delay = retry_delay(failures);
+                        let patience = chrono::Duration::milliseconds(w.config.store_patience_ms);
+                        if now + delay - since > patience {
+                            return Some(Err(e));
+                        }
+                        next_try = Some(now + delay);
+                        None
+                    }
+                }
+            })
+            .await
+            .map_err(boxed)
         }
     }
 }
@@ -256,18 +285,20 @@ impl Materialise for SimMaterialiser {
             wait_until(|| {
                 let mut w = lock(&world);
                 let now = w.now;
+                let limit = w.config.materialise_queue.max(1);
                 let mat = &mut w.procs.get_mut(&pid).expect("a process").mat;
                 if let Some(e) = &mat.failed {
                     return Some(Err(boxed(e.clone())));
                 }
-                if mat.queue.len() >= QUEUE_LIMIT {
+                if mat.queue.len() >= limit {
                     return None;
                 }
                 mat.submitted += 1;
                 let number = mat.submitted;
-                mat.queue
-                    .push_back((number, job.take().expect("submitted once")));
+                let job = job.take().expect("submitted once");
+                mat.queue.push_back((number, job.clone()));
                 mat.queued_at.push_back(now);
+                w.job_submitted(pid, &job);
                 Some(Ok(number))
             })
             .await

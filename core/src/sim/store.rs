@@ -182,19 +182,22 @@ pub struct MaterialiserQueue {
     pub submitted: u64,
     /// The number of the last job in the store.
     pub done: u64,
-    /// Consecutive failed attempts (the store was down).
+    /// Consecutive failed attempts (the store was down), and when the first of them was.
     pub failures: u32,
+    pub failing_since: Option<SimTime>,
     pub next_attempt: Option<SimTime>,
     /// Gave up: the process must stop.
     pub failed: Option<String>,
 }
 
-/// Jobs waiting at most; beyond, `submit` waits.
-pub const QUEUE_LIMIT: usize = 64;
 /// Jobs merged into one write at most.
 pub const MERGE_LIMIT: usize = 32;
-/// Attempts of one write before the writer gives up (production: 5, from 100 ms, doubling).
-pub const ATTEMPTS: u32 = 5;
+
+/// The delay before attempt `failures + 1` of a store call that failed `failures` times, as
+/// production's patience: from 100 ms, doubling, at most 5 s.
+pub fn retry_delay(failures: u32) -> Duration {
+    Duration::milliseconds((100i64 << failures.saturating_sub(1).min(10)).min(5_000))
+}
 
 impl MaterialiserQueue {
     /// When the oldest queued job was submitted.
@@ -207,12 +210,14 @@ impl MaterialiserQueue {
         self.queued_at.clear();
     }
 
-    /// One write of up to `max` queued jobs (merged), if the writer may try now.
+    /// One write of up to `max` queued jobs (merged), if the writer may try now; it gives up
+    /// once the store has failed for `patience_ms` (production's patience).
     pub fn write(
         &mut self,
         store: &mut Store,
         now: SimTime,
         max: usize,
+        patience_ms: i64,
         inspect: impl FnOnce(&MaterialiseJob),
     ) -> Option<Result<(u64, usize), String>> {
         if self.failed.is_some() || self.queue.is_empty() {
@@ -223,12 +228,16 @@ impl MaterialiserQueue {
         }
         if let Err(e) = store.available(now) {
             self.failures += 1;
-            if self.failures >= ATTEMPTS {
+            let since = *self.failing_since.get_or_insert(now);
+            let delay = retry_delay(self.failures);
+            if now + delay - since > Duration::milliseconds(patience_ms) {
                 self.failed = Some(format!(
-                    "materialiser gave up after {ATTEMPTS} attempts: {e}"
+                    "materialiser gave up after {} attempts in {} ms: {e}",
+                    self.failures,
+                    (now - since).num_milliseconds()
                 ));
             } else {
-                self.next_attempt = Some(now + Duration::milliseconds(100 << (self.failures - 1)));
+                self.next_attempt = Some(now + delay);
             }
             return Some(Err(e));
         }
@@ -241,6 +250,7 @@ impl MaterialiserQueue {
         store.apply(&merged);
         self.done = last;
         self.failures = 0;
+        self.failing_since = None;
         self.next_attempt = None;
         Some(Ok((last, count)))
     }

@@ -18,6 +18,7 @@ use super::config::{Faults, SimConfig};
 use super::rng::Rng;
 use super::store::{Codec, MaterialiserQueue, Store};
 use super::workflows::activity_result;
+use crate::rows::MaterialiseJob;
 
 pub type Shared = Arc<Mutex<World>>;
 
@@ -81,6 +82,9 @@ pub struct Proc {
     pub open_txn: Option<u64>,
     /// Transactions it committed.
     pub commits: u64,
+    /// Its last commit was refused because the group moved on, and no poll has reported a
+    /// membership since: it must not write for any partition (issue 11 item 0).
+    pub refused: bool,
 }
 
 impl Proc {
@@ -122,6 +126,8 @@ pub struct Stats {
     pub rebalances: u64,
     pub store_errors: u64,
     pub duplicate_answers: u64,
+    /// Transactions committed while the store was down (the hot path going on).
+    pub commits_while_store_down: u64,
 }
 
 pub struct World {
@@ -382,7 +388,37 @@ impl World {
         for e in events {
             self.event(e);
         }
+        if matches!(polled, Polled::Rebalanced { .. }) {
+            self.proc(pid).refused = false;
+        }
         polled
+    }
+
+    /// A job `pid` queues for its writer: after a refused commit, before the log reported its
+    /// membership again, a job for any partition is an anomaly (the partitions it had may be
+    /// another member's; issue 11 item 0, `docs/faults.md` finding 4).
+    pub fn job_submitted(&mut self, pid: u64, job: &MaterialiseJob) {
+        if !self.procs[&pid].refused {
+            return;
+        }
+        let mut partitions: BTreeSet<i32> = BTreeSet::new();
+        partitions.extend(job.history.iter().map(|r| r.kafka_partition));
+        partitions.extend(job.executions.iter().map(|r| r.kafka_partition));
+        partitions.extend(job.new_timers.iter().map(|t| t.kafka_partition));
+        partitions.extend(job.removed_timers.iter().map(|t| t.kafka_partition));
+        partitions.extend(job.checkpoints.iter().map(|c| c.kafka_partition));
+        partitions.extend(job.watermarks.iter().map(|w| w.kafka_partition));
+        if partitions.is_empty() {
+            return;
+        }
+        let name = self.procs[&pid].name();
+        let owned = self.procs[&pid].consumer.owned.clone();
+        let detail = format!(
+            "{name} queues writes for partitions {partitions:?} after its commit was refused, \
+             before the log reported its membership again (it believes it owns {owned:?})"
+        );
+        self.event(format!("{name}: ANOMALY: {detail}"));
+        self.anomalies.push(detail);
     }
 
     /// Positions `pid`'s owned partitions at their committed offsets, fetched as stable:
@@ -465,8 +501,9 @@ impl World {
         match refused {
             TxnRefused::Generation(e) => {
                 self.stats.refused_generation += 1;
+                self.proc(pid).refused = true;
                 self.event(format!("{name}: commit refused, transaction aborted: {e}"));
-                CommitError::Retry(e.into())
+                CommitError::Refused(e.into())
             }
             TxnRefused::Fenced(e) => {
                 self.stats.fenced += 1;
@@ -649,6 +686,9 @@ impl World {
         self.proc(pid).open_txn = None;
         self.proc(pid).commits += 1;
         self.stats.commits += 1;
+        if self.store.available(self.now).is_err() {
+            self.stats.commits_while_store_down += 1;
+        }
         let member = self.procs[&pid].consumer.member;
         let current = member.is_some_and(|m| {
             self.cluster
@@ -747,6 +787,7 @@ impl World {
     /// Lets `pid`'s background writer write up to `max` queued jobs (merged) if it may.
     pub fn materialise(&mut self, pid: u64, max: usize) {
         let now = self.now;
+        let patience = self.config.store_patience_ms;
         let World { procs, store, .. } = self;
         let Some(proc) = procs.get_mut(&pid) else {
             return;
@@ -757,7 +798,7 @@ impl World {
         let name = proc.name();
         let mut partitions: BTreeSet<i32> = BTreeSet::new();
         let mut execution_rows = Vec::new();
-        let result = proc.mat.write(store, now, max, |job| {
+        let result = proc.mat.write(store, now, max, patience, |job| {
             partitions.extend(job.history.iter().map(|r| r.kafka_partition));
             partitions.extend(job.executions.iter().map(|r| r.kafka_partition));
             partitions.extend(job.new_timers.iter().map(|t| t.kafka_partition));

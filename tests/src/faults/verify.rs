@@ -242,7 +242,8 @@ pub async fn verify(
         }
         if all.len() > 1 {
             verdict.duplicate("results", all.len() - 1, || {
-                format!("{id}: {} results", all.len())
+                let all: Vec<String> = all.iter().map(ToString::to_string).collect();
+                format!("{id}: {} results: {}", all.len(), all.join(", "))
             });
         }
     }

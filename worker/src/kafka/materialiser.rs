@@ -13,6 +13,14 @@
 //! fraction of the requests. When it falls behind, it stops lingering and catches up with
 //! fewer, larger writes instead of falling further behind.
 //!
+//! The queue is bounded by jobs and by bytes ([`QueueBound`]; defaults in
+//! [`crate::options`]: 16 384 jobs, 128 MiB): large enough that a store outage of ~30 s at a
+//! few hundred batches a second does not stop the hot path (cached executions go on
+//! committing while their batches wait here), small enough to bound the memory an outage
+//! costs: at most the byte bound (plus the job being written) per workflow worker process.
+//! When it is full, [`Materialiser::submit`] waits: the store's pace bounds how far memory
+//! runs ahead.
+//!
 //! While a batch is not materialised, the store is behind memory for the executions it touched:
 //! those stay pinned in the worker's cache (see `weir_core::processor::Processor::evict`), and
 //! anything that must read the store for them waits for [`Materialiser::wait_for`] first.
@@ -22,7 +30,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{Notify, mpsc, watch};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, watch};
 use tokio::time::Instant;
 use tracing::{Instrument, debug, info_span};
 use weir_core::driver::BoxError;
@@ -34,6 +42,62 @@ use crate::store::{Store, StoreError};
 
 /// At most this many queued jobs are merged into one write.
 const MAX_MERGED_JOBS: usize = 32;
+
+/// How much the queue holds at most, behind the write in progress: `jobs` jobs and about
+/// `bytes` bytes of rows ([`approx_bytes`]; a single job larger than that is let in alone).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueBound {
+    pub jobs: usize,
+    pub bytes: usize,
+}
+
+impl Default for QueueBound {
+    fn default() -> Self {
+        QueueBound {
+            jobs: crate::options::DEFAULT_MATERIALISE_QUEUE_JOBS,
+            bytes: crate::options::DEFAULT_MATERIALISE_QUEUE_BYTES,
+        }
+    }
+}
+
+/// About the memory `job` holds: its rows' variable parts plus a fixed cost per row and per
+/// execution id.
+pub fn approx_bytes(job: &MaterialiseJob) -> usize {
+    const ROW: usize = 96;
+    const ID: usize = 64;
+    let history: usize = job.history.iter().map(|r| ROW + r.record.len() + ID).sum();
+    let executions: usize = job
+        .executions
+        .iter()
+        .map(|r| {
+            ROW + ID
+                + r.ffqn.len()
+                + r.parent_id.as_ref().map_or(0, |_| ID)
+                + r.params.len()
+                + r.result.as_ref().map_or(0, String::len)
+        })
+        .sum();
+    let timers: usize = job
+        .new_timers
+        .iter()
+        .map(|t| ROW + t.timer_id.len() + ID + t.payload.len())
+        .sum();
+    let removed: usize = job
+        .removed_timers
+        .iter()
+        .map(|t| ROW + t.timer_id.len())
+        .sum();
+    let checkpoints: usize = job
+        .checkpoints
+        .iter()
+        .map(|c| ROW + c.topic.len() + c.owner.len())
+        .sum();
+    let watermarks: usize = job.watermarks.iter().map(|w| ROW + w.owner.len()).sum();
+    ROW + history + executions + timers + removed + checkpoints + watermarks
+}
+
+/// A queued job with its share of the byte bound (returned once it is written).
+type Queued = (u64, MaterialiseJob, OwnedSemaphorePermit);
 
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum MaterialiseError {
@@ -54,7 +118,10 @@ struct Progress {
 
 /// The handle of the background writer. Jobs are numbered from 1 in submission order.
 pub struct Materialiser {
-    jobs: mpsc::Sender<(u64, MaterialiseJob)>,
+    jobs: mpsc::Sender<Queued>,
+    /// The byte bound's permits, and how many there are.
+    bytes: Arc<Semaphore>,
+    byte_limit: usize,
     progress: watch::Receiver<Progress>,
     /// Tells the writer that someone waits for the store: stop lingering.
     waited_for: Arc<Notify>,
@@ -62,29 +129,38 @@ pub struct Materialiser {
 }
 
 impl Materialiser {
-    /// Starts the writer; at most `queue` jobs wait behind the one being written (then
-    /// [`Materialiser::submit`] waits: the store's pace bounds how far memory runs ahead).
-    /// Writes start at most once per `linger`: the jobs that arrive meanwhile are merged, so an
-    /// execution touched by several batches costs the store one request, not one per batch.
-    /// Whoever waits for the store ([`Materialiser::wait_for`], [`Materialiser::flush`]) cuts
-    /// the linger short.
+    /// Starts the writer; at most `queue` jobs (and the default byte bound) wait behind the
+    /// one being written (then [`Materialiser::submit`] waits: the store's pace bounds how far
+    /// memory runs ahead). Writes start at most once per `linger`: the jobs that arrive
+    /// meanwhile are merged, so an execution touched by several batches costs the store one
+    /// request, not one per batch. Whoever waits for the store ([`Materialiser::wait_for`],
+    /// [`Materialiser::flush`]) cuts the linger short.
     pub fn spawn<S: Store + 'static>(store: Arc<S>, queue: usize, linger: Duration) -> Self {
         let patience = Patience::new(Duration::from_secs(
             crate::options::DEFAULT_STORE_PATIENCE_SECS,
         ));
-        Self::spawn_with(store, queue, linger, patience, Arc::default())
+        let bound = QueueBound {
+            jobs: queue,
+            ..QueueBound::default()
+        };
+        Self::spawn_with(store, bound, linger, patience, Arc::default())
     }
 
-    /// [`Materialiser::spawn`], riding out store failures within `patience` (each retry
-    /// counted in `metrics`).
+    /// [`Materialiser::spawn`] with a queue of `bound`, riding out store failures within
+    /// `patience` (each retry counted in `metrics`).
     pub fn spawn_with<S: Store + 'static>(
         store: Arc<S>,
-        queue: usize,
+        bound: QueueBound,
         linger: Duration,
         patience: Patience,
         metrics: Arc<Metrics>,
     ) -> Self {
-        let (jobs, mut receiver) = mpsc::channel::<(u64, MaterialiseJob)>(queue.max(1));
+        let (jobs, mut receiver) = mpsc::channel::<Queued>(bound.jobs.max(1));
+        // Permits are counted in u32 per acquisition and bounded by the semaphore's maximum.
+        let byte_limit = bound
+            .bytes
+            .clamp(1, Semaphore::MAX_PERMITS.min(u32::MAX as usize));
+        let bytes = Arc::new(Semaphore::new(byte_limit));
         let (report, progress) = watch::channel(Progress::default());
         let waited_for = Arc::new(Notify::new());
         let urgent = Arc::clone(&waited_for);
@@ -92,7 +168,7 @@ impl Materialiser {
             let mut last_write: Option<Instant> = None;
             // The last write merged as many jobs as it may: the store is behind, do not linger.
             let mut behind = false;
-            while let Some((first, job)) = receiver.recv().await {
+            while let Some((first, job, permit)) = receiver.recv().await {
                 let rest =
                     last_write.map_or(Duration::ZERO, |at| linger.saturating_sub(at.elapsed()));
                 if !behind && !rest.is_zero() {
@@ -104,12 +180,15 @@ impl Materialiser {
                 last_write = Some(Instant::now());
                 let mut batch = first;
                 let mut queued = vec![job];
+                // Held until the write is done: the jobs' memory is in use until then.
+                let mut permits = vec![permit];
                 while queued.len() < MAX_MERGED_JOBS {
-                    let Ok((next, job)) = receiver.try_recv() else {
+                    let Ok((next, job, permit)) = receiver.try_recv() else {
                         break;
                     };
                     batch = next;
                     queued.push(job);
+                    permits.push(permit);
                 }
                 behind = queued.len() == MAX_MERGED_JOBS;
                 let job = MaterialiseJob::merge(queued);
@@ -119,6 +198,7 @@ impl Materialiser {
                 })
                 .instrument(span)
                 .await;
+                drop(permits);
                 match written {
                     Ok(()) => {
                         debug!(batch, "materialised");
@@ -137,6 +217,8 @@ impl Materialiser {
         });
         Materialiser {
             jobs,
+            bytes,
+            byte_limit,
             progress,
             waited_for,
             submitted: 0,
@@ -147,8 +229,13 @@ impl Materialiser {
     pub async fn submit(&mut self, job: MaterialiseJob) -> Result<u64, MaterialiseError> {
         self.health()?;
         let batch = self.submitted + 1;
+        let cost = approx_bytes(&job).clamp(1, self.byte_limit) as u32;
+        let permit = Arc::clone(&self.bytes)
+            .acquire_many_owned(cost)
+            .await
+            .map_err(|_| self.stopped())?;
         self.jobs
-            .send((batch, job))
+            .send((batch, job, permit))
             .await
             .map_err(|_| self.stopped())?;
         self.submitted = batch;
@@ -537,6 +624,83 @@ mod tests {
         assert_eq!(row.history_version, 10);
         let last = store.checkpoint("weir.history", 0).await.unwrap().unwrap();
         assert_eq!(last.materialised_offset, 110);
+    }
+
+    /// The queue is bounded by bytes as well as by jobs: behind a write that does not end (the
+    /// store away), jobs are taken until their bytes reach the bound, then `submit` waits;
+    /// it goes on once the write is done. And the default bound holds a store outage of 30 s
+    /// at 500 batches a second of a few steps each.
+    #[tokio::test]
+    async fn the_queue_is_bounded_by_bytes() {
+        let store = Arc::new(ProbeStore {
+            gate: Some(tokio::sync::Semaphore::new(0)),
+            ..ProbeStore::default()
+        });
+        let id = ExecutionId::top_level(ulid::Ulid::new());
+        let job = |n: i64| MaterialiseJob {
+            history: vec![history_row(&id, n, 100 + n)],
+            executions: vec![execution_row(&id, n + 1)],
+            checkpoints: vec![checkpoint(0, 101 + n)],
+            ..Default::default()
+        };
+        let size = approx_bytes(&job(0));
+        let bound = QueueBound {
+            jobs: 1_000,
+            bytes: 4 * size,
+        };
+        let mut materialiser = Materialiser::spawn_with(
+            Arc::clone(&store),
+            bound,
+            Duration::ZERO,
+            Patience::new(Duration::from_secs(60)),
+            Arc::default(),
+        );
+        for n in 0..4 {
+            materialiser.submit(job(n)).await.unwrap();
+        }
+        // The writer is inside the first write (which holds its bytes until it is done).
+        tokio::time::timeout(Duration::from_secs(10), async {
+            while store.materialise_calls.load(Ordering::SeqCst) == 0 {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .expect("the first write starts");
+        {
+            let blocked = materialiser.submit(job(4));
+            tokio::pin!(blocked);
+            assert!(
+                futures::poll!(blocked.as_mut()).is_pending(),
+                "a fifth job fits a bound of four"
+            );
+        }
+        store.gate.as_ref().unwrap().add_permits(100);
+        materialiser.submit(job(4)).await.unwrap();
+        materialiser.flush().await.unwrap();
+        assert_eq!(store.history(&id).await.unwrap().len(), 5);
+
+        // A batch of a few steps: four history records of 600 bytes, two execution rows, a
+        // timer.
+        let typical = MaterialiseJob {
+            history: (0..4)
+                .map(|n| HistoryRow {
+                    record: vec![0; 600],
+                    ..history_row(&id, n, n)
+                })
+                .collect(),
+            executions: vec![execution_row(&id, 4), execution_row(&id, 2)],
+            new_timers: vec![timer("delay", Utc::now())],
+            checkpoints: vec![checkpoint(0, 4)],
+            ..Default::default()
+        };
+        let outage = 30 * 500;
+        let default = QueueBound::default();
+        assert!(default.jobs >= outage, "{default:?}");
+        assert!(
+            default.bytes >= outage * approx_bytes(&typical),
+            "{default:?}: {} bytes a batch",
+            approx_bytes(&typical)
+        );
     }
 
     #[tokio::test(start_paused = true)]

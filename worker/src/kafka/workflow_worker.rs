@@ -36,7 +36,7 @@ use super::config::MemberSettings;
 use super::encode::{self, EncodeEffectError};
 use super::group::{Departure, RebalanceTracker, collect_batch, rewind_to_committed};
 use super::history_reader;
-use super::materialiser::{MaterialiseError, Materialiser};
+use super::materialiser::{MaterialiseError, Materialiser, QueueBound};
 use super::recovery::{self, ClusterTrouble, Failure, Recovery, Verdict};
 use super::transaction::{TransactionError, Transactor};
 use crate::codec::{Codec, HistoryRecord, RecordPosition, ResponseInput, SubmissionInput};
@@ -80,6 +80,8 @@ pub struct WorkerConfig {
     pub max_record_bytes: usize,
     /// The store is written at most once per this (see [`Materialiser::spawn`]).
     pub materialise_linger: Duration,
+    /// Committed batches that may wait for the store before the worker waits for it.
+    pub materialise_queue: QueueBound,
     /// Timers due within this horizon are held in memory.
     pub timer_horizon: Duration,
     pub transaction_timeout: Duration,
@@ -115,6 +117,7 @@ impl WorkerConfig {
             materialise_linger: Duration::from_millis(
                 crate::options::DEFAULT_MATERIALISE_LINGER_MS,
             ),
+            materialise_queue: QueueBound::default(),
             timer_horizon: Duration::from_secs(crate::options::DEFAULT_TIMER_HORIZON_SECS),
             transaction_timeout: Duration::from_millis(
                 crate::options::DEFAULT_TRANSACTION_TIMEOUT_MS,
@@ -309,8 +312,6 @@ impl From<StoreError> for WorkerError {
     }
 }
 
-/// Committed batches that may wait for the store before the worker waits for it.
-const MATERIALISE_QUEUE: usize = 64;
 /// How much longer than the transaction timeout catch-up waits for an open transaction on
 /// its history partition: the broker's check for timed-out transactions runs every 10 s by
 /// default, and the abort takes a moment.
@@ -360,7 +361,7 @@ impl<S: Store + 'static> WorkflowWorker<S> {
         let patience = Patience::new(self.config.store_patience);
         let materialiser = Materialiser::spawn_with(
             Arc::clone(&self.store),
-            MATERIALISE_QUEUE,
+            self.config.materialise_queue,
             self.config.materialise_linger,
             patience,
             Arc::clone(&self.metrics),
@@ -404,6 +405,9 @@ impl<S: Store + 'static> WorkflowWorker<S> {
                 max_batch: self.config.max_batch_records,
                 instance_id: self.config.instance_id.clone(),
                 timer_horizon: self.config.timer_horizon,
+                // Within a session timeout of the refusal, the group has told this member
+                // (rebalance callbacks) or expired it.
+                rejoin_wait: self.config.session_timeout,
             },
         );
         driver.run().await?;
@@ -768,7 +772,11 @@ impl Log for KafkaLog {
             .await
         {
             Ok(landed) => landed,
-            Err(e @ (TransactionError::Aborted { .. } | TransactionError::Rebalanced { .. })) => {
+            Err(e @ TransactionError::Rebalanced { .. }) => {
+                self.metrics.workflow_batches.aborted.inc();
+                return Err(CommitError::Refused(Box::new(e)));
+            }
+            Err(e @ TransactionError::Aborted { .. }) => {
                 self.metrics.workflow_batches.aborted.inc();
                 return Err(CommitError::Retry(Box::new(e)));
             }
