@@ -24,6 +24,7 @@ use weir_core::driver::LoggedEntry;
 
 use super::KafkaConfig;
 use super::group::QuietEof;
+use super::recovery;
 use crate::codec::{Codec, HistoryRecord, RecordPosition};
 
 #[derive(Debug, thiserror::Error)]
@@ -84,10 +85,18 @@ pub fn read(
         .map_err(kafka_error)?;
     consumer.assign(&assignment).map_err(kafka_error)?;
     let mut entries = Vec::new();
+    let read_started = Instant::now();
     loop {
         match consumer.poll(Duration::from_millis(200)) {
             None => continue,
             Some(Err(KafkaError::PartitionEOF(_))) => break,
+            // librdkafka reports a lost connection through poll and reconnects by itself.
+            Some(Err(e))
+                if e.rdkafka_error_code().is_some_and(recovery::is_transient)
+                    && read_started.elapsed() < settle =>
+            {
+                tracing::warn!(topic, partition, error = %e, "history read: the cluster is away for now; polling on");
+            }
             Some(Err(e)) => return Err(kafka_error(e)),
             Some(Ok(message)) => {
                 let offset = message.offset();
@@ -137,6 +146,31 @@ fn consumer(
     config.create_with_context(QuietEof)
 }
 
+/// `call`, made again while it fails with an error that passes
+/// ([`recovery::is_transient`]: a process whose connections dropped while it was paused, a
+/// broker restarting) until `patience`; 100 ms between tries, doubling to 2 s.
+fn patiently<T>(
+    topic: &str,
+    partition: i32,
+    patience: Instant,
+    mut call: impl FnMut() -> Result<T, KafkaError>,
+) -> Result<T, KafkaError> {
+    let mut pause = Duration::from_millis(100);
+    loop {
+        match call() {
+            Err(e)
+                if e.rdkafka_error_code().is_some_and(recovery::is_transient)
+                    && Instant::now() + pause < patience =>
+            {
+                tracing::warn!(topic, partition, error = %e, retry_in = ?pause, "history read failed for now; trying again");
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_secs(2));
+            }
+            other => return other,
+        }
+    }
+}
+
 /// Waits until the last stable offset of `topic`/`partition` reaches the high watermark it
 /// had when the wait began.
 pub fn wait_until_settled(
@@ -153,15 +187,18 @@ pub fn wait_until_settled(
         source,
     };
     let uncommitted = consumer(kafka, owner, "read_uncommitted").map_err(kafka_error)?;
-    let (_, high) = uncommitted
-        .fetch_watermarks(topic, partition, QUERY_TIMEOUT)
-        .map_err(kafka_error)?;
     let started = Instant::now();
+    let patience = started + settle;
+    let (_, high) = patiently(topic, partition, patience, || {
+        uncommitted.fetch_watermarks(topic, partition, QUERY_TIMEOUT)
+    })
+    .map_err(kafka_error)?;
     let mut warned = false;
     loop {
-        let (_, lso) = committed
-            .fetch_watermarks(topic, partition, QUERY_TIMEOUT)
-            .map_err(kafka_error)?;
+        let (_, lso) = patiently(topic, partition, patience, || {
+            committed.fetch_watermarks(topic, partition, QUERY_TIMEOUT)
+        })
+        .map_err(kafka_error)?;
         if lso >= high {
             if warned {
                 tracing::info!(topic, partition, waited = ?started.elapsed(), "the open transaction is resolved");

@@ -59,6 +59,25 @@ pub const FENCING_WINDOW: Duration = Duration::from_secs(600);
 /// ...and this many stop the process.
 pub const MAX_UNEXPLAINED_FENCINGS: usize = 3;
 
+/// Whether a client call that failed with `code` may succeed if made again in a moment: the
+/// cluster (or this process's connections to it, after a pause) is away for now. A worker's
+/// one-off reads (a take-over's catch-up of `weir.history`) retry these within their
+/// patience instead of stopping the process; anything else is a real error.
+pub fn is_transient(code: RDKafkaErrorCode) -> bool {
+    matches!(
+        code,
+        RDKafkaErrorCode::AllBrokersDown
+            | RDKafkaErrorCode::BrokerTransportFailure
+            | RDKafkaErrorCode::OperationTimedOut
+            | RDKafkaErrorCode::RequestTimedOut
+            | RDKafkaErrorCode::NetworkException
+            | RDKafkaErrorCode::LeaderNotAvailable
+            | RDKafkaErrorCode::NotLeaderForPartition
+            | RDKafkaErrorCode::NotCoordinator
+            | RDKafkaErrorCode::CoordinatorNotAvailable
+    )
+}
+
 /// How a client failed, as far as the rule cares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Failure {
@@ -198,6 +217,26 @@ pub fn describe(failure: Failure) -> &'static str {
 mod tests {
     use super::*;
     use rdkafka::error::KafkaError;
+
+    #[test]
+    fn transient_errors_are_those_that_pass() {
+        use RDKafkaErrorCode as C;
+        let table = [
+            (C::AllBrokersDown, true),
+            (C::BrokerTransportFailure, true),
+            (C::OperationTimedOut, true),
+            (C::RequestTimedOut, true),
+            (C::NotLeaderForPartition, true),
+            (C::LeaderNotAvailable, true),
+            (C::UnknownTopicOrPartition, false),
+            (C::TopicAuthorizationFailed, false),
+            (C::Fatal, false),
+            (C::InvalidConfig, false),
+        ];
+        for (code, transient) in table {
+            assert_eq!(is_transient(code), transient, "{code:?}");
+        }
+    }
 
     fn txn(kind: &str) -> TransactionError {
         let transactional_id = "g-a".to_owned();
