@@ -24,32 +24,73 @@ fn processor(max_record_bytes: usize) -> Processor<SimRunner> {
     )
 }
 
-/// The effects of submitting `workflow` with `params` to a fresh processor.
-fn submit(
-    processor: &mut Processor<SimRunner>,
-    workflow: Workflow,
-    params: serde_json::Value,
-) -> Vec<Effect> {
-    let id = ExecutionId::top_level(ulid::Ulid::new());
-    let submission = Submission {
-        execution_id: id.clone(),
-        ffqn: workflow.ffqn(),
-        params,
-        parent: None,
-        scheduled_at: None,
-        correlation_id: None,
-        metadata: Default::default(),
-    };
-    let input = Input::Record {
+/// The input record of a top-level submission of `workflow` with `params` as `id`.
+fn submission_input(id: &ExecutionId, workflow: Workflow, params: serde_json::Value) -> Input {
+    Input::Record {
         index: 0,
         partition: 0,
         key: Some(id.to_string()),
         size: 100,
-        body: Ok(Body::Submission(submission)),
-    };
+        body: Ok(Body::Submission(Submission {
+            execution_id: id.clone(),
+            ffqn: workflow.ffqn(),
+            params,
+            parent: None,
+            scheduled_at: None,
+            correlation_id: None,
+            metadata: Default::default(),
+        })),
+    }
+}
+
+/// The effects of `input`, stepped alone in a batch at `now()`.
+fn step<R: weir_core::runner::WorkflowRunner>(
+    processor: &mut Processor<R>,
+    input: Input,
+) -> Vec<Effect> {
     let mut batch = Batch::new(now());
     block_on(processor.step(&mut batch, input)).expect("no processor error");
     batch.effects
+}
+
+/// The effects of submitting `workflow` with `params` (a new execution) to `processor`.
+fn submit<R: weir_core::runner::WorkflowRunner>(
+    processor: &mut Processor<R>,
+    workflow: Workflow,
+    params: serde_json::Value,
+) -> Vec<Effect> {
+    let id = ExecutionId::top_level(ulid::Ulid::new());
+    step(processor, submission_input(&id, workflow, params))
+}
+
+/// The history `effects` append to `id`, as the store would return it (recorded at `at`).
+fn stored(
+    id: &ExecutionId,
+    effects: &[Effect],
+    at: DateTime<Utc>,
+) -> Vec<(weir_core::records::HistoryRecord, DateTime<Utc>)> {
+    appended(effects)
+        .into_iter()
+        .map(|(seq, entry)| {
+            let record = weir_core::records::HistoryRecord {
+                execution_id: id.clone(),
+                seq,
+                entry,
+            };
+            (record, at)
+        })
+        .collect()
+}
+
+/// The appended history entries of `effects`, with their seqs.
+fn appended(effects: &[Effect]) -> Vec<(u64, HistoryEntry)> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Append { seq, entry, .. } => Some((*seq, entry.clone())),
+            _ => None,
+        })
+        .collect()
 }
 
 /// Issue 11 item 7: a value no record can carry (here the params of the first activity, with
@@ -159,8 +200,6 @@ fn retry_timer(effects: &[Effect]) -> Option<weir_core::rows::TimerRow> {
 /// tries the start too (before, the retries lived in memory and a new owner never tried).
 #[test]
 fn a_start_the_host_has_no_room_for_is_deferred_not_failed() {
-    use weir_core::records::HistoryRecord;
-
     let runner = |full| PoolFullRunner {
         full: std::sync::atomic::AtomicU32::new(full),
     };
@@ -171,58 +210,21 @@ fn a_start_the_host_has_no_room_for_is_deferred_not_failed() {
     };
     let mut processor = Processor::new(runner(2), config);
     let id = ExecutionId::top_level(ulid::Ulid::new());
-    let submission = Submission {
-        execution_id: id.clone(),
-        ffqn: Workflow::Seq.ffqn(),
-        params: json!([1, 5]),
-        parent: None,
-        scheduled_at: None,
-        correlation_id: None,
-        metadata: Default::default(),
-    };
-    let mut stored: Vec<(HistoryRecord, DateTime<Utc>)> = Vec::new();
-    let mut keep = |effects: &[Effect], at: DateTime<Utc>| {
-        for effect in effects {
-            if let Effect::Append {
-                execution_id,
-                seq,
-                entry,
-            } = effect
-            {
-                stored.push((
-                    HistoryRecord {
-                        execution_id: execution_id.clone(),
-                        seq: *seq,
-                        entry: entry.clone(),
-                    },
-                    at,
-                ));
-            }
-        }
-        stored.clone()
-    };
-    let mut batch = Batch::new(now());
-    let input = Input::Record {
-        index: 0,
-        partition: 0,
-        key: Some(id.to_string()),
-        size: 100,
-        body: Ok(Body::Submission(submission)),
-    };
-    block_on(processor.step(&mut batch, input)).expect("no processor error");
+    let effects = step(
+        &mut processor,
+        submission_input(&id, Workflow::Seq, json!([1, 5])),
+    );
     assert!(
-        !batch
-            .effects
+        !effects
             .iter()
             .any(|e| matches!(e, Effect::PublishResult(_) | Effect::RequestActivity(_))),
-        "parked, neither finished nor started: {:?}",
-        batch.effects
+        "parked, neither finished nor started: {effects:?}"
     );
-    let history = keep(&batch.effects, now());
+    let mut history = stored(&id, &effects, now());
     assert_eq!(processor.deferred(), 1);
     assert_eq!(processor.stats().deferred_starts, 1);
     let later = |ms: i64| now() + chrono::Duration::milliseconds(ms);
-    let timer = retry_timer(&batch.effects).expect("a retry timer");
+    let timer = retry_timer(&effects).expect("a retry timer");
     assert_eq!(timer.due_at, later(1_000));
     assert_eq!(timer.execution_id, id);
     // Each retry as the driver runs it: rehydrate what `needs` names, then step.
@@ -243,7 +245,7 @@ fn a_start_the_host_has_no_room_for_is_deferred_not_failed() {
     );
     let timer = retry_timer(&effects).expect("the next retry timer");
     assert_eq!(timer.due_at, later(3_000), "the second delay is 2 s");
-    let history = keep(&effects, later(1_000));
+    history.extend(stored(&id, &effects, later(1_000)));
 
     // A new owner (nothing in memory) loads the timer from the store and starts the run.
     let mut new_owner = Processor::new(runner(0), config);
@@ -279,14 +281,7 @@ fn an_oversize_answer_is_dead_lettered_and_its_parent_answered_value_too_large()
     use weir_core::model::Response;
 
     let mut processor = processor(1 << 20);
-    let effects = submit(&mut processor, Workflow::Seq, json!([1, 5]));
-    let request = effects
-        .iter()
-        .find_map(|e| match e {
-            Effect::RequestActivity(r) => Some(r.clone()),
-            _ => None,
-        })
-        .expect("the first activity request");
+    let request = seq_request(&mut processor);
     let answer = Input::Record {
         index: 0,
         partition: 0,
@@ -381,17 +376,6 @@ fn an_oversize_submission_is_dead_lettered_and_answered() {
     );
 }
 
-/// The appended history entries of `effects`, with their seqs.
-fn appended(effects: &[Effect]) -> Vec<(u64, HistoryEntry)> {
-    effects
-        .iter()
-        .filter_map(|e| match e {
-            Effect::Append { seq, entry, .. } => Some((*seq, entry.clone())),
-            _ => None,
-        })
-        .collect()
-}
-
 /// Issue 11 item 13: closing a join set cancelled its unawaited activities and delays without
 /// a trace in the execution's history (a finished parent ignored the late `cancelled` answer,
 /// so nothing said what was cancelled), a cancelled delay's timer stayed in the store and fired
@@ -402,7 +386,6 @@ fn appended(effects: &[Effect]) -> Vec<(u64, HistoryEntry)> {
 #[test]
 fn closing_a_join_set_journals_what_it_cancelled_and_a_rebuild_replays_it() {
     use weir_core::model::{DelayOutcome, Response};
-    use weir_core::records::HistoryRecord;
 
     let mut processor = processor(1 << 20);
     let effects = submit(&mut processor, Workflow::Abandon, json!([2, 5_000, 7]));
@@ -478,42 +461,25 @@ fn closing_a_join_set_journals_what_it_cancelled_and_a_rebuild_replays_it() {
             result: ExecutionResult::Ok(json!(value)),
         })),
     };
-    let mut batch = Batch::new(now());
-    block_on(processor.step(&mut batch, answer(&child, 14))).expect("no processor error");
+    let answered = step(&mut processor, answer(&child, 14));
     assert!(
-        batch
-            .effects
+        answered
             .iter()
             .any(|e| matches!(e, Effect::RequestActivity(_))),
-        "{:?}",
-        batch.effects
+        "{answered:?}"
     );
-    let mut history = journal.clone();
-    history.extend(appended(&batch.effects));
+    let mut history = stored(&id, &effects, now());
+    history.extend(stored(&id, &answered, now()));
 
     // A late answer of a cancelled activity is a duplicate: nothing is journalled.
-    let mut batch = Batch::new(now());
-    block_on(processor.step(&mut batch, answer(&activities[0], 14))).expect("no processor error");
-    assert!(appended(&batch.effects).is_empty(), "{:?}", batch.effects);
+    let late = step(&mut processor, answer(&activities[0], 14));
+    assert!(appended(&late).is_empty(), "{late:?}");
 
     // A rebuild from the journal (another worker, or the evicted run) replays to the same
     // place: nothing new is appended, nothing is requested again.
-    let stored: Vec<(HistoryRecord, DateTime<Utc>)> = history
-        .iter()
-        .map(|(seq, entry)| {
-            (
-                HistoryRecord {
-                    execution_id: id.clone(),
-                    seq: *seq,
-                    entry: entry.clone(),
-                },
-                now(),
-            )
-        })
-        .collect();
     let mut rebuilt = self::processor(1 << 20);
     let mut batch = Batch::new(now());
-    block_on(rebuilt.rehydrate(&mut batch, &id, Some(stored))).expect("rebuilt");
+    block_on(rebuilt.rehydrate(&mut batch, &id, Some(history))).expect("rebuilt");
     assert!(batch.effects.is_empty(), "{:?}", batch.effects);
     assert_eq!(rebuilt.row(&id), processor.row(&id));
 }
@@ -562,34 +528,14 @@ impl weir_core::runner::WorkflowRunner for ExternalRunner {
     }
 }
 
-/// The request of `Seq [1, 5]` submitted to `processor`, and the input answering it with
-/// `body`.
+/// The activity request of `Seq [1, 5]`, a new execution submitted to `processor`.
 fn seq_request<R: weir_core::runner::WorkflowRunner>(
     processor: &mut Processor<R>,
 ) -> weir_core::records::ActivityRequest {
-    let id = ExecutionId::top_level(ulid::Ulid::new());
-    let input = Input::Record {
-        index: 0,
-        partition: 0,
-        key: Some(id.to_string()),
-        size: 100,
-        body: Ok(Body::Submission(Submission {
-            execution_id: id.clone(),
-            ffqn: Workflow::Seq.ffqn(),
-            params: json!([1, 5]),
-            parent: None,
-            scheduled_at: None,
-            correlation_id: None,
-            metadata: Default::default(),
-        })),
-    };
-    let mut batch = Batch::new(now());
-    block_on(processor.step(&mut batch, input)).expect("no processor error");
-    batch
-        .effects
-        .iter()
+    submit(processor, Workflow::Seq, json!([1, 5]))
+        .into_iter()
         .find_map(|e| match e {
-            Effect::RequestActivity(r) => Some(r.clone()),
+            Effect::RequestActivity(r) => Some(r),
             _ => None,
         })
         .expect("the activity request")
@@ -849,35 +795,12 @@ fn a_full_pool_of_parked_runs_makes_room_for_a_new_start() {
     let first = seq_request(&mut processor);
     assert_eq!(processor.parked(), 1);
     let id = ExecutionId::top_level(ulid::Ulid::new());
-    let input = Input::Record {
-        index: 0,
-        partition: 0,
-        key: Some(id.to_string()),
-        size: 100,
-        body: Ok(Body::Submission(Submission {
-            execution_id: id.clone(),
-            ffqn: Workflow::Seq.ffqn(),
-            params: json!([1, 6]),
-            parent: None,
-            scheduled_at: None,
-            correlation_id: None,
-            metadata: Default::default(),
-        })),
-    };
-    let mut batch = Batch::new(now());
-    block_on(processor.step(&mut batch, input)).expect("no processor error");
-    let stored: Vec<(weir_core::records::HistoryRecord, DateTime<Utc>)> = appended(&batch.effects)
-        .into_iter()
-        .map(|(seq, entry)| {
-            let record = weir_core::records::HistoryRecord {
-                execution_id: id.clone(),
-                seq,
-                entry,
-            };
-            (record, now())
-        })
-        .collect();
-    let timer = retry_timer(&batch.effects).expect("deferred: no room");
+    let effects = step(
+        &mut processor,
+        submission_input(&id, Workflow::Seq, json!([1, 6])),
+    );
+    let history = stored(&id, &effects, now());
+    let timer = retry_timer(&effects).expect("deferred: no room");
     assert_eq!(processor.stats().evicted_for_room, 1);
     assert!(
         processor.view(&first.parent_execution_id).is_some(),
@@ -887,7 +810,7 @@ fn a_full_pool_of_parked_runs_makes_room_for_a_new_start() {
     let mut batch = Batch::new(timer.due_at);
     let due = Input::TimerDue(timer);
     assert_eq!(processor.needs(&due), Some((id.clone(), 0)));
-    block_on(processor.rehydrate(&mut batch, &id, Some(stored))).expect("rebuilt");
+    block_on(processor.rehydrate(&mut batch, &id, Some(history))).expect("rebuilt");
     block_on(processor.step(&mut batch, due)).expect("no processor error");
     assert!(
         batch
