@@ -457,33 +457,13 @@ impl Deployment {
     /// every partition.
     pub fn kafka_histories(&self) -> HashMap<ExecutionId, Vec<HistoryRecord>> {
         let topic = self.topic(TopicRole::History);
-        let partitions = self.topology.topic(TopicRole::History).partitions as usize;
-        let consumer = reader(&topic, true);
         let mut histories: HashMap<ExecutionId, Vec<HistoryRecord>> = HashMap::new();
-        let mut at_end = std::collections::HashSet::new();
-        crate::wait_until("the end of weir.history", Duration::from_secs(60), || {
-            while let Some(polled) = consumer.poll(Duration::from_millis(100)) {
-                let message = match polled {
-                    Ok(message) => message,
-                    Err(rdkafka::error::KafkaError::PartitionEOF(p)) => {
-                        at_end.insert(p);
-                        continue;
-                    }
-                    Err(e) => panic!("consume {topic}: {e}"),
-                };
-                at_end.remove(&message.partition());
-                let position = RecordPosition::at(&topic, message.partition(), message.offset());
-                let record: HistoryRecord = self
-                    .codec
-                    .decode(message.payload().unwrap_or_default(), &position)
-                    .expect("decodable history");
-                histories
-                    .entry(record.execution_id.clone())
-                    .or_default()
-                    .push(record);
-            }
-            (at_end.len() == partitions).then_some(())
-        });
+        for (_, record) in self.read_to_end::<HistoryRecord>(&topic, Duration::from_secs(60)) {
+            histories
+                .entry(record.execution_id.clone())
+                .or_default()
+                .push(record);
+        }
         histories
     }
 

@@ -20,6 +20,7 @@ use weir::kafka::partitioner::partition_for_key;
 use weir::model::{ExecutionId, ExecutionResult};
 use weir::topology::TopicRole;
 use weir_e2e::deployment::{Deployment, WorkerProcess, committed_reader};
+use weir_e2e::faults::cluster::strip_ansi;
 use weir_e2e::registry::TestRegistry;
 use weir_e2e::{kafka_config, wait_until, weir_cache};
 
@@ -232,24 +233,6 @@ async fn a_batch_that_cannot_be_fetched_is_skipped_and_counted() {
             && line.contains("to=3"),
         "{line}"
     );
-}
-
-/// `text` without its ANSI colour sequences (`ESC [ … m`).
-fn strip_ansi(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut chars = text.chars();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' {
-            for c in chars.by_ref() {
-                if c == 'm' {
-                    break;
-                }
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
 
 /// When the result of each of `ids` was produced (its record's timestamp, set by the worker

@@ -314,13 +314,7 @@ async fn two_hundred_concurrent_fan_outs_on_two_workers() {
 /// exists once: a crash or a fenced zombie never made a duplicate visible.
 fn assert_no_duplicate_outputs(deployment: &Deployment) {
     let mut requests: HashMap<(String, u32), usize> = HashMap::new();
-    let activity_topics: HashSet<String> = deployment
-        .topology
-        .routes
-        .iter()
-        .map(|r| r.topic.clone())
-        .collect();
-    for topic in activity_topics {
+    for topic in deployment.topology.route_topics() {
         let consumer = committed_reader(&topic);
         let position = |m: &rdkafka::message::BorrowedMessage<'_>| {
             weir::codec::RecordPosition::at(&topic, m.partition(), m.offset())

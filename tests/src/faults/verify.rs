@@ -285,13 +285,7 @@ pub async fn verify(
 
     // Activity requests: one per activity and attempt.
     let mut requests: HashMap<(String, u32), usize> = HashMap::new();
-    let activity_topics: HashSet<String> = deployment
-        .topology
-        .routes
-        .iter()
-        .map(|r| r.topic.clone())
-        .collect();
-    for activity_topic in activity_topics {
+    for activity_topic in deployment.topology.route_topics() {
         let reads = read_all::<ActivityRequest>(&codec, &activity_topic, timeout)?;
         for (_, request) in decoded(&mut verdict, &activity_topic, reads) {
             *requests

@@ -482,15 +482,7 @@ impl ActivityWorker {
     /// The request topics this worker consumes: those of the routes it serves and of the
     /// external routes it watches.
     pub fn topics(&self) -> Vec<String> {
-        let mut topics: Vec<String> = self
-            .topology
-            .routes
-            .iter()
-            .map(|r| r.topic.clone())
-            .collect();
-        topics.sort();
-        topics.dedup();
-        topics
+        self.topology.route_topics()
     }
 
     fn external_route(&self, topic: &str) -> Option<&Route> {

@@ -285,6 +285,14 @@ impl Topology {
     pub fn route(&self, interface: &str) -> Option<&Route> {
         self.routes.iter().find(|r| r.interface == interface)
     }
+
+    /// Every activity request topic (routes may share one), sorted, each once.
+    pub fn route_topics(&self) -> Vec<String> {
+        let mut topics: Vec<String> = self.routes.iter().map(|r| r.topic.clone()).collect();
+        topics.sort();
+        topics.dedup();
+        topics
+    }
 }
 
 /// Kafka's own rule for topic names (legal characters and length).
