@@ -593,8 +593,10 @@ impl ActivityWorker {
                         self.metrics.activity_batches.aborted.inc();
                         self.take_over(&member.consumer, &mut state)?;
                     }
-                    Err(WorkerError::Transaction(e)) if Failure::of_transaction(&e).is_some() => {
-                        let failure = Failure::of_transaction(&e).unwrap_or(Failure::Broken);
+                    Err(WorkerError::Transaction(e)) => {
+                        let Some(failure) = Failure::of_transaction(&e) else {
+                            return Err(WorkerError::Transaction(e));
+                        };
                         let restarted = self
                             .restart(
                                 &mut member,

@@ -589,6 +589,17 @@ mod tests {
         );
     }
 
+    /// The `n`th job of a run of `id`: history row `n` at offset 100 + n, its execution row,
+    /// its partition's checkpoint.
+    fn numbered_job(id: &ExecutionId, n: i64) -> MaterialiseJob {
+        MaterialiseJob {
+            history: vec![history_row(id, n, 100 + n)],
+            executions: vec![execution_row(id, n + 1)],
+            checkpoints: vec![checkpoint(0, 101 + n)],
+            ..Default::default()
+        }
+    }
+
     #[tokio::test]
     async fn jobs_queued_behind_a_slow_write_are_written_as_one() {
         let store = Arc::new(ProbeStore {
@@ -597,12 +608,7 @@ mod tests {
         });
         let mut materialiser = Materialiser::spawn(Arc::clone(&store), 16, Duration::ZERO);
         let id = ExecutionId::top_level(ulid::Ulid::new());
-        let job = |n: i64| MaterialiseJob {
-            history: vec![history_row(&id, n, 100 + n)],
-            executions: vec![execution_row(&id, n + 1)],
-            checkpoints: vec![checkpoint(0, 101 + n)],
-            ..Default::default()
-        };
+        let job = |n: i64| numbered_job(&id, n);
         materialiser.submit(job(0)).await.unwrap();
         // The writer is inside the first write before the others are queued.
         tokio::time::timeout(Duration::from_secs(10), async {
@@ -637,12 +643,7 @@ mod tests {
             ..ProbeStore::default()
         });
         let id = ExecutionId::top_level(ulid::Ulid::new());
-        let job = |n: i64| MaterialiseJob {
-            history: vec![history_row(&id, n, 100 + n)],
-            executions: vec![execution_row(&id, n + 1)],
-            checkpoints: vec![checkpoint(0, 101 + n)],
-            ..Default::default()
-        };
+        let job = |n: i64| numbered_job(&id, n);
         let size = approx_bytes(&job(0));
         let bound = QueueBound {
             jobs: 1_000,
