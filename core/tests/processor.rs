@@ -146,13 +146,35 @@ fn a_value_too_large_for_a_record_ends_the_execution_instead_of_its_batch() {
     );
 }
 
-/// The simulation's runner, with its first `full` starts refused as a full instance pool.
-struct PoolFullRunner {
-    full: std::sync::atomic::AtomicU32,
+/// A runner whose runs each hold one of `free` instance slots while they exist, as the
+/// wasmtime host's parked runs hold pool instances.
+struct SlotRunner {
+    free: std::sync::Arc<std::sync::atomic::AtomicU32>,
 }
 
-impl weir_core::runner::WorkflowRunner for PoolFullRunner {
-    type Run = <SimRunner as weir_core::runner::WorkflowRunner>::Run;
+struct SlotRun {
+    inner: <SimRunner as weir_core::runner::WorkflowRunner>::Run,
+    free: std::sync::Arc<std::sync::atomic::AtomicU32>,
+}
+
+impl Drop for SlotRun {
+    fn drop(&mut self) {
+        self.free.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl weir_core::runner::WorkflowRun for SlotRun {
+    async fn deliver(
+        &mut self,
+        response: weir_core::model::Response,
+        now: DateTime<Utc>,
+    ) -> Result<weir_core::runner::RunStep, weir_core::runner::RunError> {
+        self.inner.deliver(response, now).await
+    }
+}
+
+impl weir_core::runner::WorkflowRunner for SlotRunner {
+    type Run = SlotRun;
 
     fn check_submission(
         &self,
@@ -171,16 +193,23 @@ impl weir_core::runner::WorkflowRunner for PoolFullRunner {
     ) -> Result<(Self::Run, weir_core::runner::RunStep), weir_core::runner::RunError> {
         use std::sync::atomic::Ordering;
         if self
-            .full
+            .free
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-            .is_ok()
+            .is_err()
         {
             return Err(weir_core::runner::RunError::NoCapacity {
                 execution: execution.id.to_string(),
-                reason: "the instance pool is full".into(),
+                reason: "every instance is taken".into(),
             });
         }
-        SimRunner.start(execution, history, responses, now).await
+        let free = std::sync::Arc::clone(&self.free);
+        match SimRunner.start(execution, history, responses, now).await {
+            Ok((inner, step)) => Ok((SlotRun { inner, free }, step)),
+            Err(e) => {
+                free.fetch_add(1, Ordering::SeqCst);
+                Err(e)
+            }
+        }
     }
 }
 
@@ -200,15 +229,16 @@ fn retry_timer(effects: &[Effect]) -> Option<weir_core::rows::TimerRow> {
 /// tries the start too (before, the retries lived in memory and a new owner never tried).
 #[test]
 fn a_start_the_host_has_no_room_for_is_deferred_not_failed() {
-    let runner = |full| PoolFullRunner {
-        full: std::sync::atomic::AtomicU32::new(full),
+    // No slot free on the first owner; one on the next.
+    let runner = |free| SlotRunner {
+        free: std::sync::Arc::new(std::sync::atomic::AtomicU32::new(free)),
     };
     let config = ProcessorConfig {
         cache_size: 16,
         max_record_bytes: 1 << 20,
         partitions: 1,
     };
-    let mut processor = Processor::new(runner(2), config);
+    let mut processor = Processor::new(runner(0), config);
     let id = ExecutionId::top_level(ulid::Ulid::new());
     let effects = step(
         &mut processor,
@@ -228,7 +258,7 @@ fn a_start_the_host_has_no_room_for_is_deferred_not_failed() {
     assert_eq!(timer.due_at, later(1_000));
     assert_eq!(timer.execution_id, id);
     // Each retry as the driver runs it: rehydrate what `needs` names, then step.
-    let retry = |processor: &mut Processor<PoolFullRunner>, timer, history: Vec<_>| {
+    let retry = |processor: &mut Processor<SlotRunner>, timer, history: Vec<_>| {
         let input = Input::TimerDue(timer);
         let mut batch = Batch::new(later(1_000));
         if let Some((needed, _)) = processor.needs(&input) {
@@ -248,7 +278,7 @@ fn a_start_the_host_has_no_room_for_is_deferred_not_failed() {
     history.extend(stored(&id, &effects, later(1_000)));
 
     // A new owner (nothing in memory) loads the timer from the store and starts the run.
-    let mut new_owner = Processor::new(runner(0), config);
+    let mut new_owner = Processor::new(runner(1), config);
     let effects = retry(&mut new_owner, timer, history);
     assert!(
         effects
@@ -705,73 +735,6 @@ fn a_submission_with_an_unparsable_function_name_is_answered() {
             ..
         }
     )));
-}
-
-/// A runner whose runs each hold one of `free` instance slots while they exist, as the
-/// wasmtime host's parked runs hold pool instances.
-struct SlotRunner {
-    free: std::sync::Arc<std::sync::atomic::AtomicU32>,
-}
-
-struct SlotRun {
-    inner: <SimRunner as weir_core::runner::WorkflowRunner>::Run,
-    free: std::sync::Arc<std::sync::atomic::AtomicU32>,
-}
-
-impl Drop for SlotRun {
-    fn drop(&mut self) {
-        self.free.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-    }
-}
-
-impl weir_core::runner::WorkflowRun for SlotRun {
-    async fn deliver(
-        &mut self,
-        response: weir_core::model::Response,
-        now: DateTime<Utc>,
-    ) -> Result<weir_core::runner::RunStep, weir_core::runner::RunError> {
-        self.inner.deliver(response, now).await
-    }
-}
-
-impl weir_core::runner::WorkflowRunner for SlotRunner {
-    type Run = SlotRun;
-
-    fn check_submission(
-        &self,
-        ffqn: &weir_core::model::Ffqn,
-        params: &serde_json::Value,
-    ) -> Result<(), weir_core::runner::Rejection> {
-        SimRunner.check_submission(ffqn, params)
-    }
-
-    async fn start(
-        &self,
-        execution: weir_core::replay::Execution,
-        history: Vec<weir_core::model::HistoryEvent>,
-        responses: Vec<weir_core::model::Response>,
-        now: DateTime<Utc>,
-    ) -> Result<(Self::Run, weir_core::runner::RunStep), weir_core::runner::RunError> {
-        use std::sync::atomic::Ordering;
-        if self
-            .free
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-            .is_err()
-        {
-            return Err(weir_core::runner::RunError::NoCapacity {
-                execution: execution.id.to_string(),
-                reason: "every instance is taken".into(),
-            });
-        }
-        let free = std::sync::Arc::clone(&self.free);
-        match SimRunner.start(execution, history, responses, now).await {
-            Ok((inner, step)) => Ok((SlotRun { inner, free }, step)),
-            Err(e) => {
-                free.fetch_add(1, Ordering::SeqCst);
-                Err(e)
-            }
-        }
-    }
 }
 
 /// Issue 11 item 17: parked runs hold their instances while they wait, so a pool full of them
