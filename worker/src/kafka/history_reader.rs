@@ -26,6 +26,7 @@ use super::KafkaConfig;
 use super::group::QuietEof;
 use super::recovery;
 use crate::codec::{Codec, HistoryRecord, RecordPosition};
+use crate::store::patience::Patience;
 
 #[derive(Debug, thiserror::Error)]
 pub enum HistoryReadError {
@@ -148,23 +149,25 @@ fn consumer(
 
 /// `call`, made again while it fails with an error that passes
 /// ([`recovery::is_transient`]: a process whose connections dropped while it was paused, a
-/// broker restarting) until `patience`; 100 ms between tries, doubling to 2 s.
+/// broker restarting) while `patience` allows, counted from `started`: 100 ms between tries,
+/// doubling to 2 s (the store's backoff rule, [`Patience::next_delay`]).
 fn patiently<T>(
     topic: &str,
     partition: i32,
-    patience: Instant,
+    patience: &Patience,
+    started: Instant,
     mut call: impl FnMut() -> Result<T, KafkaError>,
 ) -> Result<T, KafkaError> {
-    let mut pause = Duration::from_millis(100);
+    let mut failures = 0;
     loop {
         match call() {
-            Err(e)
-                if e.rdkafka_error_code().is_some_and(recovery::is_transient)
-                    && Instant::now() + pause < patience =>
-            {
+            Err(e) if e.rdkafka_error_code().is_some_and(recovery::is_transient) => {
+                failures += 1;
+                let Some(pause) = patience.next_delay(failures, started.elapsed()) else {
+                    return Err(e);
+                };
                 tracing::warn!(topic, partition, error = %e, retry_in = ?pause, "history read failed for now; trying again");
                 std::thread::sleep(pause);
-                pause = (pause * 2).min(Duration::from_secs(2));
             }
             other => return other,
         }
@@ -188,14 +191,18 @@ pub fn wait_until_settled(
     };
     let uncommitted = consumer(kafka, owner, "read_uncommitted").map_err(kafka_error)?;
     let started = Instant::now();
-    let patience = started + settle;
-    let (_, high) = patiently(topic, partition, patience, || {
+    let patience = Patience {
+        first_delay: Duration::from_millis(100),
+        max_delay: Duration::from_secs(2),
+        give_up_after: settle,
+    };
+    let (_, high) = patiently(topic, partition, &patience, started, || {
         uncommitted.fetch_watermarks(topic, partition, QUERY_TIMEOUT)
     })
     .map_err(kafka_error)?;
     let mut warned = false;
     loop {
-        let (_, lso) = patiently(topic, partition, patience, || {
+        let (_, lso) = patiently(topic, partition, &patience, started, || {
             committed.fetch_watermarks(topic, partition, QUERY_TIMEOUT)
         })
         .map_err(kafka_error)?;
