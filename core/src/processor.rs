@@ -444,7 +444,7 @@ impl<R: WorkflowRunner> Processor<R> {
                                         format!("the answer was not taken: {error}"),
                                     ),
                                 };
-                                return self.deliver(batch, &owner, response, None).await;
+                                return self.deliver(batch, &owner, response, None, None).await;
                             }
                         }
                         // A top-level submission too large to take is answered with why,
@@ -700,21 +700,13 @@ impl<R: WorkflowRunner> Processor<R> {
             self.dead_letter(batch, index, DlqReason::Other, error);
             return Ok(());
         }
-        self.deliver_with(batch, &owner, response, Some(index), copy)
+        self.deliver(batch, &owner, response, Some(index), copy)
             .await
     }
 
+    /// Delivers `response` to `owner`: from the input record `index` (`None`: a due timer);
+    /// `copy`: see [`Processor::answer`].
     async fn deliver(
-        &mut self,
-        batch: &mut Batch,
-        owner: &ExecutionId,
-        response: Response,
-        index: Option<usize>,
-    ) -> Result<(), ProcessorError> {
-        self.deliver_with(batch, owner, response, index, None).await
-    }
-
-    async fn deliver_with(
         &mut self,
         batch: &mut Batch,
         owner: &ExecutionId,
@@ -855,7 +847,7 @@ impl<R: WorkflowRunner> Processor<R> {
                     delay_id,
                     outcome: DelayOutcome::Ok,
                 };
-                self.deliver(batch, &timer.execution_id, response, None)
+                self.deliver(batch, &timer.execution_id, response, None, None)
                     .await
             }
             TimerKind::Schedule => self.start_scheduled(batch, &timer.execution_id).await,
