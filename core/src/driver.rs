@@ -37,6 +37,7 @@ use chrono::{DateTime, Utc};
 use indexmap::IndexMap;
 use tracing::Instrument;
 
+use crate::inline::{self, InlineActivities, InlineOutcome, NoInline};
 use crate::model::ExecutionId;
 use crate::processor::{Batch, Effect, Input, Processor, ProcessorError, ProcessorStats};
 use crate::projection::{ExecutionView, entry_kind, rebuild};
@@ -239,6 +240,10 @@ pub struct Report {
     pub effects: usize,
     /// Batches dropped and read again since the start.
     pub retried: u64,
+    /// Since the start: activity requests answered inline, and inline requests sent to
+    /// their topics instead (not run, interrupted, or retried there).
+    pub inline_answered: u64,
+    pub inline_spilled: u64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -260,6 +265,10 @@ pub enum DriverError {
 /// Settings of the loop.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DriverConfig {
+    /// Rounds of inline activities per batch at most ([`crate::inline`]): a round runs every
+    /// inline request the batch has so far; what the last round's answers request goes to the
+    /// topics.
+    pub max_inline_rounds: usize,
     /// Records (and due timers) per batch at most.
     pub max_batch: usize,
     /// Written into checkpoints and watermarks (for operators).
@@ -276,8 +285,9 @@ pub struct DriverConfig {
 const CATCHUP_FLUSH_EVERY: usize = 500;
 
 /// The loop; see the module docs.
-pub struct Driver<R: WorkflowRunner, L: Log, S: StoreRead, M: Materialise> {
+pub struct Driver<R: WorkflowRunner, L: Log, S: StoreRead, M: Materialise, I = NoInline> {
     pub processor: Processor<R>,
+    inline: I,
     timers: TimerIndex,
     log: L,
     store: S,
@@ -290,6 +300,8 @@ pub struct Driver<R: WorkflowRunner, L: Log, S: StoreRead, M: Materialise> {
     /// The next offset of every owned input partition.
     positions: IndexMap<(InputTopic, i32), i64>,
     retried: u64,
+    inline_answered: u64,
+    inline_spilled: u64,
     /// The number of the last job submitted to the materialiser.
     last_job: u64,
     /// The last job with a timer change the timer index does not hold (a timer put beyond
@@ -308,13 +320,14 @@ struct Refused {
     at: DateTime<Utc>,
 }
 
-impl<R, L, S, M> Driver<R, L, S, M>
+impl<R, L, S, M> Driver<R, L, S, M, NoInline>
 where
     R: WorkflowRunner,
     L: Log,
     S: StoreRead,
     M: Materialise,
 {
+    /// A loop that sends every activity request to its topic.
     pub fn new(
         processor: Processor<R>,
         log: L,
@@ -322,8 +335,30 @@ where
         materialiser: M,
         config: DriverConfig,
     ) -> Self {
+        Driver::with_inline(processor, log, store, materialiser, config, NoInline)
+    }
+}
+
+impl<R, L, S, M, I> Driver<R, L, S, M, I>
+where
+    R: WorkflowRunner,
+    L: Log,
+    S: StoreRead,
+    M: Materialise,
+    I: InlineActivities,
+{
+    /// A loop that runs the activities `inline` runs itself ([`crate::inline`]).
+    pub fn with_inline(
+        processor: Processor<R>,
+        log: L,
+        store: S,
+        materialiser: M,
+        config: DriverConfig,
+        inline: I,
+    ) -> Self {
         Driver {
             processor,
+            inline,
             timers: TimerIndex::new(config.timer_horizon),
             log,
             store,
@@ -333,6 +368,8 @@ where
             generation: 0,
             positions: IndexMap::new(),
             retried: 0,
+            inline_answered: 0,
+            inline_spilled: 0,
             last_job: 0,
             unloaded_timers_job: 0,
             refused: None,
@@ -548,6 +585,7 @@ where
                 batch.effects.push(Effect::DeleteTimer(timer.key()));
             }
         }
+        self.run_inline(&mut batch).await?;
         let offsets: Positions = self
             .positions
             .iter()
@@ -581,6 +619,41 @@ where
         };
         self.materialise(batch, landed, now).await?;
         self.report(inputs, 0);
+        Ok(())
+    }
+
+    /// Answers the batch's inline activity requests in the batch ([`crate::inline`]): rounds
+    /// of attempts while the answers request more, at most `max_inline_rounds`; every
+    /// request not answered goes to its topic in this same transaction.
+    async fn run_inline(&mut self, batch: &mut Batch) -> Result<(), DriverError> {
+        let mut from = 0;
+        for _ in 0..self.config.max_inline_rounds {
+            let requests = inline::take_requests(batch, from, &self.inline);
+            if requests.is_empty() {
+                break;
+            }
+            let outcomes = self.inline.run(&requests, batch.now).await;
+            // What this round's answers make comes after `from`: the next round's requests.
+            from = batch.effects.len();
+            let mut spilled = Vec::new();
+            for (index, request) in requests.into_iter().enumerate() {
+                // The seam owes one outcome per request; a missing one is sent to the topic.
+                let outcome = outcomes.get(index).unwrap_or(&InlineOutcome::Spill);
+                match outcome {
+                    InlineOutcome::Answered(result) => {
+                        self.inline_answered += 1;
+                        self.processor
+                            .answer_inline(batch, &request, result.clone())
+                            .await?;
+                    }
+                    other => spilled.extend(inline::spill(request, other)),
+                }
+            }
+            // Spilled requests are not run again by a later round.
+            batch.effects.splice(from..from, spilled.iter().cloned());
+            from += spilled.len();
+            self.inline_spilled += spilled.len() as u64;
+        }
         Ok(())
     }
 
@@ -753,6 +826,8 @@ where
             inputs,
             effects,
             retried: self.retried,
+            inline_answered: self.inline_answered,
+            inline_spilled: self.inline_spilled,
         };
         self.log.observe(&report);
     }

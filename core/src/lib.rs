@@ -8,6 +8,7 @@
 //! - [`projection`]: the one projection from an execution's changelog to its state and rows.
 //! - [`driver`]: the workflow worker's loop (take-over, batch, commit, materialise) over its
 //!   seams: [`driver::Log`], [`driver::StoreRead`], [`driver::Materialise`].
+//! - [`inline`]: activities the workflow worker answers itself, in the batch that requests them.
 //! - [`timers`]: the timers held in memory, their horizon and watermark.
 //! - [`runner`]: the seam to whatever runs workflow code.
 //! - [`replay`]: the deterministic history engine a workflow run is driven through.
@@ -18,6 +19,7 @@
 //! - [`retry`]: the one retry decision of an activity (retry when, or give up answering what).
 
 pub mod driver;
+pub mod inline;
 pub mod model;
 pub mod partitioner;
 pub mod processor;

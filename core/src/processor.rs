@@ -92,6 +92,13 @@ pub enum Effect {
     Submit(Submission),
     /// An activity request (its route's topic, keyed by the activity's id).
     RequestActivity(ActivityRequest),
+    /// A later attempt of an activity whose earlier one ran inline and failed
+    /// ([`crate::inline`]): its route's topic like [`Effect::RequestActivity`], to run no
+    /// earlier than `not_before` (its retry's backoff).
+    RetryActivity {
+        request: ActivityRequest,
+        not_before: DateTime<Utc>,
+    },
     /// A response for `to` (`weir.responses`, keyed by `to`): a child answering its parent,
     /// or a stub's value answering the execution that wrote it.
     Respond {
@@ -704,7 +711,26 @@ impl<R: WorkflowRunner> Processor<R> {
             .await
     }
 
-    /// Delivers `response` to `owner`: from the input record `index` (`None`: a due timer);
+    /// The answer of an activity request that ran inline ([`crate::inline`]): delivered to its
+    /// parent as if it had come on `weir.responses` — journalled, then given to the run, in
+    /// the batch that journals the request. The parent is in memory with its run: it was
+    /// stepped in this batch, and a run the batch touched is never dropped for room.
+    pub async fn answer_inline(
+        &mut self,
+        batch: &mut Batch,
+        request: &ActivityRequest,
+        result: ExecutionResult,
+    ) -> Result<(), ProcessorError> {
+        let response = Response::ChildExecutionFinished {
+            child_execution_id: request.execution_id.clone(),
+            result,
+        };
+        self.deliver(batch, &request.parent_execution_id, response, None, None)
+            .await
+    }
+
+    /// Delivers `response` to `owner`: from the input record `index` (`None`: a due timer, or
+    /// an inline answer);
     /// `copy`: see [`Processor::answer`].
     async fn deliver(
         &mut self,
@@ -810,7 +836,9 @@ impl<R: WorkflowRunner> Processor<R> {
                         error,
                     });
                 }
-                None => tracing::warn!(execution = %owner, "a timer's response refused; dropped"),
+                None => {
+                    tracing::warn!(execution = %owner, "a response of no record (a timer's, an inline answer) refused; dropped")
+                }
             }
             return Ok(());
         }
@@ -908,7 +936,7 @@ impl<R: WorkflowRunner> Processor<R> {
         };
         let reason = error.to_string();
         if let RunError::NoCapacity { .. } = error {
-            self.make_room(id);
+            self.make_room(id, batch);
         }
         let attempt = self.deferred.entry(id.clone()).or_insert(0);
         *attempt += 1;
@@ -926,14 +954,18 @@ impl<R: WorkflowRunner> Processor<R> {
     }
 
     /// The host had no room for `id`'s run: drops the least recently used parked run that
-    /// can be rebuilt from the store (not `id`, not pinned by a batch the store lacks), so
-    /// that its instance is free for the retry. Parked runs hold instances for as long as
-    /// their executions wait; without this, a pool full of them would defer every new start
-    /// until one of them finished.
-    fn make_room(&mut self, id: &ExecutionId) {
+    /// can be rebuilt from the store (not `id`, not pinned by a batch the store lacks, not
+    /// touched by `batch`, whose entries the store cannot have yet), so that its instance is
+    /// free for the retry. Parked runs hold instances for as long as their executions wait;
+    /// without this, a pool full of them would defer every new start until one of them
+    /// finished.
+    fn make_room(&mut self, id: &ExecutionId, batch: &Batch) {
         let materialised = self.materialised;
         let victim = self.cache.iter_mut().find(|(other, live)| {
-            *other != id && live.run.is_some() && live.pinned_until <= materialised
+            *other != id
+                && live.run.is_some()
+                && live.pinned_until <= materialised
+                && !batch.touched.contains(*other)
         });
         if let Some((other, live)) = victim {
             tracing::info!(execution = %id, evicted = %other, "no room for a run: the least recently used parked run is dropped");

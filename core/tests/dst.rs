@@ -147,6 +147,7 @@ fn passing_faults_do_happen() {
     let mut duplicates = 0;
     let mut commits = 0;
     let mut commits_while_store_down = 0;
+    let (mut inline_answered, mut inline_retried, mut inline_spilled) = (0, 0, 0);
     // 60 seeds: since steady load sends one record per poll (not one per owned partition),
     // 40 seeds gave fewer than 50 commits during outages.
     for seed in 0..60 {
@@ -158,6 +159,9 @@ fn passing_faults_do_happen() {
         duplicates += r.stats.duplicate_answers;
         commits += r.stats.commits;
         commits_while_store_down += r.stats.commits_while_store_down;
+        inline_answered += r.stats.inline_answered;
+        inline_retried += r.stats.inline_retried;
+        inline_spilled += r.stats.inline_spilled;
     }
     assert!(commits > 1_000, "{commits} commits");
     assert!(kills > 20, "{kills} kills");
@@ -170,6 +174,16 @@ fn passing_faults_do_happen() {
         "{commits_while_store_down} commits while the store was down"
     );
     assert!(duplicates > 10, "{duplicates} duplicate answers");
+    // Inline activities (half of the seeds): answered in the batch, and sent to the topic.
+    assert!(inline_answered > 200, "{inline_answered} inline answers");
+    assert!(
+        inline_retried > 20,
+        "{inline_retried} inline attempts retried"
+    );
+    assert!(
+        inline_spilled > 20,
+        "{inline_spilled} inline requests spilled"
+    );
 }
 
 // ---- seeded runs of the fault classes that found bugs ----
@@ -178,10 +192,11 @@ fn passing_faults_do_happen() {
 // (`found_with`), so that a seed named below runs exactly the run that failed.
 
 /// The fault classes a seed of `class` ran with when its bug was found: every class but
-/// the five that each found one, plus `class`.
+/// the five that each found one (and `inline`, which came after), plus `class`.
 fn found_with(class: &str) -> Faults {
-    let spec =
-        format!("all,-hanging_txns,-zombies,-revoked_writes,-long_timers,-long_idle,+{class}");
+    let spec = format!(
+        "all,-hanging_txns,-zombies,-revoked_writes,-long_timers,-long_idle,-inline,+{class}"
+    );
     Faults::parse(&spec).unwrap()
 }
 

@@ -784,3 +784,77 @@ fn a_full_pool_of_parked_runs_makes_room_for_a_new_start() {
         batch.effects
     );
 }
+
+/// A run the batch being built has stepped is never dropped to make room: the store cannot
+/// hold what the batch appended to it yet, so a second input of the same batch for it would
+/// rebuild it from a history that lacks those entries. Before, `make_room` took the least
+/// recently used parked run that no *committed* batch pinned, this batch's own included.
+#[test]
+fn a_run_stepped_in_the_current_batch_is_not_dropped_for_room() {
+    let free = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(1));
+    let mut processor = Processor::new(
+        SlotRunner {
+            free: std::sync::Arc::clone(&free),
+        },
+        ProcessorConfig {
+            cache_size: 16,
+            max_record_bytes: 1 << 20,
+            partitions: 1,
+        },
+    );
+    processor.evict(0);
+    // `Seq [2, 5]`: parked on its first activity, holding the only slot.
+    let first = submit(&mut processor, Workflow::Seq, json!([2, 5]))
+        .into_iter()
+        .find_map(|e| match e {
+            Effect::RequestActivity(r) => Some(r),
+            _ => None,
+        })
+        .expect("the first activity request");
+    let owner = first.parent_execution_id.clone();
+    // One batch: the first answer (the run goes on and parks on its second activity), then a
+    // new submission the host has no room for.
+    let mut batch = Batch::new(now());
+    let answer = Input::Record {
+        index: 0,
+        partition: 0,
+        key: Some(owner.to_string()),
+        size: 100,
+        body: Ok(Body::Response(
+            weir_core::model::Response::ChildExecutionFinished {
+                child_execution_id: first.execution_id.clone(),
+                result: ExecutionResult::Ok(json!(5)),
+            },
+        )),
+    };
+    assert_eq!(processor.needs(&answer), None);
+    block_on(processor.step(&mut batch, answer)).expect("no processor error");
+    let id = ExecutionId::top_level(ulid::Ulid::new());
+    block_on(processor.step(
+        &mut batch,
+        submission_input(&id, Workflow::Seq, json!([1, 6])),
+    ))
+    .expect("no processor error");
+    assert!(retry_timer(&batch.effects).is_some(), "deferred: no room");
+    assert_eq!(processor.stats().evicted_for_room, 0);
+    assert_eq!(processor.parked(), 1, "the stepped run is kept");
+    let second = Input::Record {
+        index: 1,
+        partition: 0,
+        key: Some(owner.to_string()),
+        size: 100,
+        body: Ok(Body::Response(
+            weir_core::model::Response::ChildExecutionFinished {
+                child_execution_id: first
+                    .parent_execution_id
+                    .child(first.execution_id.join_set_id().expect("a child"), 1),
+                result: ExecutionResult::Ok(json!(6)),
+            },
+        )),
+    };
+    assert_eq!(
+        processor.needs(&second),
+        None,
+        "no rebuild from a store that lacks this batch"
+    );
+}

@@ -90,6 +90,11 @@ pub struct Metrics {
     pub execution_starts_deferred: Counter,
     /// Parked runs dropped to make room for a start the pool had no room for.
     pub executions_evicted_for_room: Counter,
+    /// Activity requests a workflow worker answered itself, in the batch that made them.
+    pub inline_activities_answered: Counter,
+    /// Inline requests sent to their topics instead (not run, interrupted at the budget, or a
+    /// failed attempt's retry).
+    pub inline_activities_spilled: Counter,
     pub executions_cached: Gauge,
     pub executions_parked: Gauge,
     pub partitions_owned: Gauge,
@@ -162,6 +167,16 @@ impl Metrics {
             "executions_evicted_for_room_total",
             "Parked runs dropped to make room for a run the instance pool had no room for.",
             self.executions_evicted_for_room.get(),
+        );
+        counter(
+            "inline_activities_answered_total",
+            "Activity requests answered inline by a workflow worker, in the transaction that made them.",
+            self.inline_activities_answered.get(),
+        );
+        counter(
+            "inline_activities_spilled_total",
+            "Inline activity requests sent to their topic instead (not run, past the inline budget, or retried).",
+            self.inline_activities_spilled.get(),
         );
         counter(
             "store_retries_total",

@@ -40,8 +40,10 @@ pub const DEFAULT_COMPONENTS: &str = "topology/components.toml";
 pub const DEFAULT_COMPONENTS_DIR: &str = "/var/cache/weir/examples";
 /// `--compiled-dir` / `WEIR_COMPILED_DIR`: the cache of compiled components.
 pub const DEFAULT_COMPILED_DIR: &str = "/var/cache/weir/compiled";
-/// `--commit-interval-ms` / `WEIR_COMMIT_INTERVAL_MS`: a batch is committed after this long…
-pub const DEFAULT_COMMIT_INTERVAL_MS: u64 = 20;
+/// `--commit-interval-ms` / `WEIR_COMMIT_INTERVAL_MS`: how long a batch waits for more input
+/// after its first record; 0 = committed as soon as nothing more is ready (group commit: under
+/// load, batches grow by themselves while the one before them commits)…
+pub const DEFAULT_COMMIT_INTERVAL_MS: u64 = 0;
 /// `--max-batch` / `WEIR_MAX_BATCH`: …or after this many input records.
 pub const DEFAULT_MAX_BATCH: usize = 500;
 /// `--cache-size` / `WEIR_CACHE_SIZE`: parked workflow instances kept in memory.
@@ -84,6 +86,16 @@ pub const DEFAULT_ACTIVITY_PARTITION_WINDOW: usize = 64;
 /// an activity no component of the worker exports waits for a worker that runs it, from the
 /// request's timestamp, before it is answered with `unknown-function`.
 pub const DEFAULT_UNKNOWN_ACTIVITY_GRACE_SECS: u64 = 600;
+/// `--inline-activities` / `WEIR_INLINE_ACTIVITIES`: the workflow worker runs the attempts of
+/// WASM activities itself (those whose component does not say `inline = false`), answering
+/// in the transaction that journals the request; off, every request goes to its topic.
+pub const DEFAULT_INLINE_ACTIVITIES: bool = true;
+/// `--inline-budget-ms` / `WEIR_INLINE_BUDGET_MS`: how long a round of inline attempts may
+/// hold its batch; an attempt not done by then is interrupted and sent to its topic.
+pub const DEFAULT_INLINE_BUDGET_MS: u64 = 200;
+/// Rounds of inline attempts per batch at most (no flag): a round's answers may request
+/// more; what the last round requests goes to the topics.
+pub const MAX_INLINE_ROUNDS: usize = 100;
 /// Timers due within this many seconds are held in memory (no flag).
 pub const DEFAULT_TIMER_HORIZON_SECS: u64 = 60;
 /// Committed batches the materialiser's queue holds at most, waiting for the store (no flag):

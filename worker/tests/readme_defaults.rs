@@ -341,6 +341,11 @@ fn library_defaults_are_the_command_lines() {
     assert_eq!(config.materialise_linger, millis("materialise-linger-ms"));
     assert_eq!(config.transaction_timeout, millis("transaction-timeout-ms"));
     assert_eq!(config.session_timeout, millis("session-timeout-ms"));
+    assert_eq!(config.inline.budget, millis("inline-budget-ms"));
+    assert_eq!(
+        config.inline.enabled,
+        worker_default("inline-activities") == "on"
+    );
     assert_eq!(
         config.timer_horizon,
         Duration::from_secs(options::DEFAULT_TIMER_HORIZON_SECS)

@@ -36,6 +36,10 @@ pub struct SimConfig {
     /// Jobs the materialiser's queue holds at most; beyond, `submit` waits (production: bound
     /// by jobs and bytes, `worker/src/options.rs`).
     pub materialise_queue: usize,
+    /// The workflow workers run activities inline when `Faults::inline` is on (half of the
+    /// seeds: the odd ones; not drawn from the seed's generator, so that every other seed's
+    /// run stays what it was).
+    pub inline_activities: bool,
 }
 
 impl SimConfig {
@@ -80,6 +84,7 @@ impl Default for SimConfig {
             stable_transactional_ids: false,
             store_patience_ms: 300_000,
             materialise_queue: 10_000,
+            inline_activities: false,
         }
     }
 }
@@ -125,10 +130,14 @@ pub struct Faults {
     pub long_timers: bool,
     /// Sim time jumping by days with nothing to do. Issue 11 item 6.
     pub long_idle: bool,
+    /// Activities run inline in the workflow workers (issue 12): each attempt, chosen by the
+    /// seed, is answered, fails and is retried on the topic, or is not run (sent to the
+    /// topic as it was); a crash may come while attempts run.
+    pub inline: bool,
 }
 
 impl Faults {
-    pub const NAMES: [&'static str; 13] = [
+    pub const NAMES: [&'static str; 14] = [
         "crashes",
         "hanging_txns",
         "rebalances",
@@ -142,6 +151,7 @@ impl Faults {
         "revoked_writes",
         "long_timers",
         "long_idle",
+        "inline",
     ];
 
     pub fn none() -> Self {
@@ -159,6 +169,7 @@ impl Faults {
             revoked_writes: false,
             long_timers: false,
             long_idle: false,
+            inline: false,
         }
     }
 
@@ -194,6 +205,7 @@ impl Faults {
             "revoked_writes" => &mut self.revoked_writes,
             "long_timers" => &mut self.long_timers,
             "long_idle" => &mut self.long_idle,
+            "inline" => &mut self.inline,
             _ => return None,
         })
     }

@@ -25,7 +25,7 @@ use super::cluster::{Payload, SimTime, Topic};
 use super::config::{Faults, SimConfig};
 use super::exec::{ProcFuture, poll_once};
 use super::rng::Rng;
-use super::seams::{SimLog, SimMaterialiser, SimStore};
+use super::seams::{SimInline, SimLog, SimMaterialiser, SimStore};
 use super::store::MaterialiserQueue;
 use super::workflows::{SimRunner, Workflow, unknown_ffqn};
 use super::world::{Consumer, Proc, Shared, Stats, Status, World, lock};
@@ -215,31 +215,43 @@ impl Sim {
                 partitions: self.config.partitions,
             },
         );
-        let driver = Driver::new(
-            processor,
-            SimLog {
+        let log = SimLog {
+            world: self.world.clone(),
+            pid,
+        };
+        let store = SimStore {
+            world: self.world.clone(),
+            pid,
+        };
+        let materialiser = SimMaterialiser {
+            world: self.world.clone(),
+            pid,
+        };
+        let inline = self.faults.inline && self.config.inline_activities;
+        let config = DriverConfig {
+            max_batch: self.config.max_batch,
+            instance_id: instance,
+            timer_horizon: StdDuration::from_millis(self.config.timer_horizon_ms),
+            rejoin_wait: StdDuration::from_millis(self.config.session_timeout_ms as u64),
+            // Drawn only when inline: the runs without it stay what they were.
+            max_inline_rounds: if inline {
+                1 + self.rng.range(0, 8) as usize
+            } else {
+                0
+            },
+        };
+        let future: ProcFuture = if inline {
+            let inline = SimInline {
                 world: self.world.clone(),
                 pid,
-            },
-            SimStore {
-                world: self.world.clone(),
-                pid,
-            },
-            SimMaterialiser {
-                world: self.world.clone(),
-                pid,
-            },
-            DriverConfig {
-                max_batch: self.config.max_batch,
-                instance_id: instance,
-                timer_horizon: StdDuration::from_millis(self.config.timer_horizon_ms),
-                rejoin_wait: StdDuration::from_millis(self.config.session_timeout_ms as u64),
-            },
-        );
-        let future: ProcFuture = Box::pin(async move {
-            let mut driver = driver;
-            driver.run().await
-        });
+            };
+            let mut driver =
+                Driver::with_inline(processor, log, store, materialiser, config, inline);
+            Box::pin(async move { driver.run().await })
+        } else {
+            let mut driver = Driver::new(processor, log, store, materialiser, config);
+            Box::pin(async move { driver.run().await })
+        };
         self.futures.insert(pid, future);
         let s = self.slots.get_mut(&slot).expect("a slot");
         s.pid = Some(pid);
@@ -1257,6 +1269,9 @@ impl Report {
 /// The random run of `seed` with `faults`.
 pub fn run_seed(seed: u64, faults: Faults) -> Report {
     let mut config_rng = Rng::new(seed ^ 0x5eed_c0f1_9000_0000);
-    let config = SimConfig::random(&mut config_rng);
+    let config = SimConfig {
+        inline_activities: seed % 2 == 1,
+        ..SimConfig::random(&mut config_rng)
+    };
     Sim::new(seed, config, faults).run_random()
 }

@@ -14,13 +14,17 @@ use crate::driver::{
     BoxError, Commit, CommitError, Landed, LoadError, Log, LoggedEntry, Materialise, Polled,
     Positions, StoreRead,
 };
+use crate::inline::{InlineActivities, InlineOutcome};
 use crate::model::ExecutionId;
+use crate::model::{ExecutionResult, Ffqn};
+use crate::records::ActivityRequest;
 use crate::records::HistoryRecord;
 use crate::rows::{MaterialiseJob, TimerRow};
 
 use super::cluster::Topic;
 use super::exec::{wait_until, yield_now};
 use super::store::retry_delay;
+use super::workflows::{activity_result, double_ffqn};
 use super::world::{Shared, lock};
 
 fn boxed(e: String) -> BoxError {
@@ -321,6 +325,56 @@ impl Materialise for SimMaterialiser {
         match &lock(&self.world).procs[&self.pid].mat.failed {
             Some(e) => Err(boxed(e.clone())),
             None => Ok(()),
+        }
+    }
+}
+
+/// A worker process's inline activities (`Faults::inline`): the simulated activity's answer,
+/// or, as the seed decides per request, a failed attempt retried on the topic or one not run.
+/// Each round is an await point, where the process may crash with attempts done but nothing
+/// committed.
+pub struct SimInline {
+    pub(crate) world: Shared,
+    pub(crate) pid: u64,
+}
+
+impl InlineActivities for SimInline {
+    fn runs(&self, ffqn: &Ffqn) -> bool {
+        *ffqn == double_ffqn()
+    }
+
+    fn run(
+        &mut self,
+        requests: &[ActivityRequest],
+        now: DateTime<Utc>,
+    ) -> impl Future<Output = Vec<InlineOutcome>> + Send {
+        let (world, pid) = (self.world.clone(), self.pid);
+        let requests = requests.to_vec();
+        async move {
+            lock(&world).set_at(pid, "inline: attempts running");
+            yield_now().await;
+            let mut w = lock(&world);
+            requests
+                .iter()
+                .map(|request| {
+                    let roll = w.rng.range(0, 100);
+                    if roll < 10 {
+                        w.stats.inline_spilled += 1;
+                        InlineOutcome::Spill
+                    } else if roll < 20 {
+                        w.stats.inline_retried += 1;
+                        let backoff = w.rng.range(0, 2_000) as i64;
+                        InlineOutcome::Retry {
+                            attempt: request.attempt + 1,
+                            not_before: now + chrono::Duration::milliseconds(backoff),
+                        }
+                    } else {
+                        w.stats.inline_answered += 1;
+                        let result: ExecutionResult = activity_result(&request.params);
+                        InlineOutcome::Answered(result)
+                    }
+                })
+                .collect()
         }
     }
 }

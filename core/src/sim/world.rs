@@ -128,6 +128,11 @@ pub struct Stats {
     pub duplicate_answers: u64,
     /// Transactions committed while the store was down (the hot path going on).
     pub commits_while_store_down: u64,
+    /// Inline attempts (`Faults::inline`): answered, retried on the topic, sent there as
+    /// they were.
+    pub inline_answered: u64,
+    pub inline_retried: u64,
+    pub inline_spilled: u64,
 }
 
 pub struct World {
@@ -575,7 +580,9 @@ impl World {
                 s.execution_id.to_string(),
                 Payload::Submission(s.clone()),
             ),
-            Effect::RequestActivity(r) => (
+            // The simulated activity service answers when it chooses: a retry's backoff is
+            // not modelled.
+            Effect::RequestActivity(r) | Effect::RetryActivity { request: r, .. } => (
                 Topic::Activity,
                 r.execution_id.to_string(),
                 Payload::Activity(r.clone()),

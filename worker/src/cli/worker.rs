@@ -22,6 +22,7 @@ use crate::metrics::{self, Metrics};
 use crate::options;
 use crate::store::{CqlStore, connect};
 use crate::topology::Topology;
+use crate::wasm::inline::InlineConfig;
 use crate::wasm::{EngineConfig, WasmHost};
 
 #[derive(Debug, Clone, Args)]
@@ -45,14 +46,15 @@ pub struct WorkerArgs {
         default_value = options::DEFAULT_COMPILED_DIR
     )]
     pub compiled_dir: PathBuf,
-    /// Commit a batch after this many milliseconds (or `--max-batch` records).
+    /// How long a batch waits for more input after its first record, in milliseconds; 0: it is
+    /// committed as soon as nothing more is ready (or at `--max-batch` records).
     #[arg(
         long,
         env = "WEIR_COMMIT_INTERVAL_MS",
         default_value_t = options::DEFAULT_COMMIT_INTERVAL_MS
     )]
     pub commit_interval_ms: u64,
-    /// Commit a batch after this many input records (or `--commit-interval-ms`).
+    /// Commit a batch after this many input records at most.
     #[arg(long, env = "WEIR_MAX_BATCH", default_value_t = options::DEFAULT_MAX_BATCH)]
     pub max_batch: usize,
     /// Kafka transaction timeout: how long a dead worker's open transaction can hold its
@@ -141,6 +143,24 @@ pub struct WorkerArgs {
     /// Fault injection for tests, e.g. `before-commit=pause-once(3000)` (`weir::failpoints`).
     #[arg(long, env = "WEIR_FAILPOINTS", hide = true)]
     pub failpoints: Option<String>,
+    /// Whether the workflow worker runs WASM activities itself (`on`; those whose component
+    /// says `inline = false` excepted), answering in the transaction that journals the
+    /// request, or sends every request to its topic (`off`).
+    #[arg(
+        long,
+        env = "WEIR_INLINE_ACTIVITIES",
+        default_value = on_off(options::DEFAULT_INLINE_ACTIVITIES),
+        value_parser = parse_on_off,
+    )]
+    pub inline_activities: bool,
+    /// How long a round of inline activity attempts may hold its batch, in milliseconds; an
+    /// attempt not done by then is interrupted and sent to its topic.
+    #[arg(
+        long,
+        env = "WEIR_INLINE_BUDGET_MS",
+        default_value_t = options::DEFAULT_INLINE_BUDGET_MS
+    )]
+    pub inline_budget_ms: u64,
     /// Run only the workflow worker (activities served elsewhere).
     #[arg(long, conflicts_with = "activities_only")]
     pub workflows_only: bool,
@@ -221,6 +241,10 @@ async fn serve(args: WorkerArgs) -> anyhow::Result<()> {
         config.materialise_linger = Duration::from_millis(args.materialise_linger_ms);
         config.max_batch_records = args.max_batch;
         config.cache_size = args.cache_size;
+        config.inline = InlineConfig {
+            enabled: args.inline_activities,
+            budget: Duration::from_millis(args.inline_budget_ms),
+        };
         config.max_record_bytes = args.max_record_bytes;
         config.transaction_timeout = Duration::from_millis(args.transaction_timeout_ms);
         config.store_patience = Duration::from_secs(args.store_patience_secs);
@@ -300,6 +324,18 @@ async fn serve(args: WorkerArgs) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+const fn on_off(on: bool) -> &'static str {
+    if on { "on" } else { "off" }
+}
+
+fn parse_on_off(value: &str) -> Result<bool, String> {
+    match value {
+        "on" | "true" => Ok(true),
+        "off" | "false" => Ok(false),
+        other => Err(format!("`{other}`: expected `on` or `off`")),
+    }
 }
 
 fn default_instance_id() -> String {

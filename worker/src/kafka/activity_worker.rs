@@ -23,8 +23,10 @@
 //! **Retries are durable** in that same metadata: a failed attempt with attempts left (the
 //! core's one decision, [`weir_core::retry::decide`]) commits its next attempt and its
 //! not-before instant, and waits in memory; a restart or another owner resumes it at that
-//! attempt and time. Nothing is re-published. Records published by earlier versions as retries
-//! (`attempt > 1` with a [`NOT_BEFORE_HEADER`]) are still honoured.
+//! attempt and time. Nothing is re-published. A request that arrives as a later attempt
+//! (`attempt > 1` with a [`NOT_BEFORE_HEADER`]: an inline attempt of a workflow worker failed,
+//! or an earlier version of this worker published its retry) runs at that attempt, not before
+//! that instant.
 //!
 //! **Cancellation.** A workflow worker writes an [`ActivityCancel`] (header
 //! [`KIND_HEADER`]` = `[`CANCEL_KIND`]) to every route topic Weir serves, keyed by the
@@ -56,6 +58,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
+use futures::FutureExt;
 use rdkafka::consumer::{BaseConsumer, Consumer, StreamConsumer};
 use rdkafka::message::{Headers, Message, OwnedMessage};
 use rdkafka::{Offset, TopicPartitionList};
@@ -74,10 +77,13 @@ use crate::metrics::Metrics;
 use crate::model::{ExecutionErrorKind, ExecutionResult, Response};
 use crate::options;
 use crate::topology::{Route, TopicRole, Topology};
+use crate::wasm::activity::jitter_unit;
 use crate::wasm::{AttemptReport, RetryPolicy, WasmHost};
 
-/// Header of a retry published by an earlier version of this worker: do not run it before this
-/// instant (epoch milliseconds). Still honoured when read.
+/// Header of a request that is a later attempt (`attempt > 1`): do not run it before this
+/// instant (epoch milliseconds). A workflow worker writes it when an inline attempt failed
+/// and is retried here (`weir_core::inline`); earlier versions of this worker published their
+/// retries so.
 pub const NOT_BEFORE_HEADER: &str = "weir.not-before";
 
 /// Header that tells a control record on a route's topic from an `ActivityRequest`.
@@ -538,6 +544,25 @@ impl ActivityWorker {
                     Err(_idle) => {}
                 },
             }
+            // Group commit: whatever else is ready now — finished attempts, fetched records —
+            // joins the batch, so that answers that finished while the last one committed
+            // commit together, and a lone answer commits at once.
+            while let Ok(done) = done_rx.try_recv() {
+                self.on_task_done(&mut state, done);
+            }
+            for _ in 0..self.config.max_batch_records {
+                match member.consumer.recv().now_or_never() {
+                    Some(Ok(message)) => {
+                        let message = message.detach();
+                        self.on_record(&mut state, message).await;
+                    }
+                    Some(Err(error)) => {
+                        warn!(%error, "activity consumer error");
+                        break;
+                    }
+                    None => break,
+                }
+            }
             if let Some((code, reason)) = member.consumer.client().fatal_error() {
                 // E.g. FENCED_INSTANCE_ID, after a broker was away longer than the session.
                 let cause = WorkerError::ConsumerFatal {
@@ -843,7 +868,7 @@ impl ActivityWorker {
             .max(1);
         let not_before = match &mark {
             Some(m) => m.not_before,
-            None => legacy_not_before(&message),
+            None => header_not_before(&message),
         };
         let registry = self.host.registry();
         let (kind, deadline, phase) = if let Some(route) = self.external_route(&key.0) {
@@ -1478,7 +1503,7 @@ fn is_cancel(message: &OwnedMessage) -> bool {
     })
 }
 
-fn legacy_not_before(message: &OwnedMessage) -> Option<DateTime<Utc>> {
+fn header_not_before(message: &OwnedMessage) -> Option<DateTime<Utc>> {
     let headers = message.headers()?;
     headers
         .iter()
@@ -1491,14 +1516,6 @@ fn legacy_not_before(message: &OwnedMessage) -> Option<DateTime<Utc>> {
 
 fn chrono_duration(d: Duration) -> chrono::Duration {
     chrono::Duration::from_std(d).unwrap_or(chrono::Duration::MAX)
-}
-
-/// A jitter draw in [0, 1) that differs between activities and attempts (no shared RNG state).
-fn jitter_unit(execution_id: &crate::model::ExecutionId, attempt: u32) -> f64 {
-    let seed = execution_id.stable_hash() ^ u64::from(attempt).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    let mixed =
-        (seed ^ (Utc::now().timestamp_subsec_nanos() as u64)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    (mixed >> 11) as f64 / (1u64 << 53) as f64
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use crate::codec::{ActivityCancel, Codec, EncodeError, HistoryRecord};
 use crate::model::{ExecutionId, Ffqn};
 use crate::topology::{TopicRole, Topology};
 
-use super::activity_worker::{CANCEL_KIND, KIND_HEADER};
+use super::activity_worker::{CANCEL_KIND, KIND_HEADER, NOT_BEFORE_HEADER};
 use super::dlq::{DeadLetterError, try_dead_letter};
 use super::transaction::OutgoingRecord;
 
@@ -71,7 +71,7 @@ pub fn records(
                 let value = codec.encode(&t, submission)?;
                 records.push(record(t, &submission.execution_id, value));
             }
-            Effect::RequestActivity(request) => {
+            Effect::RequestActivity(request) | Effect::RetryActivity { request, .. } => {
                 let Some(route) = topology.route(request.ffqn.ifc_fqn()) else {
                     return Err(EncodeEffectError::NoRoute {
                         execution: request.parent_execution_id.to_string(),
@@ -79,7 +79,15 @@ pub fn records(
                     });
                 };
                 let value = codec.encode(&route.topic, request)?;
-                records.push(record(route.topic.clone(), &request.execution_id, value));
+                let mut request_record = record(route.topic.clone(), &request.execution_id, value);
+                if let Effect::RetryActivity { not_before, .. } = effect {
+                    // The activity worker waits until then (see `NOT_BEFORE_HEADER`).
+                    request_record.headers.push((
+                        NOT_BEFORE_HEADER.to_owned(),
+                        not_before.timestamp_millis().to_string().into_bytes(),
+                    ));
+                }
+                records.push(request_record);
             }
             Effect::Respond { to, response } => {
                 let t = topic(TopicRole::Responses);

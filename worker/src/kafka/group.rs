@@ -326,48 +326,81 @@ pub fn rewind_to_committed<C: ConsumerContext>(
     Ok(positions)
 }
 
-/// Collects up to `max_records` records within `interval` from the call (the batching window
-/// of one transaction). While nothing has arrived it waits at least 50 ms, so that an idle
-/// caller does not spin, yet returns often enough for its loop (due timers, shutdown).
+/// How long [`collect_batch`] waits for a first record before it returns an empty batch, so
+/// that an idle caller does not spin, yet returns often enough for its loop (due timers,
+/// shutdown). A record that arrives meanwhile wakes it at once.
+pub const IDLE_POLL: Duration = Duration::from_millis(50);
+
+/// Collects the records of one transaction, at most `max_records`: waits up to [`IDLE_POLL`]
+/// for a first record, then takes every record the consumer has ready, and returns as soon
+/// as it has none ready — or, with a `linger` above zero, once `linger` has passed since the
+/// first record.
+///
+/// This is group commit: a lone record is committed at once, and under load the batches grow
+/// by themselves, since whatever arrives while one batch commits is ready for the next. A
+/// linger only trades latency for fewer, larger transactions.
+///
 /// Rebalance callbacks run inside these polls. When the process asks its members to leave
 /// ([`Departure`]), the member leaves its group here and returns nothing. A fetch error (a
 /// batch librdkafka cannot decompress or parse) goes to the context, which skips the batch.
 pub async fn collect_batch<C: MemberContext>(
     consumer: &StreamConsumer<C>,
-    interval: Duration,
+    linger: Duration,
     max_records: usize,
 ) -> Vec<rdkafka::message::OwnedMessage> {
+    use futures::FutureExt;
     let start = std::time::Instant::now();
-    let idle_wait = interval.max(Duration::from_millis(50));
+    let mut first_at: Option<std::time::Instant> = None;
     let mut records = Vec::new();
     while records.len() < max_records {
         if consumer.context().should_leave() {
             leave(consumer).await;
             return Vec::new();
         }
-        let window = if records.is_empty() {
-            idle_wait
-        } else {
-            interval
+        let polled = match first_at {
+            None => {
+                let remaining =
+                    (start + IDLE_POLL).saturating_duration_since(std::time::Instant::now());
+                match tokio::time::timeout(remaining, consumer.recv()).await {
+                    Ok(polled) => polled,
+                    Err(_elapsed) => break,
+                }
+            }
+            // Ready now: the record librdkafka has already fetched (a fresh `recv` polls its
+            // queue once before it waits).
+            Some(_) if linger.is_zero() => match consumer.recv().now_or_never() {
+                Some(polled) => polled,
+                None => break,
+            },
+            Some(first) => {
+                let remaining =
+                    (first + linger).saturating_duration_since(std::time::Instant::now());
+                match consumer.recv().now_or_never() {
+                    Some(polled) => polled,
+                    None if remaining.is_zero() => break,
+                    None => match tokio::time::timeout(remaining, consumer.recv()).await {
+                        Ok(polled) => polled,
+                        Err(_elapsed) => break,
+                    },
+                }
+            }
         };
-        let remaining = (start + window).saturating_duration_since(std::time::Instant::now());
-        if remaining.is_zero() {
-            break;
-        }
-        match tokio::time::timeout(remaining, consumer.recv()).await {
-            Ok(Ok(message)) => records.push(message.detach()),
-            Ok(Err(KafkaError::PartitionEOF(_))) => {}
-            Ok(Err(e)) if unfetchable::is_fetch_error(&e) => {
+        match polled {
+            Ok(message) => {
+                first_at.get_or_insert_with(std::time::Instant::now);
+                records.push(message.detach());
+            }
+            Err(KafkaError::PartitionEOF(_)) => {}
+            Err(e) if unfetchable::is_fetch_error(&e) => {
                 // Records already collected come before the bad batch: keep them. The skip
                 // seeks past it, so the next poll reads on behind it.
                 consumer.context().unfetchable(consumer, &e);
                 break;
             }
-            Ok(Err(e)) => {
+            Err(e) => {
                 tracing::warn!(error = %e, "consumer error");
                 break;
             }
-            Err(_elapsed) => break,
         }
     }
     records

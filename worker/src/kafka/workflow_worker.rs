@@ -45,6 +45,7 @@ use crate::model::ExecutionId;
 use crate::store::patience::{Patience, patiently};
 use crate::store::{Store, StoreError, TimerRow};
 use crate::topology::{TopicRole, Topology};
+use crate::wasm::inline::{InlineConfig, WasmInline};
 use crate::wasm::{WasmHost, WasmRunner};
 
 /// How a workflow worker runs.
@@ -71,7 +72,8 @@ pub struct WorkerConfig {
     /// dead letters): the same as the worker's.
     pub metrics: Arc<Metrics>,
     pub group_id: String,
-    /// A batch is committed after this long, or after `max_batch_records` records.
+    /// How long a batch waits for more input after its first record (zero: it is committed
+    /// as soon as nothing more is ready; see [`collect_batch`]), at most `max_batch_records`.
     pub commit_interval: Duration,
     pub max_batch_records: usize,
     /// How many parked workflow instances to keep in memory.
@@ -84,6 +86,8 @@ pub struct WorkerConfig {
     pub materialise_queue: QueueBound,
     /// Timers due within this horizon are held in memory.
     pub timer_horizon: Duration,
+    /// Activities the workflow worker answers itself (`weir_core::inline`).
+    pub inline: InlineConfig,
     pub transaction_timeout: Duration,
     /// How long a store outage is ridden out before the worker stops.
     pub store_patience: Duration,
@@ -119,6 +123,10 @@ impl WorkerConfig {
             ),
             materialise_queue: QueueBound::default(),
             timer_horizon: Duration::from_secs(crate::options::DEFAULT_TIMER_HORIZON_SECS),
+            inline: InlineConfig {
+                enabled: crate::options::DEFAULT_INLINE_ACTIVITIES,
+                budget: Duration::from_millis(crate::options::DEFAULT_INLINE_BUDGET_MS),
+            },
             transaction_timeout: Duration::from_millis(
                 crate::options::DEFAULT_TRANSACTION_TIMEOUT_MS,
             ),
@@ -381,6 +389,7 @@ impl<S: Store + 'static> WorkflowWorker<S> {
             polled_at: Instant::now(),
             group_gen: 0,
             reported: Default::default(),
+            inline_reported: (0, 0),
         };
         let store = StoreAdapter {
             store: Arc::clone(&self.store),
@@ -396,7 +405,7 @@ impl<S: Store + 'static> WorkflowWorker<S> {
                 partitions: self.topology.topic(TopicRole::Submissions).partitions,
             },
         );
-        let mut driver = Driver::new(
+        let mut driver = Driver::with_inline(
             processor,
             log,
             store,
@@ -408,7 +417,9 @@ impl<S: Store + 'static> WorkflowWorker<S> {
                 // Within a session timeout of the refusal, the group has told this member
                 // (rebalance callbacks) or expired it.
                 rejoin_wait: self.config.session_timeout,
+                max_inline_rounds: crate::options::MAX_INLINE_ROUNDS,
             },
+            WasmInline::new(Arc::clone(&self.host), self.config.inline.clone()),
         );
         driver.run().await?;
         info!(instance = %self.config.instance_id, "workflow worker stopping");
@@ -520,6 +531,8 @@ pub struct KafkaLog {
     polled_at: Instant,
     /// The processor's counters as last exported (they are cumulative; metrics get deltas).
     reported: weir_core::processor::ProcessorStats,
+    /// The driver's inline counts (answered, spilled) last added to the metrics.
+    inline_reported: (u64, u64),
 }
 
 impl KafkaLog {
@@ -842,5 +855,13 @@ impl Log for KafkaLog {
         m.executions_evicted_for_room
             .add(now.evicted_for_room.saturating_sub(last.evicted_for_room));
         self.reported = now;
+        m.inline_activities_answered.add(
+            report
+                .inline_answered
+                .saturating_sub(self.inline_reported.0),
+        );
+        m.inline_activities_spilled
+            .add(report.inline_spilled.saturating_sub(self.inline_reported.1));
+        self.inline_reported = (report.inline_answered, report.inline_spilled);
     }
 }

@@ -140,6 +140,8 @@ pub(crate) struct ActivityTemplate {
     pub limits: Limits,
     pub retries: RetryPolicy,
     pub fuel_yield_interval: u64,
+    /// Run inline by workflow workers (see `ComponentSpec::inline`).
+    pub inline: bool,
 }
 
 /// First and longest pause of an attempt waiting for a free slot of the instance pool.
@@ -320,4 +322,13 @@ fn random_unit() -> f64 {
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u64(0);
     (h.finish() >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// A jitter draw in [0, 1) for the retry of `execution_id`'s attempt `attempt` that differs
+/// between activities and attempts (no shared RNG state).
+pub fn jitter_unit(execution_id: &crate::model::ExecutionId, attempt: u32) -> f64 {
+    let seed = execution_id.stable_hash() ^ u64::from(attempt).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    let mixed = (seed ^ (chrono::Utc::now().timestamp_subsec_nanos() as u64))
+        .wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    (mixed >> 11) as f64 / (1u64 << 53) as f64
 }

@@ -109,6 +109,7 @@ impl WasmHost {
                                 limits: component.spec.limits.clone(),
                                 retries: component.spec.retries.clone(),
                                 fuel_yield_interval,
+                                inline: component.spec.inline,
                             },
                         );
                     }
@@ -233,6 +234,12 @@ impl WasmHost {
             // when it reads the answer.
             Ok(_) | Err(super::values::ProjectionError::Unrepresentable { .. }) => Ok(()),
         }
+    }
+
+    /// Whether the activity `ffqn` is run inline by a workflow worker (this host runs it, and
+    /// its component does not say `inline = false`).
+    pub fn runs_inline(&self, ffqn: &Ffqn) -> bool {
+        self.activities.get(ffqn).is_some_and(|t| t.inline)
     }
 
     /// The retry policy and limits of the activity `ffqn`, if this host runs it.

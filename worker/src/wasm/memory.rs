@@ -441,7 +441,8 @@ impl InMemoryBus {
                     entry,
                 } => self.append(execution_id, seq, entry, recorded_at)?,
                 Effect::Submit(submission) => self.queue.push_back(Record::Submission(submission)),
-                Effect::RequestActivity(request) => {
+                // The bus runs every activity with its in-process retries: it never spills one.
+                Effect::RequestActivity(request) | Effect::RetryActivity { request, .. } => {
                     self.executions
                         .entry(request.execution_id.clone())
                         .or_insert_with(|| StoredExecution {

@@ -12,6 +12,7 @@
 //! - [`activity`]: WASI p2 + outgoing HTTP, timeout, retries with backoff and jitter,
 //!   cancellation.
 //! - [`host`]: [`WasmHost`], everything above loaded and pre-instantiated.
+//! - [`inline`]: activities a workflow worker runs itself (the core's inline seam).
 //! - `memory` (feature `test-util`): an in-memory driver of the partition processor that
 //!   routes submissions, responses, activities and timers between executions, for fast tests
 //!   and benchmarks without Kafka.
@@ -23,6 +24,7 @@
 pub mod activity;
 pub mod engine;
 pub mod host;
+pub mod inline;
 pub mod limits;
 #[cfg(any(test, feature = "test-util"))]
 pub mod memory;

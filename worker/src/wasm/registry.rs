@@ -82,6 +82,10 @@ pub struct ComponentEntry {
     /// `external = true` in routes.toml.
     #[serde(default)]
     pub external: bool,
+    /// Activities: whether a workflow worker that has this component runs its attempts
+    /// itself, answering in the transaction that journals the request (default `true`); set
+    /// `false` for long-running activities, which then always go through their route's topic.
+    pub inline: Option<bool>,
 }
 
 /// The parsed `components.toml`.
@@ -118,6 +122,9 @@ pub struct ComponentSpec {
     pub route: Option<String>,
     pub stub: bool,
     pub external: bool,
+    /// Runs inline in a workflow worker (a WASM activity, neither stub nor external, unless
+    /// `inline = false`).
+    pub inline: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -216,6 +223,17 @@ impl ComponentsFile {
                 if c.external && (c.kind != ComponentKind::Activity || c.stub) {
                     return Err(invalid("only a (non-stub) activity can be external"));
                 }
+                if c.inline == Some(true)
+                    && (c.kind != ComponentKind::Activity || c.stub || c.external)
+                {
+                    return Err(invalid(
+                        "only an activity Weir runs (not a stub, not external) can be inline",
+                    ));
+                }
+                let inline = c.kind == ComponentKind::Activity
+                    && !c.stub
+                    && !c.external
+                    && c.inline.unwrap_or(true);
                 let r = &c.retries;
                 let retries = RetryPolicy {
                     max_attempts: r.max_attempts.or(d.retries.max_attempts).unwrap_or(3),
@@ -257,6 +275,7 @@ impl ComponentsFile {
                     route: c.route.clone(),
                     stub: c.stub,
                     external: c.external,
+                    inline,
                 })
             })
             .collect()

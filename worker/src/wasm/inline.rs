@@ -1,0 +1,122 @@
+//! Inline activities in the wasmtime host: the workflow worker's implementation of the core's
+//! [`InlineActivities`] seam (the rules — what is answered in the batch, what goes to the
+//! topic — are `weir_core::inline`'s and the driver's).
+//!
+//! A round runs one attempt of each request as a task of its own (the attempts of a batch
+//! use every core), each bounded by its request's `timeout_millis` and the component's
+//! `timeout_ms` like on the topic path, and all of them by the round's budget
+//! ([`InlineConfig::budget`], `--inline-budget-ms`). The attempt's result goes through the
+//! one retry decision ([`weir_core::retry::decide`]): an answer is journalled by the driver in
+//! the same batch; a retry goes to the activity topic as the next attempt, not before its
+//! backoff; an attempt still running when the budget is spent is interrupted (its task
+//! aborted: wasmtime stops the guest at its next await point) and the request goes to the
+//! topic as it was, to run there in full.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use weir_core::inline::{InlineActivities, InlineOutcome};
+use weir_core::retry::{self, Decision};
+
+use crate::codec::ActivityRequest;
+use crate::model::Ffqn;
+
+use super::WasmHost;
+use super::activity::jitter_unit;
+
+/// Settings of the inline activities of a workflow worker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InlineConfig {
+    /// Off: every request goes to its topic (`--inline-activities off`).
+    pub enabled: bool,
+    /// How long one round of inline attempts may run; attempts not done by then go to their
+    /// topics.
+    pub budget: Duration,
+}
+
+/// The workflow worker's inline activities: those of `host` whose component is inline.
+pub struct WasmInline {
+    host: Arc<WasmHost>,
+    config: InlineConfig,
+}
+
+impl WasmInline {
+    pub fn new(host: Arc<WasmHost>, config: InlineConfig) -> Self {
+        WasmInline { host, config }
+    }
+}
+
+impl InlineActivities for WasmInline {
+    fn runs(&self, ffqn: &Ffqn) -> bool {
+        self.config.enabled && self.host.runs_inline(ffqn)
+    }
+
+    async fn run(&mut self, requests: &[ActivityRequest], _: DateTime<Utc>) -> Vec<InlineOutcome> {
+        let deadline = tokio::time::Instant::now() + self.config.budget;
+        let tasks: Vec<_> = requests
+            .iter()
+            .map(|request| {
+                let host = Arc::clone(&self.host);
+                let request = request.clone();
+                let span = tracing::info_span!("inline activity", execution = %request.execution_id, ffqn = %request.ffqn, attempt = request.attempt);
+                tokio::spawn(tracing::Instrument::instrument(
+                    async move { attempt(&host, &request).await },
+                    span,
+                ))
+            })
+            .collect();
+        let mut outcomes = Vec::with_capacity(tasks.len());
+        for mut task in tasks {
+            let outcome = match tokio::time::timeout_at(deadline, &mut task).await {
+                Ok(Ok(outcome)) => outcome,
+                // A panicked attempt: the topic path runs it again.
+                Ok(Err(_join)) => InlineOutcome::Spill,
+                Err(_budget) => {
+                    task.abort();
+                    InlineOutcome::Spill
+                }
+            };
+            outcomes.push(outcome);
+        }
+        outcomes
+    }
+}
+
+/// One attempt of `request` and the retry decision on its result (its backoff counted from
+/// when the attempt ended, as on the topic path).
+async fn attempt(host: &WasmHost, request: &ActivityRequest) -> InlineOutcome {
+    let Some((policy, _)) = host.activity_settings(&request.ffqn) else {
+        return InlineOutcome::Spill;
+    };
+    let policy = policy.clone();
+    let timeout = request.timeout_millis.map(Duration::from_millis);
+    let report = match host
+        .run_activity_attempt(&request.ffqn, &request.params, timeout)
+        .await
+    {
+        Ok(report) => report,
+        Err(_unknown) => return InlineOutcome::Spill,
+    };
+    match retry::decide(
+        &policy,
+        request.attempt,
+        report.result,
+        Utc::now(),
+        request.deadline,
+        jitter_unit(&request.execution_id, request.attempt),
+    ) {
+        Decision::Answer(result) => InlineOutcome::Answered(result),
+        Decision::Retry {
+            attempt,
+            not_before,
+            ..
+        } => {
+            tracing::info!(execution = %request.execution_id, next_attempt = attempt, "inline attempt failed; the retry goes to the activity topic");
+            InlineOutcome::Retry {
+                attempt,
+                not_before,
+            }
+        }
+    }
+}
