@@ -425,6 +425,19 @@ impl Deployment {
     /// Every committed record of `topic`, decoded, read to the last stable offset of every
     /// partition.
     pub fn read_to_end<R: AvroRecord>(&self, topic: &str, timeout: Duration) -> Vec<(String, R)> {
+        self.read_records_to_end(topic, timeout)
+            .into_iter()
+            .map(|read| (read.key, read.record))
+            .collect()
+    }
+
+    /// [`Deployment::read_to_end`], with where each record was and its headers.
+    pub fn read_records_to_end<R: AvroRecord>(
+        &self,
+        topic: &str,
+        timeout: Duration,
+    ) -> Vec<ReadRecord<R>> {
+        use rdkafka::message::Headers;
         let consumer = reader(topic, true);
         let partitions = consumer.assignment().map(|a| a.count()).unwrap_or_default();
         let mut at_end = std::collections::HashSet::new();
@@ -446,7 +459,22 @@ impl Deployment {
                     .codec
                     .decode::<R>(message.payload().unwrap_or_default(), &position)
                     .expect("decodable record");
-                records.push((key, record));
+                let headers = message
+                    .headers()
+                    .map(|headers| {
+                        headers
+                            .iter()
+                            .map(|h| (h.key.to_owned(), h.value.unwrap_or_default().to_vec()))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                records.push(ReadRecord {
+                    partition: message.partition(),
+                    offset: message.offset(),
+                    key,
+                    headers,
+                    record,
+                });
             }
             (at_end.len() == partitions).then_some(())
         });
@@ -525,6 +553,16 @@ pub fn duplicate_results(
         .collect();
     duplicates.sort_by_key(|d| d.execution_id.to_string());
     duplicates
+}
+
+/// A committed record as [`Deployment::read_records_to_end`] read it.
+#[derive(Debug, Clone)]
+pub struct ReadRecord<R> {
+    pub partition: i32,
+    pub offset: i64,
+    pub key: String,
+    pub headers: Vec<(String, Vec<u8>)>,
+    pub record: R,
 }
 
 pub fn committed_reader(topic: &str) -> BaseConsumer {

@@ -151,6 +151,7 @@ pub struct WorkerArgs {
         env = "WEIR_INLINE_ACTIVITIES",
         default_value = on_off(options::DEFAULT_INLINE_ACTIVITIES),
         value_parser = parse_on_off,
+        action = clap::ArgAction::Set,
     )]
     pub inline_activities: bool,
     /// How long a round of inline activity attempts may hold its batch, in milliseconds; an
