@@ -25,6 +25,10 @@ const SLEEP_FOR: &str = "weir-examples:workflows/sleepy.sleep-for";
 const INVOICE: &str = "weir-examples:workflows/checkout.issue-invoice";
 const RESULTS_TIMEOUT: Duration = Duration::from_secs(180);
 
+/// Workers whose activity requests all go through their topics (`weir.responses` carries the
+/// answers): what the tests of fencing, take-over and retries on that path need.
+const TOPIC_PATH: &[&str] = &["--inline-activities", "off"];
+
 fn order(id: &str, customer: &str, address: &str) -> Value {
     json!([{ "id": id, "customer": customer, "sku": "widget", "quantity": 2, "address": address }])
 }
@@ -381,8 +385,10 @@ fn assert_no_duplicate_outputs(deployment: &Deployment) {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_worker_killed_with_sigkill_is_taken_over() {
     let deployment = Deployment::new("kill9");
-    let a = deployment.start_worker("a", &[]);
-    let _b = deployment.start_worker("b", &[]);
+    // The topic path: runs parked on answers that come through `weir.responses` (inline
+    // activities would finish most orders in one batch; their ownership is the DST's).
+    let a = deployment.start_worker("a", TOPIC_PATH);
+    let _b = deployment.start_worker("b", TOPIC_PATH);
     let producer = deployment.producer();
     let ids = submit_orders(&deployment, &producer, "k", 40).await;
     // Kill `a` while work is in flight on `a` itself: it owns partitions and holds runs
@@ -427,6 +433,8 @@ async fn a_zombie_resumed_inside_its_transaction(at: &str, outcome: &str) {
             "6000",
             "--transaction-timeout-ms",
             "60000",
+            "--inline-activities",
+            "off",
         ],
         &[("WEIR_FAILPOINTS", failpoint.as_str())],
     );
@@ -436,7 +444,7 @@ async fn a_zombie_resumed_inside_its_transaction(at: &str, outcome: &str) {
     a.signal("STOP");
     let frozen = std::time::Instant::now();
     // `b` gets the workflow partitions once `a`'s session expires.
-    let b = deployment.start_worker("b", &[]);
+    let b = deployment.start_worker("b", TOPIC_PATH);
     let submissions = deployment.topic(TopicRole::Submissions);
     wait_until(
         "b to be assigned the submissions partitions",
@@ -634,7 +642,7 @@ async fn a_retry_waiting_for_its_backoff_holds_up_nothing() {
     const STEPS: &str = "weir-examples:workflows/steps.fibonacci-chain";
     const BACKOFF: Duration = Duration::from_secs(25);
     let deployment = Deployment::new("backoff");
-    let worker = deployment.start_worker("w", &[]);
+    let worker = deployment.start_worker("w", TOPIC_PATH);
     let producer = deployment.producer();
     let warm = deployment.submit(&producer, STEPS, json!([5, 1])).await;
     deployment.results(&[warm], RESULTS_TIMEOUT);
