@@ -23,7 +23,8 @@
 //! repository's topology) and its own `weir worker` processes (release build, workflow and
 //! activity worker in one process), started with the worker's defaults — no argument but
 //! `--metrics-addr` (a port in 20800..21000) and those a scenario names, `WEIR_LOG` the
-//! worker's default — and warmed up with one execution of each workflow the group runs. `lone`,
+//! worker's default — and warmed up (as many executions of each workflow the group runs as
+//! there are partitions, then every partition owned). `lone`,
 //! `hello`, `saga`, `fanout` and `idle` share one deployment and worker (in that order); the
 //! `--inline-activities off` run, each throughput level and each scale-out size get their own.
 //!
@@ -64,7 +65,8 @@
 //!   at once (N = 20, 200, 2000). Steps/s = responses journalled / (first submission visible →
 //!   last result visible); per-step p50/p99 as above; *rebuilt* = executions rebuilt from the
 //!   store by replay during the run (`weir_executions_replayed_total`, one per step whose
-//!   execution was no longer in memory), of all steps.
+//!   execution was no longer in memory), of all steps; *busy* = the cores the worker and the
+//!   stack kept busy together (their CPU seconds / wall seconds), to set beside the machine's.
 //! - **CPU** (every row but the floor's, which has no worker): CPU time (user + system, from
 //!   `/proc/<pid>/stat`) of the worker process(es) / Kafka / Cassandra (the pid files of
 //!   `docker/local/stack.sh`) from the first submission to the last result, per step (per
@@ -78,7 +80,9 @@
 //!   worker, Kafka and Cassandra over 10 s with nothing submitted, in % of one core.
 //! - **scale-out** (`scaleout`): 1, 2 and 4 worker processes on the same stack (6 partitions),
 //!   400 executions of `steps.fibonacci-chain(30, 20)` at once once every partition is owned:
-//!   steps/s, per-step p50/p99, CPU per step (all workers summed) and their RSS.
+//!   steps/s, per-step p50/p99, CPU per step (all workers summed) and their RSS; beside them
+//!   the substrate's limit at that concurrency, the floor with 400 chains of 20 hops in flight
+//!   (rounds/s: steps/s a workflow of topic activities could do on Kafka alone).
 
 mod common;
 
@@ -110,6 +114,7 @@ const FANOUT_WIDTH: usize = 100;
 const DEFAULT_THROUGHPUT: [usize; 3] = [20, 200, 2000];
 const SCALEOUT_WORKERS: [usize; 3] = [1, 2, 4];
 const SCALEOUT_EXECUTIONS: usize = 400;
+const SCALEOUT_FLOOR_HOPS: u32 = 20;
 const IDLE_SETTLE: Duration = Duration::from_secs(3);
 const IDLE: Duration = Duration::from_secs(10);
 /// How often a run looks for the results it waits for (the next execution of a scenario run
@@ -232,8 +237,8 @@ struct Setup {
 
 impl Setup {
     /// A fresh deployment with `count` workers started with the worker's defaults plus `args`
-    /// (and `WEIR_BENCH_WORKER_ARGS`), once each owns its partitions warmed up with one
-    /// execution of each of `warm` per partition.
+    /// (and `WEIR_BENCH_WORKER_ARGS`), warmed up: as many executions of each of `warm` as
+    /// there are partitions, their results, then every partition owned by a worker.
     async fn start(
         options: &Options,
         name: &str,
@@ -362,6 +367,12 @@ impl Usage {
             "{:.2} / {kafka} / {cassandra} ms per {unit}",
             ms(self.worker)
         )
+    }
+
+    /// Cores kept busy by the worker(s), Kafka and Cassandra together.
+    fn busy_cores(&self) -> f64 {
+        let (kafka, cassandra) = self.stack.unwrap_or_default();
+        (self.worker + kafka + cassandra) / self.seconds
     }
 
     /// "worker / kafka / cassandra % of a core".
@@ -637,9 +648,12 @@ fn timelines(
             let id = id.to_string();
             let mut responses = journalled.remove(&id).unwrap_or_default();
             responses.sort_by_key(|(seq, _, _)| *seq);
+            let seen_at = |at: Option<&f64>, what: &str| {
+                *at.unwrap_or_else(|| panic!("the {what} of {id} was not seen"))
+            };
             Timeline {
-                submitted: submitted[id.as_str()],
-                finished: finished[&id],
+                submitted: seen_at(submitted.get(id.as_str()), "submission"),
+                finished: seen_at(finished.get(&id), "result"),
                 responses: responses
                     .into_iter()
                     .map(|(_, response, at)| (at, response_at.get(&response).copied()))
@@ -759,7 +773,7 @@ fn report(rows: &mut Vec<Row>, row: Row) {
 
 fn floor_row(floor: &common::FloorResult) -> Row {
     let mut row = Row::new(format!(
-        "Kafka txn floor: 2 hops back to back ({} chain), per round",
+        "Kafka txn floor: 2 hops back to back ({} chain(s) in flight), per round",
         floor.chains
     ));
     row.n = floor.rounds.n.to_string();
@@ -850,9 +864,10 @@ async fn throughput_row(setup: &Setup, label: String, concurrency: usize) -> Row
     row.cpu = run.usage.per(responses, "step");
     row.rss = mib(run.rss_end);
     row.notes = format!(
-        "rebuilt {:.0} of {responses} steps; {}",
+        "rebuilt {:.0} of {responses} steps; {}; worker + stack busy {:.2} cores",
         run.usage.replayed,
-        run.memory.per_parked()
+        run.memory.per_parked(),
+        run.usage.busy_cores()
     );
     row
 }
@@ -882,15 +897,21 @@ async fn bench() {
     common::now_ms();
     let started = Instant::now();
     let options = Options::from_env();
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!(
         "weir scale benchmark (issue 12): brokers {}, cql {}, worker {}, commit interval {} ms, \
-         worker has {INLINE_FLAG}: {}, extra worker args {:?}",
+         worker has {INLINE_FLAG}: {}, extra worker args {:?}, {} cores, load average {}",
         weir_e2e::brokers(),
         weir_e2e::cql_contact_points().join(","),
         weir_e2e::weir_binary().display(),
         COMMIT_INTERVAL.as_millis(),
         options.has_inline_flag,
-        options.worker_args
+        options.worker_args,
+        std::thread::available_parallelism().map_or(0, usize::from),
+        load.split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ")
     );
     let mut rows = Vec::new();
 
@@ -980,6 +1001,9 @@ async fn bench() {
     }
 
     if options.runs("scaleout") {
+        // The substrate's own limit at this concurrency: as many floor chains in flight.
+        let floor = common::kafka_floor(SCALEOUT_EXECUTIONS, SCALEOUT_FLOOR_HOPS).await;
+        report(&mut rows, floor_row(&floor));
         for workers in SCALEOUT_WORKERS {
             let warm = [(STEPS, json!([5, 2]))];
             let setup = Setup::start(&options, &format!("w{workers}"), workers, &[], &warm).await;
