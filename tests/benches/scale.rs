@@ -24,7 +24,8 @@
 //! activity worker in one process), started with the worker's defaults — no argument but
 //! `--metrics-addr` (a port in 20800..21000) and those a scenario names, `WEIR_LOG` the
 //! worker's default — and warmed up (as many executions of each workflow the group runs as
-//! there are partitions, then every partition owned). `lone`,
+//! there are partitions, then the partitions' assignment settled: all owned, each worker owning
+//! one when there are enough, on two looks 2 s apart). `lone`,
 //! `hello`, `saga`, `fanout` and `idle` share one deployment and worker (in that order); the
 //! `--inline-activities off` run, each throughput level and each scale-out size get their own.
 //!
@@ -79,7 +80,7 @@
 //! - **idle** (`idle`): after the shared worker's scenarios, 3 s to settle, then the CPU of the
 //!   worker, Kafka and Cassandra over 10 s with nothing submitted, in % of one core.
 //! - **scale-out** (`scaleout`): 1, 2 and 4 worker processes on the same stack (6 partitions),
-//!   400 executions of `steps.fibonacci-chain(30, 20)` at once once every partition is owned:
+//!   400 executions of `steps.fibonacci-chain(30, 20)` at once, the assignment settled:
 //!   steps/s, per-step p50/p99, CPU per step (all workers summed) and their RSS; beside them
 //!   the substrate's limit at that concurrency, the floor with 400 chains of 20 hops in flight
 //!   (rounds/s: steps/s a workflow of topic activities could do on Kafka alone).
@@ -115,6 +116,8 @@ const DEFAULT_THROUGHPUT: [usize; 3] = [20, 200, 2000];
 const SCALEOUT_WORKERS: [usize; 3] = [1, 2, 4];
 const SCALEOUT_EXECUTIONS: usize = 400;
 const SCALEOUT_FLOOR_HOPS: u32 = 20;
+/// How long the partitions' assignment must hold before a scenario starts.
+const SETTLED: Duration = Duration::from_secs(2);
 const IDLE_SETTLE: Duration = Duration::from_secs(3);
 const IDLE: Duration = Duration::from_secs(10);
 /// How often a run looks for the results it waits for (the next execution of a scenario run
@@ -238,7 +241,7 @@ struct Setup {
 impl Setup {
     /// A fresh deployment with `count` workers started with the worker's defaults plus `args`
     /// (and `WEIR_BENCH_WORKER_ARGS`), warmed up: as many executions of each of `warm` as
-    /// there are partitions, their results, then every partition owned by a worker.
+    /// there are partitions, their results, then the assignment settled.
     async fn start(
         options: &Options,
         name: &str,
@@ -284,14 +287,31 @@ impl Setup {
             }
         }
         setup.deployment.results(&ids, RESULTS_TIMEOUT);
-        // With several workers, the group may still be settling: every partition owned.
-        let owned = weir_e2e::wait_for("every partition owned", RESULTS_TIMEOUT, || async {
-            let owned = setup.metric("weir_partitions_owned");
-            (owned >= f64::from(partitions)).then_some(owned)
-        })
-        .await;
+        // With several workers the group may still be settling: wait until every partition is
+        // owned and every worker owns one (when there are enough), twice SETTLED apart.
+        let settled = || {
+            let owned: Vec<f64> = setup
+                .workers
+                .iter()
+                .map(|w| {
+                    w.metrics()
+                        .and_then(|m| m.get("weir_partitions_owned").copied())
+                        .unwrap_or(0.0)
+                })
+                .collect();
+            let everyone = count > partitions as usize || owned.iter().all(|&o| o >= 1.0);
+            (everyone && owned.iter().sum::<f64>() == f64::from(partitions)).then_some(owned)
+        };
+        let mut owned = Vec::new();
+        for _ in 0..2 {
+            owned = weir_e2e::wait_for("a settled assignment", RESULTS_TIMEOUT, || async {
+                settled()
+            })
+            .await;
+            tokio::time::sleep(SETTLED).await;
+        }
         println!(
-            "  [{name}] {count} worker(s) {args:?} warmed up ({} executions), {owned} partitions owned, namespace {}",
+            "  [{name}] {count} worker(s) {args:?} warmed up ({} executions), partitions owned {owned:?}, namespace {}",
             ids.len(),
             setup.deployment.namespace
         );
