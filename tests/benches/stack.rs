@@ -30,40 +30,35 @@
 //!   consume → produce loop with one transaction per batch (produce, await the
 //!   acknowledgements, `send_offsets_to_transaction`, `commit_transaction`),
 //!   the same client settings as the worker and the worker's own batching function
-//!   (`weir::kafka::group::collect_batch`, commit interval 20 ms). Hop latency = visible(hop k+1) − visible(hop k), stamped by the
+//!   (`weir::kafka::group::collect_batch`, commit interval 20 ms). Hop latency = visible(hop k+1) − visible(hop k) (two-hop rounds, visible(hop k+2) − visible(hop k), are printed beside it), stamped by the
 //!   same observer; measured with as many chains in flight as the Weir scenario it is compared
 //!   to (20 for (a), 100 for (b)), and with one chain for reference.
 //! - **Floor, CQL**: a prepared single-row `INSERT` (history-row shaped), executed one at a
 //!   time with the scylla driver.
 //!
+//! The observer, the statistics, the floor and the CPU readings are shared with `scale.rs`
+//! (issue 12) in `common/mod.rs`.
+//!
 //! Ratios printed: Weir / Kafka floor (the goal: p50 ≤ 1.5×, p99 ≤ 3×), and Weir / (Kafka
 //! floor + one CQL write), for reference: the worker used to write the store between batches (it
 //! now hands committed batches to a background materialiser, see `weir::kafka::materialiser`).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+mod common;
 
-use rdkafka::consumer::{BaseConsumer, Consumer, StreamConsumer};
-use rdkafka::message::{Message, OwnedMessage};
-use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
-use rdkafka::{Offset, TopicPartitionList};
+use std::collections::{HashMap, HashSet};
+use std::time::Instant;
+
+use common::{
+    COMMIT_INTERVAL, FloorResult, Observer, RESULTS_TIMEOUT, Stats, SubstrateCpu, fib, kafka_floor,
+    now_ms, stats,
+};
 use serde_json::json;
 use weir::codec::{ExecutionFinished, HistoryEntry, HistoryRecord, RecordPosition};
-use weir::kafka::group::collect_batch;
 use weir::model::{ExecutionId, ExecutionResult, HistoryEvent, Response};
 use weir::projection::response_id;
 use weir::topology::TopicRole;
+use weir_e2e::cql_contact_points;
 use weir_e2e::deployment::Deployment;
-use weir_e2e::{cql_contact_points, create_topics, kafka_config, unique_name};
-
-/// The worker's default commit interval; the floor uses the same.
-const COMMIT_INTERVAL: Duration = Duration::from_millis(20);
-const MAX_BATCH_RECORDS: usize = 500;
-const TRANSACTION_TIMEOUT: Duration = Duration::from_secs(30);
-/// How often the observer's fetches return when nothing new is committed.
-const OBSERVER_FETCH_WAIT_MS: &str = "5";
 
 const STEPS: &str = "weir-examples:workflows/steps.fibonacci-chain";
 const FIBONACCI_SUM: &str = "weir-examples:workflows/fanout.fibonacci-sum";
@@ -73,365 +68,6 @@ const STEPS_N: u8 = 30;
 const FANOUT_EXECUTIONS: usize = 5;
 const FANOUT_WIDTH: usize = 100;
 const CQL_WRITES: usize = 2000;
-const RESULTS_TIMEOUT: Duration = Duration::from_secs(300);
-
-/// Milliseconds since the start of the benchmark (monotonic).
-fn now_ms() -> f64 {
-    static BASE: OnceLock<Instant> = OnceLock::new();
-    BASE.get_or_init(Instant::now).elapsed().as_secs_f64() * 1000.0
-}
-
-// ------------------------------------------------------------------------------ statistics
-
-#[derive(Debug, Clone, Copy)]
-struct Stats {
-    n: usize,
-    p50: f64,
-    p99: f64,
-    max: f64,
-}
-
-/// Nearest-rank percentiles.
-fn stats(samples: &[f64]) -> Stats {
-    assert!(!samples.is_empty(), "no samples");
-    let mut sorted = samples.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let rank = |p: f64| {
-        let index = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-        sorted[index.clamp(1, sorted.len()) - 1]
-    };
-    Stats {
-        n: sorted.len(),
-        p50: rank(50.0),
-        p99: rank(99.0),
-        max: sorted[sorted.len() - 1],
-    }
-}
-
-impl std::fmt::Display for Stats {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "n={:<5} p50 {:>7.2} ms   p99 {:>7.2} ms   max {:>7.2} ms",
-            self.n, self.p50, self.p99, self.max
-        )
-    }
-}
-
-// ------------------------------------------------------------------------------ observer
-
-/// A record as the observer saw it.
-struct Seen {
-    topic: String,
-    partition: i32,
-    offset: i64,
-    key: String,
-    payload: Vec<u8>,
-    at_ms: f64,
-}
-
-/// A read_committed consumer of every partition of some topics, on its own thread, stamping
-/// each record with the time it became visible.
-struct Observer {
-    seen: Arc<Mutex<Vec<Seen>>>,
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Observer {
-    fn start(topics: &[String]) -> Self {
-        let mut config = kafka_config().client();
-        config
-            .set("group.id", unique_name("benchobserver"))
-            .set("isolation.level", "read_committed")
-            .set("enable.auto.commit", "false")
-            .set("fetch.wait.max.ms", OBSERVER_FETCH_WAIT_MS);
-        let consumer: BaseConsumer = config.create().expect("observer consumer");
-        let mut list = TopicPartitionList::new();
-        for topic in topics {
-            let metadata = consumer
-                .fetch_metadata(Some(topic), Duration::from_secs(10))
-                .expect("metadata");
-            for p in metadata.topics()[0].partitions() {
-                list.add_partition_offset(topic, p.id(), Offset::Beginning)
-                    .expect("offset");
-            }
-        }
-        consumer.assign(&list).expect("assign");
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let stop = Arc::new(AtomicBool::new(false));
-        let thread = {
-            let seen = Arc::clone(&seen);
-            let stop = Arc::clone(&stop);
-            std::thread::spawn(move || {
-                while !stop.load(Ordering::Relaxed) {
-                    let Some(polled) = consumer.poll(Duration::from_millis(50)) else {
-                        continue;
-                    };
-                    let at_ms = now_ms();
-                    let message = polled.expect("observer consume");
-                    let record = Seen {
-                        topic: message.topic().to_owned(),
-                        partition: message.partition(),
-                        offset: message.offset(),
-                        key: String::from_utf8_lossy(message.key().unwrap_or_default())
-                            .into_owned(),
-                        payload: message.payload().unwrap_or_default().to_vec(),
-                        at_ms,
-                    };
-                    seen.lock().expect("observer lock").push(record);
-                }
-            })
-        };
-        // Let the first fetches start before anything is produced.
-        std::thread::sleep(Duration::from_millis(500));
-        Observer {
-            seen,
-            stop,
-            thread: Some(thread),
-        }
-    }
-
-    /// Waits until `done` holds for what was seen so far.
-    fn wait(&self, what: &str, timeout: Duration, mut done: impl FnMut(&[Seen]) -> bool) {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if done(&self.seen.lock().expect("observer lock")) {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "timed out after {timeout:?} waiting for {what}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn finish(mut self) -> Vec<Seen> {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(thread) = self.thread.take() {
-            thread.join().expect("observer thread");
-        }
-        std::mem::take(&mut *self.seen.lock().expect("observer lock"))
-    }
-}
-
-// ------------------------------------------------------------------------------ Kafka floor
-
-/// A ping-pong hop payload: `chain:hop:last`.
-fn hop_payload(chain: usize, hop: u32, last: u32) -> String {
-    format!("{chain}:{hop}:{last}")
-}
-
-fn parse_hop(payload: &[u8]) -> (usize, u32, u32) {
-    let text = std::str::from_utf8(payload).expect("utf-8 hop");
-    let mut parts = text.split(':').map(|p| p.parse::<u64>().expect("number"));
-    let (Some(chain), Some(hop), Some(last)) = (parts.next(), parts.next(), parts.next()) else {
-        panic!("malformed hop {text}")
-    };
-    (chain as usize, hop as u32, last as u32)
-}
-
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-    tokio::task::spawn_blocking(f).await.expect("blocking call")
-}
-
-/// The worker's own batching rule (`weir::kafka::group::collect_batch`, shared by both of
-/// its loops), so that the floor batches exactly as the worker does; each record is stamped
-/// when the batch is handed over.
-async fn collect(consumer: &StreamConsumer) -> Vec<(OwnedMessage, f64)> {
-    let records = collect_batch(consumer, COMMIT_INTERVAL, MAX_BATCH_RECORDS).await;
-    let at = now_ms();
-    records.into_iter().map(|m| (m, at)).collect()
-}
-
-/// One side of the ping-pong: consumes `input`, produces the next hop of every chain to
-/// `output`, one transaction per batch with the input offsets. Records, per consumed hop,
-/// the in-process time from the end of its batch's collection to that batch's commit.
-async fn hop_loop(
-    input: String,
-    output: String,
-    stop: Arc<AtomicBool>,
-    in_process: Arc<Mutex<Vec<f64>>>,
-) {
-    let config = kafka_config();
-    let group = unique_name("benchfloor");
-    let mut consumer_config = config.consumer(&group);
-    consumer_config.set("partition.assignment.strategy", "range");
-    let consumer: StreamConsumer = consumer_config.create().expect("floor consumer");
-    consumer.subscribe(&[&input]).expect("subscribe");
-    let producer: FutureProducer = config
-        .transactional_producer(&format!("{group}-tx"))
-        .set(
-            "transaction.timeout.ms",
-            TRANSACTION_TIMEOUT.as_millis().to_string(),
-        )
-        .create()
-        .expect("floor producer");
-    {
-        let producer = producer.clone();
-        blocking(move || producer.init_transactions(TRANSACTION_TIMEOUT))
-            .await
-            .expect("init transactions");
-    }
-    while !stop.load(Ordering::Relaxed) {
-        let records = collect(&consumer).await;
-        if records.is_empty() {
-            continue;
-        }
-        producer.begin_transaction().expect("begin");
-        let mut offsets: BTreeMap<i32, i64> = BTreeMap::new();
-        let mut deliveries = Vec::new();
-        for (message, _) in &records {
-            offsets.insert(message.partition(), message.offset() + 1);
-            let (chain, hop, last) = parse_hop(message.payload().unwrap_or_default());
-            if hop < last {
-                let payload = hop_payload(chain, hop + 1, last);
-                let key = chain.to_string();
-                let delivery = producer
-                    .send_result(FutureRecord::to(&output).key(&key).payload(&payload))
-                    .map_err(|(e, _)| e)
-                    .expect("produce");
-                deliveries.push(delivery);
-            }
-        }
-        // Acknowledged before the commit: committing with records in flight makes librdkafka's
-        // commit_transaction take ~100 ms here (measured), in the worker as in this loop.
-        for delivery in deliveries {
-            delivery
-                .await
-                .expect("delivery not cancelled")
-                .map_err(|(e, _)| e)
-                .expect("delivered");
-        }
-        let mut list = TopicPartitionList::new();
-        for (partition, offset) in offsets {
-            list.add_partition_offset(&input, partition, Offset::Offset(offset))
-                .expect("offset");
-        }
-        let metadata = consumer.group_metadata().expect("group metadata");
-        let p = producer.clone();
-        blocking(move || p.send_offsets_to_transaction(&list, &metadata, TRANSACTION_TIMEOUT))
-            .await
-            .expect("send offsets");
-        let p = producer.clone();
-        blocking(move || p.commit_transaction(TRANSACTION_TIMEOUT))
-            .await
-            .expect("commit");
-        let committed = now_ms();
-        in_process
-            .lock()
-            .expect("lock")
-            .extend(records.iter().map(|(_, consumed)| committed - consumed));
-    }
-}
-
-struct FloorResult {
-    chains: usize,
-    observed: Stats,
-    in_process: Stats,
-    hops_per_second: f64,
-    substrate_cpu: String,
-}
-
-/// The ping-pong with `chains` chains of `hops` hops each in flight at once.
-async fn kafka_floor(chains: usize, hops: u32) -> FloorResult {
-    let ping = unique_name("benchping");
-    let pong = unique_name("benchpong");
-    create_topics(&[(&ping, 6), (&pong, 6)]);
-    let observer = Observer::start(&[ping.clone(), pong.clone()]);
-    let stop = Arc::new(AtomicBool::new(false));
-    let in_process = Arc::new(Mutex::new(Vec::new()));
-    let loops = [
-        tokio::spawn(hop_loop(
-            ping.clone(),
-            pong.clone(),
-            Arc::clone(&stop),
-            Arc::clone(&in_process),
-        )),
-        tokio::spawn(hop_loop(
-            pong.clone(),
-            ping.clone(),
-            Arc::clone(&stop),
-            Arc::clone(&in_process),
-        )),
-    ];
-    let seeder: FutureProducer = kafka_config().producer().create().expect("seeder");
-    let seed = |chain: usize, last: u32| {
-        let seeder = seeder.clone();
-        let ping = ping.clone();
-        async move {
-            let payload = hop_payload(chain, 0, last);
-            let key = chain.to_string();
-            seeder
-                .send(
-                    FutureRecord::to(&ping).key(&key).payload(&payload),
-                    Duration::from_secs(30),
-                )
-                .await
-                .map_err(|(e, _)| e)
-                .expect("seed");
-        }
-    };
-    // Warm-up: both groups joined and both producers ready before anything is measured.
-    let warmup = chains;
-    seed(warmup, 6).await;
-    let is_last = |s: &Seen, chain: usize| {
-        let (c, h, last) = parse_hop(&s.payload);
-        c == chain && h == last
-    };
-    observer.wait("the floor's warm-up chain", RESULTS_TIMEOUT, |seen| {
-        seen.iter().any(|s| is_last(s, warmup))
-    });
-    in_process.lock().expect("lock").clear();
-
-    let mut cpu = SubstrateCpu::start();
-    let started = now_ms();
-    for chain in 0..chains {
-        seed(chain, hops).await;
-    }
-    observer.wait("every floor chain", RESULTS_TIMEOUT, |seen| {
-        seen.iter()
-            .filter(|s| {
-                let (c, h, last) = parse_hop(&s.payload);
-                c < chains && h == last
-            })
-            .count()
-            == chains
-    });
-    cpu.stop();
-    let substrate_cpu = cpu.per(chains * hops as usize, "hop");
-    stop.store(true, Ordering::Relaxed);
-    for handle in loops {
-        handle.await.expect("hop loop");
-    }
-    let seen = observer.finish();
-    let mut at: HashMap<(usize, u32), f64> = HashMap::new();
-    for s in &seen {
-        let (chain, hop, _) = parse_hop(&s.payload);
-        if chain < chains {
-            at.entry((chain, hop)).or_insert(s.at_ms);
-        }
-    }
-    let mut hop_latencies = Vec::new();
-    let mut ended = started;
-    for chain in 0..chains {
-        for hop in 0..hops {
-            let from = at[&(chain, hop)];
-            let to = at[&(chain, hop + 1)];
-            hop_latencies.push(to - from);
-            ended = ended.max(to);
-        }
-    }
-    let in_process = std::mem::take(&mut *in_process.lock().expect("lock"));
-    FloorResult {
-        chains,
-        observed: stats(&hop_latencies),
-        in_process: stats(&in_process),
-        hops_per_second: hop_latencies.len() as f64 / ((ended - started) / 1000.0),
-        substrate_cpu,
-    }
-}
 
 // ------------------------------------------------------------------------------ CQL floor
 
@@ -488,7 +124,7 @@ async fn cql_floor(writes: usize) -> (Stats, String) {
     let _ = session
         .query_unpaged(format!("DROP KEYSPACE {keyspace}"), ())
         .await;
-    (stats(&latencies), cpu.per(writes, "write"))
+    (stats(&latencies), substrate_per(&cpu, writes, "write"))
 }
 
 // ------------------------------------------------------------------------------ Weir
@@ -635,70 +271,21 @@ async fn weir_scenario(
         steps: stats(&latencies),
         steps_per_second: journalled as f64 / ((ended - started) / 1000.0),
         executions: ids.len(),
-        substrate_cpu: cpu.per(journalled, "step"),
-    }
-}
-
-fn fib(n: u64) -> u64 {
-    (0..n).fold((0u64, 1u64), |(a, b), _| (b, a + b)).0
-}
-
-// ------------------------------------------------------------------------------ substrate CPU
-
-/// /proc reports process times in ticks of USER_HZ, 100 on Linux.
-const USER_HZ: f64 = 100.0;
-
-/// CPU seconds used so far by the local stack's Kafka and Cassandra, read from /proc through
-/// the pid files of `docker/local/stack.sh` (`$WEIR_STACK_DIR`, else `$WEIR_CACHE/stack`);
-/// `None` when they are not processes of this machine. On a small machine the store's CPU is
-/// taken from Kafka's, so a scenario's cost to each is printed beside its latency.
-fn stack_cpu_seconds() -> Option<(f64, f64)> {
-    let dir = std::env::var("WEIR_STACK_DIR")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|_| weir_e2e::weir_cache().join("stack"));
-    let read = |service: &str| -> Option<f64> {
-        let pid = std::fs::read_to_string(dir.join(service).join("pid")).ok()?;
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", pid.trim())).ok()?;
-        // After the command name: state is field 3 of proc(5), utime 14 and stime 15.
-        let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-        let ticks = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
-        Some(ticks / USER_HZ)
-    };
-    Some((read("kafka")?, read("cassandra")?))
-}
-
-/// The substrate's CPU over a scenario, per hop or step.
-struct SubstrateCpu {
-    start: Option<(f64, f64)>,
-    end: Option<(f64, f64)>,
-}
-
-impl SubstrateCpu {
-    fn start() -> Self {
-        SubstrateCpu {
-            start: stack_cpu_seconds(),
-            end: None,
-        }
-    }
-
-    fn stop(&mut self) {
-        self.end = stack_cpu_seconds();
-    }
-
-    /// "kafka X ms, cassandra Y ms per <unit>", or nothing when unknown.
-    fn per(&self, count: usize, unit: &str) -> String {
-        match (self.start, self.end) {
-            (Some((k0, c0)), Some((k1, c1))) if count > 0 => format!(
-                "      substrate CPU per {unit}: kafka {:.2} ms, cassandra {:.2} ms",
-                (k1 - k0) * 1000.0 / count as f64,
-                (c1 - c0) * 1000.0 / count as f64
-            ),
-            _ => String::new(),
-        }
+        substrate_cpu: substrate_per(&cpu, journalled, "step"),
     }
 }
 
 // ------------------------------------------------------------------------------ report
+
+/// "kafka X ms, cassandra Y ms per <unit>", or nothing when unknown.
+fn substrate_per(cpu: &SubstrateCpu, count: usize, unit: &str) -> String {
+    cpu.ms_per(count)
+        .map_or_else(String::new, |(kafka, cassandra)| {
+            format!(
+                "      substrate CPU per {unit}: kafka {kafka:.2} ms, cassandra {cassandra:.2} ms"
+            )
+        })
+}
 
 /// The workflow worker's own split of its batches: (batches, process seconds, commit seconds).
 fn worker_split(worker: &weir_e2e::deployment::WorkerProcess) -> (f64, f64, f64) {
@@ -751,11 +338,12 @@ fn print_floor(floor: &FloorResult) {
         floor.chains, floor.observed, floor.hops_per_second
     );
     println!(
-        "      (in-process, batch collected -> committed: {})",
-        floor.in_process
+        "      (two-hop rounds: {}; in-process, batch collected -> committed: {})",
+        floor.rounds, floor.in_process
     );
-    if !floor.substrate_cpu.is_empty() {
-        println!("{}", floor.substrate_cpu);
+    let cpu = substrate_per(&floor.cpu, floor.observed.n, "hop");
+    if !cpu.is_empty() {
+        println!("{cpu}");
     }
 }
 

@@ -226,7 +226,18 @@ impl Deployment {
         args: &[&str],
         env: &[(&str, &str)],
     ) -> WorkerProcess {
-        let metrics_port = free_port();
+        self.spawn_worker_on(log_name, free_port(), args, env)
+    }
+
+    /// [`spawn_worker`](Self::spawn_worker) with its metrics served on `metrics_port` of
+    /// 127.0.0.1 (a caller that must keep to a range of ports picks it).
+    pub fn spawn_worker_on(
+        &self,
+        log_name: &str,
+        metrics_port: u16,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> WorkerProcess {
         let log = self.logs.join(format!("{log_name}.log"));
         let file = std::fs::File::create(&log).expect("log file");
         let child = self

@@ -1,0 +1,468 @@
+//! What the stack benchmarks share (`stack.rs`, issue 5; `scale.rs`, issue 12): the observer
+//! that stamps when records become visible, nearest-rank statistics, the Kafka transaction
+//! floor (a consume → produce ping-pong with the worker's client settings and batching), and
+//! the CPU time of processes read from /proc.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use rdkafka::consumer::{BaseConsumer, Consumer, StreamConsumer};
+use rdkafka::message::{Message, OwnedMessage};
+use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
+use rdkafka::{Offset, TopicPartitionList};
+use weir::kafka::group::collect_batch;
+use weir_e2e::{create_topics, kafka_config, unique_name};
+
+/// The worker's default commit interval and batch size; the floor uses the same.
+pub const COMMIT_INTERVAL: Duration =
+    Duration::from_millis(weir::options::DEFAULT_COMMIT_INTERVAL_MS);
+const MAX_BATCH_RECORDS: usize = weir::options::DEFAULT_MAX_BATCH;
+const TRANSACTION_TIMEOUT: Duration = Duration::from_secs(30);
+/// How often the observer's fetches return when nothing new is committed.
+const OBSERVER_FETCH_WAIT_MS: &str = "5";
+pub const RESULTS_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// Milliseconds since the start of the benchmark (monotonic).
+pub fn now_ms() -> f64 {
+    static BASE: OnceLock<Instant> = OnceLock::new();
+    BASE.get_or_init(Instant::now).elapsed().as_secs_f64() * 1000.0
+}
+
+// ------------------------------------------------------------------------------ statistics
+
+#[derive(Debug, Clone, Copy)]
+pub struct Stats {
+    pub n: usize,
+    pub p50: f64,
+    pub p99: f64,
+    pub max: f64,
+}
+
+/// Nearest-rank percentiles.
+pub fn stats(samples: &[f64]) -> Stats {
+    assert!(!samples.is_empty(), "no samples");
+    let mut sorted = samples.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let rank = |p: f64| {
+        let index = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+        sorted[index.clamp(1, sorted.len()) - 1]
+    };
+    Stats {
+        n: sorted.len(),
+        p50: rank(50.0),
+        p99: rank(99.0),
+        max: sorted[sorted.len() - 1],
+    }
+}
+
+impl std::fmt::Display for Stats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "n={:<5} p50 {:>7.2} ms   p99 {:>7.2} ms   max {:>7.2} ms",
+            self.n, self.p50, self.p99, self.max
+        )
+    }
+}
+
+// ------------------------------------------------------------------------------ observer
+
+/// A record as the observer saw it.
+pub struct Seen {
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+    pub key: String,
+    pub payload: Vec<u8>,
+    pub at_ms: f64,
+}
+
+/// A read_committed consumer of every partition of some topics, on its own thread, stamping
+/// each record with the time it became visible.
+pub struct Observer {
+    seen: Arc<Mutex<Vec<Seen>>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Observer {
+    pub fn start(topics: &[String]) -> Self {
+        let mut config = kafka_config().client();
+        config
+            .set("group.id", unique_name("benchobserver"))
+            .set("isolation.level", "read_committed")
+            .set("enable.auto.commit", "false")
+            .set("fetch.wait.max.ms", OBSERVER_FETCH_WAIT_MS);
+        let consumer: BaseConsumer = config.create().expect("observer consumer");
+        let mut list = TopicPartitionList::new();
+        for topic in topics {
+            let metadata = consumer
+                .fetch_metadata(Some(topic), Duration::from_secs(10))
+                .expect("metadata");
+            for p in metadata.topics()[0].partitions() {
+                list.add_partition_offset(topic, p.id(), Offset::Beginning)
+                    .expect("offset");
+            }
+        }
+        consumer.assign(&list).expect("assign");
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let seen = Arc::clone(&seen);
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    let Some(polled) = consumer.poll(Duration::from_millis(50)) else {
+                        continue;
+                    };
+                    let at_ms = now_ms();
+                    let message = polled.expect("observer consume");
+                    let record = Seen {
+                        topic: message.topic().to_owned(),
+                        partition: message.partition(),
+                        offset: message.offset(),
+                        key: String::from_utf8_lossy(message.key().unwrap_or_default())
+                            .into_owned(),
+                        payload: message.payload().unwrap_or_default().to_vec(),
+                        at_ms,
+                    };
+                    seen.lock().expect("observer lock").push(record);
+                }
+            })
+        };
+        // Let the first fetches start before anything is produced.
+        std::thread::sleep(Duration::from_millis(500));
+        Observer {
+            seen,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// Waits until `done` holds for what was seen so far.
+    pub fn wait(&self, what: &str, timeout: Duration, done: impl FnMut(&[Seen]) -> bool) {
+        self.wait_ticking(what, timeout, Duration::from_millis(50), done, || {});
+    }
+
+    /// [`wait`](Self::wait), looking every `every` and calling `tick` between two looks
+    /// (outside the observer's lock, so that a slow tick does not delay its stamps).
+    pub fn wait_ticking(
+        &self,
+        what: &str,
+        timeout: Duration,
+        every: Duration,
+        mut done: impl FnMut(&[Seen]) -> bool,
+        mut tick: impl FnMut(),
+    ) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if done(&self.seen.lock().expect("observer lock")) {
+                return;
+            }
+            tick();
+            assert!(
+                Instant::now() < deadline,
+                "timed out after {timeout:?} waiting for {what}"
+            );
+            std::thread::sleep(every);
+        }
+    }
+
+    pub fn finish(mut self) -> Vec<Seen> {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            thread.join().expect("observer thread");
+        }
+        std::mem::take(&mut *self.seen.lock().expect("observer lock"))
+    }
+}
+
+// ------------------------------------------------------------------------------ Kafka floor
+
+/// A ping-pong hop payload: `chain:hop:last`.
+fn hop_payload(chain: usize, hop: u32, last: u32) -> String {
+    format!("{chain}:{hop}:{last}")
+}
+
+fn parse_hop(payload: &[u8]) -> (usize, u32, u32) {
+    let text = std::str::from_utf8(payload).expect("utf-8 hop");
+    let mut parts = text.split(':').map(|p| p.parse::<u64>().expect("number"));
+    let (Some(chain), Some(hop), Some(last)) = (parts.next(), parts.next(), parts.next()) else {
+        panic!("malformed hop {text}")
+    };
+    (chain as usize, hop as u32, last as u32)
+}
+
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    tokio::task::spawn_blocking(f).await.expect("blocking call")
+}
+
+/// The worker's own batching rule (`weir::kafka::group::collect_batch`, shared by both of
+/// its loops), so that the floor batches exactly as the worker does; each record is stamped
+/// when the batch is handed over.
+async fn collect(consumer: &StreamConsumer) -> Vec<(OwnedMessage, f64)> {
+    let records = collect_batch(consumer, COMMIT_INTERVAL, MAX_BATCH_RECORDS).await;
+    let at = now_ms();
+    records.into_iter().map(|m| (m, at)).collect()
+}
+
+/// One side of the ping-pong: consumes `input`, produces the next hop of every chain to
+/// `output`, one transaction per batch with the input offsets. Records, per consumed hop,
+/// the in-process time from the end of its batch's collection to that batch's commit.
+async fn hop_loop(
+    input: String,
+    output: String,
+    stop: Arc<AtomicBool>,
+    in_process: Arc<Mutex<Vec<f64>>>,
+) {
+    let config = kafka_config();
+    let group = unique_name("benchfloor");
+    let mut consumer_config = config.consumer(&group);
+    consumer_config.set("partition.assignment.strategy", "range");
+    let consumer: StreamConsumer = consumer_config.create().expect("floor consumer");
+    consumer.subscribe(&[&input]).expect("subscribe");
+    let producer: FutureProducer = config
+        .transactional_producer(&format!("{group}-tx"))
+        .set(
+            "transaction.timeout.ms",
+            TRANSACTION_TIMEOUT.as_millis().to_string(),
+        )
+        .create()
+        .expect("floor producer");
+    {
+        let producer = producer.clone();
+        blocking(move || producer.init_transactions(TRANSACTION_TIMEOUT))
+            .await
+            .expect("init transactions");
+    }
+    while !stop.load(Ordering::Relaxed) {
+        let records = collect(&consumer).await;
+        if records.is_empty() {
+            continue;
+        }
+        producer.begin_transaction().expect("begin");
+        let mut offsets: BTreeMap<i32, i64> = BTreeMap::new();
+        let mut deliveries = Vec::new();
+        for (message, _) in &records {
+            offsets.insert(message.partition(), message.offset() + 1);
+            let (chain, hop, last) = parse_hop(message.payload().unwrap_or_default());
+            if hop < last {
+                let payload = hop_payload(chain, hop + 1, last);
+                let key = chain.to_string();
+                let delivery = producer
+                    .send_result(FutureRecord::to(&output).key(&key).payload(&payload))
+                    .map_err(|(e, _)| e)
+                    .expect("produce");
+                deliveries.push(delivery);
+            }
+        }
+        // Acknowledged before the commit: committing with records in flight makes librdkafka's
+        // commit_transaction take ~100 ms here (measured), in the worker as in this loop.
+        for delivery in deliveries {
+            delivery
+                .await
+                .expect("delivery not cancelled")
+                .map_err(|(e, _)| e)
+                .expect("delivered");
+        }
+        let mut list = TopicPartitionList::new();
+        for (partition, offset) in offsets {
+            list.add_partition_offset(&input, partition, Offset::Offset(offset))
+                .expect("offset");
+        }
+        let metadata = consumer.group_metadata().expect("group metadata");
+        let p = producer.clone();
+        blocking(move || p.send_offsets_to_transaction(&list, &metadata, TRANSACTION_TIMEOUT))
+            .await
+            .expect("send offsets");
+        let p = producer.clone();
+        blocking(move || p.commit_transaction(TRANSACTION_TIMEOUT))
+            .await
+            .expect("commit");
+        let committed = now_ms();
+        in_process
+            .lock()
+            .expect("lock")
+            .extend(records.iter().map(|(_, consumed)| committed - consumed));
+    }
+}
+
+pub struct FloorResult {
+    pub chains: usize,
+    /// Per hop: visible(hop k+1) − visible(hop k).
+    pub observed: Stats,
+    /// Per two-hop round: visible(hop k+2) − visible(hop k), k even.
+    pub rounds: Stats,
+    pub in_process: Stats,
+    pub hops_per_second: f64,
+    /// The stack's CPU over the measured chains.
+    pub cpu: SubstrateCpu,
+}
+
+/// The ping-pong with `chains` chains of `hops` hops each in flight at once.
+pub async fn kafka_floor(chains: usize, hops: u32) -> FloorResult {
+    let ping = unique_name("benchping");
+    let pong = unique_name("benchpong");
+    create_topics(&[(&ping, 6), (&pong, 6)]);
+    let observer = Observer::start(&[ping.clone(), pong.clone()]);
+    let stop = Arc::new(AtomicBool::new(false));
+    let in_process = Arc::new(Mutex::new(Vec::new()));
+    let loops = [
+        tokio::spawn(hop_loop(
+            ping.clone(),
+            pong.clone(),
+            Arc::clone(&stop),
+            Arc::clone(&in_process),
+        )),
+        tokio::spawn(hop_loop(
+            pong.clone(),
+            ping.clone(),
+            Arc::clone(&stop),
+            Arc::clone(&in_process),
+        )),
+    ];
+    let seeder: FutureProducer = kafka_config().producer().create().expect("seeder");
+    let seed = |chain: usize, last: u32| {
+        let seeder = seeder.clone();
+        let ping = ping.clone();
+        async move {
+            let payload = hop_payload(chain, 0, last);
+            let key = chain.to_string();
+            seeder
+                .send(
+                    FutureRecord::to(&ping).key(&key).payload(&payload),
+                    Duration::from_secs(30),
+                )
+                .await
+                .map_err(|(e, _)| e)
+                .expect("seed");
+        }
+    };
+    // Warm-up: both groups joined and both producers ready before anything is measured.
+    let warmup = chains;
+    seed(warmup, 6).await;
+    let is_last = |s: &Seen, chain: usize| {
+        let (c, h, last) = parse_hop(&s.payload);
+        c == chain && h == last
+    };
+    observer.wait("the floor's warm-up chain", RESULTS_TIMEOUT, |seen| {
+        seen.iter().any(|s| is_last(s, warmup))
+    });
+    in_process.lock().expect("lock").clear();
+
+    let mut cpu = SubstrateCpu::start();
+    let started = now_ms();
+    // All at once: seeded one after another, the chains' acknowledgements would count in
+    // the hops/s of many chains.
+    futures::future::join_all((0..chains).map(|chain| seed(chain, hops))).await;
+    observer.wait("every floor chain", RESULTS_TIMEOUT, |seen| {
+        seen.iter()
+            .filter(|s| {
+                let (c, h, last) = parse_hop(&s.payload);
+                c < chains && h == last
+            })
+            .count()
+            == chains
+    });
+    cpu.stop();
+    stop.store(true, Ordering::Relaxed);
+    for handle in loops {
+        handle.await.expect("hop loop");
+    }
+    let seen = observer.finish();
+    let mut at: HashMap<(usize, u32), f64> = HashMap::new();
+    for s in &seen {
+        let (chain, hop, _) = parse_hop(&s.payload);
+        if chain < chains {
+            at.entry((chain, hop)).or_insert(s.at_ms);
+        }
+    }
+    let mut hop_latencies = Vec::new();
+    let mut ended = started;
+    for chain in 0..chains {
+        for hop in 0..hops {
+            let from = at[&(chain, hop)];
+            let to = at[&(chain, hop + 1)];
+            hop_latencies.push(to - from);
+            ended = ended.max(to);
+        }
+    }
+    let rounds: Vec<f64> = (0..chains)
+        .flat_map(|chain| (0..hops - 1).step_by(2).map(move |hop| (chain, hop)))
+        .map(|(chain, hop)| at[&(chain, hop + 2)] - at[&(chain, hop)])
+        .collect();
+    let in_process = std::mem::take(&mut *in_process.lock().expect("lock"));
+    FloorResult {
+        chains,
+        observed: stats(&hop_latencies),
+        rounds: stats(&rounds),
+        in_process: stats(&in_process),
+        hops_per_second: hop_latencies.len() as f64 / ((ended - started) / 1000.0),
+        cpu,
+    }
+}
+
+pub fn fib(n: u64) -> u64 {
+    (0..n).fold((0u64, 1u64), |(a, b), _| (b, a + b)).0
+}
+
+// ------------------------------------------------------------------------------ substrate CPU
+
+/// /proc reports process times in ticks of USER_HZ, 100 on Linux.
+const USER_HZ: f64 = 100.0;
+
+/// CPU seconds (user + system) a process has used so far, from `/proc/<pid>/stat`.
+pub fn cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After the command name: state is field 3 of proc(5), utime 14 and stime 15.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    Some(ticks / USER_HZ)
+}
+
+/// CPU seconds used so far by the local stack's Kafka and Cassandra, read from /proc through
+/// the pid files of `docker/local/stack.sh` (`$WEIR_STACK_DIR`, else `$WEIR_CACHE/stack`);
+/// `None` when they are not processes of this machine. On a small machine the store's CPU is
+/// taken from Kafka's, so a scenario's cost to each is printed beside its latency.
+pub fn stack_cpu_seconds() -> Option<(f64, f64)> {
+    let dir = std::env::var("WEIR_STACK_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|_| weir_e2e::weir_cache().join("stack"));
+    let read = |service: &str| -> Option<f64> {
+        let pid = std::fs::read_to_string(dir.join(service).join("pid")).ok()?;
+        cpu_seconds(pid.trim().parse().ok()?)
+    };
+    Some((read("kafka")?, read("cassandra")?))
+}
+
+/// The substrate's CPU over a scenario, per hop or step.
+pub struct SubstrateCpu {
+    start: Option<(f64, f64)>,
+    end: Option<(f64, f64)>,
+}
+
+impl SubstrateCpu {
+    pub fn start() -> Self {
+        SubstrateCpu {
+            start: stack_cpu_seconds(),
+            end: None,
+        }
+    }
+
+    pub fn stop(&mut self) {
+        self.end = stack_cpu_seconds();
+    }
+
+    /// (kafka, cassandra) milliseconds of CPU per one of `count`, when known.
+    pub fn ms_per(&self, count: usize) -> Option<(f64, f64)> {
+        match (self.start, self.end) {
+            (Some((k0, c0)), Some((k1, c1))) if count > 0 => Some((
+                (k1 - k0) * 1000.0 / count as f64,
+                (c1 - c0) * 1000.0 / count as f64,
+            )),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,1046 @@
+//! The benchmark of issue 12 (latency and scale): Weir's figures on the real stack beside the
+//! Kafka transaction floor measured in the same run, printed as one table. It prints figures
+//! and asserts nothing about time.
+//!
+//! Run against a local stack (`bash docker/local/stack.sh up`,
+//! `eval "$(bash docker/local/stack.sh env)"`), after `bash examples/build.sh`:
+//!
+//! ```sh
+//! cargo build --release -p weir --bins && cargo bench -p weir-e2e --bench scale
+//! ```
+//!
+//! Environment (all optional):
+//! - `WEIR_BENCH_ONLY=floor,lone,hello,saga,fanout,idle,throughput,scaleout`: run only these
+//!   scenarios (default: all but `scaleout`);
+//! - `WEIR_BENCH_SCALEOUT=1`: run `scaleout` too;
+//! - `WEIR_BENCH_THROUGHPUT=20,200,2000`: the concurrency levels of `throughput`;
+//! - `WEIR_BENCH_WORKER_ARGS="--cache-size 2500 --max-instances 3000"`: more arguments for
+//!   every worker the bench starts (split at whitespace).
+//!
+//! ## Set-up
+//!
+//! Each group of scenarios gets a deployment of its own (topic namespace and keyspace, the
+//! repository's topology) and its own `weir worker` processes (release build, workflow and
+//! activity worker in one process), started with the worker's defaults — no argument but
+//! `--metrics-addr` (a port in 20800..21000) and those a scenario names, `WEIR_LOG` the
+//! worker's default — and warmed up (as many executions of each workflow the group runs as
+//! there are partitions, then the partitions' assignment settled: all owned, each worker owning
+//! one when there are enough, on two looks 2 s apart). `lone`,
+//! `hello`, `saga`, `fanout` and `idle` share one deployment and worker (in that order); the
+//! `--inline-activities off` run, each throughput level and each scale-out size get their own.
+//!
+//! One *observer* (`common::Observer`: a `read_committed` consumer with
+//! `fetch.wait.max.ms = 5` on its own thread) stamps every record of `weir.submissions`,
+//! `weir.history`, `weir.responses` and `weir.results` with the monotonic time it became
+//! visible. Every latency is a difference of two such stamps, so the observer's own delay
+//! cancels out (to its jitter).
+//!
+//! ## The figures
+//!
+//! - **Kafka txn floor** (`floor`): `common::kafka_floor` with one chain of 200 hops: two
+//!   bare rdkafka consume → produce loops ping-ponging one record, one transaction per batch
+//!   (produce, acknowledgements, `send_offsets_to_transaction`, commit), the worker's client
+//!   settings and batching function (`collect_batch`, the worker's default commit interval).
+//!   A *round* is two hops back to back, visible(hop k+2) − visible(hop k): what one step
+//!   through an activity topic costs at least (the workflow worker's transaction + the
+//!   activity worker's). Reported per round; the notes give the per-hop p50 and the
+//!   in-process time (batch collected → committed).
+//! - **Step** of a `steps.fibonacci-chain(30, 20)` execution (20 sequential `fibonacci`
+//!   calls): the interval between two consecutive journalled responses of the execution,
+//!   visible(`ResponseAppended` k) − visible(`ResponseAppended` k−1) on `weir.history`, for
+//!   k = 2..20 (19 per execution; the first step, which includes the creation, is left out).
+//!   It is the whole cycle: request k becomes visible with response k−1 (one transaction),
+//!   then the activity runs, then response k is journalled. Inline steps committed together
+//!   share a stamp (an interval of 0), so the lone rows also give *submit → result / 20*.
+//!   When the responses go through `weir.responses`, a step splits into its *activity side*
+//!   (request visible → response visible on `weir.responses`) and its *workflow side*
+//!   (response visible → journalled on `weir.history`).
+//! - **lone 20-step** (`lone`): 5 executions one after another, each alone; run with the
+//!   worker's default configuration and again with `--inline-activities off` ("n/a" when
+//!   `weir worker --help` has no `--inline-activities`).
+//! - **submit → result** (`hello`, `saga`, `fanout`): visible on `weir.submissions` → its
+//!   `ExecutionFinished` visible on `weir.results`, executions one at a time:
+//!   `hello.greet` ×50, `order.checkout` (the order saga: price, reserve, charge, ship) ×20,
+//!   `fanout.fibonacci-sum` over 100 numbers (100 children, one join) ×5.
+//! - **throughput** (`throughput`): N executions of `steps.fibonacci-chain(30, 20)` submitted
+//!   at once (N = 20, 200, 2000). Steps/s = responses journalled / (first submission visible →
+//!   last result visible); per-step p50/p99 as above; *rebuilt* = executions rebuilt from the
+//!   store by replay during the run (`weir_executions_replayed_total`, one per step whose
+//!   execution was no longer in memory), of all steps; *busy* = the cores the worker and the
+//!   stack kept busy together (their CPU seconds / wall seconds), to set beside the machine's.
+//! - **CPU** (every row but the floor's, which has no worker): CPU time (user + system, from
+//!   `/proc/<pid>/stat`) of the worker process(es) / Kafka / Cassandra (the pid files of
+//!   `docker/local/stack.sh`) from the first submission to the last result, per step (per
+//!   execution for `hello` and `saga`, per child for `fanout`, per round for the floor: Kafka
+//!   and Cassandra only). The bench's own process (observer, submitter) is not counted.
+//! - **RSS**: the worker's resident memory (`VmRSS` of `/proc/<pid>/status`, summed over the
+//!   workers) at the end of the scenario. The throughput rows also give *per parked
+//!   execution*: sampled every 250 ms during the run, (RSS at the largest
+//!   `weir_executions_parked` − RSS before the first submission) / that largest count.
+//! - **idle** (`idle`): after the shared worker's scenarios, 3 s to settle, then the CPU of the
+//!   worker, Kafka and Cassandra over 10 s with nothing submitted, in % of one core.
+//! - **scale-out** (`scaleout`): 1, 2 and 4 worker processes on the same stack (6 partitions),
+//!   400 executions of `steps.fibonacci-chain(30, 20)` at once, the assignment settled:
+//!   steps/s, per-step p50/p99, CPU per step (all workers summed) and their RSS; beside them
+//!   the substrate's limit at that concurrency, the floor with 400 chains of 20 hops in flight
+//!   (rounds/s: steps/s a workflow of topic activities could do on Kafka alone).
+
+mod common;
+
+use std::collections::{HashMap, HashSet};
+use std::process::Command;
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::time::{Duration, Instant};
+
+use common::{COMMIT_INTERVAL, Observer, RESULTS_TIMEOUT, Seen, cpu_seconds, fib, stats};
+use serde_json::{Value, json};
+use weir::codec::{ExecutionFinished, HistoryEntry, HistoryRecord, RecordPosition};
+use weir::model::{ExecutionId, ExecutionResult, Response};
+use weir::projection::response_id;
+use weir::topology::TopicRole;
+use weir_e2e::deployment::{Deployment, WorkerProcess};
+
+const STEPS: &str = "weir-examples:workflows/steps.fibonacci-chain";
+const HELLO: &str = "weir-examples:workflows/hello.greet";
+const CHECKOUT: &str = "weir-examples:workflows/order.checkout";
+const FIBONACCI_SUM: &str = "weir-examples:workflows/fanout.fibonacci-sum";
+const STEPS_PER_EXECUTION: u32 = 20;
+const STEPS_N: u8 = 30;
+const FLOOR_HOPS: u32 = 200;
+const LONE_EXECUTIONS: usize = 5;
+const HELLO_EXECUTIONS: usize = 50;
+const SAGA_EXECUTIONS: usize = 20;
+const FANOUT_EXECUTIONS: usize = 5;
+const FANOUT_WIDTH: usize = 100;
+const DEFAULT_THROUGHPUT: [usize; 3] = [20, 200, 2000];
+const SCALEOUT_WORKERS: [usize; 3] = [1, 2, 4];
+const SCALEOUT_EXECUTIONS: usize = 400;
+const SCALEOUT_FLOOR_HOPS: u32 = 20;
+/// How long the partitions' assignment must hold before a scenario starts.
+const SETTLED: Duration = Duration::from_secs(2);
+const IDLE_SETTLE: Duration = Duration::from_secs(3);
+const IDLE: Duration = Duration::from_secs(10);
+/// How often a run looks for the results it waits for (the next execution of a scenario run
+/// one at a time is submitted at most this long after the previous result).
+const RESULTS_POLL: Duration = Duration::from_millis(5);
+/// How often the throughput rows sample RSS and parked executions.
+const MEMORY_SAMPLE: Duration = Duration::from_millis(250);
+/// The workers' metrics ports: the first free ones of this range.
+const METRICS_PORTS: std::ops::Range<u16> = 20800..21000;
+const INLINE_FLAG: &str = "--inline-activities";
+
+const SCENARIOS: [&str; 8] = [
+    "floor",
+    "lone",
+    "hello",
+    "saga",
+    "fanout",
+    "idle",
+    "throughput",
+    "scaleout",
+];
+
+// ------------------------------------------------------------------------------ options
+
+struct Options {
+    /// `WEIR_BENCH_ONLY`, when given.
+    only: Option<HashSet<String>>,
+    scaleout: bool,
+    throughput: Vec<usize>,
+    /// `WEIR_BENCH_WORKER_ARGS`: appended to every worker's arguments.
+    worker_args: Vec<String>,
+    /// Whether `weir worker` accepts `--inline-activities`.
+    has_inline_flag: bool,
+}
+
+impl Options {
+    fn from_env() -> Self {
+        let only = std::env::var("WEIR_BENCH_ONLY").ok().map(|list| {
+            let names: HashSet<String> = list
+                .split(',')
+                .map(|s| s.trim().to_owned())
+                .filter(|s| !s.is_empty())
+                .collect();
+            for name in &names {
+                assert!(
+                    SCENARIOS.contains(&name.as_str()),
+                    "WEIR_BENCH_ONLY: unknown scenario `{name}` (known: {})",
+                    SCENARIOS.join(",")
+                );
+            }
+            names
+        });
+        let throughput = std::env::var("WEIR_BENCH_THROUGHPUT").map_or_else(
+            |_| DEFAULT_THROUGHPUT.to_vec(),
+            |list| {
+                list.split(',')
+                    .map(|n| n.trim().parse().expect("WEIR_BENCH_THROUGHPUT: numbers"))
+                    .collect()
+            },
+        );
+        let worker_args = std::env::var("WEIR_BENCH_WORKER_ARGS")
+            .map(|args| args.split_whitespace().map(str::to_owned).collect())
+            .unwrap_or_default();
+        let help = Command::new(weir_e2e::weir_binary())
+            .args(["worker", "--help"])
+            .output()
+            .expect("run weir worker --help");
+        Options {
+            only,
+            scaleout: std::env::var("WEIR_BENCH_SCALEOUT").is_ok_and(|v| v == "1"),
+            throughput,
+            worker_args,
+            has_inline_flag: String::from_utf8_lossy(&help.stdout).contains(INLINE_FLAG),
+        }
+    }
+
+    fn runs(&self, scenario: &str) -> bool {
+        match &self.only {
+            Some(only) => only.contains(scenario),
+            None => scenario != "scaleout" || self.scaleout,
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------ workers
+
+/// The first free port of [`METRICS_PORTS`] not handed out yet.
+fn metrics_port() -> u16 {
+    static NEXT: AtomicU16 = AtomicU16::new(METRICS_PORTS.start);
+    loop {
+        let port = NEXT.fetch_add(1, Ordering::Relaxed);
+        assert!(
+            METRICS_PORTS.contains(&port),
+            "no free metrics port left in {METRICS_PORTS:?}"
+        );
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+}
+
+/// Resident memory of a process in bytes (`VmRSS`), 0 when unknown.
+fn rss_bytes(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|status| {
+            let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+            let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+            Some(kib * 1024)
+        })
+        .unwrap_or(0)
+}
+
+/// A deployment of its own and the workers of one group of scenarios; the workers are killed
+/// when it is dropped.
+struct Setup {
+    deployment: Deployment,
+    workers: Vec<WorkerProcess>,
+}
+
+impl Setup {
+    /// A fresh deployment with `count` workers started with the worker's defaults plus `args`
+    /// (and `WEIR_BENCH_WORKER_ARGS`), warmed up: as many executions of each of `warm` as
+    /// there are partitions, their results, then the assignment settled.
+    async fn start(
+        options: &Options,
+        name: &str,
+        count: usize,
+        args: &[&str],
+        warm: &[(&str, Value)],
+    ) -> Setup {
+        let deployment = Deployment::new(&format!("bench{name}"));
+        let args: Vec<&str> = args
+            .iter()
+            .copied()
+            .chain(options.worker_args.iter().map(String::as_str))
+            .collect();
+        let workers = (0..count)
+            .map(|i| {
+                deployment.spawn_worker_on(
+                    &format!("{name}-{i}"),
+                    metrics_port(),
+                    &args,
+                    &[("WEIR_LOG", weir::options::DEFAULT_LOG_FILTER)],
+                )
+            })
+            .collect();
+        let setup = Setup {
+            deployment,
+            workers,
+        };
+        let partitions = setup
+            .deployment
+            .topology
+            .topic(TopicRole::Submissions)
+            .partitions;
+        let producer = setup.deployment.producer();
+        let mut ids = Vec::new();
+        for _ in 0..partitions {
+            for (ffqn, params) in warm {
+                ids.push(
+                    setup
+                        .deployment
+                        .submit(&producer, ffqn, params.clone())
+                        .await,
+                );
+            }
+        }
+        setup.deployment.results(&ids, RESULTS_TIMEOUT);
+        // With several workers the group may still be settling: wait until every partition is
+        // owned and every worker owns one (when there are enough), twice SETTLED apart.
+        let settled = || {
+            let owned: Vec<f64> = setup
+                .workers
+                .iter()
+                .map(|w| {
+                    w.metrics()
+                        .and_then(|m| m.get("weir_partitions_owned").copied())
+                        .unwrap_or(0.0)
+                })
+                .collect();
+            let everyone = count > partitions as usize || owned.iter().all(|&o| o >= 1.0);
+            (everyone && owned.iter().sum::<f64>() == f64::from(partitions)).then_some(owned)
+        };
+        let mut owned = Vec::new();
+        for _ in 0..2 {
+            owned = weir_e2e::wait_for("a settled assignment", RESULTS_TIMEOUT, || async {
+                settled()
+            })
+            .await;
+            tokio::time::sleep(SETTLED).await;
+        }
+        println!(
+            "  [{name}] {count} worker(s) {args:?} warmed up ({} executions), partitions owned {owned:?}, namespace {}",
+            ids.len(),
+            setup.deployment.namespace
+        );
+        setup
+    }
+
+    /// A metric summed over the workers (0 where a worker does not answer).
+    fn metric(&self, name: &str) -> f64 {
+        self.workers
+            .iter()
+            .filter_map(|w| w.metrics()?.get(name).copied())
+            .sum()
+    }
+
+    fn rss(&self) -> u64 {
+        self.workers.iter().map(|w| rss_bytes(w.child.id())).sum()
+    }
+
+    fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            at: Instant::now(),
+            worker: self
+                .workers
+                .iter()
+                .filter_map(|w| cpu_seconds(w.child.id()))
+                .sum(),
+            stack: common::stack_cpu_seconds(),
+            replayed: self.metric("weir_executions_replayed_total"),
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------ usage
+
+/// CPU seconds and counters at one moment.
+struct Snapshot {
+    at: Instant,
+    worker: f64,
+    stack: Option<(f64, f64)>,
+    replayed: f64,
+}
+
+/// What a scenario cost between two snapshots.
+struct Usage {
+    seconds: f64,
+    worker: f64,
+    stack: Option<(f64, f64)>,
+    replayed: f64,
+}
+
+impl Usage {
+    fn between(before: &Snapshot, after: &Snapshot) -> Usage {
+        Usage {
+            seconds: (after.at - before.at).as_secs_f64(),
+            worker: after.worker - before.worker,
+            stack: before
+                .stack
+                .zip(after.stack)
+                .map(|((k0, c0), (k1, c1))| (k1 - k0, c1 - c0)),
+            replayed: after.replayed - before.replayed,
+        }
+    }
+
+    /// "worker / kafka / cassandra ms per <unit>".
+    fn per(&self, count: usize, unit: &str) -> String {
+        let ms = |seconds: f64| seconds * 1000.0 / count.max(1) as f64;
+        let (kafka, cassandra) = self
+            .stack
+            .map_or(("?".to_owned(), "?".to_owned()), |(k, c)| {
+                (format!("{:.2}", ms(k)), format!("{:.2}", ms(c)))
+            });
+        format!(
+            "{:.2} / {kafka} / {cassandra} ms per {unit}",
+            ms(self.worker)
+        )
+    }
+
+    /// Cores kept busy by the worker(s), Kafka and Cassandra together.
+    fn busy_cores(&self) -> f64 {
+        let (kafka, cassandra) = self.stack.unwrap_or_default();
+        (self.worker + kafka + cassandra) / self.seconds
+    }
+
+    /// "worker / kafka / cassandra % of a core".
+    fn percent(&self) -> String {
+        let pct = |seconds: f64| seconds / self.seconds * 100.0;
+        let (kafka, cassandra) = self
+            .stack
+            .map_or(("?".to_owned(), "?".to_owned()), |(k, c)| {
+                (format!("{:.1}", pct(k)), format!("{:.1}", pct(c)))
+            });
+        format!(
+            "{:.1} / {kafka} / {cassandra} % of a core",
+            pct(self.worker)
+        )
+    }
+}
+
+/// The workers' memory during a run, sampled.
+struct Memory {
+    before: u64,
+    peak_parked: f64,
+    rss_at_peak: u64,
+    sampled: Instant,
+}
+
+impl Memory {
+    fn start(setup: &Setup) -> Memory {
+        Memory {
+            before: setup.rss(),
+            peak_parked: 0.0,
+            rss_at_peak: 0,
+            sampled: Instant::now(),
+        }
+    }
+
+    fn sample(&mut self, setup: &Setup) {
+        if self.sampled.elapsed() < MEMORY_SAMPLE {
+            return;
+        }
+        self.sampled = Instant::now();
+        let parked = setup.metric("weir_executions_parked");
+        if parked > self.peak_parked {
+            self.peak_parked = parked;
+            self.rss_at_peak = setup.rss();
+        }
+    }
+
+    /// "peak N parked, K KiB each".
+    fn per_parked(&self) -> String {
+        if self.peak_parked < 1.0 {
+            return "no execution seen parked".to_owned();
+        }
+        let grown = self.rss_at_peak.saturating_sub(self.before) as f64;
+        format!(
+            "peak {:.0} parked at {}: {:.0} KiB per parked execution",
+            self.peak_parked,
+            mib(self.rss_at_peak),
+            grown / self.peak_parked / 1024.0
+        )
+    }
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.0} MiB", bytes as f64 / (1024.0 * 1024.0))
+}
+
+// ------------------------------------------------------------------------------ runs
+
+/// What the observer saw of one execution.
+struct Timeline {
+    /// Its submission visible on `weir.submissions`.
+    submitted: f64,
+    /// Its result visible on `weir.results`.
+    finished: f64,
+    /// Each journalled response, in history order: visible on `weir.history`, and visible on
+    /// `weir.responses` if it went through that topic.
+    responses: Vec<(f64, Option<f64>)>,
+}
+
+/// A scenario's executions as seen, with what they cost.
+struct Run {
+    timelines: Vec<Timeline>,
+    usage: Usage,
+    memory: Memory,
+    rss_end: u64,
+}
+
+impl Run {
+    fn responses(&self) -> usize {
+        self.timelines.iter().map(|t| t.responses.len()).sum()
+    }
+
+    /// Submit → result of each execution, in ms.
+    fn totals(&self) -> Vec<f64> {
+        self.timelines
+            .iter()
+            .map(|t| t.finished - t.submitted)
+            .collect()
+    }
+
+    /// The steps (see the header): intervals between consecutive journalled responses.
+    fn steps(&self) -> Vec<f64> {
+        self.timelines
+            .iter()
+            .flat_map(|t| t.responses.windows(2).map(|w| w[1].0 - w[0].0))
+            .collect()
+    }
+
+    /// (activity side, workflow side) of each step whose response went through its topic.
+    fn split(&self) -> (Vec<f64>, Vec<f64>) {
+        let mut activity = Vec::new();
+        let mut workflow = Vec::new();
+        for t in &self.timelines {
+            for w in t.responses.windows(2) {
+                if let Some(visible) = w[1].1 {
+                    activity.push(visible - w[0].0);
+                    workflow.push(w[1].0 - visible);
+                }
+            }
+        }
+        (activity, workflow)
+    }
+
+    /// Journalled responses per second, first submission → last result.
+    fn steps_per_second(&self) -> f64 {
+        let first = self
+            .timelines
+            .iter()
+            .map(|t| t.submitted)
+            .fold(f64::MAX, f64::min);
+        let last = self
+            .timelines
+            .iter()
+            .map(|t| t.finished)
+            .fold(0.0, f64::max);
+        self.responses() as f64 / ((last - first) / 1000.0)
+    }
+}
+
+/// Submits `waves` of `ffqn` (a wave at once, the next after the previous one's results) on
+/// `setup`, and returns what was seen of them; every result must pass `check`.
+async fn run(
+    setup: &Setup,
+    ffqn: &str,
+    waves: Vec<Vec<Value>>,
+    check: impl Fn(&ExecutionResult) -> bool,
+) -> Run {
+    let deployment = &setup.deployment;
+    let [submissions, history, responses, results] = [
+        TopicRole::Submissions,
+        TopicRole::History,
+        TopicRole::Responses,
+        TopicRole::Results,
+    ]
+    .map(|role| deployment.topic(role));
+    let observer = Observer::start(&[
+        submissions.clone(),
+        history.clone(),
+        responses.clone(),
+        results.clone(),
+    ]);
+    let producer = deployment.producer();
+    let mut memory = Memory::start(setup);
+    let before = setup.snapshot();
+    let mut ids = Vec::new();
+    for wave in waves {
+        let timeout = RESULTS_TIMEOUT + Duration::from_millis(200) * wave.len() as u32;
+        let wave_ids = futures::future::join_all(
+            wave.into_iter()
+                .map(|params| deployment.submit(&producer, ffqn, params)),
+        )
+        .await;
+        let mut pending: HashSet<String> = wave_ids.iter().map(ToString::to_string).collect();
+        let mut looked = 0;
+        observer.wait_ticking(
+            "the results of a wave",
+            timeout,
+            RESULTS_POLL,
+            |seen| {
+                for s in &seen[looked..] {
+                    if s.topic == results {
+                        pending.remove(&s.key);
+                    }
+                }
+                looked = seen.len();
+                pending.is_empty()
+            },
+            || memory.sample(setup),
+        );
+        ids.extend(wave_ids);
+    }
+    let after = setup.snapshot();
+    let rss_end = setup.rss();
+    let seen = observer.finish();
+    let topics = Topics {
+        submissions,
+        history,
+        responses,
+        results,
+    };
+    Run {
+        timelines: timelines(deployment, &topics, &seen, &ids, check),
+        usage: Usage::between(&before, &after),
+        memory,
+        rss_end,
+    }
+}
+
+struct Topics {
+    submissions: String,
+    history: String,
+    responses: String,
+    results: String,
+}
+
+fn timelines(
+    deployment: &Deployment,
+    topics: &Topics,
+    seen: &[Seen],
+    ids: &[ExecutionId],
+    check: impl Fn(&ExecutionResult) -> bool,
+) -> Vec<Timeline> {
+    let wanted: HashSet<String> = ids.iter().map(ToString::to_string).collect();
+    let mut submitted: HashMap<&str, f64> = HashMap::new();
+    let mut finished: HashMap<String, f64> = HashMap::new();
+    let mut response_at: HashMap<String, f64> = HashMap::new();
+    // Per execution: (seq, response id, visible).
+    let mut journalled: HashMap<String, Vec<(u64, String, f64)>> = HashMap::new();
+    for s in seen {
+        let position = RecordPosition::at(&s.topic, s.partition, s.offset);
+        if s.topic == topics.submissions {
+            if wanted.contains(&s.key) {
+                submitted.entry(&s.key).or_insert(s.at_ms);
+            }
+        } else if s.topic == topics.responses {
+            let response: Response = deployment
+                .codec
+                .decode(&s.payload, &position)
+                .expect("response");
+            response_at.entry(response_id(&response)).or_insert(s.at_ms);
+        } else if s.topic == topics.history {
+            if !wanted.contains(&s.key) {
+                continue;
+            }
+            let record: HistoryRecord = deployment
+                .codec
+                .decode(&s.payload, &position)
+                .expect("history record");
+            if let HistoryEntry::ResponseAppended(response) = &record.entry {
+                journalled
+                    .entry(record.execution_id.to_string())
+                    .or_default()
+                    .push((record.seq, response_id(response), s.at_ms));
+            }
+        } else if s.topic == topics.results {
+            let result: ExecutionFinished = deployment
+                .codec
+                .decode(&s.payload, &position)
+                .expect("result");
+            let id = result.execution_id.to_string();
+            if wanted.contains(&id) {
+                assert!(
+                    check(&result.result),
+                    "unexpected result of {id}: {}",
+                    result.result
+                );
+                finished.entry(id).or_insert(s.at_ms);
+            }
+        }
+    }
+    ids.iter()
+        .map(|id| {
+            let id = id.to_string();
+            let mut responses = journalled.remove(&id).unwrap_or_default();
+            responses.sort_by_key(|(seq, _, _)| *seq);
+            let seen_at = |at: Option<&f64>, what: &str| {
+                *at.unwrap_or_else(|| panic!("the {what} of {id} was not seen"))
+            };
+            Timeline {
+                submitted: seen_at(submitted.get(id.as_str()), "submission"),
+                finished: seen_at(finished.get(&id), "result"),
+                responses: responses
+                    .into_iter()
+                    .map(|(_, response, at)| (at, response_at.get(&response).copied()))
+                    .collect(),
+            }
+        })
+        .collect()
+}
+
+fn steps_params() -> Value {
+    json!([STEPS_N, STEPS_PER_EXECUTION])
+}
+
+fn steps_ok(result: &ExecutionResult) -> bool {
+    let expected = u64::from(STEPS_PER_EXECUTION) * fib(u64::from(STEPS_N));
+    matches!(result, ExecutionResult::Ok(v) if *v == json!(expected))
+}
+
+fn order(i: usize) -> Value {
+    json!([{ "id": format!("o{i}"), "customer": "alice", "sku": "widget", "quantity": 2, "address": "1 Main St" }])
+}
+
+fn fanout_numbers() -> Vec<u8> {
+    (0..FANOUT_WIDTH).map(|i| (i % 30) as u8).collect()
+}
+
+// ------------------------------------------------------------------------------ table
+
+/// One row of the printed table.
+#[derive(Default)]
+struct Row {
+    scenario: String,
+    n: String,
+    p50: String,
+    p99: String,
+    rate: String,
+    cpu: String,
+    rss: String,
+    notes: String,
+}
+
+impl Row {
+    fn new(scenario: impl Into<String>) -> Row {
+        Row {
+            scenario: scenario.into(),
+            ..Row::default()
+        }
+    }
+
+    fn latency(mut self, samples: &[f64]) -> Row {
+        if samples.is_empty() {
+            self.n = "0".to_owned();
+            return self;
+        }
+        let s = stats(samples);
+        self.n = s.n.to_string();
+        self.p50 = format!("{:.2} ms", s.p50);
+        self.p99 = format!("{:.2} ms", s.p99);
+        self
+    }
+
+    fn cells(&self) -> [&str; 8] {
+        [
+            &self.scenario,
+            &self.n,
+            &self.p50,
+            &self.p99,
+            &self.rate,
+            &self.cpu,
+            &self.rss,
+            &self.notes,
+        ]
+    }
+}
+
+const HEADER: [&str; 8] = [
+    "scenario",
+    "n",
+    "p50",
+    "p99",
+    "steps/s",
+    "CPU: worker / kafka / cassandra",
+    "worker RSS",
+    "notes",
+];
+
+fn print_table(rows: &[Row]) {
+    let mut widths = HEADER.map(str::len);
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row.cells()) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: [&str; 8]| {
+        let padded: Vec<String> = cells
+            .iter()
+            .zip(widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        println!("| {} |", padded.join(" | "));
+    };
+    line(HEADER);
+    let rule: Vec<String> = widths.iter().map(|w| "-".repeat(*w)).collect();
+    println!("|-{}-|", rule.join("-|-"));
+    for row in rows {
+        line(row.cells());
+    }
+}
+
+/// Prints a row at once (a run cut short keeps what it measured) and keeps it for the table.
+fn report(rows: &mut Vec<Row>, row: Row) {
+    println!("  -> {}", row.cells().join(" | "));
+    rows.push(row);
+}
+
+// ------------------------------------------------------------------------------ scenarios
+
+fn floor_row(floor: &common::FloorResult) -> Row {
+    let mut row = Row::new(format!(
+        "Kafka txn floor: 2 hops back to back ({} chain(s) in flight), per round",
+        floor.chains
+    ));
+    row.n = floor.rounds.n.to_string();
+    row.p50 = format!("{:.2} ms", floor.rounds.p50);
+    row.p99 = format!("{:.2} ms", floor.rounds.p99);
+    row.rate = format!("{:.0} rounds/s", floor.hops_per_second / 2.0);
+    row.cpu = floor
+        .cpu
+        .ms_per(floor.rounds.n)
+        .map_or_else(String::new, |(k, c)| {
+            format!("- / {k:.2} / {c:.2} ms per round")
+        });
+    row.notes = format!(
+        "per hop p50 {:.2} / p99 {:.2} ms; in-process batch -> commit p50 {:.2} ms",
+        floor.observed.p50, floor.observed.p99, floor.in_process.p50
+    );
+    row
+}
+
+/// The lone 20-step rows: `LONE_EXECUTIONS` executions one after another.
+async fn lone_row(setup: &Setup, label: &str) -> Row {
+    let waves = (0..LONE_EXECUTIONS).map(|_| vec![steps_params()]).collect();
+    let run = run(setup, STEPS, waves, steps_ok).await;
+    let steps = run.steps();
+    let mut row = Row::new(format!("lone 20-step sequential, {label}, per step")).latency(&steps);
+    let per_step: Vec<f64> = run
+        .totals()
+        .iter()
+        .map(|t| t / f64::from(STEPS_PER_EXECUTION))
+        .collect();
+    let (activity, workflow) = run.split();
+    row.rate = format!("{:.0}", run.steps_per_second());
+    row.cpu = run.usage.per(run.responses(), "step");
+    row.rss = mib(run.rss_end);
+    row.notes = format!("submit -> result / 20: p50 {:.2} ms", stats(&per_step).p50);
+    if !activity.is_empty() {
+        row.notes += &format!(
+            "; activity side p50 {:.2} ms, workflow side p50 {:.2} ms",
+            stats(&activity).p50,
+            stats(&workflow).p50
+        );
+    }
+    row.notes += &format!("; rebuilt {:.0}", run.usage.replayed);
+    row
+}
+
+/// What the CPU of an [`in_turn_row`] is divided by.
+#[derive(Clone, Copy)]
+enum PerUnit {
+    Execution,
+    Child,
+}
+
+/// Executions of `ffqn` one at a time: submit → result.
+async fn in_turn_row(
+    setup: &Setup,
+    label: &str,
+    ffqn: &str,
+    params: Vec<Value>,
+    unit: PerUnit,
+    check: impl Fn(&ExecutionResult) -> bool,
+) -> Row {
+    let executions = params.len();
+    let waves = params.into_iter().map(|p| vec![p]).collect();
+    let run = run(setup, ffqn, waves, check).await;
+    let mut row = Row::new(format!("{label}: submit -> result")).latency(&run.totals());
+    let responses = run.responses();
+    row.cpu = match unit {
+        PerUnit::Execution => run.usage.per(executions, "execution"),
+        PerUnit::Child => run.usage.per(responses, "child"),
+    };
+    row.rss = mib(run.rss_end);
+    row.notes = format!(
+        "{} responses journalled per execution; rebuilt {:.0}",
+        responses / executions.max(1),
+        run.usage.replayed
+    );
+    row
+}
+
+/// `concurrency` executions of 20 steps submitted at once.
+async fn throughput_row(setup: &Setup, label: String, concurrency: usize) -> Row {
+    let waves = vec![(0..concurrency).map(|_| steps_params()).collect()];
+    let run = run(setup, STEPS, waves, steps_ok).await;
+    let mut row = Row::new(label).latency(&run.steps());
+    let responses = run.responses();
+    row.rate = format!("{:.0}", run.steps_per_second());
+    row.cpu = run.usage.per(responses, "step");
+    row.rss = mib(run.rss_end);
+    row.notes = format!(
+        "rebuilt {:.0} of {responses} steps; {}; worker + stack busy {:.2} cores",
+        run.usage.replayed,
+        run.memory.per_parked(),
+        run.usage.busy_cores()
+    );
+    row
+}
+
+fn idle_row(setup: &Setup) -> Row {
+    std::thread::sleep(IDLE_SETTLE);
+    let before = setup.snapshot();
+    std::thread::sleep(IDLE);
+    let usage = Usage::between(&before, &setup.snapshot());
+    let mut row = Row::new(format!("idle, {} s", IDLE.as_secs()));
+    row.cpu = usage.percent();
+    row.rss = mib(setup.rss());
+    row.notes = "nothing submitted; after the shared worker's scenarios".to_owned();
+    row
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; nothing else is accepted.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(bench());
+}
+
+async fn bench() {
+    common::now_ms();
+    let started = Instant::now();
+    let options = Options::from_env();
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!(
+        "weir scale benchmark (issue 12): brokers {}, cql {}, worker {}, commit interval {} ms, \
+         worker has {INLINE_FLAG}: {}, extra worker args {:?}, {} cores, load average {}",
+        weir_e2e::brokers(),
+        weir_e2e::cql_contact_points().join(","),
+        weir_e2e::weir_binary().display(),
+        COMMIT_INTERVAL.as_millis(),
+        options.has_inline_flag,
+        options.worker_args,
+        std::thread::available_parallelism().map_or(0, usize::from),
+        load.split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    let mut rows = Vec::new();
+
+    if options.runs("floor") {
+        let floor = common::kafka_floor(1, FLOOR_HOPS).await;
+        report(&mut rows, floor_row(&floor));
+    }
+
+    let shared = ["lone", "hello", "saga", "fanout", "idle"];
+    if shared.iter().any(|s| options.runs(s)) {
+        let ns = fanout_numbers();
+        let warm = [
+            (STEPS, json!([5, 2])),
+            (HELLO, json!(["warm"])),
+            (CHECKOUT, order(0)),
+            (FIBONACCI_SUM, json!([[1, 2, 3]])),
+        ];
+        let setup = Setup::start(&options, "shared", 1, &[], &warm).await;
+        if options.runs("lone") {
+            report(&mut rows, lone_row(&setup, "default config").await);
+        }
+        if options.runs("hello") {
+            let params = (0..HELLO_EXECUTIONS).map(|_| json!(["bench"])).collect();
+            let row = in_turn_row(
+                &setup,
+                &format!("hello.greet x{HELLO_EXECUTIONS}"),
+                HELLO,
+                params,
+                PerUnit::Execution,
+                |r| matches!(r, ExecutionResult::Ok(v) if *v == json!("hello, bench")),
+            )
+            .await;
+            report(&mut rows, row);
+        }
+        if options.runs("saga") {
+            let params = (1..=SAGA_EXECUTIONS).map(order).collect();
+            let row = in_turn_row(
+                &setup,
+                &format!("order saga (order.checkout) x{SAGA_EXECUTIONS}"),
+                CHECKOUT,
+                params,
+                PerUnit::Execution,
+                |r| matches!(r, ExecutionResult::Ok(v) if v["tracking-number"].is_string()),
+            )
+            .await;
+            report(&mut rows, row);
+        }
+        if options.runs("fanout") {
+            let expected: u64 = ns.iter().map(|&n| fib(u64::from(n))).sum();
+            let params = (0..FANOUT_EXECUTIONS).map(|_| json!([ns])).collect();
+            let row = in_turn_row(
+                &setup,
+                &format!("{FANOUT_WIDTH}-way fan-out x{FANOUT_EXECUTIONS}"),
+                FIBONACCI_SUM,
+                params,
+                PerUnit::Child,
+                |r| matches!(r, ExecutionResult::Ok(v) if v["sum"] == json!(expected)),
+            )
+            .await;
+            report(&mut rows, row);
+        }
+        if options.runs("idle") {
+            report(&mut rows, idle_row(&setup));
+        }
+    }
+
+    if options.runs("lone") {
+        let label = format!("{INLINE_FLAG} off");
+        if options.has_inline_flag {
+            let warm = [(STEPS, json!([5, 2]))];
+            let setup = Setup::start(&options, "topic", 1, &[INLINE_FLAG, "off"], &warm).await;
+            report(&mut rows, lone_row(&setup, &label).await);
+        } else {
+            let mut row = Row::new(format!("lone 20-step sequential, {label}, per step"));
+            row.notes = format!("n/a (worker has no {INLINE_FLAG})");
+            report(&mut rows, row);
+        }
+    }
+
+    if options.runs("throughput") {
+        for &concurrency in &options.throughput {
+            let warm = [(STEPS, json!([5, 2]))];
+            let setup = Setup::start(&options, &format!("t{concurrency}"), 1, &[], &warm).await;
+            let label = format!("{concurrency} concurrent 20-step, per step");
+            report(&mut rows, throughput_row(&setup, label, concurrency).await);
+        }
+    }
+
+    if options.runs("scaleout") {
+        // The substrate's own limit at this concurrency: as many floor chains in flight.
+        let floor = common::kafka_floor(SCALEOUT_EXECUTIONS, SCALEOUT_FLOOR_HOPS).await;
+        report(&mut rows, floor_row(&floor));
+        for workers in SCALEOUT_WORKERS {
+            let warm = [(STEPS, json!([5, 2]))];
+            let setup = Setup::start(&options, &format!("w{workers}"), workers, &[], &warm).await;
+            let label = format!(
+                "scale-out: {workers} worker(s), {SCALEOUT_EXECUTIONS} concurrent 20-step, per step"
+            );
+            report(
+                &mut rows,
+                throughput_row(&setup, label, SCALEOUT_EXECUTIONS).await,
+            );
+        }
+    }
+
+    println!();
+    println!(
+        "weir scale benchmark, {} s (definitions: tests/benches/scale.rs)",
+        started.elapsed().as_secs()
+    );
+    print_table(&rows);
+}
