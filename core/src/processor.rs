@@ -275,8 +275,9 @@ pub struct Processor<R: WorkflowRunner> {
     materialised: u64,
     /// Which cached execution goes first when the cache outweighs `cache_bytes`.
     policy: Policy<ExecutionId>,
-    /// Executions used since the last [`Processor::evict`], in order: it tells the policy.
-    accessed: Vec<ExecutionId>,
+    /// Executions used since the last [`Processor::evict`], in order, each once (a rebuild
+    /// and its delivery are one use): it tells the policy.
+    accessed: IndexSet<ExecutionId>,
 }
 
 impl<R: WorkflowRunner> Processor<R> {
@@ -289,7 +290,7 @@ impl<R: WorkflowRunner> Processor<R> {
             deferred: IndexMap::new(),
             materialised: 0,
             policy: Policy::new(config.cache_bytes),
-            accessed: Vec::new(),
+            accessed: IndexSet::new(),
         }
     }
 
@@ -379,7 +380,7 @@ impl<R: WorkflowRunner> Processor<R> {
             self.note_start(id, deferred, batch);
         }
         self.cache.insert(id.clone(), live);
-        self.accessed.push(id.clone());
+        self.accessed.insert(id.clone());
         Ok(())
     }
 
@@ -679,7 +680,7 @@ impl<R: WorkflowRunner> Processor<R> {
                 self.note_start(&id, deferred, batch);
             }
         }
-        self.accessed.push(id.clone());
+        self.accessed.insert(id.clone());
         self.cache.insert(id, live);
         Ok(())
     }
@@ -758,7 +759,7 @@ impl<R: WorkflowRunner> Processor<R> {
         let Some(live) = cache.get_mut(owner) else {
             return Ok(());
         };
-        accessed.push(owner.clone());
+        accessed.insert(owner.clone());
         let id = projection::response_id(&response);
         if live.view.responses_seen.contains(&id) || live.view.state == ExecutionState::Finished {
             tracing::debug!(execution = %owner, response = %id, "response ignored: duplicate or execution finished");
@@ -890,7 +891,7 @@ impl<R: WorkflowRunner> Processor<R> {
         if live.view.state != ExecutionState::Scheduled || live.run.is_some() {
             return Ok(());
         }
-        self.accessed.push(id.clone());
+        self.accessed.insert(id.clone());
         let deferred = start_run(
             Rules::new(&self.runner, limit),
             &mut self.stats,
@@ -972,7 +973,7 @@ impl<R: WorkflowRunner> Processor<R> {
             self.stats.evicted_for_room += 1;
         }
         // Weighed again (now without its run) at the next eviction.
-        self.accessed.push(other);
+        self.accessed.insert(other);
     }
 
     /// Executions parked with a deferred start.
