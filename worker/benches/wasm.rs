@@ -11,7 +11,8 @@
 //! 4. parked executions: the resident memory (VmRSS) per parked `steps.fibonacci-chain` run
 //!    against the weight the processor gives it, and the hits under cyclic access of 2000
 //!    executions on the in-memory bus with a byte budget that holds about a quarter of them
-//!    (`WEIR_BENCH_PARKED_ONLY=1` runs only this part).
+//!    (`WEIR_BENCH_PARKED_ONLY=1` runs only this part; `WEIR_BENCH_MAX_INSTANCES`: its pool,
+//!    4096 by default).
 //!
 //! Runs on one core (current-thread runtime). Needs the example components
 //! (`bash examples/build.sh`).
@@ -77,16 +78,27 @@ fn main() {
     let now = DateTime::from_timestamp(1_767_225_600, 0).expect("a valid time");
     if std::env::var_os("WEIR_BENCH_PARKED_ONLY").is_some() {
         // As `weir worker` raises its pool for the default budget (but 4096: room for 2200).
-        let config = EngineConfig {
-            max_instances: 4096,
-            ..engine_config()
-        };
-        let host = || {
-            Arc::new(
-                WasmHost::from_file(config.clone(), &toml, &examples_dir())
+        let max_instances = std::env::var("WEIR_BENCH_MAX_INSTANCES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(4096);
+        let host = |max_instances: u32| {
+            let config = EngineConfig {
+                max_instances,
+                ..engine_config()
+            };
+            let started = Instant::now();
+            let host = Arc::new(
+                WasmHost::from_file(config, &toml, &examples_dir())
                     .unwrap_or_else(|e| panic!("loading the host: {e}")),
-            )
+            );
+            println!(
+                "wasm host: a host with a pool of {max_instances} instances loads in {:?}",
+                started.elapsed()
+            );
+            host
         };
+        let host = |first: bool| host(if first { max_instances } else { 4096 });
         parked_executions(&rt, &host, now);
         return;
     }
@@ -221,10 +233,10 @@ fn vm_rss_bytes() -> u64 {
 /// 4. Parked executions: memory per parked run, and hits under cyclic access.
 fn parked_executions(
     rt: &tokio::runtime::Runtime,
-    new_host: &dyn Fn() -> Arc<WasmHost>,
+    new_host: &dyn Fn(bool) -> Arc<WasmHost>,
     now: DateTime<chrono::Utc>,
 ) {
-    let host = new_host();
+    let host = new_host(true);
     let chain: Ffqn = "weir-examples:workflows/steps.fibonacci-chain"
         .parse()
         .expect("ffqn");
@@ -261,8 +273,9 @@ fn parked_executions(
     drop(runs);
     drop(warm);
     drop(host);
-    // A fresh host (the dropped runs' slots are freed only as their tasks are reaped).
-    let host = new_host();
+    // A fresh host of 4096 slots (the dropped runs' slots, and a large pool's address space,
+    // are freed only as their tasks are reaped).
+    let host = new_host(false);
 
     // Cyclic access: 2000 executions of 10 steps, each step one input, FIFO (round-robin).
     let executions = 2000;

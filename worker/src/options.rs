@@ -48,8 +48,8 @@ pub const DEFAULT_MAX_BATCH: usize = 500;
 /// (parked runs and views) may hold, as the processor weighs them. 1 GiB: a sixteenth of a
 /// 16 GiB worker machine, leaving the rest to the process's other needs (the materialiser's
 /// queue, 128 MiB; librdkafka's buffers; activities' instances) and to other processes. At
-/// ~60–70 KiB per parked `steps.fibonacci-chain` run (docs/benchmarks.md) it holds about
-/// 15 000 of them; under cyclic access beyond that, about budget/N of the steps still hit.
+/// ~55 KiB per parked `steps.fibonacci-chain` run (docs/benchmarks.md) it holds about
+/// 18 000 of them; under cyclic access beyond that, about budget/N of the steps still hit.
 pub const DEFAULT_CACHE_BYTES: u64 = 1 << 30;
 /// `--cache-size` / `WEIR_CACHE_SIZE`: at most this many parked workflow runs, whatever their
 /// weight (a backstop: the byte budget is the rule; the default is above what it holds).
