@@ -5,6 +5,7 @@
 //! simulated ones and drives the very same code.
 //!
 //! - [`processor`]: **the partition processor** — the rules that turn inputs into effects.
+//! - [`cache`]: the eviction policy of the processor's execution cache (weighted S3-FIFO).
 //! - [`projection`]: the one projection from an execution's changelog to its state and rows.
 //! - [`driver`]: the workflow worker's loop (take-over, batch, commit, materialise) over its
 //!   seams: [`driver::Log`], [`driver::StoreRead`], [`driver::Materialise`].
@@ -18,6 +19,7 @@
 //! - [`partitioner`]: Kafka's murmur2 partitioner (which partition owns an execution).
 //! - [`retry`]: the one retry decision of an activity (retry when, or give up answering what).
 
+pub mod cache;
 pub mod driver;
 pub mod inline;
 pub mod model;

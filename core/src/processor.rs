@@ -10,6 +10,12 @@
 //! names it, the driver reads its changelog from the store, and [`Processor::rehydrate`]
 //! rebuilds it (by the one [projection](crate::projection) and a replay).
 //!
+//! The cache is bounded by bytes (`cache_bytes`): each cached execution weighs its view
+//! ([`view_bytes`]) plus its parked run's [`WorkflowRun::resident_bytes`]; between batches
+//! [`Processor::evict`] drops whole executions, as the [cache policy](crate::cache) (a weighted
+//! S3-FIFO, which keeps hitting under cyclic access where LRU never does) picks them, never one
+//! pinned by a batch the store does not hold yet.
+//!
 //! Every changelog entry the processor appends goes through [`ExecutionView::apply`], so the
 //! state it keeps, the execution rows and the timers it writes are the projection's, exactly
 //! as catch-up and rehydration derive them.
@@ -65,6 +71,7 @@ use chrono::{DateTime, Utc};
 use indexmap::{IndexMap, IndexSet};
 use serde_json::Value;
 
+use crate::cache::Policy;
 use crate::model::{
     ChildKind, DelayId, DelayOutcome, ExecutionError, ExecutionErrorKind, ExecutionId,
     ExecutionResult, Ffqn, Response,
@@ -208,12 +215,20 @@ pub enum ProcessorError {
 /// Settings of the processor (their defaults live with the worker's options).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ProcessorConfig {
-    /// Parked runs kept in memory; least recently used ones are dropped first.
+    /// Bytes the cached executions may hold (their views and parked runs, as
+    /// [`Processor::evict`] weighs them); beyond, the cache policy evicts.
+    pub cache_bytes: u64,
+    /// At most this many parked runs (a backstop under the byte budget).
     pub cache_size: usize,
     /// Input records larger than this are dead-lettered.
     pub max_record_bytes: usize,
     /// Partitions of the co-partitioned topics (submissions, responses, history).
     pub partitions: i32,
+}
+
+impl ProcessorConfig {
+    /// A `cache_size` that caps nothing (only the byte budget bounds the cache).
+    pub const UNCAPPED: usize = usize::MAX;
 }
 
 /// Counters of what the processor did (cumulative; the driver exports them as metrics).
@@ -265,6 +280,11 @@ pub struct Processor<R: WorkflowRunner> {
     /// The materialiser's last job in the store, as of the last [`Processor::evict`]: runs
     /// pinned by a later one are never dropped.
     materialised: u64,
+    /// Which cached execution goes first when the cache outweighs `cache_bytes`.
+    policy: Policy<ExecutionId>,
+    /// Executions used since the last [`Processor::evict`], in order, each once (a rebuild
+    /// and its delivery are one use): it tells the policy.
+    accessed: IndexSet<ExecutionId>,
 }
 
 impl<R: WorkflowRunner> Processor<R> {
@@ -276,6 +296,8 @@ impl<R: WorkflowRunner> Processor<R> {
             stats: ProcessorStats::default(),
             deferred: IndexMap::new(),
             materialised: 0,
+            policy: Policy::new(config.cache_bytes),
+            accessed: IndexSet::new(),
         }
     }
 
@@ -365,6 +387,7 @@ impl<R: WorkflowRunner> Processor<R> {
             self.note_start(id, deferred, batch);
         }
         self.cache.insert(id.clone(), live);
+        self.accessed.insert(id.clone());
         Ok(())
     }
 
@@ -664,6 +687,7 @@ impl<R: WorkflowRunner> Processor<R> {
                 self.note_start(&id, deferred, batch);
             }
         }
+        self.accessed.insert(id.clone());
         self.cache.insert(id, live);
         Ok(())
     }
@@ -755,15 +779,13 @@ impl<R: WorkflowRunner> Processor<R> {
             stats,
             cache,
             runner,
+            accessed,
             ..
         } = self;
-        // Move to the back: the back is the most recently used.
-        let Some(position) = cache.get_index_of(owner) else {
+        let Some(live) = cache.get_mut(owner) else {
             return Ok(());
         };
-        let last = cache.len() - 1;
-        cache.move_index(position, last);
-        let live = &mut cache[last];
+        accessed.insert(owner.clone());
         let id = projection::response_id(&response);
         if live.view.responses_seen.contains(&id) || live.view.state == ExecutionState::Finished {
             tracing::debug!(execution = %owner, response = %id, "response ignored: duplicate or execution finished");
@@ -897,6 +919,7 @@ impl<R: WorkflowRunner> Processor<R> {
         if live.view.state != ExecutionState::Scheduled || live.run.is_some() {
             return Ok(());
         }
+        self.accessed.insert(id.clone());
         let deferred = start_run(
             Rules::new(&self.runner, limit),
             &mut self.stats,
@@ -953,25 +976,32 @@ impl<R: WorkflowRunner> Processor<R> {
         }));
     }
 
-    /// The host had no room for `id`'s run: drops the least recently used parked run that
-    /// can be rebuilt from the store (not `id`, not pinned by a batch the store lacks, not
-    /// touched by `batch`, whose entries the store cannot have yet), so that its instance is
-    /// free for the retry. Parked runs hold instances for as long as their executions wait;
-    /// without this, a pool full of them would defer every new start until one of them
-    /// finished.
+    /// The host had no room for `id`'s run: drops the parked run the cache policy would evict
+    /// first among those that can be rebuilt from the store (not `id`, not one this batch
+    /// touched, not one pinned by a batch the store lacks), so that its instance is free for
+    /// the retry; its view stays. Parked runs hold instances for as long as their executions
+    /// wait; without this, a pool full of them would defer every new start until one of them
+    /// finished. (The worker sizes its pool from `cache_bytes`, so this is the exception.)
     fn make_room(&mut self, id: &ExecutionId, batch: &Batch) {
         let materialised = self.materialised;
-        let victim = self.cache.iter_mut().find(|(other, live)| {
-            *other != id
-                && live.run.is_some()
-                && live.pinned_until <= materialised
-                && !batch.touched.contains(*other)
+        let cache = &self.cache;
+        let victim = self.policy.evict_one(|other| {
+            other == id
+                || batch.touched.contains(other)
+                || cache
+                    .get(other)
+                    .is_none_or(|live| live.run.is_none() || live.pinned_until > materialised)
         });
-        if let Some((other, live)) = victim {
-            tracing::info!(execution = %id, evicted = %other, "no room for a run: the least recently used parked run is dropped");
+        let Some((other, _)) = victim else {
+            return;
+        };
+        if let Some(live) = self.cache.get_mut(&other) {
+            tracing::info!(execution = %id, evicted = %other, "no room for a run: a parked run is dropped");
             live.run = None;
             self.stats.evicted_for_room += 1;
         }
+        // Weighed again (now without its run) at the next eviction.
+        self.accessed.insert(other);
     }
 
     /// Executions parked with a deferred start.
@@ -1003,37 +1033,44 @@ impl<R: WorkflowRunner> Processor<R> {
         }
     }
 
-    /// Keeps at most `cache_size` parked runs, dropping the least recently used, and forgets
-    /// idle executions beyond four times that many entries. Executions pinned by a batch not
-    /// yet materialised (`materialised` = the materialiser's last job in the store) are kept
-    /// whatever the count: a rebuild would read a store that is behind. Call it only between
-    /// batches.
+    /// Keeps what the cache holds within `cache_bytes` (and at most `cache_size` parked runs):
+    /// the executions used since the last call are weighed (their views and parked runs) and
+    /// told to the cache policy, which picks the executions to forget, run and view. Executions
+    /// pinned by a batch not yet materialised (`materialised` = the materialiser's last job in
+    /// the store) are kept whatever the weight: a rebuild would read a store that is behind.
+    /// Call it only between batches.
     pub fn evict(&mut self, materialised: u64) {
         self.materialised = materialised;
+        for id in std::mem::take(&mut self.accessed) {
+            match self.cache.get(&id) {
+                Some(live) => self.policy.touch(&id, weight(live)),
+                None => self.policy.remove(&id),
+            }
+        }
         let limit = self.config.cache_size.max(1);
-        let parked = self.parked();
-        let mut excess = parked.saturating_sub(limit);
-        for live in self.cache.values_mut() {
-            if excess == 0 {
-                break;
-            }
-            if live.pinned_until > materialised {
-                continue;
-            }
-            if live.run.take().is_some() {
-                excess -= 1;
-            }
-        }
-        while self.cache.len() > limit * 4 {
-            let Some(index) = self
-                .cache
-                .values()
-                .position(|l| l.run.is_none() && l.pinned_until <= materialised)
-            else {
-                break;
+        let mut parked = self.parked();
+        while self.policy.weight() > self.policy.capacity() || parked > limit {
+            let cache = &self.cache;
+            let victim = self.policy.evict_one(|id| {
+                cache
+                    .get(id)
+                    .is_some_and(|live| live.pinned_until > materialised)
+            });
+            let Some((id, _)) = victim else {
+                break; // all pinned
             };
-            self.cache.shift_remove_index(index);
+            if let Some(live) = self.cache.swap_remove(&id)
+                && live.run.is_some()
+            {
+                parked -= 1;
+            }
         }
+    }
+
+    /// The bytes the cache policy counts for the cached executions (at the last
+    /// [`Processor::evict`]).
+    pub fn held_bytes(&self) -> u64 {
+        self.policy.weight()
     }
 
     /// Forgets everything (after an aborted transaction or a rebalance: runs in memory may
@@ -1041,6 +1078,8 @@ impl<R: WorkflowRunner> Processor<R> {
     pub fn clear(&mut self) {
         self.cache.clear();
         self.deferred.clear();
+        self.policy.clear();
+        self.accessed.clear();
     }
 
     pub fn len(&self) -> usize {
@@ -1053,6 +1092,46 @@ impl<R: WorkflowRunner> Processor<R> {
 
     pub fn parked(&self) -> usize {
         self.cache.values().filter(|l| l.run.is_some()).count()
+    }
+}
+
+/// What a cached execution weighs: its view and its parked run, if any.
+fn weight<Run: WorkflowRun>(live: &Live<Run>) -> u64 {
+    let run = live.run.as_ref().map_or(0, |run| run.resident_bytes());
+    (view_bytes(&live.view) + run) as u64
+}
+
+/// An estimate of the memory an execution's view holds: the entry itself, its params, result
+/// and metadata, and about 64 bytes per journalled response (its id in `responses_seen`,
+/// and the pending request it answered).
+pub fn view_bytes(view: &ExecutionView) -> usize {
+    let created = &view.created;
+    let metadata: usize = created
+        .metadata
+        .iter()
+        .map(|(k, v)| k.len() + v.len() + 48)
+        .sum();
+    let result = view.result.as_ref().map_or(0, |r| match r {
+        ExecutionResult::Ok(value) => json_bytes(value),
+        ExecutionResult::Err(value) => json_bytes(value),
+        ExecutionResult::ExecutionError(e) => e.reason.len() + 64,
+    });
+    std::mem::size_of::<Live<()>>()
+        + 64
+        + json_bytes(&created.params)
+        + metadata
+        + result
+        + view.responses_seen.len() * 64
+}
+
+/// An estimate of the heap a JSON value holds (its nodes and text).
+fn json_bytes(value: &Value) -> usize {
+    const NODE: usize = std::mem::size_of::<Value>();
+    NODE + match value {
+        Value::String(s) => s.len(),
+        Value::Array(items) => items.iter().map(json_bytes).sum(),
+        Value::Object(map) => map.iter().map(|(k, v)| k.len() + 32 + json_bytes(v)).sum(),
+        _ => 0,
     }
 }
 

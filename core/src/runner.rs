@@ -114,6 +114,10 @@ pub trait WorkflowRun: Send {
         response: Response,
         now: DateTime<Utc>,
     ) -> impl Future<Output = Result<RunStep, RunError>> + Send;
+
+    /// An estimate of the memory the parked run holds (its instance's memory, its copy of
+    /// the history): its weight in the processor's byte-bounded cache.
+    fn resident_bytes(&self) -> usize;
 }
 
 /// Starts runs.

@@ -17,6 +17,7 @@ fn processor(max_record_bytes: usize) -> Processor<SimRunner> {
     Processor::new(
         SimRunner,
         ProcessorConfig {
+            cache_bytes: 1 << 30,
             cache_size: 16,
             max_record_bytes,
             partitions: 1,
@@ -171,6 +172,10 @@ impl weir_core::runner::WorkflowRun for SlotRun {
     ) -> Result<weir_core::runner::RunStep, weir_core::runner::RunError> {
         self.inner.deliver(response, now).await
     }
+
+    fn resident_bytes(&self) -> usize {
+        self.inner.resident_bytes()
+    }
 }
 
 impl weir_core::runner::WorkflowRunner for SlotRunner {
@@ -234,6 +239,7 @@ fn a_start_the_host_has_no_room_for_is_deferred_not_failed() {
         free: std::sync::Arc::new(std::sync::atomic::AtomicU32::new(free)),
     };
     let config = ProcessorConfig {
+        cache_bytes: 1 << 30,
         cache_size: 16,
         max_record_bytes: 1 << 20,
         partitions: 1,
@@ -619,6 +625,7 @@ fn external_requests_carry_their_terms_and_misfit_answers_become_the_childs_erro
     use weir_core::records::DlqReason;
 
     let config = ProcessorConfig {
+        cache_bytes: 1 << 30,
         cache_size: 16,
         max_record_bytes: 1 << 20,
         partitions: 1,
@@ -739,7 +746,7 @@ fn a_submission_with_an_unparsable_function_name_is_answered() {
 
 /// Issue 11 item 17: parked runs hold their instances while they wait, so a pool full of them
 /// deferred every new start until one of them finished. A start the pool has no room for
-/// drops the least recently used parked run that the store can rebuild, and its retry runs.
+/// drops a parked run that the store can rebuild (the cache policy's pick), and its retry runs.
 #[test]
 fn a_full_pool_of_parked_runs_makes_room_for_a_new_start() {
     let free = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(1));
@@ -748,6 +755,7 @@ fn a_full_pool_of_parked_runs_makes_room_for_a_new_start() {
             free: std::sync::Arc::clone(&free),
         },
         ProcessorConfig {
+            cache_bytes: 1 << 30,
             cache_size: 16,
             max_record_bytes: 1 << 20,
             partitions: 1,
@@ -757,6 +765,8 @@ fn a_full_pool_of_parked_runs_makes_room_for_a_new_start() {
     processor.evict(0);
     let first = seq_request(&mut processor);
     assert_eq!(processor.parked(), 1);
+    // …and after its batch (the cache policy learns of the parked run here).
+    processor.evict(0);
     let id = ExecutionId::top_level(ulid::Ulid::new());
     let effects = step(
         &mut processor,
@@ -797,6 +807,7 @@ fn a_run_stepped_in_the_current_batch_is_not_dropped_for_room() {
             free: std::sync::Arc::clone(&free),
         },
         ProcessorConfig {
+            cache_bytes: 1 << 30,
             cache_size: 16,
             max_record_bytes: 1 << 20,
             partitions: 1,
@@ -857,4 +868,86 @@ fn a_run_stepped_in_the_current_batch_is_not_dropped_for_room() {
         None,
         "no rebuild from a store that lacks this batch"
     );
+}
+
+/// Issue 12 goal 3: the cache is bounded by bytes. Executions that park one after the other
+/// (each evicted between batches, as the driver does) never make the cache outweigh its
+/// budget, the policy's weight is what the cached executions weigh, and the cache holds about
+/// as many parked runs as the budget has room for, not fewer.
+#[test]
+fn the_byte_budget_bounds_what_the_cache_holds() {
+    let budget = 64 << 10;
+    let mut processor = Processor::new(
+        SimRunner,
+        ProcessorConfig {
+            cache_bytes: budget,
+            cache_size: weir_core::processor::ProcessorConfig::UNCAPPED,
+            max_record_bytes: 1 << 20,
+            partitions: 1,
+        },
+    );
+    let mut batches = 0;
+    for _ in 0..200 {
+        let id = ExecutionId::top_level(ulid::Ulid::new());
+        let effects = step(
+            &mut processor,
+            submission_input(&id, Workflow::Seq, json!([1, 6])),
+        );
+        assert!(
+            effects
+                .iter()
+                .any(|e| matches!(e, Effect::RequestActivity(_))),
+            "the run parks on its first activity"
+        );
+        batches += 1;
+        processor.committed([&id], batches);
+        processor.evict(batches);
+        assert!(
+            processor.held_bytes() <= budget,
+            "{}",
+            processor.held_bytes()
+        );
+    }
+    assert!(processor.len() < 200, "some were evicted");
+    let one = processor.held_bytes() / processor.len() as u64;
+    assert!(
+        processor.parked() as u64 >= budget / one - 1,
+        "{} parked of room for {}",
+        processor.parked(),
+        budget / one
+    );
+}
+
+/// Pinned executions (their batch not yet in the store) are never evicted, whatever the
+/// budget: the cache stays over it until the store catches up.
+#[test]
+fn pinned_executions_outweigh_the_budget_until_materialised() {
+    let mut processor = Processor::new(
+        SimRunner,
+        ProcessorConfig {
+            cache_bytes: 1,
+            cache_size: weir_core::processor::ProcessorConfig::UNCAPPED,
+            max_record_bytes: 1 << 20,
+            partitions: 1,
+        },
+    );
+    let ids: Vec<_> = (0..5)
+        .map(|_| ExecutionId::top_level(ulid::Ulid::new()))
+        .collect();
+    for id in &ids {
+        step(
+            &mut processor,
+            submission_input(id, Workflow::Seq, json!([1, 6])),
+        );
+    }
+    processor.committed(ids.iter(), 1);
+    processor.evict(0);
+    assert_eq!(
+        processor.parked(),
+        5,
+        "pinned by batch 1, which is not in the store"
+    );
+    processor.evict(1);
+    assert_eq!(processor.len(), 0, "materialised: evicted");
+    assert_eq!(processor.held_bytes(), 0);
 }

@@ -7,7 +7,12 @@
 //!    (submit, activity run, response, await-next, get per step) on the in-memory bus, which
 //!    drives the partition processor (`weir_core::processor`) as the worker does, one input
 //!    per batch;
-//! 3. the order saga (4 sequential direct calls) on the in-memory bus, hot and cold path.
+//! 3. the order saga (4 sequential direct calls) on the in-memory bus, hot and cold path;
+//! 4. parked executions: the resident memory (VmRSS) per parked `steps.fibonacci-chain` run
+//!    against the weight the processor gives it, and the hits under cyclic access of 2000
+//!    executions on the in-memory bus with a byte budget that holds about a quarter of them
+//!    (`WEIR_BENCH_PARKED_ONLY=1` runs only this part; `WEIR_BENCH_MAX_INSTANCES`: its pool,
+//!    4096 by default).
 //!
 //! Runs on one core (current-thread runtime). Needs the example components
 //! (`bash examples/build.sh`).
@@ -21,8 +26,9 @@ use serde_json::json;
 use ulid::Ulid;
 use weir::model::{ExecutionId, ExecutionResult, Ffqn};
 use weir::replay::Execution;
-use weir::wasm::memory::InMemoryBus;
+use weir::wasm::memory::{BUS_PARTITIONS, InMemoryBus};
 use weir::wasm::{EngineConfig, RunStep, WasmHost};
+use weir_core::processor::ProcessorConfig;
 
 fn examples_dir() -> PathBuf {
     let dir = std::env::var_os("WEIR_EXAMPLES_OUT")
@@ -70,6 +76,32 @@ fn main() {
         started.elapsed()
     );
     let now = DateTime::from_timestamp(1_767_225_600, 0).expect("a valid time");
+    if std::env::var_os("WEIR_BENCH_PARKED_ONLY").is_some() {
+        // As `weir worker` raises its pool for the default budget (but 4096: room for 2200).
+        let max_instances = std::env::var("WEIR_BENCH_MAX_INSTANCES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(4096);
+        let host = |max_instances: u32| {
+            let config = EngineConfig {
+                max_instances,
+                ..engine_config()
+            };
+            let started = Instant::now();
+            let host = Arc::new(
+                WasmHost::from_file(config, &toml, &examples_dir())
+                    .unwrap_or_else(|e| panic!("loading the host: {e}")),
+            );
+            println!(
+                "wasm host: a host with a pool of {max_instances} instances loads in {:?}",
+                started.elapsed()
+            );
+            host
+        };
+        let host = |first: bool| host(if first { max_instances } else { 4096 });
+        parked_executions(&rt, &host, now);
+        return;
+    }
 
     // 1. instantiate-and-run, trivial and with host calls
     let trivial_only = std::env::var_os("WEIR_BENCH_TRIVIAL_ONLY").is_some();
@@ -183,6 +215,108 @@ fn main() {
             },
             m.as_secs_f64() * 1e6,
             4.0 / m.as_secs_f64()
+        );
+    }
+}
+
+/// The process's resident set (VmRSS), in bytes.
+fn vm_rss_bytes() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("a VmRSS line");
+    kib * 1024
+}
+
+/// 4. Parked executions: memory per parked run, and hits under cyclic access.
+fn parked_executions(
+    rt: &tokio::runtime::Runtime,
+    new_host: &dyn Fn(bool) -> Arc<WasmHost>,
+    now: DateTime<chrono::Utc>,
+) {
+    let host = new_host(true);
+    let chain: Ffqn = "weir-examples:workflows/steps.fibonacci-chain"
+        .parse()
+        .expect("ffqn");
+    // Warm the pool's first slots and the allocator, then measure 2000 more.
+    let park = |from: u128, n: u128| {
+        let mut runs = Vec::new();
+        for i in from..from + n {
+            let execution = Execution {
+                id: ExecutionId::top_level(Ulid::from_parts(7, i)),
+                ffqn: chain.clone(),
+                params: json!([10, 20]),
+            };
+            let (run, step) = rt
+                .block_on(host.start_workflow(execution, vec![], vec![], now))
+                .expect("a run");
+            assert!(matches!(step, RunStep::Parked { .. }), "{step:?}");
+            runs.push(run);
+        }
+        runs
+    };
+    let warm = park(0, 200);
+    let n = 2000u128;
+    let before = vm_rss_bytes();
+    let runs = park(1_000, n);
+    let after = vm_rss_bytes();
+    let weight: usize = runs.iter().map(|r| r.resident_bytes()).sum();
+    println!(
+        "wasm host: parked steps.fibonacci-chain runs: {n} parked add {:.1} MiB of VmRSS, {:.1} KiB each; the processor weighs each {:.1} KiB (run) + ~{:.1} KiB (view)",
+        (after.saturating_sub(before)) as f64 / (1 << 20) as f64,
+        (after.saturating_sub(before)) as f64 / n as f64 / 1024.0,
+        weight as f64 / n as f64 / 1024.0,
+        0.5,
+    );
+    drop(runs);
+    drop(warm);
+    drop(host);
+    // A fresh host of 4096 slots (the dropped runs' slots, and a large pool's address space,
+    // are freed only as their tasks are reaped).
+    let host = new_host(false);
+
+    // Cyclic access: 2000 executions of 10 steps, each step one input, FIFO (round-robin).
+    let executions = 2000;
+    let per_run = weight as u64 / n as u64 + 1024;
+    for budget_runs in [executions as u64 / 4, executions as u64 * 2] {
+        let config = ProcessorConfig {
+            cache_bytes: budget_runs * per_run,
+            cache_size: weir::options::DEFAULT_CACHE_SIZE,
+            max_record_bytes: weir::options::DEFAULT_MAX_RECORD_BYTES,
+            partitions: BUS_PARTITIONS,
+        };
+        let mut bus = InMemoryBus::with_config(host.clone(), now, config);
+        let t = Instant::now();
+        rt.block_on(async {
+            let ids: Vec<_> = (0..executions)
+                .map(|_| bus.submit(&chain, json!([10, 10])).expect("submit"))
+                .collect();
+            bus.run_until_idle().await.expect("run");
+            for id in &ids {
+                let result = bus.result(id);
+                assert!(
+                    matches!(result, Some(ExecutionResult::Ok(_))),
+                    "{id}: {result:?}; {:?}; {:?}; timers {:?}",
+                    bus.processor_stats(),
+                    bus.dead_letters().first(),
+                    bus.pending_timers().first()
+                );
+            }
+        });
+        let elapsed = t.elapsed();
+        let stats = bus.processor_stats();
+        // A step whose run was evicted is rebuilt (replayed) and then delivered to.
+        let hits = stats.hot_deliveries.saturating_sub(stats.replayed);
+        println!(
+            "wasm host: {executions} executions x 10 steps round-robin, budget for ~{budget_runs} parked runs ({:.1} MiB): {} steps, {} rebuilt from the store: hit ratio {:.3} (budget/N {:.3}); {:.0} steps/s on one core",
+            (budget_runs * per_run) as f64 / (1 << 20) as f64,
+            stats.hot_deliveries,
+            stats.replayed,
+            hits as f64 / stats.hot_deliveries.max(1) as f64,
+            (budget_runs as f64 / executions as f64).min(1.0),
+            (executions * 10) as f64 / elapsed.as_secs_f64(),
         );
     }
 }

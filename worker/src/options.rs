@@ -46,10 +46,37 @@ pub const DEFAULT_COMPILED_DIR: &str = "/var/cache/weir/compiled";
 pub const DEFAULT_COMMIT_INTERVAL_MS: u64 = 0;
 /// `--max-batch` / `WEIR_MAX_BATCH`: …or after this many input records.
 pub const DEFAULT_MAX_BATCH: usize = 500;
-/// `--cache-size` / `WEIR_CACHE_SIZE`: parked workflow instances kept in memory.
-pub const DEFAULT_CACHE_SIZE: usize = 512;
+/// `--cache-bytes` / `WEIR_CACHE_BYTES`: the memory the workflow worker's cached executions
+/// (parked runs and views) may hold, as the processor weighs them. 1 GiB: a sixteenth of a
+/// 16 GiB worker machine, leaving the rest to the process's other needs (the materialiser's
+/// queue, 128 MiB; librdkafka's buffers; activities' instances) and to other processes. At
+/// ~55 KiB per parked `steps.fibonacci-chain` run (docs/benchmarks.md) it holds about
+/// 18 000 of them; under cyclic access beyond that, about budget/N of the steps still hit.
+pub const DEFAULT_CACHE_BYTES: u64 = 1 << 30;
+/// `--cache-size` / `WEIR_CACHE_SIZE`: at most this many parked workflow runs, whatever their
+/// weight (a backstop: the byte budget is the rule; the default is above what it holds).
+pub const DEFAULT_CACHE_SIZE: usize = 100_000;
 /// `--max-instances` / `WEIR_MAX_INSTANCES`: WASM instances the pooling allocator holds.
+/// `weir worker` raises it at start-up to what `--cache-bytes` can park ([`parkable_runs`])
+/// plus `--activity-concurrency`, up to [`MAX_POOLED_INSTANCES`]; this default is what a
+/// library host (`EngineConfig::default()`, every test's) reserves.
 pub const DEFAULT_MAX_INSTANCES: u32 = 1024;
+/// The most instances `weir worker` raises its pool to: each linear-memory slot reserves
+/// ~4.3 GiB of address space (wasmtime's 4 GiB reservation for 32-bit memories, which spares
+/// the guest's bounds checks, plus guards), and a process has 128 TiB; 16 384 slots and their
+/// 1/8 headroom take ~80 TiB (measured: 43 818 slots asked for 189 TiB and failed).
+pub const MAX_POOLED_INSTANCES: u32 = 16_384;
+
+/// The most parked runs `cache_bytes` can hold: each weighs at least
+/// [`PARKED_INSTANCE_BYTES`](crate::wasm::workflow::PARKED_INSTANCE_BYTES).
+pub const fn parkable_runs(cache_bytes: u64) -> u32 {
+    let runs = cache_bytes / crate::wasm::workflow::PARKED_INSTANCE_BYTES as u64;
+    if runs > u32::MAX as u64 / 2 {
+        u32::MAX / 2
+    } else {
+        runs as u32
+    }
+}
 /// `--max-record-bytes` / `WEIR_MAX_RECORD_BYTES`: larger input records go to the DLQ.
 pub const DEFAULT_MAX_RECORD_BYTES: usize = MAX_INPUT_RECORD_BYTES;
 /// The most `--max-record-bytes` may be: an accepted input record becomes a record of about

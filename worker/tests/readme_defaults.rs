@@ -283,7 +283,7 @@ fn the_readme_tables_are_what_clap_declares() {
 #[test]
 fn a_default_changed_in_one_place_is_caught() {
     let text = readme();
-    let row = "| `--cache-size` | `WEIR_CACHE_SIZE` | `512` |";
+    let row = "| `--cache-size` | `WEIR_CACHE_SIZE` | `100000` |";
     assert!(text.contains(row), "the README has no row `{row}`");
     let changed = text.replace(row, "| `--cache-size` | `WEIR_CACHE_SIZE` | `10000` |");
     let errors = disagreements(&parse_rows(&changed));
@@ -336,6 +336,7 @@ fn library_defaults_are_the_command_lines() {
     );
     assert_eq!(config.commit_interval, millis("commit-interval-ms"));
     assert_eq!(config.max_batch_records, number::<usize>("max-batch"));
+    assert_eq!(config.cache_bytes, number::<u64>("cache-bytes"));
     assert_eq!(config.cache_size, number::<usize>("cache-size"));
     assert_eq!(config.max_record_bytes, number::<usize>("max-record-bytes"));
     assert_eq!(config.materialise_linger, millis("materialise-linger-ms"));

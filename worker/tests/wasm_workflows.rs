@@ -695,6 +695,7 @@ async fn hot_and_cold_paths_give_identical_histories_and_results() {
                 host.clone(),
                 t0(),
                 ProcessorConfig {
+                    cache_bytes: weir::options::DEFAULT_CACHE_BYTES,
                     cache_size: 1,
                     max_record_bytes: weir::options::DEFAULT_MAX_RECORD_BYTES,
                     partitions: BUS_PARTITIONS,

@@ -15,6 +15,8 @@ pub struct SimConfig {
     /// Worker slots at the start.
     pub workers: u32,
     pub cache_size: usize,
+    /// The processor's byte budget (a sim run weighs ~2–8 KiB, a view ~0.5 KiB).
+    pub cache_bytes: u64,
     pub max_batch: usize,
     pub session_timeout_ms: i64,
     pub transaction_timeout_ms: i64,
@@ -60,6 +62,9 @@ impl SimConfig {
             store_patience_ms: *rng.pick(&[2_000, 300_000, 300_000]),
             // A small queue fills within an outage (the hot path then waits for the store).
             materialise_queue: *rng.pick(&[64, 10_000, 10_000]),
+            // Drawn last, so that the draws above give the same as before it was added. A
+            // few KiB hold a run or two: eviction by weight, pins and the policy's queues.
+            cache_bytes: *rng.pick(&[4 << 10, 16 << 10, 1 << 30, 1 << 30]),
             ..SimConfig::default()
         }
     }
@@ -72,6 +77,7 @@ impl Default for SimConfig {
             activity_partitions: 2,
             workers: 2,
             cache_size: 512,
+            cache_bytes: 1 << 30,
             max_batch: 500,
             // Shorter than the transaction timeout, so that a frozen owner can be replaced
             // while its transaction is still open (the zombie window).

@@ -210,6 +210,7 @@ impl Sim {
         let processor = Processor::new(
             SimRunner,
             ProcessorConfig {
+                cache_bytes: self.config.cache_bytes,
                 cache_size: self.config.cache_size,
                 max_record_bytes: 1 << 20,
                 partitions: self.config.partitions,

@@ -413,6 +413,11 @@ impl WorkflowRun for SimRun {
         let step = self.run(now);
         std::future::ready(step)
     }
+
+    /// As a WASM run: a fixed part (its instance) and a part per event and response.
+    fn resident_bytes(&self) -> usize {
+        2048 + 256 * (self.history.len() + self.responses.len())
+    }
 }
 
 impl WorkflowRunner for SimRunner {

@@ -118,10 +118,15 @@ pub struct WorkerArgs {
         default_value_t = options::DEFAULT_MATERIALISE_LINGER_MS
     )]
     pub materialise_linger_ms: u64,
-    /// Parked workflow instances kept in memory.
+    /// Bytes the cached workflow executions (parked runs and their views) may hold.
+    #[arg(long, env = "WEIR_CACHE_BYTES", default_value_t = options::DEFAULT_CACHE_BYTES)]
+    pub cache_bytes: u64,
+    /// At most this many parked workflow runs (a backstop under --cache-bytes).
     #[arg(long, env = "WEIR_CACHE_SIZE", default_value_t = options::DEFAULT_CACHE_SIZE)]
     pub cache_size: usize,
-    /// WASM instances the pooling allocator can hold (parked workflows and running activities).
+    /// WASM instances the pooling allocator can hold (parked workflows and running
+    /// activities); raised, if lower, to what --cache-bytes can park plus
+    /// --activity-concurrency (at most 16 384: each slot reserves ~4.3 GiB of address space).
     #[arg(
         long,
         env = "WEIR_MAX_INSTANCES",
@@ -204,10 +209,24 @@ async fn serve(args: WorkerArgs) -> anyhow::Result<()> {
     // A given instance id is a stable identity: static membership (see WorkerConfig).
     let static_membership = args.instance_id.is_some();
     let instance_id = args.instance_id.clone().unwrap_or_else(default_instance_id);
+    // The pool never caps the parked runs below what the byte budget holds (issue 12 goal 3).
+    let needed = options::parkable_runs(args.cache_bytes)
+        .saturating_add(u32::try_from(args.activity_concurrency).unwrap_or(u32::MAX));
+    let max_instances = args
+        .max_instances
+        .max(needed.min(options::MAX_POOLED_INSTANCES));
+    if max_instances > args.max_instances {
+        info!(
+            max_instances,
+            asked = args.max_instances,
+            cache_bytes = args.cache_bytes,
+            "the instance pool is raised to what --cache-bytes can park plus --activity-concurrency"
+        );
+    }
     let host = Arc::new(WasmHost::from_file(
         EngineConfig {
             cache_dir: Some(args.compiled_dir.clone()),
-            max_instances: args.max_instances,
+            max_instances,
             ..EngineConfig::default()
         },
         &args.components,
@@ -241,6 +260,7 @@ async fn serve(args: WorkerArgs) -> anyhow::Result<()> {
         config.commit_interval = Duration::from_millis(args.commit_interval_ms);
         config.materialise_linger = Duration::from_millis(args.materialise_linger_ms);
         config.max_batch_records = args.max_batch;
+        config.cache_bytes = args.cache_bytes;
         config.cache_size = args.cache_size;
         config.inline = InlineConfig {
             enabled: args.inline_activities,

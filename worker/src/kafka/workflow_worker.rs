@@ -76,7 +76,9 @@ pub struct WorkerConfig {
     /// as soon as nothing more is ready; see [`collect_batch`]), at most `max_batch_records`.
     pub commit_interval: Duration,
     pub max_batch_records: usize,
-    /// How many parked workflow instances to keep in memory.
+    /// The bytes the cached executions may hold (`--cache-bytes`).
+    pub cache_bytes: u64,
+    /// At most this many parked workflow runs (`--cache-size`).
     pub cache_size: usize,
     /// Input records larger than this go to the DLQ.
     pub max_record_bytes: usize,
@@ -116,6 +118,7 @@ impl WorkerConfig {
             group_id: group_id.into(),
             commit_interval: Duration::from_millis(crate::options::DEFAULT_COMMIT_INTERVAL_MS),
             max_batch_records: crate::options::DEFAULT_MAX_BATCH,
+            cache_bytes: crate::options::DEFAULT_CACHE_BYTES,
             cache_size: crate::options::DEFAULT_CACHE_SIZE,
             max_record_bytes: crate::options::DEFAULT_MAX_RECORD_BYTES,
             materialise_linger: Duration::from_millis(
@@ -400,6 +403,7 @@ impl<S: Store + 'static> WorkflowWorker<S> {
         let processor = Processor::new(
             WasmRunner(Arc::clone(&self.host)),
             ProcessorConfig {
+                cache_bytes: self.config.cache_bytes,
                 cache_size: self.config.cache_size,
                 max_record_bytes: self.config.max_record_bytes,
                 partitions: self.topology.topic(TopicRole::Submissions).partitions,

@@ -84,10 +84,20 @@ impl WasmEngine {
     pub fn new(config: EngineConfig) -> Result<Self, EngineError> {
         let mut pool = PoolingAllocationConfig::default();
         pool.total_component_instances(config.max_instances)
-            // A Rust component has a few core instances and usually one memory and table.
-            .total_core_instances(config.max_instances * 4)
-            .total_memories(config.max_instances * 2)
-            .total_tables(config.max_instances * 2)
+            // A Rust component has a few core instances and usually one memory and table. A
+            // memory slot reserves ~4.3 GiB of address space: an eighth of headroom, not twice
+            // as many, so that a pool as large as `MAX_POOLED_INSTANCES` fits a process.
+            .total_core_instances(config.max_instances.saturating_mul(4))
+            .total_memories(
+                config
+                    .max_instances
+                    .saturating_add(config.max_instances / 8),
+            )
+            .total_tables(
+                config
+                    .max_instances
+                    .saturating_add(config.max_instances / 8),
+            )
             .total_stacks(config.max_instances)
             .max_memory_size(config.max_memory_bytes)
             // Keep the first pages of a released slot mapped: the next instance reuses them

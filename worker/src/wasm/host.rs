@@ -262,6 +262,10 @@ impl weir_core::runner::WorkflowRun for WorkflowRun {
     ) -> Result<RunStep, RunError> {
         WorkflowRun::deliver(self, response, now).await
     }
+
+    fn resident_bytes(&self) -> usize {
+        WorkflowRun::resident_bytes(self)
+    }
 }
 
 impl weir_core::runner::WorkflowRunner for WasmRunner {

@@ -10,15 +10,28 @@ const MAX_TABLE_ELEMENTS: usize = 1 << 20;
 
 /// Refuses memory growth beyond `limit` bytes by trapping with [`MemoryLimitExceeded`]
 /// (rather than letting `memory.grow` return -1, which a Rust guest turns into an opaque
-/// `unreachable` in its OOM handler).
+/// `unreachable` in its OOM handler), and keeps the sizes of the instance's linear memories
+/// (wasmtime asks it for each memory's creation and every growth): what a parked run's
+/// weight is estimated from.
 #[derive(Clone, Debug)]
 pub struct MemoryLimiter {
     limit: usize,
+    /// The sum of the sizes of the store's linear memories, in bytes.
+    memory_bytes: usize,
 }
 
 impl MemoryLimiter {
     pub fn new(limit: usize) -> Self {
-        MemoryLimiter { limit }
+        MemoryLimiter {
+            limit,
+            memory_bytes: 0,
+        }
+    }
+
+    /// The sum of the sizes of the store's linear memories (accessible bytes, not
+    /// necessarily touched ones).
+    pub fn memory_bytes(&self) -> usize {
+        self.memory_bytes
     }
 }
 
@@ -35,7 +48,7 @@ pub struct MemoryLimitExceeded {
 impl ResourceLimiter for MemoryLimiter {
     fn memory_growing(
         &mut self,
-        _current: usize,
+        current: usize,
         desired: usize,
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
@@ -45,6 +58,7 @@ impl ResourceLimiter for MemoryLimiter {
                 desired,
             }));
         }
+        self.memory_bytes = (self.memory_bytes + desired).saturating_sub(current);
         Ok(true)
     }
 

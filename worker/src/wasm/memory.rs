@@ -154,6 +154,7 @@ impl InMemoryBus {
     /// cache size and record limit.
     pub fn new(host: Arc<WasmHost>, now: DateTime<Utc>) -> Self {
         let config = ProcessorConfig {
+            cache_bytes: crate::options::DEFAULT_CACHE_BYTES,
             cache_size: crate::options::DEFAULT_CACHE_SIZE,
             max_record_bytes: crate::options::DEFAULT_MAX_RECORD_BYTES,
             partitions: BUS_PARTITIONS,

@@ -126,6 +126,7 @@ impl WorkflowState {
                 effects: self.replay.take_effects(),
                 blocked_on: blocked.join_set_id.clone(),
                 rejected: rejected.take(),
+                resident_bytes: self.resident_bytes(),
             };
             if self.outbox.send(status).is_err() {
                 return Err(HostFailure::Evicted);
@@ -140,6 +141,14 @@ impl WorkflowState {
                 Err(e) => rejected = Some(e),
             }
         }
+    }
+
+    /// The estimate of what the parked run holds; see [`WorkflowRun::resident_bytes`].
+    fn resident_bytes(&self) -> usize {
+        let memory = self.limiter.memory_bytes();
+        PARKED_INSTANCE_BYTES
+            + memory / LINEAR_MEMORY_RESIDENT_SHARE
+            + HISTORY_ITEM_BYTES * (self.replay.history().len() + self.delay_expiries.len())
     }
 
     pub(crate) fn join_set(&self, rep: u32) -> Result<JoinSetId, HostFailure> {
@@ -171,6 +180,18 @@ impl WorkflowState {
     }
 }
 
+/// The part of a parked run's memory that does not grow with its guest's linear memory or
+/// history: the touched pages of its fiber stack, its `Store`, instance and tables, the run's
+/// task and channels. Calibrated by `cargo bench -p weir --bench wasm` (docs/benchmarks.md,
+/// "Parked executions: memory and eviction").
+pub const PARKED_INSTANCE_BYTES: usize = 32 << 10;
+/// A linear memory is mapped in full but its pages are committed only when touched: a Rust
+/// guest's 1 MiB stack region and unused heap are mostly untouched. Its accessible size
+/// (kept by the store's limiter) over this is the estimate of its committed pages.
+pub const LINEAR_MEMORY_RESIDENT_SHARE: usize = 48;
+/// The in-memory history of a run, per event (the replay engine's copy).
+pub const HISTORY_ITEM_BYTES: usize = 256;
+
 struct Inbound {
     response: Response,
     now: DateTime<Utc>,
@@ -181,6 +202,8 @@ enum Status {
         effects: Effects,
         blocked_on: JoinSetId,
         rejected: Option<DeliveryError>,
+        /// The run's estimate of what it holds, at this park.
+        resident_bytes: usize,
     },
     Finished {
         result: ExecutionResult,
@@ -203,6 +226,8 @@ pub struct WorkflowRun {
     /// The run task, spawned only once the run first parked (`None` when it finished inline).
     task: Option<tokio::task::JoinHandle<()>>,
     finished: bool,
+    /// What the run said it holds when it last parked.
+    resident_bytes: usize,
 }
 
 impl Drop for WorkflowRun {
@@ -232,6 +257,14 @@ impl WorkflowRun {
         self.next_step().await
     }
 
+    /// An estimate of the memory the parked run holds, as of its last park: a fixed part
+    /// ([`PARKED_INSTANCE_BYTES`]), its linear memories' committed share (their size, kept by
+    /// the store's [`MemoryLimiter`], over [`LINEAR_MEMORY_RESIDENT_SHARE`]) and its history
+    /// ([`HISTORY_ITEM_BYTES`] per event). Its weight in the processor's byte budget.
+    pub fn resident_bytes(&self) -> usize {
+        self.resident_bytes
+    }
+
     fn stopped(&self, reason: &str) -> RunError {
         RunError::Stopped {
             execution: self.execution.clone(),
@@ -250,6 +283,7 @@ impl WorkflowRun {
                 effects,
                 blocked_on,
                 rejected,
+                resident_bytes,
             }) => match rejected {
                 Some(source) => {
                     // Effects are empty after a refused response: nothing ran.
@@ -259,10 +293,13 @@ impl WorkflowRun {
                         source,
                     })
                 }
-                None => Ok(RunStep::Parked {
-                    effects,
-                    blocked_on,
-                }),
+                None => {
+                    self.resident_bytes = resident_bytes;
+                    Ok(RunStep::Parked {
+                        effects,
+                        blocked_on,
+                    })
+                }
             },
             Some(Status::Finished { result, effects }) => {
                 self.finished = true;
@@ -349,6 +386,7 @@ impl WorkflowTemplate {
             status: status_rx,
             task,
             finished: false,
+            resident_bytes: PARKED_INSTANCE_BYTES,
         };
         let step = run.step(first)?;
         Ok((run, step))
