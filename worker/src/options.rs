@@ -67,6 +67,37 @@ pub const DEFAULT_MAX_INSTANCES: u32 = 1024;
 /// 1/8 headroom take ~80 TiB (measured: 43 818 slots asked for 189 TiB and failed).
 pub const MAX_POOLED_INSTANCES: u32 = 16_384;
 
+/// Memory mappings a parked instance of the pool costs the process, at most (measured: 65 528
+/// mappings with 8 000 parked `steps` runs, ~8.2 each: its linear memory and guard, its table,
+/// its stack and guard page, the slot's keep-resident split), with headroom.
+pub const MAPPINGS_PER_INSTANCE: u64 = 10;
+/// Mappings left for everything else of the process (threads' stacks, libraries, heap arenas,
+/// librdkafka's buffers).
+pub const MAPPINGS_RESERVED: u64 = 8_192;
+
+/// The most instances a pool may hold in a process the kernel allows `max_map_count` memory
+/// mappings (`/proc/sys/vm/max_map_count`, 65 530 by default): beyond, an instantiation's
+/// `mmap` fails and so does every allocation of the process (found by the issue 12 bench: at
+/// 8 000 parked runs a 16 384-slot pool had used 65 528 mappings, and the worker's next 2 MiB
+/// allocation failed). An operator who wants more parked runs per worker raises the sysctl.
+pub fn instances_for_map_count(max_map_count: u64) -> u32 {
+    let instances = max_map_count.saturating_sub(MAPPINGS_RESERVED) / MAPPINGS_PER_INSTANCE;
+    u32::try_from(instances).unwrap_or(u32::MAX)
+}
+
+/// The most parked workflow runs a worker keeps, given its pool of `max_instances`: parked
+/// runs hold their instances, and the activity attempts their answers wait for need
+/// instances of the same pool (as do the new starts of a batch, parked before the cache is
+/// trimmed between batches). A pool full of parked runs starved every attempt, and the
+/// executions waited for answers that could never be computed (found by the issue 12 bench,
+/// 20 000 concurrent executions: 8 000 parked, 6 449 of 6 449 tables taken, no attempt ran).
+pub fn parked_runs_cap(max_instances: u32, activity_concurrency: usize, max_batch: usize) -> usize {
+    usize::try_from(max_instances)
+        .unwrap_or(usize::MAX)
+        .saturating_sub(activity_concurrency)
+        .saturating_sub(max_batch)
+}
+
 /// The most parked runs `cache_bytes` can hold: each weighs at least
 /// [`PARKED_INSTANCE_BYTES`](crate::wasm::workflow::PARKED_INSTANCE_BYTES).
 pub const fn parkable_runs(cache_bytes: u64) -> u32 {
@@ -137,3 +168,32 @@ pub const DEFAULT_MATERIALISE_QUEUE_BYTES: usize = 128 * 1024 * 1024;
 
 /// `weir submit --follow --timeout`: how long to wait for the result, in seconds.
 pub const DEFAULT_FOLLOW_TIMEOUT_SECS: u64 = 120;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The pool fits the kernel's mapping limit: at the default 65 530, 8 000 parked runs had
+    /// used 65 528 mappings (the bench's crash), so the cap must stay well under 8 000.
+    #[test]
+    fn the_pool_fits_the_mapping_limit() {
+        for (max_map_count, instances) in [
+            (65_530, 5_733),
+            (262_144, 25_395),
+            (MAPPINGS_RESERVED, 0),
+            (0, 0),
+        ] {
+            assert_eq!(instances_for_map_count(max_map_count), instances, "{max_map_count}");
+        }
+        let default = u64::from(instances_for_map_count(65_530));
+        assert!(default * 82 / 10 + MAPPINGS_RESERVED <= 65_530);
+    }
+
+    /// Parked runs leave the pool room for the attempts and a batch's starts.
+    #[test]
+    fn parked_runs_leave_room_in_the_pool() {
+        let cap = parked_runs_cap(5_733, DEFAULT_ACTIVITY_CONCURRENCY, DEFAULT_MAX_BATCH);
+        assert_eq!(cap, 5_733 - 64 - 500);
+        assert_eq!(parked_runs_cap(100, 64, 500), 0);
+    }
+}

@@ -212,15 +212,50 @@ async fn serve(args: WorkerArgs) -> anyhow::Result<()> {
     // The pool never caps the parked runs below what the byte budget holds (issue 12 goal 3).
     let needed = options::parkable_runs(args.cache_bytes)
         .saturating_add(u32::try_from(args.activity_concurrency).unwrap_or(u32::MAX));
-    let max_instances = args
-        .max_instances
-        .max(needed.min(options::MAX_POOLED_INSTANCES));
+    // …nor above what the kernel's mapping limit lets the process map (every allocation of the
+    // process fails beyond it).
+    let max_map_count = std::fs::read_to_string("/proc/sys/vm/max_map_count")
+        .ok()
+        .and_then(|text| text.trim().parse::<u64>().ok())
+        .unwrap_or(65_530);
+    let mappable = options::instances_for_map_count(max_map_count);
+    let ceiling = options::MAX_POOLED_INSTANCES.min(mappable);
+    let max_instances = args.max_instances.max(needed.min(ceiling));
     if max_instances > args.max_instances {
         info!(
             max_instances,
             asked = args.max_instances,
             cache_bytes = args.cache_bytes,
             "the instance pool is raised to what --cache-bytes can park plus --activity-concurrency"
+        );
+    }
+    if needed > ceiling && ceiling == mappable {
+        warn!(
+            max_instances,
+            wanted = needed,
+            max_map_count,
+            "vm.max_map_count limits the instance pool below what --cache-bytes can park: runs \
+             beyond it are dropped from memory and rebuilt when their answers come; raise the \
+             sysctl (10 mappings per instance) for more"
+        );
+    }
+    if args.max_instances > mappable {
+        warn!(
+            max_instances = args.max_instances,
+            mappable,
+            max_map_count,
+            "--max-instances is more than vm.max_map_count lets this process map: allocations \
+             may fail once that many runs are parked"
+        );
+    }
+    let parked_cap =
+        options::parked_runs_cap(max_instances, args.activity_concurrency, args.max_batch);
+    if parked_cap < args.cache_size {
+        info!(
+            parked_runs = parked_cap,
+            max_instances,
+            "parked workflow runs are capped so that the pool keeps room for activity attempts \
+             and a batch's new starts"
         );
     }
     let host = Arc::new(WasmHost::from_file(
@@ -261,7 +296,7 @@ async fn serve(args: WorkerArgs) -> anyhow::Result<()> {
         config.materialise_linger = Duration::from_millis(args.materialise_linger_ms);
         config.max_batch_records = args.max_batch;
         config.cache_bytes = args.cache_bytes;
-        config.cache_size = args.cache_size;
+        config.cache_size = args.cache_size.min(parked_cap);
         config.inline = InlineConfig {
             enabled: args.inline_activities,
             budget: Duration::from_millis(args.inline_budget_ms),
