@@ -183,7 +183,11 @@ mod tests {
             (MAPPINGS_RESERVED, 0),
             (0, 0),
         ] {
-            assert_eq!(instances_for_map_count(max_map_count), instances, "{max_map_count}");
+            assert_eq!(
+                instances_for_map_count(max_map_count),
+                instances,
+                "{max_map_count}"
+            );
         }
         let default = u64::from(instances_for_map_count(65_530));
         assert!(default * 82 / 10 + MAPPINGS_RESERVED <= 65_530);
