@@ -744,15 +744,11 @@ fn a_submission_with_an_unparsable_function_name_is_answered() {
     )));
 }
 
-/// Issue 11 item 17: parked runs hold their instances while they wait, so a pool full of them
-/// deferred every new start until one of them finished. A start the pool has no room for
-/// drops a parked run that the store can rebuild (the cache policy's pick), and its retry runs.
-#[test]
-fn a_full_pool_of_parked_runs_makes_room_for_a_new_start() {
-    let free = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(1));
-    let mut processor = Processor::new(
+/// A processor whose host has room for one run at a time.
+fn one_slot_processor() -> Processor<SlotRunner> {
+    Processor::new(
         SlotRunner {
-            free: std::sync::Arc::clone(&free),
+            free: std::sync::Arc::new(std::sync::atomic::AtomicU32::new(1)),
         },
         ProcessorConfig {
             cache_bytes: 1 << 30,
@@ -760,7 +756,15 @@ fn a_full_pool_of_parked_runs_makes_room_for_a_new_start() {
             max_record_bytes: 1 << 20,
             partitions: 1,
         },
-    );
+    )
+}
+
+/// Issue 11 item 17: parked runs hold their instances while they wait, so a pool full of them
+/// deferred every new start until one of them finished. A start the pool has no room for
+/// drops a parked run that the store can rebuild (the cache policy's pick), and its retry runs.
+#[test]
+fn a_full_pool_of_parked_runs_makes_room_for_a_new_start() {
+    let mut processor = one_slot_processor();
     // The driver's call between batches: everything so far is in the store.
     processor.evict(0);
     let first = seq_request(&mut processor);
@@ -801,18 +805,7 @@ fn a_full_pool_of_parked_runs_makes_room_for_a_new_start() {
 /// recently used parked run that no *committed* batch pinned, this batch's own included.
 #[test]
 fn a_run_stepped_in_the_current_batch_is_not_dropped_for_room() {
-    let free = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(1));
-    let mut processor = Processor::new(
-        SlotRunner {
-            free: std::sync::Arc::clone(&free),
-        },
-        ProcessorConfig {
-            cache_bytes: 1 << 30,
-            cache_size: 16,
-            max_record_bytes: 1 << 20,
-            partitions: 1,
-        },
-    );
+    let mut processor = one_slot_processor();
     processor.evict(0);
     // `Seq [2, 5]`: parked on its first activity, holding the only slot.
     let first = submit(&mut processor, Workflow::Seq, json!([2, 5]))

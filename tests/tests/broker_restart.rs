@@ -89,6 +89,11 @@ async fn a_static_worker_survives_a_broker_restart_and_finishes_everything_once(
             "6000",
             "--transaction-timeout-ms",
             "10000",
+            // Every step through the activity topics, as when this test was written: the
+            // worker then always has transactions in flight when the broker dies (inline, an
+            // order is one transaction, and the run may pass without a client failing).
+            "--inline-activities",
+            "off",
         ],
         &[],
     );
