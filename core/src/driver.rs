@@ -17,6 +17,14 @@
 //!    execution rows, timer changes, checkpoints and watermarks go to the materialiser; the
 //!    touched executions stay pinned until they are in the store.
 //!
+//! 4. **Admission**: before each poll, new submissions are read only while fewer parked runs
+//!    were stepped within [`DriverConfig::admission_idle`] than [`DriverConfig::admit_below`];
+//!    otherwise the log stops reading the submissions partitions ([`Log::admit`]) and they wait
+//!    in Kafka, while responses and timers go on. Runs parked longer do not count (a parent
+//!    waiting for its children must not keep them out), so admission never stops for good.
+//!    Without it, more executions in flight than the instance pool holds dropped each other's
+//!    runs for room and rebuilt them, and nothing finished (a livelock, `docs/benchmarks.md`).
+//!
 //! A batch the log refuses to commit because the group moved on is dropped and the inputs are
 //! read again after a take-over — of the membership the log reports *after* the refusal (the
 //! next `Polled::Rebalanced`, or a newer generation; at most [`DriverConfig::rejoin_wait`]
@@ -165,6 +173,15 @@ pub trait Log: Send {
     /// The name of the history topic (checkpoints are per topic and partition).
     fn history_topic(&self) -> &str;
 
+    /// Admission: stops reading the owned submissions partitions (`open` false: their records
+    /// wait in the log, responses are still read), or reads them again (`open` true), each
+    /// from its position in `from` (the next offset to read). A new assignment reads them.
+    fn admit(
+        &mut self,
+        open: bool,
+        from: &[(i32, i64)],
+    ) -> impl Future<Output = Result<(), BoxError>> + Send;
+
     /// What the loop reports after each batch and take-over (for metrics).
     fn observe(&mut self, _report: &Report) {}
 }
@@ -244,6 +261,8 @@ pub struct Report {
     /// their topics instead (not run, interrupted, or retried there).
     pub inline_answered: u64,
     pub inline_spilled: u64,
+    /// Whether new submissions are read (`false`: paused by admission).
+    pub admitting: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -279,6 +298,10 @@ pub struct DriverConfig {
     /// clock) for the log to report the new membership before taking the one it reports
     /// over anyway (a refusal without a membership change must not stop the worker).
     pub rejoin_wait: std::time::Duration,
+    /// Admission (see the module docs): submissions are read while fewer parked runs than
+    /// this were stepped within `admission_idle` ([`usize::MAX`]: always).
+    pub admit_below: usize,
+    pub admission_idle: std::time::Duration,
 }
 
 /// Rows per catch-up job.
@@ -299,6 +322,8 @@ pub struct Driver<R: WorkflowRunner, L: Log, S: StoreRead, M: Materialise, I = N
     generation: u64,
     /// The next offset of every owned input partition.
     positions: IndexMap<(InputTopic, i32), i64>,
+    /// Whether the log reads the submissions partitions (admission, see the module docs).
+    admitting: bool,
     retried: u64,
     inline_answered: u64,
     inline_spilled: u64,
@@ -367,6 +392,7 @@ where
             owned: BTreeSet::new(),
             generation: 0,
             positions: IndexMap::new(),
+            admitting: true,
             retried: 0,
             inline_answered: 0,
             inline_spilled: 0,
@@ -406,6 +432,7 @@ where
         self.materialiser
             .health()
             .map_err(DriverError::Materialise)?;
+        self.admission().await?;
         let polled = self
             .log
             .poll(self.config.max_batch)
@@ -505,6 +532,44 @@ where
             ..MaterialiseJob::default()
         };
         self.submit(job).await?;
+        self.report(0, 0);
+        Ok(())
+    }
+
+    /// Opens or closes the submissions partitions (see the module docs, admission).
+    async fn admission(&mut self) -> Result<(), DriverError> {
+        let admit = self.config.admit_below == usize::MAX || {
+            let now = self.log.now();
+            let since = chrono::Duration::from_std(self.config.admission_idle)
+                .ok()
+                .and_then(|idle| now.checked_sub_signed(idle))
+                .unwrap_or(DateTime::<Utc>::MIN_UTC);
+            self.processor.recently_stepped(since) < self.config.admit_below
+        };
+        if admit == self.admitting {
+            return Ok(());
+        }
+        let from: Vec<(i32, i64)> = self
+            .positions
+            .iter()
+            .filter(|((topic, _), _)| *topic == InputTopic::Submissions)
+            .map(|(&(_, partition), &offset)| (partition, offset))
+            .collect();
+        self.log
+            .admit(admit, &from)
+            .await
+            .map_err(DriverError::Log)?;
+        if admit {
+            tracing::info!(
+                "submissions read again: parked runs in flight are below the admission limit"
+            );
+        } else {
+            tracing::info!(
+                limit = self.config.admit_below,
+                "submissions paused: as many parked runs in flight as the admission limit"
+            );
+        }
+        self.admitting = admit;
         self.report(0, 0);
         Ok(())
     }
@@ -745,7 +810,7 @@ where
         if outside_index {
             self.unloaded_timers_job = number;
         }
-        self.processor.committed(batch.touched.iter(), number);
+        self.processor.committed(batch.touched.iter(), number, now);
         self.processor.evict(self.materialiser.materialised());
         Ok(())
     }
@@ -828,6 +893,7 @@ where
             retried: self.retried,
             inline_answered: self.inline_answered,
             inline_spilled: self.inline_spilled,
+            admitting: self.admitting,
         };
         self.log.observe(&report);
     }

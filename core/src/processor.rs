@@ -266,6 +266,10 @@ struct Live<Run> {
     /// until that batch is in the store, the store is behind memory and the execution is
     /// pinned (never evicted, never rebuilt from the store).
     pinned_until: u64,
+    /// The batch time of the last committed batch that touched this execution: a parked run
+    /// stepped recently is one whose answers are likely to come soon (admission counts them,
+    /// see [`Processor::recently_stepped`]).
+    stepped_at: Option<DateTime<Utc>>,
 }
 
 /// The partition processor; see the module docs.
@@ -367,12 +371,16 @@ impl<R: WorkflowRunner> Processor<R> {
         };
         let partition = self.partition_of(id);
         let rebuilt = projection::rebuild(id, partition, records)?;
-        let pinned_until = self.cache.get(id).map_or(0, |l| l.pinned_until);
+        let (pinned_until, stepped_at) = self
+            .cache
+            .get(id)
+            .map_or((0, None), |l| (l.pinned_until, l.stepped_at));
         let running = rebuilt.view.state == ExecutionState::Running;
         let mut live = Live {
             view: rebuilt.view,
             run: None,
             pinned_until,
+            stepped_at,
         };
         if running {
             self.stats.replayed += 1;
@@ -640,6 +648,7 @@ impl<R: WorkflowRunner> Processor<R> {
             view,
             run: None,
             pinned_until: 0,
+            stepped_at: None,
         };
         batch.effects.push(Effect::Append {
             execution_id: id.clone(),
@@ -1019,18 +1028,31 @@ impl<R: WorkflowRunner> Processor<R> {
         self.cache.get(id).map(|live| &live.view)
     }
 
-    /// After the batch that touched `touched` committed as the materialiser's job `number`:
-    /// those executions stay pinned until it is in the store.
+    /// After the batch of time `at` that touched `touched` committed as the materialiser's
+    /// job `number`: those executions stay pinned until it is in the store.
     pub fn committed<'a>(
         &mut self,
         touched: impl IntoIterator<Item = &'a ExecutionId>,
         number: u64,
+        at: DateTime<Utc>,
     ) {
         for id in touched {
             if let Some(live) = self.cache.get_mut(id) {
                 live.pinned_until = number;
+                live.stepped_at = Some(at);
             }
         }
+    }
+
+    /// Parked runs a committed batch stepped at `since` or later: executions in flight whose
+    /// answers are likely to come soon. A run parked longer (waiting for a child, a delay, a
+    /// slow external activity) is not counted: dropping it for room costs one rebuild when it
+    /// wakes, and counting it would let waiting parents keep their own children out.
+    pub fn recently_stepped(&self, since: DateTime<Utc>) -> usize {
+        self.cache
+            .values()
+            .filter(|live| live.run.is_some() && live.stepped_at.is_some_and(|at| at >= since))
+            .count()
     }
 
     /// Keeps what the cache holds within `cache_bytes` (and at most `cache_size` parked runs):

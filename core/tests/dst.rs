@@ -148,6 +148,7 @@ fn passing_faults_do_happen() {
     let mut commits = 0;
     let mut commits_while_store_down = 0;
     let (mut inline_answered, mut inline_retried, mut inline_spilled) = (0, 0, 0);
+    let (mut pauses, mut resumes) = (0, 0);
     // 60 seeds: since steady load sends one record per poll (not one per owned partition),
     // 40 seeds gave fewer than 50 commits during outages.
     for seed in 0..60 {
@@ -162,6 +163,8 @@ fn passing_faults_do_happen() {
         inline_answered += r.stats.inline_answered;
         inline_retried += r.stats.inline_retried;
         inline_spilled += r.stats.inline_spilled;
+        pauses += r.stats.admission_pauses;
+        resumes += r.stats.admission_resumes;
     }
     assert!(commits > 1_000, "{commits} commits");
     assert!(kills > 20, "{kills} kills");
@@ -184,6 +187,10 @@ fn passing_faults_do_happen() {
         inline_spilled > 20,
         "{inline_spilled} inline requests spilled"
     );
+    // Admission (the seeds with a cache of a few runs): submissions left in their partitions
+    // while runs are in flight, and read again.
+    assert!(pauses > 20, "{pauses} admission pauses");
+    assert!(resumes > 20, "{resumes} admission resumes");
 }
 
 // ---- seeded runs of the fault classes that found bugs ----

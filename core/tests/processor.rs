@@ -893,7 +893,7 @@ fn the_byte_budget_bounds_what_the_cache_holds() {
             "the run parks on its first activity"
         );
         batches += 1;
-        processor.committed([&id], batches);
+        processor.committed([&id], batches, now());
         processor.evict(batches);
         assert!(
             processor.held_bytes() <= budget,
@@ -933,7 +933,7 @@ fn pinned_executions_outweigh_the_budget_until_materialised() {
             submission_input(id, Workflow::Seq, json!([1, 6])),
         );
     }
-    processor.committed(ids.iter(), 1);
+    processor.committed(ids.iter(), 1, now());
     processor.evict(0);
     assert_eq!(
         processor.parked(),
@@ -943,4 +943,39 @@ fn pinned_executions_outweigh_the_budget_until_materialised() {
     processor.evict(1);
     assert_eq!(processor.len(), 0, "materialised: evicted");
     assert_eq!(processor.held_bytes(), 0);
+}
+
+/// Admission counts the parked runs a committed batch stepped within its window: not runs
+/// parked longer (a parent waiting for its children), not executions without a run.
+#[test]
+fn recently_stepped_counts_parked_runs_stepped_since_the_given_time() {
+    let mut processor = processor(1 << 20);
+    let ids: Vec<_> = (0..3)
+        .map(|_| ExecutionId::top_level(ulid::Ulid::new()))
+        .collect();
+    for id in &ids {
+        step(
+            &mut processor,
+            submission_input(id, Workflow::Seq, json!([1, 6])),
+        );
+    }
+    let t0 = now();
+    assert_eq!(
+        processor.recently_stepped(t0 - chrono::Duration::hours(1)),
+        0,
+        "not committed yet: no step time"
+    );
+    processor.committed(ids[..1].iter(), 1, t0);
+    processor.committed(ids[1..].iter(), 2, t0 + chrono::Duration::seconds(20));
+    assert_eq!(processor.parked(), 3);
+    assert_eq!(processor.recently_stepped(t0), 3);
+    assert_eq!(
+        processor.recently_stepped(t0 + chrono::Duration::seconds(10)),
+        2,
+        "the run stepped at t0 is idle by then"
+    );
+    assert_eq!(
+        processor.recently_stepped(t0 + chrono::Duration::seconds(21)),
+        0
+    );
 }

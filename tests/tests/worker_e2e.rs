@@ -492,6 +492,38 @@ async fn a_worker_frozen_after_its_offsets_were_accepted_commits_and_its_success
     a_zombie_resumed_inside_its_transaction("before-commit", "committed").await;
 }
 
+/// Admission (`weir_core::driver`): with room for four parked runs and batches of four, the
+/// worker leaves new submissions in their partitions while two runs are in flight, and reads
+/// them again as runs finish. Parents waiting for a child workflow (whose submission waits
+/// behind the others) go idle and stop counting, so their children are admitted: everything
+/// finishes, once.
+#[tokio::test(flavor = "multi_thread")]
+async fn admission_leaves_submissions_waiting_while_runs_in_flight_fill_the_cache() {
+    let deployment = Deployment::new("admission");
+    let mut args = TOPIC_PATH.to_vec();
+    args.extend(["--cache-size", "4", "--max-batch", "4"]);
+    let worker = deployment.start_worker("w1", &args);
+    let producer = deployment.producer();
+    let mut ids = submit_orders(&deployment, &producer, "adm", 16).await;
+    let call_sleepy = "weir-examples:workflows/random-schedule.call-sleepy";
+    let mut parents = Vec::new();
+    for _ in 0..2 {
+        parents.push(deployment.submit(&producer, call_sleepy, json!([50])).await);
+    }
+    ids.extend(parents.iter().cloned());
+    let results = deployment.results(&ids, RESULTS_TIMEOUT);
+    for id in &ids {
+        assert!(ok(&results[id]).is_object(), "{id}: {:?}", results[id]);
+    }
+    let metrics = worker.metrics().expect("metrics");
+    assert!(
+        metrics["weir_admission_pauses_total"] >= 1.0,
+        "admission closed at least once: {metrics:?}"
+    );
+    assert_histories_consistent(&deployment, &ids).await;
+    assert_no_duplicate_outputs(&deployment);
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_restarted_worker_rebuilds_executions_from_the_store() {
     let deployment = Deployment::new("restart");

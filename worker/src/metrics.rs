@@ -90,6 +90,8 @@ pub struct Metrics {
     pub execution_starts_deferred: Counter,
     /// Parked runs dropped to make room for a start the pool had no room for.
     pub executions_evicted_for_room: Counter,
+    /// Times admission closed the submissions partitions (runs in flight at the limit).
+    pub admission_pauses: Counter,
     /// Activity requests a workflow worker answered itself, in the batch that made them.
     pub inline_activities_answered: Counter,
     /// Inline requests sent to their topics instead (not run, interrupted at the budget, or a
@@ -97,6 +99,9 @@ pub struct Metrics {
     pub inline_activities_spilled: Counter,
     pub executions_cached: Gauge,
     pub executions_parked: Gauge,
+    /// 1 while admission keeps new submissions in their partitions (as many runs in flight
+    /// as the pool may park), 0 while they are read.
+    pub submissions_paused: Gauge,
     pub partitions_owned: Gauge,
     pub activity_attempts: Counter,
     /// Store calls retried during an outage (reads and materialiser writes).
@@ -169,6 +174,11 @@ impl Metrics {
             self.executions_evicted_for_room.get(),
         );
         counter(
+            "admission_pauses_total",
+            "Times admission left new submissions in their partitions (runs in flight at the limit).",
+            self.admission_pauses.get(),
+        );
+        counter(
             "inline_activities_answered_total",
             "Activity requests answered inline by a workflow worker, in the transaction that made them.",
             self.inline_activities_answered.get(),
@@ -233,6 +243,11 @@ impl Metrics {
             "executions_parked",
             "Workflow instances parked in memory.",
             self.executions_parked.get(),
+        );
+        gauge(
+            "submissions_paused",
+            "1 while admission leaves new submissions in their partitions (runs in flight at the limit).",
+            self.submissions_paused.get(),
         );
         gauge(
             "partitions_owned",

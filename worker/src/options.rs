@@ -98,6 +98,23 @@ pub fn parked_runs_cap(max_instances: u32, activity_concurrency: usize, max_batc
         .saturating_sub(max_batch)
 }
 
+/// Admission (`weir_core::driver`, module docs): a run parked longer than this since its last
+/// step is not counted as in flight (it waits for a child, a delay or a slow activity).
+pub const ADMISSION_IDLE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Admission's limit: new submissions are read while fewer parked runs than this are in
+/// flight. One batch of new starts must still fit the parked runs' cap (`cache_size`), so
+/// that the cache does not drop runs in flight for them; never below half the cap.
+pub fn admission_limit(cache_size: usize, max_batch: usize) -> usize {
+    if cache_size == weir_core::processor::ProcessorConfig::UNCAPPED {
+        return usize::MAX;
+    }
+    cache_size
+        .saturating_sub(max_batch)
+        .max(cache_size / 2)
+        .max(1)
+}
+
 /// The most parked runs `cache_bytes` can hold: each weighs at least
 /// [`PARKED_INSTANCE_BYTES`](crate::wasm::workflow::PARKED_INSTANCE_BYTES).
 pub const fn parkable_runs(cache_bytes: u64) -> u32 {
@@ -199,5 +216,22 @@ mod tests {
         let cap = parked_runs_cap(5_733, DEFAULT_ACTIVITY_CONCURRENCY, DEFAULT_MAX_BATCH);
         assert_eq!(cap, 5_733 - 64 - 500);
         assert_eq!(parked_runs_cap(100, 64, 500), 0);
+    }
+
+    #[test]
+    fn admission_leaves_room_for_one_batch_of_starts_within_the_parked_cap() {
+        let cap = parked_runs_cap(5_733, DEFAULT_ACTIVITY_CONCURRENCY, DEFAULT_MAX_BATCH);
+        assert_eq!(
+            admission_limit(cap, DEFAULT_MAX_BATCH),
+            cap - DEFAULT_MAX_BATCH
+        );
+        // A small cache: half of it, and never nothing.
+        assert_eq!(admission_limit(600, 500), 300);
+        assert_eq!(admission_limit(1, 500), 1);
+        assert_eq!(admission_limit(0, 500), 1);
+        assert_eq!(
+            admission_limit(weir_core::processor::ProcessorConfig::UNCAPPED, 500),
+            usize::MAX
+        );
     }
 }

@@ -240,6 +240,11 @@ impl Sim {
             } else {
                 0
             },
+            // Not drawn (every seed's draws stay what they were): with the small caches
+            // admission closes whenever a run or two are in flight, and opens again as they
+            // finish or go idle.
+            admit_below: self.config.cache_size,
+            admission_idle: StdDuration::from_secs(5),
         };
         let future: ProcFuture = if inline {
             let inline = SimInline {

@@ -110,6 +110,21 @@ impl Log for SimLog {
     fn history_topic(&self) -> &str {
         Topic::History.name()
     }
+
+    fn admit(
+        &mut self,
+        open: bool,
+        from: &[(i32, i64)],
+    ) -> impl Future<Output = Result<(), BoxError>> + Send {
+        let (world, pid) = (self.world.clone(), self.pid);
+        let from = from.to_vec();
+        async move {
+            lock(&world).set_at(pid, "admit");
+            yield_now().await;
+            lock(&world).admit(pid, open, &from);
+            Ok(())
+        }
+    }
 }
 
 /// A worker process's reads of the store.

@@ -60,6 +60,9 @@ pub struct Consumer {
     pub owned: BTreeSet<i32>,
     pub positions: BTreeMap<(InputTopic, i32), i64>,
     pub last_poll: Vec<PolledCopy>,
+    /// Admission closed: the submissions partitions are not fetched (a new assignment
+    /// fetches them, as a new Kafka assignment does).
+    pub submissions_paused: bool,
 }
 
 /// One worker process.
@@ -133,6 +136,9 @@ pub struct Stats {
     pub inline_answered: u64,
     pub inline_retried: u64,
     pub inline_spilled: u64,
+    /// Admission closing and opening a worker's submissions partitions.
+    pub admission_pauses: u64,
+    pub admission_resumes: u64,
 }
 
 pub struct World {
@@ -231,6 +237,32 @@ impl World {
     // ---- the consumer ----
 
     /// One poll of `pid`'s consumer; see `cluster.rs` for the group protocol.
+    /// Admission of `pid`'s driver: pauses its submissions partitions, or resumes them from
+    /// `from` (the positions its driver holds).
+    pub fn admit(&mut self, pid: u64, open: bool, from: &[(i32, i64)]) {
+        let name = self.procs[&pid].name();
+        let consumer = &mut self.procs.get_mut(&pid).expect("a process").consumer;
+        consumer.submissions_paused = !open;
+        if open {
+            for &(partition, offset) in from {
+                if consumer.owned.contains(&partition) {
+                    consumer
+                        .positions
+                        .insert((InputTopic::Submissions, partition), offset);
+                }
+            }
+        }
+        if open {
+            self.stats.admission_resumes += 1;
+        } else {
+            self.stats.admission_pauses += 1;
+        }
+        let what = if open { "resumes" } else { "pauses" };
+        self.event(format!(
+            "{name}: admission {what} the submissions partitions"
+        ));
+    }
+
     pub fn poll(&mut self, pid: u64, max: usize) -> Polled {
         let now = self.now;
         let drain_before_rejoin = !self.faults.revoked_writes;
@@ -322,6 +354,7 @@ impl World {
                     consumer.generation = group.generation;
                     consumer.owned = group.assignment.get(&member).cloned().unwrap_or_default();
                     consumer.positions.clear();
+                    consumer.submissions_paused = false;
                     events.push(format!(
                         "{name}: assigned {:?} in generation {}",
                         consumer.owned, consumer.generation
@@ -336,6 +369,9 @@ impl World {
                     .owned
                     .iter()
                     .flat_map(|&p| [(InputTopic::Submissions, p), (InputTopic::Responses, p)])
+                    .filter(|(topic, _)| {
+                        !(consumer.submissions_paused && *topic == InputTopic::Submissions)
+                    })
                     .collect();
                 rng.shuffle(&mut sources);
                 let want = rng.range(1, max.max(1) as u64) as usize;

@@ -422,6 +422,11 @@ impl<S: Store + 'static> WorkflowWorker<S> {
                 // (rebalance callbacks) or expired it.
                 rejoin_wait: self.config.session_timeout,
                 max_inline_rounds: crate::options::MAX_INLINE_ROUNDS,
+                admit_below: crate::options::admission_limit(
+                    self.config.cache_size,
+                    self.config.max_batch_records,
+                ),
+                admission_idle: crate::options::ADMISSION_IDLE,
             },
             WasmInline::new(Arc::clone(&self.host), self.config.inline.clone()),
         );
@@ -836,11 +841,37 @@ impl Log for KafkaLog {
         &self.history_topic
     }
 
+    async fn admit(&mut self, open: bool, from: &[(i32, i64)]) -> Result<(), BoxError> {
+        let topic = self.topic_name(InputTopic::Submissions).to_owned();
+        let mut list = TopicPartitionList::new();
+        for &(partition, offset) in from {
+            list.add_partition_offset(&topic, partition, Offset::Offset(offset))
+                .map_err(|e| self.consumer_error(e))?;
+        }
+        if list.count() == 0 {
+            return Ok(());
+        }
+        let consumer = &self.member.consumer;
+        if open {
+            consumer.resume(&list).map_err(|e| self.consumer_error(e))?;
+            // librdkafka drops what it had fetched of a paused partition: go on from the
+            // record after the last one the driver took.
+            consumer
+                .seek_partitions(list, Duration::from_secs(30))
+                .map_err(|e| self.consumer_error(e))?;
+        } else {
+            consumer.pause(&list).map_err(|e| self.consumer_error(e))?;
+            self.metrics.admission_pauses.inc();
+        }
+        Ok(())
+    }
+
     fn observe(&mut self, report: &Report) {
         let m = &self.metrics;
         m.partitions_owned.set(report.owned as i64);
         m.executions_cached.set(report.cached as i64);
         m.executions_parked.set(report.parked as i64);
+        m.submissions_paused.set(i64::from(!report.admitting));
         m.workflow_batches.records_in.add(report.inputs as u64);
         if report.inputs > 0 {
             m.workflow_batches

@@ -16,7 +16,7 @@
 //! | `CancelActivity` | recorded ([`InMemoryBus::cancelled_activities`]) and, as the activity worker does it, an activity not answered yet (its request still queued: the bus runs each activity to its end at once) is dropped and its parent answered with `cancelled` |
 //!
 //! Each input is a batch of its own: after its step the batch is "committed" and at once
-//! "materialised" (`committed(touched, n)`, then `evict(n)`), so the store never lags memory.
+//! "materialised" (`committed(touched, n, now)`, then `evict(n)`), so the store never lags memory.
 //! What the Kafka driver does and this bus does not: records are not encoded (their size is
 //! given as 0, so the `max-record-bytes` check never fires), and activity retries happen inside
 //! [`WasmHost::run_activity`] instead of on the activity topic.
@@ -492,7 +492,8 @@ impl InMemoryBus {
         }
         self.batches += 1;
         // Committed as job `batches`, and materialised at once: nothing stays pinned.
-        self.processor.committed(touched.iter(), self.batches);
+        self.processor
+            .committed(touched.iter(), self.batches, self.now);
         self.processor.evict(self.batches);
         if !self.hot {
             self.processor.clear();
