@@ -22,6 +22,8 @@
 //!    otherwise the log stops reading the submissions partitions ([`Log::admit`]) and they wait
 //!    in Kafka, while responses and timers go on. Runs parked longer do not count (a parent
 //!    waiting for its children must not keep them out), so admission never stops for good.
+//!    The limit is the configured one, or lower once the pool has had no room for a run
+//!    ([`Processor::capacity_seen`]: what it really parks, [`admission_limit`] of it).
 //!    Without it, more executions in flight than the instance pool holds dropped each other's
 //!    runs for room and rebuilt them, and nothing finished (a livelock, `docs/benchmarks.md`).
 //!
@@ -304,6 +306,13 @@ pub struct DriverConfig {
     pub admission_idle: std::time::Duration,
 }
 
+/// Admission's limit for a pool that parks `capacity` runs: one batch of new starts must
+/// still fit (so that runs in flight are not dropped for them), and never below half of it;
+/// at least one.
+pub fn admission_limit(capacity: usize, max_batch: usize) -> usize {
+    capacity.saturating_sub(max_batch).max(capacity / 2).max(1)
+}
+
 /// Rows per catch-up job.
 const CATCHUP_FLUSH_EVERY: usize = 500;
 
@@ -538,13 +547,20 @@ where
 
     /// Opens or closes the submissions partitions (see the module docs, admission).
     async fn admission(&mut self) -> Result<(), DriverError> {
-        let admit = self.config.admit_below == usize::MAX || {
+        let limit = match self.processor.capacity_seen() {
+            Some(capacity) => self
+                .config
+                .admit_below
+                .min(admission_limit(capacity, self.config.max_batch)),
+            None => self.config.admit_below,
+        };
+        let admit = limit == usize::MAX || {
             let now = self.log.now();
             let since = chrono::Duration::from_std(self.config.admission_idle)
                 .ok()
                 .and_then(|idle| now.checked_sub_signed(idle))
                 .unwrap_or(DateTime::<Utc>::MIN_UTC);
-            self.processor.recently_stepped(since) < self.config.admit_below
+            self.processor.recently_stepped(since) < limit
         };
         if admit == self.admitting {
             return Ok(());
@@ -565,7 +581,7 @@ where
             );
         } else {
             tracing::info!(
-                limit = self.config.admit_below,
+                limit,
                 "submissions paused: as many parked runs in flight as the admission limit"
             );
         }

@@ -281,6 +281,8 @@ pub struct Processor<R: WorkflowRunner> {
     /// Executions whose run could not start for a reason that passes, with the failed tries
     /// so far (a new owner starts counting again); their `retry` timers try again.
     deferred: IndexMap<ExecutionId, u32>,
+    /// The fewest parked runs seen when the host had no room for one more (`NoCapacity`).
+    capacity_seen: Option<usize>,
     /// The materialiser's last job in the store, as of the last [`Processor::evict`]: runs
     /// pinned by a later one are never dropped.
     materialised: u64,
@@ -299,6 +301,7 @@ impl<R: WorkflowRunner> Processor<R> {
             cache: IndexMap::new(),
             stats: ProcessorStats::default(),
             deferred: IndexMap::new(),
+            capacity_seen: None,
             materialised: 0,
             policy: Policy::new(config.cache_bytes),
             accessed: IndexSet::new(),
@@ -968,6 +971,10 @@ impl<R: WorkflowRunner> Processor<R> {
         };
         let reason = error.to_string();
         if let RunError::NoCapacity { .. } = error {
+            // What the pool really parks (its instances less the attempts running and the
+            // memories a component needs): admission keeps below it from now on.
+            let parked = self.parked();
+            self.capacity_seen = Some(self.capacity_seen.map_or(parked, |c| c.min(parked)));
             self.make_room(id, batch);
         }
         let attempt = self.deferred.entry(id.clone()).or_insert(0);
@@ -1042,6 +1049,12 @@ impl<R: WorkflowRunner> Processor<R> {
                 live.stepped_at = Some(at);
             }
         }
+    }
+
+    /// The fewest parked runs there were when the host had no room for another run: what
+    /// its pool really parks (admission keeps below it). `None` until the pool was full.
+    pub fn capacity_seen(&self) -> Option<usize> {
+        self.capacity_seen
     }
 
     /// Parked runs a committed batch stepped at `since` or later: executions in flight whose

@@ -765,6 +765,7 @@ fn one_slot_processor() -> Processor<SlotRunner> {
 #[test]
 fn a_full_pool_of_parked_runs_makes_room_for_a_new_start() {
     let mut processor = one_slot_processor();
+    assert_eq!(processor.capacity_seen(), None);
     // The driver's call between batches: everything so far is in the store.
     processor.evict(0);
     let first = seq_request(&mut processor);
@@ -779,6 +780,11 @@ fn a_full_pool_of_parked_runs_makes_room_for_a_new_start() {
     let history = stored(&id, &effects, now());
     let timer = retry_timer(&effects).expect("deferred: no room");
     assert_eq!(processor.stats().evicted_for_room, 1);
+    assert_eq!(
+        processor.capacity_seen(),
+        Some(1),
+        "the pool parks one run: admission keeps below it from now on"
+    );
     assert!(
         processor.view(&first.parent_execution_id).is_some(),
         "the evicted execution stays known; only its run is dropped"

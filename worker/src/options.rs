@@ -103,16 +103,14 @@ pub fn parked_runs_cap(max_instances: u32, activity_concurrency: usize, max_batc
 pub const ADMISSION_IDLE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Admission's limit: new submissions are read while fewer parked runs than this are in
-/// flight. One batch of new starts must still fit the parked runs' cap (`cache_size`), so
-/// that the cache does not drop runs in flight for them; never below half the cap.
+/// flight, leaving room within the parked runs' cap (`cache_size`) for one batch of starts
+/// (`weir_core::driver::admission_limit`, which the driver also applies to what the pool
+/// turns out to park).
 pub fn admission_limit(cache_size: usize, max_batch: usize) -> usize {
     if cache_size == weir_core::processor::ProcessorConfig::UNCAPPED {
         return usize::MAX;
     }
-    cache_size
-        .saturating_sub(max_batch)
-        .max(cache_size / 2)
-        .max(1)
+    weir_core::driver::admission_limit(cache_size, max_batch)
 }
 
 /// The most parked runs `cache_bytes` can hold: each weighs at least
