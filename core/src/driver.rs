@@ -17,10 +17,11 @@
 //!    execution rows, timer changes, checkpoints and watermarks go to the materialiser; the
 //!    touched executions stay pinned until they are in the store.
 //!
-//! 4. **Admission**: before each poll, new submissions are read only while fewer parked runs
-//!    were stepped within [`DriverConfig::admission_idle`] than [`DriverConfig::admit_below`];
+//! 4. **Admission**: before each poll, new submissions are read only while fewer executions
+//!    in flight (running or with a deferred start) were stepped within
+//!    [`DriverConfig::admission_idle`] than [`DriverConfig::admit_below`];
 //!    otherwise the log stops reading the submissions partitions ([`Log::admit`]) and they wait
-//!    in Kafka, while responses and timers go on. Runs parked longer do not count (a parent
+//!    in Kafka, while responses and timers go on. Executions idle longer do not count (a parent
 //!    waiting for its children must not keep them out), so admission never stops for good.
 //!    The limit is the configured one, or lower once the pool has had no room for a run
 //!    ([`Processor::capacity_seen`]: what it really parks, [`admission_limit`] of it).

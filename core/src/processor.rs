@@ -1057,14 +1057,19 @@ impl<R: WorkflowRunner> Processor<R> {
         self.capacity_seen
     }
 
-    /// Parked runs a committed batch stepped at `since` or later: executions in flight whose
-    /// answers are likely to come soon. A run parked longer (waiting for a child, a delay, a
-    /// slow external activity) is not counted: dropping it for room costs one rebuild when it
-    /// wakes, and counting it would let waiting parents keep their own children out.
+    /// Executions in flight that a committed batch stepped at `since` or later: running
+    /// ones, parked in memory or not (a run dropped for room is still in flight: counting
+    /// only parked runs let admission open again as the pool dropped them), and those whose
+    /// start is deferred. One waiting longer (for a child, a delay, a slow external activity)
+    /// is not counted: dropping its run costs one rebuild when it wakes, and counting it
+    /// would let waiting parents keep their own children out.
     pub fn recently_stepped(&self, since: DateTime<Utc>) -> usize {
         self.cache
-            .values()
-            .filter(|live| live.run.is_some() && live.stepped_at.is_some_and(|at| at >= since))
+            .iter()
+            .filter(|(id, live)| {
+                (live.view.state == ExecutionState::Running || self.deferred.contains_key(*id))
+                    && live.stepped_at.is_some_and(|at| at >= since)
+            })
             .count()
     }
 

@@ -951,10 +951,10 @@ fn pinned_executions_outweigh_the_budget_until_materialised() {
     assert_eq!(processor.held_bytes(), 0);
 }
 
-/// Admission counts the parked runs a committed batch stepped within its window: not runs
-/// parked longer (a parent waiting for its children), not executions without a run.
+/// Admission counts the executions in flight a committed batch stepped within its window: not
+/// those idle longer (a parent waiting for its children).
 #[test]
-fn recently_stepped_counts_parked_runs_stepped_since_the_given_time() {
+fn recently_stepped_counts_executions_in_flight_stepped_since_the_given_time() {
     let mut processor = processor(1 << 20);
     let ids: Vec<_> = (0..3)
         .map(|_| ExecutionId::top_level(ulid::Ulid::new()))
