@@ -90,12 +90,19 @@ start_kafka() {
   port_in_use "$KAFKA_PORT" && die "port $KAFKA_PORT is taken by another process (set WEIR_KAFKA_PORT)"
   write_kafka_config
   local cp="$WEIR_CACHE/kafka-lib/*"
+  local version formatted_by
+  version="$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' "$WEIR_LOCAL_DIR/kafka/pom.xml")"
+  if [ -f "$dir/data/meta.properties" ]; then
+    formatted_by="$(cat "$dir/formatted-by" 2>/dev/null || echo "an earlier Kafka (4.4.0)")"
+    [ "$formatted_by" = "$version" ] || die "the Kafka data in $dir/data was written by $formatted_by; this stack runs Kafka $version (pinned in docker/local/kafka/pom.xml), which may not read it: run 'docker/local/stack.sh reset' (wipes this stack's data)"
+  fi
   if [ ! -f "$dir/data/meta.properties" ]; then
     local cluster_id
     cluster_id="$("$JAVA17" -cp "$cp" -Dlog4j2.configurationFile="$dir/log4j2.yaml" kafka.tools.StorageTool random-uuid)"
     "$JAVA17" -cp "$cp" -Dlog4j2.configurationFile="$dir/log4j2.yaml" kafka.tools.StorageTool \
       format -t "$cluster_id" -c "$dir/server.properties" >"$dir/format.log" 2>&1 \
       || { cat "$dir/format.log" >&2; die "kafka storage format failed"; }
+    echo "$version" >"$dir/formatted-by"
   fi
   log "starting kafka on $HOST:$KAFKA_PORT (heap $KAFKA_HEAP, data $dir/data)"
   setsid nohup "$JAVA17" -Xms"$KAFKA_HEAP" -Xmx"$KAFKA_HEAP" -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \

@@ -40,8 +40,8 @@ pub enum HistoryReadError {
         "{topic}/{partition}: a transaction is still open after {waited:?} (last stable offset \
          {lso}, high watermark {high}), past the worker's transaction timeout: either a \
          broker's transaction timeout is longer than the worker's, or the transaction hangs \
-         (its coordinator completed it without writing this partition's marker: Kafka 4.1 to \
-         4.4 after a partition leader was lost, KAFKA-20734); `kafka-transactions.sh \
+         (its coordinator completed it without writing this partition's marker: Kafka 4.4 \
+         after a partition leader was lost, KAFKA-20734); `kafka-transactions.sh \
          describe-producers --topic {topic} --partition {partition}` names its producer, and \
          the README (\"Hanging transactions\") says what to do"
     )]
