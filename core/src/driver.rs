@@ -301,8 +301,8 @@ pub struct DriverConfig {
     /// clock) for the log to report the new membership before taking the one it reports
     /// over anyway (a refusal without a membership change must not stop the worker).
     pub rejoin_wait: std::time::Duration,
-    /// Admission (see the module docs): submissions are read while fewer parked runs than
-    /// this were stepped within `admission_idle` ([`usize::MAX`]: always).
+    /// Admission (see the module docs): submissions are read while fewer executions in
+    /// flight than this were stepped within `admission_idle` ([`usize::MAX`]: always).
     pub admit_below: usize,
     pub admission_idle: std::time::Duration,
 }
@@ -578,12 +578,12 @@ where
             .map_err(DriverError::Log)?;
         if admit {
             tracing::info!(
-                "submissions read again: parked runs in flight are below the admission limit"
+                "submissions read again: executions in flight are below the admission limit"
             );
         } else {
             tracing::info!(
                 limit,
-                "submissions paused: as many parked runs in flight as the admission limit"
+                "submissions paused: as many executions in flight as the admission limit"
             );
         }
         self.admitting = admit;

@@ -266,7 +266,7 @@ struct Live<Run> {
     /// until that batch is in the store, the store is behind memory and the execution is
     /// pinned (never evicted, never rebuilt from the store).
     pinned_until: u64,
-    /// The batch time of the last committed batch that touched this execution: a parked run
+    /// The batch time of the last committed batch that touched this execution: an execution
     /// stepped recently is one whose answers are likely to come soon (admission counts them,
     /// see [`Processor::recently_stepped`]).
     stepped_at: Option<DateTime<Utc>>,
