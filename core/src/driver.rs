@@ -18,11 +18,12 @@
 //!    touched executions stay pinned until they are in the store.
 //!
 //! 4. **Admission**: before each poll, new submissions are read only while fewer executions
-//!    in flight (running or with a deferred start) were stepped within
-//!    [`DriverConfig::admission_idle`] than [`DriverConfig::admit_below`];
-//!    otherwise the log stops reading the submissions partitions ([`Log::admit`]) and they wait
-//!    in Kafka, while responses and timers go on. Executions idle longer do not count (a parent
-//!    waiting for its children must not keep them out), so admission never stops for good.
+//!    are in flight than [`DriverConfig::admit_below`] — those with a deferred start, and
+//!    running ones stepped within [`DriverConfig::admission_idle`]; otherwise the log stops
+//!    reading the submissions partitions ([`Log::admit`]) and they wait in Kafka, while
+//!    responses and timers go on. Running executions idle longer do not count (a parent
+//!    waiting for its children must not keep them out), so admission never stops for good; a
+//!    deferred start counts until it runs (it waits for room, not for an answer).
 //!    The limit is the configured one, or lower once the pool has had no room for a run
 //!    ([`Processor::capacity_seen`]: what it really parks, [`admission_limit`] of it).
 //!    Without it, more executions in flight than the instance pool holds dropped each other's

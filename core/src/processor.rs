@@ -1057,20 +1057,27 @@ impl<R: WorkflowRunner> Processor<R> {
         self.capacity_seen
     }
 
-    /// Executions in flight that a committed batch stepped at `since` or later: running
-    /// ones, parked in memory or not (a run dropped for room is still in flight: counting
-    /// only parked runs let admission open again as the pool dropped them), and those whose
-    /// start is deferred. One waiting longer (for a child, a delay, a slow external activity)
-    /// is not counted: dropping its run costs one rebuild when it wakes, and counting it
-    /// would let waiting parents keep their own children out.
+    /// Executions in flight for admission: those whose start is deferred, whatever their age
+    /// (they wait for an instance, not for an answer: before, a deferral retried after 16 s,
+    /// 32 s, 60 s fell out of the count, admission opened again, the new starts were deferred
+    /// too and dropped runs of executions in flight for room, and at 20 000 executions through
+    /// the activity topics nothing finished), and running ones, parked in memory or not (a run
+    /// dropped for room is still in flight: counting only parked runs let admission open
+    /// again as the pool dropped them), that a committed batch stepped at `since` or later.
+    /// A running one waiting longer (for a child, a delay, a slow external activity) is not
+    /// counted: dropping its run costs one rebuild when it wakes, and counting it would let
+    /// waiting parents keep their own children out.
     pub fn recently_stepped(&self, since: DateTime<Utc>) -> usize {
-        self.cache
+        let running = self
+            .cache
             .iter()
             .filter(|(id, live)| {
-                (live.view.state == ExecutionState::Running || self.deferred.contains_key(*id))
+                live.view.state == ExecutionState::Running
+                    && !self.deferred.contains_key(*id)
                     && live.stepped_at.is_some_and(|at| at >= since)
             })
-            .count()
+            .count();
+        running + self.deferred.len()
     }
 
     /// Keeps what the cache holds within `cache_bytes` (and at most `cache_size` parked runs):

@@ -785,6 +785,13 @@ fn a_full_pool_of_parked_runs_makes_room_for_a_new_start() {
         Some(1),
         "the pool parks one run: admission keeps below it from now on"
     );
+    processor.committed([&first.parent_execution_id, &id], 0, now());
+    assert_eq!(
+        processor.recently_stepped(now() + chrono::Duration::hours(1)),
+        1,
+        "a deferred start is in flight however long it waits for an instance; the idle \
+         running execution is not"
+    );
     assert!(
         processor.view(&first.parent_execution_id).is_some(),
         "the evicted execution stays known; only its run is dropped"

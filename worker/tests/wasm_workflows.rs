@@ -929,3 +929,36 @@ async fn wait_for_no_capacity(host: &std::sync::Arc<WasmHost>) -> String {
         }
     }
 }
+
+/// Issue 12 goal 3: a pool of N instances parks N runs of a component whose modules define
+/// two tables (`steps`: its shim module has one of its own). The pool had tables for 1.125 per
+/// instance, so it parked half its instances' worth of such runs (3 224 of a 5 733-instance
+/// pool in the 20 000-execution bench): admission's limit, computed from the instances, was
+/// far above what the pool held, and thousands of starts were deferred and dropped runs of
+/// executions in flight for room before the limit was learnt.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pool_parks_a_run_per_instance_of_a_component_with_two_tables() {
+    let dir = examples_dir();
+    let text = std::fs::read_to_string(components_toml()).unwrap();
+    let file = weir::wasm::ComponentsFile::parse(&text, &components_toml()).unwrap();
+    let instances = 8;
+    let config = weir::wasm::EngineConfig {
+        max_instances: instances,
+        ..engine_config()
+    };
+    let host = std::sync::Arc::new(WasmHost::load(config, file.resolve(&dir).unwrap()).unwrap());
+    let mut parked = Vec::new();
+    for n in 0..instances {
+        let execution = Execution {
+            id: format!("E_01KB{n:022}").parse().unwrap(),
+            ffqn: ffqn("weir-examples:workflows/steps.fibonacci-chain"),
+            params: json!([5, 3]),
+        };
+        match host.start_workflow(execution, vec![], vec![], t0()).await {
+            Ok((run, RunStep::Parked { .. })) => parked.push(run),
+            Ok((_, step)) => panic!("run {n}: waits for its first step, not {step:?}"),
+            Err(e) => panic!("run {n} of {instances} has no room: {e}"),
+        }
+    }
+    assert_eq!(parked.len(), instances as usize);
+}

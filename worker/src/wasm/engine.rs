@@ -84,20 +84,21 @@ impl WasmEngine {
     pub fn new(config: EngineConfig) -> Result<Self, EngineError> {
         let mut pool = PoolingAllocationConfig::default();
         pool.total_component_instances(config.max_instances)
-            // A Rust component has a few core instances and usually one memory and table. A
-            // memory slot reserves ~4.3 GiB of address space: an eighth of headroom, not twice
-            // as many, so that a pool as large as `MAX_POOLED_INSTANCES` fits a process.
+            // A Rust component has a few core instances and usually one memory. A memory slot
+            // reserves ~4.3 GiB of address space: an eighth of headroom, not twice as many, so
+            // that a pool as large as `MAX_POOLED_INSTANCES` fits a process.
             .total_core_instances(config.max_instances.saturating_mul(4))
             .total_memories(
                 config
                     .max_instances
                     .saturating_add(config.max_instances / 8),
             )
-            .total_tables(
-                config
-                    .max_instances
-                    .saturating_add(config.max_instances / 8),
-            )
+            // Tables, though, come one per core module that defines one: a component whose
+            // imports need lowering has a shim module with a table of its own (`steps`: two
+            // tables, one memory). With 1.125 tables an instance, a pool parked half its
+            // instances' worth of such runs, below what admission counted on. A table slot
+            // reserves only `table_elements` pointers (160 KiB), so four per instance.
+            .total_tables(config.max_instances.saturating_mul(4))
             .total_stacks(config.max_instances)
             .max_memory_size(config.max_memory_bytes)
             // Keep the first pages of a released slot mapped: the next instance reuses them
