@@ -10,6 +10,7 @@ pub mod encode;
 pub mod group;
 pub mod history_reader;
 pub mod materialiser;
+pub mod producer;
 pub mod recovery;
 /// The murmur2 partitioner lives in the core (the processor needs it); re-exported here.
 pub use weir_core::partitioner;

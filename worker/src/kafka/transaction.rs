@@ -12,10 +12,11 @@ use rdkafka::TopicPartitionList;
 use rdkafka::consumer::ConsumerGroupMetadata;
 use rdkafka::error::{KafkaError, RDKafkaError};
 use rdkafka::message::{Header, OwnedHeaders};
-use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
+use rdkafka::producer::Producer;
 
 use super::KafkaConfig;
 use super::dlq::is_dead_letter;
+use super::producer::Served;
 use crate::metrics::Metrics;
 
 /// A record to produce inside a transaction.
@@ -73,7 +74,7 @@ pub enum TransactionError {
 /// A transactional producer that commits batches.
 #[derive(Clone)]
 pub struct Transactor {
-    producer: FutureProducer,
+    producer: Served,
     transactional_id: Arc<str>,
     timeout: Duration,
     /// Where committed dead letters are counted (`weir_dlq_records_total`).
@@ -88,21 +89,22 @@ impl Transactor {
         transactional_id: &str,
         timeout: Duration,
     ) -> Result<Self, TransactionError> {
-        let producer: FutureProducer = config
-            .transactional_producer(transactional_id)
-            .set("transaction.timeout.ms", timeout.as_millis().to_string())
-            .create()
-            .map_err(|source| TransactionError::Create {
-                transactional_id: transactional_id.to_owned(),
-                source,
-            })?;
+        let producer = Served::create(
+            config
+                .transactional_producer(transactional_id)
+                .set("transaction.timeout.ms", timeout.as_millis().to_string()),
+        )
+        .map_err(|source| TransactionError::Create {
+            transactional_id: transactional_id.to_owned(),
+            source,
+        })?;
         let transactor = Transactor {
             producer,
             transactional_id: transactional_id.into(),
             timeout,
             metrics: None,
         };
-        let producer = transactor.producer.clone();
+        let producer = Arc::clone(transactor.producer.producer());
         let init = blocking(move || producer.init_transactions(timeout)).await;
         init.map_err(|source| TransactionError::Create {
             transactional_id: transactional_id.to_owned(),
@@ -132,6 +134,7 @@ impl Transactor {
         group_metadata: ConsumerGroupMetadata,
     ) -> Result<Vec<Landed>, TransactionError> {
         self.producer
+            .producer()
             .begin_transaction()
             .map_err(|e| self.classify("begin", e))?;
         match self
@@ -148,7 +151,7 @@ impl Transactor {
             Err(
                 error @ (TransactionError::Aborted { .. } | TransactionError::Rebalanced { .. }),
             ) => {
-                let producer = self.producer.clone();
+                let producer = Arc::clone(self.producer.producer());
                 let timeout = self.timeout;
                 blocking(move || producer.abort_transaction(timeout))
                     .await
@@ -177,14 +180,10 @@ impl Transactor {
                             value: Some(value),
                         })
                     });
-            let future_record = FutureRecord::to(&record.topic)
-                .key(&record.key)
-                .payload(&record.value)
-                .headers(headers);
             let delivery = self
                 .producer
-                .send_result(future_record)
-                .map_err(|(e, _)| self.classify("produce", e))?;
+                .send(&record.topic, &record.key, &record.value, headers)
+                .map_err(|e| self.classify("produce", e))?;
             deliveries.push(delivery);
         }
         // The offsets travel to the coordinators while the records are being acknowledged:
@@ -199,7 +198,7 @@ impl Transactor {
                 source: KafkaError::Canceled,
             });
         }
-        let producer = self.producer.clone();
+        let producer = Arc::clone(self.producer.producer());
         let timeout = self.timeout;
         blocking(move || producer.send_offsets_to_transaction(&offsets, &group_metadata, timeout))
             .await
@@ -207,11 +206,8 @@ impl Transactor {
         let mut landed = Vec::with_capacity(deliveries.len());
         for delivery in deliveries {
             match delivery.await {
-                Ok(Ok(d)) => landed.push(Landed {
-                    partition: d.partition,
-                    offset: d.offset,
-                }),
-                Ok(Err((e, _))) => return Err(self.classify("delivery", e)),
+                Ok(Ok(at)) => landed.push(at),
+                Ok(Err(e)) => return Err(self.classify("delivery", e)),
                 Err(_canceled) => {
                     return Err(self.classify("delivery", KafkaError::Canceled));
                 }
@@ -227,7 +223,7 @@ impl Transactor {
                 source: KafkaError::Canceled,
             });
         }
-        let producer = self.producer.clone();
+        let producer = Arc::clone(self.producer.producer());
         blocking(move || producer.commit_transaction(timeout))
             .await
             .map_err(|e| self.classify("commit", e))?;
