@@ -566,19 +566,32 @@ async fn run(
         )
         .await;
         let mut pending: HashSet<String> = wave_ids.iter().map(ToString::to_string).collect();
+        // An execution's history is on other partitions than its result, read apart: the run
+        // waits for its `Finished` there too, or its last responses go uncounted (with two
+        // workers, 259 of 8 000 steps were, 3 % off the rate).
+        let mut unfinished = pending.clone();
         let mut looked = 0;
         observer.wait_ticking(
-            "the results of a wave",
+            "the results and histories of a wave",
             timeout,
             RESULTS_POLL,
             |seen| {
                 for s in &seen[looked..] {
                     if s.topic == results {
                         pending.remove(&s.key);
+                    } else if s.topic == history && unfinished.contains(&s.key) {
+                        let position = RecordPosition::at(&s.topic, s.partition, s.offset);
+                        let record: HistoryRecord = deployment
+                            .codec
+                            .decode(&s.payload, &position)
+                            .expect("history record");
+                        if matches!(record.entry, HistoryEntry::Finished { .. }) {
+                            unfinished.remove(&s.key);
+                        }
                     }
                 }
                 looked = seen.len();
-                pending.is_empty()
+                pending.is_empty() && unfinished.is_empty()
             },
             || memory.sample(setup),
         );
