@@ -72,13 +72,19 @@
 //!   `/proc/<pid>/stat`) of the worker process(es) / Kafka / Cassandra (the pid files of
 //!   `docker/local/stack.sh`) from the first submission to the last result, per step (per
 //!   execution for `hello` and `saga`, per child for `fanout`, per round for the floor: Kafka
-//!   and Cassandra only). The bench's own process (observer, submitter) is not counted.
+//!   and Cassandra only). The bench's own process (observer, submitter) is not counted, but what
+//!   its observer's fetches cost Kafka is (~10–20 % of a core, the `idle with the bench's
+//!   observer` row): the rows of executions one at a time, whose runs are mostly waiting, also
+//!   give their CPU *net of* that baseline (the stack idle with the observer reading, scaled to
+//!   the run's duration).
 //! - **RSS**: the worker's resident memory (`VmRSS` of `/proc/<pid>/status`, summed over the
 //!   workers) at the end of the scenario. The throughput rows also give *per parked
 //!   execution*: sampled every 250 ms during the run, (RSS at the largest
 //!   `weir_executions_parked` − RSS before the first submission) / that largest count.
 //! - **idle** (`idle`): after the shared worker's scenarios, 3 s to settle, then the CPU of the
-//!   worker, Kafka and Cassandra over 10 s with nothing submitted, in % of one core.
+//!   worker, Kafka and Cassandra over 10 s with nothing submitted, in % of one core; then the
+//!   same with an observer reading (what the bench's own fetches cost the stack, included in
+//!   the CPU of every other row).
 //! - **scale-out** (`scaleout`): 1, 2 and 4 worker processes on the same stack (6 partitions),
 //!   400 executions of `steps.fibonacci-chain(30, 20)` at once, the assignment settled:
 //!   steps/s, per-step p50/p99, CPU per step (all workers summed) and their RSS; beside them
@@ -390,6 +396,22 @@ impl Usage {
     }
 
     /// Cores kept busy by the worker(s), Kafka and Cassandra together.
+    /// This usage less what `baseline` (the idle stack with an observer reading) would have
+    /// used over the same time: what the work itself cost (at least zero).
+    fn net_of(&self, baseline: &Usage) -> Usage {
+        let scale = self.seconds / baseline.seconds.max(f64::EPSILON);
+        let less = |used: f64, idle: f64| (used - idle * scale).max(0.0);
+        Usage {
+            seconds: self.seconds,
+            worker: less(self.worker, baseline.worker),
+            stack: self
+                .stack
+                .zip(baseline.stack)
+                .map(|((k, c), (k0, c0))| (less(k, k0), less(c, c0))),
+            replayed: self.replayed,
+        }
+    }
+
     fn busy_cores(&self) -> f64 {
         let (kafka, cassandra) = self.stack.unwrap_or_default();
         (self.worker + kafka + cassandra) / self.seconds
@@ -827,7 +849,7 @@ fn floor_row(floor: &common::FloorResult) -> Row {
 }
 
 /// The lone 20-step rows: `LONE_EXECUTIONS` executions one after another.
-async fn lone_row(setup: &Setup, label: &str) -> Row {
+async fn lone_row(setup: &Setup, label: &str, baseline: Option<&Usage>) -> Row {
     let waves = (0..LONE_EXECUTIONS).map(|_| vec![steps_params()]).collect();
     let run = run(setup, STEPS, waves, steps_ok).await;
     let steps = run.steps();
@@ -850,6 +872,12 @@ async fn lone_row(setup: &Setup, label: &str) -> Row {
         );
     }
     row.notes += &format!("; rebuilt {:.0}", run.usage.replayed);
+    if let Some(baseline) = baseline {
+        row.notes += &format!(
+            "; CPU net of the idle stack and observer: {}",
+            run.usage.net_of(baseline).per(run.responses(), "step")
+        );
+    }
     row
 }
 
@@ -868,22 +896,30 @@ async fn in_turn_row(
     params: Vec<Value>,
     unit: PerUnit,
     check: impl Fn(&ExecutionResult) -> bool,
+    baseline: Option<&Usage>,
 ) -> Row {
     let executions = params.len();
     let waves = params.into_iter().map(|p| vec![p]).collect();
     let run = run(setup, ffqn, waves, check).await;
     let mut row = Row::new(format!("{label}: submit -> result")).latency(&run.totals());
     let responses = run.responses();
-    row.cpu = match unit {
-        PerUnit::Execution => run.usage.per(executions, "execution"),
-        PerUnit::Child => run.usage.per(responses, "child"),
+    let per = |usage: &Usage| match unit {
+        PerUnit::Execution => usage.per(executions, "execution"),
+        PerUnit::Child => usage.per(responses, "child"),
     };
+    row.cpu = per(&run.usage);
     row.rss = mib(run.rss_end);
     row.notes = format!(
         "{} responses journalled per execution; rebuilt {:.0}",
         responses / executions.max(1),
         run.usage.replayed
     );
+    if let Some(baseline) = baseline {
+        row.notes += &format!(
+            "; CPU net of the idle stack and observer: {}",
+            per(&run.usage.net_of(baseline))
+        );
+    }
     row
 }
 
@@ -907,14 +943,43 @@ async fn throughput_row(setup: &Setup, label: String, concurrency: usize) -> Row
 
 fn idle_row(setup: &Setup) -> Row {
     std::thread::sleep(IDLE_SETTLE);
-    let before = setup.snapshot();
-    std::thread::sleep(IDLE);
-    let usage = Usage::between(&before, &setup.snapshot());
+    let usage = idle_usage(setup);
     let mut row = Row::new(format!("idle, {} s", IDLE.as_secs()));
     row.cpu = usage.percent();
     row.rss = mib(setup.rss());
     row.notes = "nothing submitted; after the shared worker's scenarios".to_owned();
     row
+}
+
+/// The same with the bench's observer reading the deployment's topics: what its fetches (every
+/// `OBSERVER_FETCH_WAIT_MS`) cost Kafka, which the rows of every scenario include.
+fn observer_row(setup: &Setup) -> (Row, Usage) {
+    let topics = [
+        TopicRole::Submissions,
+        TopicRole::History,
+        TopicRole::Responses,
+        TopicRole::Results,
+    ]
+    .map(|role| setup.deployment.topic(role));
+    let observer = Observer::start(&topics);
+    std::thread::sleep(IDLE_SETTLE);
+    let usage = idle_usage(setup);
+    drop(observer.finish());
+    let mut row = Row::new(format!(
+        "idle with the bench's observer, {} s, before the scenarios",
+        IDLE.as_secs()
+    ));
+    row.cpu = usage.percent();
+    row.notes = "what the observer alone costs: every other row includes it; the rows of the \
+                 shared worker also give their CPU net of this"
+        .to_owned();
+    (row, usage)
+}
+
+fn idle_usage(setup: &Setup) -> Usage {
+    let before = setup.snapshot();
+    std::thread::sleep(IDLE);
+    Usage::between(&before, &setup.snapshot())
 }
 
 fn main() {
@@ -963,8 +1028,14 @@ async fn bench() {
             (FIBONACCI_SUM, json!([[1, 2, 3]])),
         ];
         let setup = Setup::start(&options, "shared", 1, &[], &warm).await;
+        let (row, baseline) = observer_row(&setup);
+        report(&mut rows, row);
+        let baseline = Some(&baseline);
         if options.runs("lone") {
-            report(&mut rows, lone_row(&setup, "default config").await);
+            report(
+                &mut rows,
+                lone_row(&setup, "default config", baseline).await,
+            );
         }
         if options.runs("hello") {
             let params = (0..HELLO_EXECUTIONS).map(|_| json!(["bench"])).collect();
@@ -975,6 +1046,7 @@ async fn bench() {
                 params,
                 PerUnit::Execution,
                 |r| matches!(r, ExecutionResult::Ok(v) if *v == json!("hello, bench")),
+                baseline,
             )
             .await;
             report(&mut rows, row);
@@ -988,6 +1060,7 @@ async fn bench() {
                 params,
                 PerUnit::Execution,
                 |r| matches!(r, ExecutionResult::Ok(v) if v["tracking-number"].is_string()),
+                baseline,
             )
             .await;
             report(&mut rows, row);
@@ -1002,6 +1075,7 @@ async fn bench() {
                 params,
                 PerUnit::Child,
                 |r| matches!(r, ExecutionResult::Ok(v) if v["sum"] == json!(expected)),
+                baseline,
             )
             .await;
             report(&mut rows, row);
@@ -1016,7 +1090,8 @@ async fn bench() {
         if options.has_inline_flag {
             let warm = [(STEPS, json!([5, 2]))];
             let setup = Setup::start(&options, "topic", 1, &[INLINE_FLAG, "off"], &warm).await;
-            report(&mut rows, lone_row(&setup, &label).await);
+            let (_, baseline) = observer_row(&setup);
+            report(&mut rows, lone_row(&setup, &label, Some(&baseline)).await);
         } else {
             let mut row = Row::new(format!("lone 20-step sequential, {label}, per step"));
             row.notes = format!("n/a (worker has no {INLINE_FLAG})");
