@@ -194,6 +194,11 @@ impl Metrics {
             self.store_retries.get(),
         );
         counter(
+            "egress_denied_total",
+            "HTTP requests of activities to hosts their component does not allow (allowed_hosts), denied.",
+            crate::wasm::egress::denied_total(),
+        );
+        counter(
             "activity_attempts_total",
             "Activity attempts run.",
             self.activity_attempts.get(),

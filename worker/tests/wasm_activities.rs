@@ -363,3 +363,65 @@ async fn an_exhausted_activity_answers_retries_exhausted_with_the_last_reason() 
         ExecutionResult::Err(json!("failed on purpose after 0 ms"))
     );
 }
+
+/// Issue 15 item 3: an activity reaches only the hosts its component allows. With
+/// `http-get` allowed one local server's port, a request to it is answered, and one to
+/// another local server (a forbidden port) fails inside the guest as `HTTP-request-denied`
+/// without leaving the host, and is counted.
+#[tokio::test]
+async fn an_activity_reaches_only_the_hosts_its_component_allows() {
+    let allowed = TestServer::start();
+    let forbidden = TestServer::start();
+    let port = |url: String| {
+        url.trim_start_matches("http://127.0.0.1:")
+            .split('/')
+            .next()
+            .expect("port")
+            .to_owned()
+    };
+    let text = std::fs::read_to_string(components_toml()).unwrap();
+    let mut file = weir::wasm::ComponentsFile::parse(&text, &components_toml()).unwrap();
+    for c in &mut file.components {
+        if c.name == "http-get" {
+            c.allowed_hosts = vec![format!("http://127.0.0.1:{}", port(allowed.url("/")))];
+        }
+    }
+    let specs = file.resolve(&examples_dir()).unwrap();
+    let egress = specs
+        .iter()
+        .find(|s| s.name == "http-get")
+        .map(|s| std::sync::Arc::clone(&s.egress))
+        .expect("http-get");
+    let host = weir::wasm::WasmHost::load(engine_config(), specs).unwrap();
+    let get = ffqn("weir-examples:http/client.get");
+    let outcome = host
+        .run_activity(&get, &json!([allowed.url("/hello")]), Cancellation::never())
+        .await
+        .unwrap();
+    assert_eq!(
+        outcome.result,
+        ExecutionResult::Ok(json!({"status": 200, "body": "hello from /hello"}))
+    );
+    assert_eq!(egress.denied(), 0);
+    let outcome = host
+        .run_activity(
+            &get,
+            &json!([forbidden.url("/hello")]),
+            Cancellation::never(),
+        )
+        .await
+        .unwrap();
+    match &outcome.result {
+        ExecutionResult::Err(e) => assert!(
+            e.to_string().to_lowercase().contains("denied"),
+            "the guest sees why: {e}"
+        ),
+        other => panic!("a forbidden port was reached: {other:?}"),
+    }
+    assert_eq!(egress.denied(), u64::from(outcome.attempts));
+    assert!(outcome.attempts >= 1);
+    assert!(
+        weir::wasm::egress::denied_total() >= egress.denied(),
+        "weir_egress_denied_total counts them"
+    );
+}

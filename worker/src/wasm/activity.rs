@@ -32,6 +32,7 @@ use weir_core::retry::{self, Decision};
 
 use crate::model::{ExecutionErrorKind, ExecutionResult};
 
+use super::egress::{Egress, EgressHooks};
 use super::limits::{self, MemoryLimiter};
 use super::registry::{FunctionInfo, Limits, RetryPolicy};
 use super::values;
@@ -40,6 +41,7 @@ use super::values;
 pub struct ActivityState {
     wasi: WasiCtx,
     http: WasiHttpCtx,
+    egress: EgressHooks,
     table: ResourceTable,
     limiter: MemoryLimiter,
 }
@@ -58,7 +60,7 @@ impl WasiHttpView for ActivityState {
         WasiHttpCtxView {
             ctx: &mut self.http,
             table: &mut self.table,
-            hooks: Default::default(),
+            hooks: &mut self.egress,
         }
     }
 }
@@ -142,6 +144,8 @@ pub(crate) struct ActivityTemplate {
     pub fuel_yield_interval: u64,
     /// Run inline by workflow workers (see `ComponentSpec::inline`).
     pub inline: bool,
+    /// The hosts its attempts may reach (`ComponentSpec::egress`).
+    pub egress: Arc<Egress>,
 }
 
 /// First and longest pause of an attempt waiting for a free slot of the instance pool.
@@ -254,6 +258,7 @@ impl ActivityTemplate {
             let state = ActivityState {
                 wasi: WasiCtx::builder().inherit_stderr().build(),
                 http: WasiHttpCtx::new(),
+                egress: EgressHooks(Arc::clone(&self.egress)),
                 table: ResourceTable::new(),
                 limiter: MemoryLimiter::new(self.limits.memory_bytes),
             };

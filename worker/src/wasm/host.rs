@@ -110,6 +110,7 @@ impl WasmHost {
                                 retries: component.spec.retries.clone(),
                                 fuel_yield_interval,
                                 inline: component.spec.inline,
+                                egress: Arc::clone(&component.spec.egress),
                             },
                         );
                     }

@@ -22,6 +22,7 @@
 #![allow(clippy::result_large_err)]
 
 pub mod activity;
+pub mod egress;
 pub mod engine;
 pub mod host;
 pub mod inline;

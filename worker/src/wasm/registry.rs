@@ -86,6 +86,10 @@ pub struct ComponentEntry {
     /// itself, answering in the transaction that journals the request (default `true`); set
     /// `false` for long-running activities, which then always go through their route's topic.
     pub inline: Option<bool>,
+    /// Activities Weir runs: the hosts they may reach over `wasi:http`
+    /// (`scheme://host[:port]`, see [`super::egress`]); none by default.
+    #[serde(default)]
+    pub allowed_hosts: Vec<String>,
 }
 
 /// The parsed `components.toml`.
@@ -125,6 +129,8 @@ pub struct ComponentSpec {
     /// Runs inline in a workflow worker (a WASM activity, neither stub nor external, unless
     /// `inline = false`).
     pub inline: bool,
+    /// The hosts its activities may reach, and the count of requests denied.
+    pub egress: std::sync::Arc<super::egress::Egress>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -223,6 +229,15 @@ impl ComponentsFile {
                 if c.external && (c.kind != ComponentKind::Activity || c.stub) {
                     return Err(invalid("only a (non-stub) activity can be external"));
                 }
+                if !c.allowed_hosts.is_empty()
+                    && (c.kind != ComponentKind::Activity || c.stub || c.external)
+                {
+                    return Err(invalid(
+                        "only an activity Weir runs has allowed_hosts (workflows have no network)",
+                    ));
+                }
+                let egress = super::egress::Egress::parse(&c.name, &c.allowed_hosts)
+                    .map_err(|e| invalid(&e.to_string()))?;
                 if c.inline == Some(true)
                     && (c.kind != ComponentKind::Activity || c.stub || c.external)
                 {
@@ -276,6 +291,7 @@ impl ComponentsFile {
                     stub: c.stub,
                     external: c.external,
                     inline,
+                    egress: std::sync::Arc::new(egress),
                 })
             })
             .collect()
