@@ -253,12 +253,26 @@ async fn unsatisfied_and_wasi_imports_fail_at_load_naming_the_import() {
     .to_string();
     assert!(err.contains("imports `weir-examples:"), "{err}");
     assert!(err.contains("no registered component exports"), "{err}");
-    // A component with WASI imports cannot be a workflow.
-    let err = host_with(|t| {
+    // A workflow cannot have `allowed_hosts`: no network at all.
+    let as_workflow = |t: String| {
         t.replace(
             "name = \"http-get\"\nkind = \"activity\"\npath = \"http-get.wasm\"\nroute = \"http\"",
             "name = \"http-get\"\nkind = \"workflow\"\npath = \"http-get.wasm\"",
         )
+    };
+    let err = host_with(as_workflow)
+        .err()
+        .expect("load must fail")
+        .to_string();
+    assert!(err.contains("workflows have no network"), "{err}");
+    // A component with WASI imports cannot be a workflow (without the egress lines, which
+    // would fail first).
+    let err = host_with(|t| {
+        as_workflow(t)
+            .lines()
+            .filter(|line| !line.starts_with("allowed_hosts"))
+            .collect::<Vec<_>>()
+            .join("\n")
     })
     .err()
     .expect("load must fail")
