@@ -976,3 +976,50 @@ async fn a_pool_parks_a_run_per_instance_of_a_component_with_two_tables() {
     }
     assert_eq!(parked.len(), instances as usize);
 }
+
+/// Issue 15 item 6: a component whose `components.toml` entry records a content digest is
+/// loaded only if its file has that digest: the right one loads, a file swapped on disk (the
+/// entry pointed at another component's file) is refused naming both digests, and a
+/// malformed digest is refused at parse.
+#[tokio::test]
+async fn a_component_loads_only_if_its_file_has_the_recorded_digest() {
+    let hello = std::fs::read(examples_dir().join("hello.wasm")).unwrap();
+    let recorded = weir::wasm::engine::component_digest(&hello);
+    let entry = "name = \"hello\"\nkind = \"workflow\"\npath = \"hello.wasm\"";
+    let with = |path: &str, digest: &str| {
+        let (entry, path, digest) = (entry.to_owned(), path.to_owned(), digest.to_owned());
+        move |t: String| {
+            assert!(t.contains(&entry), "components.toml changed: {entry}");
+            t.replace(
+                &entry,
+                &format!("name = \"hello\"\nkind = \"workflow\"\npath = \"{path}\"\ndigest = \"{digest}\""),
+            )
+        }
+    };
+    let host = host_with(with("hello.wasm", &recorded)).expect("the recorded file loads");
+    let step = start(
+        &std::sync::Arc::new(host),
+        "weir-examples:workflows/hello.greet",
+        json!(["digest"]),
+    )
+    .await;
+    assert!(matches!(step, RunStep::Finished { .. }), "{step:?}");
+
+    let swapped = std::fs::read(examples_dir().join("compute.wasm")).unwrap();
+    let err = host_with(with("compute.wasm", &recorded))
+        .err()
+        .expect("a swapped file must be refused")
+        .to_string();
+    assert!(err.contains("component `hello`"), "{err}");
+    assert!(err.contains(&recorded), "{err}");
+    assert!(
+        err.contains(&weir::wasm::engine::component_digest(&swapped)),
+        "{err}"
+    );
+
+    let err = host_with(with("hello.wasm", "sha256:1234"))
+        .err()
+        .expect("a malformed digest must be refused")
+        .to_string();
+    assert!(err.contains("64 lower-case hex"), "{err}");
+}

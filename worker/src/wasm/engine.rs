@@ -183,10 +183,25 @@ impl WasmEngine {
 
     fn cache_path(&self, bytes: &[u8]) -> Option<PathBuf> {
         let dir = self.config.cache_dir.as_ref()?;
-        let digest = Sha256::digest(bytes);
-        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+        let hex = sha256_hex(bytes);
         Some(dir.join(format!("{hex}-{}.cwasm", self.engine_key)))
     }
+}
+
+/// A component file's content digest as `components.toml` records it: `sha256:<hex>` (the
+/// hex is what `sha256sum` prints).
+pub fn component_digest(bytes: &[u8]) -> String {
+    format!("{DIGEST_PREFIX}{}", sha256_hex(bytes))
+}
+
+/// The prefix of [`component_digest`].
+pub const DIGEST_PREFIX: &str = "sha256:";
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// Writes to a temporary file and renames it, so a concurrent reader (another worker on the

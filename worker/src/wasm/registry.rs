@@ -90,6 +90,9 @@ pub struct ComponentEntry {
     /// (`scheme://host[:port]`, see [`super::egress`]); none by default.
     #[serde(default)]
     pub allowed_hosts: Vec<String>,
+    /// The content digest the file must have (`sha256:<hex>`, see
+    /// [`super::engine::component_digest`]): a file swapped on disk is refused, not run.
+    pub digest: Option<String>,
 }
 
 /// The parsed `components.toml`.
@@ -131,10 +134,23 @@ pub struct ComponentSpec {
     pub inline: bool,
     /// The hosts its activities may reach, and the count of requests denied.
     pub egress: std::sync::Arc<super::egress::Egress>,
+    /// The content digest recorded for its file, if any (checked at load).
+    pub digest: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum RegistryError {
+    /// The file is not the one recorded: refused, not run.
+    #[error(
+        "component `{component}`: {path} has digest {found}, but components.toml records \
+         {expected}: the file is not the one deployed; refusing to load it"
+    )]
+    DigestMismatch {
+        component: String,
+        path: PathBuf,
+        expected: String,
+        found: String,
+    },
     #[error("cannot read {path}: {source}")]
     ReadFile {
         path: PathBuf,
@@ -238,6 +254,20 @@ impl ComponentsFile {
                 }
                 let egress = super::egress::Egress::parse(&c.name, &c.allowed_hosts)
                     .map_err(|e| invalid(&e.to_string()))?;
+                if let Some(digest) = &c.digest {
+                    let hex = digest
+                        .strip_prefix(super::engine::DIGEST_PREFIX)
+                        .unwrap_or_default();
+                    if hex.len() != 64
+                        || !hex
+                            .bytes()
+                            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+                    {
+                        return Err(invalid(
+                            "digest must be `sha256:` and 64 lower-case hex digits",
+                        ));
+                    }
+                }
                 if c.inline == Some(true)
                     && (c.kind != ComponentKind::Activity || c.stub || c.external)
                 {
@@ -292,6 +322,7 @@ impl ComponentsFile {
                     external: c.external,
                     inline,
                     egress: std::sync::Arc::new(egress),
+                    digest: c.digest.clone(),
                 })
             })
             .collect()
@@ -366,13 +397,30 @@ impl Registry {
     pub fn load(engine: &WasmEngine, specs: Vec<ComponentSpec>) -> Result<Self, RegistryError> {
         let mut registry = Registry::default();
         for spec in specs {
-            let (component, loaded_from) =
-                engine
-                    .load(&spec.path)
-                    .map_err(|source| RegistryError::Engine {
+            let engine_error = |source| RegistryError::Engine {
+                component: spec.name.clone(),
+                source,
+            };
+            let bytes = std::fs::read(&spec.path).map_err(|source| {
+                engine_error(super::engine::EngineError::Read {
+                    path: spec.path.clone(),
+                    source,
+                })
+            })?;
+            if let Some(expected) = &spec.digest {
+                let found = super::engine::component_digest(&bytes);
+                if &found != expected {
+                    return Err(RegistryError::DigestMismatch {
                         component: spec.name.clone(),
-                        source,
-                    })?;
+                        path: spec.path.clone(),
+                        expected: expected.clone(),
+                        found,
+                    });
+                }
+            }
+            let (component, loaded_from) = engine
+                .load_bytes(&spec.path, &bytes)
+                .map_err(engine_error)?;
             tracing::debug!(component = %spec.name, ?loaded_from, "component loaded");
             let exports = exported_functions(engine, &spec, &component)?;
             for f in &exports {
