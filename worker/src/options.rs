@@ -98,11 +98,11 @@ pub fn parked_runs_cap(max_instances: u32, activity_concurrency: usize, max_batc
         .saturating_sub(max_batch)
 }
 
-/// Admission (`weir_core::driver`, module docs): a run parked longer than this since its last
-/// step is not counted as in flight (it waits for a child, a delay or a slow activity).
+/// Admission (`weir_core::driver`, module docs): a running execution not stepped for longer
+/// than this is not counted as in flight (it waits for a child, a delay or a slow activity).
 pub const ADMISSION_IDLE: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// Admission's limit: new submissions are read while fewer parked runs than this are in
+/// Admission's limit: new submissions are read while fewer executions than this are in
 /// flight, leaving room within the parked runs' cap (`cache_size`) for one batch of starts
 /// (`weir_core::driver::admission_limit`, which the driver also applies to what the pool
 /// turns out to park).

@@ -32,33 +32,35 @@ async fn compute_returns_ok_and_err_without_retrying_err() {
     assert_eq!(err.attempts, 1, "compute has retry_on_err = false");
 }
 
+/// `http-get` of `url` on `host`, with its retries.
+async fn http_get(host: &weir::wasm::WasmHost, url: String) -> weir::wasm::ActivityOutcome {
+    host.run_activity(
+        &ffqn("weir-examples:http/client.get"),
+        &json!([url]),
+        Cancellation::never(),
+    )
+    .await
+    .unwrap()
+}
+
+/// What `http-get` answers for the test server's `/hello`.
+fn hello_answer() -> ExecutionResult {
+    ExecutionResult::Ok(json!({"status": 200, "body": "hello from /hello"}))
+}
+
 #[tokio::test]
 async fn http_get_reaches_a_local_server() {
     let server = TestServer::start();
     let host = host();
-    let get = ffqn("weir-examples:http/client.get");
-    let outcome = host
-        .run_activity(&get, &json!([server.url("/hello")]), Cancellation::never())
-        .await
-        .unwrap();
-    assert_eq!(
-        outcome.result,
-        ExecutionResult::Ok(json!({"status": 200, "body": "hello from /hello"}))
-    );
+    let outcome = http_get(&host, server.url("/hello")).await;
+    assert_eq!(outcome.result, hello_answer());
     // A refused connection is the activity's `err`, retried (3 attempts by default).
     let closed = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
         .port();
-    let outcome = host
-        .run_activity(
-            &get,
-            &json!([format!("http://127.0.0.1:{closed}/")]),
-            Cancellation::never(),
-        )
-        .await
-        .unwrap();
+    let outcome = http_get(&host, format!("http://127.0.0.1:{closed}/")).await;
     assert!(
         matches!(outcome.result, ExecutionResult::Err(_)),
         "{:?}",
@@ -393,24 +395,10 @@ async fn an_activity_reaches_only_the_hosts_its_component_allows() {
         .map(|s| std::sync::Arc::clone(&s.egress))
         .expect("http-get");
     let host = weir::wasm::WasmHost::load(engine_config(), specs).unwrap();
-    let get = ffqn("weir-examples:http/client.get");
-    let outcome = host
-        .run_activity(&get, &json!([allowed.url("/hello")]), Cancellation::never())
-        .await
-        .unwrap();
-    assert_eq!(
-        outcome.result,
-        ExecutionResult::Ok(json!({"status": 200, "body": "hello from /hello"}))
-    );
+    let outcome = http_get(&host, allowed.url("/hello")).await;
+    assert_eq!(outcome.result, hello_answer());
     assert_eq!(egress.denied(), 0);
-    let outcome = host
-        .run_activity(
-            &get,
-            &json!([forbidden.url("/hello")]),
-            Cancellation::never(),
-        )
-        .await
-        .unwrap();
+    let outcome = http_get(&host, forbidden.url("/hello")).await;
     match &outcome.result {
         ExecutionResult::Err(e) => assert!(
             e.to_string().to_lowercase().contains("denied"),

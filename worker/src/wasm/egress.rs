@@ -23,7 +23,7 @@ pub struct EgressRuleError {
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Host {
     Exact(String),
-    /// `*.example.com`: any name ending in `.example.com`.
+    /// `*.example.com`: any name ending in this suffix, `.example.com`.
     SubdomainsOf(String),
 }
 
@@ -81,16 +81,16 @@ impl Egress {
             return false;
         };
         let host = host.trim_start_matches('[').trim_end_matches(']');
-        let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
+        let port = uri.port_u16().unwrap_or(default_port(https));
         self.rules.iter().any(|rule| {
             rule.https == https
                 && rule.port.is_none_or(|p| p == port)
                 && match &rule.host {
                     Host::Exact(name) => name.eq_ignore_ascii_case(host),
-                    Host::SubdomainsOf(domain) => {
-                        host.len() > domain.len() + 1
-                            && host.as_bytes()[host.len() - domain.len() - 1] == b'.'
-                            && host[host.len() - domain.len()..].eq_ignore_ascii_case(domain)
+                    Host::SubdomainsOf(suffix) => {
+                        host.len() > suffix.len()
+                            && host.as_bytes()[host.len() - suffix.len()..]
+                                .eq_ignore_ascii_case(suffix.as_bytes())
                     }
                 }
         })
@@ -100,6 +100,11 @@ impl Egress {
     pub fn denied(&self) -> u64 {
         self.denied.load(Ordering::Relaxed)
     }
+}
+
+/// The port a URI or rule without one means.
+fn default_port(https: bool) -> u16 {
+    if https { 443 } else { 80 }
 }
 
 fn parse_rule(rule: &str) -> Result<Rule, &'static str> {
@@ -134,7 +139,7 @@ fn parse_rule(rule: &str) -> Result<Rule, &'static str> {
         return Err("empty host");
     }
     let port = match port {
-        None => Some(if https { 443 } else { 80 }),
+        None => Some(default_port(https)),
         Some("*") => None,
         Some(p) => Some(
             p.parse::<u16>()
@@ -143,7 +148,7 @@ fn parse_rule(rule: &str) -> Result<Rule, &'static str> {
     };
     let host = match host.strip_prefix("*.") {
         Some(domain) if !domain.is_empty() && !domain.contains('*') => {
-            Host::SubdomainsOf(domain.to_owned())
+            Host::SubdomainsOf(format!(".{domain}"))
         }
         _ if host.contains('*') => return Err("`*` only as a whole first label (`*.domain`)"),
         _ => Host::Exact(host.to_owned()),

@@ -140,11 +140,7 @@ impl WasmEngine {
     /// Loads the component at `path`: from the cache when its artifact is there, else by
     /// compiling it (and caching the result).
     pub fn load(&self, path: &Path) -> Result<(Component, LoadedFrom), EngineError> {
-        let bytes = std::fs::read(path).map_err(|source| EngineError::Read {
-            path: path.to_owned(),
-            source,
-        })?;
-        self.load_bytes(path, &bytes)
+        self.load_bytes(path, &read_component(path)?)
     }
 
     /// As [`WasmEngine::load`], from bytes already read; `path` is for messages.
@@ -186,6 +182,14 @@ impl WasmEngine {
         let hex = sha256_hex(bytes);
         Some(dir.join(format!("{hex}-{}.cwasm", self.engine_key)))
     }
+}
+
+/// The bytes of the component file at `path`.
+pub fn read_component(path: &Path) -> Result<Vec<u8>, EngineError> {
+    std::fs::read(path).map_err(|source| EngineError::Read {
+        path: path.to_owned(),
+        source,
+    })
 }
 
 /// A component file's content digest as `components.toml` records it: `sha256:<hex>` (the

@@ -401,12 +401,7 @@ impl Registry {
                 component: spec.name.clone(),
                 source,
             };
-            let bytes = std::fs::read(&spec.path).map_err(|source| {
-                engine_error(super::engine::EngineError::Read {
-                    path: spec.path.clone(),
-                    source,
-                })
-            })?;
+            let bytes = super::engine::read_component(&spec.path).map_err(engine_error)?;
             if let Some(expected) = &spec.digest {
                 let found = super::engine::component_digest(&bytes);
                 if &found != expected {
