@@ -44,9 +44,24 @@ fn parse_url(url: &str) -> Result<Url, String> {
 }
 
 /// GETs `url`; fails when the body exceeds `max_body` bytes.
+#[allow(dead_code)] // not every including crate calls both
 pub fn get(url: &str, max_body: usize) -> Result<Response, String> {
+    get_with_headers(url, &[], max_body)
+}
+
+/// [`get`] with request headers.
+pub fn get_with_headers(
+    url: &str,
+    headers: &[(&str, &str)],
+    max_body: usize,
+) -> Result<Response, String> {
     let url = parse_url(url)?;
-    let request = OutgoingRequest::new(Fields::new());
+    let fields: Vec<(String, Vec<u8>)> = headers
+        .iter()
+        .map(|(name, value)| (name.to_string(), value.as_bytes().to_vec()))
+        .collect();
+    let fields = Fields::from_list(&fields).map_err(|e| format!("invalid header: {e:?}"))?;
+    let request = OutgoingRequest::new(fields);
     request
         .set_method(&Method::Get)
         .map_err(|()| "invalid method".to_string())?;

@@ -30,11 +30,7 @@ pub fn kafka_config() -> KafkaConfig {
 }
 
 pub fn cql_config(keyspace: &str) -> CqlConfig {
-    CqlConfig {
-        contact_points: cql_contact_points(),
-        keyspace: keyspace.to_owned(),
-        replication_factor: 1,
-    }
+    CqlConfig::new(cql_contact_points(), keyspace)
 }
 
 /// The repository root (for `topology/`, `docker/`, …).

@@ -503,6 +503,7 @@ async fn an_unknown_activity_is_answered_after_its_grace() {
             },
             &repo_root().join("topology/components.toml"),
             &components_dir(),
+            &Default::default(),
         )
         .expect("the host"),
     );

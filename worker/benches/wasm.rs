@@ -67,7 +67,7 @@ fn main() {
     let toml = Path::new(env!("CARGO_MANIFEST_DIR")).join("../topology/components.toml");
     let started = Instant::now();
     let host = Arc::new(
-        WasmHost::from_file(engine_config(), &toml, &examples_dir())
+        WasmHost::from_file(engine_config(), &toml, &examples_dir(), &Default::default())
             .unwrap_or_else(|e| panic!("loading the host: {e}")),
     );
     println!(
@@ -89,7 +89,7 @@ fn main() {
             };
             let started = Instant::now();
             let host = Arc::new(
-                WasmHost::from_file(config, &toml, &examples_dir())
+                WasmHost::from_file(config, &toml, &examples_dir(), &Default::default())
                     .unwrap_or_else(|e| panic!("loading the host: {e}")),
             );
             println!(

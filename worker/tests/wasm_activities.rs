@@ -413,3 +413,96 @@ async fn an_activity_reaches_only_the_hosts_its_component_allows() {
         "weir_egress_denied_total counts them"
     );
 }
+
+/// Issue 15 item 4: a secret named by a component reaches that component's guests as an
+/// environment variable, and nothing an attempt produces (its ok value, its err value) holds
+/// the value: the guest quotes it everywhere, Weir redacts it. The same component without
+/// the secret named does not see it, and a named secret the worker was not given refuses the
+/// load.
+#[tokio::test]
+async fn a_secret_reaches_only_its_component_and_is_redacted_from_what_it_produces() {
+    use secrecy::SecretString;
+    let server = TestServer::start();
+    let token = format!("tok-{}", std::process::id());
+    let named = |text: String| {
+        text.replace(
+            "path = \"leaky.wasm\"\n",
+            "path = \"leaky.wasm\"\nsecrets = [\"API_TOKEN\"]\n",
+        )
+    };
+    let text = named(std::fs::read_to_string(components_toml()).unwrap());
+    let specs = weir::wasm::ComponentsFile::parse(&text, &components_toml())
+        .unwrap()
+        .resolve(&examples_dir())
+        .unwrap();
+    let mut secrets = weir::wasm::secrets::Secrets::default();
+    secrets
+        .insert("API_TOKEN", SecretString::from(token.clone()), "test")
+        .unwrap();
+    let host =
+        weir::wasm::WasmHost::load_with_secrets(engine_config(), specs.clone(), &secrets).unwrap();
+    let has = "weir-examples:secrets/leaky.has-token";
+    let call = "weir-examples:secrets/leaky.call-with-token";
+    assert_eq!(
+        run(&host, has, json!([])).await,
+        ExecutionResult::Ok(json!(true))
+    );
+    let answer = run(&host, call, json!([server.url("/api")])).await;
+    let ExecutionResult::Ok(serde_json::Value::String(text)) = &answer else {
+        panic!("{answer:?}")
+    };
+    assert!(
+        text.contains("token [secret API_TOKEN] got status 200"),
+        "{text}"
+    );
+    assert!(!text.contains(&token), "{text}");
+    let requests = server.requests.lock().unwrap().clone();
+    assert!(
+        requests.iter().any(|r| r
+            .to_lowercase()
+            .contains(&format!("authorization: bearer {token}"))),
+        "the guest sent its token to the allowed host: {requests:?}"
+    );
+    // The err path: a refused connection, retried, quoted in the err value.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let failed = run(&host, call, json!([format!("http://127.0.0.1:{closed}/")])).await;
+    let ExecutionResult::Err(serde_json::Value::String(text)) = &failed else {
+        panic!("{failed:?}")
+    };
+    assert!(
+        text.contains("with token [secret API_TOKEN] failed"),
+        "{text}"
+    );
+    assert!(!text.contains(&token), "{text}");
+
+    // Not named: not seen.
+    let plain = wasm_common::host();
+    assert_eq!(
+        run(&plain, has, json!([])).await,
+        ExecutionResult::Ok(json!(false))
+    );
+    // Named but not given: the load is refused, naming both.
+    match weir::wasm::WasmHost::load(engine_config(), specs) {
+        Err(e) => {
+            let e = e.to_string();
+            assert!(e.contains("leaky") && e.contains("API_TOKEN"), "{e}");
+        }
+        Ok(_) => panic!("a component whose secret is missing was loaded"),
+    }
+}
+
+/// The result of one run of `function` on `host`, with its retries.
+async fn run(
+    host: &weir::wasm::WasmHost,
+    function: &str,
+    params: serde_json::Value,
+) -> ExecutionResult {
+    host.run_activity(&ffqn(function), &params, Cancellation::never())
+        .await
+        .unwrap()
+        .result
+}

@@ -73,7 +73,7 @@ async fn submit_inner(args: SubmitArgs) -> anyhow::Result<ExitCode> {
         anyhow::bail!("params must be a JSON array, one element per parameter");
     }
     let topology = topology(&args.cluster)?;
-    let kafka = args.cluster.kafka();
+    let kafka = args.cluster.kafka()?;
     let codec = Codec::single_object();
     let id = ExecutionId::top_level(ulid::Ulid::new());
     let results = topology.topic(TopicRole::Results);
@@ -83,7 +83,10 @@ async fn submit_inner(args: SubmitArgs) -> anyhow::Result<ExitCode> {
     let listener: Option<BaseConsumer> = if args.follow {
         let mut config = kafka.client();
         config
-            .set("group.id", format!("weir-submit-{}", ulid::Ulid::new()))
+            .set(
+                "group.id",
+                kafka.group_id(&format!("weir-submit-{}", ulid::Ulid::new())),
+            )
             .set("isolation.level", "read_committed")
             .set("enable.auto.commit", "false");
         let consumer: BaseConsumer = config.create()?;
@@ -167,7 +170,7 @@ async fn submit_inner(args: SubmitArgs) -> anyhow::Result<ExitCode> {
 }
 
 async fn store(cluster: &ClusterArgs) -> anyhow::Result<CqlStore> {
-    let session = connect(&cluster.cql()).await?;
+    let session = connect(&cluster.cql()?).await?;
     Ok(CqlStore::new(Arc::new(session), &cluster.keyspace).await?)
 }
 

@@ -6,6 +6,7 @@
 //! (`submit --follow`).
 
 mod client;
+mod security;
 mod topology;
 mod worker;
 
@@ -73,25 +74,34 @@ pub struct ClusterArgs {
     /// Folder with topics.toml and routes.toml.
     #[arg(long, env = "WEIR_TOPOLOGY", default_value = options::DEFAULT_TOPOLOGY)]
     pub topology: std::path::PathBuf,
-    /// Prefix of every topic name (`<namespace>.weir.submissions`), to share a Kafka cluster.
+    /// Prefix of every topic name (`<namespace>.weir.submissions`), consumer group and
+    /// transactional id, to share a Kafka cluster.
     #[arg(long, env = "WEIR_NAMESPACE", default_value = options::DEFAULT_NAMESPACE)]
     pub namespace: String,
+    #[command(flatten)]
+    pub kafka_security: security::KafkaSecurityArgs,
+    #[command(flatten)]
+    pub cql_security: security::CqlSecurityArgs,
 }
 
 impl ClusterArgs {
-    pub fn kafka(&self) -> KafkaConfig {
-        KafkaConfig {
+    pub fn kafka(&self) -> Result<KafkaConfig, security::SecurityArgsError> {
+        Ok(KafkaConfig {
             brokers: self.brokers.clone(),
+            security: self.kafka_security.security()?,
+            namespace: self.namespace.clone(),
             properties: self.kafka_properties.clone(),
-        }
+        })
     }
 
-    pub fn cql(&self) -> CqlConfig {
-        CqlConfig {
+    pub fn cql(&self) -> Result<CqlConfig, security::SecurityArgsError> {
+        Ok(CqlConfig {
             contact_points: self.cql.clone(),
             keyspace: self.keyspace.clone(),
             replication_factor: self.cql_replication_factor,
-        }
+            login: self.cql_security.login()?,
+            tls: self.cql_security.tls()?,
+        })
     }
 }
 

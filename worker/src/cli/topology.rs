@@ -8,7 +8,7 @@ use clap::Subcommand;
 use super::ClusterArgs;
 use crate::kafka::admin::{AdminError, TopicOutcome, apply_topics};
 use crate::store::schema::{self, TableOutcome};
-use crate::store::{StoreError, connect};
+use crate::store::{CqlConfig, StoreError, connect};
 use crate::topology::Topology;
 
 #[derive(Debug, Subcommand)]
@@ -34,8 +34,15 @@ pub async fn run(command: TopologyCommand) -> ExitCode {
         };
     let mut drift = false;
     let mut failed = false;
+    let kafka = match args.kafka() {
+        Ok(kafka) => kafka,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
 
-    match apply_topics(&args.kafka(), &topology.topics, create).await {
+    match apply_topics(&kafka, &topology.topics, create).await {
         Ok(outcomes) => {
             for (topic, outcome) in outcomes {
                 let verb = match outcome {
@@ -55,7 +62,14 @@ pub async fn run(command: TopologyCommand) -> ExitCode {
         }
     }
 
-    match apply_schema(&args, create).await {
+    let cql = match args.cql() {
+        Ok(cql) => cql,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match apply_schema(&cql, create).await {
         Ok(outcomes) => {
             for (table, outcome) in outcomes {
                 let verb = match outcome {
@@ -85,12 +99,11 @@ pub async fn run(command: TopologyCommand) -> ExitCode {
 }
 
 async fn apply_schema(
-    args: &ClusterArgs,
+    config: &CqlConfig,
     create: bool,
 ) -> Result<Vec<(String, TableOutcome)>, StoreError> {
     let tables = schema::parse_tables(schema::TABLES_CQL)?;
-    let config = args.cql();
-    let session = connect(&config).await?;
+    let session = connect(config).await?;
     schema::apply(
         &session,
         &config.keyspace,

@@ -39,6 +39,11 @@ pub struct WorkerArgs {
         default_value = options::DEFAULT_COMPONENTS_DIR
     )]
     pub components_dir: PathBuf,
+    /// A secret for the activities whose components name it (`secrets = [...]` in
+    /// components.toml), `NAME=file:PATH` or `NAME=env:VARIABLE` (repeatable). Its value is
+    /// given to those components only, and redacted from everything Weir writes.
+    #[arg(long = "secret", value_parser = super::security::parse_secret_arg)]
+    pub secrets: Vec<super::security::SecretArg>,
     /// The cache of compiled components (a restart loads them instead of recompiling).
     #[arg(
         long,
@@ -266,6 +271,7 @@ async fn serve(args: WorkerArgs) -> anyhow::Result<()> {
         },
         &args.components,
         &args.components_dir,
+        &super::security::load_secrets(&args.secrets)?,
     )?);
     host.registry().check_routes(&topology)?;
     let registry: Option<Arc<dyn SchemaRegistry>> = match &args.schema_registry {
@@ -281,17 +287,10 @@ async fn serve(args: WorkerArgs) -> anyhow::Result<()> {
     let metrics = Arc::new(Metrics::default());
     metrics::serve(Arc::clone(&metrics), args.metrics_addr).await?;
     let departure = Departure::default();
-    let prefix = if cluster.namespace.is_empty() {
-        String::new()
-    } else {
-        format!("{}.", cluster.namespace)
-    };
+    let kafka = cluster.kafka()?;
     let config = |group: &str| {
-        let mut config = WorkerConfig::new(
-            cluster.kafka(),
-            format!("{prefix}{group}"),
-            instance_id.clone(),
-        );
+        let mut config =
+            WorkerConfig::new(kafka.clone(), kafka.group_id(group), instance_id.clone());
         config.commit_interval = Duration::from_millis(args.commit_interval_ms);
         config.materialise_linger = Duration::from_millis(args.materialise_linger_ms);
         config.max_batch_records = args.max_batch;
@@ -340,7 +339,7 @@ async fn serve(args: WorkerArgs) -> anyhow::Result<()> {
 
     let mut tasks = tokio::task::JoinSet::new();
     if !args.activities_only {
-        let session = connect(&cluster.cql()).await?;
+        let session = connect(&cluster.cql()?).await?;
         let store = Arc::new(CqlStore::new(Arc::new(session), &cluster.keyspace).await?);
         let worker = WorkflowWorker::new(
             config("weir.workflow-workers"),

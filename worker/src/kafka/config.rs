@@ -55,13 +55,234 @@ pub fn check_codecs() -> Result<String, CodecsError> {
     }
 }
 
-/// How to reach Kafka, plus extra librdkafka properties (`security.protocol`, SASL, …).
-#[derive(Debug, Clone)]
+/// How to reach Kafka: brokers, how Weir's clients authenticate and encrypt, the namespace
+/// their consumer groups live in, and extra librdkafka properties.
+#[derive(Clone)]
 pub struct KafkaConfig {
     /// `host:port[,host:port…]`
     pub brokers: String,
+    /// TLS and SASL of every client (applied before `properties`).
+    pub security: KafkaSecurity,
+    /// Prefix of every consumer group and transactional id (`<namespace>.`), as of every topic,
+    /// so that one set of prefixed ACLs covers a deployment (`docs/security.md`). Empty: none.
+    pub namespace: String,
     /// Extra librdkafka properties applied to every client, after Weir's own.
     pub properties: Vec<(String, String)>,
+}
+
+/// `security.protocol` of librdkafka.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum SecurityProtocol {
+    #[default]
+    Plaintext,
+    Ssl,
+    SaslPlaintext,
+    SaslSsl,
+}
+
+impl SecurityProtocol {
+    fn property(self) -> &'static str {
+        match self {
+            SecurityProtocol::Plaintext => "plaintext",
+            SecurityProtocol::Ssl => "ssl",
+            SecurityProtocol::SaslPlaintext => "sasl_plaintext",
+            SecurityProtocol::SaslSsl => "sasl_ssl",
+        }
+    }
+
+    fn uses_tls(self) -> bool {
+        matches!(self, SecurityProtocol::Ssl | SecurityProtocol::SaslSsl)
+    }
+
+    fn uses_sasl(self) -> bool {
+        matches!(
+            self,
+            SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl
+        )
+    }
+}
+
+/// The SASL mechanisms Weir's build of librdkafka has (GSSAPI is not built in).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum SaslMechanism {
+    Plain,
+    #[value(name = "scram-sha-256")]
+    ScramSha256,
+    #[default]
+    #[value(name = "scram-sha-512")]
+    ScramSha512,
+}
+
+impl SaslMechanism {
+    fn property(self) -> &'static str {
+        match self {
+            SaslMechanism::Plain => "PLAIN",
+            SaslMechanism::ScramSha256 => "SCRAM-SHA-256",
+            SaslMechanism::ScramSha512 => "SCRAM-SHA-512",
+        }
+    }
+}
+
+/// A SASL login. The password is never printed (`Debug` shows `[REDACTED]`).
+#[derive(Clone, Debug)]
+pub struct SaslLogin {
+    pub mechanism: SaslMechanism,
+    pub username: String,
+    pub password: secrecy::SecretString,
+}
+
+/// TLS files of a client, all PEM. Without `ca`, the system's trust store is used.
+#[derive(Clone, Debug, Default)]
+pub struct TlsFiles {
+    /// CA certificates that sign the brokers' certificates.
+    pub ca: Option<std::path::PathBuf>,
+    /// Client certificate and its key, for brokers that require mutual TLS.
+    pub cert: Option<std::path::PathBuf>,
+    pub key: Option<std::path::PathBuf>,
+}
+
+/// How every Weir client reaches the brokers: plaintext by default.
+#[derive(Clone, Debug)]
+pub struct KafkaSecurity {
+    pub protocol: SecurityProtocol,
+    pub sasl: Option<SaslLogin>,
+    pub tls: TlsFiles,
+    /// Check that a broker's certificate names the host it was reached at (on by default;
+    /// librdkafka's `ssl.endpoint.identification.algorithm=https`).
+    pub verify_hostname: bool,
+}
+
+impl Default for KafkaSecurity {
+    fn default() -> Self {
+        KafkaSecurity {
+            protocol: SecurityProtocol::Plaintext,
+            sasl: None,
+            tls: TlsFiles::default(),
+            verify_hostname: true,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SecurityError {
+    #[error(
+        "--kafka-security-protocol {protocol:?} needs a SASL login (--kafka-sasl-username and a password)"
+    )]
+    MissingLogin { protocol: SecurityProtocol },
+    #[error(
+        "a SASL login is given, but --kafka-security-protocol {protocol:?} does not use SASL (use sasl-ssl or sasl-plaintext)"
+    )]
+    UnusedLogin { protocol: SecurityProtocol },
+    #[error(
+        "TLS files are given, but --kafka-security-protocol {protocol:?} does not use TLS (use ssl or sasl-ssl)"
+    )]
+    UnusedTls { protocol: SecurityProtocol },
+    #[error(
+        "a SASL login needs both --kafka-sasl-username and a password (--kafka-sasl-password-file or WEIR_KAFKA_SASL_PASSWORD)"
+    )]
+    HalfALogin,
+    #[error(
+        "a client certificate needs its key, and a key its certificate (--kafka-tls-cert, --kafka-tls-key)"
+    )]
+    HalfAPair,
+    #[error("Kafka TLS file {path}: {source}")]
+    File {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+}
+
+impl KafkaSecurity {
+    /// Checks that the settings fit together and that every file named can be read, so that a
+    /// mistake is reported at start rather than as a client that never connects.
+    pub fn validate(&self) -> Result<(), SecurityError> {
+        let protocol = self.protocol;
+        match (&self.sasl, protocol.uses_sasl()) {
+            (None, true) => return Err(SecurityError::MissingLogin { protocol }),
+            (Some(_), false) => return Err(SecurityError::UnusedLogin { protocol }),
+            _ => {}
+        }
+        let tls = &self.tls;
+        let files: Vec<&std::path::PathBuf> = [&tls.ca, &tls.cert, &tls.key]
+            .into_iter()
+            .flatten()
+            .collect();
+        if !files.is_empty() && !protocol.uses_tls() {
+            return Err(SecurityError::UnusedTls { protocol });
+        }
+        if tls.cert.is_some() != tls.key.is_some() {
+            return Err(SecurityError::HalfAPair);
+        }
+        for path in files {
+            std::fs::metadata(path).map_err(|source| SecurityError::File {
+                path: path.clone(),
+                source,
+            })?;
+        }
+        Ok(())
+    }
+
+    fn apply(&self, config: &mut ClientConfig) {
+        use secrecy::ExposeSecret;
+        config.set("security.protocol", self.protocol.property());
+        if let Some(login) = &self.sasl {
+            config
+                .set("sasl.mechanism", login.mechanism.property())
+                .set("sasl.username", &login.username)
+                .set("sasl.password", login.password.expose_secret());
+        }
+        if self.protocol.uses_tls() {
+            let path = |p: &std::path::PathBuf| p.to_string_lossy().into_owned();
+            if let Some(ca) = &self.tls.ca {
+                config.set("ssl.ca.location", path(ca));
+            }
+            if let (Some(cert), Some(key)) = (&self.tls.cert, &self.tls.key) {
+                config
+                    .set("ssl.certificate.location", path(cert))
+                    .set("ssl.key.location", path(key));
+            }
+            let check = if self.verify_hostname {
+                "https"
+            } else {
+                "none"
+            };
+            config.set("ssl.endpoint.identification.algorithm", check);
+        }
+    }
+}
+
+/// Keys of librdkafka properties whose values are credentials (librdkafka marks the same ones
+/// sensitive and never logs them); [`KafkaConfig`]'s `Debug` hides their values.
+fn is_sensitive(key: &str) -> bool {
+    key.contains("password")
+        || key.contains("secret")
+        || key.ends_with(".key.pem")
+        || key == "sasl.oauthbearer.config"
+}
+
+impl std::fmt::Debug for KafkaConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let properties: Vec<(&str, &str)> = self
+            .properties
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.as_str(),
+                    if is_sensitive(k) {
+                        "[REDACTED]"
+                    } else {
+                        v.as_str()
+                    },
+                )
+            })
+            .collect();
+        f.debug_struct("KafkaConfig")
+            .field("brokers", &self.brokers)
+            .field("security", &self.security)
+            .field("namespace", &self.namespace)
+            .field("properties", &properties)
+            .finish()
+    }
 }
 
 /// How a consumer is a member of its group.
@@ -80,7 +301,19 @@ impl KafkaConfig {
     pub fn new(brokers: impl Into<String>) -> Self {
         KafkaConfig {
             brokers: brokers.into(),
+            security: KafkaSecurity::default(),
+            namespace: String::new(),
             properties: Vec::new(),
+        }
+    }
+
+    /// `name` in this deployment's namespace: what every consumer group and transactional id
+    /// of Weir is called, so that ACLs on the prefix `<namespace>.` cover them all.
+    pub fn group_id(&self, name: &str) -> String {
+        if self.namespace.is_empty() {
+            name.to_owned()
+        } else {
+            format!("{}.{name}", self.namespace)
         }
     }
 
@@ -147,9 +380,11 @@ impl KafkaConfig {
             .set("message.max.bytes", MAX_PRODUCED_RECORD_BYTES.to_string());
     }
 
-    /// Brokers, then the user's properties last so that they can override Weir's defaults.
+    /// Brokers and security, then the user's properties last so that they can override Weir's
+    /// defaults.
     fn finish(&self, mut config: ClientConfig) -> ClientConfig {
         config.set("bootstrap.servers", &self.brokers);
+        self.security.apply(&mut config);
         for (key, value) in &self.properties {
             config.set(key, value);
         }
@@ -196,5 +431,92 @@ mod tests {
             .push(("heartbeat.interval.ms".into(), "500".into()));
         let member = kafka.member("g", &MemberSettings::default());
         assert_eq!(member.get("heartbeat.interval.ms"), Some("500"));
+    }
+
+    #[test]
+    fn every_client_gets_the_security_settings_and_debug_never_shows_a_password() {
+        let mut kafka = KafkaConfig::new("broker:9093");
+        kafka.security = KafkaSecurity {
+            protocol: SecurityProtocol::SaslSsl,
+            sasl: Some(SaslLogin {
+                mechanism: SaslMechanism::ScramSha512,
+                username: "worker".into(),
+                password: secrecy::SecretString::from("pw-123".to_owned()),
+            }),
+            tls: TlsFiles {
+                ca: Some("/etc/ca.pem".into()),
+                ..TlsFiles::default()
+            },
+            verify_hostname: true,
+        };
+        kafka
+            .properties
+            .push(("ssl.key.password".into(), "kp-456".into()));
+        for config in [
+            kafka.client(),
+            kafka.producer(),
+            kafka.transactional_producer("t"),
+            kafka.consumer("g"),
+        ] {
+            assert_eq!(config.get("security.protocol"), Some("sasl_ssl"));
+            assert_eq!(config.get("sasl.mechanism"), Some("SCRAM-SHA-512"));
+            assert_eq!(config.get("sasl.username"), Some("worker"));
+            assert_eq!(config.get("sasl.password"), Some("pw-123"));
+            assert_eq!(config.get("ssl.ca.location"), Some("/etc/ca.pem"));
+            assert_eq!(
+                config.get("ssl.endpoint.identification.algorithm"),
+                Some("https")
+            );
+        }
+        let shown = format!("{kafka:?}");
+        assert!(
+            !shown.contains("pw-123") && !shown.contains("kp-456"),
+            "{shown}"
+        );
+        assert!(shown.contains("worker"), "{shown}");
+    }
+
+    #[test]
+    fn security_settings_that_do_not_fit_together_are_refused() {
+        let login = || SaslLogin {
+            mechanism: SaslMechanism::Plain,
+            username: "u".into(),
+            password: secrecy::SecretString::from("p".to_owned()),
+        };
+        let with = |protocol, sasl: Option<SaslLogin>, ca: Option<&str>| KafkaSecurity {
+            protocol,
+            sasl,
+            tls: TlsFiles {
+                ca: ca.map(Into::into),
+                ..TlsFiles::default()
+            },
+            verify_hostname: true,
+        };
+        assert!(matches!(
+            with(SecurityProtocol::SaslSsl, None, None).validate(),
+            Err(SecurityError::MissingLogin { .. })
+        ));
+        assert!(matches!(
+            with(SecurityProtocol::Ssl, Some(login()), None).validate(),
+            Err(SecurityError::UnusedLogin { .. })
+        ));
+        assert!(matches!(
+            with(SecurityProtocol::SaslPlaintext, Some(login()), Some("/x")).validate(),
+            Err(SecurityError::UnusedTls { .. })
+        ));
+        assert!(matches!(
+            with(SecurityProtocol::Ssl, None, Some("/nonexistent/ca.pem")).validate(),
+            Err(SecurityError::File { .. })
+        ));
+        assert!(
+            with(SecurityProtocol::SaslPlaintext, Some(login()), None)
+                .validate()
+                .is_ok()
+        );
+        assert!(KafkaSecurity::default().validate().is_ok());
+        assert_eq!(
+            KafkaConfig::new("b").client().get("security.protocol"),
+            Some("plaintext")
+        );
     }
 }

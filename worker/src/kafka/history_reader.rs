@@ -140,7 +140,7 @@ fn consumer(
 ) -> Result<BaseConsumer<QuietEof>, KafkaError> {
     let mut config = kafka.client();
     config
-        .set("group.id", format!("weir-catchup-{owner}"))
+        .set("group.id", kafka.group_id(&format!("weir-catchup-{owner}")))
         .set("isolation.level", isolation)
         .set("enable.auto.commit", "false")
         .set("enable.partition.eof", "true")

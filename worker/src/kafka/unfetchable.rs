@@ -224,7 +224,7 @@ impl ConsumerContext for ProbeContext {}
 fn probe(kafka: &KafkaConfig, topic: &str, partition: i32, offset: i64) -> Probe {
     let mut config = kafka.client();
     config
-        .set("group.id", "weir-unfetchable-probe")
+        .set("group.id", kafka.group_id("weir-unfetchable-probe"))
         .set("isolation.level", "read_committed")
         .set("enable.auto.commit", "false")
         .set("enable.partition.eof", "true");

@@ -26,7 +26,7 @@ pub use rows::{
     Checkpoint, EntryKind, ExecutionRow, ExecutionState, HistoryRow, MaterialiseJob, TimerKey,
     TimerKind, TimerRow, TimerWatermark, WriteStamp,
 };
-pub use session::{CqlConfig, StoreError, connect};
+pub use session::{ConnectFailure, CqlConfig, CqlLogin, CqlTls, StoreError, connect};
 
 use crate::model::ids::ExecutionId;
 

@@ -49,7 +49,9 @@ impl StoreError {
     /// Whether the error can pass by itself (an outage), so that a retry may succeed.
     pub fn is_transient(&self) -> bool {
         match self {
-            StoreError::Connect { .. } | StoreError::Result { .. } => true,
+            // A refused login or certificate is a configuration to fix, not an outage.
+            StoreError::Connect { failure, .. } => *failure == super::ConnectFailure::Other,
+            StoreError::Result { .. } => true,
             StoreError::Execute { source, .. } => !matches!(
                 **source,
                 scylla::errors::ExecutionError::BadQuery(_)
@@ -59,6 +61,8 @@ impl StoreError {
             | StoreError::Corrupt { .. }
             | StoreError::TimerRange { .. }
             | StoreError::SchemaFile(_)
+            | StoreError::TlsFile { .. }
+            | StoreError::Tls(_)
             | StoreError::Drift { .. } => false,
         }
     }

@@ -35,6 +35,7 @@ use crate::model::{ExecutionErrorKind, ExecutionResult};
 use super::egress::{Egress, EgressHooks};
 use super::limits::{self, MemoryLimiter};
 use super::registry::{FunctionInfo, Limits, RetryPolicy};
+use super::secrets::{ComponentSecrets, GuestStderr};
 use super::values;
 
 /// Store data of an activity instance.
@@ -146,6 +147,8 @@ pub(crate) struct ActivityTemplate {
     pub inline: bool,
     /// The hosts its attempts may reach (`ComponentSpec::egress`).
     pub egress: Arc<Egress>,
+    /// Its component's secrets: the guests' environment, redacted from what they produce.
+    pub secrets: Arc<ComponentSecrets>,
 }
 
 /// First and longest pause of an attempt waiting for a free slot of the instance pool.
@@ -244,6 +247,8 @@ impl ActivityTemplate {
                 format!("the attempt took longer than {limit:?}"),
             ),
         };
+        // Nothing an attempt produces leaves it with a secret's value in it.
+        self.secrets.redact_result(&mut report.result);
         report
     }
 
@@ -255,10 +260,15 @@ impl ActivityTemplate {
     ) -> wasmtime::Result<(Store<ActivityState>, wasmtime::component::Instance)> {
         let mut pause = POOL_WAIT_FIRST;
         loop {
+            let mut wasi = WasiCtx::builder();
+            wasi.stderr(GuestStderr(Arc::clone(&self.secrets)));
+            for (name, value) in self.secrets.env() {
+                wasi.env(name, value);
+            }
             let state = ActivityState {
-                wasi: WasiCtx::builder().inherit_stderr().build(),
+                wasi: wasi.build(),
                 http: WasiHttpCtx::new(),
-                egress: EgressHooks(Arc::clone(&self.egress)),
+                egress: EgressHooks(Arc::clone(&self.egress), Arc::clone(&self.secrets)),
                 table: ResourceTable::new(),
                 limiter: MemoryLimiter::new(self.limits.memory_bytes),
             };

@@ -157,7 +157,9 @@ fn parse_rule(rule: &str) -> Result<Rule, &'static str> {
 }
 
 /// The `wasi:http` hooks of an activity instance: its component's [`Egress`].
-pub struct EgressHooks(pub Arc<Egress>);
+/// `wasi:http` hooks of an activity: its allow-list, and its secrets to redact from the URI of a
+/// denied request before it is logged.
+pub struct EgressHooks(pub Arc<Egress>, pub Arc<super::secrets::ComponentSecrets>);
 
 impl WasiHttpHooks for EgressHooks {
     fn send_request(
@@ -179,7 +181,8 @@ impl WasiHttpHooks for EgressHooks {
         if !self.0.permits(request.uri()) {
             self.0.denied.fetch_add(1, Ordering::Relaxed);
             DENIED_TOTAL.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(uri = %request.uri(), "an activity's HTTP request to a host its component does not allow was denied");
+            let uri = request.uri().to_string();
+            tracing::warn!(uri = %self.1.redact(&uri), "an activity's HTTP request to a host its component does not allow was denied");
             return Box::new(async { Err(Error::HttpRequestDenied) });
         }
         drop(fut);

@@ -17,6 +17,7 @@ use super::registry::{
     ComponentKind, ComponentSpec, ComponentsFile, Limits, Registry, RegistryError, RetryPolicy,
     SubmitError,
 };
+use super::secrets::Secrets;
 use super::workflow::linker::workflow_linker;
 use super::workflow::{RunError, RunStep, WorkflowRun, WorkflowTemplate};
 
@@ -26,6 +27,8 @@ pub enum HostError {
     Registry(#[from] RegistryError),
     #[error(transparent)]
     Engine(#[from] super::engine::EngineError),
+    #[error(transparent)]
+    Secret(#[from] super::secrets::SecretError),
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -44,18 +47,31 @@ pub struct WasmHost {
 
 impl WasmHost {
     /// Reads `components.toml` at `path`, resolving component paths against `base_dir`.
+    /// `secrets` holds the values its components' `secrets` name.
     pub fn from_file(
         config: EngineConfig,
         path: &Path,
         base_dir: &Path,
+        secrets: &Secrets,
     ) -> Result<Self, HostError> {
         let specs = ComponentsFile::read(path)?.resolve(base_dir)?;
-        Self::load(config, specs)
+        Self::load_with_secrets(config, specs, secrets)
+    }
+
+    /// [`load_with_secrets`](Self::load_with_secrets) without secrets: a component that names
+    /// one is refused.
+    pub fn load(config: EngineConfig, specs: Vec<ComponentSpec>) -> Result<Self, HostError> {
+        Self::load_with_secrets(config, specs, &Secrets::default())
     }
 
     /// Compiles (or loads cached) components, links every workflow against the registry and
-    /// every activity against WASI, and pre-instantiates them all.
-    pub fn load(config: EngineConfig, specs: Vec<ComponentSpec>) -> Result<Self, HostError> {
+    /// every activity against WASI, and pre-instantiates them all; each activity gets the
+    /// secrets its component names, and no other.
+    pub fn load_with_secrets(
+        config: EngineConfig,
+        specs: Vec<ComponentSpec>,
+        secrets: &Secrets,
+    ) -> Result<Self, HostError> {
         let engine = WasmEngine::new(config)?;
         let registry = Arc::new(Registry::load(&engine, specs)?);
         let fuel_yield_interval = engine.config().fuel_yield_interval;
@@ -93,6 +109,7 @@ impl WasmHost {
                 // A stub's code is never run: it only lends its WIT to the registry.
                 ComponentKind::Activity if component.spec.stub => {}
                 ComponentKind::Activity => {
+                    let secrets = Arc::new(secrets.for_component(name, &component.spec.secrets)?);
                     let pre = activity_linker
                         .instantiate_pre(&component.component)
                         .map_err(|e| RegistryError::UnsatisfiedImport {
@@ -111,6 +128,7 @@ impl WasmHost {
                                 fuel_yield_interval,
                                 inline: component.spec.inline,
                                 egress: Arc::clone(&component.spec.egress),
+                                secrets: Arc::clone(&secrets),
                             },
                         );
                     }

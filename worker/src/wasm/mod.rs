@@ -11,6 +11,8 @@
 //!   functions) and runs driven by the replay engine (hot and cold path).
 //! - [`activity`]: WASI p2 + outgoing HTTP, timeout, retries with backoff and jitter,
 //!   cancellation.
+//! - [`egress`]: the hosts an activity may reach; [`secrets`]: the values only its component
+//!   sees, and their redaction from everything an attempt produces.
 //! - [`host`]: [`WasmHost`], everything above loaded and pre-instantiated.
 //! - [`inline`]: activities a workflow worker runs itself (the core's inline seam).
 //! - `memory` (feature `test-util`): an in-memory driver of the partition processor that
@@ -30,6 +32,7 @@ pub mod limits;
 #[cfg(any(test, feature = "test-util"))]
 pub mod memory;
 pub mod registry;
+pub mod secrets;
 pub mod values;
 pub mod workflow;
 

@@ -90,6 +90,10 @@ pub struct ComponentEntry {
     /// (`scheme://host[:port]`, see [`super::egress`]); none by default.
     #[serde(default)]
     pub allowed_hosts: Vec<String>,
+    /// Activities Weir runs: names of the secrets (given to the worker with `--secret`) its
+    /// attempts see as environment variables (see [`super::secrets`]); none by default.
+    #[serde(default)]
+    pub secrets: Vec<String>,
     /// The content digest the file must have (`sha256:<hex>`, see
     /// [`super::engine::component_digest`]): a file swapped on disk is refused, not run.
     pub digest: Option<String>,
@@ -136,6 +140,8 @@ pub struct ComponentSpec {
     pub egress: std::sync::Arc<super::egress::Egress>,
     /// The content digest recorded for its file, if any (checked at load).
     pub digest: Option<String>,
+    /// Names of the secrets its activities see (`ComponentEntry::secrets`).
+    pub secrets: Vec<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -252,6 +258,16 @@ impl ComponentsFile {
                         "only an activity Weir runs has allowed_hosts (workflows have no network)",
                     ));
                 }
+                if !c.secrets.is_empty() && (c.kind != ComponentKind::Activity || c.stub || c.external) {
+                    return Err(invalid(
+                        "only an activity Weir runs has secrets (a workflow must be replayable from its history alone)",
+                    ));
+                }
+                if let Some(name) = c.secrets.iter().find(|n| !super::secrets::valid_name(n)) {
+                    return Err(invalid(&format!(
+                        "secret name `{name}` must be an environment variable name (ASCII letters, digits, `_`)"
+                    )));
+                }
                 let egress = super::egress::Egress::parse(&c.name, &c.allowed_hosts)
                     .map_err(|e| invalid(&e.to_string()))?;
                 if let Some(digest) = &c.digest {
@@ -323,6 +339,7 @@ impl ComponentsFile {
                     inline,
                     egress: std::sync::Arc::new(egress),
                     digest: c.digest.clone(),
+                    secrets: c.secrets.clone(),
                 })
             })
             .collect()

@@ -73,8 +73,13 @@ pub fn engine_config() -> EngineConfig {
 pub fn host() -> Arc<WasmHost> {
     let dir = examples_dir();
     Arc::new(
-        WasmHost::from_file(engine_config(), &components_toml(), &dir)
-            .unwrap_or_else(|e| panic!("loading the host failed: {e}")),
+        WasmHost::from_file(
+            engine_config(),
+            &components_toml(),
+            &dir,
+            &Default::default(),
+        )
+        .unwrap_or_else(|e| panic!("loading the host failed: {e}")),
     )
 }
 
@@ -99,6 +104,8 @@ pub fn ffqn(s: &str) -> Ffqn {
 pub struct TestServer {
     pub port: u16,
     pub counts: Arc<Mutex<HashMap<String, u32>>>,
+    /// The head (request line and headers) of every request, in order.
+    pub requests: Arc<Mutex<Vec<String>>>,
 }
 
 impl TestServer {
@@ -107,6 +114,8 @@ impl TestServer {
         let port = listener.local_addr().unwrap().port();
         let counts = Arc::new(Mutex::new(HashMap::new()));
         let c = counts.clone();
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let r = requests.clone();
         std::thread::spawn(move || {
             for stream in listener.incoming() {
                 let Ok(mut stream) = stream else { continue };
@@ -119,6 +128,7 @@ impl TestServer {
                     }
                 }
                 let text = String::from_utf8_lossy(&buf);
+                r.lock().unwrap().push(text.to_string());
                 let path = text.split_whitespace().nth(1).unwrap_or("/").to_string();
                 let body = if path.starts_with("/counter/") {
                     let mut counts = c.lock().unwrap();
@@ -135,7 +145,11 @@ impl TestServer {
                 );
             }
         });
-        TestServer { port, counts }
+        TestServer {
+            port,
+            counts,
+            requests,
+        }
     }
 
     pub fn url(&self, path: &str) -> String {
