@@ -25,6 +25,36 @@ use_test_stack() {
   export WEIR_CQL="127.0.0.1:$WEIR_CQL_PORT"
 }
 
+# The secure stack of the security tests (stack.sh with WEIR_STACK_SECURE=1): Kafka with SASL_SSL
+# (PLAIN and SCRAM-SHA-512) and ACLs, Cassandra with TLS and passwords; its own data, TLS files
+# and ports (below 32768), set by the WEIR_SECURE_* variables, beside the other two stacks.
+# Exports the WEIR_SECURE_* addresses that `stack.sh env` prints; not WEIR_BROKERS / WEIR_CQL.
+use_secure_stack() {
+  export WEIR_STACK_SECURE=1
+  export WEIR_STACK_DIR="${WEIR_SECURE_STACK_DIR:-$WEIR_CACHE/secure-stack}"
+  export WEIR_KAFKA_PORT="${WEIR_SECURE_KAFKA_PORT:-19192}"
+  export WEIR_KAFKA_CONTROLLER_PORT="${WEIR_SECURE_KAFKA_CONTROLLER_PORT:-19193}"
+  export WEIR_KAFKA_INTERNAL_PORT="${WEIR_SECURE_KAFKA_INTERNAL_PORT:-19194}"
+  export WEIR_CQL_PORT="${WEIR_SECURE_CQL_PORT:-19142}"
+  export WEIR_CASSANDRA_STORAGE_PORT="${WEIR_SECURE_CASSANDRA_STORAGE_PORT:-17001}"
+  export WEIR_CASSANDRA_JMX_PORT="${WEIR_SECURE_CASSANDRA_JMX_PORT:-17200}"
+  export WEIR_KAFKA_HEAP="${WEIR_SECURE_KAFKA_HEAP:-384m}"
+  export WEIR_CASSANDRA_HEAP="${WEIR_SECURE_CASSANDRA_HEAP:-768M}"
+  export WEIR_SECURE_BROKERS="127.0.0.1:$WEIR_KAFKA_PORT"
+  export WEIR_SECURE_BROKERS_INTERNAL="127.0.0.1:$WEIR_KAFKA_INTERNAL_PORT"
+  export WEIR_SECURE_CQL="127.0.0.1:$WEIR_CQL_PORT"
+  export WEIR_SECURE_TLS_DIR="$WEIR_STACK_DIR/tls"
+}
+
+# The secure stack's fixed test credentials (test values only; stack.sh and kafka-acls.sh read
+# them from here). Kafka users, each with both SCRAM-SHA-512 and PLAIN, as name:password:
+WEIR_SECURE_KAFKA_USERS="admin:admin-secret worker:worker-secret client:client-secret intruder:intruder-secret"
+# Cassandra: the default superuser cassandra/cassandra, and the role stack.sh creates
+# (LOGIN, SUPERUSER) after start:
+WEIR_SECURE_CQL_USER=weir WEIR_SECURE_CQL_PASSWORD=weir-secret
+# The password of every PKCS12 store (and key) in $WEIR_STACK_DIR/tls:
+WEIR_SECURE_STORE_PASSWORD=weir-store-secret
+
 log() { printf '[weir %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
