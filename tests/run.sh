@@ -25,9 +25,14 @@ resolve_runtime cassandra
 # The external activity of the e2e tests (tests/java/TaxService.java): kafka-clients + Avro only.
 resolve_runtime external-activity "$ROOT/tests/java/pom.xml"
 
+# The secure stack of the security tests (tests/tests/security_e2e.rs): Kafka with SASL_SSL and
+# ACLs, Cassandra with password authentication and TLS, on ports of its own.
+secure() { (use_secure_stack; bash docker/local/stack.sh "$@"); }
+
 stop_stack() {
   local rc=$?
   bash docker/local/stack.sh down || true
+  secure down || true
   log "tests/run.sh finished in $(( $(date +%s) - started ))s with exit code $rc"
 }
 trap stop_stack EXIT
@@ -36,6 +41,10 @@ trap stop_stack EXIT
 bash docker/local/stack.sh reset
 bash docker/local/stack.sh up >"$WEIR_CACHE/test-stack-up.log" 2>&1 &
 stack_pid=$!
+secure reset
+secure up >"$WEIR_CACHE/secure-stack-up.log" 2>&1 &
+secure_pid=$!
+eval "$(secure env)"
 
 if [ -f examples/build.sh ]; then
   log "building the example WASM components"
@@ -53,6 +62,11 @@ if ! wait "$stack_pid"; then
   die "the local stack did not come up"
 fi
 log "stack up: kafka $WEIR_BROKERS, cassandra $WEIR_CQL"
+if ! wait "$secure_pid"; then
+  cat "$WEIR_CACHE/secure-stack-up.log" >&2
+  die "the secure stack did not come up"
+fi
+log "secure stack up: kafka $WEIR_SECURE_BROKERS, cassandra $WEIR_SECURE_CQL"
 "$CARGO_TARGET_DIR/debug/weir" topology apply
 
 log "running the tests"

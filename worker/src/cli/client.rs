@@ -49,6 +49,21 @@ pub struct ShowArgs {
     pub json: bool,
 }
 
+/// Fails with the broker's reason when `topic` cannot be seen (most often a missing ACL: a
+/// topic the user may not describe looks absent, and a later call only says "unknown
+/// partition").
+fn visible(consumer: &BaseConsumer, topic: &str) -> anyhow::Result<()> {
+    let metadata = consumer.fetch_metadata(Some(topic), Duration::from_secs(10))?;
+    match metadata.topics().first().and_then(|t| t.error()) {
+        None => Ok(()),
+        Some(code) => anyhow::bail!(
+            "cannot read topic `{topic}`: {:?} (authorization failures mean the Kafka user lacks \
+             the client's ACLs: docs/security.md)",
+            rdkafka::types::RDKafkaRespErr::from(code)
+        ),
+    }
+}
+
 fn fail(message: impl std::fmt::Display) -> ExitCode {
     eprintln!("error: {message}");
     ExitCode::FAILURE
@@ -90,6 +105,7 @@ async fn submit_inner(args: SubmitArgs) -> anyhow::Result<ExitCode> {
             .set("isolation.level", "read_committed")
             .set("enable.auto.commit", "false");
         let consumer: BaseConsumer = config.create()?;
+        visible(&consumer, &results.name)?;
         let partition = partition_for_key(key.as_bytes(), results.partitions);
         let (_, high) =
             consumer.fetch_watermarks(&results.name, partition, Duration::from_secs(10))?;

@@ -292,6 +292,14 @@ pub fn classify(error: &scylla::errors::NewSessionError) -> ConnectFailure {
         };
     }
     let text = texts.join(" | ");
+    // The driver keeps only the message of the connection's error past its pool.
+    if text.contains("invalid peer certificate") {
+        return if text.contains("NotValidForName") || text.contains("not valid for name") {
+            ConnectFailure::Hostname
+        } else {
+            ConnectFailure::Certificate
+        };
+    }
     if text.contains("Provided username")
         || text.contains("Authentication failed")
         || text.contains("and/or password are incorrect")
