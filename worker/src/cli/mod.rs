@@ -6,6 +6,7 @@
 //! (`submit --follow`).
 
 mod client;
+mod digest;
 mod security;
 mod topology;
 mod worker;
@@ -42,6 +43,8 @@ pub enum Command {
     Status(client::ShowArgs),
     /// Show an execution's history (from the CQL store).
     History(client::ShowArgs),
+    /// Print the content digest of every component, to record in components.toml.
+    Digest(digest::DigestArgs),
 }
 
 /// Where the cluster is: every subcommand that talks to Kafka or the CQL store takes these.
@@ -133,6 +136,7 @@ pub fn main() -> ExitCode {
             Command::Submit(args) => client::submit(args).await,
             Command::Status(args) => client::status(args).await,
             Command::History(args) => client::history(args).await,
+            Command::Digest(args) => digest::run(args),
         }
     })
 }

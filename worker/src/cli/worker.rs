@@ -23,7 +23,7 @@ use crate::options;
 use crate::store::{CqlStore, connect};
 use crate::topology::Topology;
 use crate::wasm::inline::InlineConfig;
-use crate::wasm::{EngineConfig, WasmHost};
+use crate::wasm::{ComponentsFile, EngineConfig, WasmHost};
 
 #[derive(Debug, Clone, Args)]
 pub struct WorkerArgs {
@@ -44,6 +44,10 @@ pub struct WorkerArgs {
     /// given to those components only, and redacted from everything Weir writes.
     #[arg(long = "secret", value_parser = super::security::parse_secret_arg)]
     pub secrets: Vec<super::security::SecretArg>,
+    /// Refuse to start unless every component of the registry records its content digest
+    /// (`digest = "sha256:…"`, printed by `weir digest`): no file runs that was not recorded.
+    #[arg(long, env = "WEIR_REQUIRE_DIGESTS")]
+    pub require_digests: bool,
     /// The cache of compiled components (a restart loads them instead of recompiling).
     #[arg(
         long,
@@ -263,14 +267,26 @@ async fn serve(args: WorkerArgs) -> anyhow::Result<()> {
              and a batch's new starts"
         );
     }
-    let host = Arc::new(WasmHost::from_file(
+    let specs = ComponentsFile::read(&args.components)?.resolve(&args.components_dir)?;
+    if args.require_digests {
+        let unrecorded: Vec<&str> = specs
+            .iter()
+            .filter(|s| s.digest.is_none())
+            .map(|s| s.name.as_str())
+            .collect();
+        anyhow::ensure!(
+            unrecorded.is_empty(),
+            "--require-digests: components {unrecorded:?} of {} record no digest (see `weir digest`)",
+            args.components.display()
+        );
+    }
+    let host = Arc::new(WasmHost::load_with_secrets(
         EngineConfig {
             cache_dir: Some(args.compiled_dir.clone()),
             max_instances,
             ..EngineConfig::default()
         },
-        &args.components,
-        &args.components_dir,
+        specs,
         &super::security::load_secrets(&args.secrets)?,
     )?);
     host.registry().check_routes(&topology)?;
