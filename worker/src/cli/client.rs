@@ -57,9 +57,9 @@ fn visible(consumer: &BaseConsumer, topic: &str) -> anyhow::Result<()> {
     match metadata.topics().first().and_then(|t| t.error()) {
         None => Ok(()),
         Some(code) => anyhow::bail!(
-            "cannot read topic `{topic}`: {:?} (authorization failures mean the Kafka user lacks \
+            "cannot read topic `{topic}`: {} (authorization failures mean the Kafka user lacks \
              the client's ACLs: docs/security.md)",
-            rdkafka::types::RDKafkaRespErr::from(code)
+            rdkafka::error::RDKafkaErrorCode::from(code)
         ),
     }
 }
