@@ -4,7 +4,7 @@
 //! attribute, `WorkerConfig::new`, `EngineConfig::default`) fails here.
 //!
 //! How the README is read: in its `## Configuration` section, a table under the section heading
-//! holds the settings every subcommand shares, a table under ``### `weir <command>` `` those of
+//! holds the settings every subcommand that talks to the cluster (has `--brokers`) shares, a table under ``### `weir <command>` `` those of
 //! that command. A flag cell is `` `--name` `` (anything after the name, like `k=v`, is
 //! ignored), a variable cell `` `WEIR_…` `` or empty; a default cell is `` `value` `` (clap's
 //! default, exactly), `empty` (the empty string) or anything else (`none`, prose): no default.
@@ -178,7 +178,22 @@ fn default_of(arg: &clap::Arg) -> Option<String> {
 fn disagreements(rows: &[Row]) -> Vec<String> {
     let leaves = leaf_commands();
     let mut errors = Vec::new();
-    let covers = |row: &Row, path: &[String]| path.starts_with(&row.command);
+    let talks_to_the_cluster: BTreeSet<Vec<String>> = leaves
+        .iter()
+        .filter(|(_, command)| {
+            command
+                .get_arguments()
+                .any(|a| a.get_long() == Some("brokers"))
+        })
+        .map(|(path, _)| path.clone())
+        .collect();
+    let covers = |row: &Row, path: &[String]| {
+        if row.command.is_empty() {
+            talks_to_the_cluster.contains(path)
+        } else {
+            path.starts_with(&row.command)
+        }
+    };
     let mut seen = BTreeSet::new();
     for row in rows {
         let at = format!("README.md:{}", row.line);

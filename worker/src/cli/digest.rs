@@ -15,6 +15,13 @@ use crate::wasm::engine::{component_digest, read_component};
 
 #[derive(Debug, Clone, Args)]
 pub struct DigestArgs {
+    #[command(flatten)]
+    pub registry: RegistryArgs,
+}
+
+/// Which component registry: `weir worker` and `weir digest` read the same one.
+#[derive(Debug, Clone, Args)]
+pub struct RegistryArgs {
     /// The component registry.
     #[arg(long, env = "WEIR_COMPONENTS", default_value = options::DEFAULT_COMPONENTS)]
     pub components: PathBuf,
@@ -27,10 +34,15 @@ pub struct DigestArgs {
     pub components_dir: PathBuf,
 }
 
+impl RegistryArgs {
+    /// Its entries, with defaults applied and paths resolved.
+    pub fn specs(&self) -> Result<Vec<crate::wasm::ComponentSpec>, crate::wasm::RegistryError> {
+        ComponentsFile::read(&self.components)?.resolve(&self.components_dir)
+    }
+}
+
 pub fn run(args: DigestArgs) -> ExitCode {
-    let specs = match ComponentsFile::read(&args.components)
-        .and_then(|file| file.resolve(&args.components_dir))
-    {
+    let specs = match args.registry.specs() {
         Ok(specs) => specs,
         Err(e) => {
             eprintln!("error: {e}");

@@ -23,22 +23,14 @@ use crate::options;
 use crate::store::{CqlStore, connect};
 use crate::topology::Topology;
 use crate::wasm::inline::InlineConfig;
-use crate::wasm::{ComponentsFile, EngineConfig, WasmHost};
+use crate::wasm::{EngineConfig, WasmHost};
 
 #[derive(Debug, Clone, Args)]
 pub struct WorkerArgs {
     #[command(flatten)]
     pub cluster: ClusterArgs,
-    /// The component registry.
-    #[arg(long, env = "WEIR_COMPONENTS", default_value = options::DEFAULT_COMPONENTS)]
-    pub components: PathBuf,
-    /// Where the registry's relative component paths are resolved.
-    #[arg(
-        long,
-        env = "WEIR_COMPONENTS_DIR",
-        default_value = options::DEFAULT_COMPONENTS_DIR
-    )]
-    pub components_dir: PathBuf,
+    #[command(flatten)]
+    pub registry: super::digest::RegistryArgs,
     /// A secret for the activities whose components name it (`secrets = [...]` in
     /// components.toml), `NAME=file:PATH` or `NAME=env:VARIABLE` (repeatable). Its value is
     /// given to those components only, and redacted from everything Weir writes.
@@ -267,7 +259,7 @@ async fn serve(args: WorkerArgs) -> anyhow::Result<()> {
              and a batch's new starts"
         );
     }
-    let specs = ComponentsFile::read(&args.components)?.resolve(&args.components_dir)?;
+    let specs = args.registry.specs()?;
     if args.require_digests {
         let unrecorded: Vec<&str> = specs
             .iter()
@@ -277,7 +269,7 @@ async fn serve(args: WorkerArgs) -> anyhow::Result<()> {
         anyhow::ensure!(
             unrecorded.is_empty(),
             "--require-digests: components {unrecorded:?} of {} record no digest (see `weir digest`)",
-            args.components.display()
+            args.registry.components.display()
         );
     }
     let host = Arc::new(WasmHost::load_with_secrets(
