@@ -174,7 +174,8 @@ impl Deployment {
         deployment
     }
 
-    fn command(&self) -> Command {
+    /// `weir` with this deployment's cluster, keyspace, namespace and registry in its environment.
+    pub fn command(&self) -> Command {
         let mut command = Command::new(weir_binary());
         command
             .env("WEIR_BROKERS", brokers())

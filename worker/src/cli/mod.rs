@@ -3,10 +3,12 @@
 //!
 //! Exit codes: 0 success, 1 failure, 2 usage error, 3 drift between the topology and what the
 //! cluster holds (`topology apply|check`), 4 an execution that finished with an error
-//! (`submit --follow`).
+//! (`submit --follow`), 5 a recorded execution that does not replay on the build given
+//! (`replay`).
 
 mod client;
 mod digest;
+mod replay;
 mod security;
 mod topology;
 mod worker;
@@ -45,6 +47,9 @@ pub enum Command {
     History(client::ShowArgs),
     /// Print the content digest of every component, to record in components.toml.
     Digest(digest::DigestArgs),
+    /// Replay recorded executions against a build of their workflow, without side effects
+    /// (exit code 5 on a mismatch: gate a deploy on it).
+    Replay(Box<replay::ReplayArgs>),
 }
 
 /// Where the cluster is: every subcommand that talks to Kafka or the CQL store takes these.
@@ -137,6 +142,7 @@ pub fn main() -> ExitCode {
             Command::Status(args) => client::status(args).await,
             Command::History(args) => client::history(args).await,
             Command::Digest(args) => digest::run(args),
+            Command::Replay(args) => replay::run(*args).await,
         }
     })
 }

@@ -44,6 +44,7 @@ struct Statements {
     select_checkpoint: PreparedStatement,
     insert_watermark: PreparedStatement,
     select_watermark: PreparedStatement,
+    scan_executions: PreparedStatement,
 }
 
 /// The real store. Cheap to clone: clones share the session and the prepared statements.
@@ -136,7 +137,62 @@ fn checkpoint_values(
     )
 }
 
+/// An execution as a scan lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListedExecution {
+    pub execution_id: ExecutionId,
+    pub ffqn: String,
+    pub state: weir_core::rows::ExecutionState,
+    pub created_at: DateTime<Utc>,
+}
+
 impl CqlStore {
+    /// Every execution of the keyspace whose function is `ffqn`, read page by page: a scan of
+    /// the whole `executions` table, for offline tools (`weir replay --function`) only. (A
+    /// list served by a table designed for it is issue 14's list and search.) `progress` is
+    /// called with the number of rows read so far, after each page.
+    pub async fn scan_executions_of(
+        &self,
+        ffqn: &str,
+        mut progress: impl FnMut(usize),
+    ) -> Result<Vec<ListedExecution>, StoreError> {
+        type Columns = (String, String, String, DateTime<Utc>);
+        let context = "scan the executions table";
+        let mut rows = self
+            .session
+            .execute_iter(self.statements.scan_executions.clone(), ())
+            .await
+            .map_err(|e| result_error(context, e))?
+            .rows_stream::<Columns>()
+            .map_err(|e| result_error(context, e))?;
+        let mut listed = Vec::new();
+        let mut read = 0;
+        while let Some((id, row_ffqn, state, created_at)) = rows
+            .try_next()
+            .await
+            .map_err(|e| result_error(context, e))?
+        {
+            read += 1;
+            if read % PAGE_SIZE as usize == 0 {
+                progress(read);
+            }
+            if row_ffqn != ffqn {
+                continue;
+            }
+            let execution_id = id.parse().map_err(|e| StoreError::Corrupt {
+                execution_id: id.clone(),
+                reason: format!("not an execution id: {e}"),
+            })?;
+            listed.push(ListedExecution {
+                execution_id,
+                ffqn: row_ffqn,
+                state: parse_name(&state, &id)?,
+                created_at,
+            });
+        }
+        progress(read);
+        Ok(listed)
+    }
     /// One unlogged batch on one partition key: history rows of an execution, and its
     /// execution row if given.
     async fn write_rows(
@@ -247,6 +303,10 @@ impl CqlStore {
             select_watermark: prepare(format!(
                 "SELECT fired_before, owner, updated_at FROM {ks}.timer_watermarks \
                  WHERE kafka_partition = ?"
+            ))
+            .await?,
+            scan_executions: prepare(format!(
+                "SELECT execution_id, ffqn, state, created_at FROM {ks}.executions"
             ))
             .await?,
         };

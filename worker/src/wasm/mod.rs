@@ -34,6 +34,7 @@ pub mod memory;
 pub mod registry;
 pub mod secrets;
 pub mod values;
+pub mod verify;
 pub mod workflow;
 
 pub use activity::{ActivityOutcome, AttemptReport, CancelHandle, Cancellation, cancellation};

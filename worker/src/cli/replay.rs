@@ -1,0 +1,195 @@
+//! `weir replay`: replays recorded executions, read from the store, against a build of their
+//! workflow, without side effects ([`crate::wasm::verify`]), and says per execution whether it
+//! replays cleanly and, where not, the history version and both sides of the first mismatch.
+//! Exit code 0 when every one replays, 5 when any does not (so a CI can gate a deploy on it),
+//! 1 when one cannot be replayed at all.
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use clap::Args;
+use serde_json::json;
+
+use super::ClusterArgs;
+use super::digest::RegistryArgs;
+use crate::codec::{Codec, HistoryRecord, RecordPosition};
+use crate::model::ExecutionId;
+use crate::store::{CqlStore, Store, connect};
+use crate::wasm::verify::{Verdict, verify};
+use crate::wasm::{EngineConfig, WasmHost};
+use weir_core::rows::ExecutionState;
+
+/// Exit code of a replay that found a mismatch.
+pub const MISMATCH_EXIT: u8 = 5;
+
+#[derive(Debug, Clone, Args)]
+pub struct ReplayArgs {
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    #[command(flatten)]
+    pub registry: RegistryArgs,
+    /// Replay against this build of a component instead of the registry's file,
+    /// `NAME=PATH.wasm` (repeatable): the deploy candidate.
+    #[arg(long = "build", value_parser = super::parse_key_value)]
+    pub builds: Vec<(String, String)>,
+    /// Executions to replay (`E_<ulid>…`).
+    pub execution_ids: Vec<String>,
+    /// Replay every execution of this workflow function (`namespace:package/interface.function`;
+    /// a scan of the store's executions table).
+    #[arg(long, conflicts_with = "execution_ids")]
+    pub function: Option<String>,
+    /// With --function: only executions in this state (`scheduled`, `running`, `finished`).
+    #[arg(long, requires = "function")]
+    pub state: Option<String>,
+    /// With --function: only executions created at or after this time (RFC 3339).
+    #[arg(long, requires = "function")]
+    pub since: Option<DateTime<Utc>>,
+    /// With --function: only executions created before this time (RFC 3339).
+    #[arg(long, requires = "function")]
+    pub until: Option<DateTime<Utc>>,
+    /// One JSON object per execution instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub async fn run(args: ReplayArgs) -> ExitCode {
+    match replay(args).await {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn replay(args: ReplayArgs) -> anyhow::Result<ExitCode> {
+    let mut specs = args.registry.specs()?;
+    for (name, path) in &args.builds {
+        let spec = specs.iter_mut().find(|s| s.name == *name).ok_or_else(|| {
+            anyhow::anyhow!(
+                "--build {name}=…: no component `{name}` in {}",
+                args.registry.components.display()
+            )
+        })?;
+        spec.path = path.into();
+        // The recorded digest is the deployed file's, not the candidate's.
+        spec.digest = None;
+    }
+    // A replay runs no activity: their secrets are not needed.
+    for spec in &mut specs {
+        spec.secrets.clear();
+    }
+    let host = Arc::new(WasmHost::load(
+        EngineConfig {
+            max_instances: 16,
+            ..EngineConfig::default()
+        },
+        specs,
+    )?);
+    let session = connect(&args.cluster.cql()?).await?;
+    let store = CqlStore::new(Arc::new(session), &args.cluster.keyspace).await?;
+
+    let ids: Vec<ExecutionId> = match &args.function {
+        None => {
+            anyhow::ensure!(
+                !args.execution_ids.is_empty(),
+                "name the executions to replay, or --function"
+            );
+            args.execution_ids
+                .iter()
+                .map(|id| id.parse().map_err(|e| anyhow::anyhow!("`{id}`: {e}")))
+                .collect::<anyhow::Result<_>>()?
+        }
+        Some(function) => {
+            let state: Option<ExecutionState> = args
+                .state
+                .as_deref()
+                .map(str::parse)
+                .transpose()
+                .map_err(|e| anyhow::anyhow!("--state: {e}"))?;
+            let listed = store
+                .scan_executions_of(function, |read| {
+                    eprint!("\rscanning the executions table: {read} rows read");
+                })
+                .await?;
+            eprintln!();
+            listed
+                .into_iter()
+                .filter(|e| state.is_none_or(|s| e.state == s))
+                .filter(|e| args.since.is_none_or(|t| e.created_at >= t))
+                .filter(|e| args.until.is_none_or(|t| e.created_at < t))
+                .map(|e| e.execution_id)
+                .collect()
+        }
+    };
+
+    let codec = Codec::single_object();
+    let now = Utc::now();
+    let (mut clean, mut mismatched, mut failed) = (0usize, 0usize, 0usize);
+    let mut out = std::io::stdout().lock();
+    for (n, id) in ids.iter().enumerate() {
+        let verdict = match recorded(&store, &codec, id).await {
+            Ok(rebuilt) => verify(&host, rebuilt, now).await,
+            Err(e) => Verdict::Failed {
+                reason: format!("{e:#}"),
+            },
+        };
+        let (label, text) = match &verdict {
+            Verdict::Clean { note } => {
+                clean += 1;
+                ("clean", note)
+            }
+            Verdict::Mismatch { reason } => {
+                mismatched += 1;
+                ("MISMATCH", reason)
+            }
+            Verdict::Failed { reason } => {
+                failed += 1;
+                ("FAILED", reason)
+            }
+        };
+        let line = if args.json {
+            json!({"execution_id": id.to_string(), "verdict": label.to_lowercase(), "detail": text})
+                .to_string()
+        } else {
+            format!("{id}  {label:<8}  {text}")
+        };
+        writeln!(out, "{line}")?;
+        if ids.len() > 20 && (n + 1) % 20 == 0 {
+            eprintln!("replayed {}/{}", n + 1, ids.len());
+        }
+    }
+    eprintln!(
+        "replayed {}: {clean} clean, {mismatched} mismatched, {failed} could not be replayed",
+        ids.len()
+    );
+    Ok(if failed > 0 {
+        ExitCode::FAILURE
+    } else if mismatched > 0 {
+        ExitCode::from(MISMATCH_EXIT)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// `id` rebuilt from its history in the store, as a worker rebuilds it.
+async fn recorded(
+    store: &CqlStore,
+    codec: &Codec,
+    id: &ExecutionId,
+) -> anyhow::Result<weir_core::projection::Rebuilt> {
+    let rows = store.history(id).await?;
+    let Some(first) = rows.first() else {
+        anyhow::bail!("no history for {id} in the store");
+    };
+    let partition = first.kafka_partition;
+    let mut records = Vec::with_capacity(rows.len());
+    for row in &rows {
+        let position = RecordPosition::at("history", row.kafka_partition, row.kafka_offset);
+        let record: HistoryRecord = codec.decode(&row.record, &position)?;
+        records.push((record, row.recorded_at));
+    }
+    Ok(weir_core::projection::rebuild(id, partition, records)?)
+}
