@@ -396,3 +396,176 @@ impl MaterialiseJob {
         merged
     }
 }
+
+// ---------------------------------------------------------------- listing executions
+
+/// How long ago `weir list` looks by default when no `created_from` is given, in days of the
+/// store's `executions_by_function` buckets.
+pub const DEFAULT_LIST_LOOKBACK_DAYS: i64 = 30;
+
+/// The day bucket (days since the Unix epoch, UTC) of a creation time: the partition of
+/// `executions_by_function` the execution is listed in.
+pub fn created_day(created_at: DateTime<Utc>) -> i64 {
+    created_at.timestamp().div_euclid(86_400)
+}
+
+/// Which executions a list reads: those of one function, or the children of one execution.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ListBy {
+    Function(String),
+    Parent(ExecutionId),
+}
+
+/// Where a page ended: the next page starts after this execution (newest first).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListCursor {
+    pub created_at: DateTime<Utc>,
+    pub execution_id: ExecutionId,
+}
+
+/// A list of executions, newest first (by creation time, then id, both descending).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListQuery {
+    pub by: ListBy,
+    pub state: Option<ExecutionState>,
+    /// `ok`, `err` or an execution error kind (`trap`, `timed-out`, …): finished ones only.
+    pub outcome: Option<String>,
+    /// Created at or after.
+    pub created_from: Option<DateTime<Utc>>,
+    /// Created before.
+    pub created_until: Option<DateTime<Utc>>,
+    /// Finished at or after (finished ones only).
+    pub finished_from: Option<DateTime<Utc>>,
+    /// Finished before (finished ones only).
+    pub finished_until: Option<DateTime<Utc>>,
+    /// At most this many a page (at least 1).
+    pub limit: usize,
+    pub after: Option<ListCursor>,
+}
+
+/// One execution in a list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListedExecution {
+    pub execution_id: ExecutionId,
+    pub ffqn: String,
+    pub parent_id: Option<ExecutionId>,
+    pub state: ExecutionState,
+    /// `ok`, `err` or the execution error's kind, once finished.
+    pub outcome: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub finished_at: Option<DateTime<Utc>>,
+}
+
+/// A page of a list; `next` is where the following page starts, `None` on the last page.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ListPage {
+    pub executions: Vec<ListedExecution>,
+    pub next: Option<ListCursor>,
+}
+
+/// The outcome of a finished execution, from its `result` column (`{"ok": …}`, `{"err": …}`,
+/// `{"execution_error": {"kind": …}}`).
+pub fn outcome_of(result_json: &str) -> Option<String> {
+    let value: serde_json::Value = serde_json::from_str(result_json).ok()?;
+    let object = value.as_object()?;
+    if object.contains_key("ok") {
+        Some("ok".to_owned())
+    } else if object.contains_key("err") {
+        Some("err".to_owned())
+    } else {
+        object
+            .get("execution_error")?
+            .get("kind")?
+            .as_str()
+            .map(str::to_owned)
+    }
+}
+
+impl ListedExecution {
+    /// What a list shows of an execution row.
+    pub fn of(row: &ExecutionRow) -> Self {
+        ListedExecution {
+            execution_id: row.execution_id.clone(),
+            ffqn: row.ffqn.clone(),
+            parent_id: row.parent_id.clone(),
+            state: row.state,
+            outcome: row.result.as_deref().and_then(outcome_of),
+            created_at: row.created_at,
+            finished_at: row.finished_at,
+        }
+    }
+
+    /// The list's order, descending: creation time, then the id as text (as CQL orders the
+    /// `execution_id` clustering column).
+    pub fn order_key(&self) -> (DateTime<Utc>, String) {
+        (self.created_at, self.execution_id.to_string())
+    }
+}
+
+impl ListQuery {
+    /// The query with the bounds a list of a function always has: created before
+    /// `created_until` (default: a day after `now`) and at or after `created_from` (default:
+    /// [`DEFAULT_LIST_LOOKBACK_DAYS`] before that). A parent's children are not bounded.
+    pub fn bounded(&self, now: DateTime<Utc>) -> ListQuery {
+        let mut query = self.clone();
+        if let ListBy::Function(_) = query.by {
+            let until = query
+                .created_until
+                .unwrap_or(now + chrono::TimeDelta::days(1));
+            query.created_until = Some(until);
+            query.created_from = Some(
+                query
+                    .created_from
+                    .unwrap_or(until - chrono::TimeDelta::days(DEFAULT_LIST_LOOKBACK_DAYS)),
+            );
+        }
+        query
+    }
+
+    /// Whether `e` belongs in the list (every filter, the cursor included): the one rule every
+    /// store applies, whatever it reads its candidates from.
+    pub fn matches(&self, e: &ListedExecution) -> bool {
+        let by = match &self.by {
+            ListBy::Function(ffqn) => e.ffqn == *ffqn,
+            ListBy::Parent(parent) => e.parent_id.as_ref() == Some(parent),
+        };
+        let after = self
+            .after
+            .as_ref()
+            .is_none_or(|c| e.order_key() < (c.created_at, c.execution_id.to_string()));
+        let finished_in =
+            |bound: Option<DateTime<Utc>>, keep: fn(DateTime<Utc>, DateTime<Utc>) -> bool| {
+                bound.is_none_or(|b| e.finished_at.is_some_and(|f| keep(f, b)))
+            };
+        by && after
+            && self.state.is_none_or(|s| e.state == s)
+            && self
+                .outcome
+                .as_ref()
+                .is_none_or(|o| e.outcome.as_ref() == Some(o))
+            && self.created_from.is_none_or(|t| e.created_at >= t)
+            && self.created_until.is_none_or(|t| e.created_at < t)
+            && finished_in(self.finished_from, |f, b| f >= b)
+            && finished_in(self.finished_until, |f, b| f < b)
+    }
+
+    /// The page of `candidates` (in any order, a superset of the matches) this query asks for.
+    pub fn page(&self, candidates: impl IntoIterator<Item = ListedExecution>) -> ListPage {
+        let mut matching: Vec<ListedExecution> =
+            candidates.into_iter().filter(|e| self.matches(e)).collect();
+        matching.sort_by_key(|e| std::cmp::Reverse(e.order_key()));
+        let limit = self.limit.max(1);
+        let next = (matching.len() > limit).then(|| {
+            let last = &matching[limit - 1];
+            ListCursor {
+                created_at: last.created_at,
+                execution_id: last.execution_id.clone(),
+            }
+        });
+        matching.truncate(limit);
+        ListPage {
+            executions: matching,
+            next,
+        }
+    }
+}

@@ -1,4 +1,4 @@
-//! Issue 14 item 2: `weir replay` on the real stack. Order sagas run to the end and one
+//! Issue 14 items 2 and 3: `weir replay` and `weir list` on the real stack. Order sagas run to the end and one
 //! execution waits on a long delay; replayed against the deployed builds every one is clean
 //! (exit 0); against `order-swapped` (the saga with two calls swapped), each finished order is
 //! a mismatch that names the history version and both calls (exit 5), read one by one or as

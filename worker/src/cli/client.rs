@@ -185,7 +185,7 @@ async fn submit_inner(args: SubmitArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
-async fn store(cluster: &ClusterArgs) -> anyhow::Result<CqlStore> {
+pub(super) async fn store(cluster: &ClusterArgs) -> anyhow::Result<CqlStore> {
     let session = connect(&cluster.cql()?).await?;
     Ok(CqlStore::new(Arc::new(session), &cluster.keyspace).await?)
 }

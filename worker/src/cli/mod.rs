@@ -8,6 +8,7 @@
 
 mod client;
 mod digest;
+mod list;
 mod replay;
 mod security;
 mod topology;
@@ -45,6 +46,8 @@ pub enum Command {
     Status(client::ShowArgs),
     /// Show an execution's history (from the CQL store).
     History(client::ShowArgs),
+    /// List executions of a function or children of an execution, newest first.
+    List(Box<list::ListArgs>),
     /// Print the content digest of every component, to record in components.toml.
     Digest(digest::DigestArgs),
     /// Replay recorded executions against a build of their workflow, without side effects
@@ -142,6 +145,7 @@ pub fn main() -> ExitCode {
             Command::Status(args) => client::status(args).await,
             Command::History(args) => client::history(args).await,
             Command::Digest(args) => digest::run(args),
+            Command::List(args) => list::run(*args).await,
             Command::Replay(args) => replay::run(*args).await,
         }
     })

@@ -8,7 +8,7 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use clap::Args;
 use serde_json::json;
 
@@ -19,10 +19,12 @@ use crate::model::ExecutionId;
 use crate::store::{CqlStore, Store, connect};
 use crate::wasm::verify::{Verdict, verify};
 use crate::wasm::{EngineConfig, WasmHost};
-use weir_core::rows::ExecutionState;
 
 /// Exit code of a replay that found a mismatch.
 pub const MISMATCH_EXIT: u8 = 5;
+
+/// Executions listed a page at a time for `--function` / `--parent`.
+const LIST_PAGE: usize = 500;
 
 #[derive(Debug, Clone, Args)]
 pub struct ReplayArgs {
@@ -34,21 +36,11 @@ pub struct ReplayArgs {
     /// `NAME=PATH.wasm` (repeatable): the deploy candidate.
     #[arg(long = "build", value_parser = super::parse_key_value)]
     pub builds: Vec<(String, String)>,
-    /// Executions to replay (`E_<ulid>…`).
+    /// Executions to replay (`E_<ulid>…`); or every execution `--function` / `--parent` and
+    /// the filters list (as `weir list` does).
     pub execution_ids: Vec<String>,
-    /// Replay every execution of this workflow function (`namespace:package/interface.function`;
-    /// a scan of the store's executions table).
-    #[arg(long, conflicts_with = "execution_ids")]
-    pub function: Option<String>,
-    /// With --function: only executions in this state (`scheduled`, `running`, `finished`).
-    #[arg(long, requires = "function")]
-    pub state: Option<String>,
-    /// With --function: only executions created at or after this time (RFC 3339).
-    #[arg(long, requires = "function")]
-    pub since: Option<DateTime<Utc>>,
-    /// With --function: only executions created before this time (RFC 3339).
-    #[arg(long, requires = "function")]
-    pub until: Option<DateTime<Utc>>,
+    #[command(flatten)]
+    pub filter: super::list::ListFilter,
     /// One JSON object per execution instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -91,38 +83,30 @@ async fn replay(args: ReplayArgs) -> anyhow::Result<ExitCode> {
     let session = connect(&args.cluster.cql()?).await?;
     let store = CqlStore::new(Arc::new(session), &args.cluster.keyspace).await?;
 
-    let ids: Vec<ExecutionId> = match &args.function {
-        None => {
-            anyhow::ensure!(
-                !args.execution_ids.is_empty(),
-                "name the executions to replay, or --function"
-            );
-            args.execution_ids
-                .iter()
-                .map(|id| id.parse().map_err(|e| anyhow::anyhow!("`{id}`: {e}")))
-                .collect::<anyhow::Result<_>>()?
+    let ids: Vec<ExecutionId> = if args.execution_ids.is_empty() {
+        // Every execution the filter lists, a page at a time.
+        let mut query = args.filter.query(LIST_PAGE, None)?;
+        let mut ids = Vec::new();
+        loop {
+            let page = store.list_executions(&query).await?;
+            ids.extend(page.executions.into_iter().map(|e| e.execution_id));
+            eprint!("\rlisted {} executions", ids.len());
+            match page.next {
+                Some(next) => query.after = Some(next),
+                None => break,
+            }
         }
-        Some(function) => {
-            let state: Option<ExecutionState> = args
-                .state
-                .as_deref()
-                .map(str::parse)
-                .transpose()
-                .map_err(|e| anyhow::anyhow!("--state: {e}"))?;
-            let listed = store
-                .scan_executions_of(function, |read| {
-                    eprint!("\rscanning the executions table: {read} rows read");
-                })
-                .await?;
-            eprintln!();
-            listed
-                .into_iter()
-                .filter(|e| state.is_none_or(|s| e.state == s))
-                .filter(|e| args.since.is_none_or(|t| e.created_at >= t))
-                .filter(|e| args.until.is_none_or(|t| e.created_at < t))
-                .map(|e| e.execution_id)
-                .collect()
-        }
+        eprintln!();
+        ids
+    } else {
+        anyhow::ensure!(
+            args.filter.function.is_none() && args.filter.parent.is_none(),
+            "name executions or --function / --parent, not both"
+        );
+        args.execution_ids
+            .iter()
+            .map(|id| id.parse().map_err(|e| anyhow::anyhow!("`{id}`: {e}")))
+            .collect::<anyhow::Result<_>>()?
     };
 
     let codec = Codec::single_object();

@@ -412,6 +412,12 @@ mod tests {
         async fn execution(&self, id: &ExecutionId) -> Result<Option<ExecutionRow>, StoreError> {
             self.inner.execution(id).await
         }
+        async fn list_executions(
+            &self,
+            query: &weir_core::rows::ListQuery,
+        ) -> Result<weir_core::rows::ListPage, StoreError> {
+            self.inner.list_executions(query).await
+        }
         async fn put_timers(
             &self,
             timers: &[TimerRow],

@@ -26,6 +26,7 @@ pub async fn run_all<S: Store>(store: &S) {
     many_checkpoints_are_written_at_once(store).await;
     timer_watermarks_round_trip(store).await;
     older_writes_never_win(store).await;
+    executions_are_listed_by_function_and_parent(store).await;
 }
 
 /// The stamp of a write by the owner of group generation `generation`, `secs` into the run.
@@ -548,4 +549,127 @@ pub async fn older_writes_never_win<S: Store>(store: &S) {
         store.timer_watermark(partition).await.expect("read"),
         Some(watermark(10, "new-owner"))
     );
+}
+
+/// `list_executions`: newest first, paged by cursor, filtered by state, outcome and time, by
+/// function or by parent; a late older write changes nothing listed.
+pub async fn executions_are_listed_by_function_and_parent<S: Store>(store: &S) {
+    use weir_core::rows::{ListBy, ListQuery};
+    let ffqn = format!("weir-examples:list/l{}.f", Ulid::new());
+    let parent = new_id();
+    let row = |id: &ExecutionId, secs: i64, child: bool| ExecutionRow {
+        execution_id: id.clone(),
+        ffqn: ffqn.clone(),
+        parent_id: child.then(|| parent.clone()),
+        params: "[]".to_owned(),
+        state: ExecutionState::Running,
+        result: None,
+        history_version: 1,
+        kafka_partition: 0,
+        created_at: base_time() + Duration::seconds(secs),
+        updated_at: base_time() + Duration::seconds(secs),
+        finished_at: None,
+    };
+    // Five executions a day apart (so over several day buckets), the newest two children.
+    let ids: Vec<ExecutionId> = (0..5).map(|_| new_id()).collect();
+    for (i, id) in ids.iter().enumerate() {
+        store
+            .put_execution(&row(id, i as i64 * 86_400, i >= 3))
+            .await
+            .expect("write");
+    }
+    // One finished ok, one finished with a trap, through the materialiser's path.
+    let mut ok = row(&ids[1], 86_400, false);
+    ok.state = ExecutionState::Finished;
+    ok.result = Some(r#"{"ok":1}"#.to_owned());
+    ok.history_version = 5;
+    ok.finished_at = Some(base_time() + Duration::seconds(86_400 + 10));
+    let mut trapped = row(&ids[2], 2 * 86_400, false);
+    trapped.state = ExecutionState::Finished;
+    trapped.result = Some(r#"{"execution_error":{"kind":"trap","reason":"x"}}"#.to_owned());
+    trapped.history_version = 5;
+    trapped.finished_at = Some(base_time() + Duration::seconds(2 * 86_400 + 10));
+    store
+        .materialise(&[], &[ok.clone(), trapped])
+        .await
+        .expect("materialise");
+    // A late, older write of the finished one changes nothing.
+    store
+        .put_execution(&row(&ids[1], 86_400, false))
+        .await
+        .expect("late");
+
+    let query = |limit: usize| ListQuery {
+        by: ListBy::Function(ffqn.clone()),
+        state: None,
+        outcome: None,
+        created_from: Some(base_time() - Duration::days(1)),
+        created_until: Some(base_time() + Duration::days(10)),
+        finished_from: None,
+        finished_until: None,
+        limit,
+        after: None,
+    };
+    let ids_of = |page: &weir_core::rows::ListPage| -> Vec<ExecutionId> {
+        page.executions
+            .iter()
+            .map(|e| e.execution_id.clone())
+            .collect()
+    };
+    let newest_first: Vec<ExecutionId> = ids.iter().rev().cloned().collect();
+    let all = store.list_executions(&query(10)).await.expect("list");
+    assert_eq!(ids_of(&all), newest_first);
+    assert_eq!(all.next, None);
+    // Pages of two.
+    let mut paged = Vec::new();
+    let mut q = query(2);
+    loop {
+        let page = store.list_executions(&q).await.expect("page");
+        assert!(page.executions.len() <= 2);
+        paged.extend(ids_of(&page));
+        match page.next {
+            Some(next) => q.after = Some(next),
+            None => break,
+        }
+    }
+    assert_eq!(paged, newest_first);
+    // Filters.
+    let finished = store
+        .list_executions(&ListQuery {
+            state: Some(ExecutionState::Finished),
+            ..query(10)
+        })
+        .await
+        .expect("finished");
+    assert_eq!(ids_of(&finished), vec![ids[2].clone(), ids[1].clone()]);
+    assert_eq!(finished.executions[1].outcome.as_deref(), Some("ok"));
+    assert_eq!(
+        finished.executions[1].finished_at,
+        ok.finished_at.map(to_store_precision)
+    );
+    let traps = store
+        .list_executions(&ListQuery {
+            outcome: Some("trap".to_owned()),
+            ..query(10)
+        })
+        .await
+        .expect("traps");
+    assert_eq!(ids_of(&traps), vec![ids[2].clone()]);
+    let recent = store
+        .list_executions(&ListQuery {
+            created_from: Some(to_store_precision(base_time()) + Duration::days(3)),
+            ..query(10)
+        })
+        .await
+        .expect("recent");
+    assert_eq!(ids_of(&recent), vec![ids[4].clone(), ids[3].clone()]);
+    let children = store
+        .list_executions(&ListQuery {
+            by: ListBy::Parent(parent.clone()),
+            ..query(10)
+        })
+        .await
+        .expect("children");
+    assert_eq!(ids_of(&children), vec![ids[4].clone(), ids[3].clone()]);
+    assert!(children.executions.iter().all(|e| e.ffqn == ffqn));
 }

@@ -44,7 +44,10 @@ struct Statements {
     select_checkpoint: PreparedStatement,
     insert_watermark: PreparedStatement,
     select_watermark: PreparedStatement,
-    scan_executions: PreparedStatement,
+    insert_by_function: PreparedStatement,
+    insert_by_parent: PreparedStatement,
+    select_by_function: PreparedStatement,
+    select_by_parent: PreparedStatement,
 }
 
 /// The real store. Cheap to clone: clones share the session and the prepared statements.
@@ -122,6 +125,85 @@ fn execution_values<'a>(
     )
 }
 
+/// The partitions of the list tables an execution row is written to.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum ListPartition {
+    Function(String, i64),
+    Parent(String),
+}
+
+/// Writes the list tables' rows of `rows` (`executions_by_function`, and
+/// `executions_by_parent` for children) with their execution rows' write timestamps, in one
+/// unlogged batch per partition.
+async fn write_list_rows(
+    session: &Session,
+    statements: &Statements,
+    rows: &[&ExecutionRow],
+) -> Result<(), StoreError> {
+    let mut partitions: BTreeMap<ListPartition, Vec<&ExecutionRow>> = BTreeMap::new();
+    for row in rows {
+        let day = weir_core::rows::created_day(row.created_at);
+        partitions
+            .entry(ListPartition::Function(row.ffqn.clone(), day))
+            .or_default()
+            .push(row);
+        if let Some(parent) = &row.parent_id {
+            partitions
+                .entry(ListPartition::Parent(parent.to_string()))
+                .or_default()
+                .push(row);
+        }
+    }
+    try_join_all(partitions.into_iter().map(|(partition, rows)| async move {
+        let mut batch = Batch::new(BatchType::Unlogged);
+        let mut values: Vec<Box<dyn SerializeRow + Send + Sync>> = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let id = row.execution_id.to_string();
+            let outcome = row.result.as_deref().and_then(weir_core::rows::outcome_of);
+            let stamp = WriteStamp::history_version(row.history_version).0;
+            let state = row.state.as_str();
+            match &partition {
+                ListPartition::Function(ffqn, day) => {
+                    batch.append_statement(statements.insert_by_function.clone());
+                    values.push(Box::new((
+                        ffqn.clone(),
+                        *day,
+                        row.created_at,
+                        id,
+                        row.parent_id.as_ref().map(ToString::to_string),
+                        state,
+                        outcome,
+                        row.finished_at,
+                        stamp,
+                    )));
+                }
+                ListPartition::Parent(parent) => {
+                    batch.append_statement(statements.insert_by_parent.clone());
+                    values.push(Box::new((
+                        parent.clone(),
+                        row.created_at,
+                        id,
+                        row.ffqn.clone(),
+                        state,
+                        outcome,
+                        row.finished_at,
+                        stamp,
+                    )));
+                }
+            }
+        }
+        session
+            .batch(&batch, values)
+            .await
+            .map_err(execute_error(format!(
+                "write the list rows of {} executions",
+                rows.len()
+            )))
+    }))
+    .await?;
+    Ok(())
+}
+
 /// The bind values of `insert_checkpoint`.
 fn checkpoint_values(
     c: &Checkpoint,
@@ -137,62 +219,7 @@ fn checkpoint_values(
     )
 }
 
-/// An execution as a scan lists it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ListedExecution {
-    pub execution_id: ExecutionId,
-    pub ffqn: String,
-    pub state: weir_core::rows::ExecutionState,
-    pub created_at: DateTime<Utc>,
-}
-
 impl CqlStore {
-    /// Every execution of the keyspace whose function is `ffqn`, read page by page: a scan of
-    /// the whole `executions` table, for offline tools (`weir replay --function`) only. (A
-    /// list served by a table designed for it is issue 14's list and search.) `progress` is
-    /// called with the number of rows read so far, after each page.
-    pub async fn scan_executions_of(
-        &self,
-        ffqn: &str,
-        mut progress: impl FnMut(usize),
-    ) -> Result<Vec<ListedExecution>, StoreError> {
-        type Columns = (String, String, String, DateTime<Utc>);
-        let context = "scan the executions table";
-        let mut rows = self
-            .session
-            .execute_iter(self.statements.scan_executions.clone(), ())
-            .await
-            .map_err(|e| result_error(context, e))?
-            .rows_stream::<Columns>()
-            .map_err(|e| result_error(context, e))?;
-        let mut listed = Vec::new();
-        let mut read = 0;
-        while let Some((id, row_ffqn, state, created_at)) = rows
-            .try_next()
-            .await
-            .map_err(|e| result_error(context, e))?
-        {
-            read += 1;
-            if read % PAGE_SIZE as usize == 0 {
-                progress(read);
-            }
-            if row_ffqn != ffqn {
-                continue;
-            }
-            let execution_id = id.parse().map_err(|e| StoreError::Corrupt {
-                execution_id: id.clone(),
-                reason: format!("not an execution id: {e}"),
-            })?;
-            listed.push(ListedExecution {
-                execution_id,
-                ffqn: row_ffqn,
-                state: parse_name(&state, &id)?,
-                created_at,
-            });
-        }
-        progress(read);
-        Ok(listed)
-    }
     /// One unlogged batch on one partition key: history rows of an execution, and its
     /// execution row if given.
     async fn write_rows(
@@ -305,8 +332,27 @@ impl CqlStore {
                  WHERE kafka_partition = ?"
             ))
             .await?,
-            scan_executions: prepare(format!(
-                "SELECT execution_id, ffqn, state, created_at FROM {ks}.executions"
+            insert_by_function: prepare(format!(
+                "INSERT INTO {ks}.executions_by_function (ffqn, created_day, created_at, \
+                 execution_id, parent_id, state, outcome, finished_at) \
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?) USING TIMESTAMP ?"
+            ))
+            .await?,
+            insert_by_parent: prepare(format!(
+                "INSERT INTO {ks}.executions_by_parent (parent_id, created_at, execution_id, \
+                 ffqn, state, outcome, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?) \
+                 USING TIMESTAMP ?"
+            ))
+            .await?,
+            select_by_function: prepare(format!(
+                "SELECT created_at, execution_id, parent_id, state, outcome, finished_at \
+                 FROM {ks}.executions_by_function WHERE ffqn = ? AND created_day = ? \
+                 AND created_at >= ? AND created_at <= ?"
+            ))
+            .await?,
+            select_by_parent: prepare(format!(
+                "SELECT created_at, execution_id, ffqn, state, outcome, finished_at \
+                 FROM {ks}.executions_by_parent WHERE parent_id = ?"
             ))
             .await?,
         };
@@ -399,7 +445,114 @@ impl Store for CqlStore {
             )
             .await
             .map_err(execute_error(format!("write execution {id}")))?;
-        Ok(())
+        write_list_rows(&self.session, &self.statements, &[row]).await
+    }
+
+    async fn list_executions(
+        &self,
+        query: &weir_core::rows::ListQuery,
+    ) -> Result<weir_core::rows::ListPage, StoreError> {
+        use weir_core::rows::{ListBy, ListedExecution, created_day};
+        type FunctionColumns = (
+            DateTime<Utc>,
+            String,
+            Option<String>,
+            String,
+            Option<String>,
+            Option<DateTime<Utc>>,
+        );
+        let query = query.bounded(Utc::now());
+        let limit = query.limit.max(1);
+        let mut found: Vec<ListedExecution> = Vec::new();
+        let context = "list executions";
+        let parse_id = |id: &str| -> Result<ExecutionId, StoreError> {
+            id.parse().map_err(|e| StoreError::Corrupt {
+                execution_id: id.to_owned(),
+                reason: format!("not an execution id: {e}"),
+            })
+        };
+        match &query.by {
+            ListBy::Function(ffqn) => {
+                // Bounded by `bounded`; the cursor lowers the upper end.
+                let until = query.created_until.unwrap_or_else(Utc::now);
+                let from = query.created_from.unwrap_or(until);
+                let top = query
+                    .after
+                    .as_ref()
+                    .map_or(until, |c| c.created_at.min(until));
+                let mut day = created_day(top);
+                while day >= created_day(from) && found.len() <= limit {
+                    let mut rows = self
+                        .session
+                        .execute_iter(
+                            self.statements.select_by_function.clone(),
+                            (ffqn.as_str(), day, from, top),
+                        )
+                        .await
+                        .map_err(|e| result_error(context, e))?
+                        .rows_stream::<FunctionColumns>()
+                        .map_err(|e| result_error(context, e))?;
+                    while let Some((created_at, id, parent, state, outcome, finished_at)) = rows
+                        .try_next()
+                        .await
+                        .map_err(|e| result_error(context, e))?
+                    {
+                        let listed = ListedExecution {
+                            execution_id: parse_id(&id)?,
+                            ffqn: ffqn.clone(),
+                            parent_id: parent.as_deref().map(parse_id).transpose()?,
+                            state: parse_name(&state, &id)?,
+                            outcome,
+                            created_at,
+                            finished_at,
+                        };
+                        if query.matches(&listed) {
+                            found.push(listed);
+                            if found.len() > limit {
+                                break;
+                            }
+                        }
+                    }
+                    day -= 1;
+                }
+            }
+            ListBy::Parent(parent) => {
+                let parent_text = parent.to_string();
+                let mut rows = self
+                    .session
+                    .execute_iter(
+                        self.statements.select_by_parent.clone(),
+                        (parent_text.as_str(),),
+                    )
+                    .await
+                    .map_err(|e| result_error(context, e))?
+                    .rows_stream::<FunctionColumns>()
+                    .map_err(|e| result_error(context, e))?;
+                while let Some((created_at, id, ffqn, state, outcome, finished_at)) = rows
+                    .try_next()
+                    .await
+                    .map_err(|e| result_error(context, e))?
+                {
+                    let listed = ListedExecution {
+                        execution_id: parse_id(&id)?,
+                        // The column holds the function for this table.
+                        ffqn: ffqn.unwrap_or_default(),
+                        parent_id: Some(parent.clone()),
+                        state: parse_name(&state, &id)?,
+                        outcome,
+                        created_at,
+                        finished_at,
+                    };
+                    if query.matches(&listed) {
+                        found.push(listed);
+                        if found.len() > limit {
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        Ok(query.page(found))
     }
 
     async fn execution(
@@ -679,7 +832,8 @@ impl Store for CqlStore {
             )
             .await?;
         }
-        Ok(())
+        let rows: Vec<&ExecutionRow> = executions.iter().collect();
+        write_list_rows(&self.session, &self.statements, &rows).await
     }
 
     /// Unlogged batches of up to [`CHECKPOINTS_PER_BATCH`] partitions each.

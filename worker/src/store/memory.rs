@@ -88,6 +88,19 @@ impl Store for InMemoryStore {
         Ok(self.with(|t| t.executions.get(&execution_id.to_string()).cloned()))
     }
 
+    async fn list_executions(
+        &self,
+        query: &weir_core::rows::ListQuery,
+    ) -> Result<weir_core::rows::ListPage, StoreError> {
+        let candidates: Vec<weir_core::rows::ListedExecution> = self.with(|t| {
+            t.executions
+                .values()
+                .map(weir_core::rows::ListedExecution::of)
+                .collect()
+        });
+        Ok(query.bounded(chrono::Utc::now()).page(candidates))
+    }
+
     async fn put_timers(&self, timers: &[TimerRow], stamp: WriteStamp) -> Result<(), StoreError> {
         self.with(|t| {
             for timer in timers {

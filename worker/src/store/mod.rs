@@ -82,6 +82,15 @@ pub trait Store: Send + Sync {
         execution_id: &ExecutionId,
     ) -> impl Future<Output = Result<Option<ExecutionRow>, StoreError>> + Send;
 
+    /// A page of the executions `query` asks for, newest first, from tables (or indexes)
+    /// kept for that read, never a scan of every execution: the executions of one function
+    /// (day by day, back to `created_from`, by default [`rows::DEFAULT_LIST_LOOKBACK_DAYS`])
+    /// or the children of one execution. Which rows match is [`rows::ListQuery::matches`].
+    fn list_executions(
+        &self,
+        query: &rows::ListQuery,
+    ) -> impl Future<Output = Result<rows::ListPage, StoreError>> + Send;
+
     fn put_timers(
         &self,
         timers: &[TimerRow],
