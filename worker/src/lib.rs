@@ -13,12 +13,14 @@
 //! - [`options`]: the default of every setting, one source for clap, the library and the README.
 //! - [`cli`]: the `weir` command line.
 
+pub mod api;
 pub mod cli;
 pub mod codec;
 pub mod failpoints;
 pub mod kafka;
 pub mod metrics;
 pub mod options;
+pub mod present;
 // The pure core lives in `weir-core`; its modules keep their paths here.
 pub use weir_core::{model, projection, replay};
 pub mod store;

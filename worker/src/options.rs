@@ -149,6 +149,10 @@ pub const DEFAULT_SESSION_TIMEOUT_MS: u64 = 45_000;
 pub const DEFAULT_LEAVE_GROUP_TIMEOUT_SECS: u64 = 20;
 /// `--metrics-addr` / `WEIR_METRICS_ADDR`: where `GET /metrics` is served.
 pub const DEFAULT_METRICS_ADDR: &str = "0.0.0.0:9464";
+
+/// `weir serve --listen` / `WEIR_API_LISTEN`: where the HTTP API listens (loopback by default:
+/// exposing it is a decision, with tokens).
+pub const DEFAULT_API_LISTEN: &str = "127.0.0.1:8080";
 /// `--activity-concurrency` / `WEIR_ACTIVITY_CONCURRENCY`: activity attempts running at once in
 /// one activity worker.
 pub const DEFAULT_ACTIVITY_CONCURRENCY: usize = 64;

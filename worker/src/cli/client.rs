@@ -11,12 +11,10 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::{Offset, TopicPartitionList};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::ClusterArgs;
-use crate::codec::{
-    Codec, ExecutionFinished, HistoryEntry, HistoryRecord, RecordPosition, Submission,
-};
+use crate::codec::{Codec, ExecutionFinished, HistoryEntry, RecordPosition, Submission};
 use crate::kafka::partitioner::partition_for_key;
 use crate::model::{ExecutionId, ExecutionResult, Ffqn};
 use crate::store::{CqlStore, Store, connect};
@@ -198,20 +196,9 @@ pub async fn status(args: ShowArgs) -> ExitCode {
             anyhow::bail!("no execution {id} in keyspace {}", args.cluster.keyspace);
         };
         if args.json {
-            let result: Value = row
-                .result
-                .as_deref()
-                .map(serde_json::from_str)
-                .transpose()?
-                .unwrap_or(Value::Null);
             println!(
                 "{}",
-                serde_json::to_string_pretty(&json!({
-                    "execution_id": id.to_string(), "ffqn": row.ffqn, "state": row.state.as_str(),
-                    "parent_id": row.parent_id.map(|p| p.to_string()), "params": row.params,
-                    "history_version": row.history_version, "created_at": row.created_at,
-                    "updated_at": row.updated_at, "finished_at": row.finished_at, "result": result,
-                }))?
+                serde_json::to_string_pretty(&crate::present::execution_json(&row))?
             );
         } else {
             println!("execution  {id}");
@@ -246,27 +233,18 @@ pub async fn history(args: ShowArgs) -> ExitCode {
         if rows.is_empty() {
             anyhow::bail!("no history for {id} in keyspace {}", args.cluster.keyspace);
         }
-        let codec = Codec::single_object();
-        let mut entries = Vec::new();
-        for row in &rows {
-            let position = RecordPosition::at("history", row.kafka_partition, row.kafka_offset);
-            let record: HistoryRecord = codec.decode(&row.record, &position)?;
-            entries.push((row, record));
-        }
+        let entries = crate::present::decode_history(&Codec::single_object(), &rows)?;
         if args.json {
             let json: Vec<Value> = entries
                 .iter()
-                .map(|(row, record)| entry_json(row.kafka_offset, record))
+                .map(|(offset, record)| crate::present::history_entry_json(*offset, record))
                 .collect();
             println!("{}", serde_json::to_string_pretty(&json)?);
         } else {
             println!("{:>4}  {:>8}  {:<9}  detail", "seq", "offset", "kind");
-            for (row, record) in &entries {
+            for (offset, record) in &entries {
                 let (kind, detail) = describe(&record.entry);
-                println!(
-                    "{:>4}  {:>8}  {:<9}  {detail}",
-                    record.seq, row.kafka_offset, kind
-                );
+                println!("{:>4}  {:>8}  {:<9}  {detail}", record.seq, offset, kind);
             }
         }
         Ok(())
@@ -296,25 +274,4 @@ pub fn describe(entry: &HistoryEntry) -> (&'static str, String) {
         HistoryEntry::ResponseAppended(r) => ("response", r.to_string()),
         HistoryEntry::Finished { result, .. } => ("finished", result.to_string()),
     }
-}
-
-fn entry_json(offset: i64, record: &HistoryRecord) -> Value {
-    let body = match &record.entry {
-        HistoryEntry::Created(c) => json!({
-            "kind": "created", "ffqn": c.ffqn.to_string(), "params": c.params,
-            "parent": c.parent.as_ref().map(|p| p.execution_id.to_string()),
-            "scheduled_at": c.scheduled_at, "created_at": c.created_at,
-        }),
-        HistoryEntry::Event { version, event } => {
-            json!({"kind": "event", "version": version, "event": event})
-        }
-        HistoryEntry::ResponseAppended(r) => json!({"kind": "response", "response": r}),
-        HistoryEntry::Finished {
-            result,
-            finished_at,
-        } => {
-            json!({"kind": "finished", "result": result, "finished_at": finished_at})
-        }
-    };
-    json!({"seq": record.seq, "offset": offset, "entry": body})
 }

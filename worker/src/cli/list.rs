@@ -7,12 +7,12 @@ use std::process::ExitCode;
 
 use chrono::{DateTime, Utc};
 use clap::Args;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::ClusterArgs;
 use crate::model::ExecutionId;
 use crate::store::Store;
-use weir_core::rows::{ExecutionState, ListBy, ListCursor, ListPage, ListQuery, ListedExecution};
+use weir_core::rows::{ExecutionState, ListBy, ListCursor, ListPage, ListQuery};
 
 /// Rows a page shows unless `--limit` says otherwise.
 pub const DEFAULT_LIST_LIMIT: usize = 50;
@@ -121,18 +121,6 @@ fn parse_cursor(text: &str) -> anyhow::Result<ListCursor> {
     })
 }
 
-fn listed_json(e: &ListedExecution) -> Value {
-    json!({
-        "execution_id": e.execution_id.to_string(),
-        "ffqn": e.ffqn,
-        "parent_id": e.parent_id.as_ref().map(ToString::to_string),
-        "state": e.state.as_str(),
-        "outcome": e.outcome,
-        "created_at": e.created_at.to_rfc3339(),
-        "finished_at": e.finished_at.map(|t| t.to_rfc3339()),
-    })
-}
-
 pub async fn run(args: ListArgs) -> ExitCode {
     let list = async {
         let query = args.filter.query(args.limit, args.after.as_deref())?;
@@ -141,7 +129,7 @@ pub async fn run(args: ListArgs) -> ExitCode {
         let mut out = std::io::stdout().lock();
         if args.json {
             let json = json!({
-                "executions": page.executions.iter().map(listed_json).collect::<Vec<_>>(),
+                "executions": page.executions.iter().map(crate::present::listed_json).collect::<Vec<_>>(),
                 "next": page.next.as_ref().map(cursor_text),
             });
             writeln!(out, "{}", serde_json::to_string_pretty(&json)?)?;

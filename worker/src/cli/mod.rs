@@ -11,6 +11,9 @@ mod digest;
 mod list;
 mod replay;
 mod security;
+mod serve;
+
+pub use list::{DEFAULT_LIST_LIMIT, ListFilter, cursor_text};
 mod topology;
 mod worker;
 
@@ -46,6 +49,8 @@ pub enum Command {
     Status(client::ShowArgs),
     /// Show an execution's history (from the CQL store).
     History(client::ShowArgs),
+    /// Serve the HTTP API (submit, get, history, list; docs/openapi.yaml).
+    Serve(Box<serve::ServeArgs>),
     /// List executions of a function or children of an execution, newest first.
     List(Box<list::ListArgs>),
     /// Print the content digest of every component, to record in components.toml.
@@ -146,6 +151,7 @@ pub fn main() -> ExitCode {
             Command::History(args) => client::history(args).await,
             Command::Digest(args) => digest::run(args),
             Command::List(args) => list::run(*args).await,
+            Command::Serve(args) => serve::run(*args).await,
             Command::Replay(args) => replay::run(*args).await,
         }
     })

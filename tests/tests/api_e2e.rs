@@ -1,0 +1,231 @@
+//! Issue 14 item 4 and issue 15 item 5 on the real stack: `weir serve`, the HTTP API.
+//! - Tokens are required: a request without one, or with an unknown one, is 401; a read token
+//!   cannot submit (403).
+//! - An admin token submits, idempotently by key: the same key twice is one execution.
+//! - A read token gets the execution, its history and a list of its function.
+//! - Errors are JSON with a code and a message.
+//! - Without tokens, the server refuses to start unless told to serve anyone.
+
+use std::process::{Child, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use weir_e2e::deployment::Deployment;
+use weir_e2e::wait_until;
+
+const GREET: &str = "weir-examples:workflows/hello.greet";
+
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+async fn call(
+    client: &reqwest::Client,
+    request: reqwest::RequestBuilder,
+    token: Option<&str>,
+) -> (u16, Value) {
+    let request = match token {
+        Some(token) => request.bearer_auth(token),
+        None => request,
+    };
+    let response = client
+        .execute(request.build().expect("request"))
+        .await
+        .unwrap_or_else(|e| panic!("send: {e:?}"));
+    let status = response.status().as_u16();
+    let body = response.json::<Value>().await.unwrap_or(Value::Null);
+    (status, body)
+}
+
+fn error_code(body: &Value) -> &str {
+    body["error"]["code"].as_str().unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_api_needs_tokens_submits_idempotently_and_reads_what_the_store_holds() {
+    let deployment = Deployment::new("api");
+    let _worker = deployment.start_worker("w", &[]);
+    let dir = deployment.logs().to_owned();
+    let (read, admin) = (
+        "read-token-0123456789abcdef",
+        "admin-token-0123456789abcdef",
+    );
+    std::fs::write(dir.join("read.tokens"), format!("# readers\n{read}\n")).expect("write");
+    std::fs::write(dir.join("admin.tokens"), format!("{admin}\n")).expect("write");
+
+    // No tokens and no explicit opt-out: refused at start.
+    let refused = deployment
+        .command()
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .output()
+        .expect("run weir serve");
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("--api-insecure-no-auth"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+
+    let port = free_port();
+    let log = dir.join("serve.log");
+    let server = deployment
+        .command()
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+        .arg("--read-tokens-file")
+        .arg(dir.join("read.tokens"))
+        .arg("--admin-tokens-file")
+        .arg(dir.join("admin.tokens"))
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("log"))
+        .spawn()
+        .expect("start weir serve");
+    let _server = Killed(server);
+    wait_until("the API to listen", Duration::from_secs(60), || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).ok()
+    });
+    let base = format!("http://127.0.0.1:{port}/v1");
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(20))
+        .build()
+        .expect("client");
+    let submit = |body: Value| client.post(format!("{base}/executions")).json(&body);
+
+    let body = json!({"ffqn": GREET, "params": ["api"], "idempotency_key": "order-42"});
+    let (status, answer) = call(&client, submit(body.clone()), None).await;
+    assert_eq!(
+        (status, error_code(&answer)),
+        (401, "unauthorized"),
+        "{answer}"
+    );
+    let (status, answer) = call(&client, submit(body.clone()), Some("not-a-token-at-all")).await;
+    assert_eq!(status, 401, "{answer}");
+    let (status, answer) = call(&client, submit(body.clone()), Some(read)).await;
+    assert_eq!(
+        (status, error_code(&answer)),
+        (403, "forbidden"),
+        "{answer}"
+    );
+
+    let (status, first) = call(&client, submit(body.clone()), Some(admin)).await;
+    assert_eq!(status, 202, "{first}");
+    let id = first["execution_id"].as_str().expect("an id").to_owned();
+    let (status, again) = call(&client, submit(body), Some(admin)).await;
+    assert_eq!(status, 202);
+    assert_eq!(
+        again["execution_id"],
+        id.as_str(),
+        "the same key is the same execution"
+    );
+
+    let (status, bad) = call(
+        &client,
+        submit(json!({"ffqn": GREET, "params": "api"})),
+        Some(admin),
+    )
+    .await;
+    assert_eq!((status, error_code(&bad)), (400, "bad_request"), "{bad}");
+    assert!(
+        bad["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("array")
+    );
+
+    // The execution, once the store has it finished.
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    let execution = loop {
+        let (status, body) = call(
+            &client,
+            client.get(format!("{base}/executions/{id}")),
+            Some(read),
+        )
+        .await;
+        if status == 200 && body["state"] == "finished" {
+            break body;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not finished in the store after 90 s: {status} {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(
+        execution["result"],
+        json!({"ok": "hello, api"}),
+        "{execution}"
+    );
+    assert_eq!(execution["params"], json!(["api"]));
+
+    let (status, history) = call(
+        &client,
+        client.get(format!("{base}/executions/{id}/history")),
+        Some(read),
+    )
+    .await;
+    assert_eq!(status, 200, "{history}");
+    let kinds: Vec<&str> = history["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .map(|e| e["entry"]["kind"].as_str().expect("kind"))
+        .collect();
+    assert_eq!(kinds.first(), Some(&"created"));
+    assert_eq!(kinds.last(), Some(&"finished"));
+
+    let (status, list) = call(
+        &client,
+        client.get(format!("{base}/executions?function={GREET}&state=finished")),
+        Some(read),
+    )
+    .await;
+    assert_eq!(status, 200, "{list}");
+    let listed: Vec<&str> = list["executions"]
+        .as_array()
+        .expect("executions")
+        .iter()
+        .map(|e| e["execution_id"].as_str().expect("id"))
+        .collect();
+    assert_eq!(
+        listed,
+        vec![id.as_str()],
+        "one execution for the key, listed"
+    );
+
+    let unknown = "E_01ARZ3NDEKTSV4RRFFQ69G5FAV";
+    let (status, missing) = call(
+        &client,
+        client.get(format!("{base}/executions/{unknown}")),
+        Some(read),
+    )
+    .await;
+    assert_eq!(
+        (status, error_code(&missing)),
+        (404, "not_found"),
+        "{missing}"
+    );
+    let (status, nothing) = call(&client, client.get(format!("{base}/nothing")), Some(read)).await;
+    assert_eq!(
+        (status, error_code(&nothing)),
+        (404, "not_found"),
+        "{nothing}"
+    );
+
+    // The server's log holds no token.
+    let text = std::fs::read_to_string(&log).expect("log");
+    assert!(
+        !text.contains(admin) && !text.contains(read),
+        "a token in the log"
+    );
+}

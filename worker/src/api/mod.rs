@@ -1,0 +1,352 @@
+//! The HTTP API (`weir serve`): a small JSON API over what a client can do with Kafka and the
+//! store. It can submit (idempotently, by key), get an execution, read its history, and list
+//! (`docs/openapi.yaml`).
+//!
+//! - **Errors** are `{"error": {"code", "message"}}` with the HTTP status of the code.
+//! - **Tokens.** Every request needs `Authorization: Bearer <token>` by default. A read token
+//!   may read; an admin token may also submit. Tokens are held as SHA-256 digests, so a
+//!   compare is of digests, not of the secret text.
+//! - **Running without tokens** takes an explicit flag, and the server warns about it at start.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::codec::{Codec, Submission};
+use crate::model::{ExecutionId, Ffqn};
+use crate::store::{CqlStore, Store};
+use crate::topology::{TopicRole, Topology};
+
+/// What a token may do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Scope {
+    /// Get, history, list.
+    Read,
+    /// Everything `Read` may, and submit.
+    Admin,
+}
+
+/// The tokens the API accepts, as SHA-256 digests.
+#[derive(Clone, Default)]
+pub struct Tokens {
+    read: HashSet<[u8; 32]>,
+    admin: HashSet<[u8; 32]>,
+}
+
+impl std::fmt::Debug for Tokens {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Tokens({} read, {} admin)",
+            self.read.len(),
+            self.admin.len()
+        )
+    }
+}
+
+fn digest(token: &str) -> [u8; 32] {
+    Sha256::digest(token.as_bytes()).into()
+}
+
+impl Tokens {
+    /// Adds a token of `scope` (surrounding whitespace is not part of it).
+    pub fn add(&mut self, scope: Scope, token: &str) {
+        let digest = digest(token.trim());
+        match scope {
+            Scope::Read => self.read.insert(digest),
+            Scope::Admin => self.admin.insert(digest),
+        };
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.read.is_empty() && self.admin.is_empty()
+    }
+
+    /// The scope of `token`, if it is one of ours.
+    pub fn scope_of(&self, token: &str) -> Option<Scope> {
+        let digest = digest(token);
+        if self.admin.contains(&digest) {
+            Some(Scope::Admin)
+        } else if self.read.contains(&digest) {
+            Some(Scope::Read)
+        } else {
+            None
+        }
+    }
+}
+
+/// Who may call: tokens, or (explicitly) anyone.
+#[derive(Clone, Debug)]
+pub enum Access {
+    Tokens(Tokens),
+    /// No authentication at all (`--api-insecure-no-auth`).
+    Anyone,
+}
+
+/// What the handlers share.
+pub struct Api {
+    pub access: Access,
+    pub producer: FutureProducer,
+    pub topology: Topology,
+    pub codec: Codec,
+    pub store: CqlStore,
+    /// The deployment's namespace: an idempotency key's execution id is derived within it.
+    pub namespace: String,
+}
+
+/// An error as the API answers it.
+#[derive(Debug)]
+pub struct ApiError {
+    status: StatusCode,
+    code: &'static str,
+    message: String,
+}
+
+impl ApiError {
+    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+        }
+    }
+
+    fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "bad_request", message)
+    }
+
+    fn internal(e: impl std::fmt::Display) -> Self {
+        tracing::warn!(error = %e, "API request failed");
+        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = json!({"error": {"code": self.code, "message": self.message}});
+        (self.status, Json(body)).into_response()
+    }
+}
+
+type ApiResult = Result<Response, ApiError>;
+
+/// Checks the request's token against `needed`.
+fn authorize(api: &Api, headers: &HeaderMap, needed: Scope) -> Result<(), ApiError> {
+    let Access::Tokens(tokens) = &api.access else {
+        return Ok(());
+    };
+    let token = headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .ok_or_else(|| {
+            ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                "this API needs `Authorization: Bearer <token>`",
+            )
+        })?;
+    match tokens.scope_of(token.trim()) {
+        None => Err(ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "the token is not one this API accepts",
+        )),
+        Some(scope) if scope < needed => Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "a read token cannot do this: it needs an admin token",
+        )),
+        Some(_) => Ok(()),
+    }
+}
+
+/// The router of the API over `api`.
+pub fn router(api: Arc<Api>) -> Router {
+    Router::new()
+        .route("/v1/executions", get(list).post(submit))
+        .route("/v1/executions/{id}", get(execution))
+        .route("/v1/executions/{id}/history", get(history))
+        .fallback(|| async {
+            ApiError::new(
+                StatusCode::NOT_FOUND,
+                "not_found",
+                "no such endpoint (see docs/openapi.yaml)",
+            )
+        })
+        .with_state(api)
+}
+
+/// The execution id an idempotency key stands for in `namespace`: the same key always
+/// submits the same execution, which Weir runs once.
+pub fn idempotent_id(namespace: &str, key: &str) -> ExecutionId {
+    let digest = Sha256::digest(format!("weir-idempotency-key\0{namespace}\0{key}").as_bytes());
+    let mut bytes = [0u8; 16];
+    bytes.copy_from_slice(&digest[..16]);
+    ExecutionId::top_level(ulid::Ulid::from_bytes(bytes))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SubmitBody {
+    ffqn: String,
+    params: Value,
+    idempotency_key: Option<String>,
+}
+
+async fn submit(
+    State(api): State<Arc<Api>>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> ApiResult {
+    authorize(&api, &headers, Scope::Admin)?;
+    let body: SubmitBody = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::bad_request(format!("the body is not a submission: {e}")))?;
+    let ffqn: Ffqn = body
+        .ffqn
+        .parse()
+        .map_err(|e| ApiError::bad_request(format!("ffqn `{}`: {e}", body.ffqn)))?;
+    if !body.params.is_array() {
+        return Err(ApiError::bad_request(
+            "params must be a JSON array, one element per parameter",
+        ));
+    }
+    let id = match &body.idempotency_key {
+        Some(key) if key.is_empty() || key.len() > 256 => {
+            return Err(ApiError::bad_request(
+                "idempotency_key must be 1 to 256 bytes",
+            ));
+        }
+        Some(key) => idempotent_id(&api.namespace, key),
+        None => ExecutionId::top_level(ulid::Ulid::new()),
+    };
+    let submission = Submission {
+        execution_id: id.clone(),
+        ffqn,
+        params: body.params,
+        parent: None,
+        scheduled_at: None,
+        correlation_id: None,
+        metadata: Default::default(),
+    };
+    let topic = &api.topology.topic(TopicRole::Submissions).name;
+    let value = api
+        .codec
+        .encode(topic, &submission)
+        .map_err(ApiError::internal)?;
+    let key = id.to_string();
+    api.producer
+        .send(
+            FutureRecord::to(topic).key(&key).payload(&value),
+            Duration::from_secs(30),
+        )
+        .await
+        .map_err(|(e, _)| ApiError::internal(format!("cannot submit to {topic}: {e}")))?;
+    Ok((StatusCode::ACCEPTED, Json(json!({"execution_id": key}))).into_response())
+}
+
+fn parse_id(id: &str) -> Result<ExecutionId, ApiError> {
+    id.parse()
+        .map_err(|e| ApiError::bad_request(format!("`{id}` is not an execution id: {e}")))
+}
+
+fn not_found(id: &ExecutionId) -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "not_found",
+        format!("no execution {id} in the store"),
+    )
+}
+
+async fn execution(
+    State(api): State<Arc<Api>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> ApiResult {
+    authorize(&api, &headers, Scope::Read)?;
+    let id = parse_id(&id)?;
+    let row = api.store.execution(&id).await.map_err(ApiError::internal)?;
+    let row = row.ok_or_else(|| not_found(&id))?;
+    Ok(Json(crate::present::execution_json(&row)).into_response())
+}
+
+async fn history(
+    State(api): State<Arc<Api>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> ApiResult {
+    authorize(&api, &headers, Scope::Read)?;
+    let id = parse_id(&id)?;
+    let rows = api.store.history(&id).await.map_err(ApiError::internal)?;
+    if rows.is_empty() {
+        return Err(not_found(&id));
+    }
+    let entries = crate::present::decode_history(&api.codec, &rows).map_err(ApiError::internal)?;
+    let json: Vec<Value> = entries
+        .iter()
+        .map(|(offset, record)| crate::present::history_entry_json(*offset, record))
+        .collect();
+    Ok(Json(json!({"execution_id": id.to_string(), "entries": json})).into_response())
+}
+
+/// The query of `GET /v1/executions`: the filters of `weir list`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListParams {
+    function: Option<String>,
+    parent: Option<String>,
+    state: Option<String>,
+    outcome: Option<String>,
+    since: Option<chrono::DateTime<chrono::Utc>>,
+    until: Option<chrono::DateTime<chrono::Utc>>,
+    finished_since: Option<chrono::DateTime<chrono::Utc>>,
+    finished_until: Option<chrono::DateTime<chrono::Utc>>,
+    limit: Option<usize>,
+    after: Option<String>,
+}
+
+async fn list(
+    State(api): State<Arc<Api>>,
+    headers: HeaderMap,
+    params: Result<Query<ListParams>, axum::extract::rejection::QueryRejection>,
+) -> ApiResult {
+    authorize(&api, &headers, Scope::Read)?;
+    let Query(p) = params.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    let filter = crate::cli::ListFilter {
+        function: p.function,
+        parent: p.parent,
+        state: p.state,
+        outcome: p.outcome,
+        since: p.since,
+        until: p.until,
+        finished_since: p.finished_since,
+        finished_until: p.finished_until,
+    };
+    let limit = p
+        .limit
+        .unwrap_or(crate::cli::DEFAULT_LIST_LIMIT)
+        .clamp(1, 1000);
+    let query = filter
+        .query(limit, p.after.as_deref())
+        .map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let page = api
+        .store
+        .list_executions(&query)
+        .await
+        .map_err(ApiError::internal)?;
+    Ok(Json(json!({
+        "executions": page.executions.iter().map(crate::present::listed_json).collect::<Vec<_>>(),
+        "next": page.next.as_ref().map(crate::cli::cursor_text),
+    }))
+    .into_response())
+}

@@ -1,0 +1,74 @@
+//! JSON presentations of what the store holds, shared by the CLI (`weir status|history|list
+//! --json`) and the HTTP API, so that both show an execution, its history and a list the same
+//! way.
+
+use serde_json::{Value, json};
+
+use crate::codec::{Codec, DecodeError, HistoryEntry, HistoryRecord, RecordPosition};
+use crate::store::rows::{ExecutionRow, HistoryRow, ListedExecution};
+
+/// An execution row: params and result as JSON values (the row keeps them as text).
+pub fn execution_json(row: &ExecutionRow) -> Value {
+    let parse =
+        |text: &str| serde_json::from_str::<Value>(text).unwrap_or(Value::String(text.to_owned()));
+    json!({
+        "execution_id": row.execution_id.to_string(),
+        "ffqn": row.ffqn,
+        "state": row.state.as_str(),
+        "parent_id": row.parent_id.as_ref().map(ToString::to_string),
+        "params": parse(&row.params),
+        "history_version": row.history_version,
+        "created_at": row.created_at,
+        "updated_at": row.updated_at,
+        "finished_at": row.finished_at,
+        "result": row.result.as_deref().map(parse),
+    })
+}
+
+/// One execution of a list.
+pub fn listed_json(e: &ListedExecution) -> Value {
+    json!({
+        "execution_id": e.execution_id.to_string(),
+        "ffqn": e.ffqn,
+        "parent_id": e.parent_id.as_ref().map(ToString::to_string),
+        "state": e.state.as_str(),
+        "outcome": e.outcome,
+        "created_at": e.created_at,
+        "finished_at": e.finished_at,
+    })
+}
+
+/// The history rows of an execution, decoded.
+pub fn decode_history(
+    codec: &Codec,
+    rows: &[HistoryRow],
+) -> Result<Vec<(i64, HistoryRecord)>, DecodeError> {
+    rows.iter()
+        .map(|row| {
+            let position = RecordPosition::at("history", row.kafka_partition, row.kafka_offset);
+            Ok((row.kafka_offset, codec.decode(&row.record, &position)?))
+        })
+        .collect()
+}
+
+/// One changelog record, with the offset it was committed at on `weir.history`.
+pub fn history_entry_json(offset: i64, record: &HistoryRecord) -> Value {
+    let body = match &record.entry {
+        HistoryEntry::Created(c) => json!({
+            "kind": "created", "ffqn": c.ffqn.to_string(), "params": c.params,
+            "parent": c.parent.as_ref().map(|p| p.execution_id.to_string()),
+            "scheduled_at": c.scheduled_at, "created_at": c.created_at,
+        }),
+        HistoryEntry::Event { version, event } => {
+            json!({"kind": "event", "version": version, "event": event})
+        }
+        HistoryEntry::ResponseAppended(r) => json!({"kind": "response", "response": r}),
+        HistoryEntry::Finished {
+            result,
+            finished_at,
+        } => {
+            json!({"kind": "finished", "result": result, "finished_at": finished_at})
+        }
+    };
+    json!({"seq": record.seq, "offset": offset, "entry": body})
+}
