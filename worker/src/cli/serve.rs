@@ -104,9 +104,16 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", args.listen))?;
     info!(listen = %listener.local_addr()?, "API serving");
+    // SIGTERM (docker stop, Kubernetes) and SIGINT alike: finish the requests in flight.
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut terminate = signal(SignalKind::terminate())?;
     axum::serve(listener, crate::api::router(api))
-        .with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
+        .with_graceful_shutdown(async move {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = terminate.recv() => {}
+            }
+            info!("API stopping");
         })
         .await?;
     Ok(())

@@ -220,6 +220,65 @@ fn checkpoint_values(
 }
 
 impl CqlStore {
+    /// Reads the rows of a list table's `statement` in order, and appends to `found` those
+    /// `query` matches, until it holds one more than a page. A row is `(created_at,
+    /// execution_id, <a text column>, state, outcome, finished_at)`; `names` turns that text
+    /// column (and the id) into the row's function and parent.
+    async fn take_listed(
+        &self,
+        statement: PreparedStatement,
+        bind: impl SerializeRow,
+        query: &weir_core::rows::ListQuery,
+        found: &mut Vec<weir_core::rows::ListedExecution>,
+        names: impl Fn(Option<String>, &str) -> Result<(String, Option<String>), StoreError>,
+    ) -> Result<(), StoreError> {
+        type Columns = (
+            DateTime<Utc>,
+            String,
+            Option<String>,
+            String,
+            Option<String>,
+            Option<DateTime<Utc>>,
+        );
+        let context = "list executions";
+        let parse_id = |id: &str| -> Result<ExecutionId, StoreError> {
+            id.parse().map_err(|e| StoreError::Corrupt {
+                execution_id: id.to_owned(),
+                reason: format!("not an execution id: {e}"),
+            })
+        };
+        let mut rows = self
+            .session
+            .execute_iter(statement, bind)
+            .await
+            .map_err(|e| result_error(context, e))?
+            .rows_stream::<Columns>()
+            .map_err(|e| result_error(context, e))?;
+        while let Some((created_at, id, text, state, outcome, finished_at)) = rows
+            .try_next()
+            .await
+            .map_err(|e| result_error(context, e))?
+        {
+            let (ffqn, parent) = names(text, &id)?;
+            let listed = weir_core::rows::ListedExecution {
+                execution_id: parse_id(&id)?,
+                ffqn,
+                parent_id: parent.as_deref().map(parse_id).transpose()?,
+                state: parse_name(&state, &id)?,
+                outcome,
+                created_at,
+                finished_at,
+            };
+            if query.matches(&listed) {
+                found.push(listed);
+                if found.len() > query.limit.max(1) {
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// One unlogged batch on one partition key: history rows of an execution, and its
     /// execution row if given.
     async fn write_rows(
@@ -452,28 +511,12 @@ impl Store for CqlStore {
         &self,
         query: &weir_core::rows::ListQuery,
     ) -> Result<weir_core::rows::ListPage, StoreError> {
-        use weir_core::rows::{ListBy, ListedExecution, created_day};
-        type FunctionColumns = (
-            DateTime<Utc>,
-            String,
-            Option<String>,
-            String,
-            Option<String>,
-            Option<DateTime<Utc>>,
-        );
+        use weir_core::rows::{ListBy, created_day};
         let query = query.bounded(Utc::now());
-        let limit = query.limit.max(1);
-        let mut found: Vec<ListedExecution> = Vec::new();
-        let context = "list executions";
-        let parse_id = |id: &str| -> Result<ExecutionId, StoreError> {
-            id.parse().map_err(|e| StoreError::Corrupt {
-                execution_id: id.to_owned(),
-                reason: format!("not an execution id: {e}"),
-            })
-        };
+        let mut found = Vec::new();
         match &query.by {
             ListBy::Function(ffqn) => {
-                // Bounded by `bounded`; the cursor lowers the upper end.
+                // `bounded` gave both ends; the cursor lowers the upper one.
                 let until = query.created_until.unwrap_or_else(Utc::now);
                 let from = query.created_from.unwrap_or(until);
                 let top = query
@@ -481,75 +524,24 @@ impl Store for CqlStore {
                     .as_ref()
                     .map_or(until, |c| c.created_at.min(until));
                 let mut day = created_day(top);
-                while day >= created_day(from) && found.len() <= limit {
-                    let mut rows = self
-                        .session
-                        .execute_iter(
-                            self.statements.select_by_function.clone(),
-                            (ffqn.as_str(), day, from, top),
-                        )
-                        .await
-                        .map_err(|e| result_error(context, e))?
-                        .rows_stream::<FunctionColumns>()
-                        .map_err(|e| result_error(context, e))?;
-                    while let Some((created_at, id, parent, state, outcome, finished_at)) = rows
-                        .try_next()
-                        .await
-                        .map_err(|e| result_error(context, e))?
-                    {
-                        let listed = ListedExecution {
-                            execution_id: parse_id(&id)?,
-                            ffqn: ffqn.clone(),
-                            parent_id: parent.as_deref().map(parse_id).transpose()?,
-                            state: parse_name(&state, &id)?,
-                            outcome,
-                            created_at,
-                            finished_at,
-                        };
-                        if query.matches(&listed) {
-                            found.push(listed);
-                            if found.len() > limit {
-                                break;
-                            }
-                        }
-                    }
+                while day >= created_day(from) && found.len() <= query.limit.max(1) {
+                    let statement = self.statements.select_by_function.clone();
+                    let bind = (ffqn.as_str(), day, from, top);
+                    self.take_listed(statement, bind, &query, &mut found, |parent, _| {
+                        Ok((ffqn.clone(), parent))
+                    })
+                    .await?;
                     day -= 1;
                 }
             }
             ListBy::Parent(parent) => {
-                let parent_text = parent.to_string();
-                let mut rows = self
-                    .session
-                    .execute_iter(
-                        self.statements.select_by_parent.clone(),
-                        (parent_text.as_str(),),
-                    )
-                    .await
-                    .map_err(|e| result_error(context, e))?
-                    .rows_stream::<FunctionColumns>()
-                    .map_err(|e| result_error(context, e))?;
-                while let Some((created_at, id, ffqn, state, outcome, finished_at)) = rows
-                    .try_next()
-                    .await
-                    .map_err(|e| result_error(context, e))?
-                {
-                    let listed = ListedExecution {
-                        execution_id: parse_id(&id)?,
-                        // The column holds the function for this table.
-                        ffqn: ffqn.unwrap_or_default(),
-                        parent_id: Some(parent.clone()),
-                        state: parse_name(&state, &id)?,
-                        outcome,
-                        created_at,
-                        finished_at,
-                    };
-                    if query.matches(&listed) {
-                        found.push(listed);
-                        if found.len() > limit {
-                            break;
-                        }
-                    }
-                }
+                let statement = self.statements.select_by_parent.clone();
+                let bind = (parent.to_string(),);
+                // This table's fourth column is the function.
+                self.take_listed(statement, bind, &query, &mut found, |ffqn, _| {
+                    Ok((ffqn.unwrap_or_default(), Some(parent.to_string())))
+                })
+                .await?;
             }
         }
         Ok(query.page(found))

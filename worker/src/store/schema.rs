@@ -361,12 +361,15 @@ mod tests {
             [
                 "executions",
                 "history",
+                "executions_by_function",
+                "executions_by_parent",
                 "timers",
                 "checkpoints",
                 "timer_watermarks"
             ]
         );
-        let history = &tables[1];
+        let table = |name: &str| tables.iter().find(|t| t.name == name).expect(name);
+        let history = table("history");
         assert_eq!(
             history.columns["execution_id"],
             ("text".to_owned(), ColumnKind::PartitionKey(0))
@@ -375,17 +378,34 @@ mod tests {
             history.columns["seq"],
             ("bigint".to_owned(), ColumnKind::Clustering(0))
         );
-        let timers = &tables[2];
+        let timers = table("timers");
         assert_eq!(timers.columns["time_bucket"].1, ColumnKind::PartitionKey(1));
         assert_eq!(timers.columns["timer_id"].1, ColumnKind::Clustering(1));
         assert_eq!(timers.columns["payload"].1, ColumnKind::Regular);
         assert_eq!(
-            tables[0].columns["execution_id"].1,
+            table("executions").columns["execution_id"].1,
             ColumnKind::PartitionKey(0)
         );
         assert_eq!(
-            tables[3].columns["kafka_partition"].1,
+            table("checkpoints").columns["kafka_partition"].1,
             ColumnKind::PartitionKey(1)
+        );
+        let by_function = table("executions_by_function");
+        assert_eq!(
+            by_function.columns["created_day"].1,
+            ColumnKind::PartitionKey(1)
+        );
+        assert_eq!(
+            by_function.columns["created_at"].1,
+            ColumnKind::Clustering(0)
+        );
+        assert_eq!(
+            by_function.columns["execution_id"].1,
+            ColumnKind::Clustering(1)
+        );
+        assert_eq!(
+            table("executions_by_parent").columns["parent_id"].1,
+            ColumnKind::PartitionKey(0)
         );
     }
 
