@@ -121,11 +121,17 @@ fn password(
 }
 
 fn read_password(what: &'static str, path: &Path) -> Result<SecretString, SecurityArgsError> {
-    let text = std::fs::read_to_string(path).map_err(|source| SecurityArgsError::PasswordFile {
+    read_secret_file(path).map_err(|source| SecurityArgsError::PasswordFile {
         what,
         path: path.to_owned(),
         source,
-    })?;
+    })
+}
+
+/// A file's content without one trailing newline (`\n` or `\r\n`): how a password or a
+/// secret is kept in a file.
+fn read_secret_file(path: &Path) -> Result<SecretString, std::io::Error> {
+    let text = std::fs::read_to_string(path)?;
     let trimmed = text.strip_suffix('\n').unwrap_or(&text);
     let trimmed = trimmed.strip_suffix('\r').unwrap_or(trimmed);
     Ok(SecretString::from(trimmed.to_owned()))
@@ -255,13 +261,10 @@ pub fn load_secrets(args: &[SecretArg]) -> Result<crate::wasm::secrets::Secrets,
     for arg in args {
         let (value, origin) = match &arg.source {
             SecretSource::File(path) => {
-                let value = read_password("secret", path).map_err(|e| match e {
-                    SecurityArgsError::PasswordFile { source, .. } => SecretArgError::File {
-                        name: arg.name.clone(),
-                        path: path.clone(),
-                        source,
-                    },
-                    other => unreachable!("read_password only fails to read: {other}"),
+                let value = read_secret_file(path).map_err(|source| SecretArgError::File {
+                    name: arg.name.clone(),
+                    path: path.clone(),
+                    source,
                 })?;
                 (value, format!("file {}", path.display()))
             }

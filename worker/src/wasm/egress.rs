@@ -156,9 +156,8 @@ fn parse_rule(rule: &str) -> Result<Rule, &'static str> {
     Ok(Rule { https, host, port })
 }
 
-/// The `wasi:http` hooks of an activity instance: its component's [`Egress`].
-/// `wasi:http` hooks of an activity: its allow-list, and its secrets to redact from the URI of a
-/// denied request before it is logged.
+/// The `wasi:http` hooks of an activity instance: its component's [`Egress`], and its secrets,
+/// redacted from the URI of a denied request before it is logged.
 pub struct EgressHooks(pub Arc<Egress>, pub Arc<super::secrets::ComponentSecrets>);
 
 impl WasiHttpHooks for EgressHooks {
