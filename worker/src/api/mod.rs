@@ -10,19 +10,18 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
-use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::producer::FutureProducer;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::codec::{Codec, Submission};
+use crate::codec::Codec;
 use crate::model::{ExecutionId, Ffqn};
 use crate::store::{CqlStore, Store};
 use crate::topology::{TopicRole, Topology};
@@ -230,28 +229,18 @@ async fn submit(
         Some(key) => idempotent_id(&api.namespace, key),
         None => ExecutionId::top_level(ulid::Ulid::new()),
     };
-    let submission = Submission {
-        execution_id: id.clone(),
-        ffqn,
-        params: body.params,
-        parent: None,
-        scheduled_at: None,
-        correlation_id: None,
-        metadata: Default::default(),
-    };
     let topic = &api.topology.topic(TopicRole::Submissions).name;
-    let value = api
-        .codec
-        .encode(topic, &submission)
-        .map_err(ApiError::internal)?;
+    crate::kafka::submit::submit_top_level(
+        &api.producer,
+        &api.codec,
+        topic,
+        &id,
+        ffqn,
+        body.params,
+    )
+    .await
+    .map_err(ApiError::internal)?;
     let key = id.to_string();
-    api.producer
-        .send(
-            FutureRecord::to(topic).key(&key).payload(&value),
-            Duration::from_secs(30),
-        )
-        .await
-        .map_err(|(e, _)| ApiError::internal(format!("cannot submit to {topic}: {e}")))?;
     Ok((StatusCode::ACCEPTED, Json(json!({"execution_id": key}))).into_response())
 }
 

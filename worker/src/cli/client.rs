@@ -9,12 +9,12 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
-use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::producer::FutureProducer;
 use rdkafka::{Offset, TopicPartitionList};
 use serde_json::Value;
 
 use super::ClusterArgs;
-use crate::codec::{Codec, ExecutionFinished, HistoryEntry, RecordPosition, Submission};
+use crate::codec::{Codec, ExecutionFinished, HistoryEntry, RecordPosition};
 use crate::kafka::partitioner::partition_for_key;
 use crate::model::{ExecutionId, ExecutionResult, Ffqn};
 use crate::store::{CqlStore, Store, connect};
@@ -115,25 +115,10 @@ async fn submit_inner(args: SubmitArgs) -> anyhow::Result<ExitCode> {
         None
     };
 
-    let submission = Submission {
-        execution_id: id.clone(),
-        ffqn,
-        params,
-        parent: None,
-        scheduled_at: None,
-        correlation_id: None,
-        metadata: Default::default(),
-    };
     let submissions = &topology.topic(TopicRole::Submissions).name;
-    let value = codec.encode(submissions, &submission)?;
     let producer: FutureProducer = kafka.producer().create()?;
-    producer
-        .send(
-            FutureRecord::to(submissions).key(&key).payload(&value),
-            Duration::from_secs(30),
-        )
-        .await
-        .map_err(|(e, _)| anyhow::anyhow!("cannot submit to {submissions}: {e}"))?;
+    crate::kafka::submit::submit_top_level(&producer, &codec, submissions, &id, ffqn, params)
+        .await?;
     println!("{id}");
     let Some(consumer) = listener else {
         return Ok(ExitCode::SUCCESS);

@@ -12,6 +12,7 @@ pub mod history_reader;
 pub mod materialiser;
 pub mod producer;
 pub mod recovery;
+pub mod submit;
 /// The murmur2 partitioner lives in the core (the processor needs it); re-exported here.
 pub use weir_core::partitioner;
 pub mod transaction;
