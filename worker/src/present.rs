@@ -38,15 +38,15 @@ pub fn listed_json(e: &ListedExecution) -> Value {
     })
 }
 
-/// The history rows of an execution, decoded.
-pub fn decode_history(
+/// The history rows of an execution, each with its decoded record.
+pub fn decode_history<'a>(
     codec: &Codec,
-    rows: &[HistoryRow],
-) -> Result<Vec<(i64, HistoryRecord)>, DecodeError> {
+    rows: &'a [HistoryRow],
+) -> Result<Vec<(&'a HistoryRow, HistoryRecord)>, DecodeError> {
     rows.iter()
         .map(|row| {
             let position = RecordPosition::at("history", row.kafka_partition, row.kafka_offset);
-            Ok((row.kafka_offset, codec.decode(&row.record, &position)?))
+            Ok((row, codec.decode(&row.record, &position)?))
         })
         .collect()
 }

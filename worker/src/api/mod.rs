@@ -283,7 +283,7 @@ async fn history(
     let entries = crate::present::decode_history(&api.codec, &rows).map_err(ApiError::internal)?;
     let json: Vec<Value> = entries
         .iter()
-        .map(|(offset, record)| crate::present::history_entry_json(*offset, record))
+        .map(|(row, record)| crate::present::history_entry_json(row.kafka_offset, record))
         .collect();
     Ok(Json(json!({"execution_id": id.to_string(), "entries": json})).into_response())
 }

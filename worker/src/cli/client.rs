@@ -222,14 +222,17 @@ pub async fn history(args: ShowArgs) -> ExitCode {
         if args.json {
             let json: Vec<Value> = entries
                 .iter()
-                .map(|(offset, record)| crate::present::history_entry_json(*offset, record))
+                .map(|(row, record)| crate::present::history_entry_json(row.kafka_offset, record))
                 .collect();
             println!("{}", serde_json::to_string_pretty(&json)?);
         } else {
             println!("{:>4}  {:>8}  {:<9}  detail", "seq", "offset", "kind");
-            for (offset, record) in &entries {
+            for (row, record) in &entries {
                 let (kind, detail) = describe(&record.entry);
-                println!("{:>4}  {:>8}  {:<9}  {detail}", record.seq, offset, kind);
+                println!(
+                    "{:>4}  {:>8}  {:<9}  {detail}",
+                    record.seq, row.kafka_offset, kind
+                );
             }
         }
         Ok(())

@@ -14,7 +14,7 @@ use serde_json::json;
 
 use super::ClusterArgs;
 use super::digest::RegistryArgs;
-use crate::codec::{Codec, HistoryRecord, RecordPosition};
+use crate::codec::Codec;
 use crate::model::ExecutionId;
 use crate::store::{CqlStore, Store, connect};
 use crate::wasm::verify::{Verdict, verify};
@@ -169,11 +169,8 @@ async fn recorded(
         anyhow::bail!("no history for {id} in the store");
     };
     let partition = first.kafka_partition;
-    let mut records = Vec::with_capacity(rows.len());
-    for row in &rows {
-        let position = RecordPosition::at("history", row.kafka_partition, row.kafka_offset);
-        let record: HistoryRecord = codec.decode(&row.record, &position)?;
-        records.push((record, row.recorded_at));
-    }
+    let records = crate::present::decode_history(codec, &rows)?
+        .into_iter()
+        .map(|(row, record)| (record, row.recorded_at));
     Ok(weir_core::projection::rebuild(id, partition, records)?)
 }
