@@ -464,20 +464,46 @@ pub struct ListPage {
 }
 
 /// The outcome of a finished execution, from its `result` column (`{"ok": …}`, `{"err": …}`,
-/// `{"execution_error": {"kind": …}}`).
+/// `{"execution_error": {"kind": …}}`). The value itself is skipped, not built: the
+/// materialiser calls this for every finished row it lists, and a result may be large.
 pub fn outcome_of(result_json: &str) -> Option<String> {
-    let value: serde_json::Value = serde_json::from_str(result_json).ok()?;
-    let object = value.as_object()?;
-    if object.contains_key("ok") {
-        Some("ok".to_owned())
-    } else if object.contains_key("err") {
-        Some("err".to_owned())
-    } else {
-        object
-            .get("execution_error")?
-            .get("kind")?
-            .as_str()
-            .map(str::to_owned)
+    use serde::de::IgnoredAny;
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    enum Stored {
+        Ok(IgnoredAny),
+        Err(IgnoredAny),
+        ExecutionError(Kind),
+    }
+    #[derive(serde::Deserialize)]
+    struct Kind {
+        kind: String,
+    }
+    Some(match serde_json::from_str::<Stored>(result_json).ok()? {
+        Stored::Ok(_) => "ok".to_owned(),
+        Stored::Err(_) => "err".to_owned(),
+        Stored::ExecutionError(Kind { kind }) => kind,
+    })
+}
+
+#[cfg(test)]
+mod outcome_tests {
+    use super::outcome_of;
+
+    #[test]
+    fn the_outcome_is_read_from_the_stored_result() {
+        assert_eq!(
+            outcome_of(r#"{"ok":{"big":[1,2,3]}}"#).as_deref(),
+            Some("ok")
+        );
+        assert_eq!(outcome_of(r#"{"err":"no"}"#).as_deref(), Some("err"));
+        assert_eq!(
+            outcome_of(r#"{"execution_error":{"kind":"trap","reason":"x","detail":"y"}}"#)
+                .as_deref(),
+            Some("trap")
+        );
+        assert_eq!(outcome_of("not json"), None);
+        assert_eq!(outcome_of(r#"{"other":1}"#), None);
     }
 }
 
