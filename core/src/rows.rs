@@ -486,27 +486,6 @@ pub fn outcome_of(result_json: &str) -> Option<String> {
     })
 }
 
-#[cfg(test)]
-mod outcome_tests {
-    use super::outcome_of;
-
-    #[test]
-    fn the_outcome_is_read_from_the_stored_result() {
-        assert_eq!(
-            outcome_of(r#"{"ok":{"big":[1,2,3]}}"#).as_deref(),
-            Some("ok")
-        );
-        assert_eq!(outcome_of(r#"{"err":"no"}"#).as_deref(), Some("err"));
-        assert_eq!(
-            outcome_of(r#"{"execution_error":{"kind":"trap","reason":"x","detail":"y"}}"#)
-                .as_deref(),
-            Some("trap")
-        );
-        assert_eq!(outcome_of("not json"), None);
-        assert_eq!(outcome_of(r#"{"other":1}"#), None);
-    }
-}
-
 impl ListedExecution {
     /// What a list shows of an execution row.
     pub fn of(row: &ExecutionRow) -> Self {
@@ -593,5 +572,26 @@ impl ListQuery {
             executions: matching,
             next,
         }
+    }
+}
+
+#[cfg(test)]
+mod outcome_tests {
+    use super::outcome_of;
+
+    #[test]
+    fn the_outcome_is_read_from_the_stored_result() {
+        assert_eq!(
+            outcome_of(r#"{"ok":{"big":[1,2,3]}}"#).as_deref(),
+            Some("ok")
+        );
+        assert_eq!(outcome_of(r#"{"err":"no"}"#).as_deref(), Some("err"));
+        assert_eq!(
+            outcome_of(r#"{"execution_error":{"kind":"trap","reason":"x","detail":"y"}}"#)
+                .as_deref(),
+            Some("trap")
+        );
+        assert_eq!(outcome_of("not json"), None);
+        assert_eq!(outcome_of(r#"{"other":1}"#), None);
     }
 }

@@ -333,9 +333,5 @@ async fn list(
         .list_executions(&query)
         .await
         .map_err(ApiError::internal)?;
-    Ok(Json(json!({
-        "executions": page.executions.iter().map(crate::present::listed_json).collect::<Vec<_>>(),
-        "next": page.next.as_ref().map(crate::cli::cursor_text),
-    }))
-    .into_response())
+    Ok(Json(crate::present::page_json(&page)).into_response())
 }

@@ -7,12 +7,10 @@ use std::process::ExitCode;
 
 use chrono::{DateTime, Utc};
 use clap::Args;
-use serde_json::json;
 
 use super::ClusterArgs;
-use crate::model::ExecutionId;
 use crate::store::Store;
-use weir_core::rows::{ExecutionState, ListBy, ListCursor, ListPage, ListQuery};
+use weir_core::rows::{ExecutionState, ListBy, ListPage, ListQuery};
 
 /// Rows a page shows unless `--limit` says otherwise.
 pub const DEFAULT_LIST_LIMIT: usize = 50;
@@ -75,7 +73,13 @@ impl ListFilter {
             finished_from: self.finished_since,
             finished_until: self.finished_until,
             limit: limit.max(1),
-            after: after.map(parse_cursor).transpose()?,
+            after: after
+                .map(|text| {
+                    crate::present::parse_cursor(text).ok_or_else(|| {
+                        anyhow::anyhow!("--after `{text}` is not a cursor printed by `weir list`")
+                    })
+                })
+                .transpose()?,
         })
     }
 }
@@ -97,30 +101,6 @@ pub struct ListArgs {
     pub json: bool,
 }
 
-/// A cursor as text: the creation time in milliseconds and the id, `<millis>.<id>`.
-pub fn cursor_text(cursor: &ListCursor) -> String {
-    format!(
-        "{}.{}",
-        cursor.created_at.timestamp_millis(),
-        cursor.execution_id
-    )
-}
-
-fn parse_cursor(text: &str) -> anyhow::Result<ListCursor> {
-    let bad = || anyhow::anyhow!("--after `{text}` is not a cursor printed by `weir list`");
-    let (millis, id) = text.split_once('.').ok_or_else(bad)?;
-    let created_at = millis
-        .parse::<i64>()
-        .ok()
-        .and_then(DateTime::from_timestamp_millis)
-        .ok_or_else(bad)?;
-    let execution_id: ExecutionId = id.parse().map_err(|_| bad())?;
-    Ok(ListCursor {
-        created_at,
-        execution_id,
-    })
-}
-
 pub async fn run(args: ListArgs) -> ExitCode {
     let list = async {
         let query = args.filter.query(args.limit, args.after.as_deref())?;
@@ -128,10 +108,7 @@ pub async fn run(args: ListArgs) -> ExitCode {
         let page: ListPage = store.list_executions(&query).await?;
         let mut out = std::io::stdout().lock();
         if args.json {
-            let json = json!({
-                "executions": page.executions.iter().map(crate::present::listed_json).collect::<Vec<_>>(),
-                "next": page.next.as_ref().map(cursor_text),
-            });
+            let json = crate::present::page_json(&page);
             writeln!(out, "{}", serde_json::to_string_pretty(&json)?)?;
         } else {
             writeln!(
@@ -151,7 +128,11 @@ pub async fn run(args: ListArgs) -> ExitCode {
                 )?;
             }
             if let Some(next) = &page.next {
-                writeln!(out, "next page: --after {}", cursor_text(next))?;
+                writeln!(
+                    out,
+                    "next page: --after {}",
+                    crate::present::cursor_text(next)
+                )?;
             }
         }
         anyhow::Ok(())

@@ -13,7 +13,7 @@ mod replay;
 mod security;
 mod serve;
 
-pub use list::{DEFAULT_LIST_LIMIT, ListFilter, cursor_text};
+pub use list::{DEFAULT_LIST_LIMIT, ListFilter};
 mod topology;
 mod worker;
 
