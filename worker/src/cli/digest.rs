@@ -4,41 +4,16 @@
 //! digest does not match its file, or a file cannot be read.
 
 use std::io::Write;
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
 
-use crate::options;
-use crate::wasm::ComponentsFile;
 use crate::wasm::engine::{component_digest, read_component};
 
 #[derive(Debug, Clone, Args)]
 pub struct DigestArgs {
     #[command(flatten)]
-    pub registry: RegistryArgs,
-}
-
-/// Which component registry: `weir worker` and `weir digest` read the same one.
-#[derive(Debug, Clone, Args)]
-pub struct RegistryArgs {
-    /// The component registry.
-    #[arg(long, env = "WEIR_COMPONENTS", default_value = options::DEFAULT_COMPONENTS)]
-    pub components: PathBuf,
-    /// Where the registry's relative component paths are resolved.
-    #[arg(
-        long,
-        env = "WEIR_COMPONENTS_DIR",
-        default_value = options::DEFAULT_COMPONENTS_DIR
-    )]
-    pub components_dir: PathBuf,
-}
-
-impl RegistryArgs {
-    /// Its entries, with defaults applied and paths resolved.
-    pub fn specs(&self) -> Result<Vec<crate::wasm::ComponentSpec>, crate::wasm::RegistryError> {
-        ComponentsFile::read(&self.components)?.resolve(&self.components_dir)
-    }
+    pub registry: super::RegistryArgs,
 }
 
 pub fn run(args: DigestArgs) -> ExitCode {

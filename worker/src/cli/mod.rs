@@ -121,6 +121,28 @@ impl ClusterArgs {
     }
 }
 
+/// Which component registry: `weir worker`, `weir digest` and `weir replay` read it alike.
+#[derive(Debug, Clone, Args)]
+pub struct RegistryArgs {
+    /// The component registry.
+    #[arg(long, env = "WEIR_COMPONENTS", default_value = options::DEFAULT_COMPONENTS)]
+    pub components: std::path::PathBuf,
+    /// Where the registry's relative component paths are resolved.
+    #[arg(
+        long,
+        env = "WEIR_COMPONENTS_DIR",
+        default_value = options::DEFAULT_COMPONENTS_DIR
+    )]
+    pub components_dir: std::path::PathBuf,
+}
+
+impl RegistryArgs {
+    /// Its entries, with defaults applied and paths resolved.
+    pub fn specs(&self) -> Result<Vec<crate::wasm::ComponentSpec>, crate::wasm::RegistryError> {
+        crate::wasm::ComponentsFile::read(&self.components)?.resolve(&self.components_dir)
+    }
+}
+
 fn parse_key_value(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
         Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),

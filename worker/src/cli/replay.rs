@@ -13,7 +13,7 @@ use clap::Args;
 use serde_json::json;
 
 use super::ClusterArgs;
-use super::digest::RegistryArgs;
+use super::RegistryArgs;
 use crate::codec::Codec;
 use crate::model::ExecutionId;
 use crate::store::{CqlStore, Store, connect};

@@ -30,7 +30,7 @@ pub struct WorkerArgs {
     #[command(flatten)]
     pub cluster: ClusterArgs,
     #[command(flatten)]
-    pub registry: super::digest::RegistryArgs,
+    pub registry: super::RegistryArgs,
     /// A secret for the activities whose components name it (`secrets = [...]` in
     /// components.toml), `NAME=file:PATH` or `NAME=env:VARIABLE` (repeatable). Its value is
     /// given to those components only, and redacted from everything Weir writes.

@@ -310,11 +310,7 @@ impl KafkaConfig {
     /// `name` in this deployment's namespace: what every consumer group and transactional id
     /// of Weir is called, so that ACLs on the prefix `<namespace>.` cover them all.
     pub fn group_id(&self, name: &str) -> String {
-        if self.namespace.is_empty() {
-            name.to_owned()
-        } else {
-            format!("{}.{name}", self.namespace)
-        }
+        crate::topology::namespaced(&self.namespace, name)
     }
 
     /// A plain client (admin, metadata): brokers and the user's extra properties.

@@ -253,13 +253,13 @@ impl Topology {
         Ok(())
     }
 
-    /// The same topology with every topic name prefixed by `namespace.` — isolates deployments
+    /// The same topology with every topic name prefixed by `namespace.` ([`namespaced`]) — isolates deployments
     /// (or tests) that share one Kafka cluster, as Kafka Streams' `application.id` does.
     pub fn with_namespace(mut self, namespace: &str) -> Result<Self, TopologyError> {
         if namespace.is_empty() {
             return Ok(self);
         }
-        let rename = |name: &str| format!("{namespace}.{name}");
+        let rename = |name: &str| namespaced(namespace, name);
         for topic in &mut self.topics {
             topic.name = rename(&topic.name);
         }
@@ -320,6 +320,16 @@ fn read_toml<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, TopologyE
         path: path.to_owned(),
         source: Box::new(source),
     })
+}
+
+/// `name` in deployment `namespace`: `<namespace>.<name>`, or `name` itself in the empty
+/// namespace. The one rule for topics, consumer groups and transactional ids alike.
+pub fn namespaced(namespace: &str, name: &str) -> String {
+    if namespace.is_empty() {
+        name.to_owned()
+    } else {
+        format!("{namespace}.{name}")
+    }
 }
 
 #[cfg(test)]
