@@ -241,12 +241,6 @@ impl CqlStore {
             Option<DateTime<Utc>>,
         );
         let context = "list executions";
-        let parse_id = |id: &str| -> Result<ExecutionId, StoreError> {
-            id.parse().map_err(|e| StoreError::Corrupt {
-                execution_id: id.to_owned(),
-                reason: format!("not an execution id: {e}"),
-            })
-        };
         let mut rows = self
             .session
             .execute_iter(statement, bind)
@@ -261,9 +255,9 @@ impl CqlStore {
         {
             let (ffqn, parent) = names(text, &id)?;
             let listed = weir_core::rows::ListedExecution {
-                execution_id: parse_id(&id)?,
+                execution_id: parse_id(&id, &id)?,
                 ffqn,
-                parent_id: parent.as_deref().map(parse_id).transpose()?,
+                parent_id: parent.map(|p| parse_id(&p, &id)).transpose()?,
                 state: parse_name(&state, &id)?,
                 outcome,
                 created_at,
