@@ -1,0 +1,69 @@
+//! Submitting a top-level execution from outside a worker: one `Submission` record on
+//! `weir.submissions`, keyed by its id. What `weir submit` and the HTTP API send (any Kafka
+//! client can send the same with only `schemas/avro/`).
+
+use std::time::Duration;
+
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use serde_json::Value;
+
+use crate::codec::{Codec, EncodeError, Submission};
+use crate::model::{ExecutionId, Ffqn};
+
+/// How long a submission waits for the broker's acknowledgement.
+const SEND_TIMEOUT: Duration = Duration::from_secs(30);
+
+#[derive(Debug, thiserror::Error)]
+pub enum SubmitError {
+    #[error("cannot encode the submission of {execution_id}: {source}")]
+    Encode {
+        execution_id: ExecutionId,
+        source: EncodeError,
+    },
+    #[error("cannot submit {execution_id} to {topic}: {source}")]
+    Send {
+        execution_id: ExecutionId,
+        topic: String,
+        source: rdkafka::error::KafkaError,
+    },
+}
+
+/// Sends the submission of top-level execution `id` of `ffqn` with `params` to `topic` (the
+/// deployment's `weir.submissions`) and waits until the broker has it.
+pub async fn submit_top_level(
+    producer: &FutureProducer,
+    codec: &Codec,
+    topic: &str,
+    id: &ExecutionId,
+    ffqn: Ffqn,
+    params: Value,
+) -> Result<(), SubmitError> {
+    let submission = Submission {
+        execution_id: id.clone(),
+        ffqn,
+        params,
+        parent: None,
+        scheduled_at: None,
+        correlation_id: None,
+        metadata: Default::default(),
+    };
+    let value = codec
+        .encode(topic, &submission)
+        .map_err(|source| SubmitError::Encode {
+            execution_id: id.clone(),
+            source,
+        })?;
+    let key = id.to_string();
+    producer
+        .send(
+            FutureRecord::to(topic).key(&key).payload(&value),
+            SEND_TIMEOUT,
+        )
+        .await
+        .map_err(|(source, _)| SubmitError::Send {
+            execution_id: id.clone(),
+            topic: topic.to_owned(),
+            source,
+        })?;
+    Ok(())
+}
