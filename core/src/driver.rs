@@ -521,6 +521,27 @@ where
             .filter(|(_, partition, _)| owned.contains(partition))
             .map(|(topic, partition, offset)| ((topic, partition), offset))
             .collect();
+        // Before this owner commits anything, the watermark it starts from is written again,
+        // stamped with its generation (the catch-up below waits until it is): a former owner
+        // still finishing a take-over of its own scans a store that may lack timers this
+        // owner's batches make, and its watermark, past them, must not land after.
+        let now = self.log.now();
+        let mut watermarks = Vec::with_capacity(owned.len());
+        for &partition in &owned {
+            let fired_before = self
+                .store
+                .watermark(partition)
+                .await
+                .map_err(DriverError::Store)?
+                .unwrap_or_else(|| TimerIndex::default_start(now));
+            watermarks.push(self.watermark(partition, fired_before, now));
+        }
+        let job = MaterialiseJob {
+            stamp: self.stamp(now),
+            watermarks,
+            ..MaterialiseJob::default()
+        };
+        self.submit(job).await?;
         for &partition in &owned {
             let count = self.catch_up(partition).await?;
             if count > 0 {
@@ -842,13 +863,22 @@ where
         self.timers
             .watermarks(&self.owned, now, min_step)
             .into_iter()
-            .map(|(partition, fired_before)| TimerWatermark {
-                kafka_partition: partition,
-                fired_before,
-                owner: self.config.instance_id.clone(),
-                updated_at: now,
-            })
+            .map(|(partition, fired_before)| self.watermark(partition, fired_before, now))
             .collect()
+    }
+
+    fn watermark(
+        &self,
+        partition: i32,
+        fired_before: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> TimerWatermark {
+        TimerWatermark {
+            kafka_partition: partition,
+            fired_before,
+            owner: self.config.instance_id.clone(),
+            updated_at: now,
+        }
     }
 
     /// While idle, the watermarks still move with the clock (at most once a minute): a

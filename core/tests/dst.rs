@@ -795,6 +795,80 @@ fn issue11_item0_a_zombies_queued_writes_land_after_the_new_owner() {
     assert_invariants(&mut sim);
 }
 
+/// A take-over that stalls between its catch-up and its timer scan. The worker (gen g) is
+/// frozen there and removed from the group; the next owner (gen g+1) takes over, commits a
+/// delay request and is killed before its writer writes the batch or the watermark it took
+/// over with. The zombie resumes: its scan of the store finds no timer, so it writes the
+/// watermark `now`, past the delay. The owner after that (gen g+2) catches the timer up from
+/// the history into the store, reads that watermark and scans from it: the timer was never
+/// loaded (`delays`, `timers-left`). Now every take-over writes the watermark it found,
+/// stamped with its generation, before it commits anything: a former owner's cannot land
+/// after it.
+#[test]
+// Found by the DST before its fix: seed 504687 of dst_short (seeds from 500 000).
+fn a_zombie_take_overs_watermark_does_not_pass_a_later_owners_timer() {
+    let mut sim = deployment(1, 2);
+    let first = owner(&sim, 0);
+    let second = sim.slots().into_iter().find(|s| *s != first).unwrap();
+    sim.crash(first); // restarted as a new member; `second` takes the partition over
+    let mut stalled = false;
+    for _ in 0..400 {
+        sim.run(first, 20);
+        sim.materialise(first, 32);
+        if run_until_writing(&mut sim, second, "read-history", 20) {
+            stalled = sim.run_until(second, "materialiser: flush", 5);
+            break;
+        }
+        sim.advance(100);
+    }
+    ensure(
+        &sim,
+        stalled,
+        "the second worker's take-over has read the history and waits for its writer",
+    );
+    sim.freeze(second, 3_600_000);
+    let sleeper = sim.submit(Workflow::Sleepy, &[1, 2_000, 0]);
+    let mut scanning = false;
+    for _ in 0..400 {
+        if run_until_writing(&mut sim, first, "store: timers", 20) {
+            scanning = true;
+            break;
+        }
+        sim.advance(100);
+    }
+    ensure(
+        &sim,
+        scanning,
+        "the first worker takes over from the frozen one",
+    );
+    // From here its writer writes nothing: the take-over's watermark and the batch with the
+    // delay's timer are lost with it.
+    let committed = sim.run_until_committed(first, 200);
+    ensure(
+        &sim,
+        committed,
+        "the first worker commits the delay request",
+    );
+    sim.crash(first);
+    sim.advance(3_000); // the delay is due
+    sim.resume(second);
+    let wrote = (0..50).any(|_| {
+        sim.run(second, 1);
+        sim.materialise(second, 32);
+        sim.at(second).is_some_and(|a| a.starts_with("poll"))
+    });
+    ensure(&sim, wrote, "the zombie finishes its take-over");
+    sim.crash(second);
+    sim.remove_worker(second);
+    assert_invariants(&mut sim);
+    assert!(
+        sim.check(true)
+            .iter()
+            .all(|v| !v.detail.contains(&sleeper.to_string())),
+        "the sleeper finished"
+    );
+}
+
 /// Issue 11 item 1. The owner sends the offsets of a batch and freezes before committing.
 /// The other worker takes over: catch-up reads the history to the last stable offset (which
 /// the frozen transaction holds back), then the rewind waits for the transaction. The zombie
@@ -974,4 +1048,12 @@ fn issue11_item0_zombie_seeds() {
 // Found by the DST before its fix: issue 11 item 0 (seed 1563 of +revoked_writes).
 fn issue11_item0_revoked_writes_seeds() {
     assert_seeds_pass(&[1563], found_with("revoked_writes"));
+}
+
+/// A zombie's watermark from a take-over it finished late, past a timer of a later owner
+/// (see `a_zombie_take_overs_watermark_does_not_pass_a_later_owners_timer`).
+#[test]
+// Found by the DST before its fix: seed 504687 of dst_short (12 000 seeds from 500 000).
+fn a_zombie_take_overs_watermark_seeds() {
+    assert_seeds_pass(&[504_687], Faults::passing());
 }
