@@ -644,6 +644,7 @@ impl<R: WorkflowRunner> Processor<R> {
             correlation_id: submission.correlation_id.clone(),
             metadata: submission.metadata.clone(),
             created_at: batch.now,
+            component: self.runner.component_of(&submission.ffqn),
         };
         let partition = self.partition_of(&id);
         let (view, timers) = ExecutionView::new(id.clone(), partition, created.clone(), batch.now);
@@ -1321,6 +1322,7 @@ async fn start_run<R: WorkflowRunner>(
         id: live.view.id.clone(),
         ffqn: live.view.created.ffqn.clone(),
         params: live.view.created.params.clone(),
+        component: live.view.created.component.clone(),
     };
     let (rebuilding, history, responses) = match start {
         Start::Fresh => (false, Vec::new(), Vec::new()),

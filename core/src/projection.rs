@@ -386,6 +386,7 @@ mod tests {
             correlation_id: None,
             metadata: Default::default(),
             created_at: t0(),
+            component: None,
         }
     }
 

@@ -86,6 +86,11 @@ pub struct Created {
     pub correlation_id: Option<String>,
     pub metadata: BTreeMap<String, String>,
     pub created_at: DateTime<Utc>,
+    /// Workflows: the content digest (`sha256:<hex>`) of the component the execution is
+    /// pinned to, the newest its creator had; every replay runs that build. `None` in
+    /// records written before pinning (and for executions the host did not pin): they run
+    /// on whatever build of the function is registered.
+    pub component: Option<String>,
 }
 
 /// One entry of an execution's changelog.

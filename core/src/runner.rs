@@ -60,6 +60,18 @@ pub enum RunError {
     Finished { execution: String },
     #[error("execution {execution}: the run stopped unexpectedly: {reason}")]
     Stopped { execution: String, reason: String },
+    /// The build the execution is pinned to is not loadable here (not in the store, or it
+    /// no longer links against the registry): not the execution's failure; it is parked and
+    /// tried again until the build is deployed (`weir deploy`).
+    #[error(
+        "execution {execution}: its component {component} is not available: {reason} (parked \
+         until it is deployed again with `weir deploy`)"
+    )]
+    VersionUnavailable {
+        execution: String,
+        component: String,
+        reason: String,
+    },
     /// The host had no room for the run (its WASM instance pool was full) and ran none of the
     /// workflow's code: a limit of the host, not a failure of the execution, to retry later.
     #[error("execution {execution}: no room to run it (not its failure; retry later): {reason}")]
@@ -73,7 +85,7 @@ impl RunError {
     /// one), so a function that cannot be found is one a rolling deploy has not brought yet.
     pub fn is_retryable(&self, rebuilding: bool) -> bool {
         match self {
-            RunError::NoCapacity { .. } => true,
+            RunError::NoCapacity { .. } | RunError::VersionUnavailable { .. } => true,
             // The journal of responses was read incompletely: read it again.
             RunError::Engine {
                 source: ReplayError::MissingResponse { .. },
@@ -126,6 +138,12 @@ pub trait WorkflowRunner: Send + Sync {
 
     /// Type-checks a submission against the target function.
     fn check_submission(&self, ffqn: &Ffqn, params: &Value) -> Result<(), Rejection>;
+
+    /// The content digest of the build new executions of workflow `ffqn` are pinned to (the
+    /// newest registered); `None` pins nothing.
+    fn component_of(&self, _ffqn: &Ffqn) -> Option<String> {
+        None
+    }
 
     /// What the requests for activity `ffqn` carry (none by default).
     fn request_terms(&self, _ffqn: &Ffqn) -> RequestTerms {

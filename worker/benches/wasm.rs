@@ -126,6 +126,7 @@ fn main() {
                 id: ExecutionId::top_level(Ulid::from_parts(1, n)),
                 ffqn: function.clone(),
                 params: params.clone(),
+                component: None,
             };
             rt.block_on(async {
                 let (_run, step) = host
@@ -248,6 +249,7 @@ fn parked_executions(
                 id: ExecutionId::top_level(Ulid::from_parts(7, i)),
                 ffqn: chain.clone(),
                 params: json!([10, 20]),
+                component: None,
             };
             let (run, step) = rt
                 .block_on(host.start_workflow(execution, vec![], vec![], now))

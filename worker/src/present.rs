@@ -84,6 +84,7 @@ pub fn history_entry_json(offset: i64, record: &HistoryRecord) -> Value {
             "kind": "created", "ffqn": c.ffqn.to_string(), "params": c.params,
             "parent": c.parent.as_ref().map(|p| p.execution_id.to_string()),
             "scheduled_at": c.scheduled_at, "created_at": c.created_at,
+            "component": c.component,
         }),
         HistoryEntry::Event { version, event } => {
             json!({"kind": "event", "version": version, "event": event})

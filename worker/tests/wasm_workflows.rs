@@ -32,6 +32,7 @@ async fn replay(host: &WasmHost, bus: &InMemoryBus, id: &ExecutionId) -> RunStep
         id: id.clone(),
         ffqn: e.ffqn.clone(),
         params: e.params.clone(),
+        component: None,
     };
     let (_run, step) = host
         .start_workflow(execution, e.history.clone(), e.responses.clone(), bus.now())
@@ -830,6 +831,7 @@ async fn start(host: &std::sync::Arc<WasmHost>, function: &str, params: Value) -
         id: format!("E_01KA{:022}", 7).parse().unwrap(),
         ffqn: ffqn(function),
         params,
+        component: None,
     };
     let (_run, step) = host
         .start_workflow(execution, vec![], vec![], t0())
@@ -929,6 +931,7 @@ async fn wait_for_no_capacity(host: &std::sync::Arc<WasmHost>) -> String {
             id: format!("E_01KA{:022}", 8).parse().unwrap(),
             ffqn: ffqn("weir-examples:workflows/hello.greet"),
             params: json!(["pool"]),
+            component: None,
         };
         match host.start_workflow(execution, vec![], vec![], t0()).await {
             Err(e @ weir::wasm::RunError::NoCapacity { .. }) => return e.to_string(),
@@ -967,6 +970,7 @@ async fn a_pool_parks_a_run_per_instance_of_a_component_with_two_tables() {
             id: format!("E_01KB{n:022}").parse().unwrap(),
             ffqn: ffqn("weir-examples:workflows/steps.fibonacci-chain"),
             params: json!([5, 3]),
+            component: None,
         };
         match host.start_workflow(execution, vec![], vec![], t0()).await {
             Ok((run, RunStep::Parked { .. })) => parked.push(run),
@@ -1022,4 +1026,100 @@ async fn a_component_loads_only_if_its_file_has_the_recorded_digest() {
         .expect("a malformed digest must be refused")
         .to_string();
     assert!(err.contains("64 lower-case hex"), "{err}");
+}
+
+/// Builds found by digest in memory, as the store serves them to a worker.
+struct Builds(std::collections::HashMap<String, (String, Vec<u8>)>);
+
+impl weir::wasm::versions::BuildSource for Builds {
+    fn fetch<'a>(
+        &'a self,
+        digest: &'a str,
+    ) -> futures::future::BoxFuture<'a, Result<Option<weir::wasm::versions::NamedBuild>, String>>
+    {
+        Box::pin(async move { Ok(self.0.get(digest).cloned()) })
+    }
+}
+
+/// The delay the first request of a parked `sleepy` run asks for, in ms after `t0`.
+fn first_delay_ms(step: &RunStep) -> i64 {
+    step.effects()
+        .events
+        .iter()
+        .find_map(|e| match &e.event {
+            HistoryEvent::JoinSetRequest {
+                request: weir::model::JoinSetRequest::DelayRequest { expires_at, .. },
+                ..
+            } => Some((*expires_at - t0()).num_milliseconds()),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no delay requested: {step:?}"))
+}
+
+/// Issue 14 item 1: on a host whose registry has the second build of `sleepy` (which naps
+/// 1 ms first), an execution pinned to the first build runs that build, fetched by digest;
+/// pinned to the registry's build or to none, the registry's; pinned to a build nowhere to be
+/// had, or stored under a digest its bytes do not have, it is `VersionUnavailable` — parked
+/// and tried again, never run on another build.
+#[tokio::test]
+async fn a_pinned_execution_runs_on_its_build_and_parks_without_it() {
+    use weir::wasm::engine::component_digest;
+    const SLEEP_FOR: &str = "weir-examples:workflows/sleepy.sleep-for";
+    let first = std::fs::read(examples_dir().join("sleepy.wasm")).unwrap();
+    let second = std::fs::read(examples_dir().join("sleepy-v2.wasm")).unwrap();
+    let (v1, v2) = (component_digest(&first), component_digest(&second));
+    let forged = format!("sha256:{}", "0".repeat(64));
+    let builds = Builds(
+        [
+            (v1.clone(), ("sleepy".to_owned(), first)),
+            (forged.clone(), ("sleepy".to_owned(), second.clone())),
+        ]
+        .into_iter()
+        .collect(),
+    );
+    let host = host_with(|t| t.replace("path = \"sleepy.wasm\"", "path = \"sleepy-v2.wasm\""))
+        .unwrap()
+        .with_build_source(std::sync::Arc::new(builds));
+    assert_eq!(host.component_of(&ffqn(SLEEP_FOR)), Some(v2.clone()));
+    let run = |component: Option<&str>| {
+        let execution = Execution {
+            id: format!("E_01KA{:022}", 9).parse().unwrap(),
+            ffqn: ffqn(SLEEP_FOR),
+            params: json!([5_000]),
+            component: component.map(str::to_owned),
+        };
+        host.start_workflow(execution, vec![], vec![], t0())
+    };
+    let (_, step) = run(Some(&v1)).await.expect("the first build runs");
+    assert_eq!(
+        first_delay_ms(&step),
+        5_000,
+        "the first build sleeps at once"
+    );
+    for pin in [Some(v2.as_str()), None] {
+        let (_, step) = run(pin).await.expect("the registry's build runs");
+        assert_eq!(
+            first_delay_ms(&step),
+            1,
+            "the second build naps first ({pin:?})"
+        );
+    }
+    let unknown = format!("sha256:{}", "1".repeat(64));
+    for (pin, reason) in [
+        (&unknown, "no build with that digest"),
+        (&forged, "refusing to run it"),
+    ] {
+        match run(Some(pin)).await {
+            Err(e @ weir::wasm::RunError::VersionUnavailable { .. }) => {
+                assert!(e.is_retryable(false), "{e}");
+                let text = e.to_string();
+                assert!(
+                    text.contains(pin.as_str()) && text.contains(reason),
+                    "{text}"
+                );
+            }
+            Err(e) => panic!("pinned to {pin}: {e}"),
+            Ok((_, step)) => panic!("pinned to {pin}, it ran: {step:?}"),
+        }
+    }
 }

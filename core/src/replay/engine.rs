@@ -20,6 +20,8 @@ pub struct Execution {
     pub ffqn: Ffqn,
     /// A JSON array, one element per WIT parameter.
     pub params: Value,
+    /// The component build it is pinned to ([`Created::component`](crate::records::Created)).
+    pub component: Option<String>,
 }
 
 /// A call the run is blocked in, kept so that its retry resumes it instead of starting anew.

@@ -331,6 +331,7 @@ pub fn check(
                 id: id.clone(),
                 ffqn: created.ffqn.clone(),
                 params: created.params.clone(),
+                component: created.component.clone(),
             };
             match run_fresh(&execution, workflow, events, responses, w.now) {
                 Ok((RunStep::Finished { result, effects }, _)) => {

@@ -466,6 +466,7 @@ mod tests {
             id: "E_01ARZ3NDEKTSV4RRFFQ69G5FAV".parse().unwrap(),
             ffqn: workflow.ffqn(),
             params,
+            component: None,
         }
     }
 

@@ -249,12 +249,16 @@ pub fn describe(entry: &HistoryEntry) -> (&'static str, String) {
         HistoryEntry::Created(c) => (
             "created",
             format!(
-                "{}({}){}",
+                "{}({}){}{}",
                 c.ffqn,
                 c.params,
                 c.parent
                     .as_ref()
                     .map(|p| format!(" child of {}", p.execution_id))
+                    .unwrap_or_default(),
+                c.component
+                    .as_ref()
+                    .map(|d| format!(" on {d}"))
                     .unwrap_or_default()
             ),
         ),

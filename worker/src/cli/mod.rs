@@ -7,6 +7,7 @@
 //! (`replay`).
 
 mod client;
+pub mod deploy;
 mod digest;
 mod list;
 mod replay;
@@ -55,6 +56,9 @@ pub enum Command {
     List(Box<list::ListArgs>),
     /// Print the content digest of every component, to record in components.toml.
     Digest(digest::DigestArgs),
+    /// Store the registry's workflow builds, so that executions pinned to them run on any
+    /// worker after newer builds are deployed (workers do this at start too).
+    Deploy(Box<deploy::DeployArgs>),
     /// Replay recorded executions against a build of their workflow, without side effects
     /// (exit code 5 on a mismatch: gate a deploy on it).
     Replay(Box<replay::ReplayArgs>),
@@ -172,6 +176,7 @@ pub fn main() -> ExitCode {
             Command::Status(args) => client::status(args).await,
             Command::History(args) => client::history(args).await,
             Command::Digest(args) => digest::run(args),
+            Command::Deploy(args) => deploy::run(*args).await,
             Command::List(args) => list::run(*args).await,
             Command::Serve(args) => serve::run(*args).await,
             Command::Replay(args) => replay::run(*args).await,

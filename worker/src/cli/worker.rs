@@ -272,7 +272,7 @@ async fn serve(args: WorkerArgs) -> anyhow::Result<()> {
             args.registry.components.display()
         );
     }
-    let host = Arc::new(WasmHost::load_with_secrets(
+    let host = WasmHost::load_with_secrets(
         EngineConfig {
             cache_dir: Some(args.compiled_dir.clone()),
             max_instances,
@@ -280,7 +280,21 @@ async fn serve(args: WorkerArgs) -> anyhow::Result<()> {
         },
         specs,
         &super::security::load_secrets(&args.secrets)?,
-    )?);
+    )?;
+    // Workflow workers: the store keeps every build executions are pinned to (this worker's
+    // included), and is where builds other than the registry's are fetched.
+    let (host, store) = if args.activities_only {
+        (host, None)
+    } else {
+        let session = connect(&cluster.cql()?).await?;
+        let store = Arc::new(CqlStore::new(Arc::new(session), &cluster.keyspace).await?);
+        for d in super::deploy::store_builds(host.registry(), store.as_ref()).await? {
+            info!(component = %d.name, digest = %d.digest, stored_now = d.stored_now, "workflow build in the store");
+        }
+        let source = Arc::new(super::deploy::StoredBuilds(Arc::clone(&store)));
+        (host.with_build_source(source), Some(store))
+    };
+    let host = Arc::new(host);
     host.registry().check_routes(&topology)?;
     let registry: Option<Arc<dyn SchemaRegistry>> = match &args.schema_registry {
         Some(url) => Some(Arc::new(HttpRegistry::new(url)?)),
@@ -346,9 +360,7 @@ async fn serve(args: WorkerArgs) -> anyhow::Result<()> {
     });
 
     let mut tasks = tokio::task::JoinSet::new();
-    if !args.activities_only {
-        let session = connect(&cluster.cql()?).await?;
-        let store = Arc::new(CqlStore::new(Arc::new(session), &cluster.keyspace).await?);
+    if let Some(store) = store {
         let worker = WorkflowWorker::new(
             config("weir.workflow-workers"),
             Arc::clone(&topology),

@@ -961,6 +961,7 @@ impl AvroRecord for HistoryRecord {
                     ),
                     ("metadata", string_map(&c.metadata)),
                     ("created_at", instant(&c.created_at)),
+                    ("component", optional(c.component.as_ref(), string)),
                 ]),
             ),
             HistoryEntry::Event { version, event } => branch(
@@ -1008,6 +1009,7 @@ impl AvroRecord for HistoryRecord {
                     correlation_id: e.get("correlation_id", |v| read_optional(v, read_string))?,
                     metadata: e.get("metadata", read_string_map)?,
                     created_at: e.get("created_at", read_instant)?,
+                    component: e.get("component", |v| read_optional(v, read_string))?,
                 })),
                 1 => Ok(HistoryEntry::Event {
                     version: Version(e.get("version", read_u64_bits)?),

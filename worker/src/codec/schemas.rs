@@ -62,6 +62,8 @@ const PREVIOUS_FILES: &[(&str, &str, &str)] = &[
     avsc!("HistoryRecord", "history/v1/history_record.avsc"),
     avsc!("ExecutionFinished", "history/v1/execution_finished.avsc"),
     avsc!("DlqEnvelope", "history/v1/dlq_envelope.avsc"),
+    // Before Created gained `component` (the build an execution is pinned to).
+    avsc!("HistoryRecord", "history/v2/history_record.avsc"),
 ];
 
 fn parse(files: &[(&'static str, &'static str, &'static str)]) -> Vec<RecordSchema> {

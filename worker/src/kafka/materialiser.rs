@@ -400,6 +400,21 @@ mod tests {
     }
 
     impl Store for ProbeStore {
+        async fn put_component_build(
+            &self,
+            build: &crate::store::ComponentBuild,
+        ) -> Result<(), StoreError> {
+            self.inner.put_component_build(build).await
+        }
+        async fn component_build(
+            &self,
+            digest: &str,
+        ) -> Result<Option<crate::store::ComponentBuild>, StoreError> {
+            self.inner.component_build(digest).await
+        }
+        async fn has_component_build(&self, digest: &str) -> Result<bool, StoreError> {
+            self.inner.has_component_build(digest).await
+        }
         async fn append_history(&self, rows: &[HistoryRow]) -> Result<(), StoreError> {
             self.inner.append_history(rows).await
         }

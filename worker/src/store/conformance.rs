@@ -10,7 +10,8 @@ use super::rows::{
     TimerWatermark, WriteStamp,
 };
 use super::{
-    MAX_TIMER_BUCKETS_PER_SCAN, Store, StoreError, TIMER_BUCKET_SECONDS, to_store_precision,
+    COMPONENT_CHUNK_BYTES, ComponentBuild, MAX_TIMER_BUCKETS_PER_SCAN, Store, StoreError,
+    TIMER_BUCKET_SECONDS, to_store_precision,
 };
 use crate::model::ids::ExecutionId;
 
@@ -27,6 +28,56 @@ pub async fn run_all<S: Store>(store: &S) {
     timer_watermarks_round_trip(store).await;
     older_writes_never_win(store).await;
     executions_are_listed_by_function_and_parent(store).await;
+    component_builds_round_trip(store).await;
+}
+
+/// A build is found by its digest, byte for byte, whatever its size (several chunks, one,
+/// none); writing it again changes nothing; an unknown digest is `None`.
+pub async fn component_builds_round_trip<S: Store>(store: &S) {
+    let tag = Ulid::new().to_string();
+    let sizes = [0, 17, COMPONENT_CHUNK_BYTES, 2 * COMPONENT_CHUNK_BYTES + 5];
+    for size in sizes {
+        let bytes: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
+        let build = ComponentBuild {
+            digest: format!("sha256:{tag}-{size}"),
+            name: format!("flow-{size}"),
+            bytes,
+            registered_at: base_time(),
+        };
+        assert!(
+            !store.has_component_build(&build.digest).await.unwrap(),
+            "{}: found before it was written",
+            build.digest
+        );
+        store.put_component_build(&build).await.unwrap();
+        store.put_component_build(&build).await.unwrap();
+        assert!(
+            store.has_component_build(&build.digest).await.unwrap(),
+            "{}: not found after it was written",
+            build.digest
+        );
+        let read = store
+            .component_build(&build.digest)
+            .await
+            .unwrap()
+            .unwrap_or_else(|| panic!("{}: not read back", build.digest));
+        assert_eq!(read.name, build.name);
+        assert_eq!(read.registered_at, to_store_precision(base_time()));
+        assert!(
+            read.bytes == build.bytes,
+            "{}: {} bytes read back, {} written (or different ones)",
+            build.digest,
+            read.bytes.len(),
+            build.bytes.len()
+        );
+    }
+    assert_eq!(
+        store
+            .component_build(&format!("sha256:{tag}-unknown"))
+            .await
+            .unwrap(),
+        None
+    );
 }
 
 /// The stamp of a write by the owner of group generation `generation`, `secs` into the run.

@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use super::rows::{
     Checkpoint, ExecutionRow, HistoryRow, LwwTable, TimerRow, TimerWatermark, WriteStamp,
 };
-use super::{Store, StoreError, buckets_between, to_store_precision};
+use super::{ComponentBuild, Store, StoreError, buckets_between, to_store_precision};
 use crate::model::ids::ExecutionId;
 
 #[derive(Default)]
@@ -21,6 +21,7 @@ struct Tables {
     timers: LwwTable<(i32, DateTime<Utc>, String), TimerRow>,
     checkpoints: LwwTable<(String, i32), Checkpoint>,
     watermarks: LwwTable<i32, TimerWatermark>,
+    builds: HashMap<String, ComponentBuild>,
 }
 
 #[derive(Default)]
@@ -45,6 +46,21 @@ impl InMemoryStore {
 }
 
 impl Store for InMemoryStore {
+    async fn put_component_build(&self, build: &ComponentBuild) -> Result<(), StoreError> {
+        let mut build = build.clone();
+        build.registered_at = to_store_precision(build.registered_at);
+        self.with(|t| t.builds.insert(build.digest.clone(), build));
+        Ok(())
+    }
+
+    async fn component_build(&self, digest: &str) -> Result<Option<ComponentBuild>, StoreError> {
+        Ok(self.with(|t| t.builds.get(digest).cloned()))
+    }
+
+    async fn has_component_build(&self, digest: &str) -> Result<bool, StoreError> {
+        Ok(self.with(|t| t.builds.contains_key(digest)))
+    }
+
     async fn append_history(&self, rows: &[HistoryRow]) -> Result<(), StoreError> {
         self.with(|t| {
             for row in rows {

@@ -49,6 +49,22 @@ pub fn to_store_precision(t: DateTime<Utc>) -> DateTime<Utc> {
     DateTime::from_timestamp_millis(t.timestamp_millis()).unwrap_or(t)
 }
 
+/// A workflow component build, kept under its content digest so that executions pinned to
+/// it replay on it on any worker (see `component_builds` in `schemas/cql/tables.cql`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ComponentBuild {
+    /// `sha256:<hex>` of `bytes` ([`crate::wasm::engine::component_digest`]).
+    pub digest: String,
+    /// The registry name it was deployed under (for messages and `weir deploy`).
+    pub name: String,
+    pub bytes: Vec<u8>,
+    pub registered_at: DateTime<Utc>,
+}
+
+/// The size of one stored chunk of a [`ComponentBuild`]: well inside every CQL request and
+/// frame limit, whatever the size of the component.
+pub const COMPONENT_CHUNK_BYTES: usize = 1 << 20;
+
 /// Persistence of everything a worker materialises. Every write is an idempotent upsert, so
 /// re-materialising after a crash (from the last checkpoint) is harmless. No lightweight
 /// transactions: each call is one round trip per CQL partition touched.
@@ -137,6 +153,24 @@ pub trait Store: Send + Sync {
         watermark: &TimerWatermark,
         stamp: WriteStamp,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Stores a component build under its digest (idempotent: a digest names one content).
+    fn put_component_build(
+        &self,
+        build: &ComponentBuild,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// The build stored under `digest`, if a whole one is (a write cut short is not one).
+    fn component_build(
+        &self,
+        digest: &str,
+    ) -> impl Future<Output = Result<Option<ComponentBuild>, StoreError>> + Send;
+
+    /// Whether a whole build is stored under `digest`, without reading it.
+    fn has_component_build(
+        &self,
+        digest: &str,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
 
     /// Writes what committed batches changed about some executions: their new changelog rows
     /// ([`Store::append_history`]) and their execution rows ([`Store::put_execution`]). A

@@ -365,7 +365,8 @@ mod tests {
                 "executions_by_parent",
                 "timers",
                 "checkpoints",
-                "timer_watermarks"
+                "timer_watermarks",
+                "component_builds"
             ]
         );
         let table = |name: &str| tables.iter().find(|t| t.name == name).expect(name);

@@ -14,10 +14,11 @@ use crate::replay::Execution;
 use super::activity::{self, ActivityOutcome, ActivityTemplate, AttemptReport, Cancellation};
 use super::engine::{EngineConfig, WasmEngine};
 use super::registry::{
-    ComponentKind, ComponentSpec, ComponentsFile, Limits, Registry, RegistryError, RetryPolicy,
-    SubmitError,
+    ComponentKind, ComponentSpec, ComponentsFile, Limits, LoadedComponent, Registry, RegistryError,
+    RetryPolicy, SubmitError,
 };
 use super::secrets::Secrets;
+use super::versions::{BuildSource, OlderBuilds};
 use super::workflow::linker::workflow_linker;
 use super::workflow::{RunError, RunStep, WorkflowRun, WorkflowTemplate};
 
@@ -43,6 +44,37 @@ pub struct WasmHost {
     registry: Arc<Registry>,
     workflows: HashMap<Ffqn, WorkflowTemplate>,
     activities: HashMap<Ffqn, ActivityTemplate>,
+    /// The builds executions are pinned to that are not the registry's (see `versions.rs`).
+    older: OlderBuilds,
+}
+
+/// The templates of a workflow component's functions: the component linked against the
+/// registry and pre-instantiated.
+pub(crate) fn workflow_templates(
+    engine: &WasmEngine,
+    registry: &Registry,
+    component: &LoadedComponent,
+) -> Result<Vec<(Ffqn, WorkflowTemplate)>, RegistryError> {
+    let linker = workflow_linker(engine.engine(), registry, component)?;
+    let pre = linker
+        .instantiate_pre(&component.component)
+        .map_err(|e| RegistryError::Link {
+            component: component.spec.name.clone(),
+            reason: format!("{e:#}"),
+        })?;
+    Ok(component
+        .exports
+        .iter()
+        .map(|f| {
+            let template = WorkflowTemplate {
+                pre: pre.clone(),
+                function: f.clone(),
+                limits: component.spec.limits.clone(),
+                fuel_yield_interval: engine.config().fuel_yield_interval,
+            };
+            (f.ffqn.clone(), template)
+        })
+        .collect())
 }
 
 impl WasmHost {
@@ -84,27 +116,9 @@ impl WasmHost {
             })?;
         for component in registry.components() {
             let name = &component.spec.name;
-            let link_err = |e: wasmtime::Error| RegistryError::Link {
-                component: name.clone(),
-                reason: format!("{e:#}"),
-            };
             match component.spec.kind {
                 ComponentKind::Workflow => {
-                    let linker = workflow_linker(engine.engine(), &registry, component)?;
-                    let pre = linker
-                        .instantiate_pre(&component.component)
-                        .map_err(link_err)?;
-                    for f in &component.exports {
-                        workflows.insert(
-                            f.ffqn.clone(),
-                            WorkflowTemplate {
-                                pre: pre.clone(),
-                                function: f.clone(),
-                                limits: component.spec.limits.clone(),
-                                fuel_yield_interval,
-                            },
-                        );
-                    }
+                    workflows.extend(workflow_templates(&engine, &registry, component)?);
                 }
                 // A stub's code is never run: it only lends its WIT to the registry.
                 ComponentKind::Activity if component.spec.stub => {}
@@ -140,7 +154,23 @@ impl WasmHost {
             registry,
             workflows,
             activities,
+            older: OlderBuilds::default(),
         })
+    }
+
+    /// Where the builds executions are pinned to, other than the registry's, are fetched
+    /// from (without one, such an execution is parked: [`RunError::VersionUnavailable`]).
+    pub fn with_build_source(mut self, source: Arc<dyn BuildSource>) -> Self {
+        self.older.set_source(source);
+        self
+    }
+
+    /// The digest of the registered build of workflow `ffqn`: what new executions of it are
+    /// pinned to.
+    pub fn component_of(&self, ffqn: &Ffqn) -> Option<String> {
+        self.workflows.get(ffqn)?;
+        let function = self.registry.function(ffqn)?;
+        Some(self.registry.component(&function.component)?.digest.clone())
     }
 
     pub fn engine(&self) -> &WasmEngine {
@@ -165,6 +195,15 @@ impl WasmHost {
         responses: Vec<Response>,
         now: DateTime<Utc>,
     ) -> Result<(WorkflowRun, RunStep), RunError> {
+        if let Some(pinned) = &execution.component
+            && self.component_of(&execution.ffqn).as_ref() != Some(pinned)
+        {
+            let template = self
+                .older
+                .template(&self.engine, &self.registry, &execution, pinned)
+                .await?;
+            return template.start(execution, history, responses, now).await;
+        }
         let Some(template) = self.workflows.get(&execution.ffqn) else {
             let (execution_id, function) = (execution.id.to_string(), execution.ffqn.to_string());
             return Err(if self.registry.function(&execution.ffqn).is_some() {
@@ -304,6 +343,10 @@ impl weir_core::runner::WorkflowRunner for WasmRunner {
 
     fn request_terms(&self, ffqn: &Ffqn) -> weir_core::runner::RequestTerms {
         self.0.request_terms(ffqn)
+    }
+
+    fn component_of(&self, ffqn: &Ffqn) -> Option<String> {
+        self.0.component_of(ffqn)
     }
 
     fn check_answer(&self, ffqn: &Ffqn, result: &ExecutionResult) -> Result<(), String> {

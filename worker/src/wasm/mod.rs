@@ -14,6 +14,8 @@
 //! - [`egress`]: the hosts an activity may reach; [`secrets`]: the values only its component
 //!   sees, and their redaction from everything an attempt produces.
 //! - [`host`]: [`WasmHost`], everything above loaded and pre-instantiated.
+//! - [`versions`]: the build an execution is pinned to, and the older builds fetched from
+//!   the store for executions pinned to them.
 //! - [`inline`]: activities a workflow worker runs itself (the core's inline seam).
 //! - `memory` (feature `test-util`): an in-memory driver of the partition processor that
 //!   routes submissions, responses, activities and timers between executions, for fast tests
@@ -35,6 +37,7 @@ pub mod registry;
 pub mod secrets;
 pub mod values;
 pub mod verify;
+pub mod versions;
 pub mod workflow;
 
 pub use activity::{ActivityOutcome, AttemptReport, CancelHandle, Cancellation, cancellation};

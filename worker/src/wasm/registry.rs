@@ -388,6 +388,9 @@ impl std::fmt::Debug for FunctionInfo {
 /// A registered component, compiled.
 pub struct LoadedComponent {
     pub spec: ComponentSpec,
+    /// The content digest of the file loaded (`sha256:<hex>`): what executions of its
+    /// workflows are pinned to.
+    pub digest: String,
     pub component: Component,
     pub loaded_from: LoadedFrom,
     /// Exported functions, in export order.
@@ -419,8 +422,9 @@ impl Registry {
                 source,
             };
             let bytes = super::engine::read_component(&spec.path).map_err(engine_error)?;
+            let digest = super::engine::component_digest(&bytes);
             if let Some(expected) = &spec.digest {
-                let found = super::engine::component_digest(&bytes);
+                let found = digest.clone();
                 if &found != expected {
                     return Err(RegistryError::DigestMismatch {
                         component: spec.name.clone(),
@@ -452,6 +456,7 @@ impl Registry {
             }
             registry.components.push(Arc::new(LoadedComponent {
                 spec,
+                digest,
                 component,
                 loaded_from,
                 exports,
@@ -535,7 +540,7 @@ pub enum SubmitError {
     Params(#[from] ParamsError),
 }
 
-fn exported_functions(
+pub(crate) fn exported_functions(
     engine: &WasmEngine,
     spec: &ComponentSpec,
     component: &Component,

@@ -42,6 +42,9 @@ pub async fn verify(host: &WasmHost, recorded: Rebuilt, now: DateTime<Utc>) -> V
         id: view.id.clone(),
         ffqn: view.created.ffqn.clone(),
         params: view.created.params.clone(),
+        // On the host's registered build, not the one the execution is pinned to: that is
+        // the build under judgement.
+        component: None,
     };
     let recorded_events = recorded.events.len();
     let step = match host

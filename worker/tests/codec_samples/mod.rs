@@ -251,6 +251,7 @@ pub fn history_records() -> Vec<HistoryRecord> {
             correlation_id: None,
             metadata: BTreeMap::new(),
             created_at: t0(),
+            component: None,
         }),
         HistoryEntry::Created(Created {
             ffqn: ffqn(),
@@ -264,6 +265,7 @@ pub fn history_records() -> Vec<HistoryRecord> {
             correlation_id: Some("c".into()),
             metadata: BTreeMap::from([("k".to_string(), "v".to_string())]),
             created_at: DateTime::<Utc>::MIN_UTC,
+            component: Some(format!("sha256:{}", "ab".repeat(32))),
         }),
     ];
     entries.extend(

@@ -47,6 +47,7 @@ pub(crate) fn execution() -> Execution {
         id: exec_id(),
         ffqn: f("main"),
         params: json!([]),
+        component: None,
     }
 }
 

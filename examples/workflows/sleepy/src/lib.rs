@@ -1,4 +1,8 @@
 //! `sleepy`: sleeps, and returns the recorded expiry of its sleep.
+//!
+//! Built with the `v2` feature (the `sleepy-v2` crate), it first takes a 1 ms nap: a second
+//! build of the same workflow whose history differs from the first's at its first event, as
+//! a changed workflow's would (`tests/tests/versions_e2e.rs`).
 
 wit_bindgen::generate!({
     path: "../../wit",
@@ -14,6 +18,9 @@ struct Sleepy;
 
 impl Guest for Sleepy {
     fn sleep_for(millis: u64) -> Result<Instant, String> {
+        if cfg!(feature = "v2") {
+            sleep(ScheduleAt::In(Duration::Milliseconds(1)));
+        }
         log(LogLevel::Info, &format!("sleeping {millis} ms"));
         let expiry = sleep(ScheduleAt::In(Duration::Milliseconds(millis)));
         log(LogLevel::Info, &format!("woke up, expiry {}s", expiry.seconds));
