@@ -90,7 +90,11 @@ fn parse_create_table(statement: &str) -> Result<TableSpec, StoreError> {
             primary_key = Some(format!("({column})"));
             definition = ty;
         }
-        if let Some(ty) = definition.strip_suffix(" STATIC") {
+        // CQL keywords are case-insensitive.
+        if let Some(ty) = definition
+            .strip_suffix(" STATIC")
+            .or_else(|| definition.strip_suffix(" static"))
+        {
             statics.push(column.to_owned());
             definition = ty;
         }
@@ -414,7 +418,7 @@ mod tests {
     fn collection_types_and_static_columns_parse() {
         let tables = parse_tables(
             "CREATE TABLE IF NOT EXISTS t (a text, b map<text, int>, s int STATIC, \
-             PRIMARY KEY ((a), b));",
+             l text static, PRIMARY KEY ((a), b));",
         )
         .unwrap();
         assert_eq!(
@@ -422,6 +426,10 @@ mod tests {
             ("map<text, int>".to_owned(), ColumnKind::Clustering(0))
         );
         assert_eq!(tables[0].columns["s"].1, ColumnKind::Static);
+        assert_eq!(
+            tables[0].columns["l"],
+            ("text".to_owned(), ColumnKind::Static)
+        );
     }
 
     #[test]
