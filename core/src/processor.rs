@@ -79,7 +79,7 @@ use crate::model::{
 use crate::projection::{self, ExecutionView, ProjectionError, TimerChange};
 use crate::records::{
     ActivityRequest, Created, DlqReason, ExecutionFinished, HistoryEntry, HistoryRecord, ParentRef,
-    Submission,
+    Submission, UpgradeRequest,
 };
 use crate::replay::{Effects, Execution, Output};
 use crate::rows::{ExecutionRow, ExecutionState, TimerKey, TimerKind, TimerRow};
@@ -158,6 +158,8 @@ pub enum Body {
         response: Response,
         error: String,
     },
+    /// A request to move an execution to another build (`weir upgrade`).
+    Upgrade(UpgradeRequest),
 }
 
 /// Bytes the driver could not decode.
@@ -343,6 +345,7 @@ impl<R: WorkflowRunner> Processor<R> {
                     Body::Response(_) | Body::MalformedAnswer { .. } => {
                         response_owner(key.as_deref())?
                     }
+                    Body::Upgrade(u) => u.execution_id.clone(),
                 }
             }
             Input::Record { body: Err(_), .. } => return None,
@@ -434,6 +437,16 @@ impl<R: WorkflowRunner> Processor<R> {
             }
             // A key that is not an execution id is dead-lettered by `step`.
             Body::Response(_) | Body::MalformedAnswer { .. } => response_owner(key)?,
+            Body::Upgrade(u) => {
+                let id = u.execution_id.to_string();
+                if key != Some(id.as_str()) {
+                    return Some(format!(
+                        "an upgrade of {id} with {}: an upgrade is keyed by its execution id",
+                        shown(key)
+                    ));
+                }
+                u.execution_id.clone()
+            }
         };
         self.wrong_partition(partition, &owner)
     }
@@ -541,6 +554,7 @@ impl<R: WorkflowRunner> Processor<R> {
                         self.answer(batch, index, key.as_deref(), response, Some(copy))
                             .await
                     }
+                    Body::Upgrade(request) => self.upgrade(batch, index, request),
                 }
             }
         }
@@ -563,6 +577,56 @@ impl<R: WorkflowRunner> Processor<R> {
             let error = format!("the stored history of {id} is unreadable: {reason}");
             self.dead_letter(batch, *index, DlqReason::Other, error);
         }
+    }
+
+    /// Moves an execution to another build, if nothing happened to it since its history was
+    /// verified on that build (see [`UpgradeRequest`]); else dead-letters the request with
+    /// why. The parked run is dropped: the next input rebuilds it on the new build.
+    fn upgrade(
+        &mut self,
+        batch: &mut Batch,
+        index: usize,
+        request: UpgradeRequest,
+    ) -> Result<(), ProcessorError> {
+        let id = &request.execution_id;
+        let Some(live) = self.cache.get_mut(id) else {
+            let error = format!("upgrade of {id}: the execution does not exist");
+            self.dead_letter(batch, index, DlqReason::Other, error);
+            return Ok(());
+        };
+        self.accessed.insert(id.clone());
+        let refusal = if live.view.state == ExecutionState::Finished {
+            Some((DlqReason::Refused, "it has finished".to_owned()))
+        } else if live.view.next_seq != request.expected_seq {
+            Some((
+                DlqReason::Conflict,
+                format!(
+                    "its history has {} records, the build was checked against {}: replay it \
+                     on the build again",
+                    live.view.next_seq, request.expected_seq
+                ),
+            ))
+        } else {
+            None
+        };
+        if let Some((reason, why)) = refusal {
+            let error = format!("upgrade of {id} to {} refused: {why}", request.component);
+            tracing::warn!(execution = %id, %error, "upgrade refused");
+            self.dead_letter(batch, index, reason, error);
+            return Ok(());
+        }
+        if live.view.component.as_deref() == Some(request.component.as_str()) {
+            tracing::debug!(execution = %id, component = %request.component, "upgrade to the build it runs on: nothing to do");
+            return Ok(());
+        }
+        tracing::info!(execution = %id, from = ?live.view.component, to = %request.component, "execution upgraded");
+        let entry = HistoryEntry::Upgraded {
+            from: live.view.component.clone(),
+            to: request.component,
+        };
+        append(batch, &mut live.view, entry)?;
+        live.run = None;
+        Ok(())
     }
 
     fn dead_letter(&mut self, batch: &mut Batch, input: usize, reason: DlqReason, error: String) {
@@ -1322,7 +1386,7 @@ async fn start_run<R: WorkflowRunner>(
         id: live.view.id.clone(),
         ffqn: live.view.created.ffqn.clone(),
         params: live.view.created.params.clone(),
-        component: live.view.created.component.clone(),
+        component: live.view.component.clone(),
     };
     let (rebuilding, history, responses) = match start {
         Start::Fresh => (false, Vec::new(), Vec::new()),

@@ -48,6 +48,7 @@ pub fn entry_kind(entry: &HistoryEntry) -> EntryKind {
         HistoryEntry::Event { .. } => EntryKind::Event,
         HistoryEntry::ResponseAppended(_) => EntryKind::Response,
         HistoryEntry::Finished { .. } => EntryKind::Finished,
+        HistoryEntry::Upgraded { .. } => EntryKind::Upgraded,
     }
 }
 
@@ -96,6 +97,8 @@ pub struct ExecutionView {
     /// The partition of the co-partitioned topics that owns it.
     pub partition: i32,
     pub created: Created,
+    /// The build it runs on: `created.component`, or the last `Upgraded` entry's.
+    pub component: Option<String>,
     /// The seq of the next changelog entry (the history version).
     pub next_seq: u64,
     pub state: ExecutionState,
@@ -128,6 +131,7 @@ impl ExecutionView {
             } else {
                 ExecutionState::Running
             },
+            component: created.component.clone(),
             created,
             next_seq: 1,
             result: None,
@@ -265,6 +269,7 @@ impl ExecutionView {
                 self.result = Some(result.clone());
                 self.finished_at = Some(*finished_at);
             }
+            HistoryEntry::Upgraded { to, .. } => self.component = Some(to.clone()),
         }
         self.next_seq += 1;
         self.updated_at = at;
@@ -351,7 +356,9 @@ pub fn rebuild(
         match record.entry {
             HistoryEntry::Event { event, .. } => events.push(event),
             HistoryEntry::ResponseAppended(response) => responses.push(response),
-            HistoryEntry::Created(_) | HistoryEntry::Finished { .. } => {}
+            HistoryEntry::Created(_)
+            | HistoryEntry::Finished { .. }
+            | HistoryEntry::Upgraded { .. } => {}
         }
     }
     Ok(Rebuilt {

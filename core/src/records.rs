@@ -107,6 +107,29 @@ pub enum HistoryEntry {
         result: ExecutionResult,
         finished_at: DateTime<Utc>,
     },
+    /// The execution moved to another build of its workflow (`to`, a content digest) from
+    /// the one it was pinned to (`from`; `None` for an execution pinned to none): its
+    /// recorded history replayed cleanly on `to` before it was asked (`weir upgrade`), and
+    /// every replay from here on runs `to`.
+    Upgraded {
+        from: Option<String>,
+        to: String,
+    },
+}
+
+/// A request to move an execution to another build of its workflow. Topic `weir.responses`,
+/// key: `execution_id`, with the Kafka header `weir.kind = upgrade`. Taken only if the
+/// execution's changelog is still `expected_seq` records long (nothing happened since the
+/// history was verified on the build) and it has not finished; else dead-lettered
+/// (`conflict`, `refused`) with why.
+#[derive(Clone, Debug, PartialEq)]
+pub struct UpgradeRequest {
+    pub execution_id: ExecutionId,
+    /// The content digest of the build to move to (stored with `weir deploy` first).
+    pub component: String,
+    /// The length of the changelog that was replayed on the build.
+    pub expected_seq: u64,
+    pub requested_at: DateTime<Utc>,
 }
 
 /// A record of `weir.history`, key: `execution_id`.

@@ -69,6 +69,7 @@ named_enum!(
         Event => "event",
         Response => "response",
         Finished => "finished",
+        Upgraded => "upgraded",
     }
 );
 

@@ -3,7 +3,9 @@
 //! history of the first build is nondeterministic on it). The executions in flight finish on
 //! the build they are pinned to, fetched from the store, while new ones run the new build.
 //! With the old build gone from the store they park (nothing fails), and `weir deploy` of it
-//! lets them finish.
+//! lets them finish. `weir replay --upgrade` refuses to move an execution onto the changed
+//! build (its history does not replay there) and moves it onto `sleepy-patched` (it does),
+//! which then runs it to its end.
 
 use std::time::Duration;
 
@@ -61,6 +63,11 @@ async fn in_flight_executions_finish_on_their_build_while_new_ones_run_the_new_b
         changed
     });
     let second_build = second_build.to_str().expect("a UTF-8 path").to_owned();
+    let patched = digest_of("sleepy-patched.wasm");
+    let patched_build = deployment.components_with("patched", |text| {
+        text.replace("path = \"sleepy.wasm\"", "path = \"sleepy-patched.wasm\"")
+    });
+    let patched_build = patched_build.to_str().expect("a UTF-8 path").to_owned();
     let producer = deployment.producer();
 
     // The first build: two executions sleep 8 s, the store holds their delay requests.
@@ -73,8 +80,11 @@ async fn in_flight_executions_finish_on_their_build_while_new_ones_run_the_new_b
                 .await,
         );
     }
+    let long = deployment
+        .submit(&producer, SLEEP_FOR, json!([40_000]))
+        .await;
     let store = deployment.store().await;
-    for id in &in_flight {
+    for id in in_flight.iter().chain([&long]) {
         let (pinned, delays) =
             wait_until_async(|| pinned_and_delays(&deployment, &store, id)).await;
         assert_eq!(
@@ -127,6 +137,45 @@ async fn in_flight_executions_finish_on_their_build_while_new_ones_run_the_new_b
         "an execution in flight was replayed on the new build"
     );
 
+    // The long sleeper cannot move onto the changed build: its history does not replay there.
+    let upgrade = |components: &str| {
+        let output = deployment
+            .command()
+            .env("WEIR_COMPONENTS", components)
+            .args(["replay", "--upgrade", &long.to_string()])
+            .output()
+            .expect("run weir replay --upgrade");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        (output.status.code(), text)
+    };
+    let (code, text) = upgrade(&second_build);
+    assert_eq!(code, Some(5), "{text}");
+    assert!(
+        text.contains("MISMATCH") && text.contains("upgrades requested: 0"),
+        "{text}"
+    );
+    // Onto the patched build it moves: only a log line differs.
+    let (code, text) = upgrade(&patched_build);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(
+        text.contains(&format!("upgrade to {patched} requested")),
+        "{text}"
+    );
+    let upgraded = wait_until_async(|| async {
+        let history = deployment.store_history(&store, &long).await;
+        let found = history.iter().any(|r| {
+            matches!(&r.entry, HistoryEntry::Upgraded { from, to }
+                if from.as_deref() == Some(v1.as_str()) && *to == patched)
+        });
+        (None, usize::from(found))
+    })
+    .await;
+    assert_eq!(upgraded.1, 1);
+
     // Deploying the first build again lets them finish, on it.
     let output = deployment
         .command()
@@ -153,9 +202,21 @@ async fn in_flight_executions_finish_on_their_build_while_new_ones_run_the_new_b
         assert_eq!(delays, 1, "{id} ran on the first build to its end");
     }
     assert!(second.log_contains("an older build of a workflow is loaded"));
+    // The long sleeper wakes on the patched build and finishes there.
+    let results = deployment.results(std::slice::from_ref(&long), Duration::from_secs(120));
+    assert!(results[&long].is_ok(), "{:?}", results[&long]);
+    second.wait_for_log("(patched build)", Duration::from_secs(30));
+    let (pinned, delays) = pinned_and_delays(&deployment, &store, &long).await;
+    assert_eq!(
+        pinned.as_deref(),
+        Some(v1.as_str()),
+        "Created keeps the first pin"
+    );
+    assert_eq!(delays, 1);
 }
 
-/// Polls `probe` until its execution has its first delay request in the store.
+/// Polls `probe` until the count it returns is at least 1 (a delay request in the store, an
+/// entry found).
 async fn wait_until_async<F, Fut>(mut probe: F) -> (Option<String>, usize)
 where
     F: FnMut() -> Fut,
@@ -169,7 +230,7 @@ where
         }
         assert!(
             std::time::Instant::now() < deadline,
-            "no delay request in the store within 60 s: {found:?}"
+            "not found in the store within 60 s: {found:?}"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

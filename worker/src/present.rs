@@ -96,6 +96,9 @@ pub fn history_entry_json(offset: i64, record: &HistoryRecord) -> Value {
         } => {
             json!({"kind": "finished", "result": result, "finished_at": finished_at})
         }
+        HistoryEntry::Upgraded { from, to } => {
+            json!({"kind": "upgraded", "from": from, "to": to})
+        }
     };
     json!({"seq": record.seq, "offset": offset, "entry": body})
 }

@@ -85,6 +85,11 @@ fn activity_requests_round_trip() {
 }
 
 #[test]
+fn upgrade_requests_round_trip() {
+    both("weir.responses", &upgrade_requests());
+}
+
+#[test]
 fn activity_cancels_round_trip() {
     both("weir.activity.compute", &activity_cancels());
 }
@@ -100,11 +105,12 @@ fn history_records_round_trip_every_entry_and_event() {
             HistoryEntry::Event { event, .. } => event.kind_name(),
             HistoryEntry::ResponseAppended(_) => "ResponseAppended",
             HistoryEntry::Finished { .. } => "Finished",
+            HistoryEntry::Upgraded { .. } => "Upgraded",
         })
         .collect();
     kinds.sort();
     kinds.dedup();
-    assert_eq!(kinds.len(), 3 + 9, "{kinds:?}");
+    assert_eq!(kinds.len(), 4 + 9, "{kinds:?}");
     both("weir.history", &records);
 }
 

@@ -65,6 +65,7 @@ fn describe(entry: &HistoryEntry) -> String {
             format!("Response({})", crate::projection::response_id(r))
         }
         HistoryEntry::Finished { result, .. } => format!("Finished({result})"),
+        HistoryEntry::Upgraded { to, .. } => format!("Upgraded({to})"),
     }
 }
 

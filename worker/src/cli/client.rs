@@ -67,7 +67,7 @@ fn fail(message: impl std::fmt::Display) -> ExitCode {
     ExitCode::FAILURE
 }
 
-fn topology(cluster: &ClusterArgs) -> anyhow::Result<Topology> {
+pub(super) fn topology(cluster: &ClusterArgs) -> anyhow::Result<Topology> {
     Ok(Topology::load(&cluster.topology)?.with_namespace(&cluster.namespace)?)
 }
 
@@ -265,5 +265,12 @@ pub fn describe(entry: &HistoryEntry) -> (&'static str, String) {
         HistoryEntry::Event { version, event } => ("event", format!("v{version} {event}")),
         HistoryEntry::ResponseAppended(r) => ("response", r.to_string()),
         HistoryEntry::Finished { result, .. } => ("finished", result.to_string()),
+        HistoryEntry::Upgraded { from, to } => (
+            "upgraded",
+            format!(
+                "from {} to {to}",
+                from.as_deref().unwrap_or("no pinned build")
+            ),
+        ),
     }
 }

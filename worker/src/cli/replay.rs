@@ -3,6 +3,12 @@
 //! replays cleanly and, where not, the history version and both sides of the first mismatch.
 //! Exit code 0 when every one replays, 5 when any does not (so a CI can gate a deploy on it),
 //! 1 when one cannot be replayed at all.
+//!
+//! With `--upgrade` it also moves every execution that replays cleanly and is pinned to
+//! another build onto the build it was replayed on: the build is stored (as `weir deploy`
+//! does), then an `UpgradeRequest` names the changelog length that was replayed, so the
+//! execution's owner takes it only if nothing happened since (else it is refused, and the
+//! replay is to be run again).
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -44,6 +50,10 @@ pub struct ReplayArgs {
     /// One JSON object per execution instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Move each execution that replays cleanly (and runs on another build) onto the build
+    /// it was replayed on.
+    #[arg(long)]
+    pub upgrade: bool,
 }
 
 pub async fn run(args: ReplayArgs) -> ExitCode {
@@ -109,13 +119,54 @@ async fn replay(args: ReplayArgs) -> anyhow::Result<ExitCode> {
             .collect::<anyhow::Result<_>>()?
     };
 
+    let upgrade = match args.upgrade {
+        false => None,
+        true => {
+            // The builds replayed on must be where every worker can fetch them.
+            super::deploy::store_builds(host.registry(), &store).await?;
+            let topology = super::client::topology(&args.cluster)?;
+            let topic = topology
+                .topic(crate::topology::TopicRole::Responses)
+                .name
+                .clone();
+            let producer: rdkafka::producer::FutureProducer =
+                args.cluster.kafka()?.producer().create()?;
+            Some((producer, topic))
+        }
+    };
     let codec = Codec::single_object();
     let now = Utc::now();
-    let (mut clean, mut mismatched, mut failed) = (0usize, 0usize, 0usize);
+    let (mut clean, mut mismatched, mut failed, mut upgraded) = (0usize, 0usize, 0usize, 0usize);
     let mut out = std::io::stdout().lock();
     for (n, id) in ids.iter().enumerate() {
         let verdict = match recorded(&store, &codec, id).await {
-            Ok(rebuilt) => verify(&host, rebuilt, now).await,
+            Ok(rebuilt) => {
+                let (pinned, length, ffqn) = (
+                    rebuilt.view.component.clone(),
+                    rebuilt.view.next_seq,
+                    rebuilt.view.created.ffqn.clone(),
+                );
+                let verdict = verify(&host, rebuilt, now).await;
+                match (&upgrade, &verdict, host.component_of(&ffqn)) {
+                    (Some((producer, topic)), Verdict::Clean { note }, Some(target))
+                        if pinned.as_ref() != Some(&target) =>
+                    {
+                        let request = crate::codec::UpgradeRequest {
+                            execution_id: id.clone(),
+                            component: target.clone(),
+                            expected_seq: length,
+                            requested_at: Utc::now(),
+                        };
+                        crate::kafka::submit::send_upgrade(producer, &codec, topic, &request)
+                            .await?;
+                        upgraded += 1;
+                        Verdict::Clean {
+                            note: format!("{note}; upgrade to {target} requested"),
+                        }
+                    }
+                    _ => verdict,
+                }
+            }
             Err(e) => Verdict::Failed {
                 reason: format!("{e:#}"),
             },
@@ -149,6 +200,12 @@ async fn replay(args: ReplayArgs) -> anyhow::Result<ExitCode> {
         "replayed {}: {clean} clean, {mismatched} mismatched, {failed} could not be replayed",
         ids.len()
     );
+    if args.upgrade {
+        eprintln!(
+            "upgrades requested: {upgraded} (each is taken if its execution did nothing since \
+             it was read; `weir history` shows an `upgraded` entry)"
+        );
+    }
     Ok(if failed > 0 {
         ExitCode::FAILURE
     } else if mismatched > 0 {

@@ -13,7 +13,7 @@ use chrono::{DateTime, Utc};
 use super::error::FieldError;
 use super::records::{
     ActivityCancel, ActivityRequest, Created, DlqEnvelope, DlqHeader, DlqReason, ExecutionFinished,
-    HistoryEntry, HistoryRecord, ParentRef, Submission,
+    HistoryEntry, HistoryRecord, ParentRef, Submission, UpgradeRequest,
 };
 use super::schemas::{RecordSchema, current_named};
 use crate::model::{
@@ -915,6 +915,35 @@ impl AvroRecord for ActivityRequest {
     }
 }
 
+impl AvroRecord for UpgradeRequest {
+    const NAME: &'static str = "UpgradeRequest";
+
+    /// `<topic>-dev.weir.v1.UpgradeRequest` (TopicRecordNameStrategy): the responses topic
+    /// carries `Response`s under `<topic>-value`.
+    fn subject(topic: &str) -> String {
+        format!("{topic}-{}.{}", super::schemas::NAMESPACE, Self::NAME)
+    }
+
+    fn to_avro(&self) -> Result<Value, FieldError> {
+        Ok(record(vec![
+            ("execution_id", string(&self.execution_id)),
+            ("component", string(&self.component)),
+            ("expected_seq", u64_bits(self.expected_seq)),
+            ("requested_at", instant(&self.requested_at)),
+        ]))
+    }
+
+    fn from_avro(value: Value) -> Result<Self, FieldError> {
+        let mut f = Fields::of(value)?;
+        Ok(UpgradeRequest {
+            execution_id: f.get("execution_id", read_parsed)?,
+            component: f.get("component", read_string)?,
+            expected_seq: f.get("expected_seq", read_u64_bits)?,
+            requested_at: f.get("requested_at", read_instant)?,
+        })
+    }
+}
+
 impl AvroRecord for ActivityCancel {
     const NAME: &'static str = "ActivityCancel";
 
@@ -985,6 +1014,13 @@ impl AvroRecord for HistoryRecord {
                     ("finished_at", instant(finished_at)),
                 ]),
             ),
+            HistoryEntry::Upgraded { from, to } => branch(
+                4,
+                record(vec![
+                    ("from", optional(from.as_ref(), string)),
+                    ("to", string(to)),
+                ]),
+            ),
         };
         Ok(record(vec![
             ("execution_id", string(&self.execution_id)),
@@ -1021,6 +1057,10 @@ impl AvroRecord for HistoryRecord {
                 3 => Ok(HistoryEntry::Finished {
                     result: e.get("result", read_result)?,
                     finished_at: e.get("finished_at", read_instant)?,
+                }),
+                4 => Ok(HistoryEntry::Upgraded {
+                    from: e.get("from", |v| read_optional(v, read_string))?,
+                    to: e.get("to", read_string)?,
                 }),
                 i => Err(bad_branch(i)),
             }

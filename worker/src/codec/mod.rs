@@ -50,7 +50,7 @@ pub use error::{
 };
 pub use records::{
     ActivityCancel, ActivityRequest, Created, DlqEnvelope, DlqHeader, DlqReason, ExecutionFinished,
-    HistoryEntry, HistoryRecord, ParentRef, Submission, dlq_headers,
+    HistoryEntry, HistoryRecord, ParentRef, Submission, UpgradeRequest, dlq_headers,
 };
 pub use registry::{HttpRegistry, InMemoryRegistry, SchemaRegistry, value_subject};
 pub use schemas::{NAMESPACE, RecordSchema};

@@ -48,6 +48,7 @@ const CURRENT_FILES: &[(&str, &str, &str)] = &[
     avsc!("Response", "response.avsc"),
     avsc!("ActivityRequest", "activity_request.avsc"),
     avsc!("ActivityCancel", "activity_cancel.avsc"),
+    avsc!("UpgradeRequest", "upgrade_request.avsc"),
     avsc!("HistoryRecord", "history_record.avsc"),
     avsc!("ExecutionFinished", "execution_finished.avsc"),
     avsc!("DlqEnvelope", "dlq_envelope.avsc"),

@@ -86,10 +86,13 @@ use crate::wasm::{AttemptReport, RetryPolicy, WasmHost};
 /// retries so.
 pub const NOT_BEFORE_HEADER: &str = "weir.not-before";
 
-/// Header that tells a control record on a route's topic from an `ActivityRequest`.
+/// Header that tells a control record from the topic's own record type: on a route's topic
+/// from an `ActivityRequest`, on `weir.responses` from a `Response`.
 pub const KIND_HEADER: &str = "weir.kind";
 /// [`KIND_HEADER`] of an [`ActivityCancel`].
 pub const CANCEL_KIND: &[u8] = b"cancel";
+/// [`KIND_HEADER`] of an `UpgradeRequest` (on `weir.responses`).
+pub const UPGRADE_KIND: &[u8] = b"upgrade";
 
 /// The loop turns at least this often while nothing happens (it polls the consumer meanwhile,
 /// which is what keeps the member in its group).
@@ -1496,10 +1499,15 @@ fn service_committed_past(
 }
 
 fn is_cancel(message: &OwnedMessage) -> bool {
+    is_kind(message, CANCEL_KIND)
+}
+
+/// Whether `message` carries [`KIND_HEADER`] `kind`.
+pub(crate) fn is_kind(message: &OwnedMessage, kind: &[u8]) -> bool {
     message.headers().is_some_and(|headers| {
         headers
             .iter()
-            .any(|h| h.key == KIND_HEADER && h.value == Some(CANCEL_KIND))
+            .any(|h| h.key == KIND_HEADER && h.value == Some(kind))
     })
 }
 

@@ -1,13 +1,14 @@
-//! Submitting a top-level execution from outside a worker: one `Submission` record on
-//! `weir.submissions`, keyed by its id. What `weir submit` and the HTTP API send (any Kafka
-//! client can send the same with only `schemas/avro/`).
+//! Records sent to a deployment from outside a worker: a top-level execution's `Submission`
+//! on `weir.submissions` (what `weir submit` and the HTTP API send), and an `UpgradeRequest`
+//! on `weir.responses` (what `weir replay --upgrade` sends), each keyed by the execution's id.
+//! Any Kafka client can send the same with only `schemas/avro/`.
 
 use std::time::Duration;
 
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use serde_json::Value;
 
-use crate::codec::{Codec, EncodeError, Submission};
+use crate::codec::{Codec, EncodeError, Submission, UpgradeRequest};
 use crate::model::{ExecutionId, Ffqn};
 
 /// How long a submission waits for the broker's acknowledgement.
@@ -15,12 +16,12 @@ const SEND_TIMEOUT: Duration = Duration::from_secs(30);
 
 #[derive(Debug, thiserror::Error)]
 pub enum SubmitError {
-    #[error("cannot encode the submission of {execution_id}: {source}")]
+    #[error("cannot encode the record for {execution_id}: {source}")]
     Encode {
         execution_id: ExecutionId,
         source: EncodeError,
     },
-    #[error("cannot submit {execution_id} to {topic}: {source}")]
+    #[error("cannot send to {topic} for {execution_id}: {source}")]
     Send {
         execution_id: ExecutionId,
         topic: String,
@@ -57,6 +58,43 @@ pub async fn submit_top_level(
     producer
         .send(
             FutureRecord::to(topic).key(&key).payload(&value),
+            SEND_TIMEOUT,
+        )
+        .await
+        .map_err(|(source, _)| SubmitError::Send {
+            execution_id: id.clone(),
+            topic: topic.to_owned(),
+            source,
+        })?;
+    Ok(())
+}
+
+/// Sends `request` to `topic` (the deployment's `weir.responses`), marked with the header
+/// `weir.kind = upgrade`, and waits until the broker has it.
+pub async fn send_upgrade(
+    producer: &FutureProducer,
+    codec: &Codec,
+    topic: &str,
+    request: &UpgradeRequest,
+) -> Result<(), SubmitError> {
+    let id = &request.execution_id;
+    let value = codec
+        .encode(topic, request)
+        .map_err(|source| SubmitError::Encode {
+            execution_id: id.clone(),
+            source,
+        })?;
+    let key = id.to_string();
+    let headers = rdkafka::message::OwnedHeaders::new().insert(rdkafka::message::Header {
+        key: super::activity_worker::KIND_HEADER,
+        value: Some(super::activity_worker::UPGRADE_KIND),
+    });
+    producer
+        .send(
+            FutureRecord::to(topic)
+                .key(&key)
+                .payload(&value)
+                .headers(headers),
             SEND_TIMEOUT,
         )
         .await

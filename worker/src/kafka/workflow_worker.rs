@@ -39,7 +39,9 @@ use super::history_reader;
 use super::materialiser::{MaterialiseError, Materialiser, QueueBound};
 use super::recovery::{self, ClusterTrouble, Failure, Recovery, Verdict};
 use super::transaction::{TransactionError, Transactor};
-use crate::codec::{Codec, HistoryRecord, RecordPosition, ResponseInput, SubmissionInput};
+use crate::codec::{
+    Codec, HistoryRecord, RecordPosition, ResponseInput, SubmissionInput, UpgradeRequest,
+};
 use crate::metrics::{Counter, Metrics};
 use crate::model::ExecutionId;
 use crate::store::patience::{Patience, patiently};
@@ -582,6 +584,13 @@ impl KafkaLog {
                     (None, None) => Body::Submission(input.submission),
                 });
             (InputTopic::Submissions, body)
+        } else if super::activity_worker::is_kind(message, super::activity_worker::UPGRADE_KIND) {
+            let body = self
+                .codec
+                .decode_fetching::<UpgradeRequest>(payload, &position)
+                .await
+                .map(Body::Upgrade);
+            (InputTopic::Responses, body)
         } else {
             let body = self
                 .codec

@@ -546,6 +546,8 @@ impl InMemoryBus {
             HistoryEntry::Finished { result, .. } => {
                 self.stored(&id)?.result = Some(result.clone())
             }
+            // The bus runs every execution on its host's registry: builds are not its concern.
+            HistoryEntry::Upgraded { .. } => {}
         }
         self.changelog.entry(id.clone()).or_default().push((
             HistoryRecord {

@@ -10,7 +10,7 @@ use serde_json::json;
 use ulid::Ulid;
 use weir::codec::{
     ActivityCancel, ActivityRequest, Created, DlqEnvelope, DlqHeader, DlqReason, ExecutionFinished,
-    HistoryEntry, HistoryRecord, ParentRef, Submission,
+    HistoryEntry, HistoryRecord, ParentRef, Submission, UpgradeRequest,
 };
 use weir::model::{
     ChildKind, DelayOutcome, ExecutionError, ExecutionErrorKind, ExecutionId, ExecutionResult,
@@ -231,6 +231,15 @@ pub fn activity_requests() -> Vec<ActivityRequest> {
     ]
 }
 
+pub fn upgrade_requests() -> Vec<UpgradeRequest> {
+    vec![UpgradeRequest {
+        execution_id: root(),
+        component: format!("sha256:{}", "cd".repeat(32)),
+        expected_seq: u64::MAX,
+        requested_at: t0(),
+    }]
+}
+
 pub fn activity_cancels() -> Vec<ActivityCancel> {
     let js = JoinSetId::one_off(1, "fib").unwrap();
     vec![ActivityCancel {
@@ -282,6 +291,16 @@ pub fn history_records() -> Vec<HistoryRecord> {
         result,
         finished_at: t0(),
     }));
+    entries.extend([
+        HistoryEntry::Upgraded {
+            from: None,
+            to: format!("sha256:{}", "cd".repeat(32)),
+        },
+        HistoryEntry::Upgraded {
+            from: Some(format!("sha256:{}", "ab".repeat(32))),
+            to: format!("sha256:{}", "cd".repeat(32)),
+        },
+    ]);
     entries
         .into_iter()
         .enumerate()

@@ -2,7 +2,9 @@
 //!
 //! Built with the `v2` feature (the `sleepy-v2` crate), it first takes a 1 ms nap: a second
 //! build of the same workflow whose history differs from the first's at its first event, as
-//! a changed workflow's would (`tests/tests/versions_e2e.rs`).
+//! a changed workflow's would (`tests/tests/versions_e2e.rs`). Built with `patched` (the
+//! `sleepy-patched` crate), only its log line on waking differs: the first build's histories
+//! replay cleanly on it.
 
 wit_bindgen::generate!({
     path: "../../wit",
@@ -23,7 +25,15 @@ impl Guest for Sleepy {
         }
         log(LogLevel::Info, &format!("sleeping {millis} ms"));
         let expiry = sleep(ScheduleAt::In(Duration::Milliseconds(millis)));
-        log(LogLevel::Info, &format!("woke up, expiry {}s", expiry.seconds));
+        let build = if cfg!(feature = "patched") {
+            " (patched build)"
+        } else {
+            ""
+        };
+        log(
+            LogLevel::Info,
+            &format!("woke up, expiry {}s{build}", expiry.seconds),
+        );
         Ok(Instant {
             seconds: expiry.seconds,
             nanoseconds: expiry.nanoseconds,
