@@ -19,7 +19,6 @@ use crate::store::{ComponentBuild, CqlStore, Store, connect};
 use crate::wasm::engine::{component_digest, read_component};
 use crate::wasm::registry::{ComponentKind, Registry};
 use crate::wasm::versions::{BuildSource, NamedBuild};
-use crate::wasm::{EngineConfig, WasmHost};
 
 #[derive(Debug, Clone, Args)]
 pub struct DeployArgs {
@@ -105,18 +104,8 @@ pub async fn run(args: DeployArgs) -> ExitCode {
 }
 
 async fn deploy(args: DeployArgs) -> anyhow::Result<()> {
-    let mut specs = args.registry.specs()?;
-    // Loading links every workflow against the registry; no activity runs here.
-    for spec in &mut specs {
-        spec.secrets.clear();
-    }
-    let host = WasmHost::load(
-        EngineConfig {
-            max_instances: 16,
-            ..EngineConfig::default()
-        },
-        specs,
-    )?;
+    // Loading links every workflow against the registry.
+    let host = super::offline_host(args.registry.specs()?)?;
     let session = connect(&args.cluster.cql()?).await?;
     let store = CqlStore::new(Arc::new(session), &args.cluster.keyspace).await?;
     for d in store_builds(host.registry(), &store).await? {

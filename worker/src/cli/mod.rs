@@ -147,6 +147,23 @@ impl RegistryArgs {
     }
 }
 
+/// A host of `specs` for the commands that load a registry but run no activity (`weir replay`,
+/// `weir deploy`): without the activities' secrets, with a small instance pool.
+fn offline_host(
+    mut specs: Vec<crate::wasm::ComponentSpec>,
+) -> Result<crate::wasm::WasmHost, crate::wasm::HostError> {
+    for spec in &mut specs {
+        spec.secrets.clear();
+    }
+    crate::wasm::WasmHost::load(
+        crate::wasm::EngineConfig {
+            max_instances: 16,
+            ..crate::wasm::EngineConfig::default()
+        },
+        specs,
+    )
+}
+
 fn parse_key_value(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
         Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),

@@ -24,7 +24,6 @@ use crate::codec::Codec;
 use crate::model::ExecutionId;
 use crate::store::{CqlStore, Store, connect};
 use crate::wasm::verify::{Verdict, verify};
-use crate::wasm::{EngineConfig, WasmHost};
 
 /// Exit code of a replay that found a mismatch.
 pub const MISMATCH_EXIT: u8 = 5;
@@ -79,17 +78,7 @@ async fn replay(args: ReplayArgs) -> anyhow::Result<ExitCode> {
         // The recorded digest is the deployed file's, not the candidate's.
         spec.digest = None;
     }
-    // A replay runs no activity: their secrets are not needed.
-    for spec in &mut specs {
-        spec.secrets.clear();
-    }
-    let host = Arc::new(WasmHost::load(
-        EngineConfig {
-            max_instances: 16,
-            ..EngineConfig::default()
-        },
-        specs,
-    )?);
+    let host = Arc::new(super::offline_host(specs)?);
     let session = connect(&args.cluster.cql()?).await?;
     let store = CqlStore::new(Arc::new(session), &args.cluster.keyspace).await?;
 
