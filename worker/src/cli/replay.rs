@@ -8,7 +8,8 @@
 //! another build onto the build it was replayed on: the build is stored (as `weir deploy`
 //! does), then an `UpgradeRequest` names the changelog length that was replayed, so the
 //! execution's owner takes it only if nothing happened since (else it is refused, and the
-//! replay is to be run again).
+//! replay is to be run again). It then waits for each to be journalled, and names (exit code
+//! 1) those that are not.
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -125,7 +126,9 @@ async fn replay(args: ReplayArgs) -> anyhow::Result<ExitCode> {
     };
     let codec = Codec::single_object();
     let now = Utc::now();
-    let (mut clean, mut mismatched, mut failed, mut upgraded) = (0usize, 0usize, 0usize, 0usize);
+    let (mut clean, mut mismatched, mut failed) = (0usize, 0usize, 0usize);
+    // Upgrades sent: the execution and the build it is to move to.
+    let mut requested: Vec<(ExecutionId, String)> = Vec::new();
     let mut out = std::io::stdout().lock();
     for (n, id) in ids.iter().enumerate() {
         let verdict = match recorded(&store, &codec, id).await {
@@ -148,7 +151,7 @@ async fn replay(args: ReplayArgs) -> anyhow::Result<ExitCode> {
                         };
                         crate::kafka::submit::send_upgrade(producer, &codec, topic, &request)
                             .await?;
-                        upgraded += 1;
+                        requested.push((id.clone(), target.clone()));
                         Verdict::Clean {
                             note: format!("{note}; upgrade to {target} requested"),
                         }
@@ -189,19 +192,60 @@ async fn replay(args: ReplayArgs) -> anyhow::Result<ExitCode> {
         "replayed {}: {clean} clean, {mismatched} mismatched, {failed} could not be replayed",
         ids.len()
     );
+    let mut unconfirmed = 0;
     if args.upgrade {
-        eprintln!(
-            "upgrades requested: {upgraded} (each is taken if its execution did nothing since \
-             it was read; `weir history` shows an `upgraded` entry)"
-        );
+        eprintln!("upgrades requested: {}", requested.len());
+        for (id, target) in confirm_upgrades(&store, &codec, requested).await? {
+            unconfirmed += 1;
+            writeln!(
+                out,
+                "{id}  NOT UPGRADED  no `upgraded` entry to {target} within {}s: it moved on \
+                 since it was read (the request is in the DLQ as `conflict`), or the store \
+                 lags; replay it again",
+                CONFIRM_WITHIN.as_secs()
+            )?;
+        }
     }
-    Ok(if failed > 0 {
+    Ok(if failed > 0 || unconfirmed > 0 {
         ExitCode::FAILURE
     } else if mismatched > 0 {
         ExitCode::from(MISMATCH_EXIT)
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// How long `--upgrade` waits for each requested upgrade to be journalled.
+const CONFIRM_WITHIN: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Waits until the store shows each requested upgrade journalled (an `upgraded` entry to its
+/// build); returns those it does not show within [`CONFIRM_WITHIN`].
+async fn confirm_upgrades(
+    store: &CqlStore,
+    codec: &Codec,
+    mut pending: Vec<(ExecutionId, String)>,
+) -> anyhow::Result<Vec<(ExecutionId, String)>> {
+    let deadline = std::time::Instant::now() + CONFIRM_WITHIN;
+    while !pending.is_empty() && std::time::Instant::now() < deadline {
+        let mut still = Vec::new();
+        for (id, target) in pending {
+            let rows = store.history(&id).await?;
+            let journalled = crate::present::decode_history(codec, &rows)?
+                .into_iter()
+                .any(|(_, r)| {
+                    matches!(&r.entry, crate::codec::HistoryEntry::Upgraded { to, .. } if *to == target)
+                });
+            if !journalled {
+                still.push((id, target));
+            }
+        }
+        pending = still;
+        if !pending.is_empty() {
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+    }
+    eprintln!("upgrades journalled: all but {}", pending.len());
+    Ok(pending)
 }
 
 /// `id` rebuilt from its history in the store, as a worker rebuilds it.
