@@ -162,7 +162,8 @@ async fn in_flight_executions_finish_on_their_build_while_new_ones_run_the_new_b
     let (code, text) = upgrade(&patched_build);
     assert_eq!(code, Some(0), "{text}");
     assert!(
-        text.contains(&format!("upgrade to {patched} requested")),
+        text.contains(&format!("upgrade to {patched} requested"))
+            && text.contains("upgrades journalled: all but 0"),
         "{text}"
     );
     let upgraded = wait_until_async(|| async {
