@@ -420,35 +420,31 @@ impl<R: WorkflowRunner> Processor<R> {
     /// Why a record read on `partition` with `key` does not belong to this partition's
     /// executions, if it does not.
     fn misrouted(&self, partition: i32, key: Option<&str>, body: &Body) -> Option<String> {
-        let shown =
-            |key: Option<&str>| key.map_or_else(|| "no key".to_owned(), |k| format!("key `{k}`"));
+        // A record about one execution (a submission, an upgrade) is keyed by its id.
+        let keyed_by = |what: &str, id: &ExecutionId| {
+            let text = id.to_string();
+            if key == Some(text.as_str()) {
+                return Ok(id.clone());
+            }
+            let shown = key.map_or_else(|| "no key".to_owned(), |k| format!("key `{k}`"));
+            Err(format!(
+                "{what} of {text} with {shown}: {what} is keyed by its execution id"
+            ))
+        };
         let owner = match body {
             Body::Submission(s)
             | Body::UnparsableParams { submission: s, .. }
             | Body::UnparsableFfqn { submission: s, .. } => {
-                let id = s.execution_id.to_string();
-                if key != Some(id.as_str()) {
-                    return Some(format!(
-                        "a submission of {id} with {}: a submission is keyed by its execution id",
-                        shown(key)
-                    ));
-                }
-                s.execution_id.clone()
+                keyed_by("a submission", &s.execution_id)
             }
             // A key that is not an execution id is dead-lettered by `step`.
-            Body::Response(_) | Body::MalformedAnswer { .. } => response_owner(key)?,
-            Body::Upgrade(u) => {
-                let id = u.execution_id.to_string();
-                if key != Some(id.as_str()) {
-                    return Some(format!(
-                        "an upgrade of {id} with {}: an upgrade is keyed by its execution id",
-                        shown(key)
-                    ));
-                }
-                u.execution_id.clone()
-            }
+            Body::Response(_) | Body::MalformedAnswer { .. } => Ok(response_owner(key)?),
+            Body::Upgrade(u) => keyed_by("an upgrade", &u.execution_id),
         };
-        self.wrong_partition(partition, &owner)
+        match owner {
+            Ok(owner) => self.wrong_partition(partition, &owner),
+            Err(error) => Some(error),
+        }
     }
 
     /// Why a record for `owner` read on `partition` belongs to another partition, if it does.

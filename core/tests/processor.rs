@@ -14,8 +14,16 @@ fn now() -> DateTime<Utc> {
 }
 
 fn processor(max_record_bytes: usize) -> Processor<SimRunner> {
+    processor_of(SimRunner, max_record_bytes)
+}
+
+/// A processor of `runner` with room for 16 runs, on one partition.
+fn processor_of<R: weir_core::runner::WorkflowRunner>(
+    runner: R,
+    max_record_bytes: usize,
+) -> Processor<R> {
     Processor::new(
-        SimRunner,
+        runner,
         ProcessorConfig {
             cache_bytes: 1 << 30,
             cache_size: 16,
@@ -746,16 +754,11 @@ fn a_submission_with_an_unparsable_function_name_is_answered() {
 
 /// A processor whose host has room for one run at a time.
 fn one_slot_processor() -> Processor<SlotRunner> {
-    Processor::new(
+    processor_of(
         SlotRunner {
             free: std::sync::Arc::new(std::sync::atomic::AtomicU32::new(1)),
         },
-        ProcessorConfig {
-            cache_bytes: 1 << 30,
-            cache_size: 16,
-            max_record_bytes: 1 << 20,
-            partitions: 1,
-        },
+        1 << 20,
     )
 }
 
@@ -1042,15 +1045,7 @@ fn an_upgrade_is_taken_only_for_the_history_it_was_checked_against() {
     use weir_core::records::{DlqReason, UpgradeRequest};
 
     let runner = PinningRunner::default();
-    let mut processor = Processor::new(
-        runner.clone(),
-        ProcessorConfig {
-            cache_bytes: 1 << 30,
-            cache_size: 16,
-            max_record_bytes: 1 << 20,
-            partitions: 1,
-        },
-    );
+    let mut processor = processor_of(runner.clone(), 1 << 20);
     let id = ExecutionId::top_level(ulid::Ulid::new());
     let created = step(
         &mut processor,
@@ -1162,15 +1157,7 @@ fn an_upgrade_is_taken_only_for_the_history_it_was_checked_against() {
 
     // Another owner rebuilding from the store runs the new build too.
     let other = PinningRunner::default();
-    let mut owner = Processor::new(
-        other.clone(),
-        ProcessorConfig {
-            cache_bytes: 1 << 30,
-            cache_size: 16,
-            max_record_bytes: 1 << 20,
-            partitions: 1,
-        },
-    );
+    let mut owner = processor_of(other.clone(), 1 << 20);
     let mut batch = Batch::new(now());
     block_on(owner.rehydrate(&mut batch, &id, Some(history))).expect("rebuilt");
     assert_eq!(

@@ -8,7 +8,7 @@ use std::time::Duration;
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use serde_json::Value;
 
-use crate::codec::{Codec, EncodeError, Submission, UpgradeRequest};
+use crate::codec::{AvroRecord, Codec, EncodeError, Submission, UpgradeRequest};
 use crate::model::{ExecutionId, Ffqn};
 
 /// How long a submission waits for the broker's acknowledgement.
@@ -48,25 +48,7 @@ pub async fn submit_top_level(
         correlation_id: None,
         metadata: Default::default(),
     };
-    let value = codec
-        .encode(topic, &submission)
-        .map_err(|source| SubmitError::Encode {
-            execution_id: id.clone(),
-            source,
-        })?;
-    let key = id.to_string();
-    producer
-        .send(
-            FutureRecord::to(topic).key(&key).payload(&value),
-            SEND_TIMEOUT,
-        )
-        .await
-        .map_err(|(source, _)| SubmitError::Send {
-            execution_id: id.clone(),
-            topic: topic.to_owned(),
-            source,
-        })?;
-    Ok(())
+    send_keyed(producer, codec, topic, id, &submission, None).await
 }
 
 /// Sends `request` to `topic` (the deployment's `weir.responses`), marked with the header
@@ -77,26 +59,37 @@ pub async fn send_upgrade(
     topic: &str,
     request: &UpgradeRequest,
 ) -> Result<(), SubmitError> {
+    let headers = rdkafka::message::OwnedHeaders::new().insert(rdkafka::message::Header {
+        key: super::activity_worker::KIND_HEADER,
+        value: Some(super::activity_worker::UPGRADE_KIND),
+    });
     let id = &request.execution_id;
+    send_keyed(producer, codec, topic, id, request, Some(headers)).await
+}
+
+/// Encodes `record` for `topic`, sends it keyed by `id` (with `headers`), and waits until the
+/// broker has it.
+async fn send_keyed<R: AvroRecord>(
+    producer: &FutureProducer,
+    codec: &Codec,
+    topic: &str,
+    id: &ExecutionId,
+    record: &R,
+    headers: Option<rdkafka::message::OwnedHeaders>,
+) -> Result<(), SubmitError> {
     let value = codec
-        .encode(topic, request)
+        .encode(topic, record)
         .map_err(|source| SubmitError::Encode {
             execution_id: id.clone(),
             source,
         })?;
     let key = id.to_string();
-    let headers = rdkafka::message::OwnedHeaders::new().insert(rdkafka::message::Header {
-        key: super::activity_worker::KIND_HEADER,
-        value: Some(super::activity_worker::UPGRADE_KIND),
-    });
+    let mut message = FutureRecord::to(topic).key(&key).payload(&value);
+    if let Some(headers) = headers {
+        message = message.headers(headers);
+    }
     producer
-        .send(
-            FutureRecord::to(topic)
-                .key(&key)
-                .payload(&value)
-                .headers(headers),
-            SEND_TIMEOUT,
-        )
+        .send(message, SEND_TIMEOUT)
         .await
         .map_err(|(source, _)| SubmitError::Send {
             execution_id: id.clone(),

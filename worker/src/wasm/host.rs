@@ -168,9 +168,14 @@ impl WasmHost {
     /// The digest of the registered build of workflow `ffqn`: what new executions of it are
     /// pinned to.
     pub fn component_of(&self, ffqn: &Ffqn) -> Option<String> {
+        self.registered_build(ffqn).map(str::to_owned)
+    }
+
+    /// [`component_of`](Self::component_of), borrowed (a start compares it with its pin).
+    fn registered_build(&self, ffqn: &Ffqn) -> Option<&str> {
         self.workflows.get(ffqn)?;
         let function = self.registry.function(ffqn)?;
-        Some(self.registry.component(&function.component)?.digest.clone())
+        Some(&self.registry.component(&function.component)?.digest)
     }
 
     pub fn engine(&self) -> &WasmEngine {
@@ -196,7 +201,7 @@ impl WasmHost {
         now: DateTime<Utc>,
     ) -> Result<(WorkflowRun, RunStep), RunError> {
         if let Some(pinned) = &execution.component
-            && self.component_of(&execution.ffqn).as_ref() != Some(pinned)
+            && self.registered_build(&execution.ffqn) != Some(pinned.as_str())
         {
             let template = self
                 .older
