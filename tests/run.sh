@@ -20,6 +20,8 @@ use_test_stack
 log "installing build and runtime prerequisites"
 ensure_rust_build_deps
 ensure_java17
+# The web UI's browser test (tests/tests/ui_e2e.rs): Debian's Chromium and its WebDriver.
+ensure_apt chromium chromium-driver
 resolve_runtime kafka
 resolve_runtime cassandra
 # The external activity of the e2e tests (tests/java/TaxService.java): kafka-clients + Avro only.

@@ -21,7 +21,8 @@ use weir::store::{CqlStore, Store, connect};
 use weir::topology::{TopicRole, Topology};
 
 use crate::{
-    brokers, cql_config, cql_contact_points, kafka_config, repo_root, unique_name, weir_binary,
+    Killed, brokers, cql_config, cql_contact_points, free_port, kafka_config, repo_root,
+    unique_name, wait_until, weir_binary,
 };
 
 /// Where `bash examples/build.sh` put the components.
@@ -45,6 +46,14 @@ pub struct Deployment {
     pub topology: Topology,
     pub codec: Codec,
     logs: PathBuf,
+}
+
+/// A `weir serve` process; killed when dropped.
+pub struct ApiServer {
+    /// `http://127.0.0.1:<port>`.
+    pub base: String,
+    pub log: PathBuf,
+    _child: Killed,
 }
 
 /// A `weir worker` process; killed when dropped.
@@ -135,13 +144,6 @@ impl Drop for WorkerProcess {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
 }
 
 impl Deployment {
@@ -256,6 +258,37 @@ impl Deployment {
             child,
             metrics_port,
             log,
+        }
+    }
+
+    /// Starts `weir serve` (the HTTP API and the web UI) on a free port, with one read and one
+    /// admin token, and waits until it listens.
+    pub fn serve_api(&self, read_token: &str, admin_token: &str) -> ApiServer {
+        let read = self.logs.join("read.tokens");
+        let admin = self.logs.join("admin.tokens");
+        std::fs::write(&read, format!("# readers\n{read_token}\n")).expect("write tokens");
+        std::fs::write(&admin, format!("{admin_token}\n")).expect("write tokens");
+        let port = free_port();
+        let log = self.logs.join("serve.log");
+        let child = self
+            .command()
+            .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+            .arg("--read-tokens-file")
+            .arg(&read)
+            .arg("--admin-tokens-file")
+            .arg(&admin)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("log"))
+            .spawn()
+            .expect("start weir serve");
+        let child = Killed(child);
+        wait_until("the API to listen", Duration::from_secs(60), || {
+            std::net::TcpStream::connect(("127.0.0.1", port)).ok()
+        });
+        ApiServer {
+            base: format!("http://127.0.0.1:{port}"),
+            log,
+            _child: child,
         }
     }
 

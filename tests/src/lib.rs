@@ -108,6 +108,34 @@ pub fn unique_name(prefix: &str) -> String {
     format!("{prefix}_{millis}_{}_{n}", std::process::id() % 100_000)
 }
 
+/// A port of 127.0.0.1 nobody listens on, below 32768 (above, Linux hands ports out to
+/// client connections, which could take it before the test's server binds it). Tests in
+/// parallel start at different places of the range.
+pub fn free_port() -> u16 {
+    const FIRST: u32 = 20_000;
+    const SPAN: u32 = 12_000;
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let start = std::process::id().wrapping_mul(7_919) % SPAN;
+    for _ in 0..SPAN {
+        let port = FIRST + (start + NEXT.fetch_add(37, Ordering::Relaxed)) % SPAN;
+        let port = u16::try_from(port).expect("below 32768");
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port in {FIRST}..{}", FIRST + SPAN)
+}
+
+/// A child process killed (and reaped) when dropped, so a failing test leaves none behind.
+pub struct Killed(pub std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Polls `probe` until it yields `Some`, or fails the test after `timeout` naming `what`.
 pub async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut probe: F) -> T
 where

@@ -6,30 +6,12 @@
 //! - Errors are JSON with a code and a message.
 //! - Without tokens, the server refuses to start unless told to serve anyone.
 
-use std::process::{Child, Stdio};
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use weir_e2e::deployment::Deployment;
-use weir_e2e::wait_until;
 
 const GREET: &str = "weir-examples:workflows/hello.greet";
-
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
 
 async fn call(
     client: &reqwest::Client,
@@ -57,13 +39,10 @@ fn error_code(body: &Value) -> &str {
 async fn the_api_needs_tokens_submits_idempotently_and_reads_what_the_store_holds() {
     let deployment = Deployment::new("api");
     let _worker = deployment.start_worker("w", &[]);
-    let dir = deployment.logs().to_owned();
     let (read, admin) = (
         "read-token-0123456789abcdef",
         "admin-token-0123456789abcdef",
     );
-    std::fs::write(dir.join("read.tokens"), format!("# readers\n{read}\n")).expect("write");
-    std::fs::write(dir.join("admin.tokens"), format!("{admin}\n")).expect("write");
 
     // No tokens and no explicit opt-out: refused at start.
     let refused = deployment
@@ -78,24 +57,8 @@ async fn the_api_needs_tokens_submits_idempotently_and_reads_what_the_store_hold
         String::from_utf8_lossy(&refused.stderr)
     );
 
-    let port = free_port();
-    let log = dir.join("serve.log");
-    let server = deployment
-        .command()
-        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
-        .arg("--read-tokens-file")
-        .arg(dir.join("read.tokens"))
-        .arg("--admin-tokens-file")
-        .arg(dir.join("admin.tokens"))
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).expect("log"))
-        .spawn()
-        .expect("start weir serve");
-    let _server = Killed(server);
-    wait_until("the API to listen", Duration::from_secs(60), || {
-        std::net::TcpStream::connect(("127.0.0.1", port)).ok()
-    });
-    let base = format!("http://127.0.0.1:{port}/v1");
+    let server = deployment.serve_api(read, admin);
+    let base = format!("{}/v1", server.base);
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(20))
         .build()
@@ -223,7 +186,7 @@ async fn the_api_needs_tokens_submits_idempotently_and_reads_what_the_store_hold
     );
 
     // The server's log holds no token.
-    let text = std::fs::read_to_string(&log).expect("log");
+    let text = std::fs::read_to_string(&server.log).expect("log");
     assert!(
         !text.contains(admin) && !text.contains(read),
         "a token in the log"

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use weir::store::schema::{self, TABLES_CQL};
-use weir::store::{CqlStore, conformance, connect};
+use weir::store::{CqlStore, Retention, conformance, connect};
 use weir_e2e::{cql_config, unique_name};
 
 #[tokio::test]
@@ -20,4 +20,10 @@ async fn the_cql_store_passes_the_store_conformance_suite() {
         .await
         .expect("prepare statements");
     conformance::run_all(&store).await;
+    // The same keyspace, through a store that expires finished executions.
+    let retention = Retention::after(chrono::TimeDelta::seconds(
+        conformance::EXPIRY_CHECK_RETENTION_SECS,
+    ))
+    .expect("retention");
+    conformance::finished_executions_expire(&store.with_retention(retention)).await;
 }

@@ -77,8 +77,9 @@ pub fn decode_history<'a>(
         .collect()
 }
 
-/// One changelog record, with the offset it was committed at on `weir.history`.
-pub fn history_entry_json(offset: i64, record: &HistoryRecord) -> Value {
+/// One changelog record, with the offset it was committed at on `weir.history` and when the
+/// store materialised it (the UI's timeline).
+pub fn history_entry_json(row: &HistoryRow, record: &HistoryRecord) -> Value {
     let body = match &record.entry {
         HistoryEntry::Created(c) => json!({
             "kind": "created", "ffqn": c.ffqn.to_string(), "params": c.params,
@@ -100,7 +101,12 @@ pub fn history_entry_json(offset: i64, record: &HistoryRecord) -> Value {
             json!({"kind": "upgraded", "from": from, "to": to})
         }
     };
-    json!({"seq": record.seq, "offset": offset, "entry": body})
+    json!({
+        "seq": record.seq,
+        "offset": row.kafka_offset,
+        "recorded_at": row.recorded_at,
+        "entry": body,
+    })
 }
 
 #[cfg(test)]

@@ -1,12 +1,15 @@
 //! The HTTP API (`weir serve`): a small JSON API over what a client can do with Kafka and the
-//! store. It can submit (idempotently, by key), get an execution, read its history, and list
-//! (`docs/openapi.yaml`).
+//! store. It can submit (idempotently, by key), get an execution, read its history, list, and
+//! name the functions that have executions (`docs/openapi.yaml`). The web UI ([`ui`]) is
+//! served beside it and reads only this API.
 //!
 //! - **Errors** are `{"error": {"code", "message"}}` with the HTTP status of the code.
 //! - **Tokens.** Every request needs `Authorization: Bearer <token>` by default. A read token
 //!   may read; an admin token may also submit. Tokens are held as SHA-256 digests, so a
 //!   compare is of digests, not of the secret text.
 //! - **Running without tokens** takes an explicit flag, and the server warns about it at start.
+
+pub mod ui;
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -176,6 +179,8 @@ pub fn router(api: Arc<Api>) -> Router {
         .route("/v1/executions", get(list).post(submit))
         .route("/v1/executions/{id}", get(execution))
         .route("/v1/executions/{id}/history", get(history))
+        .route("/v1/functions", get(functions))
+        .merge(ui::routes())
         .fallback(|| async {
             ApiError::new(
                 StatusCode::NOT_FOUND,
@@ -283,9 +288,15 @@ async fn history(
     let entries = crate::present::decode_history(&api.codec, &rows).map_err(ApiError::internal)?;
     let json: Vec<Value> = entries
         .iter()
-        .map(|(row, record)| crate::present::history_entry_json(row.kafka_offset, record))
+        .map(|(row, record)| crate::present::history_entry_json(row, record))
         .collect();
     Ok(Json(json!({"execution_id": id.to_string(), "entries": json})).into_response())
+}
+
+async fn functions(State(api): State<Arc<Api>>, headers: HeaderMap) -> ApiResult {
+    authorize(&api, &headers, Scope::Read)?;
+    let functions = api.store.functions().await.map_err(ApiError::internal)?;
+    Ok(Json(json!({"functions": functions})).into_response())
 }
 
 /// The query of `GET /v1/executions`: the filters of `weir list`.

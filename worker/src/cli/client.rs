@@ -222,7 +222,7 @@ pub async fn history(args: ShowArgs) -> ExitCode {
         if args.json {
             let json: Vec<Value> = entries
                 .iter()
-                .map(|(row, record)| crate::present::history_entry_json(row.kafka_offset, record))
+                .map(|(row, record)| crate::present::history_entry_json(row, record))
                 .collect();
             println!("{}", serde_json::to_string_pretty(&json)?);
         } else {

@@ -20,7 +20,7 @@ use crate::kafka::group::Departure;
 use crate::kafka::workflow_worker::{WorkerConfig, WorkflowWorker};
 use crate::metrics::{self, Metrics};
 use crate::options;
-use crate::store::{CqlStore, connect};
+use crate::store::{CqlStore, Retention, connect};
 use crate::topology::Topology;
 use crate::wasm::inline::InlineConfig;
 use crate::wasm::{EngineConfig, WasmHost};
@@ -40,6 +40,11 @@ pub struct WorkerArgs {
     /// (`digest = "sha256:…"`, printed by `weir digest`): no file runs that was not recorded.
     #[arg(long, env = "WEIR_REQUIRE_DIGESTS")]
     pub require_digests: bool,
+    /// Keep a finished execution (its row, list rows and history in the store) this long
+    /// after it finished, then let it expire (a CQL TTL): `30d`, `12h`, `90m` or `45s`.
+    /// Unfinished executions never expire. Default: keep everything.
+    #[arg(long, env = "WEIR_RETENTION", value_parser = parse_retention)]
+    pub retention: Option<Retention>,
     /// The cache of compiled components (a restart loads them instead of recompiling).
     #[arg(
         long,
@@ -287,7 +292,11 @@ async fn serve(args: WorkerArgs) -> anyhow::Result<()> {
         (host, None)
     } else {
         let session = connect(&cluster.cql()?).await?;
-        let store = Arc::new(CqlStore::new(Arc::new(session), &cluster.keyspace).await?);
+        let store = Arc::new(
+            CqlStore::new(Arc::new(session), &cluster.keyspace)
+                .await?
+                .with_retention(args.retention.unwrap_or_default()),
+        );
         for d in super::deploy::store_builds(host.registry(), store.as_ref()).await? {
             info!(component = %d.name, digest = %d.digest, stored_now = d.stored_now, "workflow build in the store");
         }
@@ -418,4 +427,62 @@ fn default_instance_id() -> String {
         .map(|h| h.trim().to_owned())
         .unwrap_or_else(|_| "host".to_owned());
     format!("{host}-{}-{}", std::process::id(), ulid::Ulid::new())
+}
+
+/// `--retention`: a whole number with a unit, `d`, `h`, `m` or `s` (one small grammar; a
+/// duration crate would bring more forms than this flag needs).
+fn parse_retention(text: &str) -> Result<Retention, String> {
+    let text = text.trim();
+    let split = text.len().saturating_sub(1);
+    let (number, unit) = (
+        text.get(..split).unwrap_or(""),
+        text.get(split..).unwrap_or(""),
+    );
+    let seconds_per = match unit {
+        "d" => 86_400,
+        "h" => 3_600,
+        "m" => 60,
+        "s" => 1,
+        _ => {
+            return Err(format!(
+                "`{text}`: say a number and a unit: 30d, 12h, 90m or 45s"
+            ));
+        }
+    };
+    let number: i64 = number
+        .parse()
+        .map_err(|_| format!("`{text}`: `{number}` is not a whole number"))?;
+    number
+        .checked_mul(seconds_per)
+        .map(chrono::TimeDelta::seconds)
+        .and_then(Retention::after)
+        .ok_or_else(|| format!("`{text}`: a retention is 1 s to 20 years"))
+}
+
+#[cfg(test)]
+mod retention_tests {
+    use super::*;
+
+    #[test]
+    fn retentions_parse_with_their_units_and_nothing_else_does() {
+        let period =
+            |text: &str| parse_retention(text).map(|r| r.period().map(|p| p.num_seconds()));
+        assert_eq!(period("30d"), Ok(Some(30 * 86_400)));
+        assert_eq!(period(" 12h "), Ok(Some(12 * 3_600)));
+        assert_eq!(period("90m"), Ok(Some(5_400)));
+        assert_eq!(period("45s"), Ok(Some(45)));
+        for bad in [
+            "",
+            "d",
+            "30",
+            "30w",
+            "-1d",
+            "0s",
+            "1.5d",
+            "7301d",
+            "99999999999999999d",
+        ] {
+            assert!(parse_retention(bad).is_err(), "{bad:?} parsed");
+        }
+    }
 }

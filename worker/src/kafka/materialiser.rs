@@ -433,6 +433,9 @@ mod tests {
         ) -> Result<weir_core::rows::ListPage, StoreError> {
             self.inner.list_executions(query).await
         }
+        async fn functions(&self) -> Result<Vec<String>, StoreError> {
+            self.inner.functions().await
+        }
         async fn put_timers(
             &self,
             timers: &[TimerRow],

@@ -29,6 +29,51 @@ pub async fn run_all<S: Store>(store: &S) {
     older_writes_never_win(store).await;
     executions_are_listed_by_function_and_parent(store).await;
     component_builds_round_trip(store).await;
+    functions_are_catalogued(store).await;
+}
+
+/// `functions`: every function an execution row was written for, once, sorted, whether the
+/// row came through `put_execution` or `materialise`, and however many executions it has.
+pub async fn functions_are_catalogued<S: Store>(store: &S) {
+    let suffix = Ulid::new();
+    let (first, second) = (
+        format!("weir-examples:catalogue/c{suffix}.a"),
+        format!("weir-examples:catalogue/c{suffix}.b"),
+    );
+    let row = |ffqn: &str| ExecutionRow {
+        execution_id: new_id(),
+        ffqn: ffqn.to_owned(),
+        parent_id: None,
+        params: "[]".to_owned(),
+        state: ExecutionState::Running,
+        result: None,
+        history_version: 1,
+        kafka_partition: 0,
+        created_at: base_time(),
+        updated_at: base_time(),
+        finished_at: None,
+    };
+    assert!(
+        !store
+            .functions()
+            .await
+            .expect("functions")
+            .contains(&second),
+        "not catalogued before it has an execution"
+    );
+    store.put_execution(&row(&second)).await.expect("write");
+    store.put_execution(&row(&second)).await.expect("write");
+    store
+        .materialise(&[], &[row(&first), row(&second)])
+        .await
+        .expect("materialise");
+    let functions = store.functions().await.expect("functions");
+    let ours: Vec<&String> = functions
+        .iter()
+        .filter(|f| f.contains(&suffix.to_string()))
+        .collect();
+    assert_eq!(ours, [&first, &second], "once each, sorted");
+    assert!(functions.is_sorted(), "{functions:?}");
 }
 
 /// A build is found by its digest, byte for byte, whatever its size (several chunks, one,
@@ -723,4 +768,99 @@ pub async fn executions_are_listed_by_function_and_parent<S: Store>(store: &S) {
         .expect("children");
     assert_eq!(ids_of(&children), vec![ids[4].clone(), ids[3].clone()]);
     assert!(children.executions.iter().all(|e| e.ffqn == ffqn));
+}
+
+/// The retention the [`finished_executions_expire`] check expects of its store.
+pub const EXPIRY_CHECK_RETENTION_SECS: i64 = 2;
+
+/// Run on a store with a retention of [`EXPIRY_CHECK_RETENTION_SECS`]: a finished execution
+/// expires whole (its row, its list row and its history, also the records written while it
+/// ran), one finished long ago expires at once when written late, and a running one stays
+/// (however old).
+pub async fn finished_executions_expire<S: Store>(store: &S) {
+    let ffqn = format!("weir-examples:retention/r{}.f", Ulid::new());
+    let now = Utc::now();
+    let row = |id: &ExecutionId, finished: Option<DateTime<Utc>>| ExecutionRow {
+        execution_id: id.clone(),
+        ffqn: ffqn.clone(),
+        parent_id: None,
+        params: "[]".to_owned(),
+        state: if finished.is_some() {
+            ExecutionState::Finished
+        } else {
+            ExecutionState::Running
+        },
+        result: finished.map(|_| r#"{"ok":1}"#.to_owned()),
+        history_version: if finished.is_some() { 3 } else { 2 },
+        kafka_partition: 0,
+        created_at: now - Duration::hours(1),
+        updated_at: now,
+        finished_at: finished,
+    };
+    let (done, old, running) = (new_id(), new_id(), new_id());
+    // While `done` runs, its first records are written without a finish.
+    store
+        .materialise(
+            &[history_row(&done, 0), history_row(&done, 1)],
+            &[row(&done, None), row(&running, None)],
+        )
+        .await
+        .expect("materialise the running ones");
+    store
+        .append_history(&[history_row(&running, 0), history_row(&running, 1)])
+        .await
+        .expect("history");
+    // Then it finishes; `old` is materialised late, a year after it finished.
+    store
+        .materialise(
+            &[history_row(&done, 2), history_row(&old, 0)],
+            &[
+                row(&done, Some(now)),
+                row(&old, Some(now - Duration::days(365))),
+            ],
+        )
+        .await
+        .expect("materialise the finish");
+    let query = weir_core::rows::ListQuery {
+        by: weir_core::rows::ListBy::Function(ffqn.clone()),
+        state: None,
+        outcome: None,
+        created_from: Some(now - Duration::days(1)),
+        created_until: Some(now),
+        finished_from: None,
+        finished_until: None,
+        limit: 10,
+        after: None,
+    };
+    // Gone once the retention has passed (and the store's clock with it): wait, bounded.
+    let deadline = std::time::Instant::now()
+        + std::time::Duration::from_secs(EXPIRY_CHECK_RETENTION_SECS as u64 + 30);
+    loop {
+        let listed = store.list_executions(&query).await.expect("list");
+        let left = [
+            store.execution(&done).await.expect("read").is_some(),
+            !store.history(&done).await.expect("read").is_empty(),
+            store.execution(&old).await.expect("read").is_some(),
+            !store.history(&old).await.expect("read").is_empty(),
+            listed
+                .executions
+                .iter()
+                .any(|e| e.execution_id == done || e.execution_id == old),
+        ];
+        if !left.contains(&true) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still there {EXPIRY_CHECK_RETENTION_SECS} s + 30 s after the finish: \
+             [done row, done history, old row, old history, listed] = {left:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    // The running one stays, with its history and its list row.
+    assert!(store.execution(&running).await.expect("read").is_some());
+    assert_eq!(store.history(&running).await.expect("read").len(), 2);
+    let listed = store.list_executions(&query).await.expect("list");
+    assert_eq!(listed.executions.len(), 1, "only the running one is listed");
+    assert_eq!(listed.executions[0].execution_id, running);
 }

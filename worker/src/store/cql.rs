@@ -17,7 +17,7 @@ use scylla::statement::prepared::PreparedStatement;
 
 use super::rows::{Checkpoint, ExecutionRow, HistoryRow, TimerRow, TimerWatermark, WriteStamp};
 use super::session::validate_keyspace;
-use super::{ComponentBuild, Store, StoreError, buckets_between, timer_bucket};
+use super::{ComponentBuild, Retention, Store, StoreError, buckets_between, timer_bucket};
 use crate::model::ids::ExecutionId;
 
 /// Rows per page when reading a history or a timer bucket.
@@ -48,6 +48,8 @@ struct Statements {
     insert_by_parent: PreparedStatement,
     select_by_function: PreparedStatement,
     select_by_parent: PreparedStatement,
+    insert_function: PreparedStatement,
+    select_functions: PreparedStatement,
     insert_build_chunk: PreparedStatement,
     insert_build_header: PreparedStatement,
     select_build_header: PreparedStatement,
@@ -59,7 +61,14 @@ struct Statements {
 pub struct CqlStore {
     session: Arc<Session>,
     statements: Arc<Statements>,
+    /// The functions this process has written to the `functions` catalogue: each is
+    /// written once per process, not once per execution.
+    catalogued: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
+    retention: Retention,
 }
+
+/// The one partition of the `functions` table.
+const CATALOGUE: i32 = 0;
 
 type HistoryColumns = (i64, String, Vec<u8>, i32, i64, DateTime<Utc>);
 type ExecutionColumns = (
@@ -77,10 +86,21 @@ type ExecutionColumns = (
 type TimerColumns = (DateTime<Utc>, String, String, String, Vec<u8>);
 
 /// The bind values of `insert_history`.
+#[allow(clippy::type_complexity)]
 fn history_values<'a>(
     id: &'a str,
     row: &'a HistoryRow,
-) -> (&'a str, i64, &'a str, &'a [u8], i32, i64, DateTime<Utc>) {
+    ttl: i32,
+) -> (
+    &'a str,
+    i64,
+    &'a str,
+    &'a [u8],
+    i32,
+    i64,
+    DateTime<Utc>,
+    i32,
+) {
     (
         id,
         row.seq,
@@ -89,6 +109,7 @@ fn history_values<'a>(
         row.kafka_partition,
         row.kafka_offset,
         row.recorded_at,
+        ttl,
     )
 }
 
@@ -98,6 +119,7 @@ fn execution_values<'a>(
     id: &'a str,
     parent: Option<&'a str>,
     row: &'a ExecutionRow,
+    ttl: i32,
 ) -> (
     &'a str,
     &'a str,
@@ -111,6 +133,7 @@ fn execution_values<'a>(
     DateTime<Utc>,
     Option<DateTime<Utc>>,
     i64,
+    i32,
 ) {
     (
         id,
@@ -126,6 +149,7 @@ fn execution_values<'a>(
         row.finished_at,
         // The write timestamp (see `WriteStamp`): an older row never overwrites a newer one.
         WriteStamp::history_version(row.history_version).0,
+        ttl,
     )
 }
 
@@ -142,8 +166,10 @@ enum ListPartition {
 async fn write_list_rows(
     session: &Session,
     statements: &Statements,
+    retention: Retention,
     rows: &[&ExecutionRow],
 ) -> Result<(), StoreError> {
+    let now = Utc::now();
     let mut partitions: BTreeMap<ListPartition, Vec<&ExecutionRow>> = BTreeMap::new();
     for row in rows {
         let day = weir_core::rows::created_day(row.created_at);
@@ -165,6 +191,7 @@ async fn write_list_rows(
             let id = row.execution_id.to_string();
             let outcome = row.result.as_deref().and_then(weir_core::rows::outcome_of);
             let stamp = WriteStamp::history_version(row.history_version).0;
+            let ttl = retention.ttl_secs(row, now);
             let state = row.state.as_str();
             match &partition {
                 ListPartition::Function(ffqn, day) => {
@@ -179,6 +206,7 @@ async fn write_list_rows(
                         outcome,
                         row.finished_at,
                         stamp,
+                        ttl,
                     )));
                 }
                 ListPartition::Parent(parent) => {
@@ -192,6 +220,7 @@ async fn write_list_rows(
                         outcome,
                         row.finished_at,
                         stamp,
+                        ttl,
                     )));
                 }
             }
@@ -224,6 +253,34 @@ fn checkpoint_values(
 }
 
 impl CqlStore {
+    /// Finished executions expire after `retention` (see [`Retention`]).
+    pub fn with_retention(mut self, retention: Retention) -> Self {
+        self.retention = retention;
+        self
+    }
+
+    /// Writes the list rows of `rows`, and adds their functions to the `functions`
+    /// catalogue unless this process already did.
+    async fn write_listing(&self, rows: &[&ExecutionRow]) -> Result<(), StoreError> {
+        write_list_rows(&self.session, &self.statements, self.retention, rows).await?;
+        let new: std::collections::BTreeSet<&str> = {
+            let catalogued = self.catalogued.lock().unwrap_or_else(|e| e.into_inner());
+            rows.iter()
+                .map(|row| row.ffqn.as_str())
+                .filter(|ffqn| !catalogued.contains(*ffqn))
+                .collect()
+        };
+        for ffqn in new {
+            self.session
+                .execute_unpaged(&self.statements.insert_function, (CATALOGUE, ffqn))
+                .await
+                .map_err(execute_error(format!("catalogue function {ffqn}")))?;
+            let mut catalogued = self.catalogued.lock().unwrap_or_else(|e| e.into_inner());
+            catalogued.insert(ffqn.to_owned());
+        }
+        Ok(())
+    }
+
     /// Reads the rows of a list table's `statement` in order, and appends to `found` those
     /// `query` matches, until it holds one more than a page. A row is `(created_at,
     /// execution_id, <a text column>, state, outcome, finished_at)`; `names` turns that text
@@ -284,6 +341,7 @@ impl CqlStore {
         id: &str,
         rows: Vec<&HistoryRow>,
         execution: Option<&ExecutionRow>,
+        ttl: i32,
     ) -> Result<(), StoreError> {
         let parent = execution.and_then(|e| e.parent_id.as_ref().map(ToString::to_string));
         let mut batch = Batch::new(BatchType::Unlogged);
@@ -291,11 +349,16 @@ impl CqlStore {
             Vec::with_capacity(rows.len() + 1);
         for row in &rows {
             batch.append_statement(self.statements.insert_history.clone());
-            values.push(Box::new(history_values(id, row)));
+            values.push(Box::new(history_values(id, row, ttl)));
         }
         if let Some(execution) = execution {
             batch.append_statement(self.statements.insert_execution.clone());
-            values.push(Box::new(execution_values(id, parent.as_deref(), execution)));
+            values.push(Box::new(execution_values(
+                id,
+                parent.as_deref(),
+                execution,
+                ttl,
+            )));
         }
         let what = if execution.is_some() {
             " and the execution row"
@@ -334,7 +397,7 @@ impl CqlStore {
         let statements = Statements {
             insert_history: prepare(format!(
                 "INSERT INTO {ks}.history (execution_id, seq, kind, record, kafka_partition, \
-                 kafka_offset, recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
+                 kafka_offset, recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?) USING TTL ?"
             ))
             .await?,
             select_history: prepare(format!(
@@ -345,7 +408,7 @@ impl CqlStore {
             insert_execution: prepare(format!(
                 "INSERT INTO {ks}.executions (execution_id, ffqn, parent_id, params, state, result, \
                  history_version, kafka_partition, created_at, updated_at, finished_at) \
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) USING TIMESTAMP ?"
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) USING TIMESTAMP ? AND TTL ?"
             ))
             .await?,
             select_execution: prepare(format!(
@@ -392,13 +455,13 @@ impl CqlStore {
             insert_by_function: prepare(format!(
                 "INSERT INTO {ks}.executions_by_function (ffqn, created_day, created_at, \
                  execution_id, parent_id, state, outcome, finished_at) \
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?) USING TIMESTAMP ?"
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?) USING TIMESTAMP ? AND TTL ?"
             ))
             .await?,
             insert_by_parent: prepare(format!(
                 "INSERT INTO {ks}.executions_by_parent (parent_id, created_at, execution_id, \
                  ffqn, state, outcome, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?) \
-                 USING TIMESTAMP ?"
+                 USING TIMESTAMP ? AND TTL ?"
             ))
             .await?,
             select_by_function: prepare(format!(
@@ -410,6 +473,14 @@ impl CqlStore {
             select_by_parent: prepare(format!(
                 "SELECT created_at, execution_id, ffqn, state, outcome, finished_at \
                  FROM {ks}.executions_by_parent WHERE parent_id = ?"
+            ))
+            .await?,
+            insert_function: prepare(format!(
+                "INSERT INTO {ks}.functions (catalogue, ffqn) VALUES (?, ?)"
+            ))
+            .await?,
+            select_functions: prepare(format!(
+                "SELECT ffqn FROM {ks}.functions WHERE catalogue = ?"
             ))
             .await?,
             insert_build_chunk: prepare(format!(
@@ -434,6 +505,8 @@ impl CqlStore {
         Ok(CqlStore {
             session,
             statements: Arc::new(statements),
+            catalogued: Arc::default(),
+            retention: Retention::FOREVER,
         })
     }
 }
@@ -632,16 +705,21 @@ impl Store for CqlStore {
     }
 
     async fn put_execution(&self, row: &ExecutionRow) -> Result<(), StoreError> {
+        let ttl = self.retention.ttl_secs(row, Utc::now());
+        if ttl > 0 {
+            // Its history expires with it: the materialiser's path rewrites it.
+            return self.materialise(&[], std::slice::from_ref(row)).await;
+        }
         let id = row.execution_id.to_string();
         let parent = row.parent_id.as_ref().map(ToString::to_string);
         self.session
             .execute_unpaged(
                 &self.statements.insert_execution,
-                execution_values(&id, parent.as_deref(), row),
+                execution_values(&id, parent.as_deref(), row, 0),
             )
             .await
             .map_err(execute_error(format!("write execution {id}")))?;
-        write_list_rows(&self.session, &self.statements, &[row]).await
+        self.write_listing(&[row]).await
     }
 
     async fn list_executions(
@@ -682,6 +760,21 @@ impl Store for CqlStore {
             }
         }
         Ok(query.page(found))
+    }
+
+    async fn functions(&self) -> Result<Vec<String>, StoreError> {
+        let context = "read the functions catalogue";
+        let rows = self
+            .session
+            .execute_iter(self.statements.select_functions.clone(), (CATALOGUE,))
+            .await
+            .map_err(|e| result_error(context, e))?
+            .rows_stream::<(String,)>()
+            .map_err(|e| result_error(context, e))?
+            .try_collect::<Vec<_>>()
+            .await
+            .map_err(|e| result_error(context, e))?;
+        Ok(rows.into_iter().map(|(ffqn,)| ffqn).collect())
     }
 
     async fn execution(
@@ -921,6 +1014,13 @@ impl Store for CqlStore {
         executions: &[ExecutionRow],
     ) -> Result<(), StoreError> {
         type Rows<'a> = (Vec<&'a HistoryRow>, Option<&'a ExecutionRow>);
+        let now = Utc::now();
+        let ttl_of = |row: &ExecutionRow| self.retention.ttl_secs(row, now);
+        // An execution that finishes with a retention takes its whole history with it: the
+        // rows written while it ran (without a TTL) are written again with the TTL.
+        let expiring: Vec<&ExecutionRow> = executions.iter().filter(|e| ttl_of(e) > 0).collect();
+        let stored: Vec<Vec<HistoryRow>> =
+            try_join_all(expiring.iter().map(|e| self.history(&e.execution_id))).await?;
         let mut per_execution: BTreeMap<String, Rows<'_>> = BTreeMap::new();
         for row in history {
             per_execution
@@ -928,6 +1028,16 @@ impl Store for CqlStore {
                 .or_default()
                 .0
                 .push(row);
+        }
+        for rows in &stored {
+            for row in rows {
+                let entry = per_execution
+                    .entry(row.execution_id.to_string())
+                    .or_default();
+                if !entry.0.iter().any(|new| new.seq == row.seq) {
+                    entry.0.push(row);
+                }
+            }
         }
         for row in executions {
             per_execution
@@ -938,31 +1048,32 @@ impl Store for CqlStore {
         // An execution with more record bytes than one request should carry is split; its
         // earlier rows are written first, and the execution row goes with its last rows, so
         // that a reader who sees the row (its state, its history version) sees the history.
-        let mut earlier: Vec<(&str, Rows<'_>)> = Vec::new();
-        let mut last: Vec<(&str, Rows<'_>)> = Vec::with_capacity(per_execution.len());
+        let mut earlier: Vec<(&str, Rows<'_>, i32)> = Vec::new();
+        let mut last: Vec<(&str, Rows<'_>, i32)> = Vec::with_capacity(per_execution.len());
         for (id, (rows, execution)) in &per_execution {
+            let ttl = execution.map_or(0, ttl_of);
             let mut chunk: Vec<&HistoryRow> = Vec::new();
             let mut bytes = 0;
             for &row in rows {
                 if !chunk.is_empty() && bytes + row.record.len() > MAX_REQUEST_RECORD_BYTES {
-                    earlier.push((id, (std::mem::take(&mut chunk), None)));
+                    earlier.push((id, (std::mem::take(&mut chunk), None), ttl));
                     bytes = 0;
                 }
                 bytes += row.record.len();
                 chunk.push(row);
             }
-            last.push((id, (chunk, *execution)));
+            last.push((id, (chunk, *execution), ttl));
         }
         for requests in [earlier, last] {
             try_join_all(
                 requests
                     .into_iter()
-                    .map(|(id, (rows, execution))| self.write_rows(id, rows, execution)),
+                    .map(|(id, (rows, execution), ttl)| self.write_rows(id, rows, execution, ttl)),
             )
             .await?;
         }
         let rows: Vec<&ExecutionRow> = executions.iter().collect();
-        write_list_rows(&self.session, &self.statements, &rows).await
+        self.write_listing(&rows).await
     }
 
     /// Unlogged batches of up to [`CHECKPOINTS_PER_BATCH`] partitions each.

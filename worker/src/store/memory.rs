@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use super::rows::{
     Checkpoint, ExecutionRow, HistoryRow, LwwTable, TimerRow, TimerWatermark, WriteStamp,
 };
-use super::{ComponentBuild, Store, StoreError, buckets_between, to_store_precision};
+use super::{ComponentBuild, Retention, Store, StoreError, buckets_between, to_store_precision};
 use crate::model::ids::ExecutionId;
 
 #[derive(Default)]
@@ -22,16 +22,33 @@ struct Tables {
     checkpoints: LwwTable<(String, i32), Checkpoint>,
     watermarks: LwwTable<i32, TimerWatermark>,
     builds: HashMap<String, ComponentBuild>,
+    /// When a finished execution's rows expire ([`Retention`]), by execution id.
+    expires: HashMap<String, DateTime<Utc>>,
+}
+
+impl Tables {
+    fn expired(&self, execution_id: &str, now: DateTime<Utc>) -> bool {
+        self.expires.get(execution_id).is_some_and(|at| *at <= now)
+    }
 }
 
 #[derive(Default)]
 pub struct InMemoryStore {
     tables: Mutex<Tables>,
+    retention: Retention,
 }
 
 impl InMemoryStore {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Finished executions expire after `retention`, as CQL TTLs make them in the real store.
+    pub fn with_retention(retention: Retention) -> Self {
+        InMemoryStore {
+            retention,
+            ..Self::default()
+        }
     }
 
     fn with<T>(&self, f: impl FnOnce(&mut Tables) -> T) -> T {
@@ -77,6 +94,9 @@ impl Store for InMemoryStore {
 
     async fn history(&self, execution_id: &ExecutionId) -> Result<Vec<HistoryRow>, StoreError> {
         Ok(self.with(|t| {
+            if t.expired(&execution_id.to_string(), Utc::now()) {
+                return Vec::new();
+            }
             t.history
                 .get(&execution_id.to_string())
                 .map(|rows| rows.values().cloned().collect())
@@ -90,9 +110,19 @@ impl Store for InMemoryStore {
         row.updated_at = to_store_precision(row.updated_at);
         row.finished_at = row.finished_at.map(to_store_precision);
         let stamp = WriteStamp::history_version(row.history_version);
+        let now = Utc::now();
+        let ttl = self.retention.ttl_secs(&row, now);
         self.with(|t| {
-            t.executions
-                .write(row.execution_id.to_string(), stamp, Some(row))
+            let id = row.execution_id.to_string();
+            if ttl > 0
+                && t.executions
+                    .get(&id)
+                    .is_none_or(|e| e.history_version <= row.history_version)
+            {
+                t.expires
+                    .insert(id.clone(), now + chrono::TimeDelta::seconds(ttl.into()));
+            }
+            t.executions.write(id, stamp, Some(row))
         });
         Ok(())
     }
@@ -101,7 +131,12 @@ impl Store for InMemoryStore {
         &self,
         execution_id: &ExecutionId,
     ) -> Result<Option<ExecutionRow>, StoreError> {
-        Ok(self.with(|t| t.executions.get(&execution_id.to_string()).cloned()))
+        let id = execution_id.to_string();
+        Ok(self.with(|t| {
+            (!t.expired(&id, Utc::now()))
+                .then(|| t.executions.get(&id).cloned())
+                .flatten()
+        }))
     }
 
     async fn list_executions(
@@ -109,12 +144,20 @@ impl Store for InMemoryStore {
         query: &weir_core::rows::ListQuery,
     ) -> Result<weir_core::rows::ListPage, StoreError> {
         let candidates: Vec<weir_core::rows::ListedExecution> = self.with(|t| {
+            let now = Utc::now();
             t.executions
                 .values()
+                .filter(|e| !t.expired(&e.execution_id.to_string(), now))
                 .map(weir_core::rows::ListedExecution::of)
                 .collect()
         });
         Ok(query.bounded(chrono::Utc::now()).page(candidates))
+    }
+
+    async fn functions(&self) -> Result<Vec<String>, StoreError> {
+        let functions: std::collections::BTreeSet<String> =
+            self.with(|t| t.executions.values().map(|e| e.ffqn.clone()).collect());
+        Ok(functions.into_iter().collect())
     }
 
     async fn put_timers(&self, timers: &[TimerRow], stamp: WriteStamp) -> Result<(), StoreError> {
@@ -216,5 +259,13 @@ mod tests {
     #[tokio::test]
     async fn passes_the_store_conformance_suite() {
         super::super::conformance::run_all(&InMemoryStore::new()).await;
+    }
+
+    #[tokio::test]
+    async fn finished_executions_expire_after_the_retention() {
+        use super::super::conformance::{EXPIRY_CHECK_RETENTION_SECS, finished_executions_expire};
+        let retention = Retention::after(chrono::TimeDelta::seconds(EXPIRY_CHECK_RETENTION_SECS))
+            .expect("retention");
+        finished_executions_expire(&InMemoryStore::with_retention(retention)).await;
     }
 }

@@ -61,6 +61,46 @@ pub struct ComponentBuild {
     pub registered_at: DateTime<Utc>,
 }
 
+/// How long the store keeps a finished execution after it finished: its execution row, its
+/// list rows and its whole history. Rows carry a CQL TTL, so they expire on their own (no
+/// sweeper, no scan); an unfinished execution never expires, however old.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Retention(Option<chrono::TimeDelta>);
+
+impl Retention {
+    /// Keep everything (the default).
+    pub const FOREVER: Retention = Retention(None);
+
+    /// Cassandra's largest TTL, 20 years, in seconds.
+    pub const MAX_SECS: i64 = 630_720_000;
+
+    /// Keep finished executions for `period` (1 s to 20 years), or `None` if out of range.
+    pub fn after(period: chrono::TimeDelta) -> Option<Self> {
+        (period.num_seconds() >= 1 && period.num_seconds() <= Self::MAX_SECS)
+            .then_some(Retention(Some(period)))
+    }
+
+    pub fn period(&self) -> Option<chrono::TimeDelta> {
+        self.0
+    }
+
+    /// The TTL in seconds (CQL's `USING TTL`; 0 is none) of the rows of the execution `row`
+    /// describes, written at `now`: none while it runs; once finished, what is left of the
+    /// retention since it finished, so rows written at different times (a re-materialised
+    /// batch, the history rewritten at the finish) expire together. At least 1 s: a late
+    /// rewrite of an execution already past its retention expires at once rather than never.
+    pub fn ttl_secs(&self, row: &ExecutionRow, now: DateTime<Utc>) -> i32 {
+        let (Some(period), Some(finished_at)) = (self.0, row.finished_at) else {
+            return 0;
+        };
+        if row.state != rows::ExecutionState::Finished {
+            return 0;
+        }
+        let left = (finished_at + period - now).num_seconds();
+        i32::try_from(left.clamp(1, Self::MAX_SECS)).unwrap_or(i32::MAX)
+    }
+}
+
 /// The size of one stored chunk of a [`ComponentBuild`]: well inside every CQL request and
 /// frame limit, whatever the size of the component.
 pub const COMPONENT_CHUNK_BYTES: usize = 1 << 20;
@@ -106,6 +146,10 @@ pub trait Store: Send + Sync {
         &self,
         query: &rows::ListQuery,
     ) -> impl Future<Output = Result<rows::ListPage, StoreError>> + Send;
+
+    /// Every function that has had an execution, sorted: what a user picks a list from. The
+    /// catalogue is not subject to [`Retention`].
+    fn functions(&self) -> impl Future<Output = Result<Vec<String>, StoreError>> + Send;
 
     fn put_timers(
         &self,
@@ -220,4 +264,57 @@ pub(crate) fn buckets_between(
         });
     }
     Ok(first..=last)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeDelta;
+
+    #[test]
+    fn retention_ttls_count_from_the_finish() {
+        let now = DateTime::from_timestamp(1_800_000_000, 0).expect("time");
+        let row = |finished: Option<i64>| ExecutionRow {
+            execution_id: "E_01ARZ3NDEKTSV4RRFFQ69G5FAV".parse().expect("id"),
+            ffqn: "a:b/c.d".to_owned(),
+            parent_id: None,
+            params: "[]".to_owned(),
+            state: if finished.is_some() {
+                rows::ExecutionState::Finished
+            } else {
+                rows::ExecutionState::Running
+            },
+            result: finished.map(|_| r#"{"ok":1}"#.to_owned()),
+            history_version: 3,
+            kafka_partition: 0,
+            created_at: now - TimeDelta::days(400),
+            updated_at: now,
+            finished_at: finished.map(|ago| now - TimeDelta::seconds(ago)),
+        };
+        let day = Retention::after(TimeDelta::days(1)).expect("a day");
+        // (retention, seconds since the finish or running, TTL)
+        let table = [
+            (Retention::FOREVER, Some(0), 0),
+            (Retention::FOREVER, None, 0),
+            (day, None, 0),
+            (day, Some(0), 86_400),
+            (day, Some(3_600), 82_800),
+            (day, Some(86_399), 1),
+            (day, Some(86_400), 1),
+            (day, Some(10 * 86_400), 1),
+        ];
+        for (retention, finished, ttl) in table {
+            assert_eq!(
+                retention.ttl_secs(&row(finished), now),
+                ttl,
+                "{retention:?} finished {finished:?} s ago"
+            );
+        }
+        assert_eq!(Retention::after(TimeDelta::zero()), None);
+        assert_eq!(
+            Retention::after(TimeDelta::seconds(Retention::MAX_SECS + 1)),
+            None
+        );
+        assert!(Retention::after(TimeDelta::seconds(Retention::MAX_SECS)).is_some());
+    }
 }

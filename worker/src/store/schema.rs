@@ -367,6 +367,7 @@ mod tests {
                 "history",
                 "executions_by_function",
                 "executions_by_parent",
+                "functions",
                 "timers",
                 "checkpoints",
                 "timer_watermarks",

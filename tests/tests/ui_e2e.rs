@@ -1,0 +1,316 @@
+//! Issue 14 item 5 on the real stack: the web UI of `weir serve`, driven in a real headless
+//! Chromium (Debian's `chromium`, through Debian's `chromedriver` and the `fantoccini`
+//! WebDriver client; nothing is downloaded).
+//! - Without a token the UI says what is missing; with one it works.
+//! - The order saga is submitted from the UI's form; the UI follows it to its page, which
+//!   shows it finished `ok` with its params, result, children and the history as a timeline:
+//!   one row per changelog record the API returns, each activity request with its duration.
+//! - The list finds the execution under its function, and its link opens it.
+//! - A running execution's page updates itself: a sleeper is shown running with its delay
+//!   open, then finished with the delay answered, without a reload.
+
+use std::time::Duration;
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::{Value, json};
+use weir_e2e::deployment::Deployment;
+use weir_e2e::{Killed, free_port, unique_name, wait_for, wait_until};
+
+const CHECKOUT: &str = "weir-examples:workflows/order.checkout";
+const SLEEP_FOR: &str = "weir-examples:workflows/sleepy.sleep-for";
+const CHROMIUM: &str = "/usr/bin/chromium";
+const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+const READ: &str = "ui-read-token-0123456789";
+const ADMIN: &str = "ui-admin-token-0123456789";
+const PAGE_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Chromedriver on a free port, and a headless Chromium session through it. The flags keep
+/// Chromium off the network (this machine's is closed) and out of the sandbox (tests run as
+/// root).
+async fn browser(profile: &std::path::Path) -> (Killed, Client) {
+    for program in [CHROMIUM, CHROMEDRIVER] {
+        assert!(
+            std::path::Path::new(program).exists(),
+            "{program} is missing: tests/run.sh installs Debian's chromium and chromium-driver"
+        );
+    }
+    let port = free_port();
+    let driver = std::process::Command::new(CHROMEDRIVER)
+        .arg(format!("--port={port}"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start chromedriver");
+    let driver = Killed(driver);
+    wait_until("chromedriver to listen", Duration::from_secs(30), || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).ok()
+    });
+    let mut capabilities = serde_json::Map::new();
+    capabilities.insert(
+        "goog:chromeOptions".to_owned(),
+        json!({
+            "binary": CHROMIUM,
+            "args": [
+                "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--disable-quic", "--no-first-run", "--disable-background-networking",
+                "--disable-component-update", "--disable-sync", "--window-size=1400,2400",
+                format!("--user-data-dir={}", profile.display()),
+            ],
+        }),
+    );
+    let client = ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+        .capabilities(capabilities)
+        .connect(&format!("http://127.0.0.1:{port}"))
+        .await
+        .unwrap_or_else(|e| panic!("a Chromium session through chromedriver: {e}"));
+    (driver, client)
+}
+
+/// Evaluates `script` (a function body that returns JSON-able data) in the page.
+async fn read(client: &Client, script: &str) -> Value {
+    client
+        .execute(script, vec![])
+        .await
+        .unwrap_or_else(|e| panic!("script failed: {e}\n{script}"))
+}
+
+/// Polls the page with `script` until `done` holds for what it returns.
+async fn wait_page(
+    client: &Client,
+    what: &str,
+    script: &str,
+    done: impl Fn(&Value) -> bool,
+) -> Value {
+    wait_for(what, PAGE_TIMEOUT, || async {
+        let value = read(client, script).await;
+        done(&value).then_some(value)
+    })
+    .await
+}
+
+/// Clicks the element `css` finds, again if a live refresh replaced it in between.
+async fn click(client: &Client, css: &str) {
+    wait_for(&format!("a click on {css}"), PAGE_TIMEOUT, || async {
+        match client.find(Locator::Css(css)).await {
+            Ok(element) => element.click().await.ok(),
+            Err(_) => None,
+        }
+    })
+    .await
+}
+
+async fn type_into(client: &Client, css: &str, text: &str) {
+    let element = client
+        .wait()
+        .at_most(PAGE_TIMEOUT)
+        .for_element(Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("{css}: {e}"));
+    element.clear().await.expect("clear");
+    element.send_keys(text).await.expect("type");
+}
+
+/// What the execution page shows, read in one go (a live refresh may replace it any time).
+const EXECUTION_PAGE: &str = r##"
+    const badge = document.querySelector("#state .badge");
+    return {
+      id: (document.querySelector("#execution-id") || {}).textContent,
+      state: badge && badge.dataset.state,
+      outcome: badge && badge.dataset.outcome,
+      params: (document.querySelector("#params") || {}).textContent,
+      result: (document.querySelector("#result") || {}).textContent,
+      children: [...document.querySelectorAll("#children li[data-id]")].map((li) => li.dataset.id),
+      history: [...document.querySelectorAll("#history tbody tr")].map((tr) => ({
+        seq: Number(tr.dataset.seq),
+        kind: tr.dataset.kind,
+        what: tr.querySelector(".what").textContent,
+        took: tr.querySelector(".took").textContent,
+        open: !!tr.querySelector(".bar.open"),
+        closed: !!tr.querySelector(".bar.closed"),
+      })),
+    };
+"##;
+
+async fn api_history(base: &str, id: &str) -> Vec<Value> {
+    let history: Value = reqwest::Client::new()
+        .get(format!("{base}/v1/executions/{id}/history"))
+        .bearer_auth(READ)
+        .send()
+        .await
+        .expect("history")
+        .json()
+        .await
+        .expect("history json");
+    history["entries"].as_array().expect("entries").clone()
+}
+
+fn rows_of<'a>(page: &'a Value, kind: &str) -> Vec<&'a Value> {
+    page["history"]
+        .as_array()
+        .expect("history rows")
+        .iter()
+        .filter(|row| row["kind"] == kind)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_ui_submits_the_order_saga_finds_it_and_shows_its_history() {
+    let deployment = Deployment::new("ui");
+    let _worker = deployment.start_worker("w", &[]);
+    let server = deployment.serve_api(READ, ADMIN);
+    let profile = std::env::temp_dir().join(unique_name("weir-ui-chromium"));
+    let (_driver, client) = browser(&profile).await;
+    let ui = format!("{}/", server.base);
+
+    // `/` leads to the UI, which asks for a token.
+    client.goto(&ui).await.expect("open the UI");
+    let url = client.current_url().await.expect("url");
+    assert_eq!(url.path(), "/ui/", "{url}");
+    wait_page(
+        &client,
+        "the UI to ask for a token",
+        r##"return document.querySelector("#notice").textContent;"##,
+        |notice| notice.as_str().is_some_and(|n| n.contains("enter a token")),
+    )
+    .await;
+    type_into(&client, "#token", ADMIN).await;
+    click(&client, "#token-save").await;
+
+    // Submit the saga from the form; the UI goes to its page.
+    click(&client, "a[href='#/submit']").await;
+    type_into(&client, "#submit-function", CHECKOUT).await;
+    let order = json!([{ "id": "ui-1", "customer": "alice", "sku": "widget", "quantity": 2,
+                         "address": "1 Main St" }]);
+    type_into(&client, "#submit-params", &order.to_string()).await;
+    click(&client, "#submit button[type=submit]").await;
+    let page = wait_page(
+        &client,
+        "the saga's page to show it finished",
+        EXECUTION_PAGE,
+        |page| page["state"] == "finished",
+    )
+    .await;
+    let id = page["id"].as_str().expect("an execution id").to_owned();
+    assert_eq!(page["outcome"], "ok", "{page}");
+    let params: Value =
+        serde_json::from_str(page["params"].as_str().expect("params")).expect("json");
+    assert_eq!(params, order);
+    let result: Value =
+        serde_json::from_str(page["result"].as_str().expect("result")).expect("json");
+    assert!(result.get("ok").is_some(), "{result}");
+
+    // The history shown is the history the API holds, record for record, as a timeline.
+    let entries = api_history(&server.base, &id).await;
+    let shown: Vec<u64> = page["history"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .map(|row| row["seq"].as_u64().expect("seq"))
+        .collect();
+    let held: Vec<u64> = entries
+        .iter()
+        .map(|e| e["seq"].as_u64().expect("seq"))
+        .collect();
+    assert_eq!(shown, held, "{page}");
+    assert_eq!(rows_of(&page, "created").len(), 1, "{page}");
+    assert_eq!(
+        page["history"][shown.len() - 1]["kind"],
+        "finished",
+        "{page}"
+    );
+    let requests = rows_of(&page, "request");
+    let steps: Vec<&str> = requests
+        .iter()
+        .map(|row| row["what"].as_str().expect("what"))
+        .collect();
+    for activity in [
+        "weir-examples:compute/math.price",
+        "weir-examples:shop/inventory.reserve",
+        "weir-examples:shop/payment.charge",
+        "weir-examples:shop/shipping.ship",
+    ] {
+        assert!(
+            steps.iter().any(|step| step.contains(activity)),
+            "{activity} in {steps:?}"
+        );
+    }
+    for request in &requests {
+        assert_eq!(request["closed"], true, "answered: {request}");
+        assert!(
+            request["took"].as_str().is_some_and(|t| t.ends_with('s')),
+            "a duration: {request}"
+        );
+    }
+    assert_eq!(
+        rows_of(&page, "child-finished").len(),
+        requests.len(),
+        "{page}"
+    );
+    assert_eq!(
+        page["children"].as_array().expect("children").len(),
+        requests.len(),
+        "{page}"
+    );
+
+    // For a person reading a failure (or the docs): what the page looked like.
+    let shot = client.screenshot().await.expect("screenshot");
+    std::fs::write(deployment.logs().join("ui-execution.png"), shot).expect("save screenshot");
+
+    // The list finds it under its function, and its link opens it again.
+    client
+        .goto(&format!("{ui}#/?function={CHECKOUT}"))
+        .await
+        .expect("open the list");
+    let row = format!("#executions tbody tr[data-id='{id}']");
+    let outcome = wait_page(
+        &client,
+        "the list to show the saga",
+        &format!(r##"const row = document.querySelector("{row}"); return row && row.querySelector(".badge").dataset.outcome;"##),
+        |outcome| !outcome.is_null(),
+    )
+    .await;
+    assert_eq!(outcome, "ok");
+    click(&client, &format!("{row} a.execution-link")).await;
+    wait_page(&client, "the saga's page again", EXECUTION_PAGE, |page| {
+        page["id"] == id.as_str() && page["state"] == "finished"
+    })
+    .await;
+
+    // Live: a sleeper's page shows it running with its delay open, then finished, unreloaded.
+    let answer: Value = reqwest::Client::new()
+        .post(format!("{}/v1/executions", server.base))
+        .bearer_auth(ADMIN)
+        .json(&json!({"ffqn": SLEEP_FOR, "params": [8_000]}))
+        .send()
+        .await
+        .expect("submit")
+        .json()
+        .await
+        .expect("json");
+    let sleeper = answer["execution_id"].as_str().expect("id").to_owned();
+    client
+        .goto(&format!("{ui}#/executions/{sleeper}"))
+        .await
+        .expect("open the sleeper");
+    let running = wait_page(
+        &client,
+        "the sleeper shown running",
+        EXECUTION_PAGE,
+        |page| page["state"] == "running" && !rows_of(page, "delay").is_empty(),
+    )
+    .await;
+    assert_eq!(rows_of(&running, "delay")[0]["open"], true, "{running}");
+    let finished = wait_page(
+        &client,
+        "the sleeper shown finished",
+        EXECUTION_PAGE,
+        |page| page["state"] == "finished",
+    )
+    .await;
+    assert_eq!(finished["id"], sleeper.as_str());
+    assert_eq!(rows_of(&finished, "delay")[0]["closed"], true, "{finished}");
+    assert_eq!(rows_of(&finished, "delay-finished").len(), 1, "{finished}");
+
+    client.close().await.expect("close the browser");
+    let _ = std::fs::remove_dir_all(&profile);
+}

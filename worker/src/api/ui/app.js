@@ -1,0 +1,547 @@
+// The Weir web UI: a page over the JSON API of the same server (docs/openapi.yaml), with no
+// build step and no dependencies. Views, chosen by the URL's hash:
+//   #/                     executions of a function, filtered and paged (live)
+//   #/executions/<id>      one execution: params, result, children, history timeline (live)
+//   #/submit               a form that submits an execution
+// The API token (if the server asks for one) is kept in sessionStorage, for this tab only.
+"use strict";
+
+const LIVE_MS = 1000;
+const TOKEN_KEY = "weir.token";
+const FUNCTION_KEY = "weir.function";
+
+// ------------------------------------------------------------------ small helpers
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (value === undefined || value === null || value === false) continue;
+    if (key === "class") node.className = value;
+    else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else node.setAttribute(key, value === true ? "" : String(value));
+  }
+  for (const child of children.flat()) {
+    if (child === undefined || child === null || child === false) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+function json(value) {
+  return JSON.stringify(value, null, 2);
+}
+
+function time(text) {
+  return text ? new Date(text) : null;
+}
+
+function clock(date) {
+  return date ? date.toISOString().replace("T", " ").replace("Z", "") : "–";
+}
+
+function duration(ms) {
+  if (ms === null || ms === undefined || Number.isNaN(ms)) return "–";
+  if (ms < 1000) return `${Math.round(ms)} ms`;
+  if (ms < 60_000) return `${(ms / 1000).toFixed(ms < 10_000 ? 2 : 1)} s`;
+  const minutes = Math.floor(ms / 60_000);
+  if (minutes < 60) return `${minutes} min ${Math.round((ms % 60_000) / 1000)} s`;
+  return `${Math.floor(minutes / 60)} h ${minutes % 60} min`;
+}
+
+function outcomeOf(result) {
+  if (!result || typeof result !== "object") return null;
+  if ("ok" in result) return "ok";
+  if ("err" in result) return "err";
+  if (result.execution_error) return result.execution_error.kind;
+  return null;
+}
+
+function badge(state, outcome) {
+  const text = outcome ? `${state}: ${outcome}` : state;
+  const tone = outcome === "ok" ? "ok" : outcome ? "bad" : state;
+  return el("span", { class: `badge ${tone}`, "data-state": state, "data-outcome": outcome }, text);
+}
+
+function executionLink(id) {
+  return el("a", { href: `#/executions/${encodeURIComponent(id)}`, class: "execution-link" }, id);
+}
+
+function notice(text, tone) {
+  const box = document.getElementById("notice");
+  box.textContent = text || "";
+  box.className = tone || "";
+  box.hidden = !text;
+}
+
+// ------------------------------------------------------------------ the API
+
+class ApiError extends Error {
+  constructor(status, code, message) {
+    super(message);
+    this.status = status;
+    this.code = code;
+  }
+}
+
+async function api(path, options) {
+  const headers = { Accept: "application/json" };
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  if (token) headers.Authorization = `Bearer ${token}`;
+  const init = { method: "GET", headers, ...(options || {}) };
+  if (init.body !== undefined) {
+    headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(init.body);
+  }
+  const response = await fetch(`/v1${path}`, init);
+  const body = await response.json().catch(() => null);
+  if (!response.ok) {
+    const error = (body && body.error) || {};
+    throw new ApiError(response.status, error.code || "http", error.message || response.statusText);
+  }
+  return body;
+}
+
+function explain(error) {
+  if (error instanceof ApiError && error.status === 401) {
+    return `${error.message}: enter a token above`;
+  }
+  return error.message || String(error);
+}
+
+// ------------------------------------------------------------------ live refresh
+
+// One view at a time refreshes; a new view stops the previous one's timer.
+let live = null;
+
+function stopLive() {
+  if (live) clearTimeout(live.timer);
+  live = null;
+}
+
+function startLive(refresh) {
+  stopLive();
+  const mine = { timer: null };
+  live = mine;
+  const tick = async () => {
+    let again = true;
+    try {
+      again = await refresh();
+      notice("");
+    } catch (error) {
+      notice(explain(error), "error");
+    }
+    if (live === mine && again !== false) mine.timer = setTimeout(tick, LIVE_MS);
+  };
+  tick();
+}
+
+// ------------------------------------------------------------------ the list
+
+// Fills a <select> with the functions that have executions.
+async function functionOptions(select, selected) {
+  const { functions } = await api("/functions");
+  select.replaceChildren(
+    ...functions.map((f) => el("option", { value: f, selected: f === selected }, f)),
+  );
+  if (!functions.length) select.append(el("option", { value: "" }, "(no executions yet)"));
+  return functions;
+}
+
+function listView(params) {
+  const view = document.getElementById("view");
+  const form = el(
+    "form",
+    { id: "filters", class: "filters" },
+    el("label", {}, "Function ", el("select", { id: "function", name: "function" })),
+    el(
+      "label",
+      {},
+      "State ",
+      el(
+        "select",
+        { id: "state", name: "state" },
+        ["", "scheduled", "running", "finished"].map((s) =>
+          el("option", { value: s, selected: params.get("state") === s }, s || "any"),
+        ),
+      ),
+    ),
+    el("label", {}, "Outcome ", el("input", {
+      id: "outcome", name: "outcome", placeholder: "ok, err, trap, timed-out…",
+      value: params.get("outcome") || "",
+    })),
+    el("label", {}, "Created since ", el("input", {
+      id: "since", name: "since", type: "datetime-local", value: params.get("since") || "",
+    })),
+    el("label", {}, "Parent ", el("input", {
+      id: "parent", name: "parent", placeholder: "execution id", value: params.get("parent") || "",
+    })),
+    el("button", { type: "submit" }, "Filter"),
+  );
+  const table = el(
+    "table",
+    { id: "executions" },
+    el("thead", {}, el("tr", {},
+      ["Execution", "Function", "State", "Created", "Finished", "Took"].map((h) => el("th", {}, h)))),
+    el("tbody"),
+  );
+  const more = el("button", { id: "more", type: "button", hidden: true }, "Older");
+  view.replaceChildren(el("h1", {}, "Executions"), form, table, more);
+
+  const fn = form.querySelector("#function");
+  const chosen = params.get("function") || localStorage.getItem(FUNCTION_KEY);
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const next = new URLSearchParams();
+    for (const [key, value] of new FormData(form)) if (value) next.set(key, value);
+    if (next.get("function")) localStorage.setItem(FUNCTION_KEY, next.get("function"));
+    location.hash = `#/?${next}`;
+  });
+  fn.addEventListener("change", () => form.requestSubmit());
+
+  const query = () => {
+    const q = new URLSearchParams({ limit: "50" });
+    if (params.get("parent")) q.set("parent", params.get("parent"));
+    else if (fn.value) q.set("function", fn.value);
+    else return null;
+    for (const key of ["state", "outcome"]) if (params.get(key)) q.set(key, params.get(key));
+    if (params.get("since")) q.set("since", new Date(params.get("since")).toISOString());
+    return q;
+  };
+  const rows = (executions) =>
+    executions.map((e) => {
+      const created = time(e.created_at);
+      const finished = time(e.finished_at);
+      return el("tr", { "data-id": e.execution_id },
+        el("td", {}, executionLink(e.execution_id)),
+        el("td", { class: "ffqn" }, e.ffqn),
+        el("td", {}, badge(e.state, e.outcome)),
+        el("td", {}, clock(created)),
+        el("td", {}, clock(finished)),
+        el("td", {}, finished ? duration(finished - created) : "–"));
+    });
+  let cursor = null;
+  let older = [];
+  more.addEventListener("click", async () => {
+    const q = query();
+    if (!q || !cursor) return;
+    q.set("after", cursor);
+    try {
+      const page = await api(`/executions?${q}`);
+      older = older.concat(page.executions);
+      cursor = page.next;
+      table.tBodies[0].append(...rows(page.executions));
+      more.hidden = !cursor;
+    } catch (error) {
+      notice(explain(error), "error");
+    }
+  });
+
+  let loaded = false;
+  startLive(async () => {
+    if (!loaded) {
+      await functionOptions(fn, chosen);
+      loaded = true;
+    }
+    const q = query();
+    if (!q) return true;
+    // The first page is live; pages fetched with "Older" stay below it.
+    const page = await api(`/executions?${q}`);
+    if (!older.length) cursor = page.next;
+    table.tBodies[0].replaceChildren(...rows(page.executions), ...rows(older));
+    more.hidden = !cursor;
+    return true;
+  });
+}
+
+// ------------------------------------------------------------------ one execution
+
+// Pairs each request with its response: child id or delay id -> the entry that asked.
+function timeline(entries) {
+  const start = entries.length ? time(entries[0].recorded_at) : null;
+  const asked = new Map();
+  const answered = new Map();
+  for (const entry of entries) {
+    const e = entry.entry;
+    if (e.kind === "event" && e.event.type === "join_set_request") {
+      const r = e.event.request;
+      asked.set(r.child_execution_id || r.delay_id, entry);
+    } else if (e.kind === "response") {
+      const r = e.response;
+      answered.set(r.child_execution_id || r.delay_id, entry);
+    }
+  }
+  return { start, asked, answered };
+}
+
+function describe(entry, pairs) {
+  const e = entry.entry;
+  const at = time(entry.recorded_at);
+  const since = (other) => (other ? at - time(other.recorded_at) : null);
+  switch (e.kind) {
+    case "created":
+      return {
+        kind: "created",
+        what: `created ${e.ffqn}`,
+        detail: e.component ? `build ${e.component}` : e.parent ? `child of ${e.parent}` : "",
+      };
+    case "finished":
+      return { kind: "finished", what: `finished ${outcomeOf(e.result) || ""}`, detail: json(e.result) };
+    case "upgraded":
+      return { kind: "upgraded", what: "upgraded", detail: `${e.from || "(unpinned)"} → ${e.to}` };
+    case "response": {
+      const r = e.response;
+      const id = r.child_execution_id || r.delay_id;
+      const took = since(pairs.asked.get(id));
+      if (r.type === "delay_finished") {
+        return { kind: "delay-finished", what: `delay ${r.outcome}`, detail: id, id, took };
+      }
+      return {
+        kind: "child-finished",
+        what: `child finished ${outcomeOf(r.result) || ""}`,
+        detail: json(r.result),
+        id,
+        took,
+      };
+    }
+    case "event": {
+      const ev = e.event;
+      const set = ev.join_set_id;
+      switch (ev.type) {
+        case "join_set_create":
+          return { kind: "join-set", what: "join set created", set };
+        case "join_set_request": {
+          const r = ev.request;
+          if (r.type === "delay_request") {
+            const id = r.delay_id;
+            return { kind: "delay", what: `delay until ${clock(time(r.expires_at))}`, set, id, open: id };
+          }
+          const id = r.child_execution_id;
+          return {
+            kind: "request",
+            what: `${r.child_kind} ${r.target_ffqn}`,
+            detail: json(r.params),
+            set,
+            id,
+            open: id,
+          };
+        }
+        case "join_next":
+          return {
+            kind: "join-next",
+            what: ev.closing ? "join set closed: awaiting the rest" : "awaiting next response",
+            detail: ev.requested_ffqn || "",
+            set,
+          };
+        case "join_next_too_many":
+          return { kind: "join-next", what: "awaited with nothing left", set };
+        case "persist":
+          return { kind: "persist", what: `persisted ${ev.value.type}`, detail: json(ev.value.value) };
+        case "schedule":
+          return {
+            kind: "schedule",
+            what: `scheduled ${ev.ffqn}`,
+            detail: `${ev.execution_id} at ${clock(time(ev.scheduled_at))}`,
+            id: ev.execution_id,
+          };
+        case "stub":
+          return { kind: "stub", what: `stubbed (${ev.outcome})`, detail: json(ev.result), id: ev.target_execution_id };
+        default:
+          return { kind: "event", what: ev.type, detail: json(ev) };
+      }
+    }
+    default:
+      return { kind: e.kind, what: e.kind, detail: json(e) };
+  }
+}
+
+function historyTable(entries, finishedAt) {
+  const pairs = timeline(entries);
+  const last = entries.length ? time(entries[entries.length - 1].recorded_at) : null;
+  const end = finishedAt || new Date(Math.max(Date.now(), last ? last.getTime() : 0));
+  const span = Math.max(1, pairs.start ? end - pairs.start : 1);
+  const position = (date) => Math.min(100, Math.max(0, ((date - pairs.start) / span) * 100));
+  const body = entries.map((entry) => {
+    const d = describe(entry, pairs);
+    const at = time(entry.recorded_at);
+    let bar = el("span", { class: "tick", style: `left:${position(at)}%` });
+    let took = d.took;
+    if (d.open) {
+      // A request: a bar from it to its response, or to now while it is open.
+      const answer = pairs.answered.get(d.open);
+      const until = answer ? time(answer.recorded_at) : end;
+      took = until - at;
+      bar = el("span", {
+        class: `bar ${answer ? "closed" : "open"}`,
+        style: `left:${position(at)}%;width:${Math.max(0.5, position(until) - position(at))}%`,
+      });
+    }
+    return el("tr", { class: `entry ${d.kind}`, "data-kind": d.kind, "data-seq": entry.seq },
+      el("td", { class: "seq" }, entry.seq),
+      el("td", { class: "at", title: clock(at) }, pairs.start ? `+${duration(at - pairs.start)}` : ""),
+      el("td", { class: "set" }, d.set || ""),
+      el("td", { class: "what" }, d.what, d.id ? el("div", { class: "id" }, d.id) : null),
+      el("td", { class: "took" }, took !== undefined && took !== null ? duration(took) : ""),
+      el("td", { class: "lane" }, bar),
+      el("td", { class: "detail" }, d.detail ? el("code", {}, d.detail) : ""));
+  });
+  return el("table", { id: "history" },
+    el("thead", {}, el("tr", {},
+      ["#", "At", "Join set", "Step", "Took", "Timeline", "Detail"].map((h) => el("th", {}, h)))),
+    el("tbody", {}, body));
+}
+
+// The children an execution asked for, from its history (activities, stubs and workflows,
+// each with its outcome once answered); a child workflow's own children below it, from its
+// history, down to `depth` levels.
+async function childTree(entries, depth) {
+  const pairs = timeline(entries);
+  const items = [];
+  for (const entry of entries) {
+    const e = entry.entry;
+    if (e.kind !== "event" || e.event.type !== "join_set_request") continue;
+    const r = e.event.request;
+    if (r.type !== "child_execution_request") continue;
+    const id = r.child_execution_id;
+    const answer = pairs.answered.get(id);
+    const outcome = answer ? outcomeOf(answer.entry.response.result) : null;
+    let below = null;
+    if (r.child_kind === "workflow" && depth > 1) {
+      try {
+        const child = await api(`/executions/${encodeURIComponent(id)}/history`);
+        below = await childTree(child.entries, depth - 1);
+      } catch (error) {
+        // Not materialised yet (or expired): shown without its children.
+        if (!(error instanceof ApiError) || error.status !== 404) throw error;
+      }
+    }
+    items.push(el("li", { "data-id": id, "data-kind": r.child_kind },
+      r.child_kind === "workflow" ? executionLink(id) : el("code", {}, id), " ",
+      el("span", { class: "kind" }, r.child_kind), " ",
+      el("span", { class: "ffqn" }, r.target_ffqn), " ",
+      badge(answer ? "finished" : "running", outcome), below));
+  }
+  return items.length ? el("ul", { class: "tree" }, items) : null;
+}
+
+function executionView(id) {
+  const view = document.getElementById("view");
+  view.replaceChildren(el("h1", {}, "Execution ", el("code", { id: "execution-id" }, id)), el("p", {}, "Loading…"));
+  startLive(async () => {
+    let execution;
+    try {
+      execution = await api(`/executions/${encodeURIComponent(id)}`);
+    } catch (error) {
+      if (!(error instanceof ApiError) || error.status !== 404) throw error;
+      // Just submitted: the store has it once a worker took it and the materialiser wrote it.
+      view.replaceChildren(
+        el("h1", {}, "Execution ", el("code", { id: "execution-id" }, id)),
+        el("p", { id: "waiting" }, "Not in the store yet: waiting for a worker to take it…"),
+      );
+      return true;
+    }
+    const { entries } = await api(`/executions/${encodeURIComponent(id)}/history`);
+    const children = await childTree(entries, 4);
+    const created = time(execution.created_at);
+    const finished = time(execution.finished_at);
+    const outcome = outcomeOf(execution.result);
+    const again = el("button", { id: "run-again", type: "button" }, "Run again");
+    again.addEventListener("click", async () => {
+      try {
+        const answer = await api("/executions", {
+          method: "POST",
+          body: { ffqn: execution.ffqn, params: execution.params },
+        });
+        location.hash = `#/executions/${encodeURIComponent(answer.execution_id)}`;
+      } catch (error) {
+        notice(explain(error), "error");
+      }
+    });
+    view.replaceChildren(
+      el("h1", {}, "Execution ", el("code", { id: "execution-id" }, id)),
+      el("dl", { class: "facts" },
+        el("dt", {}, "Function"), el("dd", { id: "ffqn" }, execution.ffqn),
+        el("dt", {}, "State"), el("dd", { id: "state" }, badge(execution.state, outcome)),
+        el("dt", {}, "Parent"), el("dd", {}, execution.parent_id ? executionLink(execution.parent_id) : "–"),
+        el("dt", {}, "Created"), el("dd", {}, clock(created)),
+        el("dt", {}, "Finished"), el("dd", {}, clock(finished)),
+        el("dt", {}, "Took"), el("dd", {}, finished ? duration(finished - created) : `${duration(Date.now() - created)} so far`),
+        el("dt", {}, "History version"), el("dd", {}, execution.history_version)),
+      el("div", { class: "actions" }, again),
+      el("h2", {}, "Params"), el("pre", { id: "params" }, json(execution.params)),
+      el("h2", {}, "Result"), el("pre", { id: "result" }, execution.result ? json(execution.result) : "(not finished)"),
+      el("h2", {}, "Children"), el("div", { id: "children" }, children || "none"),
+      el("h2", {}, "History"), historyTable(entries, finished),
+    );
+    // Live while it runs; once finished, nothing changes any more.
+    return execution.state !== "finished";
+  });
+}
+
+// ------------------------------------------------------------------ submit
+
+function submitView() {
+  stopLive();
+  const view = document.getElementById("view");
+  // Any function: those with executions are suggested, a new one is typed.
+  const fn = el("input", {
+    id: "submit-function", name: "ffqn", list: "known-functions", required: true,
+    placeholder: "namespace:package/interface.function",
+    value: localStorage.getItem(FUNCTION_KEY) || "",
+  });
+  const known = el("datalist", { id: "known-functions" });
+  const form = el("form", { id: "submit", class: "submit" },
+    el("label", {}, "Function ", fn, known),
+    el("label", {}, "Params (a JSON array) ", el("textarea", { id: "submit-params", name: "params", rows: 6 }, "[]")),
+    el("label", {}, "Idempotency key (optional) ", el("input", { id: "submit-key", name: "key" })),
+    el("button", { type: "submit" }, "Submit"));
+  view.replaceChildren(el("h1", {}, "Submit an execution"), form);
+  api("/functions")
+    .then(({ functions }) => known.replaceChildren(...functions.map((f) => el("option", { value: f }))))
+    .catch((e) => notice(explain(e), "error"));
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    let params;
+    try {
+      params = JSON.parse(form.querySelector("#submit-params").value);
+    } catch (error) {
+      notice(`params: ${error.message}`, "error");
+      return;
+    }
+    const key = form.querySelector("#submit-key").value;
+    try {
+      const answer = await api("/executions", {
+        method: "POST",
+        body: { ffqn: fn.value.trim(), params, ...(key ? { idempotency_key: key } : {}) },
+      });
+      localStorage.setItem(FUNCTION_KEY, fn.value.trim());
+      location.hash = `#/executions/${encodeURIComponent(answer.execution_id)}`;
+    } catch (error) {
+      notice(explain(error), "error");
+    }
+  });
+}
+
+// ------------------------------------------------------------------ routing
+
+function route() {
+  notice("");
+  const hash = location.hash.replace(/^#/, "") || "/";
+  const [path, query] = hash.split("?");
+  const execution = path.match(/^\/executions\/(.+)$/);
+  if (execution) executionView(decodeURIComponent(execution[1]));
+  else if (path === "/submit") submitView();
+  else listView(new URLSearchParams(query || ""));
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  const token = document.getElementById("token");
+  token.value = sessionStorage.getItem(TOKEN_KEY) || "";
+  document.getElementById("token-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    if (token.value.trim()) sessionStorage.setItem(TOKEN_KEY, token.value.trim());
+    else sessionStorage.removeItem(TOKEN_KEY);
+    route();
+  });
+  window.addEventListener("hashchange", route);
+  route();
+});
