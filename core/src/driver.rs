@@ -123,6 +123,9 @@ pub struct Commit<'a> {
     /// and the others alike: so that every batch, even one made only of due timers, carries
     /// the group generation and is fenced once the partitions moved to another member.
     pub offsets: &'a [(InputTopic, i32, i64)],
+    /// The trace context of each effect's record, by index ([`Processor::trace_of`]): the
+    /// log carries it with the record (Kafka: the `traceparent` header).
+    pub traces: &'a [Option<crate::trace::TraceParent>],
 }
 
 /// Why a commit failed.
@@ -695,9 +698,15 @@ where
             .iter()
             .map(|(&(topic, partition), &offset)| (topic, partition, offset))
             .collect();
+        let traces: Vec<_> = batch
+            .effects
+            .iter()
+            .map(|effect| self.processor.trace_of(effect))
+            .collect();
         let commit = Commit {
             effects: &batch.effects,
             offsets: &offsets,
+            traces: &traces,
         };
         let landed = match self.log.commit(commit).await {
             Ok(landed) => landed,
@@ -736,7 +745,16 @@ where
             if requests.is_empty() {
                 break;
             }
-            let outcomes = self.inline.run(&requests, batch.now).await;
+            let traces: Vec<_> = requests
+                .iter()
+                .map(|r| {
+                    Some(
+                        self.processor
+                            .activity_trace(&r.parent_execution_id, &r.execution_id),
+                    )
+                })
+                .collect();
+            let outcomes = self.inline.run(&requests, &traces, batch.now).await;
             // What this round's answers make comes after `from`: the next round's requests.
             from = batch.effects.len();
             let mut spilled = Vec::new();

@@ -53,10 +53,12 @@ pub trait InlineActivities: Send {
     fn runs(&self, ffqn: &Ffqn) -> bool;
 
     /// Runs one attempt of each request, concurrently; one outcome per request, in order.
-    /// `now` is the batch's time (for the retry's `not_before`).
+    /// `traces` are the requests' trace contexts, by index (their attempts' spans go in
+    /// them). `now` is the batch's time (for the retry's `not_before`).
     fn run(
         &mut self,
         requests: &[ActivityRequest],
+        traces: &[Option<crate::trace::TraceParent>],
         now: DateTime<Utc>,
     ) -> impl Future<Output = Vec<InlineOutcome>> + Send;
 }
@@ -70,7 +72,12 @@ impl InlineActivities for NoInline {
         false
     }
 
-    async fn run(&mut self, requests: &[ActivityRequest], _: DateTime<Utc>) -> Vec<InlineOutcome> {
+    async fn run(
+        &mut self,
+        requests: &[ActivityRequest],
+        _: &[Option<crate::trace::TraceParent>],
+        _: DateTime<Utc>,
+    ) -> Vec<InlineOutcome> {
         vec![InlineOutcome::Spill; requests.len()]
     }
 }
@@ -144,7 +151,12 @@ mod tests {
         fn runs(&self, ffqn: &Ffqn) -> bool {
             ffqn.as_str() == self.0
         }
-        async fn run(&mut self, r: &[ActivityRequest], _: DateTime<Utc>) -> Vec<InlineOutcome> {
+        async fn run(
+            &mut self,
+            r: &[ActivityRequest],
+            _: &[Option<crate::trace::TraceParent>],
+            _: DateTime<Utc>,
+        ) -> Vec<InlineOutcome> {
             vec![InlineOutcome::Spill; r.len()]
         }
     }

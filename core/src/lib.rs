@@ -34,3 +34,4 @@ pub mod runner;
 #[cfg(feature = "test-util")]
 pub mod sim;
 pub mod timers;
+pub mod trace;

@@ -65,6 +65,7 @@
 //! - A run's new events are appended, then its outputs become effects; `Finished` appends
 //!   the last entry and answers the parent (`weir.responses`) or `weir.results`.
 
+use std::collections::BTreeMap;
 use std::str::FromStr;
 
 use chrono::{DateTime, Utc};
@@ -1096,6 +1097,59 @@ impl<R: WorkflowRunner> Processor<R> {
         self.cache.get(id).map(|live| &live.view)
     }
 
+    /// The trace context of the activity `child` of `parent`: the parent's trace, the
+    /// activity's own span.
+    pub fn activity_trace(
+        &self,
+        parent: &ExecutionId,
+        child: &ExecutionId,
+    ) -> crate::trace::TraceParent {
+        let empty = BTreeMap::new();
+        let metadata = self
+            .view(parent)
+            .map_or(&empty, |view| &view.created.metadata);
+        crate::trace::TraceParent::for_execution(child, &crate::trace::inherited(parent, metadata))
+    }
+
+    /// The trace context the record of `effect` carries ([`crate::trace`]): that of the
+    /// execution it is written for, with that execution's span (an activity's own, for its
+    /// request and its cancellation). `None` for effects that are no record of an execution.
+    pub fn trace_of(&self, effect: &Effect) -> Option<crate::trace::TraceParent> {
+        use crate::trace::TraceParent;
+        let empty = BTreeMap::new();
+        let metadata =
+            |id: &ExecutionId| self.view(id).map_or(&empty, |view| &view.created.metadata);
+        let activity =
+            |parent: &ExecutionId, child: &ExecutionId| self.activity_trace(parent, child);
+        Some(match effect {
+            Effect::Append { execution_id, .. } => {
+                TraceParent::for_execution(execution_id, metadata(execution_id))
+            }
+            Effect::Submit(submission) => {
+                TraceParent::for_execution(&submission.execution_id, &submission.metadata)
+            }
+            Effect::RequestActivity(request) | Effect::RetryActivity { request, .. } => {
+                activity(&request.parent_execution_id, &request.execution_id)
+            }
+            Effect::CancelActivity { parent, child, .. } => activity(parent, child),
+            Effect::Respond { to, response } => {
+                let from = match response {
+                    crate::model::Response::ChildExecutionFinished {
+                        child_execution_id, ..
+                    } if self.view(child_execution_id).is_some() => child_execution_id,
+                    _ => to,
+                };
+                TraceParent::for_execution(from, metadata(from))
+            }
+            Effect::PublishResult(finished) => {
+                TraceParent::for_execution(&finished.execution_id, metadata(&finished.execution_id))
+            }
+            Effect::PutTimer(_) | Effect::DeleteTimer(_) | Effect::DeadLetter { .. } => {
+                return None;
+            }
+        })
+    }
+
     /// After the batch of time `at` that touched `touched` committed as the materialiser's
     /// job `number`: those executions stay pinned until it is in the store.
     pub fn committed<'a>(
@@ -1383,6 +1437,10 @@ async fn start_run<R: WorkflowRunner>(
         ffqn: live.view.created.ffqn.clone(),
         params: live.view.created.params.clone(),
         component: live.view.component.clone(),
+        trace: Some(crate::trace::TraceParent::of_execution(
+            &live.view.id,
+            &live.view.created.metadata,
+        )),
     };
     let (rebuilding, history, responses) = match start {
         Start::Fresh => (false, Vec::new(), Vec::new()),
@@ -1605,7 +1663,8 @@ fn output_effect<R: WorkflowRunner>(
                 params,
                 kind,
             };
-            if let Some(effect) = child_effect(&id, child, terms, batch.now) {
+            let trace = crate::trace::inherited(&id, &live.view.created.metadata);
+            if let Some(effect) = child_effect(&id, child, terms, batch.now, trace) {
                 batch.effects.push(effect);
             }
         }
@@ -1623,7 +1682,8 @@ fn output_effect<R: WorkflowRunner>(
             parent: None,
             scheduled_at: Some(at),
             correlation_id: None,
-            metadata: Default::default(),
+            // A scheduled execution is its own top-level execution, in its scheduler's trace.
+            metadata: crate::trace::inherited(&id, &live.view.created.metadata),
         })),
         // The stub's value answers this very execution through `weir.responses`, like any
         // child's result, so that it is journalled in arrival order.
@@ -1680,12 +1740,14 @@ struct Child {
 }
 
 /// The record a child becomes: a submission of a workflow, an activity request with the
-/// `terms` of its declaration (its deadline counted from `now`), nothing for a stub.
+/// `terms` of its declaration (its deadline counted from `now`), nothing for a stub. A child
+/// workflow's metadata is `trace`, the trace keys it inherits ([`crate::trace::inherited`]).
 fn child_effect(
     parent: &ExecutionId,
     child: Child,
     terms: RequestTerms,
     now: DateTime<Utc>,
+    trace: BTreeMap<String, String>,
 ) -> Option<Effect> {
     let Child {
         id: child,
@@ -1707,7 +1769,7 @@ fn child_effect(
                 }),
                 scheduled_at: None,
                 correlation_id: None,
-                metadata: Default::default(),
+                metadata: trace,
             }))
         }
         ChildKind::Activity => Some(Effect::RequestActivity(ActivityRequest {

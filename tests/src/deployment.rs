@@ -385,6 +385,17 @@ impl Deployment {
         ffqn: &str,
         params: Value,
     ) -> ExecutionId {
+        self.submit_with_headers(producer, ffqn, params, &[]).await
+    }
+
+    /// [`submit`](Self::submit) with Kafka headers on the record (`traceparent`, …).
+    pub async fn submit_with_headers(
+        &self,
+        producer: &FutureProducer,
+        ffqn: &str,
+        params: Value,
+        headers: &[(&str, &str)],
+    ) -> ExecutionId {
         let id = ExecutionId::top_level(ulid::Ulid::new());
         let submission = Submission {
             execution_id: id.clone(),
@@ -397,8 +408,24 @@ impl Deployment {
         };
         let topic = self.topic(TopicRole::Submissions);
         let value = self.codec.encode(&topic, &submission).expect("encode");
-        self.produce_raw(producer, &topic, &id.to_string(), &value)
-            .await;
+        let mut owned = rdkafka::message::OwnedHeaders::new();
+        for (key, value) in headers {
+            owned = owned.insert(rdkafka::message::Header {
+                key,
+                value: Some(value.as_bytes()),
+            });
+        }
+        let key = id.to_string();
+        producer
+            .send(
+                FutureRecord::to(&topic)
+                    .key(&key)
+                    .payload(&value)
+                    .headers(owned),
+                Duration::from_secs(30),
+            )
+            .await
+            .expect("produce");
         id
     }
 

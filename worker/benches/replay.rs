@@ -41,6 +41,7 @@ fn execution(n: u64) -> Execution {
         ffqn: "bench:wf/main.run".parse().unwrap(),
         params: json!([]),
         component: None,
+        trace: None,
     }
 }
 

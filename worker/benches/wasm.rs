@@ -127,6 +127,7 @@ fn main() {
                 ffqn: function.clone(),
                 params: params.clone(),
                 component: None,
+                trace: None,
             };
             rt.block_on(async {
                 let (_run, step) = host
@@ -250,6 +251,7 @@ fn parked_executions(
                 ffqn: chain.clone(),
                 params: json!([10, 20]),
                 component: None,
+                trace: None,
             };
             let (run, step) = rt
                 .block_on(host.start_workflow(execution, vec![], vec![], now))

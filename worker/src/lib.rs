@@ -24,5 +24,6 @@ pub mod present;
 // The pure core lives in `weir-core`; its modules keep their paths here.
 pub use weir_core::{model, projection, replay};
 pub mod store;
+pub mod telemetry;
 pub mod topology;
 pub mod wasm;

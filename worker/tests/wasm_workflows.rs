@@ -33,6 +33,7 @@ async fn replay(host: &WasmHost, bus: &InMemoryBus, id: &ExecutionId) -> RunStep
         ffqn: e.ffqn.clone(),
         params: e.params.clone(),
         component: None,
+        trace: None,
     };
     let (_run, step) = host
         .start_workflow(execution, e.history.clone(), e.responses.clone(), bus.now())
@@ -832,6 +833,7 @@ async fn start(host: &std::sync::Arc<WasmHost>, function: &str, params: Value) -
         ffqn: ffqn(function),
         params,
         component: None,
+        trace: None,
     };
     let (_run, step) = host
         .start_workflow(execution, vec![], vec![], t0())
@@ -932,6 +934,7 @@ async fn wait_for_no_capacity(host: &std::sync::Arc<WasmHost>) -> String {
             ffqn: ffqn("weir-examples:workflows/hello.greet"),
             params: json!(["pool"]),
             component: None,
+            trace: None,
         };
         match host.start_workflow(execution, vec![], vec![], t0()).await {
             Err(e @ weir::wasm::RunError::NoCapacity { .. }) => return e.to_string(),
@@ -971,6 +974,7 @@ async fn a_pool_parks_a_run_per_instance_of_a_component_with_two_tables() {
             ffqn: ffqn("weir-examples:workflows/steps.fibonacci-chain"),
             params: json!([5, 3]),
             component: None,
+            trace: None,
         };
         match host.start_workflow(execution, vec![], vec![], t0()).await {
             Ok((run, RunStep::Parked { .. })) => parked.push(run),
@@ -1087,6 +1091,7 @@ async fn a_pinned_execution_runs_on_its_build_and_parks_without_it() {
             ffqn: ffqn(SLEEP_FOR),
             params: json!([5_000]),
             component: component.map(str::to_owned),
+            trace: None,
         };
         host.start_workflow(execution, vec![], vec![], t0())
     };

@@ -22,6 +22,9 @@ pub struct Execution {
     pub params: Value,
     /// The component build it is pinned to ([`Created::component`](crate::records::Created)).
     pub component: Option<String>,
+    /// The trace its runs' spans belong to ([`crate::trace`]); `None` where no span is
+    /// exported (replay checks, the simulation).
+    pub trace: Option<crate::trace::TraceParent>,
 }
 
 /// A call the run is blocked in, kept so that its retry resumes it instead of starting anew.

@@ -333,6 +333,7 @@ pub fn check(
                 ffqn: created.ffqn.clone(),
                 params: created.params.clone(),
                 component: created.component.clone(),
+                trace: None,
             };
             match run_fresh(&execution, workflow, events, responses, w.now) {
                 Ok((RunStep::Finished { result, effects }, _)) => {

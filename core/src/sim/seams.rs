@@ -361,6 +361,7 @@ impl InlineActivities for SimInline {
     fn run(
         &mut self,
         requests: &[ActivityRequest],
+        _: &[Option<crate::trace::TraceParent>],
         now: DateTime<Utc>,
     ) -> impl Future<Output = Vec<InlineOutcome>> + Send {
         let (world, pid) = (self.world.clone(), self.pid);

@@ -467,6 +467,7 @@ mod tests {
             ffqn: workflow.ffqn(),
             params,
             component: None,
+            trace: None,
         }
     }
 

@@ -242,11 +242,39 @@ async fn submit(
         &id,
         ffqn,
         body.params,
+        trace_metadata(&headers)?,
     )
     .await
     .map_err(ApiError::internal)?;
     let key = id.to_string();
     Ok((StatusCode::ACCEPTED, Json(json!({"execution_id": key}))).into_response())
+}
+
+/// The W3C trace headers of a request, as the metadata that starts the execution in the
+/// caller's trace ([`weir_core::trace`]); a malformed `traceparent` is refused.
+fn trace_metadata(
+    headers: &HeaderMap,
+) -> Result<std::collections::BTreeMap<String, String>, ApiError> {
+    use weir_core::trace::{TRACEPARENT, TRACESTATE, TraceParent};
+    let mut metadata = std::collections::BTreeMap::new();
+    let text = |name: &str| -> Result<Option<String>, ApiError> {
+        headers
+            .get(name)
+            .map(|v| {
+                v.to_str()
+                    .map(str::to_owned)
+                    .map_err(|_| ApiError::bad_request(format!("the {name} header is not text")))
+            })
+            .transpose()
+    };
+    if let Some(value) = text(TRACEPARENT)? {
+        let trace = TraceParent::parse(&value).map_err(|e| ApiError::bad_request(e.to_string()))?;
+        metadata.insert(TRACEPARENT.to_owned(), trace.to_string());
+        if let Some(state) = text(TRACESTATE)? {
+            metadata.insert(TRACESTATE.to_owned(), state);
+        }
+    }
+    Ok(metadata)
 }
 
 fn parse_id(id: &str) -> Result<ExecutionId, ApiError> {

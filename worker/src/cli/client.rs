@@ -117,8 +117,16 @@ async fn submit_inner(args: SubmitArgs) -> anyhow::Result<ExitCode> {
 
     let submissions = &topology.topic(TopicRole::Submissions).name;
     let producer: FutureProducer = kafka.producer().create()?;
-    crate::kafka::submit::submit_top_level(&producer, &codec, submissions, &id, ffqn, params)
-        .await?;
+    crate::kafka::submit::submit_top_level(
+        &producer,
+        &codec,
+        submissions,
+        &id,
+        ffqn,
+        params,
+        Default::default(),
+    )
+    .await?;
     println!("{id}");
     let Some(consumer) = listener else {
         return Ok(ExitCode::SUCCESS);

@@ -174,7 +174,17 @@ fn parse_key_value(s: &str) -> Result<(String, String), String> {
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_tracing();
+    let otlp = match &cli.command {
+        Command::Worker(args) => args.otlp(),
+        _ => None,
+    };
+    let telemetry = match init_tracing(otlp.as_ref()) {
+        Ok(telemetry) => telemetry,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -185,7 +195,7 @@ pub fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    runtime.block_on(async {
+    let code = runtime.block_on(async {
         match cli.command {
             Command::Topology(command) => topology::run(command).await,
             Command::Worker(args) => worker::run(*args).await,
@@ -198,19 +208,20 @@ pub fn main() -> ExitCode {
             Command::Serve(args) => serve::run(*args).await,
             Command::Replay(args) => replay::run(*args).await,
         }
-    })
+    });
+    telemetry.shutdown();
+    code
 }
 
 /// Logs go to stderr, filtered by `WEIR_LOG` (or `RUST_LOG`), [`options::DEFAULT_LOG_FILTER`]
-/// by default.
-fn init_tracing() {
+/// by default; spans also go to `otlp` if given.
+fn init_tracing(
+    otlp: Option<&crate::telemetry::OtlpConfig>,
+) -> Result<crate::telemetry::Telemetry, crate::telemetry::TelemetryError> {
     let filter = std::env::var("WEIR_LOG")
         .or_else(|_| std::env::var("RUST_LOG"))
         .unwrap_or_else(|_| options::DEFAULT_LOG_FILTER.to_owned());
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
-        .with_writer(std::io::stderr)
-        .init();
+    crate::telemetry::init(&filter, otlp)
 }
 
 #[cfg(test)]

@@ -45,6 +45,13 @@ pub struct WorkerArgs {
     /// Unfinished executions never expire. Default: keep everything.
     #[arg(long, env = "WEIR_RETENTION", value_parser = parse_retention)]
     pub retention: Option<Retention>,
+    /// Export spans (per batch, per execution step, per activity attempt, each execution's in
+    /// its trace) to this OpenTelemetry collector over OTLP/HTTP: `http://collector:4318`.
+    #[arg(long, env = "WEIR_OTLP_ENDPOINT")]
+    pub otlp_endpoint: Option<String>,
+    /// The OTLP/HTTP encoding.
+    #[arg(long, env = "WEIR_OTLP_PROTOCOL", default_value = "http/protobuf")]
+    pub otlp_protocol: crate::telemetry::OtlpProtocol,
     /// The cache of compiled components (a restart loads them instead of recompiling).
     #[arg(
         long,
@@ -179,6 +186,19 @@ pub struct WorkerArgs {
     /// Run only the activity worker.
     #[arg(long)]
     pub activities_only: bool,
+}
+
+impl WorkerArgs {
+    /// Where this worker exports spans, if anywhere.
+    pub fn otlp(&self) -> Option<crate::telemetry::OtlpConfig> {
+        self.otlp_endpoint
+            .as_ref()
+            .map(|endpoint| crate::telemetry::OtlpConfig {
+                endpoint: endpoint.clone(),
+                protocol: self.otlp_protocol,
+                service_name: "weir-worker".to_owned(),
+            })
+    }
 }
 
 pub async fn run(args: WorkerArgs) -> ExitCode {

@@ -1193,6 +1193,10 @@ impl ActivityWorker {
                     let host = Arc::clone(&self.host);
                     let (ffqn, params) = (job.request.ffqn.clone(), job.request.params.clone());
                     let span = tracing::info_span!("activity", execution = %job.request.execution_id, ffqn = %ffqn, attempt = job.attempt);
+                    crate::telemetry::set_parent(
+                        &span,
+                        super::trace_headers::traceparent(&job.message),
+                    );
                     tokio::spawn(tracing::Instrument::instrument(
                         async move {
                             let report =
@@ -1435,7 +1439,11 @@ impl ActivityWorker {
                 topic,
                 key: job.request.parent_execution_id.to_string(),
                 value,
-                headers: Vec::new(),
+                // The answer continues the request's trace (the activity's span).
+                headers: super::trace_headers::traceparent(&job.message)
+                    .map(|trace| super::trace_headers::header_of(&trace))
+                    .into_iter()
+                    .collect(),
             }),
             Err(e) => state.out.push(dead_letter(
                 &self.topology,

@@ -7,6 +7,7 @@
 
 use rdkafka::message::OwnedMessage;
 use weir_core::processor::Effect;
+use weir_core::trace::TraceParent;
 
 use crate::codec::{ActivityCancel, Codec, EncodeError, HistoryRecord};
 use crate::model::{ExecutionId, Ffqn};
@@ -29,12 +30,14 @@ pub enum EncodeEffectError {
 }
 
 /// The records of a batch's effects, in order; `history` gets the index in the returned
-/// records of each `Append`'s record.
+/// records of each `Append`'s record. Each record of an execution carries its trace context
+/// (`traces`, by effect index) as a `traceparent` header.
 pub fn records(
     codec: &Codec,
     topology: &Topology,
     inputs: &[OwnedMessage],
     effects: &[Effect],
+    traces: &[Option<TraceParent>],
     history: &mut Vec<usize>,
 ) -> Result<Vec<OutgoingRecord>, EncodeEffectError> {
     let topic = |role: TopicRole| topology.topic(role).name.clone();
@@ -47,7 +50,8 @@ pub fn records(
             headers: Vec::new(),
         }
     };
-    for effect in effects {
+    for (index, effect) in effects.iter().enumerate() {
+        let before = records.len();
         match effect {
             Effect::Append {
                 execution_id,
@@ -140,6 +144,11 @@ pub fn records(
                 tracing::debug!(execution = %parent, %child, topic = %route.topic, "activity cancelled");
             }
             Effect::PutTimer(_) | Effect::DeleteTimer(_) => {}
+        }
+        if let Some(Some(trace)) = traces.get(index) {
+            for record in &mut records[before..] {
+                record.headers.push(super::trace_headers::header_of(trace));
+            }
         }
     }
     Ok(records)

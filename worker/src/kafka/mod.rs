@@ -13,6 +13,7 @@ pub mod materialiser;
 pub mod producer;
 pub mod recovery;
 pub mod submit;
+pub mod trace_headers;
 /// The murmur2 partitioner lives in the core (the processor needs it); re-exported here.
 pub use weir_core::partitioner;
 pub mod transaction;

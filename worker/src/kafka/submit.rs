@@ -38,6 +38,7 @@ pub async fn submit_top_level(
     id: &ExecutionId,
     ffqn: Ffqn,
     params: Value,
+    metadata: std::collections::BTreeMap<String, String>,
 ) -> Result<(), SubmitError> {
     let submission = Submission {
         execution_id: id.clone(),
@@ -46,7 +47,7 @@ pub async fn submit_top_level(
         parent: None,
         scheduled_at: None,
         correlation_id: None,
-        metadata: Default::default(),
+        metadata,
     };
     send_keyed(producer, codec, topic, id, &submission, None).await
 }

@@ -581,7 +581,11 @@ impl KafkaLog {
                         submission: input.submission,
                         error,
                     },
-                    (None, None) => Body::Submission(input.submission),
+                    (None, None) => {
+                        let mut submission = input.submission;
+                        super::trace_headers::adopt(&mut submission, message);
+                        Body::Submission(submission)
+                    }
                 });
             (InputTopic::Submissions, body)
         } else if super::activity_worker::is_kind(message, super::activity_worker::UPGRADE_KIND) {
@@ -780,6 +784,7 @@ impl Log for KafkaLog {
             &self.topology,
             &self.polled,
             commit.effects,
+            commit.traces,
             &mut history,
         )
         .map_err(|e: EncodeEffectError| CommitError::Fatal(Box::new(e)))?;

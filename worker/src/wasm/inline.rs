@@ -52,14 +52,21 @@ impl InlineActivities for WasmInline {
         self.config.enabled && self.host.runs_inline(ffqn)
     }
 
-    async fn run(&mut self, requests: &[ActivityRequest], _: DateTime<Utc>) -> Vec<InlineOutcome> {
+    async fn run(
+        &mut self,
+        requests: &[ActivityRequest],
+        traces: &[Option<weir_core::trace::TraceParent>],
+        _: DateTime<Utc>,
+    ) -> Vec<InlineOutcome> {
         let deadline = tokio::time::Instant::now() + self.config.budget;
         let tasks: Vec<_> = requests
             .iter()
-            .map(|request| {
+            .zip(traces.iter().chain(std::iter::repeat(&None)))
+            .map(|(request, trace)| {
                 let host = Arc::clone(&self.host);
                 let request = request.clone();
                 let span = tracing::info_span!("inline activity", execution = %request.execution_id, ffqn = %request.ffqn, attempt = request.attempt);
+                crate::telemetry::set_parent(&span, *trace);
                 tokio::spawn(tracing::Instrument::instrument(
                     async move { attempt(&host, &request).await },
                     span,

@@ -45,6 +45,7 @@ pub async fn verify(host: &WasmHost, recorded: Rebuilt, now: DateTime<Utc>) -> V
         // On the host's registered build, not the one the execution is pinned to: that is
         // the build under judgement.
         component: None,
+        trace: None,
     };
     let recorded_events = recorded.events.len();
     let step = match host

@@ -48,6 +48,7 @@ pub(crate) fn execution() -> Execution {
         ffqn: f("main"),
         params: json!([]),
         component: None,
+        trace: None,
     }
 }
 

@@ -347,6 +347,7 @@ impl WorkflowTemplate {
         now: DateTime<Utc>,
     ) -> Result<(WorkflowRun, RunStep), RunError> {
         let id = execution.id.to_string();
+        let trace = execution.trace;
         let replay = Replay::new(execution, history, responses, now).map_err(|source| {
             RunError::Delivery {
                 execution: id.clone(),
@@ -364,6 +365,7 @@ impl WorkflowTemplate {
             limiter: MemoryLimiter::new(self.limits.memory_bytes),
         };
         let span = tracing::info_span!("workflow", execution = %id, function = %self.function.ffqn);
+        crate::telemetry::set_parent(&span, trace);
         // The run goes inline on the caller's task until its first status: a run that finishes
         // without blocking (the common short workflow, and most cold rebuilds) costs no task
         // spawn and no task switches. Only a run that parks is spawned, to wait for responses.
