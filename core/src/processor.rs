@@ -1104,11 +1104,15 @@ impl<R: WorkflowRunner> Processor<R> {
         parent: &ExecutionId,
         child: &ExecutionId,
     ) -> crate::trace::TraceParent {
-        let empty = BTreeMap::new();
-        let metadata = self
-            .view(parent)
-            .map_or(&empty, |view| &view.created.metadata);
-        crate::trace::TraceParent::for_execution(child, &crate::trace::inherited(parent, metadata))
+        let inherited = crate::trace::inherited(parent, self.metadata_of(parent));
+        crate::trace::TraceParent::for_execution(child, &inherited)
+    }
+
+    /// The `Created` metadata of a cached execution (none for one not cached: its trace is
+    /// then the one derived from its id).
+    fn metadata_of(&self, id: &ExecutionId) -> &BTreeMap<String, String> {
+        static NONE: BTreeMap<String, String> = BTreeMap::new();
+        self.view(id).map_or(&NONE, |view| &view.created.metadata)
     }
 
     /// The trace context the record of `effect` carries ([`crate::trace`]): that of the
@@ -1116,9 +1120,7 @@ impl<R: WorkflowRunner> Processor<R> {
     /// request and its cancellation). `None` for effects that are no record of an execution.
     pub fn trace_of(&self, effect: &Effect) -> Option<crate::trace::TraceParent> {
         use crate::trace::TraceParent;
-        let empty = BTreeMap::new();
-        let metadata =
-            |id: &ExecutionId| self.view(id).map_or(&empty, |view| &view.created.metadata);
+        let metadata = |id: &ExecutionId| self.metadata_of(id);
         let activity =
             |parent: &ExecutionId, child: &ExecutionId| self.activity_trace(parent, child);
         Some(match effect {
