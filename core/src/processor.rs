@@ -1104,8 +1104,7 @@ impl<R: WorkflowRunner> Processor<R> {
         parent: &ExecutionId,
         child: &ExecutionId,
     ) -> crate::trace::TraceParent {
-        let inherited = crate::trace::inherited(parent, self.metadata_of(parent));
-        crate::trace::TraceParent::for_execution(child, &inherited)
+        crate::trace::TraceParent::for_activity(parent, self.metadata_of(parent), child)
     }
 
     /// The `Created` metadata of a cached execution (none for one not cached: its trace is

@@ -128,6 +128,21 @@ impl TraceParent {
         }
     }
 
+    /// What the records of `activity`, a child of `parent` (whose `Created` metadata is
+    /// `metadata`), carry: the parent's trace, the activity's own span. The same as
+    /// [`for_execution`](Self::for_execution) of the activity with [`inherited`] keys, without
+    /// writing them out.
+    pub fn for_activity(
+        parent: &ExecutionId,
+        metadata: &BTreeMap<String, String>,
+        activity: &ExecutionId,
+    ) -> Self {
+        TraceParent {
+            parent_id: span_id_of(activity),
+            ..TraceParent::of_execution(parent, metadata)
+        }
+    }
+
     pub fn trace_id_hex(&self) -> String {
         hex(&self.trace_id)
     }
@@ -246,6 +261,13 @@ mod tests {
         let written = TraceParent::for_execution(&child, &keys);
         assert_eq!(written.trace_id, of_root.trace_id);
         assert_eq!(written.parent_id, span_id_of(&child));
+        // An activity's, with or without a caller's trace, is what its inherited keys give.
+        for metadata in [&caller, &none] {
+            assert_eq!(
+                TraceParent::for_activity(&root, metadata, &child),
+                TraceParent::for_execution(&child, &inherited(&root, metadata))
+            );
+        }
         assert_ne!(span_id_of(&root), span_id_of(&child));
         // An unreadable recorded value falls back to the derived context.
         let broken: BTreeMap<String, String> =

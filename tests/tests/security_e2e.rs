@@ -17,7 +17,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use weir::store::{ConnectFailure, CqlConfig, CqlLogin, CqlTls, StoreError, connect};
-use weir_e2e::{repo_root, unique_name, wait_until, weir_binary};
+use weir_e2e::{Killed, repo_root, unique_name, wait_until, weir_binary};
 
 fn env_or(name: &str, default: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| default.to_owned())
@@ -305,16 +305,6 @@ impl SecureDeployment {
             ])
             .output()
             .expect("run weir submit")
-    }
-}
-
-/// Kills the worker when the test ends, however it ends.
-struct Killed(std::process::Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
     }
 }
 

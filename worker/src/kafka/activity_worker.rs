@@ -328,6 +328,9 @@ struct Job {
     seq: u64,
     message: OwnedMessage,
     request: ActivityRequest,
+    /// The request's trace context (its `traceparent` header), read once: its attempts'
+    /// spans and its answer continue it.
+    trace: Option<weir_core::trace::TraceParent>,
     kind: JobKind,
     /// The attempt to run (or running).
     attempt: u32,
@@ -912,6 +915,7 @@ impl ActivityWorker {
         state.seq += 1;
         let job = Job {
             seq: state.seq,
+            trace: super::trace_headers::traceparent(&message),
             message,
             request,
             kind,
@@ -1193,10 +1197,7 @@ impl ActivityWorker {
                     let host = Arc::clone(&self.host);
                     let (ffqn, params) = (job.request.ffqn.clone(), job.request.params.clone());
                     let span = tracing::info_span!("activity", execution = %job.request.execution_id, ffqn = %ffqn, attempt = job.attempt);
-                    crate::telemetry::set_parent(
-                        &span,
-                        super::trace_headers::traceparent(&job.message),
-                    );
+                    crate::telemetry::set_parent(&span, job.trace);
                     tokio::spawn(tracing::Instrument::instrument(
                         async move {
                             let report =
@@ -1440,7 +1441,8 @@ impl ActivityWorker {
                 key: job.request.parent_execution_id.to_string(),
                 value,
                 // The answer continues the request's trace (the activity's span).
-                headers: super::trace_headers::traceparent(&job.message)
+                headers: job
+                    .trace
                     .map(|trace| super::trace_headers::header_of(&trace))
                     .into_iter()
                     .collect(),
@@ -1658,6 +1660,7 @@ mod tests {
                 timeout_millis: None,
                 deadline: None,
             },
+            trace: None,
             kind: JobKind::Unknown,
             attempt,
             not_before,
