@@ -53,9 +53,22 @@
 //!   request made, or one of the other kind: what a buggy external service sends) is
 //!   dead-lettered (`refused`) and the run goes on as if it never came. An accepted response
 //!   is journalled, then the run's new events; a run that fails on it finishes with `trap`.
+//! - **Event** (`weir.events`, keyed by its target execution): for an execution that does
+//!   not exist or has finished it is dead-lettered (`other` / `refused`, with why); an event
+//!   id the execution has seen is dropped (counted); one whose name has an open wait is
+//!   delivered to the oldest such wait as `EventDelivered` (journalled as a response, like
+//!   any other); otherwise it is journalled as `EventReceived` and kept until a wait of its
+//!   name takes it (the projection's buffer, at most [`MAX_BUFFERED_EVENTS`] events and
+//!   [`MAX_BUFFERED_EVENT_BYTES`] of payloads per execution; beyond, dead-lettered
+//!   `refused`). After every step of a run, an open wait whose name has a buffered event
+//!   takes the oldest one ([`ExecutionView::next_event_match`]), so an event sent before the
+//!   workflow waits is not lost. Events still buffered when the execution finishes are
+//!   dropped (counted: `events_unclaimed`). An `EventDelivered` on `weir.responses` is
+//!   dead-lettered: events come only through `weir.events`, where they are deduplicated.
 //! - **Closing a join set** cancels its unawaited activities and delays: the execution
 //!   answers each itself (`cancelled`, `DelayFinished{cancelled}`), journalled and delivered
-//!   to the run in that order, and an activity's `CancelActivity` names its function.
+//!   to the run in that order, and an activity's `CancelActivity` names its function. An
+//!   unanswered event wait is answered `EventDelivered{cancelled}`.
 //! - **Timer due**: a delay becomes a `DelayFinished` response (as above, with no record to
 //!   dead-letter); a schedule timer starts its execution if it is still scheduled.
 //! - **A run that cannot start** for a reason that passes (a full instance pool, a component
@@ -74,13 +87,13 @@ use serde_json::Value;
 
 use crate::cache::Policy;
 use crate::model::{
-    ChildKind, DelayId, DelayOutcome, ExecutionError, ExecutionErrorKind, ExecutionId,
-    ExecutionResult, Ffqn, Response,
+    ChildKind, DelayId, DelayOutcome, EventOutcome, ExecutionError, ExecutionErrorKind,
+    ExecutionId, ExecutionResult, Ffqn, Response,
 };
 use crate::projection::{self, ExecutionView, ProjectionError, TimerChange};
 use crate::records::{
-    ActivityRequest, Created, DlqReason, ExecutionFinished, HistoryEntry, HistoryRecord, ParentRef,
-    Submission, UpgradeRequest,
+    ActivityRequest, Created, DlqReason, ExecutionFinished, HistoryEntry, HistoryRecord,
+    InboundEvent, ParentRef, Submission, UpgradeRequest,
 };
 use crate::replay::{Effects, Execution, Output};
 use crate::rows::{ExecutionRow, ExecutionState, TimerKey, TimerKind, TimerRow};
@@ -161,6 +174,8 @@ pub enum Body {
     },
     /// A request to move an execution to another build (`weir upgrade`).
     Upgrade(UpgradeRequest),
+    /// An event sent to an execution (`weir.events`).
+    Event(InboundEvent),
 }
 
 /// Bytes the driver could not decode.
@@ -251,7 +266,19 @@ pub struct ProcessorStats {
     pub deferred_starts: u64,
     /// Parked runs dropped to make room for a run the host had no room for.
     pub evicted_for_room: u64,
+    /// Events taken by an execution (delivered to a wait or buffered).
+    pub events_received: u64,
+    /// Events dropped because their execution had them already (same event id).
+    pub events_duplicate: u64,
+    /// Buffered events no wait took before their execution finished.
+    pub events_unclaimed: u64,
 }
+
+/// At most this many events wait in one execution's buffer.
+pub const MAX_BUFFERED_EVENTS: usize = 1_000;
+
+/// At most this many bytes of JSON payloads wait in one execution's buffer.
+pub const MAX_BUFFERED_EVENT_BYTES: usize = 1 << 20;
 
 /// The delay before retrying a deferred start, after `attempt` failed tries: 1 s, doubling,
 /// at most a minute.
@@ -347,6 +374,7 @@ impl<R: WorkflowRunner> Processor<R> {
                         response_owner(key.as_deref())?
                     }
                     Body::Upgrade(u) => u.execution_id.clone(),
+                    Body::Event(e) => e.target.clone(),
                 }
             }
             Input::Record { body: Err(_), .. } => return None,
@@ -441,6 +469,7 @@ impl<R: WorkflowRunner> Processor<R> {
             // A key that is not an execution id is dead-lettered by `step`.
             Body::Response(_) | Body::MalformedAnswer { .. } => Ok(response_owner(key)?),
             Body::Upgrade(u) => keyed_by("an upgrade", &u.execution_id),
+            Body::Event(e) => keyed_by("an event", &e.target),
         };
         match owner {
             Ok(owner) => self.wrong_partition(partition, &owner),
@@ -552,6 +581,7 @@ impl<R: WorkflowRunner> Processor<R> {
                             .await
                     }
                     Body::Upgrade(request) => self.upgrade(batch, index, request),
+                    Body::Event(event) => self.receive_event(batch, index, event).await,
                 }
             }
         }
@@ -624,6 +654,60 @@ impl<R: WorkflowRunner> Processor<R> {
         append(batch, &mut live.view, entry)?;
         live.run = None;
         Ok(())
+    }
+
+    /// An event sent to an execution; see the module docs.
+    async fn receive_event(
+        &mut self,
+        batch: &mut Batch,
+        index: usize,
+        inbound: InboundEvent,
+    ) -> Result<(), ProcessorError> {
+        let id = inbound.target;
+        let event = inbound.event;
+        let what = format!("event {} `{}` for {id}", event.event_id, event.name);
+        let Some(live) = self.cache.get_mut(&id) else {
+            let error = format!("{what}: the execution does not exist");
+            self.dead_letter(batch, index, DlqReason::Other, error);
+            return Ok(());
+        };
+        self.accessed.insert(id.clone());
+        if live.view.state == ExecutionState::Finished {
+            let error = format!("{what}: the execution has finished");
+            self.dead_letter(batch, index, DlqReason::Refused, error);
+            return Ok(());
+        }
+        if live.view.events_seen.contains(&event.event_id) {
+            tracing::debug!(execution = %id, event = %event.event_id, "event dropped: the execution has it already");
+            self.stats.events_duplicate += 1;
+            return Ok(());
+        }
+        if let Some(request) = live.view.open_event_request(&event.name) {
+            let response = Response::EventDelivered {
+                event_request_id: request.clone(),
+                outcome: EventOutcome::Received {
+                    event_id: event.event_id,
+                    payload: event.payload,
+                },
+            };
+            self.stats.events_received += 1;
+            return self.deliver(batch, &id, response, Some(index), None).await;
+        }
+        let buffered = live.view.buffered_events();
+        let bytes: usize = buffered.iter().map(|e| json_size(&e.payload)).sum();
+        if buffered.len() >= MAX_BUFFERED_EVENTS
+            || bytes + json_size(&event.payload) > MAX_BUFFERED_EVENT_BYTES
+        {
+            let error = format!(
+                "{what}: the execution holds {} events ({bytes} bytes) no wait has taken; at \
+                 most {MAX_BUFFERED_EVENTS} events and {MAX_BUFFERED_EVENT_BYTES} bytes wait",
+                buffered.len()
+            );
+            self.dead_letter(batch, index, DlqReason::Refused, error);
+            return Ok(());
+        }
+        self.stats.events_received += 1;
+        append(batch, &mut live.view, HistoryEntry::EventReceived(event))
     }
 
     fn dead_letter(&mut self, batch: &mut Batch, input: usize, reason: DlqReason, error: String) {
@@ -803,6 +887,14 @@ impl<R: WorkflowRunner> Processor<R> {
         if !response.is_for(&owner) {
             let error = format!("the response does not answer a request of {owner}");
             self.dead_letter(batch, index, DlqReason::Other, error);
+            return Ok(());
+        }
+        if let Response::EventDelivered { .. } = response {
+            let error = format!(
+                "an event delivery for {owner} on the responses topic: events are sent on the \
+                 events topic"
+            );
+            self.dead_letter(batch, index, DlqReason::Refused, error);
             return Ok(());
         }
         self.deliver(batch, &owner, response, Some(index), copy)
@@ -1285,6 +1377,12 @@ pub fn view_bytes(view: &ExecutionView) -> usize {
         + metadata
         + result
         + view.responses_seen.len() * 64
+        + view.events_seen.len() * 64
+        + view
+            .buffered_events()
+            .iter()
+            .map(|e| e.name.len() + e.event_id.len() + json_bytes(&e.payload) + 64)
+            .sum::<usize>()
 }
 
 /// An estimate of the heap a JSON value holds (its nodes and text).
@@ -1487,11 +1585,30 @@ async fn apply_step<R: WorkflowRunner>(
     // the order it was cancelled: journalled, then delivered to the run like any response
     // (a rebuild reads it back in the same place), so that a closing join-next waiting for
     // a workflow child takes it on the way exactly as it would take a late answer.
+    //
+    // Then every open event wait whose name has a buffered event takes it, the same way (a
+    // wait the step opened may find an event that came before it).
     let mut next = 0;
-    while let Some(response) = cancellations.get(next).cloned() {
-        next += 1;
+    let mut matching = true;
+    loop {
         let Some(run) = live.run.as_mut() else {
             break;
+        };
+        let response = match cancellations.get(next) {
+            Some(response) => {
+                next += 1;
+                response.clone()
+            }
+            None => match live.view.next_event_match().filter(|_| matching) {
+                Some((request, event)) => Response::EventDelivered {
+                    event_request_id: request.clone(),
+                    outcome: EventOutcome::Received {
+                        event_id: event.event_id.clone(),
+                        payload: event.payload.clone(),
+                    },
+                },
+                None => break,
+            },
         };
         match run.deliver(response.clone(), batch.now).await {
             Ok(step) => {
@@ -1505,7 +1622,9 @@ async fn apply_step<R: WorkflowRunner>(
             // The run refused its own cancellation: nothing is journalled, and the late
             // answer of the request (if any) will be taken or refused as it comes.
             Err(RunError::Delivery { source, .. }) => {
-                tracing::error!(execution = %live.view.id, error = %source, "a run refused the cancellation of its own request");
+                tracing::error!(execution = %live.view.id, error = %source, response = %response, "a run refused a response of its own");
+                // The match would be made again and again: the events stay buffered.
+                matching = false;
             }
             Err(e) => {
                 tracing::warn!(execution = %live.view.id, error = %e, "the run failed on a cancellation");
@@ -1727,6 +1846,12 @@ fn output_effect<R: WorkflowRunner>(
                 outcome: DelayOutcome::Cancelled,
             }));
         }
+        Output::CancelEvent { event_request_id } => {
+            return Ok(Some(Response::EventDelivered {
+                event_request_id,
+                outcome: EventOutcome::Cancelled,
+            }));
+        }
         Output::Finished { result } => finish(stats, batch, live, result)?,
     }
     Ok(None)
@@ -1800,6 +1925,11 @@ fn finish<Run>(
     result: ExecutionResult,
 ) -> Result<(), ProcessorError> {
     live.run = None;
+    let unclaimed = live.view.buffered_events().len();
+    if unclaimed > 0 {
+        tracing::info!(execution = %live.view.id, unclaimed, "the execution finished with events no wait took: dropped");
+        stats.events_unclaimed += unclaimed as u64;
+    }
     append(
         batch,
         &mut live.view,

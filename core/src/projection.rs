@@ -15,6 +15,12 @@
 //! | response `DelayFinished` | | delete the delay's timer |
 //! | `Finished` | finished | delete the schedule timer and every delay still pending |
 //!
+//! Events sent to the execution: an `EventReceived` entry puts the event in the buffer and
+//! its id in `events_seen`; an event request (`JoinSetRequest(EventRequest)`) opens a wait;
+//! `ResponseAppended(EventDelivered)` closes the wait and takes its event out of the buffer.
+//! [`ExecutionView::next_event_match`] pairs open waits with buffered events, the one rule
+//! both the live path and rebuilds use.
+//!
 //! Seqs must be contiguous from 0: an entry at a seq already applied is ignored (catch-up may
 //! read what the store already has), a gap is an error.
 
@@ -22,8 +28,11 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
 
-use crate::model::{ExecutionId, ExecutionResult, Ffqn, HistoryEvent, JoinSetRequest, Response};
-use crate::records::{Created, HistoryEntry, HistoryRecord};
+use crate::model::{
+    EventOutcome, EventRequestId, ExecutionId, ExecutionResult, Ffqn, HistoryEvent, JoinSetRequest,
+    Response,
+};
+use crate::records::{Created, HistoryEntry, HistoryRecord, ReceivedEvent};
 use crate::rows::{EntryKind, ExecutionRow, ExecutionState, TimerKey, TimerKind, TimerRow};
 
 /// The id of the timer that starts a scheduled execution.
@@ -31,13 +40,17 @@ pub fn schedule_timer_id(execution_id: &ExecutionId) -> String {
     format!("schedule:{execution_id}")
 }
 
-/// The id that deduplicates a response: the child execution's or the delay's.
+/// The id that deduplicates a response: the child execution's, the delay's or the event
+/// request's.
 pub fn response_id(response: &Response) -> String {
     match response {
         Response::ChildExecutionFinished {
             child_execution_id, ..
         } => child_execution_id.to_string(),
         Response::DelayFinished { delay_id, .. } => delay_id.to_string(),
+        Response::EventDelivered {
+            event_request_id, ..
+        } => event_request_id.to_string(),
     }
 }
 
@@ -49,6 +62,7 @@ pub fn entry_kind(entry: &HistoryEntry) -> EntryKind {
         HistoryEntry::ResponseAppended(_) => EntryKind::Response,
         HistoryEntry::Finished { .. } => EntryKind::Finished,
         HistoryEntry::Upgraded { .. } => EntryKind::Upgraded,
+        HistoryEntry::EventReceived(_) => EntryKind::EventReceived,
     }
 }
 
@@ -110,6 +124,13 @@ pub struct ExecutionView {
     /// Children requested and not answered: child id → the function it calls (what its
     /// answer is checked against).
     pending_children: HashMap<String, Ffqn>,
+    /// Ids of the events that reached the execution (buffered or delivered): a second send
+    /// of one is dropped.
+    pub events_seen: HashSet<String>,
+    /// Events received and not taken by a wait yet, in arrival order.
+    buffered_events: Vec<ReceivedEvent>,
+    /// Waits for events requested and not answered, in request order.
+    pending_events: Vec<(EventRequestId, String)>,
     pub updated_at: DateTime<Utc>,
     pub finished_at: Option<DateTime<Utc>>,
 }
@@ -138,6 +159,9 @@ impl ExecutionView {
             responses_seen: HashSet::new(),
             pending_delays: BTreeMap::new(),
             pending_children: HashMap::new(),
+            events_seen: HashSet::new(),
+            buffered_events: Vec::new(),
+            pending_events: Vec::new(),
             updated_at: at,
             finished_at: None,
         };
@@ -216,6 +240,18 @@ impl ExecutionView {
                 }
                 if let HistoryEvent::JoinSetRequest {
                     request:
+                        JoinSetRequest::EventRequest {
+                            event_request_id,
+                            name,
+                        },
+                    ..
+                } = event
+                {
+                    self.pending_events
+                        .push((event_request_id.clone(), name.clone()));
+                }
+                if let HistoryEvent::JoinSetRequest {
+                    request:
                         JoinSetRequest::DelayRequest {
                             delay_id,
                             expires_at,
@@ -247,8 +283,23 @@ impl ExecutionView {
                         timer_id: id.clone(),
                     }));
                 }
+                if let Response::EventDelivered {
+                    event_request_id,
+                    outcome,
+                } = response
+                {
+                    self.pending_events.retain(|(r, _)| r != event_request_id);
+                    if let EventOutcome::Received { event_id, .. } = outcome {
+                        self.buffered_events.retain(|e| e.event_id != *event_id);
+                        self.events_seen.insert(event_id.clone());
+                    }
+                }
                 self.pending_children.remove(&id);
                 self.responses_seen.insert(id);
+            }
+            HistoryEntry::EventReceived(event) => {
+                self.events_seen.insert(event.event_id.clone());
+                self.buffered_events.push(event.clone());
             }
             HistoryEntry::Finished {
                 result,
@@ -258,6 +309,8 @@ impl ExecutionView {
                     timers.extend(self.schedule_timer_key().map(TimerChange::Delete));
                 }
                 self.pending_children.clear();
+                self.pending_events.clear();
+                self.buffered_events.clear();
                 for (timer_id, due_at) in std::mem::take(&mut self.pending_delays) {
                     timers.push(TimerChange::Delete(TimerKey {
                         kafka_partition: self.partition,
@@ -299,6 +352,30 @@ impl ExecutionView {
     /// The function a child requested and not answered yet calls.
     pub fn pending_child(&self, child: &ExecutionId) -> Option<&Ffqn> {
         self.pending_children.get(&child.to_string())
+    }
+
+    /// The next event to deliver: the oldest open wait whose name has a buffered event,
+    /// with the oldest such event. `None` when no open wait has an event.
+    pub fn next_event_match(&self) -> Option<(&EventRequestId, &ReceivedEvent)> {
+        self.pending_events.iter().find_map(|(request, name)| {
+            self.buffered_events
+                .iter()
+                .find(|e| e.name == *name)
+                .map(|e| (request, e))
+        })
+    }
+
+    /// The oldest open wait for an event named `name`.
+    pub fn open_event_request(&self, name: &str) -> Option<&EventRequestId> {
+        self.pending_events
+            .iter()
+            .find(|(_, n)| n == name)
+            .map(|(r, _)| r)
+    }
+
+    /// Events received and not taken by a wait yet, in arrival order.
+    pub fn buffered_events(&self) -> &[ReceivedEvent] {
+        &self.buffered_events
     }
 
     /// Delays requested and not yet answered, by id, with their due times.
@@ -358,7 +435,8 @@ pub fn rebuild(
             HistoryEntry::ResponseAppended(response) => responses.push(response),
             HistoryEntry::Created(_)
             | HistoryEntry::Finished { .. }
-            | HistoryEntry::Upgraded { .. } => {}
+            | HistoryEntry::Upgraded { .. }
+            | HistoryEntry::EventReceived(_) => {}
         }
     }
     Ok(Rebuilt {

@@ -115,6 +115,29 @@ pub enum HistoryEntry {
         from: Option<String>,
         to: String,
     },
+    /// An event sent to the execution arrived when no wait of its name was open: it is kept
+    /// (the projection's buffer) until a wait takes it or the execution finishes. An event
+    /// that finds its wait open is journalled only as the `ResponseAppended(EventDelivered)`.
+    EventReceived(ReceivedEvent),
+}
+
+/// An event as an execution keeps it until a wait takes it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReceivedEvent {
+    /// The sender's idempotency key: one event id reaches an execution at most once.
+    pub event_id: String,
+    pub name: String,
+    /// JSON.
+    pub payload: Value,
+}
+
+/// An event sent into a running execution. Topic `weir.events`, key: `target` (the
+/// execution id), so it lands on the partition of its execution.
+#[derive(Clone, Debug, PartialEq)]
+pub struct InboundEvent {
+    pub event: ReceivedEvent,
+    pub target: ExecutionId,
+    pub sent_at: DateTime<Utc>,
 }
 
 /// A request to move an execution to another build of its workflow. Topic `weir.responses`,

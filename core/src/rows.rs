@@ -68,6 +68,7 @@ named_enum!(
         Created => "created",
         Event => "event",
         Response => "response",
+        EventReceived => "event-received",
         Finished => "finished",
         Upgraded => "upgraded",
     }

@@ -1165,3 +1165,229 @@ fn an_upgrade_is_taken_only_for_the_history_it_was_checked_against() {
         [Some("sha256:b".to_owned())]
     );
 }
+
+/// The input record of event `event_id` named `approved` for `target`, with `payload`.
+fn event_input(target: &ExecutionId, event_id: &str, payload: i64) -> Input {
+    event_named(target, event_id, "approved", payload)
+}
+
+fn event_named(target: &ExecutionId, event_id: &str, name: &str, payload: i64) -> Input {
+    Input::Record {
+        index: 0,
+        partition: 0,
+        key: Some(target.to_string()),
+        size: 100,
+        body: Ok(Body::Event(weir_core::records::InboundEvent {
+            event: weir_core::records::ReceivedEvent {
+                event_id: event_id.to_owned(),
+                name: name.to_owned(),
+                payload: json!(payload),
+            },
+            target: target.clone(),
+            sent_at: now(),
+        })),
+    }
+}
+
+/// The result `effects` publish for a top-level execution, if any.
+fn published(effects: &[Effect]) -> Option<ExecutionResult> {
+    effects.iter().find_map(|e| match e {
+        Effect::PublishResult(f) => Some(f.result.clone()),
+        _ => None,
+    })
+}
+
+fn dead_letters(effects: &[Effect]) -> Vec<(weir_core::records::DlqReason, String)> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::DeadLetter { reason, error, .. } => Some((*reason, error.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Issue 13 item 1, the processor's event rules in a table: an event after the wait, before
+/// it (buffered, then taken when the wait opens), twice (delivered once), for a finished and
+/// for an unknown execution; an event racing a timeout in one join set, both orders.
+#[test]
+fn events_reach_their_wait_once_whenever_they_come() {
+    use weir_core::model::{EventOutcome, Response};
+    use weir_core::records::DlqReason;
+
+    // After the wait: delivered at once, the run finishes with the payload.
+    let mut processor = processor(1 << 20);
+    let id = ExecutionId::top_level(ulid::Ulid::new());
+    let started = step(
+        &mut processor,
+        submission_input(&id, Workflow::Approval, json!([0])),
+    );
+    assert_eq!(published(&started), None);
+    let got = step(&mut processor, event_input(&id, "e-1", 42));
+    let journal = appended(&got);
+    assert!(
+        matches!(&journal[0].1, HistoryEntry::ResponseAppended(Response::EventDelivered {
+            outcome: EventOutcome::Received { event_id, .. }, ..
+        }) if event_id == "e-1"),
+        "{journal:?}"
+    );
+    assert_eq!(published(&got), Some(ExecutionResult::Ok(json!(42))));
+    // The same event again, and any after the finish: not delivered twice; dead-lettered
+    // with why once the execution has finished.
+    let again = step(&mut processor, event_input(&id, "e-1", 42));
+    assert!(appended(&again).is_empty(), "{again:?}");
+    assert_eq!(dead_letters(&again)[0].0, DlqReason::Refused);
+    assert!(
+        dead_letters(&again)[0].1.contains("has finished"),
+        "{again:?}"
+    );
+
+    // Before the wait: a scheduled execution has no wait yet; the event is buffered
+    // (journalled), a duplicate dropped, and the wait takes it when the run starts.
+    let mut processor = self::processor(1 << 20);
+    let id = ExecutionId::top_level(ulid::Ulid::new());
+    let mut input = submission_input(&id, Workflow::Approval, json!([0]));
+    if let Input::Record {
+        body: Ok(Body::Submission(s)),
+        ..
+    } = &mut input
+    {
+        s.scheduled_at = Some(now() + chrono::Duration::seconds(60));
+    }
+    let created = step(&mut processor, input);
+    let early = step(&mut processor, event_input(&id, "early", 7));
+    assert!(
+        matches!(&appended(&early)[..], [(_, HistoryEntry::EventReceived(e))] if e.event_id == "early"),
+        "{early:?}"
+    );
+    let twice = step(&mut processor, event_input(&id, "early", 8));
+    assert!(appended(&twice).is_empty() && dead_letters(&twice).is_empty());
+    assert_eq!(processor.stats().events_duplicate, 1);
+    let timer = created
+        .iter()
+        .find_map(|e| match e {
+            Effect::PutTimer(t) => Some(t.clone()),
+            _ => None,
+        })
+        .expect("the schedule timer");
+    let due = timer.due_at;
+    let mut batch = Batch::new(due);
+    block_on(processor.step(&mut batch, Input::TimerDue(timer))).expect("started");
+    assert_eq!(
+        published(&batch.effects),
+        Some(ExecutionResult::Ok(json!(7)))
+    );
+    // A rebuild from the journal replays to the same place.
+    let mut history = stored(&id, &created, now());
+    history.extend(stored(&id, &early, now()));
+    history.extend(stored(&id, &batch.effects, due));
+    let mut rebuilt = self::processor(1 << 20);
+    let mut again = Batch::new(now());
+    block_on(rebuilt.rehydrate(&mut again, &id, Some(history))).expect("rebuilt");
+    assert!(again.effects.is_empty(), "{:?}", again.effects);
+    assert_eq!(rebuilt.row(&id), processor.row(&id));
+
+    // An unknown execution: dead-lettered.
+    let unknown = ExecutionId::top_level(ulid::Ulid::new());
+    let lost = step(&mut processor, event_input(&unknown, "x", 1));
+    assert_eq!(dead_letters(&lost)[0].0, DlqReason::Other);
+    assert!(dead_letters(&lost)[0].1.contains("does not exist"));
+
+    // Racing a timeout, the event first: the payload, and the delay is cancelled.
+    let mut processor = self::processor(1 << 20);
+    let id = ExecutionId::top_level(ulid::Ulid::new());
+    step(
+        &mut processor,
+        submission_input(&id, Workflow::Approval, json!([5_000])),
+    );
+    // Another name waits in the buffer; it does not answer the wait.
+    let other = step(&mut processor, event_named(&id, "o-1", "rejected", 3));
+    assert!(matches!(
+        &appended(&other)[..],
+        [(_, HistoryEntry::EventReceived(_))]
+    ));
+    let won = step(&mut processor, event_input(&id, "e-1", 5));
+    assert_eq!(published(&won), Some(ExecutionResult::Ok(json!(5))));
+    assert!(
+        appended(&won).iter().any(|(_, e)| matches!(e,
+            HistoryEntry::ResponseAppended(Response::DelayFinished { outcome, .. })
+                if *outcome == weir_core::model::DelayOutcome::Cancelled)),
+        "{won:?}"
+    );
+    assert_eq!(
+        processor.stats().events_unclaimed,
+        1,
+        "`rejected` was never taken"
+    );
+
+    // Racing a timeout, the timeout first: -1, the wait is cancelled, and an event sent
+    // afterwards is refused (the execution has finished).
+    let mut processor = self::processor(1 << 20);
+    let id = ExecutionId::top_level(ulid::Ulid::new());
+    let started = step(
+        &mut processor,
+        submission_input(&id, Workflow::Approval, json!([5_000])),
+    );
+    let timer = started
+        .iter()
+        .find_map(|e| match e {
+            Effect::PutTimer(t) => Some(t.clone()),
+            _ => None,
+        })
+        .expect("the delay's timer");
+    let mut batch = Batch::new(timer.due_at);
+    block_on(processor.step(&mut batch, Input::TimerDue(timer))).expect("fired");
+    assert_eq!(
+        published(&batch.effects),
+        Some(ExecutionResult::Ok(json!(-1)))
+    );
+    assert!(
+        appended(&batch.effects).iter().any(|(_, e)| matches!(
+            e,
+            HistoryEntry::ResponseAppended(Response::EventDelivered {
+                outcome: EventOutcome::Cancelled,
+                ..
+            })
+        )),
+        "{:?}",
+        batch.effects
+    );
+    let late = step(&mut processor, event_input(&id, "late", 1));
+    assert_eq!(dead_letters(&late)[0].0, DlqReason::Refused);
+}
+
+/// Events come only through the events topic, where they are deduplicated: a delivery
+/// forged on `weir.responses` is dead-lettered and the wait stays open.
+#[test]
+fn an_event_delivery_on_the_responses_topic_is_refused() {
+    use weir_core::model::{EventOutcome, JoinSetId, Response};
+
+    let mut processor = processor(1 << 20);
+    let id = ExecutionId::top_level(ulid::Ulid::new());
+    step(
+        &mut processor,
+        submission_input(&id, Workflow::Approval, json!([0])),
+    );
+    let js = JoinSetId::one_off(1, "event").expect("join set");
+    let forged = Input::Record {
+        index: 0,
+        partition: 0,
+        key: Some(id.to_string()),
+        size: 100,
+        body: Ok(Body::Response(Response::EventDelivered {
+            event_request_id: id.event_request(&js, 1),
+            outcome: EventOutcome::Received {
+                event_id: "forged".into(),
+                payload: json!(1),
+            },
+        })),
+    };
+    let effects = step(&mut processor, forged);
+    assert!(appended(&effects).is_empty(), "{effects:?}");
+    assert_eq!(
+        dead_letters(&effects)[0].0,
+        weir_core::records::DlqReason::Refused
+    );
+    let real = step(&mut processor, event_input(&id, "real", 9));
+    assert_eq!(published(&real), Some(ExecutionResult::Ok(json!(9))));
+}

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::ffqn::Ffqn;
-use super::ids::{DelayId, ExecutionId};
+use super::ids::{DelayId, EventRequestId, ExecutionId};
 use super::join_set::JoinSetId;
 use super::result::ExecutionResult;
 
@@ -87,6 +87,11 @@ pub enum JoinSetRequest {
         timeout: ScheduleAt,
         /// `timeout` resolved when the request was first made; what `sleep` returns.
         expires_at: DateTime<Utc>,
+    },
+    /// A wait for the next event named `name` sent to the execution (`weir.events`).
+    EventRequest {
+        event_request_id: EventRequestId,
+        name: String,
     },
 }
 
@@ -172,6 +177,10 @@ impl HistoryEvent {
                 request: JoinSetRequest::DelayRequest { .. },
                 ..
             } => "JoinSetRequest(DelayRequest)",
+            HistoryEvent::JoinSetRequest {
+                request: JoinSetRequest::EventRequest { .. },
+                ..
+            } => "JoinSetRequest(EventRequest)",
             HistoryEvent::JoinNext { .. } => "JoinNext",
             HistoryEvent::JoinNextTooMany { .. } => "JoinNextTooMany",
             HistoryEvent::Persist {
@@ -222,6 +231,17 @@ impl fmt::Display for HistoryEvent {
                 f,
                 "JoinSetRequest({join_set_id}, DelayRequest {delay_id} {timeout} expires {})",
                 expires_at.to_rfc3339()
+            ),
+            HistoryEvent::JoinSetRequest {
+                join_set_id,
+                request:
+                    JoinSetRequest::EventRequest {
+                        event_request_id,
+                        name,
+                    },
+            } => write!(
+                f,
+                "JoinSetRequest({join_set_id}, EventRequest {event_request_id} {name})"
             ),
             HistoryEvent::JoinNext {
                 join_set_id,
@@ -321,6 +341,13 @@ mod tests {
                     delay_id: parent.delay(&js, 2),
                     timeout: ScheduleAt::In(Duration::from_millis(1500)),
                     expires_at: now,
+                },
+            },
+            HistoryEvent::JoinSetRequest {
+                join_set_id: js.clone(),
+                request: JoinSetRequest::EventRequest {
+                    event_request_id: parent.event_request(&js, 4),
+                    name: "approved".into(),
                 },
             },
             HistoryEvent::JoinNext {

@@ -9,9 +9,12 @@
 //! execution-id = "E_" ulid *( "." step )          ; E_01J…  E_01J….g:1_1  E_01J….g:1_1.o:1-x_1
 //! delay-id     = "Delay_" ulid *( "." step ) "." step
 //!                                                 ; Delay_01J….o:1-sleep_1 (delay of E_01J…)
+//! event-req-id = "Event_" ulid *( "." step ) "." step
+//!                                                 ; Event_01J….o:1-await-event_1
 //! step         = join-set-id "_" index
 //! index        = %x31-39 *DIGIT                   ; 1-based position of the request in its
-//!                                                 ; join set (children and delays share it)
+//!                                                 ; join set (children, delays and event
+//!                                                 ; requests share it)
 //! ulid         = 26 Crockford base-32 characters, canonical (upper case) spelling
 //! ```
 //!
@@ -19,6 +22,7 @@
 //! hashed by murmur2 and a CQL key, so two spellings of one id would be two executions.
 
 use std::fmt;
+use std::marker::PhantomData;
 use std::str::FromStr;
 use std::sync::Arc;
 
@@ -29,6 +33,7 @@ use super::join_set::{JoinSetId, JoinSetIdError};
 
 const EXECUTION_PREFIX: &str = "E_";
 const DELAY_PREFIX: &str = "Delay_";
+const EVENT_REQUEST_PREFIX: &str = "Event_";
 
 /// One level of derivation: the join set a request was submitted into and its 1-based index.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -71,7 +76,7 @@ pub enum ParseIdErrorKind {
         #[source]
         source: JoinSetIdError,
     },
-    #[error("a delay id needs at least one `.<join-set>_<index>` step")]
+    #[error("a delay or event request id needs at least one `.<join-set>_<index>` step")]
     MissingDelayStep,
 }
 
@@ -133,12 +138,23 @@ impl ExecutionId {
 
     /// The id of the `index`-th request (1-based) of join set `join_set_id`, being a delay.
     pub fn delay(&self, join_set_id: &JoinSetId, index: u64) -> DelayId {
-        DelayId {
+        self.request(join_set_id, index)
+    }
+
+    /// The id of the `index`-th request (1-based) of join set `join_set_id`, being a wait
+    /// for an event.
+    pub fn event_request(&self, join_set_id: &JoinSetId, index: u64) -> EventRequestId {
+        self.request(join_set_id, index)
+    }
+
+    fn request<K: RequestKind>(&self, join_set_id: &JoinSetId, index: u64) -> RequestId<K> {
+        RequestId {
             execution_id: self.clone(),
             step: Step {
                 join_set_id: join_set_id.clone(),
                 index,
             },
+            kind: PhantomData,
         }
     }
 
@@ -296,15 +312,42 @@ impl FromStr for ExecutionId {
     }
 }
 
-/// The id of a delay: the owning execution plus the step (join set, index) of the request.
-#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct DelayId {
-    execution_id: ExecutionId,
-    step: Step,
+/// What a [`RequestId`] names: a delay or an event request. Only the prefix differs.
+pub trait RequestKind: Clone + PartialEq + Eq + std::hash::Hash + PartialOrd + Ord {
+    const PREFIX: &'static str;
 }
 
-impl DelayId {
-    /// The execution that requested the delay.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DelayKind;
+
+impl RequestKind for DelayKind {
+    const PREFIX: &'static str = DELAY_PREFIX;
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct EventRequestKind;
+
+impl RequestKind for EventRequestKind {
+    const PREFIX: &'static str = EVENT_REQUEST_PREFIX;
+}
+
+/// The id of a request that is not a child execution: the owning execution plus the step
+/// (join set, index) of the request, spelled with the kind's prefix.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RequestId<K: RequestKind> {
+    execution_id: ExecutionId,
+    step: Step,
+    kind: PhantomData<K>,
+}
+
+/// The id of a delay: `Delay_<ulid>.o:1-sleep_1`.
+pub type DelayId = RequestId<DelayKind>;
+
+/// The id of a wait for an event: `Event_<ulid>.o:1-await-event_1`.
+pub type EventRequestId = RequestId<EventRequestKind>;
+
+impl<K: RequestKind> RequestId<K> {
+    /// The execution that made the request.
     pub fn execution_id(&self) -> &ExecutionId {
         &self.execution_id
     }
@@ -322,40 +365,54 @@ impl DelayId {
     }
 }
 
-impl fmt::Display for DelayId {
+impl<K: RequestKind> fmt::Display for RequestId<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(DELAY_PREFIX)?;
+        f.write_str(K::PREFIX)?;
         write_ulid_and_path(f, self.execution_id.root, &self.execution_id.path)?;
         write!(f, ".{}", self.step)
     }
 }
 
-impl fmt::Debug for DelayId {
+impl<K: RequestKind> fmt::Debug for RequestId<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Display::fmt(self, f)
     }
 }
 
-impl FromStr for DelayId {
+impl<K: RequestKind> FromStr for RequestId<K> {
     type Err = ParseIdError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let body = s.strip_prefix(DELAY_PREFIX).ok_or_else(|| ParseIdError {
+        let body = s.strip_prefix(K::PREFIX).ok_or_else(|| ParseIdError {
             input: s.to_string(),
-            kind: ParseIdErrorKind::MissingPrefix(DELAY_PREFIX),
+            kind: ParseIdErrorKind::MissingPrefix(K::PREFIX),
         })?;
         let (root, mut path) = parse_ulid_and_path(s, body)?;
         let step = path.pop().ok_or_else(|| ParseIdError {
             input: s.to_string(),
             kind: ParseIdErrorKind::MissingDelayStep,
         })?;
-        Ok(DelayId {
+        Ok(RequestId {
             execution_id: ExecutionId {
                 root,
                 path: path.into(),
             },
             step,
+            kind: PhantomData,
         })
+    }
+}
+
+impl<K: RequestKind> Serialize for RequestId<K> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de, K: RequestKind> Deserialize<'de> for RequestId<K> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let s = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
+        s.parse().map_err(serde::de::Error::custom)
     }
 }
 
@@ -377,7 +434,6 @@ macro_rules! serde_via_string {
 }
 
 serde_via_string!(ExecutionId);
-serde_via_string!(DelayId);
 
 #[cfg(test)]
 mod tests {
@@ -516,6 +572,14 @@ mod tests {
         assert_eq!(
             format!("Delay_{ULID}").parse::<DelayId>().unwrap_err().kind,
             ParseIdErrorKind::MissingDelayStep
+        );
+        // An event request id is neither, though it has the same shape.
+        let event = top().event_request(&JoinSetId::generated(1).unwrap(), 2);
+        assert_eq!(event.to_string(), format!("Event_{ULID}.g:1_2"));
+        assert_eq!(event.to_string().parse::<EventRequestId>().unwrap(), event);
+        assert_eq!(
+            event.to_string().parse::<DelayId>().unwrap_err().kind,
+            ParseIdErrorKind::MissingPrefix(DELAY_PREFIX)
         );
     }
 

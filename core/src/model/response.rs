@@ -5,7 +5,8 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use super::ids::{DelayId, ExecutionId, Step};
+use super::ids::{DelayId, EventRequestId, ExecutionId, Step};
+use super::inbound::EventOutcome;
 use super::join_set::JoinSetId;
 use super::result::ExecutionResult;
 
@@ -31,6 +32,13 @@ pub enum Response {
         delay_id: DelayId,
         outcome: DelayOutcome,
     },
+    /// An event for an event request: never on `weir.responses`; the processor journals it
+    /// when it matches an event sent to the execution with a wait for it (or cancels the
+    /// wait).
+    EventDelivered {
+        event_request_id: EventRequestId,
+        outcome: EventOutcome,
+    },
 }
 
 impl Response {
@@ -42,6 +50,9 @@ impl Response {
                 child_execution_id, ..
             } => child_execution_id.step(),
             Response::DelayFinished { delay_id, .. } => Some(delay_id.step()),
+            Response::EventDelivered {
+                event_request_id, ..
+            } => Some(event_request_id.step()),
         }
     }
 
@@ -56,6 +67,9 @@ impl Response {
                 child_execution_id, ..
             } => child_execution_id.is_child_of(execution_id),
             Response::DelayFinished { delay_id, .. } => delay_id.execution_id() == execution_id,
+            Response::EventDelivered {
+                event_request_id, ..
+            } => event_request_id.execution_id() == execution_id,
         }
     }
 }
@@ -70,6 +84,10 @@ impl fmt::Display for Response {
             Response::DelayFinished { delay_id, outcome } => {
                 write!(f, "DelayFinished({delay_id}, {outcome:?})")
             }
+            Response::EventDelivered {
+                event_request_id,
+                outcome,
+            } => write!(f, "EventDelivered({event_request_id}, {outcome})"),
         }
     }
 }

@@ -11,8 +11,8 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 use crate::model::{
-    ChildKind, DelayOutcome, ExecutionId, ExecutionResult, Ffqn, HistoryEvent, JoinSetId,
-    ScheduleAt,
+    ChildKind, DelayOutcome, EventOutcome, ExecutionId, ExecutionResult, Ffqn, HistoryEvent,
+    JoinSetId, ScheduleAt,
 };
 
 use super::calls::NewJoinSet;
@@ -87,7 +87,9 @@ impl Replay {
         })?;
         Ok(progress.map(|joined| match joined {
             Joined::Child { result, .. } => result,
-            Joined::Delay { .. } => unreachable!("a call's one-off join set holds one child"),
+            Joined::Delay { .. } | Joined::Event { .. } => {
+                unreachable!("a call's one-off join set holds one child")
+            }
         }))
     }
 
@@ -123,7 +125,47 @@ impl Replay {
                 outcome: DelayOutcome::Cancelled,
                 ..
             } => Err(Cancelled),
-            Joined::Child { .. } => unreachable!("a sleep's one-off join set holds one delay"),
+            Joined::Child { .. } | Joined::Event { .. } => {
+                unreachable!("a sleep's one-off join set holds one delay")
+            }
+        }))
+    }
+
+    /// `await-event`: a one-off join set `o:<n>-event`, a wait for the next event named
+    /// `name` and a join-next. Returns the event's id and payload, or `Cancelled` (which a
+    /// one-off join set, never closed before its join-next returns, does not see).
+    pub fn await_event(
+        &mut self,
+        name: &str,
+    ) -> Result<Progress<Result<(String, Value), Cancelled>>, ReplayError> {
+        let resumed = self.resume_pending(
+            |p| matches!(p, PendingCall::AwaitEvent { name: n } if n == name),
+            || format!("await-event {name}"),
+        )?;
+        let slot = match resumed {
+            Some(slot) => slot,
+            None => {
+                let (js, slot) = self.record_join_set_create(NewJoinSet::OneOff("event"))?;
+                self.submit_event_into(slot, &js, name)?;
+                self.record_join_next(&js, false, None)?;
+                slot
+            }
+        };
+        let progress = self.consume_or_block(slot, || PendingCall::AwaitEvent {
+            name: name.to_string(),
+        })?;
+        Ok(progress.map(|joined| match joined {
+            Joined::Event {
+                outcome: EventOutcome::Received { event_id, payload },
+                ..
+            } => Ok((event_id, payload)),
+            Joined::Event {
+                outcome: EventOutcome::Cancelled,
+                ..
+            } => Err(Cancelled),
+            Joined::Child { .. } | Joined::Delay { .. } => {
+                unreachable!("an await-event's one-off join set holds one event wait")
+            }
         }))
     }
 

@@ -5,8 +5,9 @@ use serde_json::Value;
 use ulid::Ulid;
 
 use crate::model::{
-    ChildKind, DelayId, ExecutionId, ExecutionResult, Ffqn, HistoryEvent, JoinSetId, JoinSetKind,
-    JoinSetRequest, PersistValue, ScheduleAt, StubOutcome, join_set::MAX_NAME_LEN,
+    ChildKind, DelayId, EventRequestId, ExecutionId, ExecutionResult, Ffqn, HistoryEvent,
+    JoinSetId, JoinSetKind, JoinSetRequest, PersistValue, ScheduleAt, StubOutcome,
+    join_set::MAX_NAME_LEN,
 };
 
 use super::engine::Replay;
@@ -71,6 +72,18 @@ impl Replay {
         self.ensure_idle("submit-delay")?;
         let slot = self.join_sets.usable(js)?;
         self.submit_delay_into(slot, js, timeout)
+    }
+
+    /// Adds a wait for the next event named `name` into `js`; returns its id. An invalid
+    /// name is the workflow's bug, fatal like a trap ([`UsageError::InvalidEventName`]).
+    pub fn submit_event(
+        &mut self,
+        js: &JoinSetId,
+        name: &str,
+    ) -> Result<EventRequestId, ReplayError> {
+        self.ensure_idle("submit-event")?;
+        let slot = self.join_sets.usable(js)?;
+        self.submit_event_into(slot, js, name)
     }
 
     /// A random number in `[min, max_exclusive)`, drawn on the first run and persisted.
@@ -426,6 +439,38 @@ impl Replay {
             outcome: None,
         });
         Ok(delay_id)
+    }
+
+    pub(super) fn submit_event_into(
+        &mut self,
+        slot: usize,
+        js: &JoinSetId,
+        name: &str,
+    ) -> Result<EventRequestId, ReplayError> {
+        if let Err(e) = crate::model::check_event_name(name) {
+            return Err(UsageError::InvalidEventName(e.to_string()).into());
+        }
+        let index = self.join_sets.get(slot).next_index();
+        let event_request_id = self.execution.id.event_request(js, index);
+        let event = HistoryEvent::JoinSetRequest {
+            join_set_id: js.clone(),
+            request: JoinSetRequest::EventRequest {
+                event_request_id: event_request_id.clone(),
+                name: name.to_string(),
+            },
+        };
+        let recorded = self.replay_step(
+            |r| matching::event_request(r, js, &event_request_id, name),
+            |_| event.clone(),
+        )?;
+        if recorded.is_none() {
+            self.append(event);
+        }
+        self.join_sets.get_mut(slot).push_request(Request::Event {
+            name: name.to_string(),
+            outcome: None,
+        });
+        Ok(event_request_id)
     }
 
     fn fresh_top_level_id(&self) -> ExecutionId {

@@ -128,6 +128,9 @@ impl Replay {
                 Request::Delay { .. } => Output::CancelDelay {
                     delay_id: id.delay(&state.id, index),
                 },
+                Request::Event { .. } => Output::CancelEvent {
+                    event_request_id: id.event_request(&state.id, index),
+                },
             });
         }
     }

@@ -41,6 +41,9 @@ pub(super) enum PendingCall {
     Sleep {
         timeout: crate::model::ScheduleAt,
     },
+    AwaitEvent {
+        name: String,
+    },
     Close {
         join_set_id: JoinSetId,
     },
@@ -374,6 +377,7 @@ fn is_own(id: &ExecutionId, output: &Output) -> bool {
             child_execution_id, ..
         } => child_execution_id.is_child_of(id),
         Output::CancelDelay { delay_id } => delay_id.execution_id() == id,
+        Output::CancelEvent { event_request_id } => event_request_id.execution_id() == id,
         _ => true,
     }
 }

@@ -18,6 +18,9 @@ pub enum Mismatch {
     DelayId,
     /// The delay's timeout intention (`in 5s` vs `in 6s`, `in` vs `at`).
     DelayTimeout,
+    EventRequestId,
+    /// The name of the event waited for.
+    EventName,
     ScheduleIntention,
     /// The random draw's kind or range differs, or the recorded value is outside the range.
     RandomValue,
@@ -40,6 +43,8 @@ impl fmt::Display for Mismatch {
             Mismatch::Params => "parameters",
             Mismatch::DelayId => "delay id",
             Mismatch::DelayTimeout => "delay timeout",
+            Mismatch::EventRequestId => "event request id",
+            Mismatch::EventName => "event name",
             Mismatch::ScheduleIntention => "schedule intention",
             Mismatch::RandomValue => "random value",
             Mismatch::StubValue => "stub value",
@@ -131,6 +136,8 @@ pub enum UsageError {
     JoinSetClosed(JoinSetId),
     #[error("the run is blocked in {blocked}; the host must retry that call, not {call}")]
     RetryMismatch { blocked: String, call: String },
+    #[error("{0}")]
+    InvalidEventName(String),
     #[error("invalid range [{min}, {max_exclusive}) for {what}")]
     InvalidRange {
         what: &'static str,
@@ -144,7 +151,7 @@ pub enum UsageError {
 pub enum DeliveryError {
     #[error("response {0} is not for this execution")]
     NotForThisExecution(Box<Response>),
-    #[error("response {0} answers a request of the other kind (child vs delay)")]
+    #[error("response {0} answers a request of another kind (child, delay or event)")]
     KindMismatch(Box<Response>),
     /// A live run has made every request it will have made when the response could be
     /// for it: one that answers none is bogus (a buggy or malicious sender).

@@ -14,7 +14,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use chrono::{DateTime, Utc};
 
 use crate::model::{
-    ChildKind, DelayOutcome, ExecutionResult, Ffqn, JoinSetId, JoinSetKind, Response,
+    ChildKind, DelayOutcome, EventOutcome, ExecutionResult, Ffqn, JoinSetId, JoinSetKind, Response,
 };
 
 use super::error::{DeliveryError, UsageError};
@@ -34,6 +34,11 @@ pub(crate) enum Request {
         expires_at: DateTime<Utc>,
         outcome: Option<DelayOutcome>,
     },
+    Event {
+        name: String,
+        /// Set when a join-next consumed the delivery.
+        outcome: Option<EventOutcome>,
+    },
 }
 
 impl Request {
@@ -41,6 +46,7 @@ impl Request {
         match self {
             Request::Child { result, .. } => result.is_some(),
             Request::Delay { outcome, .. } => outcome.is_some(),
+            Request::Event { outcome, .. } => outcome.is_some(),
         }
     }
 }
@@ -374,6 +380,7 @@ impl JoinSets {
             (_, None) => true,
             (Response::ChildExecutionFinished { .. }, Some(Request::Child { .. })) => true,
             (Response::DelayFinished { .. }, Some(Request::Delay { .. })) => true,
+            (Response::EventDelivered { .. }, Some(Request::Event { .. })) => true,
             _ => false,
         };
         if check_kind && !kind_ok {
@@ -433,6 +440,7 @@ impl JoinSets {
                 Response::ChildExecutionFinished { .. },
                 Some(Request::Child { .. })
             ) | (Response::DelayFinished { .. }, Some(Request::Delay { .. }))
+                | (Response::EventDelivered { .. }, Some(Request::Event { .. }))
         );
         if !fits {
             return Some(Err(front.clone()));
@@ -476,6 +484,24 @@ impl JoinSets {
             ) => {
                 *slot = Some(outcome);
                 Joined::Delay { delay_id, outcome }
+            }
+            (
+                Response::EventDelivered {
+                    event_request_id,
+                    outcome,
+                },
+                Request::Event {
+                    name,
+                    outcome: slot,
+                    ..
+                },
+            ) => {
+                *slot = Some(outcome.clone());
+                Joined::Event {
+                    event_request_id,
+                    name: name.clone(),
+                    outcome,
+                }
             }
             _ => unreachable!("kinds checked above"),
         };

@@ -6,8 +6,8 @@
 use serde_json::Value;
 
 use crate::model::{
-    DelayId, ExecutionId, ExecutionResult, Ffqn, HistoryEvent, JoinSetId, JoinSetRequest,
-    PersistValue, ScheduleAt,
+    DelayId, EventRequestId, ExecutionId, ExecutionResult, Ffqn, HistoryEvent, JoinSetId,
+    JoinSetRequest, PersistValue, ScheduleAt,
 };
 
 use super::error::Mismatch;
@@ -84,6 +84,29 @@ pub(crate) fn delay_request(
             same(join_set_id != js, Mismatch::JoinSet)?;
             same(delay_id != delay, Mismatch::DelayId)?;
             same(recorded_timeout != timeout, Mismatch::DelayTimeout)
+        }
+        _ => Err(Mismatch::Kind),
+    }
+}
+
+pub(crate) fn event_request(
+    recorded: &HistoryEvent,
+    js: &JoinSetId,
+    request: &EventRequestId,
+    name: &str,
+) -> Result<(), Mismatch> {
+    match recorded {
+        HistoryEvent::JoinSetRequest {
+            join_set_id,
+            request:
+                JoinSetRequest::EventRequest {
+                    event_request_id,
+                    name: recorded_name,
+                },
+        } => {
+            same(join_set_id != js, Mismatch::JoinSet)?;
+            same(event_request_id != request, Mismatch::EventRequestId)?;
+            same(recorded_name != name, Mismatch::EventName)
         }
         _ => Err(Mismatch::Kind),
     }

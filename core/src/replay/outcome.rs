@@ -4,8 +4,8 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 use crate::model::{
-    ChildKind, DelayId, DelayOutcome, ExecutionId, ExecutionResult, Ffqn, HistoryEvent, JoinSetId,
-    JoinSetIdError, Version,
+    ChildKind, DelayId, DelayOutcome, EventOutcome, EventRequestId, ExecutionId, ExecutionResult,
+    Ffqn, HistoryEvent, JoinSetId, JoinSetIdError, Version,
 };
 
 /// The outcome of a call that may have to wait for a response.
@@ -55,6 +55,11 @@ pub enum Joined {
     Delay {
         delay_id: DelayId,
         outcome: DelayOutcome,
+    },
+    Event {
+        event_request_id: EventRequestId,
+        name: String,
+        outcome: EventOutcome,
     },
 }
 
@@ -168,6 +173,9 @@ pub enum Output {
     },
     /// Cancel an unexpired delay of a closed join set.
     CancelDelay { delay_id: DelayId },
+    /// Cancel an unanswered wait for an event of a closed join set (an event that comes
+    /// later stays buffered for another wait).
+    CancelEvent { event_request_id: EventRequestId },
     /// The execution finished; record it and notify the parent / `weir.results`.
     Finished { result: ExecutionResult },
 }

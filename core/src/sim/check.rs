@@ -66,6 +66,7 @@ fn describe(entry: &HistoryEntry) -> String {
         }
         HistoryEntry::Finished { result, .. } => format!("Finished({result})"),
         HistoryEntry::Upgraded { to, .. } => format!("Upgraded({to})"),
+        HistoryEntry::EventReceived(e) => format!("EventReceived({})", e.event_id),
     }
 }
 

@@ -1126,6 +1126,8 @@ impl Sim {
             Workflow::Mixed => vec![r.range(1, 4) as i64, r.range(50, 15_000) as i64, base],
             Workflow::LongSleep => vec![r.range(70, 180) as i64],
             Workflow::Abandon => vec![r.range(0, 3) as i64, r.range(50, 15_000) as i64, base],
+            // Never chosen yet: the simulation sends no events.
+            Workflow::Approval => vec![r.range(50, 15_000) as i64],
         };
         let at = if self.faults.scheduled && self.rng.chance(150) {
             let ms = self.rng.range(100, 20_000) as i64;

@@ -17,8 +17,8 @@ use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
 use crate::model::{
-    ChildKind, DelayId, ExecutionId, ExecutionResult, Ffqn, HistoryEvent, JoinSetId, Response,
-    ScheduleAt,
+    ChildKind, DelayId, EventOutcome, ExecutionId, ExecutionResult, Ffqn, HistoryEvent, JoinSetId,
+    Response, ScheduleAt,
 };
 use crate::replay::{AllProcessed, Execution, Joined, Progress, Replay, ReplayError};
 use crate::runner::{Rejection, RunError, RunStep, WorkflowRun, WorkflowRunner};
@@ -65,6 +65,11 @@ pub enum Workflow {
     /// `Seq [1, base]`, closed at once (the activities and the delay are cancelled, the child
     /// awaited); then one activity `[base]`, whose value it returns.
     Abandon,
+    /// `[ms]`: waits for an event `approved` and returns its payload (a number); with `ms`
+    /// above 0 the wait races a delay of `ms` in one join set (a timeout: -1), and the join
+    /// set is closed after the first response (cancelling the other). Not in [`Self::ALL`]:
+    /// it finishes only when sent an event or given time.
+    Approval,
 }
 
 impl Workflow {
@@ -87,6 +92,7 @@ impl Workflow {
             Workflow::Parent => "parent",
             Workflow::LongSleep => "long-sleep",
             Workflow::Abandon => "abandon",
+            Workflow::Approval => "approval",
         }
     }
 
@@ -102,6 +108,7 @@ impl Workflow {
         }
         Workflow::ALL
             .into_iter()
+            .chain([Workflow::Approval])
             .find(|w| w.name() == ffqn.function())
     }
 
@@ -109,7 +116,7 @@ impl Workflow {
         match self {
             Workflow::Seq | Workflow::Fanout | Workflow::Parent => 2,
             Workflow::Sleepy | Workflow::Mixed | Workflow::Abandon => 3,
-            Workflow::LongSleep => 1,
+            Workflow::LongSleep | Workflow::Approval => 1,
         }
     }
 
@@ -200,6 +207,25 @@ impl Workflow {
                 ready(ctx.engine.close(&js))?;
                 Ok(ok(ctx.activity(*base)?))
             }
+            (Workflow::Approval, [0]) => match ready(ctx.engine.await_event("approved"))? {
+                Ok((_, payload)) => Ok(ExecutionResult::Ok(payload)),
+                Err(cancelled) => Err(Halt::Unexpected(format!("await-event: {cancelled}"))),
+            },
+            (Workflow::Approval, [ms]) => {
+                let js = ctx.engine.create_join_set()?;
+                ctx.engine.submit_event(&js, "approved")?;
+                ctx.submit_delay_ms(&js, *ms as u64)?;
+                let first = ready(ctx.engine.join_next(&js))?;
+                ready(ctx.engine.close(&js))?;
+                match first {
+                    Ok(Joined::Event {
+                        outcome: EventOutcome::Received { payload, .. },
+                        ..
+                    }) => Ok(ExecutionResult::Ok(payload)),
+                    Ok(Joined::Delay { .. }) => Ok(ok(-1)),
+                    other => Err(Halt::Unexpected(format!("approval: {other:?}"))),
+                }
+            }
             _ => Ok(ExecutionResult::Err(json!("bad params"))),
         }
     }
@@ -245,7 +271,7 @@ fn value_of(result: &ExecutionResult) -> Result<i64, Halt> {
 fn child_value(joined: &Joined) -> Result<i64, Halt> {
     match joined {
         Joined::Child { result, .. } => value_of(result),
-        Joined::Delay { .. } => Ok(0),
+        Joined::Delay { .. } | Joined::Event { .. } => Ok(0),
     }
 }
 
