@@ -68,6 +68,7 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 pub enum InputTopic {
     Submissions,
     Responses,
+    Events,
 }
 
 /// A record of one poll, with where it was read.

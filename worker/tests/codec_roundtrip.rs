@@ -11,7 +11,7 @@ use codec_samples::*;
 use proptest::prelude::*;
 use weir::codec::{
     AvroRecord, Codec, ExecutionFinished, HistoryEntry, HistoryRecord, InMemoryRegistry,
-    RecordPosition, SchemaRegistry, Submission, WireFormat, dlq_headers,
+    InboundEvent, RecordPosition, SchemaRegistry, Submission, WireFormat, dlq_headers,
 };
 use weir::model::{HistoryEvent, PersistValue, Version};
 
@@ -90,6 +90,44 @@ fn upgrade_requests_round_trip() {
 }
 
 #[test]
+fn events_round_trip() {
+    both("weir.events", &inbound_events());
+}
+
+/// An event that breaks the rules (its name, its id, its payload) is refused by the decoder:
+/// it never reaches an execution, and the DLQ says why.
+#[test]
+fn events_that_break_the_rules_do_not_decode() {
+    let position = RecordPosition::at("weir.events", 0, 7);
+    let codec = Codec::single_object();
+    for (field, bad) in [
+        ("name", "with space"),
+        ("event_id", ""),
+        ("payload", "{not json"),
+        ("target", "E_bad"),
+    ] {
+        let mut value = inbound_events().remove(0).to_avro().unwrap();
+        if let apache_avro::types::Value::Record(fields) = &mut value {
+            for (name, v) in fields.iter_mut() {
+                if name == field {
+                    *v = apache_avro::types::Value::String(bad.into());
+                }
+            }
+        }
+        let schema = InboundEvent::schema();
+        let mut bytes = weir::codec::SINGLE_OBJECT_MAGIC.to_vec();
+        bytes.extend_from_slice(&schema.fingerprint.to_le_bytes());
+        apache_avro::writer::datum::GenericDatumWriter::builder(&schema.schema)
+            .build()
+            .unwrap()
+            .write_value_ref(&mut bytes, &value)
+            .unwrap();
+        let err = codec.decode::<InboundEvent>(&bytes, &position).unwrap_err();
+        assert!(err.to_string().contains(field), "{field}: {err}");
+    }
+}
+
+#[test]
 fn activity_cancels_round_trip() {
     both("weir.activity.compute", &activity_cancels());
 }
@@ -106,11 +144,12 @@ fn history_records_round_trip_every_entry_and_event() {
             HistoryEntry::ResponseAppended(_) => "ResponseAppended",
             HistoryEntry::Finished { .. } => "Finished",
             HistoryEntry::Upgraded { .. } => "Upgraded",
+            HistoryEntry::EventReceived(_) => "EventReceived",
         })
         .collect();
     kinds.sort();
     kinds.dedup();
-    assert_eq!(kinds.len(), 4 + 9, "{kinds:?}");
+    assert_eq!(kinds.len(), 5 + 10, "{kinds:?}");
     both("weir.history", &records);
 }
 

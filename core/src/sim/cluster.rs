@@ -68,6 +68,8 @@ impl Topic {
         match topic {
             InputTopic::Submissions => Topic::Submissions,
             InputTopic::Responses => Topic::Responses,
+            // The simulation sends no events yet; none is ever polled.
+            InputTopic::Events => Topic::Responses,
         }
     }
 }

@@ -1,11 +1,12 @@
 //! The HTTP API (`weir serve`): a small JSON API over what a client can do with Kafka and the
-//! store. It can submit (idempotently, by key), get an execution, read its history, list, and
-//! name the functions that have executions (`docs/openapi.yaml`). The web UI ([`ui`]) is
+//! store. It can submit (idempotently, by key), send an event to an execution, get an
+//! execution, read its history, list, and name the functions that have executions
+//! (`docs/openapi.yaml`). The web UI ([`ui`]) is
 //! served beside it and reads only this API.
 //!
 //! - **Errors** are `{"error": {"code", "message"}}` with the HTTP status of the code.
 //! - **Tokens.** Every request needs `Authorization: Bearer <token>` by default. A read token
-//!   may read; an admin token may also submit. Tokens are held as SHA-256 digests, so a
+//!   may read; an admin token may also submit and send events. Tokens are held as SHA-256 digests, so a
 //!   compare is of digests, not of the secret text.
 //! - **Running without tokens** takes an explicit flag, and the server warns about it at start.
 
@@ -179,6 +180,10 @@ pub fn router(api: Arc<Api>) -> Router {
         .route("/v1/executions", get(list).post(submit))
         .route("/v1/executions/{id}", get(execution))
         .route("/v1/executions/{id}/history", get(history))
+        .route(
+            "/v1/executions/{id}/events",
+            axum::routing::post(send_event),
+        )
         .route("/v1/functions", get(functions))
         .merge(ui::routes())
         .fallback(|| async {
@@ -248,6 +253,58 @@ async fn submit(
     .map_err(ApiError::internal)?;
     let key = id.to_string();
     Ok((StatusCode::ACCEPTED, Json(json!({"execution_id": key}))).into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EventBody {
+    name: String,
+    /// Any JSON value.
+    payload: Value,
+    event_id: Option<String>,
+}
+
+/// Sends an event to an execution (`weir.events`). One the store shows finished is refused
+/// at once (409); one the store does not know yet is sent (it may have been submitted an
+/// instant ago), and goes to the DLQ if the execution never comes.
+async fn send_event(
+    State(api): State<Arc<Api>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    body: axum::body::Bytes,
+) -> ApiResult {
+    authorize(&api, &headers, Scope::Admin)?;
+    let body: EventBody = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::bad_request(format!("the body is not an event: {e}")))?;
+    let event = crate::kafka::submit::event(
+        &id,
+        &body.name,
+        &body.payload.to_string(),
+        body.event_id,
+        chrono::Utc::now(),
+    )
+    .map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let row = api
+        .store
+        .execution(&event.target)
+        .await
+        .map_err(ApiError::internal)?;
+    if row.is_some_and(|r| r.state == crate::store::ExecutionState::Finished) {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "finished",
+            format!("{} has finished: it takes no more events", event.target),
+        ));
+    }
+    let topic = &api.topology.topic(TopicRole::Events).name;
+    crate::kafka::submit::send_event(&api.producer, &api.codec, topic, &event)
+        .await
+        .map_err(ApiError::internal)?;
+    let accepted = json!({
+        "execution_id": event.target.to_string(),
+        "event_id": event.event.event_id,
+    });
+    Ok((StatusCode::ACCEPTED, Json(accepted)).into_response())
 }
 
 /// The W3C trace headers of a request, as the metadata that starts the execution in the

@@ -1,5 +1,5 @@
-//! The client commands: `weir submit` (optionally following the result), `weir status` and
-//! `weir history` (read from the CQL store).
+//! The client commands: `weir submit` (optionally following the result), `weir send-event`,
+//! `weir status` and `weir history` (read from the CQL store).
 
 use std::io::Write as _;
 use std::process::ExitCode;
@@ -37,6 +37,22 @@ pub struct SubmitArgs {
 }
 
 #[derive(Debug, Clone, Args)]
+pub struct SendEventArgs {
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    /// The execution to send it to, `E_<ulid>…`.
+    pub execution_id: String,
+    /// The event's name: what the workflow waits for (`await-event`, `submit-event`).
+    pub name: String,
+    /// Its payload, JSON text, e.g. `'{"approver": "ann"}'`.
+    pub payload: String,
+    /// The idempotency key: an event id the execution has seen already is dropped. A new
+    /// ULID by default (sending twice then sends two events).
+    #[arg(long)]
+    pub event_id: Option<String>,
+}
+
+#[derive(Debug, Clone, Args)]
 pub struct ShowArgs {
     #[command(flatten)]
     pub cluster: ClusterArgs,
@@ -69,6 +85,29 @@ fn fail(message: impl std::fmt::Display) -> ExitCode {
 
 pub(super) fn topology(cluster: &ClusterArgs) -> anyhow::Result<Topology> {
     Ok(Topology::load(&cluster.topology)?.with_namespace(&cluster.namespace)?)
+}
+
+/// `weir send-event`: sends the event and prints its id once the broker has it.
+pub async fn send_event(args: SendEventArgs) -> ExitCode {
+    let run = async {
+        let event = crate::kafka::submit::event(
+            &args.execution_id,
+            &args.name,
+            &args.payload,
+            args.event_id.clone(),
+            chrono::Utc::now(),
+        )?;
+        let topology = topology(&args.cluster)?;
+        let producer: FutureProducer = args.cluster.kafka()?.producer().create()?;
+        let topic = &topology.topic(TopicRole::Events).name;
+        crate::kafka::submit::send_event(&producer, &Codec::single_object(), topic, &event).await?;
+        println!("{}", event.event.event_id);
+        anyhow::Ok(())
+    };
+    match run.await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(e),
+    }
 }
 
 pub async fn submit(args: SubmitArgs) -> ExitCode {
@@ -278,6 +317,13 @@ pub fn describe(entry: &HistoryEntry) -> (&'static str, String) {
             format!(
                 "from {} to {to}",
                 from.as_deref().unwrap_or("no pinned build")
+            ),
+        ),
+        HistoryEntry::EventReceived(e) => (
+            "event-in",
+            format!(
+                "{} `{}` {} (kept for a wait)",
+                e.event_id, e.name, e.payload
             ),
         ),
     }

@@ -46,6 +46,9 @@ pub enum Command {
     Worker(Box<worker::WorkerArgs>),
     /// Submit an execution (and with --follow, wait for its result).
     Submit(client::SubmitArgs),
+    /// Send an event to a running execution (weir.events): `weir send-event E_… approved
+    /// '"ann"' --event-id order-42-approval`.
+    SendEvent(client::SendEventArgs),
     /// Show where an execution stands (from the CQL store).
     Status(client::ShowArgs),
     /// Show an execution's history (from the CQL store).
@@ -200,6 +203,7 @@ pub fn main() -> ExitCode {
             Command::Topology(command) => topology::run(command).await,
             Command::Worker(args) => worker::run(*args).await,
             Command::Submit(args) => client::submit(args).await,
+            Command::SendEvent(args) => client::send_event(args).await,
             Command::Status(args) => client::status(args).await,
             Command::History(args) => client::history(args).await,
             Command::Digest(args) => digest::run(args),

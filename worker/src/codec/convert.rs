@@ -13,13 +13,15 @@ use chrono::{DateTime, Utc};
 use super::error::FieldError;
 use super::records::{
     ActivityCancel, ActivityRequest, Created, DlqEnvelope, DlqHeader, DlqReason, ExecutionFinished,
-    HistoryEntry, HistoryRecord, ParentRef, Submission, UpgradeRequest,
+    HistoryEntry, HistoryRecord, InboundEvent, ParentRef, ReceivedEvent, Submission,
+    UpgradeRequest,
 };
 use super::schemas::{RecordSchema, current_named};
 use crate::model::{
-    ChildKind, DelayOutcome, ExecutionError, ExecutionErrorKind, ExecutionResult, HistoryEvent,
-    JoinSetRequest, PersistValue, Response, ScheduleAt, StubOutcome, Version,
+    ChildKind, DelayOutcome, EventOutcome, ExecutionError, ExecutionErrorKind, ExecutionResult,
+    HistoryEvent, JoinSetRequest, PersistValue, Response, ScheduleAt, StubOutcome, Version,
 };
+use crate::model::{check_event_id, check_event_name};
 
 /// A type that is one record of a topic, with its schema in `schemas/avro/`.
 pub trait AvroRecord: Sized {
@@ -212,6 +214,29 @@ fn response(r: &Response) -> Value {
                 ),
             ]),
         ),
+        // Only in history (`weir.responses` never carries one).
+        Response::EventDelivered {
+            event_request_id,
+            outcome,
+        } => branch(
+            2,
+            record(vec![
+                ("event_request_id", string(event_request_id)),
+                (
+                    "event",
+                    match outcome {
+                        EventOutcome::Received { event_id, payload } => branch(
+                            1,
+                            record(vec![
+                                ("event_id", string(event_id)),
+                                ("payload", json(payload)),
+                            ]),
+                        ),
+                        EventOutcome::Cancelled => branch(0, Value::Null),
+                    },
+                ),
+            ]),
+        ),
     };
     record(vec![("response", body)])
 }
@@ -253,6 +278,16 @@ fn history_event(e: &HistoryEvent) -> Result<Value, FieldError> {
                             schedule_at(timeout).map_err(|e| e.within("request.timeout"))?,
                         ),
                         ("expires_at", instant(expires_at)),
+                    ]),
+                ),
+                JoinSetRequest::EventRequest {
+                    event_request_id,
+                    name,
+                } => branch(
+                    2,
+                    record(vec![
+                        ("event_request_id", string(event_request_id)),
+                        ("name", string(name)),
                     ]),
                 ),
             };
@@ -624,6 +659,18 @@ fn read_response_with(
                     s => Err(bad_symbol(s)),
                 })?,
             }),
+            2 => Ok(Response::EventDelivered {
+                event_request_id: b.get("event_request_id", read_parsed)?,
+                outcome: b.get("event", |v| {
+                    Ok(match read_optional(v, Fields::of)? {
+                        None => EventOutcome::Cancelled,
+                        Some(mut e) => EventOutcome::Received {
+                            event_id: e.get("event_id", read_string)?,
+                            payload: e.get("payload", read_json)?,
+                        },
+                    })
+                })?,
+            }),
             i => Err(bad_branch(i)),
         }
     })
@@ -656,6 +703,10 @@ fn read_history_event(v: Value) -> Result<HistoryEvent, FieldError> {
                         delay_id: r.get("delay_id", read_parsed)?,
                         timeout: r.get("timeout", read_schedule_at)?,
                         expires_at: r.get("expires_at", read_instant)?,
+                    }),
+                    2 => Ok(JoinSetRequest::EventRequest {
+                        event_request_id: r.get("event_request_id", read_parsed)?,
+                        name: r.get("name", read_string)?,
                     }),
                     i => Err(bad_branch(i)),
                 }
@@ -944,6 +995,58 @@ impl AvroRecord for UpgradeRequest {
     }
 }
 
+fn received_event(event: &ReceivedEvent) -> Value {
+    record(vec![
+        ("event_id", string(&event.event_id)),
+        ("name", string(&event.name)),
+        ("payload", json(&event.payload)),
+    ])
+}
+
+/// An event's id, name and payload, each checked: an event that breaks the rules never
+/// reaches an execution (it is dead-lettered as undecodable, with why).
+fn read_received_event(f: &mut Fields) -> Result<ReceivedEvent, FieldError> {
+    let event_id = f.get("event_id", |v| {
+        let id = read_string(v)?;
+        check_event_id(&id).map_err(|e| FieldError::new("", e.to_string()))?;
+        Ok(id)
+    })?;
+    let name = f.get("name", |v| {
+        let name = read_string(v)?;
+        check_event_name(&name).map_err(|e| FieldError::new("", e.to_string()))?;
+        Ok(name)
+    })?;
+    Ok(ReceivedEvent {
+        event_id,
+        name,
+        payload: f.get("payload", read_json)?,
+    })
+}
+
+impl AvroRecord for InboundEvent {
+    const NAME: &'static str = "InboundEvent";
+
+    fn to_avro(&self) -> Result<Value, FieldError> {
+        let Value::Record(mut fields) = received_event(&self.event) else {
+            unreachable!("record() builds a record")
+        };
+        fields.insert(1, ("target".to_owned(), string(&self.target)));
+        fields.push(("sent_at".to_owned(), instant(&self.sent_at)));
+        Ok(Value::Record(fields))
+    }
+
+    fn from_avro(value: Value) -> Result<Self, FieldError> {
+        let mut f = Fields::of(value)?;
+        let target = f.get("target", read_parsed)?;
+        let event = read_received_event(&mut f)?;
+        Ok(InboundEvent {
+            event,
+            target,
+            sent_at: f.get("sent_at", read_instant)?,
+        })
+    }
+}
+
 impl AvroRecord for ActivityCancel {
     const NAME: &'static str = "ActivityCancel";
 
@@ -1021,6 +1124,7 @@ impl AvroRecord for HistoryRecord {
                     ("to", string(to)),
                 ]),
             ),
+            HistoryEntry::EventReceived(event) => branch(5, received_event(event)),
         };
         Ok(record(vec![
             ("execution_id", string(&self.execution_id)),
@@ -1062,6 +1166,7 @@ impl AvroRecord for HistoryRecord {
                     from: e.get("from", |v| read_optional(v, read_string))?,
                     to: e.get("to", read_string)?,
                 }),
+                5 => read_received_event(&mut e).map(HistoryEntry::EventReceived),
                 i => Err(bad_branch(i)),
             }
         })?;

@@ -50,7 +50,8 @@ pub use error::{
 };
 pub use records::{
     ActivityCancel, ActivityRequest, Created, DlqEnvelope, DlqHeader, DlqReason, ExecutionFinished,
-    HistoryEntry, HistoryRecord, ParentRef, Submission, UpgradeRequest, dlq_headers,
+    HistoryEntry, HistoryRecord, InboundEvent, ParentRef, ReceivedEvent, Submission,
+    UpgradeRequest, dlq_headers,
 };
 pub use registry::{HttpRegistry, InMemoryRegistry, SchemaRegistry, value_subject};
 pub use schemas::{NAMESPACE, RecordSchema};
@@ -250,6 +251,13 @@ impl Codec {
             <crate::model::Response as AvroRecord>::subject(&responses),
             <crate::model::Response as AvroRecord>::NAME,
             self.register::<crate::model::Response>(&responses).await,
+        )?;
+        let events = name(TopicRole::Events);
+        note(
+            events.clone(),
+            InboundEvent::subject(&events),
+            InboundEvent::NAME,
+            self.register::<InboundEvent>(&events).await,
         )?;
         let history = name(TopicRole::History);
         note(

@@ -49,6 +49,7 @@ const CURRENT_FILES: &[(&str, &str, &str)] = &[
     avsc!("ActivityRequest", "activity_request.avsc"),
     avsc!("ActivityCancel", "activity_cancel.avsc"),
     avsc!("UpgradeRequest", "upgrade_request.avsc"),
+    avsc!("InboundEvent", "event.avsc"),
     avsc!("HistoryRecord", "history_record.avsc"),
     avsc!("ExecutionFinished", "execution_finished.avsc"),
     avsc!("DlqEnvelope", "dlq_envelope.avsc"),
@@ -65,6 +66,9 @@ const PREVIOUS_FILES: &[(&str, &str, &str)] = &[
     avsc!("DlqEnvelope", "history/v1/dlq_envelope.avsc"),
     // Before Created gained `component` (the build an execution is pinned to).
     avsc!("HistoryRecord", "history/v2/history_record.avsc"),
+    // Before events: EventRequest, EventDelivered and EventReceived.
+    avsc!("HistoryRecord", "history/v3/history_record.avsc"),
+    avsc!("Response", "history/v3/response.avsc"),
 ];
 
 fn parse(files: &[(&'static str, &'static str, &'static str)]) -> Vec<RecordSchema> {

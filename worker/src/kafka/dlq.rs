@@ -258,6 +258,7 @@ mod tests {
         for role in [
             TopicRole::Submissions,
             TopicRole::Responses,
+            TopicRole::Events,
             TopicRole::History,
             TopicRole::Results,
             TopicRole::Dlq,

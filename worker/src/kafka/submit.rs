@@ -1,15 +1,18 @@
 //! Records sent to a deployment from outside a worker: a top-level execution's `Submission`
-//! on `weir.submissions` (what `weir submit` and the HTTP API send), and an `UpgradeRequest`
-//! on `weir.responses` (what `weir replay --upgrade` sends), each keyed by the execution's id.
-//! Any Kafka client can send the same with only `schemas/avro/`.
+//! on `weir.submissions` (what `weir submit` and the HTTP API send), an `InboundEvent` on
+//! `weir.events` (`weir send-event`, the API), and an `UpgradeRequest` on `weir.responses`
+//! (what `weir replay --upgrade` sends), each keyed by the execution's id. Any Kafka client
+//! can send the same with only `schemas/avro/`.
 
 use std::time::Duration;
 
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use serde_json::Value;
 
-use crate::codec::{AvroRecord, Codec, EncodeError, Submission, UpgradeRequest};
-use crate::model::{ExecutionId, Ffqn};
+use crate::codec::{
+    AvroRecord, Codec, EncodeError, InboundEvent, ReceivedEvent, Submission, UpgradeRequest,
+};
+use crate::model::{EventNameError, ExecutionId, Ffqn, check_event_id, check_event_name};
 
 /// How long a submission waits for the broker's acknowledgement.
 const SEND_TIMEOUT: Duration = Duration::from_secs(30);
@@ -27,6 +30,55 @@ pub enum SubmitError {
         topic: String,
         source: rdkafka::error::KafkaError,
     },
+}
+
+/// Why an event cannot be sent: a field that breaks the rules of `schemas/avro/event.avsc`.
+#[derive(Debug, thiserror::Error)]
+pub enum EventError {
+    #[error("`{0}` is not an execution id: {1}")]
+    Target(String, crate::model::ParseIdError),
+    #[error(transparent)]
+    Name(#[from] EventNameError),
+    #[error("the payload is not JSON: {0}")]
+    Payload(serde_json::Error),
+}
+
+/// The event `name` with `payload` (JSON text) for `target`, checked; `event_id` is the
+/// caller's idempotency key, a new ULID when `None` (then sending twice is two events).
+pub fn event(
+    target: &str,
+    name: &str,
+    payload: &str,
+    event_id: Option<String>,
+    sent_at: chrono::DateTime<chrono::Utc>,
+) -> Result<InboundEvent, EventError> {
+    let target: ExecutionId = target
+        .parse()
+        .map_err(|e| EventError::Target(target.to_owned(), e))?;
+    check_event_name(name)?;
+    let event_id = event_id.unwrap_or_else(|| ulid::Ulid::new().to_string());
+    check_event_id(&event_id)?;
+    let payload = serde_json::from_str(payload).map_err(EventError::Payload)?;
+    Ok(InboundEvent {
+        event: ReceivedEvent {
+            event_id,
+            name: name.to_owned(),
+            payload,
+        },
+        target,
+        sent_at,
+    })
+}
+
+/// Sends `event` to `topic` (the deployment's `weir.events`), keyed by its target, and waits
+/// until the broker has it.
+pub async fn send_event(
+    producer: &FutureProducer,
+    codec: &Codec,
+    topic: &str,
+    event: &InboundEvent,
+) -> Result<(), SubmitError> {
+    send_keyed(producer, codec, topic, &event.target, event, None).await
 }
 
 /// Sends the submission of top-level execution `id` of `ffqn` with `params` to `topic` (the
@@ -98,4 +150,37 @@ async fn send_keyed<R: AvroRecord>(
             source,
         })?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_event_is_checked_before_it_is_sent() {
+        let now = chrono::Utc::now();
+        let target = "E_01ARZ3NDEKTSV4RRFFQ69G5FAV";
+        let event = event(
+            target,
+            "approved",
+            r#"{"by":"ann"}"#,
+            Some("k-1".into()),
+            now,
+        )
+        .expect("a valid event");
+        assert_eq!(event.target.to_string(), target);
+        assert_eq!(event.event.event_id, "k-1");
+        assert_eq!(event.event.payload, serde_json::json!({"by": "ann"}));
+        let fresh = super::event(target, "approved", "1", None, now).expect("valid");
+        assert_eq!(fresh.event.event_id.len(), 26, "a ULID");
+        for (target, name, payload, id, what) in [
+            ("E_x", "approved", "1", None, "not an execution id"),
+            (target, "no spaces", "1", None, "event name"),
+            (target, "approved", "{", None, "not JSON"),
+            (target, "approved", "1", Some(String::new()), "event id"),
+        ] {
+            let err = super::event(target, name, payload, id, now).unwrap_err();
+            assert!(err.to_string().contains(what), "{what}: {err}");
+        }
+    }
 }

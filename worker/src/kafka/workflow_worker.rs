@@ -2,8 +2,8 @@
 //! are the core's (`weir_core::driver` and `weir_core::processor`); this file plugs Kafka, the
 //! CQL store and the wasmtime host into its seams:
 //!
-//! - [`KafkaLog`] is the `Log`: one consumer group member over the co-partitioned submissions
-//!   and responses topics (`read_committed`, offsets committed only by transactions), the
+//! - [`KafkaLog`] is the `Log`: one consumer group member over the co-partitioned submissions,
+//!   responses and events topics (`read_committed`, offsets committed only by transactions), the
 //!   transactional producer that commits each batch with its input offsets, and the reader of
 //!   `weir.history` for catch-up. It decodes what it polls and encodes what it commits.
 //! - [`StoreAdapter`] is the `StoreRead`: the store's rows, decoded.
@@ -40,7 +40,8 @@ use super::materialiser::{MaterialiseError, Materialiser, QueueBound};
 use super::recovery::{self, ClusterTrouble, Failure, Recovery, Verdict};
 use super::transaction::{TransactionError, Transactor};
 use crate::codec::{
-    Codec, HistoryRecord, RecordPosition, ResponseInput, SubmissionInput, UpgradeRequest,
+    Codec, HistoryRecord, InboundEvent, RecordPosition, ResponseInput, SubmissionInput,
+    UpgradeRequest,
 };
 use crate::metrics::{Counter, Metrics};
 use crate::model::ExecutionId;
@@ -367,6 +368,7 @@ impl<S: Store + 'static> WorkflowWorker<S> {
         let inputs = [
             self.topology.topic(TopicRole::Submissions).name.clone(),
             self.topology.topic(TopicRole::Responses).name.clone(),
+            self.topology.topic(TopicRole::Events).name.clone(),
         ];
         // `range` gives one member the same partition of every co-partitioned input topic.
         let member = self.config.join_group(&inputs, Some("range")).await?;
@@ -525,7 +527,7 @@ pub struct KafkaLog {
     /// The consumer group member: replaced when one of its clients fails.
     member: GroupMember,
     /// The topics it subscribes to.
-    inputs: [String; 2],
+    inputs: [String; 3],
     recovery: Recovery,
     shutdown: watch::Receiver<bool>,
     config: WorkerConfig,
@@ -588,6 +590,13 @@ impl KafkaLog {
                     }
                 });
             (InputTopic::Submissions, body)
+        } else if message.topic() == self.topology.topic(TopicRole::Events).name {
+            let body = self
+                .codec
+                .decode_fetching::<InboundEvent>(payload, &position)
+                .await
+                .map(Body::Event);
+            (InputTopic::Events, body)
         } else if super::activity_worker::is_kind(message, super::activity_worker::UPGRADE_KIND) {
             let body = self
                 .codec
@@ -633,6 +642,7 @@ impl KafkaLog {
         let role = match topic {
             InputTopic::Submissions => TopicRole::Submissions,
             InputTopic::Responses => TopicRole::Responses,
+            InputTopic::Events => TopicRole::Events,
         };
         &self.topology.topic(role).name
     }
@@ -740,11 +750,14 @@ impl Log for KafkaLog {
             rewind_to_committed(&self.member.consumer).map_err(|e| self.consumer_error(e))?;
         tracing::debug!(took = ?started.elapsed(), partitions = committed.len(), "rewound to the committed offsets (fetched as stable)");
         let submissions = self.topic_name(InputTopic::Submissions).to_owned();
+        let events = self.topic_name(InputTopic::Events).to_owned();
         Ok(committed
             .into_iter()
             .map(|(topic, partition, offset)| {
                 let topic = if topic == submissions {
                     InputTopic::Submissions
+                } else if topic == events {
+                    InputTopic::Events
                 } else {
                     InputTopic::Responses
                 };

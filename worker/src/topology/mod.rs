@@ -14,6 +14,8 @@ use serde::Deserialize;
 pub enum TopicRole {
     Submissions,
     Responses,
+    /// Events sent into running executions (`Event`, keyed by the target execution).
+    Events,
     History,
     Results,
     Dlq,
@@ -23,9 +25,10 @@ pub enum TopicRole {
 
 impl TopicRole {
     /// The roles a topology must define exactly once.
-    pub const REQUIRED: [TopicRole; 5] = [
+    pub const REQUIRED: [TopicRole; 6] = [
         TopicRole::Submissions,
         TopicRole::Responses,
+        TopicRole::Events,
         TopicRole::History,
         TopicRole::Results,
         TopicRole::Dlq,
@@ -196,6 +199,7 @@ impl Topology {
         for role in [
             TopicRole::Submissions,
             TopicRole::Responses,
+            TopicRole::Events,
             TopicRole::History,
         ] {
             if !co.iter().any(|t| t.role == role) {
@@ -413,6 +417,10 @@ mod tests {
         role = "responses"
         co_partitioned = true
         [[topic]]
+        name = "e"
+        role = "events"
+        co_partitioned = true
+        [[topic]]
         name = "h"
         role = "history"
         co_partitioned = true
@@ -457,7 +465,7 @@ mod tests {
         .unwrap();
         assert_eq!(t.topic(TopicRole::Submissions).partitions, 3);
         assert_eq!(t.topic(TopicRole::Dlq).partitions, 1);
-        assert_eq!(t.topics.len(), 6);
+        assert_eq!(t.topics.len(), 7);
         assert_eq!(t.route("a:b/c").unwrap().topic, "act.c");
         assert!(t.route("a:b/d").is_none());
     }

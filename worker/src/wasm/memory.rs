@@ -548,6 +548,8 @@ impl InMemoryBus {
             }
             // The bus runs every execution on its host's registry: builds are not its concern.
             HistoryEntry::Upgraded { .. } => {}
+            // The bus sends no events: nothing is buffered for a wait.
+            HistoryEntry::EventReceived(_) => {}
         }
         self.changelog.entry(id.clone()).or_default().push((
             HistoryRecord {

@@ -10,12 +10,13 @@ use serde_json::json;
 use ulid::Ulid;
 use weir::codec::{
     ActivityCancel, ActivityRequest, Created, DlqEnvelope, DlqHeader, DlqReason, ExecutionFinished,
-    HistoryEntry, HistoryRecord, ParentRef, Submission, UpgradeRequest,
+    HistoryEntry, HistoryRecord, InboundEvent, ParentRef, ReceivedEvent, Submission,
+    UpgradeRequest,
 };
 use weir::model::{
-    ChildKind, DelayOutcome, ExecutionError, ExecutionErrorKind, ExecutionId, ExecutionResult,
-    Ffqn, HistoryEvent, JoinSetId, JoinSetRequest, PersistValue, Response, ScheduleAt, StubOutcome,
-    Version,
+    ChildKind, DelayOutcome, EventOutcome, ExecutionError, ExecutionErrorKind, ExecutionId,
+    ExecutionResult, Ffqn, HistoryEvent, JoinSetId, JoinSetRequest, PersistValue, Response,
+    ScheduleAt, StubOutcome, Version,
 };
 
 pub fn root() -> ExecutionId {
@@ -126,6 +127,13 @@ pub fn events() -> Vec<HistoryEvent> {
             result: ExecutionResult::Ok(json!(42)),
             outcome: StubOutcome::Ok,
         },
+        HistoryEvent::JoinSetRequest {
+            join_set_id: named.clone(),
+            request: JoinSetRequest::EventRequest {
+                event_request_id: root().event_request(&named, 4),
+                name: "payment.received".into(),
+            },
+        },
         HistoryEvent::Stub {
             target_execution_id: root().child(&one_off, 1),
             result: ExecutionResult::Err(json!({"code": 7})),
@@ -231,6 +239,48 @@ pub fn activity_requests() -> Vec<ActivityRequest> {
     ]
 }
 
+/// Responses only history carries (`weir.responses` never does).
+pub fn event_deliveries() -> Vec<Response> {
+    let js = JoinSetId::one_off(2, "event").unwrap();
+    vec![
+        Response::EventDelivered {
+            event_request_id: root().event_request(&js, 1),
+            outcome: EventOutcome::Received {
+                event_id: "order-42:paid".into(),
+                payload: json!({"amount": 1250, "note": "é"}),
+            },
+        },
+        Response::EventDelivered {
+            event_request_id: root().event_request(&js, 1),
+            outcome: EventOutcome::Cancelled,
+        },
+    ]
+}
+
+pub fn inbound_events() -> Vec<InboundEvent> {
+    let js = JoinSetId::generated(1).unwrap();
+    vec![
+        InboundEvent {
+            event: ReceivedEvent {
+                event_id: "e-1".into(),
+                name: "approved".into(),
+                payload: json!(true),
+            },
+            target: root(),
+            sent_at: t0(),
+        },
+        InboundEvent {
+            event: ReceivedEvent {
+                event_id: "x".repeat(128),
+                name: "a.b_c-9".into(),
+                payload: json!([1, {"k": null}]),
+            },
+            target: root().child(&js, 3),
+            sent_at: DateTime::<Utc>::MAX_UTC,
+        },
+    ]
+}
+
 pub fn upgrade_requests() -> Vec<UpgradeRequest> {
     vec![UpgradeRequest {
         execution_id: root(),
@@ -287,6 +337,16 @@ pub fn history_records() -> Vec<HistoryRecord> {
             }),
     );
     entries.extend(responses().into_iter().map(HistoryEntry::ResponseAppended));
+    entries.extend(
+        event_deliveries()
+            .into_iter()
+            .map(HistoryEntry::ResponseAppended),
+    );
+    entries.extend(
+        inbound_events()
+            .into_iter()
+            .map(|e| HistoryEntry::EventReceived(e.event)),
+    );
     entries.extend(results().into_iter().map(|result| HistoryEntry::Finished {
         result,
         finished_at: t0(),

@@ -93,6 +93,7 @@ impl Guest for Fanout {
                     return Err(format!("delay {} was cancelled", finished.id.id))
                 }
             },
+            Ok(other) => return Err(format!("unexpected response {other:?}")),
             Err(e) => return Err(format!("join-next failed: {e:?}")),
         };
         // Cancels whichever request is still pending.

@@ -27,6 +27,7 @@ impl Guest for Patience {
         let winner = match join_set.join_next() {
             Ok(Response::ChildFinished(_)) => "activity",
             Ok(Response::DelayFinished(_)) => "deadline",
+            Ok(other) => return Err(format!("unexpected response {other:?}")),
             Err(e) => return Err(format!("join-next failed: {e:?}")),
         };
         // Cancels whichever request is still pending.

@@ -6,7 +6,9 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use wasmtime::component::Val;
 
-use crate::model::{DelayId, DelayOutcome, ExecutionId, Ffqn, ScheduleAt};
+use crate::model::{
+    DelayId, DelayOutcome, EventOutcome, EventRequestId, ExecutionId, Ffqn, ScheduleAt,
+};
 use crate::replay::Joined;
 
 use super::HostFailure;
@@ -94,6 +96,21 @@ fn response_id_of_delay(id: &DelayId) -> Val {
     Val::Variant("delay-id".into(), Some(Box::new(id_record(id.to_string()))))
 }
 
+fn response_id_of_event(id: &EventRequestId) -> Val {
+    Val::Variant(
+        "event-request-id".into(),
+        Some(Box::new(id_record(id.to_string()))),
+    )
+}
+
+/// `received-event` record.
+pub(crate) fn received_event(event_id: &str, payload: &serde_json::Value) -> Val {
+    Val::Record(vec![
+        ("event-id".into(), Val::String(event_id.to_owned())),
+        ("payload".into(), Val::String(payload.to_string())),
+    ])
+}
+
 /// `function-mismatch` record.
 pub(crate) fn function_mismatch(specified: &Ffqn, actual: Option<&Ffqn>, actual_id: Val) -> Val {
     Val::Record(vec![
@@ -124,6 +141,9 @@ pub(crate) fn mismatch_of_joined(specified: &Ffqn, joined: &Joined) -> Val {
         Joined::Delay { delay_id, .. } => {
             function_mismatch(specified, None, response_id_of_delay(delay_id))
         }
+        Joined::Event {
+            event_request_id, ..
+        } => function_mismatch(specified, None, response_id_of_event(event_request_id)),
     }
 }
 
@@ -159,6 +179,27 @@ pub(crate) fn response(joined: &Joined, expiry: Option<DateTime<Utc>>) -> Val {
                 "delay-finished".into(),
                 Some(Box::new(Val::Record(vec![
                     ("id".into(), id_record(delay_id.to_string())),
+                    ("outcome".into(), outcome),
+                ]))),
+            )
+        }
+        Joined::Event {
+            event_request_id,
+            name,
+            outcome,
+        } => {
+            let outcome = match outcome {
+                EventOutcome::Received { event_id, payload } => Val::Variant(
+                    "received".into(),
+                    Some(Box::new(received_event(event_id, payload))),
+                ),
+                EventOutcome::Cancelled => Val::Variant("cancelled".into(), None),
+            };
+            Val::Variant(
+                "event-finished".into(),
+                Some(Box::new(Val::Record(vec![
+                    ("id".into(), id_record(event_request_id.to_string())),
+                    ("name".into(), Val::String(name.clone())),
                     ("outcome".into(), outcome),
                 ]))),
             )

@@ -531,6 +531,10 @@ fn define_host(
                 vec![Shape::Borrow, shapes::schedule_at()],
                 vec![shapes::delay_id()],
             ),
+            "[method]join-set.submit-event" => sig(
+                vec![Shape::Borrow, string()],
+                vec![shapes::event_request_id()],
+            ),
             "[method]join-set.join-next" => sig(
                 vec![Shape::Borrow],
                 vec![shapes::result(
@@ -540,6 +544,7 @@ fn define_host(
             ),
             "[static]join-set.close" => sig(vec![Shape::Own], vec![]),
             "sleep" => sig(vec![shapes::schedule_at()], vec![shapes::datetime()]),
+            "await-event" => sig(vec![string()], vec![shapes::received_event()]),
             "random-u64" => sig(vec![u64_(), u64_()], vec![u64_()]),
             "random-string" => sig(vec![u16_(), u16_()], vec![string()]),
             "log" => sig(vec![shapes::log_level(), string()], vec![]),
@@ -604,6 +609,30 @@ async fn host_call(
             state.note_delay(&delay);
             set_result(results, id_record(delay.to_string()))
         }
+        "[method]join-set.submit-event" => {
+            let js = join_set_of(&mut store, param(params, 0)?)?;
+            let Val::String(name) = param(params, 1)? else {
+                return Err(HostFailure::BadValue("submit-event takes a string".into()));
+            };
+            let name = name.clone();
+            let request = store
+                .data_mut()
+                .wait(|r| r.submit_event(&js, &name).map(Progress::Ready))
+                .await?;
+            set_result(results, id_record(request.to_string()))
+        }
+        "await-event" => {
+            let Val::String(name) = param(params, 0)? else {
+                return Err(HostFailure::BadValue("await-event takes a string".into()));
+            };
+            let name = name.clone();
+            let (event_id, payload) = store
+                .data_mut()
+                .wait(|r| r.await_event(&name))
+                .await?
+                .map_err(|_| HostFailure::WaitCancelled)?;
+            set_result(results, convert::received_event(&event_id, &payload))
+        }
         "[method]join-set.join-next" => {
             let js = join_set_of(&mut store, param(params, 0)?)?;
             let state = store.data_mut();
@@ -632,7 +661,7 @@ async fn host_call(
                 .data_mut()
                 .wait(|r| r.sleep(at))
                 .await?
-                .map_err(|_| HostFailure::SleepCancelled)?;
+                .map_err(|_| HostFailure::WaitCancelled)?;
             set_result(results, convert::datetime(until))
         }
         "random-u64" => {

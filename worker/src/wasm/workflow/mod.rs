@@ -62,9 +62,9 @@ pub enum HostFailure {
     /// A value did not have the shape checked at link time: a host bug.
     #[error("unexpected value: {0}")]
     BadValue(String),
-    /// A sleep whose delay was cancelled (only when the whole execution is being cancelled).
-    #[error("the sleep was cancelled")]
-    SleepCancelled,
+    /// A sleep or await-event whose wait was cancelled (only when the whole execution is being cancelled).
+    #[error("the wait (a sleep or an await-event) was cancelled")]
+    WaitCancelled,
     /// The guest trapped or hit a limit (fuel, memory).
     #[error("{kind}: {reason}")]
     Trapped {
@@ -111,6 +111,9 @@ impl WorkflowState {
                     return Err(HostFailure::GuestError(format!(
                         "{what} called with an empty range [{min}, {max_exclusive})"
                     )));
+                }
+                Err(ReplayError::Usage(UsageError::InvalidEventName(why))) => {
+                    return Err(HostFailure::GuestError(why));
                 }
                 Err(e) => return Err(e.into()),
             }
@@ -453,9 +456,10 @@ impl WorkflowTemplate {
             HostFailure::UnhandledChild(reason) => {
                 ExecutionError::new(ExecutionErrorKind::UnhandledChildExecutionError, reason)
             }
-            HostFailure::SleepCancelled => {
-                ExecutionError::new(ExecutionErrorKind::Cancelled, "the sleep was cancelled")
-            }
+            HostFailure::WaitCancelled => ExecutionError::new(
+                ExecutionErrorKind::Cancelled,
+                "the wait (a sleep or an await-event) was cancelled",
+            ),
             HostFailure::GuestError(reason) | HostFailure::BadValue(reason) => {
                 ExecutionError::new(ExecutionErrorKind::Trap, reason)
             }

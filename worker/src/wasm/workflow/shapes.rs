@@ -190,10 +190,19 @@ pub(crate) fn log_level() -> Shape {
     Shape::Enum(vec!["trace", "debug", "info", "warn", "error"])
 }
 
+pub(crate) fn event_request_id() -> Shape {
+    Shape::Record(vec![("id", string())])
+}
+
+pub(crate) fn received_event() -> Shape {
+    Shape::Record(vec![("event-id", string()), ("payload", string())])
+}
+
 fn response_id() -> Shape {
     Shape::Variant(vec![
         ("execution-id", Some(execution_id())),
         ("delay-id", Some(delay_id())),
+        ("event-request-id", Some(event_request_id())),
     ])
 }
 
@@ -205,9 +214,19 @@ pub(crate) fn response() -> Shape {
     ]);
     let delay_outcome = Shape::Variant(vec![("expired", Some(datetime())), ("cancelled", None)]);
     let delay_finished = Shape::Record(vec![("id", delay_id()), ("outcome", delay_outcome)]);
+    let event_outcome = Shape::Variant(vec![
+        ("received", Some(received_event())),
+        ("cancelled", None),
+    ]);
+    let event_finished = Shape::Record(vec![
+        ("id", event_request_id()),
+        ("name", string()),
+        ("outcome", event_outcome),
+    ]);
     Shape::Variant(vec![
         ("child-finished", Some(child_finished)),
         ("delay-finished", Some(delay_finished)),
+        ("event-finished", Some(event_finished)),
     ])
 }
 

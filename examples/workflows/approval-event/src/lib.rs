@@ -1,0 +1,65 @@
+//! `approval-event`: waits for events sent from outside (`weir send-event`, the HTTP API, or
+//! any Kafka client writing an `InboundEvent` to `weir.events`).
+//!
+//! - `await-approval` races a wait for the event `approved` against a delay (a timeout) in one
+//!   join set, then closes the join set, which cancels whichever lost.
+//! - `collect` takes `count` events named `item` one after another with the blocking
+//!   `await-event`, and returns their payloads in the order they were taken.
+
+wit_bindgen::generate!({
+    path: "../../wit",
+    world: "weir-examples:components/approval-event",
+    generate_all,
+});
+
+use exports::weir_examples::workflows::approval_event::Guest;
+use weir::workflow::host::{await_event, log, JoinSet};
+use weir::workflow::types::{Duration, EventOutcome, LogLevel, Response, ScheduleAt};
+
+struct ApprovalEvent;
+
+impl Guest for ApprovalEvent {
+    fn await_approval(order_id: String, timeout_secs: u64) -> Result<String, String> {
+        let join_set = JoinSet::create();
+        let wait = join_set.submit_event("approved");
+        let timeout = join_set.submit_delay(ScheduleAt::In(Duration::Seconds(timeout_secs)));
+        log(
+            LogLevel::Info,
+            &format!("order {order_id}: waiting for `approved` ({}) or {} s ({})", wait.id, timeout_secs, timeout.id),
+        );
+        let outcome = match join_set.join_next() {
+            Ok(Response::EventFinished(finished)) => match finished.outcome {
+                EventOutcome::Received(event) => Ok(approver_of(&event.payload)),
+                EventOutcome::Cancelled => Err(format!("the wait {} was cancelled", finished.id.id)),
+            },
+            Ok(Response::DelayFinished(_)) => Err(format!("order {order_id}: no approval within {timeout_secs} s")),
+            Ok(Response::ChildFinished(child)) => Err(format!("unexpected child {}", child.id.id)),
+            Err(e) => Err(format!("join-next failed: {e:?}")),
+        };
+        // Cancels whichever request is still pending.
+        JoinSet::close(join_set);
+        outcome
+    }
+
+    fn collect(count: u32) -> Result<Vec<String>, String> {
+        Ok((0..count).map(|_| await_event("item").payload).collect())
+    }
+}
+
+/// The approver named by the payload: a JSON string (`"ann"`) or an object with `approver`
+/// (`{"approver": "ann"}`); any other payload is returned as its JSON text.
+fn approver_of(payload: &str) -> String {
+    let trimmed = payload.trim();
+    if let Some(inner) = trimmed.strip_prefix('"').and_then(|s| s.strip_suffix('"')) {
+        return inner.to_owned();
+    }
+    if let Some(rest) = trimmed.split("\"approver\"").nth(1) {
+        let value = rest.trim_start().trim_start_matches(':').trim_start();
+        if let Some(inner) = value.strip_prefix('"').and_then(|s| s.split('"').next()) {
+            return inner.to_owned();
+        }
+    }
+    trimmed.to_owned()
+}
+
+export!(ApprovalEvent);
