@@ -3,8 +3,9 @@
 //!
 //! - `await-approval` races a wait for the event `approved` against a delay (a timeout) in one
 //!   join set, then closes the join set, which cancels whichever lost.
-//! - `collect` takes `count` events named `item` one after another with the blocking
-//!   `await-event`, and returns their payloads in the order they were taken.
+//! - `collect` sleeps, then takes `count` events named `item` one after another with the
+//!   blocking `await-event`, and returns their payloads in the order they were taken: events
+//!   sent during the sleep wait for it.
 
 wit_bindgen::generate!({
     path: "../../wit",
@@ -13,7 +14,7 @@ wit_bindgen::generate!({
 });
 
 use exports::weir_examples::workflows::approval_event::Guest;
-use weir::workflow::host::{await_event, log, JoinSet};
+use weir::workflow::host::{await_event, log, sleep, JoinSet};
 use weir::workflow::types::{Duration, EventOutcome, LogLevel, Response, ScheduleAt};
 
 struct ApprovalEvent;
@@ -41,7 +42,10 @@ impl Guest for ApprovalEvent {
         outcome
     }
 
-    fn collect(count: u32) -> Result<Vec<String>, String> {
+    fn collect(count: u32, after_ms: u64) -> Result<Vec<String>, String> {
+        if after_ms > 0 {
+            sleep(ScheduleAt::In(Duration::Milliseconds(after_ms)));
+        }
         Ok((0..count).map(|_| await_event("item").payload).collect())
     }
 }

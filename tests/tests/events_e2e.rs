@@ -1,0 +1,273 @@
+//! Issue 13 item 1 on the real stack: events sent into running executions, with the example
+//! `approval-event` (a wait for `approved` raced against a timeout; `collect`, which sleeps and
+//! then takes `item` events one by one).
+//!
+//! - the event first: the wait takes it, the timeout is cancelled;
+//! - the timeout first: the wait is cancelled; an event sent after the finish goes to the DLQ;
+//! - events before the wait (during the sleep) are kept, and the same event id twice is taken
+//!   once; one of them comes from a Java program that knows Weir only by
+//!   `schemas/avro/event.avsc`;
+//! - an event for an execution that does not exist goes to the DLQ.
+//!
+//! The rules themselves are the processor's table tests (`core/tests/processor.rs`).
+
+use std::process::Output;
+use std::time::Duration;
+
+use serde_json::json;
+use weir::codec::{DlqEnvelope, DlqReason, HistoryEntry, HistoryRecord};
+use weir::model::{
+    DelayOutcome, EventOutcome, ExecutionId, ExecutionResult, HistoryEvent, JoinSetRequest,
+    Response,
+};
+use weir::topology::TopicRole;
+use weir_e2e::deployment::Deployment;
+use weir_e2e::{brokers, external_classpath, java_program, repo_root, wait_for};
+
+const AWAIT_APPROVAL: &str = "weir-examples:workflows/approval-event.await-approval";
+const COLLECT: &str = "weir-examples:workflows/approval-event.collect";
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+fn send_with_cli(
+    deployment: &Deployment,
+    id: &ExecutionId,
+    name: &str,
+    payload: &str,
+    event_id: &str,
+) -> Output {
+    let id = id.to_string();
+    deployment
+        .command()
+        .args(["send-event", &id, name, payload, "--event-id", event_id])
+        .output()
+        .expect("run weir send-event")
+}
+
+fn sent(output: Output) -> String {
+    assert!(
+        output.status.success(),
+        "weir send-event failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).trim().to_owned()
+}
+
+/// Sends with `tests/java/SendEvent.java`: kafka-clients, Avro and `schemas/avro/` only.
+fn send_with_java(
+    deployment: &Deployment,
+    id: &ExecutionId,
+    name: &str,
+    payload: &str,
+    event_id: &str,
+) {
+    let output = java_program(&external_classpath(), "SendEvent.java")
+        .arg(brokers())
+        .arg(deployment.topic(TopicRole::Events))
+        .arg(repo_root().join("schemas/avro"))
+        .arg(id.to_string())
+        .arg(name)
+        .arg(payload)
+        .arg(event_id)
+        .output()
+        .expect("run SendEvent.java (Java 17)");
+    assert!(
+        output.status.success(),
+        "SendEvent.java failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(String::from_utf8_lossy(&output.stdout).starts_with("sent "));
+}
+
+/// The stored history of `id` once `ready` holds for it.
+async fn history_when(
+    deployment: &Deployment,
+    id: &ExecutionId,
+    what: &str,
+    ready: impl Fn(&[HistoryRecord]) -> bool,
+) -> Vec<HistoryRecord> {
+    let store = deployment.store().await;
+    wait_for(what, TIMEOUT, || async {
+        let history = deployment.store_history(&store, id).await;
+        ready(&history).then_some(history)
+    })
+    .await
+}
+
+fn waits_for_an_event(history: &[HistoryRecord]) -> bool {
+    history.iter().any(|r| {
+        matches!(
+            &r.entry,
+            HistoryEntry::Event {
+                event: HistoryEvent::JoinSetRequest {
+                    request: JoinSetRequest::EventRequest { .. },
+                    ..
+                },
+                ..
+            }
+        )
+    })
+}
+
+fn delivered(history: &[HistoryRecord]) -> Vec<String> {
+    history
+        .iter()
+        .filter_map(|r| match &r.entry {
+            HistoryEntry::ResponseAppended(Response::EventDelivered {
+                outcome: EventOutcome::Received { event_id, .. },
+                ..
+            }) => Some(event_id.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn events_reach_running_executions_once_and_the_rest_is_dead_lettered() {
+    let deployment = Deployment::new("events");
+    let _worker = deployment.start_worker("w", &[]);
+    let producer = deployment.producer();
+
+    let approved = deployment
+        .submit(&producer, AWAIT_APPROVAL, json!(["order-1", 600]))
+        .await;
+    let timed_out = deployment
+        .submit(&producer, AWAIT_APPROVAL, json!(["order-2", 1]))
+        .await;
+    let collector = deployment
+        .submit(&producer, COLLECT, json!([2, 10_000]))
+        .await;
+
+    // The event first: sent once the wait is in the history; the timeout is cancelled.
+    history_when(
+        &deployment,
+        &approved,
+        "the approval's wait",
+        waits_for_an_event,
+    )
+    .await;
+    assert_eq!(
+        sent(send_with_cli(
+            &deployment,
+            &approved,
+            "approved",
+            r#""ann""#,
+            "order-1-ok"
+        )),
+        "order-1-ok"
+    );
+
+    // Before the wait: `collect` sleeps 10 s first. The same event id twice (once from the
+    // Java client, once from the CLI) is taken once.
+    history_when(&deployment, &collector, "the collector's sleep", |h| {
+        h.len() >= 3
+    })
+    .await;
+    send_with_java(&deployment, &collector, "item", "1", "item-1");
+    sent(send_with_cli(
+        &deployment,
+        &collector,
+        "item",
+        "1",
+        "item-1",
+    ));
+    sent(send_with_cli(
+        &deployment,
+        &collector,
+        "item",
+        "2",
+        "item-2",
+    ));
+
+    let results = deployment.results(
+        &[approved.clone(), timed_out.clone(), collector.clone()],
+        TIMEOUT,
+    );
+    assert_eq!(results[&approved], ExecutionResult::Ok(json!("ann")));
+    assert_eq!(
+        results[&timed_out],
+        ExecutionResult::Err(json!("order order-2: no approval within 1 s"))
+    );
+    assert_eq!(results[&collector], ExecutionResult::Ok(json!(["1", "2"])));
+
+    let store = deployment.store().await;
+    let history = deployment.store_history(&store, &approved).await;
+    assert_eq!(delivered(&history), ["order-1-ok"]);
+    assert!(
+        history.iter().any(|r| matches!(
+            &r.entry,
+            HistoryEntry::ResponseAppended(Response::DelayFinished {
+                outcome: DelayOutcome::Cancelled,
+                ..
+            })
+        )),
+        "the timeout was cancelled: {history:#?}"
+    );
+    let history = deployment.store_history(&store, &timed_out).await;
+    assert!(
+        history.iter().any(|r| matches!(
+            &r.entry,
+            HistoryEntry::ResponseAppended(Response::EventDelivered {
+                outcome: EventOutcome::Cancelled,
+                ..
+            })
+        )),
+        "the wait was cancelled: {history:#?}"
+    );
+    let history = deployment.store_history(&store, &collector).await;
+    let kept: Vec<&str> = history
+        .iter()
+        .filter_map(|r| match &r.entry {
+            HistoryEntry::EventReceived(e) => Some(e.event_id.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        kept,
+        ["item-1", "item-2"],
+        "kept before any wait, the duplicate dropped"
+    );
+    assert_eq!(delivered(&history), ["item-1", "item-2"]);
+
+    // After the finish, and for an execution that does not exist: the DLQ, with why.
+    sent(send_with_cli(
+        &deployment,
+        &timed_out,
+        "approved",
+        r#""late""#,
+        "order-2-late",
+    ));
+    let unknown = ExecutionId::top_level(ulid::Ulid::new());
+    sent(send_with_cli(
+        &deployment,
+        &unknown,
+        "approved",
+        "1",
+        "nobody",
+    ));
+    let dlq = deployment.read_topic::<DlqEnvelope>(
+        &deployment.topic(TopicRole::Dlq),
+        TIMEOUT,
+        "two dead-lettered events",
+        |records| records.len() >= 2,
+    );
+    let late = dlq
+        .iter()
+        .map(|(_, e)| e)
+        .find(|e| e.key.as_deref() == Some(timed_out.to_string().as_bytes()))
+        .expect("the late event is dead-lettered");
+    assert_eq!(late.reason, DlqReason::Refused);
+    assert!(late.error.contains("has finished"), "{}", late.error);
+    assert_eq!(late.original_topic, deployment.topic(TopicRole::Events));
+    let lost = dlq
+        .iter()
+        .map(|(_, e)| e)
+        .find(|e| e.key.as_deref() == Some(unknown.to_string().as_bytes()))
+        .expect("the event for nobody is dead-lettered");
+    assert_eq!(lost.reason, DlqReason::Other);
+    assert!(lost.error.contains("does not exist"), "{}", lost.error);
+
+    // The CLI refuses what breaks the rules before anything is sent.
+    let bad = send_with_cli(&deployment, &approved, "not a name", "1", "x");
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("event name"));
+}
