@@ -3,7 +3,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::driver::InputTopic;
 use crate::model::{
     DelayId, ExecutionErrorKind, ExecutionId, ExecutionResult, HistoryEvent, JoinSetRequest,
     Response,
@@ -23,7 +22,7 @@ use super::world::World;
 pub struct Violation {
     /// Its name: `finished-once`, `result`, `output-once`, `history-seqs`, `log-vs-store`,
     /// `execution-row`, `delays`, `replay`, `dlq`, `stuck-partition`, `open-transactions`,
-    /// `timers-left`, `unfinished`, `seam-contract`, `history-partition`.
+    /// `timers-left`, `unfinished`, `seam-contract`, `history-partition`, `events`.
     pub invariant: &'static str,
     pub detail: String,
 }
@@ -31,7 +30,7 @@ pub struct Violation {
 /// Input partitions with committed records beyond the group's committed offset.
 pub fn unconsumed_inputs(w: &World) -> Vec<String> {
     let mut out = Vec::new();
-    for topic in [InputTopic::Submissions, InputTopic::Responses] {
+    for topic in super::world::INPUTS {
         let t = Topic::of_input(topic);
         for p in 0..w.cluster.partitions(t) {
             let committed = w.cluster.committed_offset(topic, p);
@@ -93,6 +92,7 @@ pub fn check(
     w: &World,
     submitted: &indexmap::IndexMap<ExecutionId, Submitted>,
     poison: &[(i32, i64)],
+    stray_events: &[(String, ExecutionId)],
     settled: bool,
 ) -> Vec<Violation> {
     let mut out = Vec::new();
@@ -441,7 +441,18 @@ pub fn check(
             ),
             many => {
                 for result in many {
-                    if **result != s.expected {
+                    let fits = match Workflow::of(&s.ffqn) {
+                        // The payload of an event sent to it, or its timeout's -1.
+                        Some(Workflow::Approval) => match result {
+                            ExecutionResult::Ok(v) => v.as_i64().is_some_and(|v| {
+                                (v == -1 && s.params != serde_json::json!([0]))
+                                    || s.events.iter().any(|(_, p)| *p == v)
+                            }),
+                            _ => false,
+                        },
+                        _ => **result == s.expected,
+                    };
+                    if !fits {
                         add(
                             "result",
                             format!(
@@ -527,6 +538,8 @@ pub fn check(
         }
     }
 
+    check_events(&mut add, w, &logs, submitted, stray_events, &dead);
+
     {
         for stuck in unconsumed_inputs(w) {
             add("stuck-partition", stuck);
@@ -566,4 +579,88 @@ pub fn check(
         );
     }
     out
+}
+
+/// Events: an execution keeps (`EventReceived`) and takes (`EventDelivered`) each event id
+/// at most once, only ids sent to it and with the payload sent; and none is lost: every
+/// event record on the events topic is in its target's history or dead-lettered.
+fn check_events(
+    add: &mut impl FnMut(&'static str, String),
+    w: &World,
+    logs: &BTreeMap<ExecutionId, Vec<Logged<'_>>>,
+    submitted: &indexmap::IndexMap<ExecutionId, Submitted>,
+    stray_events: &[(String, ExecutionId)],
+    dead: &BTreeMap<(String, i32, i64), usize>,
+) {
+    use crate::model::EventOutcome;
+    let mut seen: BTreeMap<&ExecutionId, BTreeSet<&str>> = BTreeMap::new();
+    for (id, entries) in logs {
+        let mut first: BTreeMap<u64, &Logged<'_>> = BTreeMap::new();
+        for e in entries {
+            first.entry(e.record.seq).or_insert(e);
+        }
+        let sent: &[(String, i64)] = submitted.get(id).map_or(&[], |s| s.events.as_slice());
+        let mut kept: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut taken: BTreeMap<&str, usize> = BTreeMap::new();
+        for e in first.values() {
+            let (event_id, payload, counts) = match &e.record.entry {
+                HistoryEntry::EventReceived(event) => (&event.event_id, &event.payload, &mut kept),
+                HistoryEntry::ResponseAppended(Response::EventDelivered {
+                    outcome: EventOutcome::Received { event_id, payload },
+                    ..
+                }) => (event_id, payload, &mut taken),
+                _ => continue,
+            };
+            *counts.entry(event_id.as_str()).or_default() += 1;
+            seen.entry(id).or_default().insert(event_id.as_str());
+            match sent.iter().find(|(sent_id, _)| sent_id == event_id) {
+                None => add(
+                    "events",
+                    format!(
+                        "{id}: history seq {} holds event {event_id}, never sent to it",
+                        e.record.seq
+                    ),
+                ),
+                Some((_, p)) if payload.as_i64() != Some(*p) => add(
+                    "events",
+                    format!("{id}: event {event_id} holds {payload}, {p} was sent"),
+                ),
+                Some(_) => {}
+            }
+        }
+        for (what, counts) in [("kept", &kept), ("taken", &taken)] {
+            for (event_id, n) in counts.iter().filter(|(_, n)| **n > 1) {
+                add("events", format!("{id}: event {event_id} {what} {n} times"));
+            }
+        }
+    }
+    let stray: BTreeSet<(&str, &ExecutionId)> = stray_events
+        .iter()
+        .map(|(e, id)| (e.as_str(), id))
+        .collect();
+    for (partition, r) in w.cluster.committed_records(Topic::Events) {
+        let Some(Payload::Event(event)) = &r.payload else {
+            continue;
+        };
+        let in_history = seen
+            .get(&event.target)
+            .is_some_and(|ids| ids.contains(event.event.event_id.as_str()));
+        let dead_lettered =
+            dead.contains_key(&(Topic::Events.name().to_owned(), partition, r.offset));
+        if !in_history && !dead_lettered {
+            let known = submitted.contains_key(&event.target)
+                || stray.contains(&(event.event.event_id.as_str(), &event.target));
+            add(
+                "events",
+                format!(
+                    "event {} for {} at events/{partition}@{} is lost: not in its history, not \
+                     dead-lettered{}",
+                    event.event.event_id,
+                    event.target,
+                    r.offset,
+                    if known { "" } else { " (and nobody sent it)" }
+                ),
+            );
+        }
+    }
 }

@@ -28,7 +28,9 @@ use chrono::{DateTime, Duration, Utc};
 
 use crate::driver::InputTopic;
 use crate::model::Response;
-use crate::records::{ActivityRequest, DlqEnvelope, ExecutionFinished, HistoryRecord, Submission};
+use crate::records::{
+    ActivityRequest, DlqEnvelope, ExecutionFinished, HistoryRecord, InboundEvent, Submission,
+};
 
 pub type SimTime = DateTime<Utc>;
 
@@ -37,6 +39,7 @@ pub type SimTime = DateTime<Utc>;
 pub enum Topic {
     Submissions,
     Responses,
+    Events,
     History,
     Results,
     Activity,
@@ -44,9 +47,10 @@ pub enum Topic {
 }
 
 impl Topic {
-    pub const ALL: [Topic; 6] = [
+    pub const ALL: [Topic; 7] = [
         Topic::Submissions,
         Topic::Responses,
+        Topic::Events,
         Topic::History,
         Topic::Results,
         Topic::Activity,
@@ -57,6 +61,7 @@ impl Topic {
         match self {
             Topic::Submissions => "weir.submissions",
             Topic::Responses => "weir.responses",
+            Topic::Events => "weir.events",
             Topic::History => "weir.history",
             Topic::Results => "weir.results",
             Topic::Activity => "weir.activity.sim",
@@ -68,8 +73,7 @@ impl Topic {
         match topic {
             InputTopic::Submissions => Topic::Submissions,
             InputTopic::Responses => Topic::Responses,
-            // The simulation sends no events yet; none is ever polled.
-            InputTopic::Events => Topic::Responses,
+            InputTopic::Events => Topic::Events,
         }
     }
 }
@@ -79,6 +83,7 @@ impl Topic {
 pub enum Payload {
     Submission(Submission),
     Response(Response),
+    Event(InboundEvent),
     History(HistoryRecord),
     Activity(ActivityRequest),
     Result(ExecutionFinished),

@@ -140,10 +140,13 @@ pub struct Faults {
     /// seed, is answered, fails and is retried on the topic, or is not run (sent to the
     /// topic as it was); a crash may come while attempts run.
     pub inline: bool,
+    /// Events sent into executions (issue 13): raced against timeouts, before the wait,
+    /// twice (the same event id), after the finish, for executions that do not exist yet.
+    pub events: bool,
 }
 
 impl Faults {
-    pub const NAMES: [&'static str; 14] = [
+    pub const NAMES: [&'static str; 15] = [
         "crashes",
         "hanging_txns",
         "rebalances",
@@ -158,6 +161,7 @@ impl Faults {
         "long_timers",
         "long_idle",
         "inline",
+        "events",
     ];
 
     pub fn none() -> Self {
@@ -176,6 +180,7 @@ impl Faults {
             long_timers: false,
             long_idle: false,
             inline: false,
+            events: false,
         }
     }
 
@@ -212,6 +217,7 @@ impl Faults {
             "long_timers" => &mut self.long_timers,
             "long_idle" => &mut self.long_idle,
             "inline" => &mut self.inline,
+            "events" => &mut self.events,
             _ => return None,
         })
     }

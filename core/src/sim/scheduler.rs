@@ -42,6 +42,9 @@ pub struct Submitted {
     /// How many submissions of its id with other params were made (each is dead-lettered
     /// and answered with a `conflict` error).
     pub conflicts: u32,
+    /// The events sent to it, in order: (event id, payload). An `approval` finishes with the
+    /// payload of one of them (or -1, its timeout), not with `expected`.
+    pub events: Vec<(String, i64)>,
 }
 
 /// The weights of a run's steps, drawn per seed ("swarm testing": a run heavy in one kind of
@@ -99,6 +102,9 @@ pub struct Sim {
     submitted: IndexMap<ExecutionId, Submitted>,
     /// Where the poison records went (topic submissions): (partition, offset).
     poison: Vec<(i32, i64)>,
+    /// Events sent to executions nobody submitted: (event id, target).
+    stray_events: Vec<(String, ExecutionId)>,
+    next_event: i64,
     next_slot: u32,
     next_pid: u64,
     steps: u64,
@@ -127,6 +133,8 @@ impl Sim {
             mix: Mix::even(),
             submitted: IndexMap::new(),
             poison: Vec::new(),
+            stray_events: Vec::new(),
+            next_event: 0,
             next_slot: 1,
             next_pid: 1,
             steps: 0,
@@ -697,6 +705,7 @@ impl Sim {
             expected,
             times: 0,
             conflicts: 0,
+            events: Vec::new(),
         });
         entry.times += 1;
         let times = entry.times;
@@ -711,6 +720,98 @@ impl Sim {
             if times > 1 { "(again)" } else { "" },
         );
         self.note(text);
+    }
+
+    /// A client sends the event `approved` with `payload` and `event_id` to `target`
+    /// (`weir.events`, keyed by the target).
+    pub fn send_event(&mut self, target: &ExecutionId, event_id: String, payload: i64) {
+        let event = crate::records::InboundEvent {
+            event: crate::records::ReceivedEvent {
+                event_id: event_id.clone(),
+                name: "approved".to_owned(),
+                payload: json!(payload),
+            },
+            target: target.clone(),
+            sent_at: self.now(),
+        };
+        let (partition, offset) = lock(&self.world).client_append(
+            Topic::Events,
+            target.to_string(),
+            Payload::Event(event),
+        );
+        match self.submitted.get_mut(target) {
+            Some(s) => s.events.push((event_id.clone(), payload)),
+            None => self.stray_events.push((event_id.clone(), target.clone())),
+        }
+        self.note(format!(
+            "event {event_id} = {payload} for {target} -> events/{partition}@{offset}"
+        ));
+    }
+
+    /// A random event: mostly a new one for an `approval`, some sent again (the same id),
+    /// some for another workflow (never taken: buffered until it finishes) or for an
+    /// execution nobody submitted (dead-lettered).
+    fn random_event(&mut self) {
+        let approvals: Vec<ExecutionId> = self
+            .submitted
+            .iter()
+            .filter(|(_, s)| Workflow::of(&s.ffqn) == Some(Workflow::Approval))
+            .map(|(id, _)| id.clone())
+            .collect();
+        let stray = self.rng.chance(50);
+        if stray || approvals.is_empty() {
+            if !stray {
+                return;
+            }
+            let target = if !self.submitted.is_empty() && self.rng.chance(500) {
+                let i = self.rng.below(self.submitted.len() as u64) as usize;
+                self.submitted.get_index(i).map(|(id, _)| id.clone())
+            } else {
+                None
+            };
+            let target = target.unwrap_or_else(|| self.new_id());
+            self.next_event += 1;
+            let n = self.next_event;
+            self.send_event(&target, format!("ev-{n}"), n);
+            return;
+        }
+        let target = self.rng.pick(&approvals).clone();
+        let earlier = self.submitted[&target].events.clone();
+        if !earlier.is_empty() && self.rng.chance(200) {
+            let (id, payload) = self.rng.pick(&earlier).clone();
+            self.send_event(&target, id, payload);
+        } else {
+            self.next_event += 1;
+            let n = self.next_event;
+            self.send_event(&target, format!("ev-{n}"), n);
+        }
+    }
+
+    /// Executions of `approval` without a result on `weir.results` yet.
+    fn unanswered_approvals(&self) -> Vec<ExecutionId> {
+        let w = self.world();
+        let answered: std::collections::BTreeSet<&ExecutionId> = w
+            .cluster
+            .committed_records(Topic::Results)
+            .filter_map(|(_, r)| match &r.payload {
+                // A conflicting submission of its id is answered too, but it is not the
+                // execution's result.
+                Some(Payload::Result(f))
+                    if !matches!(&f.result, ExecutionResult::ExecutionError(e)
+                        if e.kind == ExecutionErrorKind::Conflict) =>
+                {
+                    Some(&f.execution_id)
+                }
+                _ => None,
+            })
+            .collect();
+        self.submitted
+            .iter()
+            .filter(|(id, s)| {
+                Workflow::of(&s.ffqn) == Some(Workflow::Approval) && !answered.contains(id)
+            })
+            .map(|(id, _)| id.clone())
+            .collect()
     }
 
     /// Submits an already submitted execution again.
@@ -912,7 +1013,13 @@ impl Sim {
     }
 
     pub fn check(&self, settled: bool) -> Vec<Violation> {
-        check(&self.world(), &self.submitted, &self.poison, settled)
+        check(
+            &self.world(),
+            &self.submitted,
+            &self.poison,
+            &self.stray_events,
+            settled,
+        )
     }
 
     // ---- the random run ----
@@ -925,8 +1032,9 @@ impl Sim {
         let new_ok = self.submitted.len() < self.config.executions;
         let session = self.config.session_timeout_ms;
         let m = self.mix;
-        let actions: [(&str, u64); 16] = [
+        let actions: [(&str, u64); 17] = [
             ("submit", if new_ok { 6 } else { 0 }),
+            ("event", if f.events { 4 } else { 0 }),
             ("run", 40),
             ("materialise", m.materialise),
             ("activities", 8),
@@ -973,6 +1081,7 @@ impl Sim {
         };
         match (action, slot) {
             ("submit", _) => self.random_submission(),
+            ("event", _) => self.random_event(),
             ("run", Some(slot)) => {
                 let polls = self.rng.range(1, 12) as usize;
                 self.run(slot, polls);
@@ -1116,6 +1225,9 @@ impl Sim {
         if self.faults.long_timers {
             choices.push(Workflow::LongSleep);
         }
+        if self.faults.events {
+            choices.push(Workflow::Approval);
+        }
         let workflow = *self.rng.pick(&choices);
         let r = &mut self.rng;
         let base = r.range(0, 999) as i64;
@@ -1126,7 +1238,8 @@ impl Sim {
             Workflow::Mixed => vec![r.range(1, 4) as i64, r.range(50, 15_000) as i64, base],
             Workflow::LongSleep => vec![r.range(70, 180) as i64],
             Workflow::Abandon => vec![r.range(0, 3) as i64, r.range(50, 15_000) as i64, base],
-            // Never chosen yet: the simulation sends no events.
+            // A third wait with no timeout (`await-event`).
+            Workflow::Approval if r.chance(333) => vec![0],
             Workflow::Approval => vec![r.range(50, 15_000) as i64],
         };
         let at = if self.faults.scheduled && self.rng.chance(150) {
@@ -1149,7 +1262,18 @@ impl Sim {
                 self.bound_writer_lag(2_000);
             }
         }
-        let settled = self.quiesce(15 * 60 * 1_000);
+        let mut settled = self.quiesce(15 * 60 * 1_000);
+        // An `approval` without a timeout waits until an event reaches it: those sent before
+        // it existed went to the DLQ.
+        let waiting = self.unanswered_approvals();
+        if settled && !waiting.is_empty() {
+            for id in waiting {
+                self.next_event += 1;
+                let n = self.next_event;
+                self.send_event(&id, format!("ev-{n}"), n);
+            }
+            settled = self.quiesce(15 * 60 * 1_000);
+        }
         let violations = self.check(settled);
         self.report(settled, violations)
     }
@@ -1164,9 +1288,55 @@ impl Sim {
             violations,
             trace: w.trace.clone(),
             stats: w.stats.clone(),
+            events: EventCounts::of(&w),
             executions: self.submitted.len(),
             findings: w.findings.clone(),
         }
+    }
+}
+
+/// What became of the events of a run, read from the committed log: how much of the event
+/// rules a run exercised.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EventCounts {
+    /// Event records on the events topic.
+    pub sent: u64,
+    /// `EventReceived` entries: events that came before a wait of their name.
+    pub kept: u64,
+    /// Events taken by a wait (`EventDelivered` received).
+    pub taken: u64,
+    /// Waits cancelled (their join set closed first: a timeout won).
+    pub cancelled: u64,
+}
+
+impl EventCounts {
+    fn of(w: &World) -> Self {
+        use crate::model::{EventOutcome, Response};
+        use crate::records::HistoryEntry;
+        let mut counts = EventCounts {
+            sent: w.cluster.committed_records(Topic::Events).count() as u64,
+            ..EventCounts::default()
+        };
+        let mut seen = std::collections::BTreeSet::new();
+        for (_, r) in w.cluster.committed_records(Topic::History) {
+            let Some(Payload::History(record)) = &r.payload else {
+                continue;
+            };
+            if !seen.insert((record.execution_id.clone(), record.seq)) {
+                continue;
+            }
+            match &record.entry {
+                HistoryEntry::EventReceived(_) => counts.kept += 1,
+                HistoryEntry::ResponseAppended(Response::EventDelivered { outcome, .. }) => {
+                    match outcome {
+                        EventOutcome::Received { .. } => counts.taken += 1,
+                        EventOutcome::Cancelled => counts.cancelled += 1,
+                    }
+                }
+                _ => {}
+            }
+        }
+        counts
     }
 }
 
@@ -1180,6 +1350,7 @@ pub struct Report {
     pub violations: Vec<Violation>,
     pub trace: Vec<String>,
     pub stats: Stats,
+    pub events: EventCounts,
     pub executions: usize,
     /// Known holes the run entered: `(tag, first occurrence, count)`.
     pub findings: Vec<(&'static str, String, u64)>,

@@ -368,7 +368,7 @@ impl World {
                 let mut sources: Vec<(InputTopic, i32)> = consumer
                     .owned
                     .iter()
-                    .flat_map(|&p| [(InputTopic::Submissions, p), (InputTopic::Responses, p)])
+                    .flat_map(|&p| INPUTS.map(|t| (t, p)))
                     .filter(|(topic, _)| {
                         !(consumer.submissions_paused && *topic == InputTopic::Submissions)
                     })
@@ -479,7 +479,7 @@ impl World {
         }
         let positions: BTreeMap<(InputTopic, i32), i64> = owned
             .iter()
-            .flat_map(|&p| [(InputTopic::Submissions, p), (InputTopic::Responses, p)])
+            .flat_map(|&p| INPUTS.map(|t| (t, p)))
             .map(|(t, p)| ((t, p), self.cluster.committed_offset(t, p)))
             .collect();
         let out = positions.iter().map(|(&(t, p), &o)| (t, p, o)).collect();
@@ -1194,11 +1194,19 @@ fn rebalance_done(group: &super::cluster::Group) -> String {
     )
 }
 
+/// The co-partitioned input topics a workflow worker consumes.
+pub const INPUTS: [InputTopic; 3] = [
+    InputTopic::Submissions,
+    InputTopic::Responses,
+    InputTopic::Events,
+];
+
 /// What the driver's decoder makes of a record's value.
 fn decode(payload: Option<&Payload>) -> Result<Body, Undecodable> {
     match payload {
         Some(Payload::Submission(s)) => Ok(Body::Submission(s.clone())),
         Some(Payload::Response(r)) => Ok(Body::Response(r.clone())),
+        Some(Payload::Event(e)) => Ok(Body::Event(e.clone())),
         Some(Payload::Garbage(why)) => Err(Undecodable {
             reason: DlqReason::Undecodable,
             error: why.clone(),
