@@ -4,6 +4,8 @@
 //! - An admin token submits, idempotently by key: the same key twice is one execution.
 //! - A read token gets the execution, its history and a list of its function.
 //! - Errors are JSON with a code and a message.
+//! - Events (issue 13 item 1): an admin token sends one; one for a finished execution is
+//!   refused at once (409), one that breaks the rules is a 400.
 //! - Without tokens, the server refuses to start unless told to serve anyone.
 
 use std::time::Duration;
@@ -184,6 +186,36 @@ async fn the_api_needs_tokens_submits_idempotently_and_reads_what_the_store_hold
         (404, "not_found"),
         "{nothing}"
     );
+
+    // Events: refused to a read token and when they break the rules; refused at once for a
+    // finished execution (409); accepted otherwise, with the event id.
+    let event = |id: &str, body: Value| {
+        client
+            .post(format!("{base}/executions/{id}/events"))
+            .json(&body)
+    };
+    let good = json!({"name": "approved", "payload": {"by": "ann"}, "event_id": "api-1"});
+    let (status, _) = call(&client, event(&id, good.clone()), Some(read)).await;
+    assert_eq!(status, 403);
+    let (status, answer) = call(&client, event(&id, good.clone()), Some(admin)).await;
+    assert_eq!((status, error_code(&answer)), (409, "finished"), "{answer}");
+    let bad = json!({"name": "not a name", "payload": 1});
+    let (status, answer) = call(&client, event(unknown, bad), Some(admin)).await;
+    assert_eq!(
+        (status, error_code(&answer)),
+        (400, "bad_request"),
+        "{answer}"
+    );
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("event name"),
+        "{answer}"
+    );
+    let (status, answer) = call(&client, event(unknown, good), Some(admin)).await;
+    assert_eq!(status, 202, "{answer}");
+    assert_eq!(answer["event_id"], "api-1", "{answer}");
 
     // The server's log holds no token.
     let text = std::fs::read_to_string(&server.log).expect("log");

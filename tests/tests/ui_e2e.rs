@@ -8,6 +8,8 @@
 //! - The list finds the execution under its function, and its link opens it.
 //! - A running execution's page updates itself: a sleeper is shown running with its delay
 //!   open, then finished with the delay answered, without a reload.
+//! - An event is sent from an execution's page (issue 13 item 1): an approval waiting for it
+//!   takes it and finishes, and the page shows the wait answered.
 
 use std::time::Duration;
 
@@ -18,6 +20,7 @@ use weir_e2e::{Killed, free_port, unique_name, wait_for, wait_until};
 
 const CHECKOUT: &str = "weir-examples:workflows/order.checkout";
 const SLEEP_FOR: &str = "weir-examples:workflows/sleepy.sleep-for";
+const AWAIT_APPROVAL: &str = "weir-examples:workflows/approval-event.await-approval";
 const CHROMIUM: &str = "/usr/bin/chromium";
 const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
 const READ: &str = "ui-read-token-0123456789";
@@ -310,6 +313,72 @@ async fn the_ui_submits_the_order_saga_finds_it_and_shows_its_history() {
     assert_eq!(finished["id"], sleeper.as_str());
     assert_eq!(rows_of(&finished, "delay")[0]["closed"], true, "{finished}");
     assert_eq!(rows_of(&finished, "delay-finished").len(), 1, "{finished}");
+
+    // An event sent from the page: an approval waiting for `approved` takes it and finishes;
+    // the form is gone once it has.
+    let answer: Value = reqwest::Client::new()
+        .post(format!("{}/v1/executions", server.base))
+        .bearer_auth(ADMIN)
+        .json(&json!({"ffqn": AWAIT_APPROVAL, "params": ["ui-order", 600]}))
+        .send()
+        .await
+        .expect("submit")
+        .json()
+        .await
+        .expect("json");
+    let approval = answer["execution_id"].as_str().expect("id").to_owned();
+    client
+        .goto(&format!("{ui}#/executions/{approval}"))
+        .await
+        .expect("open the approval");
+    let waiting = wait_page(
+        &client,
+        "the approval waiting for its event",
+        EXECUTION_PAGE,
+        |page| page["state"] == "running" && !rows_of(page, "event-wait").is_empty(),
+    )
+    .await;
+    assert_eq!(
+        rows_of(&waiting, "event-wait")[0]["open"],
+        true,
+        "{waiting}"
+    );
+    type_into(&client, "#event-name", "approved").await;
+    type_into(&client, "#event-payload", r#""ui-approver""#).await;
+    type_into(&client, "#event-id", "ui-order-approved").await;
+    click(&client, "#send-event button[type=submit]").await;
+    let approved = wait_page(&client, "the approval finished", EXECUTION_PAGE, |page| {
+        page["state"] == "finished"
+    })
+    .await;
+    assert_eq!(approved["outcome"], "ok", "{approved}");
+    assert!(
+        approved["result"]
+            .as_str()
+            .expect("result")
+            .contains("ui-approver"),
+        "{approved}"
+    );
+    let taken = rows_of(&approved, "event-delivered");
+    assert_eq!(taken.len(), 1, "{approved}");
+    assert!(
+        taken[0]["what"]
+            .as_str()
+            .expect("what")
+            .contains("ui-order-approved"),
+        "{approved}"
+    );
+    assert_eq!(
+        rows_of(&approved, "event-wait")[0]["closed"],
+        true,
+        "{approved}"
+    );
+    let form_hidden = read(
+        &client,
+        "return document.querySelector('#send-event').hidden;",
+    )
+    .await;
+    assert_eq!(form_hidden, true);
 
     client.close().await.expect("close the browser");
     let _ = std::fs::remove_dir_all(&profile);

@@ -255,7 +255,12 @@ function listView(params) {
 
 // ------------------------------------------------------------------ one execution
 
-// Pairs each request with its response: child id or delay id -> the entry that asked.
+// The id a request and its response share: a child's, a delay's or an event wait's.
+function requestId(r) {
+  return r.child_execution_id || r.delay_id || r.event_request_id;
+}
+
+// Pairs each request with its response: request id -> the entry that asked.
 function timeline(entries) {
   const start = entries.length ? time(entries[0].recorded_at) : null;
   const asked = new Map();
@@ -264,10 +269,9 @@ function timeline(entries) {
     const e = entry.entry;
     if (e.kind === "event" && e.event.type === "join_set_request") {
       const r = e.event.request;
-      asked.set(r.child_execution_id || r.delay_id, entry);
+      asked.set(requestId(r), entry);
     } else if (e.kind === "response") {
-      const r = e.response;
-      answered.set(r.child_execution_id || r.delay_id, entry);
+      answered.set(requestId(e.response), entry);
     }
   }
   return { start, asked, answered };
@@ -288,12 +292,20 @@ function describe(entry, pairs) {
       return { kind: "finished", what: `finished ${outcomeOf(e.result) || ""}`, detail: json(e.result) };
     case "upgraded":
       return { kind: "upgraded", what: "upgraded", detail: `${e.from || "(unpinned)"} → ${e.to}` };
+    case "event_received":
+      return { kind: "event-received", what: `event ${e.name} received, kept for a wait`, detail: json(e.payload), id: e.event_id };
     case "response": {
       const r = e.response;
-      const id = r.child_execution_id || r.delay_id;
+      const id = requestId(r);
       const took = since(pairs.asked.get(id));
       if (r.type === "delay_finished") {
         return { kind: "delay-finished", what: `delay ${r.outcome}`, detail: id, id, took };
+      }
+      if (r.type === "event_delivered") {
+        const o = r.outcome;
+        return o.type === "received"
+          ? { kind: "event-delivered", what: `event ${o.event_id} taken`, detail: json(o.payload), id, took }
+          : { kind: "event-delivered", what: "event wait cancelled", detail: id, id, took };
       }
       return {
         kind: "child-finished",
@@ -314,6 +326,10 @@ function describe(entry, pairs) {
           if (r.type === "delay_request") {
             const id = r.delay_id;
             return { kind: "delay", what: `delay until ${clock(time(r.expires_at))}`, set, id, open: id };
+          }
+          if (r.type === "event_request") {
+            const id = r.event_request_id;
+            return { kind: "event-wait", what: `waits for event ${r.name}`, set, id, open: id };
           }
           const id = r.child_execution_id;
           return {
@@ -423,9 +439,45 @@ async function childTree(entries, depth) {
   return items.length ? el("ul", { class: "tree" }, items) : null;
 }
 
+// Sends an event to a running execution; built once per page, so that what is typed survives
+// the live refresh of the page below it.
+function sendEventForm(id) {
+  const name = el("input", { id: "event-name", name: "name", required: true, placeholder: "approved" });
+  const payload = el("textarea", { id: "event-payload", name: "payload", rows: 2 }, "null");
+  const eventId = el("input", { id: "event-id", name: "event_id", placeholder: "(a new id)" });
+  const form = el("form", { id: "send-event", class: "submit", hidden: true },
+    el("h2", {}, "Send an event"),
+    el("label", {}, "Name ", name),
+    el("label", {}, "Payload (JSON) ", payload),
+    el("label", {}, "Event id (optional: the same id is taken once) ", eventId),
+    el("button", { type: "submit" }, "Send event"));
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    let value;
+    try {
+      value = JSON.parse(payload.value);
+    } catch (error) {
+      notice(`payload: ${error.message}`, "error");
+      return;
+    }
+    try {
+      const sent = await api(`/executions/${encodeURIComponent(id)}/events`, {
+        method: "POST",
+        body: { name: name.value.trim(), payload: value, ...(eventId.value ? { event_id: eventId.value.trim() } : {}) },
+      });
+      notice(`event ${sent.event_id} sent`);
+    } catch (error) {
+      notice(explain(error), "error");
+    }
+  });
+  return form;
+}
+
 function executionView(id) {
   const view = document.getElementById("view");
-  view.replaceChildren(el("h1", {}, "Execution ", el("code", { id: "execution-id" }, id)), el("p", {}, "Loading…"));
+  const content = el("div", { id: "execution" }, el("p", {}, "Loading…"));
+  const send = sendEventForm(id);
+  view.replaceChildren(el("h1", {}, "Execution ", el("code", { id: "execution-id" }, id)), content, send);
   startLive(async () => {
     let execution;
     try {
@@ -433,8 +485,7 @@ function executionView(id) {
     } catch (error) {
       if (!(error instanceof ApiError) || error.status !== 404) throw error;
       // Just submitted: the store has it once a worker took it and the materialiser wrote it.
-      view.replaceChildren(
-        el("h1", {}, "Execution ", el("code", { id: "execution-id" }, id)),
+      content.replaceChildren(
         el("p", { id: "waiting" }, "Not in the store yet: waiting for a worker to take it…"),
       );
       return true;
@@ -456,8 +507,8 @@ function executionView(id) {
         notice(explain(error), "error");
       }
     });
-    view.replaceChildren(
-      el("h1", {}, "Execution ", el("code", { id: "execution-id" }, id)),
+    send.hidden = execution.state === "finished";
+    content.replaceChildren(
       el("dl", { class: "facts" },
         el("dt", {}, "Function"), el("dd", { id: "ffqn" }, execution.ffqn),
         el("dt", {}, "State"), el("dd", { id: "state" }, badge(execution.state, outcome)),
