@@ -65,6 +65,12 @@
 //!   workflow waits is not lost. Events still buffered when the execution finishes are
 //!   dropped (counted: `events_unclaimed`). An `EventDelivered` on `weir.responses` is
 //!   dead-lettered: events come only through `weir.events`, where they are deduplicated.
+//! - **A stub's value** arriving as a record (a `ChildExecutionFinished` for a stub child,
+//!   from `weir stub` or any client) follows Obelisk's rules: the value the stub holds again is
+//!   nothing new (ignored); another value is dead-lettered `conflict` (the stub keeps its
+//!   value, even after the execution finished); one that does not fit the stub function's
+//!   result type is dead-lettered `refused` (nothing is journalled, so a fitting value can
+//!   still be written).
 //! - **Closing a join set** cancels its unawaited activities and delays: the execution
 //!   answers each itself (`cancelled`, `DelayFinished{cancelled}`), journalled and delivered
 //!   to the run in that order, and an activity's `CancelActivity` names its function. An
@@ -953,6 +959,52 @@ impl<R: WorkflowRunner> Processor<R> {
         };
         accessed.insert(owner.clone());
         let id = projection::response_id(&response);
+        // A stub's value from a record (`weir stub`, any client): the same value again is
+        // nothing new, another one is a conflict, one that does not fit the stub's result
+        // type is refused; none is journalled, and the stub keeps its value.
+        if let (
+            Some(index),
+            Response::ChildExecutionFinished {
+                child_execution_id,
+                result,
+            },
+        ) = (index, &response)
+            && let Some(written) = live.view.stub_child(child_execution_id)
+        {
+            let refusal = match written {
+                Some(written) if written == result => {
+                    tracing::debug!(execution = %owner, stub = %child_execution_id, "the stub holds this value already");
+                    return Ok(());
+                }
+                Some(written) => Some((
+                    DlqReason::Conflict,
+                    format!("stub {child_execution_id} holds {written}: {result} is not written"),
+                )),
+                None => live
+                    .view
+                    .pending_child(child_execution_id)
+                    .and_then(|ffqn| Some((ffqn, runner.check_answer(ffqn, result).err()?)))
+                    .map(|(ffqn, why)| {
+                        (
+                            DlqReason::Refused,
+                            format!(
+                                "the value for stub {child_execution_id} does not fit the \
+                                 result type of {ffqn}: {why}"
+                            ),
+                        )
+                    }),
+            };
+            if let Some((reason, error)) = refusal {
+                tracing::warn!(execution = %owner, %error, "a stub value refused");
+                stats.dead_letters += 1;
+                batch.effects.push(Effect::DeadLetter {
+                    input: index,
+                    reason,
+                    error,
+                });
+                return Ok(());
+            }
+        }
         if live.view.responses_seen.contains(&id) || live.view.state == ExecutionState::Finished {
             tracing::debug!(execution = %owner, response = %id, "response ignored: duplicate or execution finished");
             return Ok(());
@@ -1378,6 +1430,7 @@ pub fn view_bytes(view: &ExecutionView) -> usize {
         + result
         + view.responses_seen.len() * 64
         + view.events_seen.len() * 64
+        + view.stub_children().count() * 64
         + view
             .buffered_events()
             .iter()
@@ -1590,10 +1643,7 @@ async fn apply_step<R: WorkflowRunner>(
     // wait the step opened may find an event that came before it).
     let mut next = 0;
     let mut matching = true;
-    loop {
-        let Some(run) = live.run.as_mut() else {
-            break;
-        };
+    while let Some(run) = live.run.as_mut() {
         let response = match cancellations.get(next) {
             Some(response) => {
                 next += 1;

@@ -29,8 +29,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use chrono::{DateTime, Utc};
 
 use crate::model::{
-    EventOutcome, EventRequestId, ExecutionId, ExecutionResult, Ffqn, HistoryEvent, JoinSetRequest,
-    Response,
+    ChildKind, EventOutcome, EventRequestId, ExecutionId, ExecutionResult, Ffqn, HistoryEvent,
+    JoinSetRequest, Response,
 };
 use crate::records::{Created, HistoryEntry, HistoryRecord, ReceivedEvent};
 use crate::rows::{EntryKind, ExecutionRow, ExecutionState, TimerKey, TimerKind, TimerRow};
@@ -124,6 +124,9 @@ pub struct ExecutionView {
     /// Children requested and not answered: child id → the function it calls (what its
     /// answer is checked against).
     pending_children: HashMap<String, Ffqn>,
+    /// Stub children requested: child id → the value written (`None` until one is). Kept
+    /// after the finish, so a later write of another value is still a conflict.
+    stub_children: HashMap<String, Option<ExecutionResult>>,
     /// Ids of the events that reached the execution (buffered or delivered): a second send
     /// of one is dropped.
     pub events_seen: HashSet<String>,
@@ -159,6 +162,7 @@ impl ExecutionView {
             responses_seen: HashSet::new(),
             pending_delays: BTreeMap::new(),
             pending_children: HashMap::new(),
+            stub_children: HashMap::new(),
             events_seen: HashSet::new(),
             buffered_events: Vec::new(),
             pending_events: Vec::new(),
@@ -230,6 +234,7 @@ impl ExecutionView {
                         JoinSetRequest::ChildExecutionRequest {
                             child_execution_id,
                             target_ffqn,
+                            child_kind,
                             ..
                         },
                     ..
@@ -237,6 +242,10 @@ impl ExecutionView {
                 {
                     self.pending_children
                         .insert(child_execution_id.to_string(), target_ffqn.clone());
+                    if *child_kind == ChildKind::Stub {
+                        self.stub_children
+                            .insert(child_execution_id.to_string(), None);
+                    }
                 }
                 if let HistoryEvent::JoinSetRequest {
                     request:
@@ -293,6 +302,11 @@ impl ExecutionView {
                         self.buffered_events.retain(|e| e.event_id != *event_id);
                         self.events_seen.insert(event_id.clone());
                     }
+                }
+                if let Response::ChildExecutionFinished { result, .. } = response
+                    && let Some(written @ None) = self.stub_children.get_mut(&id)
+                {
+                    *written = Some(result.clone());
                 }
                 self.pending_children.remove(&id);
                 self.responses_seen.insert(id);
@@ -352,6 +366,21 @@ impl ExecutionView {
     /// The function a child requested and not answered yet calls.
     pub fn pending_child(&self, child: &ExecutionId) -> Option<&Ffqn> {
         self.pending_children.get(&child.to_string())
+    }
+
+    /// Whether `child` is a stub child of this execution, and the value written for it if
+    /// any: `None` for no stub child, `Some(None)` for one not written yet.
+    pub fn stub_child(&self, child: &ExecutionId) -> Option<Option<&ExecutionResult>> {
+        self.stub_children
+            .get(&child.to_string())
+            .map(Option::as_ref)
+    }
+
+    /// Stub children and the values written for them.
+    pub fn stub_children(&self) -> impl Iterator<Item = (&str, Option<&ExecutionResult>)> {
+        self.stub_children
+            .iter()
+            .map(|(id, r)| (id.as_str(), r.as_ref()))
     }
 
     /// The next event to deliver: the oldest open wait whose name has a buffered event,

@@ -1391,3 +1391,74 @@ fn an_event_delivery_on_the_responses_topic_is_refused() {
     let real = step(&mut processor, event_input(&id, "real", 9));
     assert_eq!(published(&real), Some(ExecutionResult::Ok(json!(9))));
 }
+
+/// Issue 13 item 4: a stub's value written from outside (a `ChildExecutionFinished` record
+/// for the stub child, as `weir stub` sends): taken once; the same value again is nothing
+/// new; another value is dead-lettered `conflict`, also after the finish; a value that does
+/// not fit the stub's result type is refused and nothing is journalled, so a fitting one can
+/// still be written.
+#[test]
+fn a_stub_written_from_outside_follows_obelisks_rules() {
+    use weir_core::model::{ChildKind, JoinSetRequest, Response};
+    use weir_core::records::DlqReason;
+
+    let mut processor = processor_of(ExternalRunner, 1 << 20);
+    let id = ExecutionId::top_level(ulid::Ulid::new());
+    let started = step(
+        &mut processor,
+        submission_input(&id, Workflow::Stubbed, json!([])),
+    );
+    let stub = appended(&started)
+        .into_iter()
+        .find_map(|(_, entry)| match entry {
+            HistoryEntry::Event {
+                event:
+                    weir_core::model::HistoryEvent::JoinSetRequest {
+                        request:
+                            JoinSetRequest::ChildExecutionRequest {
+                                child_execution_id,
+                                child_kind: ChildKind::Stub,
+                                ..
+                            },
+                        ..
+                    },
+                ..
+            } => Some(child_execution_id),
+            _ => None,
+        })
+        .expect("a stub child");
+    assert!(
+        !started
+            .iter()
+            .any(|e| matches!(e, Effect::RequestActivity(_) | Effect::Submit(_))),
+        "a stub is never run: {started:?}"
+    );
+    let write = |value: serde_json::Value| Input::Record {
+        index: 0,
+        partition: 0,
+        key: Some(id.to_string()),
+        size: 100,
+        body: Ok(Body::Response(Response::ChildExecutionFinished {
+            child_execution_id: stub.clone(),
+            result: ExecutionResult::Ok(value),
+        })),
+    };
+    // Does not fit (not a number): refused, nothing journalled.
+    let misfit = step(&mut processor, write(json!("seven")));
+    assert!(appended(&misfit).is_empty(), "{misfit:?}");
+    assert_eq!(dead_letters(&misfit)[0].0, DlqReason::Refused, "{misfit:?}");
+    // Fits: taken, the workflow returns it.
+    let taken = step(&mut processor, write(json!(7)));
+    assert_eq!(published(&taken), Some(ExecutionResult::Ok(json!(7))));
+    // The same value again: nothing; another: a conflict naming both; after the finish too.
+    let again = step(&mut processor, write(json!(7)));
+    assert!(
+        appended(&again).is_empty() && dead_letters(&again).is_empty(),
+        "{again:?}"
+    );
+    let other = step(&mut processor, write(json!(8)));
+    assert!(appended(&other).is_empty(), "{other:?}");
+    let (reason, error) = &dead_letters(&other)[0];
+    assert_eq!(*reason, DlqReason::Conflict);
+    assert!(error.contains("holds") && error.contains('8'), "{error}");
+}

@@ -25,6 +25,48 @@ pub fn execution_json(row: &ExecutionRow) -> Value {
     })
 }
 
+/// Where a stub child stands, read from its parent's history.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StubState {
+    /// The parent made no stub request with that id (Obelisk's `not-found`).
+    NotAStub,
+    /// Requested, no value yet.
+    Open,
+    /// The value it holds.
+    Written(crate::model::ExecutionResult),
+}
+
+/// Where stub child `child` stands in `history` (its parent's changelog).
+pub fn stub_state(history: &[HistoryRecord], child: &crate::model::ExecutionId) -> StubState {
+    use crate::model::{ChildKind, HistoryEvent, JoinSetRequest, Response};
+    let requested = history.iter().any(|r| {
+        matches!(&r.entry, HistoryEntry::Event {
+            event: HistoryEvent::JoinSetRequest {
+                request: JoinSetRequest::ChildExecutionRequest {
+                    child_execution_id,
+                    child_kind: ChildKind::Stub,
+                    ..
+                },
+                ..
+            },
+            ..
+        } if child_execution_id == child)
+    });
+    if !requested {
+        return StubState::NotAStub;
+    }
+    history
+        .iter()
+        .find_map(|r| match &r.entry {
+            HistoryEntry::ResponseAppended(Response::ChildExecutionFinished {
+                child_execution_id,
+                result,
+            }) if child_execution_id == child => Some(StubState::Written(result.clone())),
+            _ => None,
+        })
+        .unwrap_or(StubState::Open)
+}
+
 /// One execution of a list.
 pub fn listed_json(e: &ListedExecution) -> Value {
     json!({

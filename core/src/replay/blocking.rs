@@ -134,6 +134,7 @@ impl Replay {
     /// `await-event`: a one-off join set `o:<n>-event`, a wait for the next event named
     /// `name` and a join-next. Returns the event's id and payload, or `Cancelled` (which a
     /// one-off join set, never closed before its join-next returns, does not see).
+    #[allow(clippy::type_complexity)]
     pub fn await_event(
         &mut self,
         name: &str,

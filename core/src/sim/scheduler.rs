@@ -1241,6 +1241,8 @@ impl Sim {
             // A third wait with no timeout (`await-event`).
             Workflow::Approval if r.chance(333) => vec![0],
             Workflow::Approval => vec![r.range(50, 15_000) as i64],
+            // Never chosen: nobody writes its stub.
+            Workflow::Stubbed => vec![],
         };
         let at = if self.faults.scheduled && self.rng.chance(150) {
             let ms = self.rng.range(100, 20_000) as i64;

@@ -70,6 +70,9 @@ pub enum Workflow {
     /// set is closed after the first response (cancelling the other). Not in [`Self::ALL`]:
     /// it finishes only when sent an event or given time.
     Approval,
+    /// `[]`: a direct call of a stub child (`double`, never run): returns the value written
+    /// for it from outside. Not in [`Self::ALL`]: it finishes only when someone writes it.
+    Stubbed,
 }
 
 impl Workflow {
@@ -93,6 +96,7 @@ impl Workflow {
             Workflow::LongSleep => "long-sleep",
             Workflow::Abandon => "abandon",
             Workflow::Approval => "approval",
+            Workflow::Stubbed => "stubbed",
         }
     }
 
@@ -108,7 +112,7 @@ impl Workflow {
         }
         Workflow::ALL
             .into_iter()
-            .chain([Workflow::Approval])
+            .chain([Workflow::Approval, Workflow::Stubbed])
             .find(|w| w.name() == ffqn.function())
     }
 
@@ -117,6 +121,7 @@ impl Workflow {
             Workflow::Seq | Workflow::Fanout | Workflow::Parent => 2,
             Workflow::Sleepy | Workflow::Mixed | Workflow::Abandon => 3,
             Workflow::LongSleep | Workflow::Approval => 1,
+            Workflow::Stubbed => 0,
         }
     }
 
@@ -206,6 +211,13 @@ impl Workflow {
                 )?;
                 ready(ctx.engine.close(&js))?;
                 Ok(ok(ctx.activity(*base)?))
+            }
+            (Workflow::Stubbed, []) => {
+                let result = ready(
+                    ctx.engine
+                        .call(&double_ffqn(), &json!([0]), ChildKind::Stub),
+                )?;
+                Ok(ok(value_of(&result)?))
             }
             (Workflow::Approval, [0]) => match ready(ctx.engine.await_event("approved"))? {
                 Ok((_, payload)) => Ok(ExecutionResult::Ok(payload)),

@@ -1,12 +1,12 @@
 //! The HTTP API (`weir serve`): a small JSON API over what a client can do with Kafka and the
-//! store. It can submit (idempotently, by key), send an event to an execution, get an
-//! execution, read its history, list, and name the functions that have executions
+//! store. It can submit (idempotently, by key), send an event to an execution, write a
+//! stub's value, get an execution, read its history, list, and name the functions that have executions
 //! (`docs/openapi.yaml`). The web UI ([`ui`]) is
 //! served beside it and reads only this API.
 //!
 //! - **Errors** are `{"error": {"code", "message"}}` with the HTTP status of the code.
 //! - **Tokens.** Every request needs `Authorization: Bearer <token>` by default. A read token
-//!   may read; an admin token may also submit and send events. Tokens are held as SHA-256 digests, so a
+//!   may read; an admin token may also submit, send events and write stubs. Tokens are held as SHA-256 digests, so a
 //!   compare is of digests, not of the secret text.
 //! - **Running without tokens** takes an explicit flag, and the server warns about it at start.
 
@@ -184,6 +184,7 @@ pub fn router(api: Arc<Api>) -> Router {
             "/v1/executions/{id}/events",
             axum::routing::post(send_event),
         )
+        .route("/v1/executions/{id}/stub", axum::routing::post(write_stub))
         .route("/v1/functions", get(functions))
         .merge(ui::routes())
         .fallback(|| async {
@@ -305,6 +306,76 @@ async fn send_event(
         "event_id": event.event.event_id,
     });
     Ok((StatusCode::ACCEPTED, Json(accepted)).into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StubBody {
+    /// `{"ok": …}` or `{"err": …}`.
+    result: crate::model::ExecutionResult,
+}
+
+/// Writes a stub child's value (`weir stub`), with Obelisk's answers read from its parent's
+/// stored history: 404 `not_found` (no such stub request), 409 `conflict` (it holds another
+/// value), 200 (it holds this value already), else 202 (sent to the parent, which takes it by
+/// the same rules: a writer that came first makes this one a conflict, dead-lettered).
+async fn write_stub(
+    State(api): State<Arc<Api>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    body: axum::body::Bytes,
+) -> ApiResult {
+    use crate::present::{StubState, stub_state};
+    authorize(&api, &headers, Scope::Admin)?;
+    let child = parse_id(&id)?;
+    let body: StubBody = serde_json::from_slice(&body).map_err(|e| {
+        ApiError::bad_request(format!(
+            r#"the body is not {{"result": {{"ok"|"err": …}}}}: {e}"#
+        ))
+    })?;
+    if let crate::model::ExecutionResult::ExecutionError(_) = body.result {
+        return Err(ApiError::bad_request(
+            r#"a stub's value is {"ok": …} or {"err": …}"#,
+        ));
+    }
+    let no_stub = || {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!("no stub request {child} in the store"),
+        )
+    };
+    let parent = child.parent().ok_or_else(no_stub)?;
+    let rows = api
+        .store
+        .history(&parent)
+        .await
+        .map_err(ApiError::internal)?;
+    let records: Vec<_> = crate::present::decode_history(&api.codec, &rows)
+        .map_err(ApiError::internal)?
+        .into_iter()
+        .map(|(_, record)| record)
+        .collect();
+    let outcome = |outcome: &str| json!({"execution_id": child.to_string(), "outcome": outcome});
+    match stub_state(&records, &child) {
+        StubState::NotAStub => return Err(no_stub()),
+        StubState::Written(held) if held == body.result => {
+            return Ok((StatusCode::OK, Json(outcome("ok"))).into_response());
+        }
+        StubState::Written(held) => {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "conflict",
+                format!("{child} holds {held}"),
+            ));
+        }
+        StubState::Open => {}
+    }
+    let topic = &api.topology.topic(TopicRole::Responses).name;
+    crate::kafka::submit::send_stub(&api.producer, &api.codec, topic, &child, body.result)
+        .await
+        .map_err(ApiError::internal)?;
+    Ok((StatusCode::ACCEPTED, Json(outcome("sent"))).into_response())
 }
 
 /// The W3C trace headers of a request, as the metadata that starts the execution in the

@@ -1,5 +1,5 @@
 //! The client commands: `weir submit` (optionally following the result), `weir send-event`,
-//! `weir status` and `weir history` (read from the CQL store).
+//! `weir stub`, `weir status` and `weir history` (read from the CQL store).
 
 use std::io::Write as _;
 use std::process::ExitCode;
@@ -51,6 +51,22 @@ pub struct SendEventArgs {
     #[arg(long)]
     pub event_id: Option<String>,
 }
+
+#[derive(Debug, Clone, Args)]
+pub struct StubArgs {
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    /// The stub child's id, `E_<ulid>….<join set>_<index>` (as its parent's history shows it).
+    pub execution_id: String,
+    /// Its value: `'{"ok": …}'` or `'{"err": …}'`, of the stub function's result type.
+    pub result: String,
+    /// How long to wait for the parent to take it, in seconds.
+    #[arg(long, default_value_t = crate::options::DEFAULT_FOLLOW_TIMEOUT_SECS)]
+    pub timeout: u64,
+}
+
+/// Exit code of `weir stub` when the stub holds another value (Obelisk's `conflict`).
+pub const STUB_CONFLICT: u8 = 6;
 
 #[derive(Debug, Clone, Args)]
 pub struct ShowArgs {
@@ -108,6 +124,77 @@ pub async fn send_event(args: SendEventArgs) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail(e),
     }
+}
+
+/// `weir stub`: writes a stub child's value from outside, with Obelisk's answers: `ok` (it
+/// holds this value, now or already), `conflict` (it holds another; exit code
+/// [`STUB_CONFLICT`]), `not-found` (its parent made no such stub request).
+pub async fn stub(args: StubArgs) -> ExitCode {
+    use crate::present::{StubState, stub_state};
+    let run = async {
+        let child: ExecutionId = args.execution_id.parse()?;
+        let Some(parent) = child.parent() else {
+            anyhow::bail!("not-found: {child} is a top-level execution, nobody's stub");
+        };
+        let result: ExecutionResult = serde_json::from_str(&args.result).map_err(|e| {
+            anyhow::anyhow!(r#"the value is not `{{"ok": …}}` or `{{"err": …}}`: {e}"#)
+        })?;
+        if let ExecutionResult::ExecutionError(_) = result {
+            anyhow::bail!(r#"a stub's value is `{{"ok": …}}` or `{{"err": …}}`"#);
+        }
+        let store = store(&args.cluster).await?;
+        let codec = Codec::single_object();
+        let read = || async {
+            let rows = store.history(&parent).await?;
+            let records: Vec<_> = crate::present::decode_history(&codec, &rows)?
+                .into_iter()
+                .map(|(_, record)| record)
+                .collect();
+            anyhow::Ok(stub_state(&records, &child))
+        };
+        match read().await? {
+            StubState::NotAStub => anyhow::bail!(
+                "not-found: {parent} has made no stub request {child} (in keyspace {})",
+                args.cluster.keyspace
+            ),
+            StubState::Written(held) if held == result => {
+                println!("ok: {child} holds this value already");
+                return Ok(ExitCode::SUCCESS);
+            }
+            StubState::Written(held) => return Ok(conflict(&child, &held)),
+            StubState::Open => {}
+        }
+        let topology = topology(&args.cluster)?;
+        let producer: FutureProducer = args.cluster.kafka()?.producer().create()?;
+        let topic = &topology.topic(TopicRole::Responses).name;
+        crate::kafka::submit::send_stub(&producer, &codec, topic, &child, result.clone()).await?;
+        let deadline = Instant::now() + Duration::from_secs(args.timeout);
+        loop {
+            match read().await? {
+                StubState::Written(held) if held == result => {
+                    println!("ok: {child} = {result}");
+                    return Ok(ExitCode::SUCCESS);
+                }
+                // Another writer came first.
+                StubState::Written(held) => return Ok(conflict(&child, &held)),
+                _ if Instant::now() > deadline => anyhow::bail!(
+                    "{parent} has not taken the value within {} s: see weir.dlq (a value that \
+                     does not fit the stub function's result type is refused)",
+                    args.timeout
+                ),
+                _ => tokio::time::sleep(Duration::from_millis(200)).await,
+            }
+        }
+    };
+    match run.await {
+        Ok(code) => code,
+        Err(e) => fail(e),
+    }
+}
+
+fn conflict(child: &ExecutionId, held: &ExecutionResult) -> ExitCode {
+    eprintln!("conflict: {child} holds {held}");
+    ExitCode::from(STUB_CONFLICT)
 }
 
 pub async fn submit(args: SubmitArgs) -> ExitCode {

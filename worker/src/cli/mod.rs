@@ -4,7 +4,7 @@
 //! Exit codes: 0 success, 1 failure, 2 usage error, 3 drift between the topology and what the
 //! cluster holds (`topology apply|check`), 4 an execution that finished with an error
 //! (`submit --follow`), 5 a recorded execution that does not replay on the build given
-//! (`replay`).
+//! (`replay`), 6 a stub that holds another value (`stub`).
 
 mod client;
 pub mod deploy;
@@ -49,6 +49,9 @@ pub enum Command {
     /// Send an event to a running execution (weir.events): `weir send-event E_… approved
     /// '"ann"' --event-id order-42-approval`.
     SendEvent(client::SendEventArgs),
+    /// Write a stub activity's value from outside: `weir stub E_….o:1-request_1
+    /// '{"ok": "ann"}'` (the same value again is ok, another is a conflict: exit code 6).
+    Stub(client::StubArgs),
     /// Show where an execution stands (from the CQL store).
     Status(client::ShowArgs),
     /// Show an execution's history (from the CQL store).
@@ -204,6 +207,7 @@ pub fn main() -> ExitCode {
             Command::Worker(args) => worker::run(*args).await,
             Command::Submit(args) => client::submit(args).await,
             Command::SendEvent(args) => client::send_event(args).await,
+            Command::Stub(args) => client::stub(args).await,
             Command::Status(args) => client::status(args).await,
             Command::History(args) => client::history(args).await,
             Command::Digest(args) => digest::run(args),

@@ -24,6 +24,8 @@ pub enum SubmitError {
         execution_id: ExecutionId,
         source: EncodeError,
     },
+    #[error("{0} is a top-level execution: a stub is a child of the execution that made it")]
+    NotAChild(ExecutionId),
     #[error("cannot send to {topic} for {execution_id}: {source}")]
     Send {
         execution_id: ExecutionId,
@@ -79,6 +81,27 @@ pub async fn send_event(
     event: &InboundEvent,
 ) -> Result<(), SubmitError> {
     send_keyed(producer, codec, topic, &event.target, event, None).await
+}
+
+/// Sends `result` as the value of stub child `child` to `topic` (the deployment's
+/// `weir.responses`): a `ChildExecutionFinished` keyed by the child's parent, which takes it
+/// by the stub rules (`weir_core::processor`: the same value again is nothing new, another is
+/// a conflict). Fails for a top-level id, which is nobody's stub.
+pub async fn send_stub(
+    producer: &FutureProducer,
+    codec: &Codec,
+    topic: &str,
+    child: &ExecutionId,
+    result: crate::model::ExecutionResult,
+) -> Result<(), SubmitError> {
+    let parent = child
+        .parent()
+        .ok_or_else(|| SubmitError::NotAChild(child.clone()))?;
+    let response = crate::model::Response::ChildExecutionFinished {
+        child_execution_id: child.clone(),
+        result,
+    };
+    send_keyed(producer, codec, topic, &parent, &response, None).await
 }
 
 /// Sends the submission of top-level execution `id` of `ffqn` with `params` to `topic` (the

@@ -277,18 +277,19 @@ impl WasmHost {
     }
 
     /// Type-checks an answer for a child calling `ffqn`, when `ffqn` is a declaration-only
-    /// (external) activity: its service is any Kafka client, so its values are checked
-    /// against the WIT here, where they enter, not when the workflow reads them. The answers
+    /// (external) activity or a stub: its value comes from any Kafka client, so it is checked
+    /// against the WIT here, where it enters, not when the workflow reads it. The answers
     /// of Weir's own activities and workflows are typed where they are made.
     pub fn check_answer(&self, ffqn: &Ffqn, result: &ExecutionResult) -> Result<(), String> {
         let Some(function) = self.registry.function(ffqn) else {
             return Ok(());
         };
-        let external = self
+        // Answers Weir did not compute: an external service's, and a stub's value.
+        let from_outside = self
             .registry
             .component(&function.component)
-            .is_some_and(|c| c.spec.external);
-        if !external {
+            .is_some_and(|c| c.spec.external || c.spec.stub);
+        if !from_outside {
             return Ok(());
         }
         match super::values::result_to_val(result, &function.result) {

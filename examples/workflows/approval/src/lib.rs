@@ -1,6 +1,7 @@
 //! `approval`: submits the stub activity `approval.request`, writes its result itself with
 //! the generated `request-stub`, checks that writing the same value again is accepted and a
 //! different value is a conflict, then awaits the stub's response with `request-await-next`.
+//! `manual-approval` leaves the writing to someone outside (`weir stub`).
 
 wit_bindgen::generate!({
     path: "../../wit",
@@ -62,6 +63,18 @@ impl Guest for Approval {
             same_value_again_ok,
             different_value_conflict,
         })
+    }
+
+    fn manual_approval(order_id: String, amount_cents: u64) -> Result<String, String> {
+        let join_set = JoinSet::create();
+        let request = request_submit(&join_set, &order_id, amount_cents);
+        log(LogLevel::Info, &format!("order {order_id}: waiting for {} to be written", request.id));
+        let (_, result) = request_await_next(&join_set)
+            .map_err(|e| format!("request-await-next failed: {e:?}"))?;
+        match result {
+            Ok(approver) => Ok(format!("approved by {approver}")),
+            Err(reason) => Err(format!("rejected: {reason}")),
+        }
     }
 }
 
