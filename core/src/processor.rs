@@ -98,8 +98,8 @@ use crate::model::{
 };
 use crate::projection::{self, ExecutionView, ProjectionError, TimerChange};
 use crate::records::{
-    ActivityRequest, Created, DlqReason, ExecutionFinished, HistoryEntry, HistoryRecord,
-    InboundEvent, ParentRef, Submission, UpgradeRequest,
+    ActivityRequest, CancelRequest, Created, DlqReason, ExecutionFinished, HistoryEntry,
+    HistoryRecord, InboundEvent, ParentRef, Submission, UpgradeRequest,
 };
 use crate::replay::{Effects, Execution, Output};
 use crate::rows::{ExecutionRow, ExecutionState, TimerKey, TimerKind, TimerRow};
@@ -144,6 +144,10 @@ pub enum Effect {
         child: ExecutionId,
         ffqn: Ffqn,
     },
+    /// A child workflow of an execution being cancelled is cancelled too: a `CancelRequest`
+    /// on `weir.submissions` (header `weir.kind = cancel-execution`), keyed by the child, so
+    /// that it lands after the child's own submission.
+    CancelExecution(CancelRequest),
     /// The input record `input` of the batch goes to the DLQ, byte for byte.
     DeadLetter {
         input: usize,
@@ -182,6 +186,8 @@ pub enum Body {
     Upgrade(UpgradeRequest),
     /// An event sent to an execution (`weir.events`).
     Event(InboundEvent),
+    /// A request to stop an execution (`weir cancel`, or its parent's cancellation).
+    Cancel(CancelRequest),
 }
 
 /// Bytes the driver could not decode.
@@ -278,6 +284,8 @@ pub struct ProcessorStats {
     pub events_duplicate: u64,
     /// Buffered events no wait took before their execution finished.
     pub events_unclaimed: u64,
+    /// Executions cancelled or terminated.
+    pub cancelled: u64,
 }
 
 /// At most this many events wait in one execution's buffer.
@@ -381,6 +389,7 @@ impl<R: WorkflowRunner> Processor<R> {
                     }
                     Body::Upgrade(u) => u.execution_id.clone(),
                     Body::Event(e) => e.target.clone(),
+                    Body::Cancel(c) => c.execution_id.clone(),
                 }
             }
             Input::Record { body: Err(_), .. } => return None,
@@ -476,6 +485,7 @@ impl<R: WorkflowRunner> Processor<R> {
             Body::Response(_) | Body::MalformedAnswer { .. } => Ok(response_owner(key)?),
             Body::Upgrade(u) => keyed_by("an upgrade", &u.execution_id),
             Body::Event(e) => keyed_by("an event", &e.target),
+            Body::Cancel(c) => keyed_by("a cancellation", &c.execution_id),
         };
         match owner {
             Ok(owner) => self.wrong_partition(partition, &owner),
@@ -588,6 +598,7 @@ impl<R: WorkflowRunner> Processor<R> {
                     }
                     Body::Upgrade(request) => self.upgrade(batch, index, request),
                     Body::Event(event) => self.receive_event(batch, index, event).await,
+                    Body::Cancel(request) => self.cancel(batch, index, request).await,
                 }
             }
         }
@@ -660,6 +671,94 @@ impl<R: WorkflowRunner> Processor<R> {
         append(batch, &mut live.view, entry)?;
         live.run = None;
         Ok(())
+    }
+
+    /// A request to stop an execution; see the module docs.
+    async fn cancel(
+        &mut self,
+        batch: &mut Batch,
+        index: usize,
+        request: CancelRequest,
+    ) -> Result<(), ProcessorError> {
+        let id = request.execution_id.clone();
+        let limit = self.value_limit();
+        let Processor {
+            stats,
+            cache,
+            runner,
+            accessed,
+            ..
+        } = self;
+        let Some(live) = cache.get_mut(&id) else {
+            let error = format!("cancellation of {id}: the execution does not exist");
+            stats.dead_letters += 1;
+            batch.effects.push(Effect::DeadLetter {
+                input: index,
+                reason: DlqReason::Other,
+                error,
+            });
+            return Ok(());
+        };
+        accessed.insert(id.clone());
+        let reason = if request.reason.is_empty() {
+            "cancelled".to_owned()
+        } else {
+            request.reason.clone()
+        };
+        if live.view.state == ExecutionState::Finished
+            || (live.view.cancel_requested.is_some() && !request.terminate)
+        {
+            tracing::debug!(execution = %id, "cancellation ignored: finished, or cancelled already");
+            return Ok(());
+        }
+        tracing::info!(execution = %id, %reason, terminate = request.terminate, "execution cancelled");
+        stats.cancelled += 1;
+        let rules = Rules::new(runner, limit);
+        if live.view.cancel_requested.is_none() {
+            append(
+                batch,
+                &mut live.view,
+                HistoryEntry::CancelRequested {
+                    reason: reason.clone(),
+                },
+            )?;
+        }
+        let own = cancel_waits(batch, live, &request, &reason);
+        if request.terminate || live.view.state == ExecutionState::Scheduled {
+            // Nothing waits for the workflow: what it waited for is journalled cancelled,
+            // and it finishes now.
+            for response in own {
+                append(
+                    batch,
+                    &mut live.view,
+                    HistoryEntry::ResponseAppended(response),
+                )?;
+            }
+            let why = if request.terminate {
+                format!("terminated: {reason}")
+            } else {
+                format!("cancelled before it started: {reason}")
+            };
+            return finish_with(
+                stats,
+                batch,
+                live,
+                error_result(ExecutionErrorKind::Cancelled, why),
+            );
+        }
+        if live.run.is_none() {
+            // Not running now (its start was deferred): the journal has the cancellations for
+            // when it starts.
+            for response in own {
+                append(
+                    batch,
+                    &mut live.view,
+                    HistoryEntry::ResponseAppended(response),
+                )?;
+            }
+            return Ok(());
+        }
+        deliver_own(rules, stats, batch, live, own).await
     }
 
     /// An event sent to an execution; see the module docs.
@@ -1289,6 +1388,14 @@ impl<R: WorkflowRunner> Processor<R> {
             Effect::PublishResult(finished) => {
                 TraceParent::for_execution(&finished.execution_id, metadata(&finished.execution_id))
             }
+            // In the trace of the parent that was cancelled.
+            Effect::CancelExecution(request) => {
+                let parent = request
+                    .execution_id
+                    .parent()
+                    .unwrap_or_else(|| request.execution_id.clone());
+                TraceParent::for_execution(&parent, metadata(&parent))
+            }
             Effect::PutTimer(_) | Effect::DeleteTimer(_) | Effect::DeadLetter { .. } => {
                 return None;
             }
@@ -1633,7 +1740,20 @@ async fn apply_step<R: WorkflowRunner>(
     live: &mut Live<R::Run>,
     step: RunStep,
 ) -> Result<(), ProcessorError> {
-    let mut cancellations = take_step(rules, stats, batch, live, step)?;
+    let cancellations = take_step(rules, stats, batch, live, step)?;
+    deliver_own(rules, stats, batch, live, cancellations).await
+}
+
+/// Delivers responses the execution gives itself (`own`: what closing a join set or a
+/// cancellation cancelled), then every event match, each journalled then delivered; a step
+/// they cause is taken and its own responses delivered too.
+async fn deliver_own<R: WorkflowRunner>(
+    rules: Rules<'_, R>,
+    stats: &mut ProcessorStats,
+    batch: &mut Batch,
+    live: &mut Live<R::Run>,
+    mut cancellations: Vec<Response>,
+) -> Result<(), ProcessorError> {
     // What closing a join set cancelled is answered at once, by the execution itself, in
     // the order it was cancelled: journalled, then delivered to the run like any response
     // (a rebuild reads it back in the same place), so that a closing join-next waiting for
@@ -1684,6 +1804,11 @@ async fn apply_step<R: WorkflowRunner>(
                     &mut live.view,
                     HistoryEntry::ResponseAppended(response),
                 )?;
+                // What it cancelled that the run did not see is journalled too: every
+                // cancelled request has its answer in the history.
+                for rest in cancellations.drain(next.min(cancellations.len())..) {
+                    append(batch, &mut live.view, HistoryEntry::ResponseAppended(rest))?;
+                }
                 let result = error_result(ExecutionErrorKind::Trap, e.to_string());
                 return finish(stats, batch, live, result);
             }
@@ -1742,6 +1867,66 @@ fn take_step<R: WorkflowRunner>(
         }
     }
     Ok(cancellations)
+}
+
+/// The effects and the self-answers that cancel everything `live` waits for: its activities
+/// and stubs end `cancelled` (an activity's running attempt is interrupted, a pending retry
+/// dropped: [`Effect::CancelActivity`]), its delays and event waits are answered cancelled,
+/// and its child workflows are cancelled in turn (they answer when they finish).
+fn cancel_waits<Run>(
+    batch: &mut Batch,
+    live: &Live<Run>,
+    request: &CancelRequest,
+    reason: &str,
+) -> Vec<Response> {
+    let id = &live.view.id;
+    let waits = live.view.waiting_for();
+    let mut own = Vec::new();
+    for (child, ffqn, kind) in waits.children {
+        match kind {
+            ChildKind::Workflow => batch.effects.push(Effect::CancelExecution(CancelRequest {
+                execution_id: child,
+                reason: format!("its parent {id} was cancelled: {reason}"),
+                terminate: request.terminate,
+                requested_at: batch.now,
+            })),
+            ChildKind::Activity | ChildKind::Stub => {
+                if kind == ChildKind::Activity {
+                    batch.effects.push(Effect::CancelActivity {
+                        parent: id.clone(),
+                        child: child.clone(),
+                        ffqn,
+                    });
+                }
+                own.push(Response::ChildExecutionFinished {
+                    result: error_result(
+                        ExecutionErrorKind::Cancelled,
+                        format!("{child} was cancelled: {id} was cancelled ({reason})"),
+                    ),
+                    child_execution_id: child,
+                });
+            }
+        }
+    }
+    own.extend(
+        waits
+            .delays
+            .into_iter()
+            .map(|delay_id| Response::DelayFinished {
+                delay_id,
+                outcome: DelayOutcome::Cancelled,
+            }),
+    );
+    own.extend(
+        waits
+            .events
+            .into_iter()
+            .map(|event_request_id| Response::EventDelivered {
+                event_request_id,
+                outcome: EventOutcome::Cancelled,
+            }),
+    );
+    own
 }
 
 /// Room a record needs around the largest value it carries (ids, names, framing).
@@ -1969,6 +2154,36 @@ fn child_effect(
 
 /// Records the end of `live` and tells whoever waits: the parent, or `weir.results`.
 fn finish<Run>(
+    stats: &mut ProcessorStats,
+    batch: &mut Batch,
+    live: &mut Live<Run>,
+    result: ExecutionResult,
+) -> Result<(), ProcessorError> {
+    // Once asked to stop, an execution finishes `cancelled`, whatever the run ended with
+    // (that is in the detail).
+    let result = match (&live.view.cancel_requested, result) {
+        (Some(reason), ended) => {
+            let detail = match &ended {
+                ExecutionResult::ExecutionError(e) if e.kind == ExecutionErrorKind::Cancelled => {
+                    e.reason.clone()
+                }
+                other => format!("the workflow finished with {other}"),
+            };
+            ExecutionResult::ExecutionError(
+                ExecutionError::new(
+                    ExecutionErrorKind::Cancelled,
+                    format!("cancelled: {reason}"),
+                )
+                .with_detail(detail),
+            )
+        }
+        (None, result) => result,
+    };
+    finish_with(stats, batch, live, result)
+}
+
+/// [`finish`] with `result` as it is.
+fn finish_with<Run>(
     stats: &mut ProcessorStats,
     batch: &mut Batch,
     live: &mut Live<Run>,

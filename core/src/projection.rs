@@ -63,6 +63,7 @@ pub fn entry_kind(entry: &HistoryEntry) -> EntryKind {
         HistoryEntry::Finished { .. } => EntryKind::Finished,
         HistoryEntry::Upgraded { .. } => EntryKind::Upgraded,
         HistoryEntry::EventReceived(_) => EntryKind::EventReceived,
+        HistoryEntry::CancelRequested { .. } => EntryKind::CancelRequested,
     }
 }
 
@@ -122,8 +123,10 @@ pub struct ExecutionView {
     /// Delays requested and not answered: delay id → due time.
     pending_delays: BTreeMap<String, DateTime<Utc>>,
     /// Children requested and not answered: child id → the function it calls (what its
-    /// answer is checked against).
-    pending_children: HashMap<String, Ffqn>,
+    /// answer is checked against) and what it is.
+    pending_children: HashMap<String, (Ffqn, ChildKind)>,
+    /// Why the execution was asked to stop, once it was (`CancelRequested`).
+    pub cancel_requested: Option<String>,
     /// Stub children requested: child id → the value written (`None` until one is). Kept
     /// after the finish, so a later write of another value is still a conflict.
     stub_children: HashMap<String, Option<ExecutionResult>>,
@@ -163,6 +166,7 @@ impl ExecutionView {
             pending_delays: BTreeMap::new(),
             pending_children: HashMap::new(),
             stub_children: HashMap::new(),
+            cancel_requested: None,
             events_seen: HashSet::new(),
             buffered_events: Vec::new(),
             pending_events: Vec::new(),
@@ -240,8 +244,10 @@ impl ExecutionView {
                     ..
                 } = event
                 {
-                    self.pending_children
-                        .insert(child_execution_id.to_string(), target_ffqn.clone());
+                    self.pending_children.insert(
+                        child_execution_id.to_string(),
+                        (target_ffqn.clone(), *child_kind),
+                    );
                     if *child_kind == ChildKind::Stub {
                         self.stub_children
                             .insert(child_execution_id.to_string(), None);
@@ -311,6 +317,9 @@ impl ExecutionView {
                 self.pending_children.remove(&id);
                 self.responses_seen.insert(id);
             }
+            HistoryEntry::CancelRequested { reason } => {
+                self.cancel_requested = Some(reason.clone());
+            }
             HistoryEntry::EventReceived(event) => {
                 self.events_seen.insert(event.event_id.clone());
                 self.buffered_events.push(event.clone());
@@ -365,7 +374,33 @@ impl ExecutionView {
 
     /// The function a child requested and not answered yet calls.
     pub fn pending_child(&self, child: &ExecutionId) -> Option<&Ffqn> {
-        self.pending_children.get(&child.to_string())
+        self.pending_children
+            .get(&child.to_string())
+            .map(|(f, _)| f)
+    }
+
+    /// Everything the execution waits for, sorted by id: children (id, function, kind),
+    /// delays and event waits. What a cancellation cancels.
+    pub fn waiting_for(&self) -> Waits {
+        let mut children: Vec<(ExecutionId, Ffqn, ChildKind)> = self
+            .pending_children
+            .iter()
+            .filter_map(|(id, (ffqn, kind))| Some((id.parse().ok()?, ffqn.clone(), *kind)))
+            .collect();
+        children.sort_by(|a, b| a.0.cmp(&b.0));
+        let delays = self
+            .pending_delays
+            .keys()
+            .filter_map(|id| id.parse().ok())
+            .collect();
+        let mut events: Vec<EventRequestId> =
+            self.pending_events.iter().map(|(r, _)| r.clone()).collect();
+        events.sort();
+        Waits {
+            children,
+            delays,
+            events,
+        }
     }
 
     /// Whether `child` is a stub child of this execution, and the value written for it if
@@ -413,6 +448,14 @@ impl ExecutionView {
             .iter()
             .map(|(id, at)| (id.as_str(), *at))
     }
+}
+
+/// What an execution waits for ([`ExecutionView::waiting_for`]).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Waits {
+    pub children: Vec<(ExecutionId, Ffqn, ChildKind)>,
+    pub delays: Vec<crate::model::DelayId>,
+    pub events: Vec<EventRequestId>,
 }
 
 /// An execution rebuilt from its whole changelog: its view, and what a replay needs.
@@ -465,7 +508,8 @@ pub fn rebuild(
             HistoryEntry::Created(_)
             | HistoryEntry::Finished { .. }
             | HistoryEntry::Upgraded { .. }
-            | HistoryEntry::EventReceived(_) => {}
+            | HistoryEntry::EventReceived(_)
+            | HistoryEntry::CancelRequested { .. } => {}
         }
     }
     Ok(Rebuilt {

@@ -119,6 +119,13 @@ pub enum HistoryEntry {
     /// (the projection's buffer) until a wait takes it or the execution finishes. An event
     /// that finds its wait open is journalled only as the `ResponseAppended(EventDelivered)`.
     EventReceived(ReceivedEvent),
+    /// The execution was asked to stop (`weir cancel`, or its parent's cancellation): what it
+    /// waited for at that moment was cancelled, and it finishes `cancelled` whatever it
+    /// returns (what it returned is in the error's detail). Requests it makes afterwards (its
+    /// compensations) run as usual.
+    CancelRequested {
+        reason: String,
+    },
 }
 
 /// An event as an execution keeps it until a wait takes it.
@@ -152,6 +159,20 @@ pub struct UpgradeRequest {
     pub component: String,
     /// The length of the changelog that was replayed on the build.
     pub expected_seq: u64,
+    pub requested_at: DateTime<Utc>,
+}
+
+/// A request to stop an execution, key: `execution_id`, with the Kafka header
+/// `weir.kind = cancel-execution`: on `weir.responses` from `weir cancel` and the HTTP API; on
+/// `weir.submissions` from a workflow worker for the child workflows of an execution being
+/// cancelled (after the child's submission on the same partition, so never before it).
+#[derive(Clone, Debug, PartialEq)]
+pub struct CancelRequest {
+    pub execution_id: ExecutionId,
+    /// Why, for the history and the result.
+    pub reason: String,
+    /// Finish at once (`cancelled`) without letting the workflow react (`--terminate`).
+    pub terminate: bool,
     pub requested_at: DateTime<Utc>,
 }
 

@@ -69,6 +69,7 @@ named_enum!(
         Event => "event",
         Response => "response",
         EventReceived => "event-received",
+        CancelRequested => "cancel-requested",
         Finished => "finished",
         Upgraded => "upgraded",
     }

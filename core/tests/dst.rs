@@ -232,6 +232,24 @@ fn dst_events() {
     );
 }
 
+/// Cancellation and termination (issue 13 item 5) at any point of a run, among crashes,
+/// rebalances and outages: every cancelled execution still finishes once (`cancelled`, or
+/// with its result if the cancellation came after it finished), every delay of it is
+/// answered once, nothing it asked for is lost. The runs must cancel something.
+#[test]
+fn dst_cancels() {
+    let seeds: Vec<u64> = (0..env_u64("WEIR_DST_SEEDS").unwrap_or(300)).collect();
+    let faults = found_with("cancels");
+    assert_seeds_pass(&seeds, faults);
+    let cancelled: u64 = seeds
+        .iter()
+        .take(60)
+        .map(|seed| run_seed(*seed, faults).events.executions_cancelled)
+        .sum();
+    println!("executions cancelled in the first 60 seeds: {cancelled}");
+    assert!(cancelled > 0, "the runs cancel nothing");
+}
+
 /// Zombies: a worker frozen past its session timeout (and mostly back before its transaction
 /// times out) that goes on after its partitions were given away.
 /// Before ea2188f 8 of seeds 0..2000 failed: 485, 1821 (item 1), 797, 1375, 200 (item 2),

@@ -1462,3 +1462,151 @@ fn a_stub_written_from_outside_follows_obelisks_rules() {
     assert_eq!(*reason, DlqReason::Conflict);
     assert!(error.contains("holds") && error.contains('8'), "{error}");
 }
+
+fn cancel_input(id: &ExecutionId, terminate: bool) -> Input {
+    Input::Record {
+        index: 0,
+        partition: 0,
+        key: Some(id.to_string()),
+        size: 100,
+        body: Ok(Body::Cancel(weir_core::records::CancelRequest {
+            execution_id: id.clone(),
+            reason: "operator".into(),
+            terminate,
+            requested_at: now(),
+        })),
+    }
+}
+
+fn cancelled(result: Option<ExecutionResult>) -> bool {
+    matches!(result, Some(ExecutionResult::ExecutionError(e)) if e.kind == ExecutionErrorKind::Cancelled)
+}
+
+/// Issue 13 item 5: a cancellation is journalled, cancels everything the execution waits for
+/// (activities with a `CancelActivity`, delays, event waits answered cancelled; child
+/// workflows cancelled in turn), and the execution finishes `cancelled` whatever it makes of
+/// it; a second cancellation and one of a finished execution change nothing; terminate
+/// finishes at once; a rebuild replays to the same place.
+#[test]
+fn a_cancelled_execution_cancels_what_it_waits_for_and_finishes_cancelled() {
+    use weir_core::model::Response;
+    use weir_core::records::DlqReason;
+
+    // A join set with a delay and two activities.
+    let mut processor = processor(1 << 20);
+    let id = ExecutionId::top_level(ulid::Ulid::new());
+    let mut input = submission_input(&id, Workflow::Mixed, json!([2, 60_000, 5]));
+    if let Input::Record {
+        body: Ok(Body::Submission(s)),
+        ..
+    } = &mut input
+    {
+        s.ffqn = Workflow::Mixed.ffqn();
+    }
+    let started = step(&mut processor, input);
+    let activities: Vec<ExecutionId> = started
+        .iter()
+        .filter_map(|e| match e {
+            Effect::RequestActivity(r) => Some(r.execution_id.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(activities.len(), 2, "{started:?}");
+    let effects = step(&mut processor, cancel_input(&id, false));
+    let journal = appended(&effects);
+    assert!(
+        matches!(&journal[0].1, HistoryEntry::CancelRequested { reason } if reason == "operator"),
+        "{journal:?}"
+    );
+    let interrupted: Vec<&ExecutionId> = effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::CancelActivity { child, .. } => Some(child),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(interrupted, activities.iter().collect::<Vec<_>>());
+    // The first cancelled answer fails the workflow (it cannot use it); the delay never
+    // fires: its timer goes with the finish.
+    assert!(
+        journal.iter().any(|(_, e)| matches!(e,
+            HistoryEntry::ResponseAppended(Response::ChildExecutionFinished {
+                result: ExecutionResult::ExecutionError(err), ..
+            }) if err.kind == ExecutionErrorKind::Cancelled)),
+        "{journal:?}"
+    );
+    assert!(
+        effects.iter().any(|e| matches!(e, Effect::DeleteTimer(_))),
+        "{effects:?}"
+    );
+    assert!(cancelled(published(&effects)), "{effects:?}");
+    // Again, and after the finish: nothing.
+    assert!(step(&mut processor, cancel_input(&id, false)).is_empty());
+    // A rebuild from the journal replays to the same place.
+    let mut history = stored(&id, &started, now());
+    history.extend(stored(&id, &effects, now()));
+    let mut rebuilt = self::processor(1 << 20);
+    let mut batch = Batch::new(now());
+    block_on(rebuilt.rehydrate(&mut batch, &id, Some(history))).expect("rebuilt");
+    assert!(batch.effects.is_empty(), "{:?}", batch.effects);
+    assert_eq!(rebuilt.row(&id), processor.row(&id));
+
+    // A parent waiting for a child workflow: the child is cancelled in turn; the parent
+    // finishes when the child answers.
+    let mut processor = self::processor(1 << 20);
+    let id = ExecutionId::top_level(ulid::Ulid::new());
+    let started = step(
+        &mut processor,
+        submission_input(&id, Workflow::Parent, json!([2, 1])),
+    );
+    let child = started
+        .iter()
+        .find_map(|e| match e {
+            Effect::Submit(s) => Some(s.execution_id.clone()),
+            _ => None,
+        })
+        .expect("a child workflow");
+    let effects = step(&mut processor, cancel_input(&id, false));
+    assert!(
+        effects.iter().any(
+            |e| matches!(e, Effect::CancelExecution(c) if c.execution_id == child && !c.terminate)
+        ),
+        "{effects:?}"
+    );
+    assert_eq!(published(&effects), None, "the parent waits for its child");
+    let answer = Input::Record {
+        index: 0,
+        partition: 0,
+        key: Some(id.to_string()),
+        size: 100,
+        body: Ok(Body::Response(Response::ChildExecutionFinished {
+            child_execution_id: child.clone(),
+            result: ExecutionResult::ExecutionError(weir_core::model::ExecutionError::new(
+                ExecutionErrorKind::Cancelled,
+                "its parent was cancelled",
+            )),
+        })),
+    };
+    assert!(cancelled(published(&step(&mut processor, answer))));
+
+    // Terminate: at once, whatever it waits for.
+    let mut processor = self::processor(1 << 20);
+    let id = ExecutionId::top_level(ulid::Ulid::new());
+    step(
+        &mut processor,
+        submission_input(&id, Workflow::Approval, json!([0])),
+    );
+    let effects = step(&mut processor, cancel_input(&id, true));
+    match published(&effects) {
+        Some(ExecutionResult::ExecutionError(e)) => {
+            assert_eq!(e.kind, ExecutionErrorKind::Cancelled);
+            assert!(e.reason.contains("terminated"), "{e:?}");
+        }
+        other => panic!("{other:?}"),
+    }
+
+    // Nobody: dead-lettered.
+    let nobody = ExecutionId::top_level(ulid::Ulid::new());
+    let lost = step(&mut processor, cancel_input(&nobody, false));
+    assert_eq!(dead_letters(&lost)[0].0, DlqReason::Other);
+}

@@ -10,6 +10,8 @@
 //!   open, then finished with the delay answered, without a reload.
 //! - An event is sent from an execution's page (issue 13 item 1): an approval waiting for it
 //!   takes it and finishes, and the page shows the wait answered.
+//! - An execution is cancelled from its page (issue 13 item 5): a sleeper finishes
+//!   `cancelled`, its delay answered.
 
 use std::time::Duration;
 
@@ -379,6 +381,46 @@ async fn the_ui_submits_the_order_saga_finds_it_and_shows_its_history() {
     )
     .await;
     assert_eq!(form_hidden, true);
+
+    // Cancelled from the page (issue 13 item 5): a sleeper finishes `cancelled`, and its
+    // page shows the cancellation in the history.
+    let answer: Value = reqwest::Client::new()
+        .post(format!("{}/v1/executions", server.base))
+        .bearer_auth(ADMIN)
+        .json(&json!({"ffqn": SLEEP_FOR, "params": [600_000]}))
+        .send()
+        .await
+        .expect("submit")
+        .json()
+        .await
+        .expect("json");
+    let long_sleeper = answer["execution_id"].as_str().expect("id").to_owned();
+    client
+        .goto(&format!("{ui}#/executions/{long_sleeper}"))
+        .await
+        .expect("open the long sleeper");
+    wait_page(
+        &client,
+        "the long sleeper running",
+        EXECUTION_PAGE,
+        |page| page["state"] == "running" && !rows_of(page, "delay").is_empty(),
+    )
+    .await;
+    click(&client, "#stop #cancel").await;
+    client
+        .accept_alert()
+        .await
+        .expect("confirm the cancellation");
+    let stopped = wait_page(
+        &client,
+        "the long sleeper cancelled",
+        EXECUTION_PAGE,
+        |page| page["state"] == "finished",
+    )
+    .await;
+    assert_eq!(stopped["outcome"], "cancelled", "{stopped}");
+    assert_eq!(rows_of(&stopped, "cancel-requested").len(), 1, "{stopped}");
+    assert_eq!(rows_of(&stopped, "delay")[0]["closed"], true, "{stopped}");
 
     client.close().await.expect("close the browser");
     let _ = std::fs::remove_dir_all(&profile);

@@ -142,6 +142,9 @@ pub fn history_entry_json(row: &HistoryRow, record: &HistoryRecord) -> Value {
         HistoryEntry::Upgraded { from, to } => {
             json!({"kind": "upgraded", "from": from, "to": to})
         }
+        HistoryEntry::CancelRequested { reason } => {
+            json!({"kind": "cancel_requested", "reason": reason})
+        }
         HistoryEntry::EventReceived(e) => json!({
             "kind": "event_received", "event_id": e.event_id, "name": e.name,
             "payload": e.payload,

@@ -418,6 +418,7 @@ fn holds_events(text: &str) -> bool {
     text.contains("EventRequest")
         || text.contains("EventDelivered")
         || text.contains("EventReceived")
+        || text.contains("CancelRequested")
 }
 
 /// v3 (before events) history records read as current records unchanged.

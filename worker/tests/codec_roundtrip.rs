@@ -90,6 +90,11 @@ fn upgrade_requests_round_trip() {
 }
 
 #[test]
+fn cancel_requests_round_trip() {
+    both("weir.responses", &cancel_requests());
+}
+
+#[test]
 fn events_round_trip() {
     both("weir.events", &inbound_events());
 }
@@ -145,11 +150,12 @@ fn history_records_round_trip_every_entry_and_event() {
             HistoryEntry::Finished { .. } => "Finished",
             HistoryEntry::Upgraded { .. } => "Upgraded",
             HistoryEntry::EventReceived(_) => "EventReceived",
+            HistoryEntry::CancelRequested { .. } => "CancelRequested",
         })
         .collect();
     kinds.sort();
     kinds.dedup();
-    assert_eq!(kinds.len(), 5 + 10, "{kinds:?}");
+    assert_eq!(kinds.len(), 6 + 10, "{kinds:?}");
     both("weir.history", &records);
 }
 

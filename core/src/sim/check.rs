@@ -66,6 +66,7 @@ fn describe(entry: &HistoryEntry) -> String {
         HistoryEntry::Finished { result, .. } => format!("Finished({result})"),
         HistoryEntry::Upgraded { to, .. } => format!("Upgraded({to})"),
         HistoryEntry::EventReceived(e) => format!("EventReceived({})", e.event_id),
+        HistoryEntry::CancelRequested { reason } => format!("CancelRequested({reason})"),
     }
 }
 
@@ -316,8 +317,14 @@ pub fn check(
 
         // A fresh replay of the committed history agrees with it (hot and cold paths
         // recorded the same thing).
+        // (A cancelled execution's result is not what its run returned: that is in the
+        // error's detail.)
+        let cancelled = firsts
+            .iter()
+            .any(|e| matches!(e.record.entry, HistoryEntry::CancelRequested { .. }));
         if let (Some(recorded), Some(HistoryEntry::Created(created))) =
             (finished, firsts.first().map(|e| &e.record.entry))
+            && !cancelled
             && let Some(workflow) = Workflow::of(&created.ffqn)
         {
             let mut events = Vec::new();
@@ -441,17 +448,21 @@ pub fn check(
             ),
             many => {
                 for result in many {
-                    let fits = match Workflow::of(&s.ffqn) {
-                        // The payload of an event sent to it, or its timeout's -1.
-                        Some(Workflow::Approval) => match result {
-                            ExecutionResult::Ok(v) => v.as_i64().is_some_and(|v| {
-                                (v == -1 && s.params != serde_json::json!([0]))
-                                    || s.events.iter().any(|(_, p)| *p == v)
-                            }),
-                            _ => false,
-                        },
-                        _ => **result == s.expected,
-                    };
+                    let was_cancelled = s.cancelled
+                        && matches!(result, ExecutionResult::ExecutionError(e)
+                            if e.kind == ExecutionErrorKind::Cancelled);
+                    let fits = was_cancelled
+                        || match Workflow::of(&s.ffqn) {
+                            // The payload of an event sent to it, or its timeout's -1.
+                            Some(Workflow::Approval) => match result {
+                                ExecutionResult::Ok(v) => v.as_i64().is_some_and(|v| {
+                                    (v == -1 && s.params != serde_json::json!([0]))
+                                        || s.events.iter().any(|(_, p)| *p == v)
+                                }),
+                                _ => false,
+                            },
+                            _ => **result == s.expected,
+                        };
                     if !fits {
                         add(
                             "result",

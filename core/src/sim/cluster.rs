@@ -29,7 +29,8 @@ use chrono::{DateTime, Duration, Utc};
 use crate::driver::InputTopic;
 use crate::model::Response;
 use crate::records::{
-    ActivityRequest, DlqEnvelope, ExecutionFinished, HistoryRecord, InboundEvent, Submission,
+    ActivityRequest, CancelRequest, DlqEnvelope, ExecutionFinished, HistoryRecord, InboundEvent,
+    Submission,
 };
 
 pub type SimTime = DateTime<Utc>;
@@ -84,6 +85,7 @@ pub enum Payload {
     Submission(Submission),
     Response(Response),
     Event(InboundEvent),
+    Cancel(CancelRequest),
     History(HistoryRecord),
     Activity(ActivityRequest),
     Result(ExecutionFinished),

@@ -143,10 +143,12 @@ pub struct Faults {
     /// Events sent into executions (issue 13): raced against timeouts, before the wait,
     /// twice (the same event id), after the finish, for executions that do not exist yet.
     pub events: bool,
+    /// Executions cancelled and terminated (issue 13 item 5), at any point of their run.
+    pub cancels: bool,
 }
 
 impl Faults {
-    pub const NAMES: [&'static str; 15] = [
+    pub const NAMES: [&'static str; 16] = [
         "crashes",
         "hanging_txns",
         "rebalances",
@@ -162,6 +164,7 @@ impl Faults {
         "long_idle",
         "inline",
         "events",
+        "cancels",
     ];
 
     pub fn none() -> Self {
@@ -181,6 +184,7 @@ impl Faults {
             long_idle: false,
             inline: false,
             events: false,
+            cancels: false,
         }
     }
 
@@ -218,6 +222,7 @@ impl Faults {
             "long_idle" => &mut self.long_idle,
             "inline" => &mut self.inline,
             "events" => &mut self.events,
+            "cancels" => &mut self.cancels,
             _ => return None,
         })
     }

@@ -45,6 +45,8 @@ pub struct Submitted {
     /// The events sent to it, in order: (event id, payload). An `approval` finishes with the
     /// payload of one of them (or -1, its timeout), not with `expected`.
     pub events: Vec<(String, i64)>,
+    /// A cancellation (or termination) was sent for it: it may finish `cancelled`.
+    pub cancelled: bool,
 }
 
 /// The weights of a run's steps, drawn per seed ("swarm testing": a run heavy in one kind of
@@ -706,6 +708,7 @@ impl Sim {
             times: 0,
             conflicts: 0,
             events: Vec::new(),
+            cancelled: false,
         });
         entry.times += 1;
         let times = entry.times;
@@ -785,6 +788,36 @@ impl Sim {
             let n = self.next_event;
             self.send_event(&target, format!("ev-{n}"), n);
         }
+    }
+
+    /// A client cancels (or terminates) a random submitted execution.
+    fn random_cancel(&mut self) {
+        if self.submitted.is_empty() {
+            return;
+        }
+        let i = self.rng.below(self.submitted.len() as u64) as usize;
+        let Some(id) = self.submitted.get_index(i).map(|(id, _)| id.clone()) else {
+            return;
+        };
+        let terminate = self.rng.chance(200);
+        let request = crate::records::CancelRequest {
+            execution_id: id.clone(),
+            reason: "sim".to_owned(),
+            terminate,
+            requested_at: self.now(),
+        };
+        let (partition, offset) = lock(&self.world).client_append(
+            Topic::Responses,
+            id.to_string(),
+            Payload::Cancel(request),
+        );
+        if let Some(s) = self.submitted.get_mut(&id) {
+            s.cancelled = true;
+        }
+        self.note(format!(
+            "{} {id} -> responses/{partition}@{offset}",
+            if terminate { "terminate" } else { "cancel" }
+        ));
     }
 
     /// Executions of `approval` without a result on `weir.results` yet.
@@ -1032,9 +1065,10 @@ impl Sim {
         let new_ok = self.submitted.len() < self.config.executions;
         let session = self.config.session_timeout_ms;
         let m = self.mix;
-        let actions: [(&str, u64); 17] = [
+        let actions: [(&str, u64); 18] = [
             ("submit", if new_ok { 6 } else { 0 }),
             ("event", if f.events { 4 } else { 0 }),
+            ("cancel", if f.cancels { 1 } else { 0 }),
             ("run", 40),
             ("materialise", m.materialise),
             ("activities", 8),
@@ -1082,6 +1116,7 @@ impl Sim {
         match (action, slot) {
             ("submit", _) => self.random_submission(),
             ("event", _) => self.random_event(),
+            ("cancel", _) => self.random_cancel(),
             ("run", Some(slot)) => {
                 let polls = self.rng.range(1, 12) as usize;
                 self.run(slot, polls);
@@ -1307,8 +1342,10 @@ pub struct EventCounts {
     pub kept: u64,
     /// Events taken by a wait (`EventDelivered` received).
     pub taken: u64,
-    /// Waits cancelled (their join set closed first: a timeout won).
+    /// Waits cancelled (their join set closed first: a timeout won; or a cancellation).
     pub cancelled: u64,
+    /// Executions asked to stop (`CancelRequested` entries).
+    pub executions_cancelled: u64,
 }
 
 impl EventCounts {
@@ -1329,6 +1366,7 @@ impl EventCounts {
             }
             match &record.entry {
                 HistoryEntry::EventReceived(_) => counts.kept += 1,
+                HistoryEntry::CancelRequested { .. } => counts.executions_cancelled += 1,
                 HistoryEntry::ResponseAppended(Response::EventDelivered { outcome, .. }) => {
                     match outcome {
                         EventOutcome::Received { .. } => counts.taken += 1,

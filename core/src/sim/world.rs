@@ -628,6 +628,11 @@ impl World {
                 to.to_string(),
                 Payload::Response(response.clone()),
             ),
+            Effect::CancelExecution(request) => (
+                Topic::Submissions,
+                request.execution_id.to_string(),
+                Payload::Cancel(request.clone()),
+            ),
             Effect::PublishResult(f) => (
                 Topic::Results,
                 f.execution_id.to_string(),
@@ -1207,6 +1212,7 @@ fn decode(payload: Option<&Payload>) -> Result<Body, Undecodable> {
         Some(Payload::Submission(s)) => Ok(Body::Submission(s.clone())),
         Some(Payload::Response(r)) => Ok(Body::Response(r.clone())),
         Some(Payload::Event(e)) => Ok(Body::Event(e.clone())),
+        Some(Payload::Cancel(c)) => Ok(Body::Cancel(c.clone())),
         Some(Payload::Garbage(why)) => Err(Undecodable {
             reason: DlqReason::Undecodable,
             error: why.clone(),

@@ -1,12 +1,12 @@
 //! The HTTP API (`weir serve`): a small JSON API over what a client can do with Kafka and the
 //! store. It can submit (idempotently, by key), send an event to an execution, write a
-//! stub's value, get an execution, read its history, list, and name the functions that have executions
+//! stub's value, cancel or terminate an execution, get an execution, read its history, list, and name the functions that have executions
 //! (`docs/openapi.yaml`). The web UI ([`ui`]) is
 //! served beside it and reads only this API.
 //!
 //! - **Errors** are `{"error": {"code", "message"}}` with the HTTP status of the code.
 //! - **Tokens.** Every request needs `Authorization: Bearer <token>` by default. A read token
-//!   may read; an admin token may also submit, send events and write stubs. Tokens are held as SHA-256 digests, so a
+//!   may read; an admin token may also submit, send events, write stubs and cancel. Tokens are held as SHA-256 digests, so a
 //!   compare is of digests, not of the secret text.
 //! - **Running without tokens** takes an explicit flag, and the server warns about it at start.
 
@@ -185,6 +185,7 @@ pub fn router(api: Arc<Api>) -> Router {
             axum::routing::post(send_event),
         )
         .route("/v1/executions/{id}/stub", axum::routing::post(write_stub))
+        .route("/v1/executions/{id}/cancel", axum::routing::post(cancel))
         .route("/v1/functions", get(functions))
         .merge(ui::routes())
         .fallback(|| async {
@@ -305,6 +306,62 @@ async fn send_event(
         "execution_id": event.target.to_string(),
         "event_id": event.event.event_id,
     });
+    Ok((StatusCode::ACCEPTED, Json(accepted)).into_response())
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct CancelBody {
+    #[serde(default)]
+    reason: Option<String>,
+    #[serde(default)]
+    terminate: bool,
+}
+
+/// Cancels (or with `terminate`, terminates) an execution: 404 for one the store does not
+/// have, 409 `finished` for one that has finished, else 202.
+async fn cancel(
+    State(api): State<Arc<Api>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    body: axum::body::Bytes,
+) -> ApiResult {
+    authorize(&api, &headers, Scope::Admin)?;
+    let id = parse_id(&id)?;
+    let body: CancelBody = if body.is_empty() {
+        CancelBody::default()
+    } else {
+        serde_json::from_slice(&body).map_err(|e| {
+            ApiError::bad_request(format!(
+                r#"the body is not {{"reason"?, "terminate"?}}: {e}"#
+            ))
+        })?
+    };
+    let row = api.store.execution(&id).await.map_err(ApiError::internal)?;
+    match row {
+        None => return Err(not_found(&id)),
+        Some(row) if row.state == crate::store::ExecutionState::Finished => {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "finished",
+                format!("{id} has finished: nothing to cancel"),
+            ));
+        }
+        Some(_) => {}
+    }
+    let request = crate::codec::CancelRequest {
+        execution_id: id.clone(),
+        reason: body
+            .reason
+            .unwrap_or_else(|| "cancelled through the HTTP API".to_owned()),
+        terminate: body.terminate,
+        requested_at: chrono::Utc::now(),
+    };
+    let topic = &api.topology.topic(TopicRole::Responses).name;
+    crate::kafka::submit::send_cancel(&api.producer, &api.codec, topic, &request)
+        .await
+        .map_err(ApiError::internal)?;
+    let accepted = json!({"execution_id": id.to_string(), "terminate": request.terminate});
     Ok((StatusCode::ACCEPTED, Json(accepted)).into_response())
 }
 

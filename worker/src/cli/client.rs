@@ -1,5 +1,5 @@
 //! The client commands: `weir submit` (optionally following the result), `weir send-event`,
-//! `weir stub`, `weir status` and `weir history` (read from the CQL store).
+//! `weir stub`, `weir cancel`, `weir status` and `weir history` (read from the CQL store).
 
 use std::io::Write as _;
 use std::process::ExitCode;
@@ -63,6 +63,20 @@ pub struct StubArgs {
     /// How long to wait for the parent to take it, in seconds.
     #[arg(long, default_value_t = crate::options::DEFAULT_FOLLOW_TIMEOUT_SECS)]
     pub timeout: u64,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct CancelArgs {
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    /// The execution to stop, `E_<ulid>…`.
+    pub execution_id: String,
+    /// Why: kept in its history and its result.
+    #[arg(long, default_value = "cancelled from the command line")]
+    pub reason: String,
+    /// Finish it at once, without letting the workflow react (no compensation runs).
+    #[arg(long)]
+    pub terminate: bool,
 }
 
 /// Exit code of `weir stub` when the stub holds another value (Obelisk's `conflict`).
@@ -195,6 +209,50 @@ pub async fn stub(args: StubArgs) -> ExitCode {
 fn conflict(child: &ExecutionId, held: &ExecutionResult) -> ExitCode {
     eprintln!("conflict: {child} holds {held}");
     ExitCode::from(STUB_CONFLICT)
+}
+
+/// `weir cancel`: asks an execution to stop (with `--terminate`, to finish at once).
+pub async fn cancel(args: CancelArgs) -> ExitCode {
+    let run = async {
+        let id: ExecutionId = args.execution_id.parse()?;
+        let store = store(&args.cluster).await?;
+        match store.execution(&id).await? {
+            None => anyhow::bail!(
+                "no execution {id} in keyspace {} (an execution submitted an instant ago is \
+                 not in the store yet: try again)",
+                args.cluster.keyspace
+            ),
+            Some(row) if row.state == crate::store::ExecutionState::Finished => {
+                println!("{id} has finished already: nothing to cancel");
+                return Ok(());
+            }
+            Some(_) => {}
+        }
+        let request = crate::codec::CancelRequest {
+            execution_id: id.clone(),
+            reason: args.reason.clone(),
+            terminate: args.terminate,
+            requested_at: chrono::Utc::now(),
+        };
+        let topology = topology(&args.cluster)?;
+        let producer: FutureProducer = args.cluster.kafka()?.producer().create()?;
+        let topic = &topology.topic(TopicRole::Responses).name;
+        crate::kafka::submit::send_cancel(&producer, &Codec::single_object(), topic, &request)
+            .await?;
+        println!(
+            "{id}: {} requested (`weir status {id}` shows when it has finished)",
+            if args.terminate {
+                "termination"
+            } else {
+                "cancellation"
+            }
+        );
+        anyhow::Ok(())
+    };
+    match run.await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(e),
+    }
 }
 
 pub async fn submit(args: SubmitArgs) -> ExitCode {
@@ -406,6 +464,9 @@ pub fn describe(entry: &HistoryEntry) -> (&'static str, String) {
                 from.as_deref().unwrap_or("no pinned build")
             ),
         ),
+        HistoryEntry::CancelRequested { reason } => {
+            ("cancel", format!("cancel requested: {reason}"))
+        }
         HistoryEntry::EventReceived(e) => (
             "event-in",
             format!(

@@ -52,6 +52,10 @@ pub enum Command {
     /// Write a stub activity's value from outside: `weir stub E_….o:1-request_1
     /// '{"ok": "ann"}'` (the same value again is ok, another is a conflict: exit code 6).
     Stub(client::StubArgs),
+    /// Stop an execution: what it waits for is cancelled (its child workflows too), and it
+    /// finishes `cancelled` after it reacted (compensations run); `--terminate` finishes it
+    /// at once: `weir cancel E_… --reason "order withdrawn"`.
+    Cancel(client::CancelArgs),
     /// Show where an execution stands (from the CQL store).
     Status(client::ShowArgs),
     /// Show an execution's history (from the CQL store).
@@ -208,6 +212,7 @@ pub fn main() -> ExitCode {
             Command::Submit(args) => client::submit(args).await,
             Command::SendEvent(args) => client::send_event(args).await,
             Command::Stub(args) => client::stub(args).await,
+            Command::Cancel(args) => client::cancel(args).await,
             Command::Status(args) => client::status(args).await,
             Command::History(args) => client::history(args).await,
             Command::Digest(args) => digest::run(args),

@@ -12,9 +12,9 @@ use chrono::{DateTime, Utc};
 
 use super::error::FieldError;
 use super::records::{
-    ActivityCancel, ActivityRequest, Created, DlqEnvelope, DlqHeader, DlqReason, ExecutionFinished,
-    HistoryEntry, HistoryRecord, InboundEvent, ParentRef, ReceivedEvent, Submission,
-    UpgradeRequest,
+    ActivityCancel, ActivityRequest, CancelRequest, Created, DlqEnvelope, DlqHeader, DlqReason,
+    ExecutionFinished, HistoryEntry, HistoryRecord, InboundEvent, ParentRef, ReceivedEvent,
+    Submission, UpgradeRequest,
 };
 use super::schemas::{RecordSchema, current_named};
 use crate::model::{
@@ -1047,6 +1047,38 @@ impl AvroRecord for InboundEvent {
     }
 }
 
+impl AvroRecord for CancelRequest {
+    const NAME: &'static str = "CancelRequest";
+
+    /// `<topic>-dev.weir.v1.CancelRequest` (TopicRecordNameStrategy): the responses topic
+    /// carries `Response`s under `<topic>-value`.
+    fn subject(topic: &str) -> String {
+        format!("{topic}-{}.{}", super::schemas::NAMESPACE, Self::NAME)
+    }
+
+    fn to_avro(&self) -> Result<Value, FieldError> {
+        Ok(record(vec![
+            ("execution_id", string(&self.execution_id)),
+            ("reason", string(&self.reason)),
+            ("terminate", Value::Boolean(self.terminate)),
+            ("requested_at", instant(&self.requested_at)),
+        ]))
+    }
+
+    fn from_avro(value: Value) -> Result<Self, FieldError> {
+        let mut f = Fields::of(value)?;
+        Ok(CancelRequest {
+            execution_id: f.get("execution_id", read_parsed)?,
+            reason: f.get("reason", read_string)?,
+            terminate: f.get("terminate", |v| match v {
+                Value::Boolean(b) => Ok(b),
+                other => Err(unexpected("a boolean", &other)),
+            })?,
+            requested_at: f.get("requested_at", read_instant)?,
+        })
+    }
+}
+
 impl AvroRecord for ActivityCancel {
     const NAME: &'static str = "ActivityCancel";
 
@@ -1125,6 +1157,9 @@ impl AvroRecord for HistoryRecord {
                 ]),
             ),
             HistoryEntry::EventReceived(event) => branch(5, received_event(event)),
+            HistoryEntry::CancelRequested { reason } => {
+                branch(6, record(vec![("reason", string(reason))]))
+            }
         };
         Ok(record(vec![
             ("execution_id", string(&self.execution_id)),
@@ -1167,6 +1202,9 @@ impl AvroRecord for HistoryRecord {
                     to: e.get("to", read_string)?,
                 }),
                 5 => read_received_event(&mut e).map(HistoryEntry::EventReceived),
+                6 => Ok(HistoryEntry::CancelRequested {
+                    reason: e.get("reason", read_string)?,
+                }),
                 i => Err(bad_branch(i)),
             }
         })?;

@@ -49,9 +49,9 @@ pub use error::{
     DecodeError, DecodeErrorKind, EncodeError, FieldError, RecordPosition, RegistryError, SchemaRef,
 };
 pub use records::{
-    ActivityCancel, ActivityRequest, Created, DlqEnvelope, DlqHeader, DlqReason, ExecutionFinished,
-    HistoryEntry, HistoryRecord, InboundEvent, ParentRef, ReceivedEvent, Submission,
-    UpgradeRequest, dlq_headers,
+    ActivityCancel, ActivityRequest, CancelRequest, Created, DlqEnvelope, DlqHeader, DlqReason,
+    ExecutionFinished, HistoryEntry, HistoryRecord, InboundEvent, ParentRef, ReceivedEvent,
+    Submission, UpgradeRequest, dlq_headers,
 };
 pub use registry::{HttpRegistry, InMemoryRegistry, SchemaRegistry, value_subject};
 pub use schemas::{NAMESPACE, RecordSchema};

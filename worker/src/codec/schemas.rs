@@ -50,6 +50,7 @@ const CURRENT_FILES: &[(&str, &str, &str)] = &[
     avsc!("ActivityCancel", "activity_cancel.avsc"),
     avsc!("UpgradeRequest", "upgrade_request.avsc"),
     avsc!("InboundEvent", "event.avsc"),
+    avsc!("CancelRequest", "cancel_request.avsc"),
     avsc!("HistoryRecord", "history_record.avsc"),
     avsc!("ExecutionFinished", "execution_finished.avsc"),
     avsc!("DlqEnvelope", "dlq_envelope.avsc"),
@@ -66,7 +67,8 @@ const PREVIOUS_FILES: &[(&str, &str, &str)] = &[
     avsc!("DlqEnvelope", "history/v1/dlq_envelope.avsc"),
     // Before Created gained `component` (the build an execution is pinned to).
     avsc!("HistoryRecord", "history/v2/history_record.avsc"),
-    // Before events: EventRequest, EventDelivered and EventReceived.
+    // Before events and cancellation: EventRequest, EventDelivered, EventReceived and
+    // CancelRequested.
     avsc!("HistoryRecord", "history/v3/history_record.avsc"),
     avsc!("Response", "history/v3/response.avsc"),
 ];

@@ -93,6 +93,8 @@ pub const KIND_HEADER: &str = "weir.kind";
 pub const CANCEL_KIND: &[u8] = b"cancel";
 /// [`KIND_HEADER`] of an `UpgradeRequest` (on `weir.responses`).
 pub const UPGRADE_KIND: &[u8] = b"upgrade";
+/// [`KIND_HEADER`] of a `CancelRequest` (on `weir.responses`).
+pub const CANCEL_EXECUTION_KIND: &[u8] = b"cancel-execution";
 
 /// The loop turns at least this often while nothing happens (it polls the consumer meanwhile,
 /// which is what keeps the member in its group).

@@ -98,6 +98,18 @@ pub fn records(
                 let value = codec.encode(&t, response)?;
                 records.push(record(t, to, value));
             }
+            // On the submissions topic, after the child's own submission (same key, same
+            // partition, a later offset): a child cannot see its cancellation before it exists.
+            Effect::CancelExecution(request) => {
+                let t = topic(TopicRole::Submissions);
+                let value = codec.encode(&t, request)?;
+                let mut cancel_record = record(t, &request.execution_id, value);
+                cancel_record.headers.push((
+                    KIND_HEADER.to_owned(),
+                    super::activity_worker::CANCEL_EXECUTION_KIND.to_vec(),
+                ));
+                records.push(cancel_record);
+            }
             Effect::PublishResult(finished) => {
                 let t = topic(TopicRole::Results);
                 let value = codec.encode(&t, finished)?;

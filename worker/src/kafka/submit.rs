@@ -104,6 +104,22 @@ pub async fn send_stub(
     send_keyed(producer, codec, topic, &parent, &response, None).await
 }
 
+/// Sends `request` to `topic` (the deployment's `weir.responses`), marked with the header
+/// `weir.kind = cancel-execution`, and waits until the broker has it.
+pub async fn send_cancel(
+    producer: &FutureProducer,
+    codec: &Codec,
+    topic: &str,
+    request: &crate::codec::CancelRequest,
+) -> Result<(), SubmitError> {
+    let headers = rdkafka::message::OwnedHeaders::new().insert(rdkafka::message::Header {
+        key: super::activity_worker::KIND_HEADER,
+        value: Some(super::activity_worker::CANCEL_EXECUTION_KIND),
+    });
+    let id = &request.execution_id;
+    send_keyed(producer, codec, topic, id, request, Some(headers)).await
+}
+
 /// Sends the submission of top-level execution `id` of `ffqn` with `params` to `topic` (the
 /// deployment's `weir.submissions`) and waits until the broker has it.
 pub async fn submit_top_level(

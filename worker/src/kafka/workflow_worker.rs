@@ -40,8 +40,8 @@ use super::materialiser::{MaterialiseError, Materialiser, QueueBound};
 use super::recovery::{self, ClusterTrouble, Failure, Recovery, Verdict};
 use super::transaction::{TransactionError, Transactor};
 use crate::codec::{
-    Codec, HistoryRecord, InboundEvent, RecordPosition, ResponseInput, SubmissionInput,
-    UpgradeRequest,
+    CancelRequest, Codec, HistoryRecord, InboundEvent, RecordPosition, ResponseInput,
+    SubmissionInput, UpgradeRequest,
 };
 use crate::metrics::{Counter, Metrics};
 use crate::model::ExecutionId;
@@ -569,7 +569,24 @@ impl KafkaLog {
         let position = RecordPosition::at(message.topic(), message.partition(), message.offset());
         let payload = message.payload().unwrap_or_default();
         let submissions = &self.topology.topic(TopicRole::Submissions).name;
-        let (topic, body) = if message.topic() == submissions {
+        let on_submissions = message.topic() == submissions;
+        // A cancellation: on weir.responses from outside, on weir.submissions for a child.
+        let (topic, body) = if super::activity_worker::is_kind(
+            message,
+            super::activity_worker::CANCEL_EXECUTION_KIND,
+        ) {
+            let body = self
+                .codec
+                .decode_fetching::<CancelRequest>(payload, &position)
+                .await
+                .map(Body::Cancel);
+            let topic = if on_submissions {
+                InputTopic::Submissions
+            } else {
+                InputTopic::Responses
+            };
+            (topic, body)
+        } else if on_submissions {
             let body = self
                 .codec
                 .decode_fetching::<SubmissionInput>(payload, &position)

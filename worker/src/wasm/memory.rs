@@ -92,6 +92,8 @@ pub enum Record {
     Response { to: ExecutionId, response: Response },
     /// An activity topic, keyed by the activity's id.
     ActivityRequest(ActivityRequest),
+    /// `weir.responses` (`weir.kind = cancel-execution`), keyed by the execution.
+    Cancel(crate::codec::CancelRequest),
 }
 
 /// A record that went to the DLQ.
@@ -392,6 +394,9 @@ impl InMemoryBus {
         let (key, body) = match &record {
             Record::Submission(s) => (s.execution_id.clone(), Body::Submission(s.clone())),
             Record::Response { to, response } => (to.clone(), Body::Response(response.clone())),
+            Record::Cancel(request) => {
+                (request.execution_id.clone(), Body::Cancel(request.clone()))
+            }
             Record::ActivityRequest(_) => {
                 return Err(BusError::Inconsistent(
                     "an activity request is not an input of the processor".into(),
@@ -461,6 +466,7 @@ impl InMemoryBus {
                 Effect::Respond { to, response } => {
                     self.queue.push_back(Record::Response { to, response })
                 }
+                Effect::CancelExecution(request) => self.queue.push_back(Record::Cancel(request)),
                 Effect::PublishResult(finished) => self.published.push(finished),
                 Effect::PutTimer(timer) => {
                     let key = timer.key();
@@ -549,7 +555,7 @@ impl InMemoryBus {
             // The bus runs every execution on its host's registry: builds are not its concern.
             HistoryEntry::Upgraded { .. } => {}
             // The bus sends no events: nothing is buffered for a wait.
-            HistoryEntry::EventReceived(_) => {}
+            HistoryEntry::EventReceived(_) | HistoryEntry::CancelRequested { .. } => {}
         }
         self.changelog.entry(id.clone()).or_default().push((
             HistoryRecord {

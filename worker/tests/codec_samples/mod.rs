@@ -9,9 +9,9 @@ use chrono::{DateTime, Utc};
 use serde_json::json;
 use ulid::Ulid;
 use weir::codec::{
-    ActivityCancel, ActivityRequest, Created, DlqEnvelope, DlqHeader, DlqReason, ExecutionFinished,
-    HistoryEntry, HistoryRecord, InboundEvent, ParentRef, ReceivedEvent, Submission,
-    UpgradeRequest,
+    ActivityCancel, ActivityRequest, CancelRequest, Created, DlqEnvelope, DlqHeader, DlqReason,
+    ExecutionFinished, HistoryEntry, HistoryRecord, InboundEvent, ParentRef, ReceivedEvent,
+    Submission, UpgradeRequest,
 };
 use weir::model::{
     ChildKind, DelayOutcome, EventOutcome, ExecutionError, ExecutionErrorKind, ExecutionId,
@@ -281,6 +281,24 @@ pub fn inbound_events() -> Vec<InboundEvent> {
     ]
 }
 
+pub fn cancel_requests() -> Vec<CancelRequest> {
+    let js = JoinSetId::generated(1).unwrap();
+    vec![
+        CancelRequest {
+            execution_id: root(),
+            reason: "order withdrawn".into(),
+            terminate: false,
+            requested_at: t0(),
+        },
+        CancelRequest {
+            execution_id: root().child(&js, 2),
+            reason: String::new(),
+            terminate: true,
+            requested_at: DateTime::<Utc>::MAX_UTC,
+        },
+    ]
+}
+
 pub fn upgrade_requests() -> Vec<UpgradeRequest> {
     vec![UpgradeRequest {
         execution_id: root(),
@@ -347,6 +365,9 @@ pub fn history_records() -> Vec<HistoryRecord> {
             .into_iter()
             .map(|e| HistoryEntry::EventReceived(e.event)),
     );
+    entries.push(HistoryEntry::CancelRequested {
+        reason: "order withdrawn: é".into(),
+    });
     entries.extend(results().into_iter().map(|result| HistoryEntry::Finished {
         result,
         finished_at: t0(),

@@ -292,6 +292,8 @@ function describe(entry, pairs) {
       return { kind: "finished", what: `finished ${outcomeOf(e.result) || ""}`, detail: json(e.result) };
     case "upgraded":
       return { kind: "upgraded", what: "upgraded", detail: `${e.from || "(unpinned)"} → ${e.to}` };
+    case "cancel_requested":
+      return { kind: "cancel-requested", what: "cancel requested", detail: e.reason };
     case "event_received":
       return { kind: "event-received", what: `event ${e.name} received, kept for a wait`, detail: json(e.payload), id: e.event_id };
     case "response": {
@@ -473,11 +475,33 @@ function sendEventForm(id) {
   return form;
 }
 
+// Cancel (the workflow reacts, its compensations run) or terminate (at once).
+function stopButton(id, name, label, terminate) {
+  const button = el("button", { id: name, type: "button" }, label);
+  button.addEventListener("click", async () => {
+    const what = terminate ? "Terminate: it finishes at once, no compensation runs." : "Cancel: what it waits for is cancelled; it finishes cancelled.";
+    if (!window.confirm(`${what} Go on?`)) return;
+    try {
+      await api(`/executions/${encodeURIComponent(id)}/cancel`, {
+        method: "POST",
+        body: { reason: terminate ? "terminated from the web UI" : "cancelled from the web UI", terminate },
+      });
+      notice(`${label} requested`);
+    } catch (error) {
+      notice(explain(error), "error");
+    }
+  });
+  return button;
+}
+
 function executionView(id) {
   const view = document.getElementById("view");
   const content = el("div", { id: "execution" }, el("p", {}, "Loading…"));
   const send = sendEventForm(id);
-  view.replaceChildren(el("h1", {}, "Execution ", el("code", { id: "execution-id" }, id)), content, send);
+  const stop = el("div", { id: "stop", class: "actions", hidden: true },
+    stopButton(id, "cancel", "Cancel", false),
+    stopButton(id, "terminate", "Terminate", true));
+  view.replaceChildren(el("h1", {}, "Execution ", el("code", { id: "execution-id" }, id)), stop, content, send);
   startLive(async () => {
     let execution;
     try {
@@ -508,6 +532,7 @@ function executionView(id) {
       }
     });
     send.hidden = execution.state === "finished";
+    stop.hidden = execution.state === "finished";
     content.replaceChildren(
       el("dl", { class: "facts" },
         el("dt", {}, "Function"), el("dd", { id: "ffqn" }, execution.ffqn),
