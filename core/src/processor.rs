@@ -71,6 +71,14 @@
 //!   value, even after the execution finished); one that does not fit the stub function's
 //!   result type is dead-lettered `refused` (nothing is journalled, so a fitting value can
 //!   still be written).
+//! - **Cancel** (`CancelRequest`, on `weir.responses` from outside, on `weir.submissions` for
+//!   a child): for an unknown execution dead-lettered; for a finished one, or one cancelled
+//!   already, nothing. Otherwise `CancelRequested` is appended and everything the execution
+//!   waits for is cancelled: activities (with `CancelActivity`) and stubs answered
+//!   `cancelled`, delays and event waits answered cancelled, child workflows sent a
+//!   `CancelRequest` of their own; the answers are journalled and delivered to the run, which
+//!   may compensate. Once cancelled, an execution finishes `cancelled` whatever it returns.
+//!   `terminate` (or a still scheduled execution) finishes at once.
 //! - **Closing a join set** cancels its unawaited activities and delays: the execution
 //!   answers each itself (`cancelled`, `DelayFinished{cancelled}`), journalled and delivered
 //!   to the run in that order, and an activity's `CancelActivity` names its function. An
@@ -681,6 +689,11 @@ impl<R: WorkflowRunner> Processor<R> {
         request: CancelRequest,
     ) -> Result<(), ProcessorError> {
         let id = request.execution_id.clone();
+        if !self.cache.contains_key(&id) {
+            let error = format!("cancellation of {id}: the execution does not exist");
+            self.dead_letter(batch, index, DlqReason::Other, error);
+            return Ok(());
+        }
         let limit = self.value_limit();
         let Processor {
             stats,
@@ -690,13 +703,6 @@ impl<R: WorkflowRunner> Processor<R> {
             ..
         } = self;
         let Some(live) = cache.get_mut(&id) else {
-            let error = format!("cancellation of {id}: the execution does not exist");
-            stats.dead_letters += 1;
-            batch.effects.push(Effect::DeadLetter {
-                input: index,
-                reason: DlqReason::Other,
-                error,
-            });
             return Ok(());
         };
         accessed.insert(id.clone());
@@ -727,13 +733,7 @@ impl<R: WorkflowRunner> Processor<R> {
         if request.terminate || live.view.state == ExecutionState::Scheduled {
             // Nothing waits for the workflow: what it waited for is journalled cancelled,
             // and it finishes now.
-            for response in own {
-                append(
-                    batch,
-                    &mut live.view,
-                    HistoryEntry::ResponseAppended(response),
-                )?;
-            }
+            journal_all(batch, live, own)?;
             let why = if request.terminate {
                 format!("terminated: {reason}")
             } else {
@@ -749,13 +749,7 @@ impl<R: WorkflowRunner> Processor<R> {
         if live.run.is_none() {
             // Not running now (its start was deferred): the journal has the cancellations for
             // when it starts.
-            for response in own {
-                append(
-                    batch,
-                    &mut live.view,
-                    HistoryEntry::ResponseAppended(response),
-                )?;
-            }
+            journal_all(batch, live, own)?;
             return Ok(());
         }
         deliver_own(rules, stats, batch, live, own).await
@@ -1806,9 +1800,8 @@ async fn deliver_own<R: WorkflowRunner>(
                 )?;
                 // What it cancelled that the run did not see is journalled too: every
                 // cancelled request has its answer in the history.
-                for rest in cancellations.drain(next.min(cancellations.len())..) {
-                    append(batch, &mut live.view, HistoryEntry::ResponseAppended(rest))?;
-                }
+                let rest = cancellations.split_off(next.min(cancellations.len()));
+                journal_all(batch, live, rest)?;
                 let result = error_result(ExecutionErrorKind::Trap, e.to_string());
                 return finish(stats, batch, live, result);
             }
@@ -1867,6 +1860,22 @@ fn take_step<R: WorkflowRunner>(
         }
     }
     Ok(cancellations)
+}
+
+/// Journals `responses` as they are, without a run to deliver them to.
+fn journal_all<Run>(
+    batch: &mut Batch,
+    live: &mut Live<Run>,
+    responses: Vec<Response>,
+) -> Result<(), ProcessorError> {
+    for response in responses {
+        append(
+            batch,
+            &mut live.view,
+            HistoryEntry::ResponseAppended(response),
+        )?;
+    }
+    Ok(())
 }
 
 /// The effects and the self-answers that cancel everything `live` waits for: its activities

@@ -570,11 +570,13 @@ impl KafkaLog {
         let payload = message.payload().unwrap_or_default();
         let submissions = &self.topology.topic(TopicRole::Submissions).name;
         let on_submissions = message.topic() == submissions;
+        let on_events = message.topic() == self.topology.topic(TopicRole::Events).name;
         // A cancellation: on weir.responses from outside, on weir.submissions for a child.
-        let (topic, body) = if super::activity_worker::is_kind(
-            message,
-            super::activity_worker::CANCEL_EXECUTION_KIND,
-        ) {
+        let (topic, body) = if !on_events
+            && super::activity_worker::is_kind(
+                message,
+                super::activity_worker::CANCEL_EXECUTION_KIND,
+            ) {
             let body = self
                 .codec
                 .decode_fetching::<CancelRequest>(payload, &position)
@@ -607,7 +609,7 @@ impl KafkaLog {
                     }
                 });
             (InputTopic::Submissions, body)
-        } else if message.topic() == self.topology.topic(TopicRole::Events).name {
+        } else if on_events {
             let body = self
                 .codec
                 .decode_fetching::<InboundEvent>(payload, &position)
