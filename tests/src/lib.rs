@@ -226,3 +226,41 @@ pub fn weir_binary() -> PathBuf {
 pub mod deployment;
 pub mod faults;
 pub mod registry;
+
+/// The child requests of an execution's `history`, in order: (seq, child id, function, kind).
+pub fn child_requests(
+    history: &[weir::codec::HistoryRecord],
+) -> Vec<(
+    u64,
+    weir::model::ExecutionId,
+    String,
+    weir::model::ChildKind,
+)> {
+    use weir::codec::HistoryEntry;
+    use weir::model::{HistoryEvent, JoinSetRequest};
+    history
+        .iter()
+        .filter_map(|r| match &r.entry {
+            HistoryEntry::Event {
+                event:
+                    HistoryEvent::JoinSetRequest {
+                        request:
+                            JoinSetRequest::ChildExecutionRequest {
+                                child_execution_id,
+                                target_ffqn,
+                                child_kind,
+                                ..
+                            },
+                        ..
+                    },
+                ..
+            } => Some((
+                r.seq,
+                child_execution_id.clone(),
+                target_ffqn.to_string(),
+                *child_kind,
+            )),
+            _ => None,
+        })
+        .collect()
+}

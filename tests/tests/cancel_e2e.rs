@@ -17,13 +17,10 @@ use std::time::Duration;
 
 use serde_json::json;
 use weir::codec::{HistoryEntry, HistoryRecord};
-use weir::model::{
-    ChildKind, ExecutionErrorKind, ExecutionId, ExecutionResult, HistoryEvent, JoinSetRequest,
-    Response,
-};
+use weir::model::{ChildKind, ExecutionErrorKind, ExecutionId, ExecutionResult, Response};
 use weir::store::Store;
 use weir_e2e::deployment::Deployment;
-use weir_e2e::wait_for;
+use weir_e2e::{child_requests, wait_for};
 
 const CANCELLABLE: &str = "weir-examples:workflows/cancellable.run";
 const FIBONACCI: &str = "weir-examples:compute/math.fibonacci";
@@ -45,35 +42,6 @@ fn cancel(deployment: &Deployment, id: &ExecutionId, extra: &[&str]) -> Output {
         String::from_utf8_lossy(&output.stderr)
     );
     output
-}
-
-/// The child requests in `history`: (id, function, kind), in order.
-fn requests(history: &[HistoryRecord]) -> Vec<(u64, ExecutionId, String, ChildKind)> {
-    history
-        .iter()
-        .filter_map(|r| match &r.entry {
-            HistoryEntry::Event {
-                event:
-                    HistoryEvent::JoinSetRequest {
-                        request:
-                            JoinSetRequest::ChildExecutionRequest {
-                                child_execution_id,
-                                target_ffqn,
-                                child_kind,
-                                ..
-                            },
-                        ..
-                    },
-                ..
-            } => Some((
-                r.seq,
-                child_execution_id.clone(),
-                target_ffqn.to_string(),
-                *child_kind,
-            )),
-            _ => None,
-        })
-        .collect()
 }
 
 fn cancel_seq(history: &[HistoryRecord]) -> Option<u64> {
@@ -102,7 +70,7 @@ async fn a_cancelled_execution_stops_its_children_and_compensates() {
         async move {
             wait_for("both requests in the history", TIMEOUT, || async {
                 let history = deployment.store_history(store, &id).await;
-                (requests(&history).len() == 2).then_some(history)
+                (child_requests(&history).len() == 2).then_some(history)
             })
             .await
         }
@@ -116,13 +84,13 @@ async fn a_cancelled_execution_stops_its_children_and_compensates() {
         .await;
     let before = waiting(id.clone()).await;
     waiting(terminated.clone()).await;
-    let (_, child, _, kind) = requests(&before)
+    let (_, child, _, kind) = child_requests(&before)
         .into_iter()
         .find(|(_, _, _, kind)| *kind == ChildKind::Workflow)
         .expect("the child workflow");
     assert_eq!(kind, ChildKind::Workflow);
     // The slow activity's attempt is running before the cancellation.
-    let (_, activity, _, _) = requests(&before)
+    let (_, activity, _, _) = child_requests(&before)
         .into_iter()
         .find(|(_, _, _, kind)| *kind == ChildKind::Activity)
         .expect("the slow activity");
@@ -148,7 +116,7 @@ async fn a_cancelled_execution_stops_its_children_and_compensates() {
     })
     .await;
     let at = cancel_seq(&history).expect("the cancellation is journalled");
-    let compensation = requests(&history)
+    let compensation = child_requests(&history)
         .into_iter()
         .find(|(_, _, ffqn, _)| ffqn == FIBONACCI)
         .expect("the compensation was requested");
@@ -187,7 +155,7 @@ async fn a_cancelled_execution_stops_its_children_and_compensates() {
     assert!(error.reason.contains("terminated"), "{error:?}");
     let history = deployment.store_history(&store, &terminated).await;
     assert!(
-        !requests(&history)
+        !child_requests(&history)
             .iter()
             .any(|(_, _, ffqn, _)| ffqn == FIBONACCI),
         "a terminated execution compensates nothing"

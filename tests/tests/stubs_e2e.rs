@@ -18,12 +18,10 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use weir::codec::{DlqEnvelope, DlqReason, HistoryEntry};
-use weir::model::{
-    ChildKind, ExecutionId, ExecutionResult, HistoryEvent, JoinSetRequest, Response,
-};
+use weir::model::{ChildKind, ExecutionId, ExecutionResult, Response};
 use weir::topology::TopicRole;
 use weir_e2e::deployment::Deployment;
-use weir_e2e::wait_for;
+use weir_e2e::{child_requests, wait_for};
 
 const MANUAL_APPROVAL: &str = "weir-examples:workflows/approval.manual-approval";
 const TIMEOUT: Duration = Duration::from_secs(120);
@@ -50,26 +48,11 @@ fn text(output: &Output) -> String {
 async fn stub_request(deployment: &Deployment, id: &ExecutionId) -> ExecutionId {
     let store = deployment.store().await;
     wait_for("the approval's stub request", TIMEOUT, || async {
-        deployment
-            .store_history(&store, id)
-            .await
+        let history = deployment.store_history(&store, id).await;
+        child_requests(&history)
             .into_iter()
-            .find_map(|r| match r.entry {
-                HistoryEntry::Event {
-                    event:
-                        HistoryEvent::JoinSetRequest {
-                            request:
-                                JoinSetRequest::ChildExecutionRequest {
-                                    child_execution_id,
-                                    child_kind: ChildKind::Stub,
-                                    ..
-                                },
-                            ..
-                        },
-                    ..
-                } => Some(child_execution_id),
-                _ => None,
-            })
+            .find(|(_, _, _, kind)| *kind == ChildKind::Stub)
+            .map(|(_, child, _, _)| child)
     })
     .await
 }

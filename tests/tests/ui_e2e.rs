@@ -149,6 +149,21 @@ async fn api_history(base: &str, id: &str) -> Vec<Value> {
     history["entries"].as_array().expect("entries").clone()
 }
 
+/// Submits `ffqn(params)` through the API (admin token); the new execution's id.
+async fn submit_through_api(base: &str, ffqn: &str, params: Value) -> String {
+    let answer: Value = reqwest::Client::new()
+        .post(format!("{base}/v1/executions"))
+        .bearer_auth(ADMIN)
+        .json(&json!({"ffqn": ffqn, "params": params}))
+        .send()
+        .await
+        .expect("submit")
+        .json()
+        .await
+        .expect("json");
+    answer["execution_id"].as_str().expect("id").to_owned()
+}
+
 fn rows_of<'a>(page: &'a Value, kind: &str) -> Vec<&'a Value> {
     page["history"]
         .as_array()
@@ -282,17 +297,7 @@ async fn the_ui_submits_the_order_saga_finds_it_and_shows_its_history() {
     .await;
 
     // Live: a sleeper's page shows it running with its delay open, then finished, unreloaded.
-    let answer: Value = reqwest::Client::new()
-        .post(format!("{}/v1/executions", server.base))
-        .bearer_auth(ADMIN)
-        .json(&json!({"ffqn": SLEEP_FOR, "params": [8_000]}))
-        .send()
-        .await
-        .expect("submit")
-        .json()
-        .await
-        .expect("json");
-    let sleeper = answer["execution_id"].as_str().expect("id").to_owned();
+    let sleeper = submit_through_api(&server.base, SLEEP_FOR, json!([8_000])).await;
     client
         .goto(&format!("{ui}#/executions/{sleeper}"))
         .await
@@ -318,17 +323,7 @@ async fn the_ui_submits_the_order_saga_finds_it_and_shows_its_history() {
 
     // An event sent from the page: an approval waiting for `approved` takes it and finishes;
     // the form is gone once it has.
-    let answer: Value = reqwest::Client::new()
-        .post(format!("{}/v1/executions", server.base))
-        .bearer_auth(ADMIN)
-        .json(&json!({"ffqn": AWAIT_APPROVAL, "params": ["ui-order", 600]}))
-        .send()
-        .await
-        .expect("submit")
-        .json()
-        .await
-        .expect("json");
-    let approval = answer["execution_id"].as_str().expect("id").to_owned();
+    let approval = submit_through_api(&server.base, AWAIT_APPROVAL, json!(["ui-order", 600])).await;
     client
         .goto(&format!("{ui}#/executions/{approval}"))
         .await
@@ -384,17 +379,7 @@ async fn the_ui_submits_the_order_saga_finds_it_and_shows_its_history() {
 
     // Cancelled from the page (issue 13 item 5): a sleeper finishes `cancelled`, and its
     // page shows the cancellation in the history.
-    let answer: Value = reqwest::Client::new()
-        .post(format!("{}/v1/executions", server.base))
-        .bearer_auth(ADMIN)
-        .json(&json!({"ffqn": SLEEP_FOR, "params": [600_000]}))
-        .send()
-        .await
-        .expect("submit")
-        .json()
-        .await
-        .expect("json");
-    let long_sleeper = answer["execution_id"].as_str().expect("id").to_owned();
+    let long_sleeper = submit_through_api(&server.base, SLEEP_FOR, json!([600_000])).await;
     client
         .goto(&format!("{ui}#/executions/{long_sleeper}"))
         .await

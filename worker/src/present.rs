@@ -36,9 +36,18 @@ pub enum StubState {
     Written(crate::model::ExecutionResult),
 }
 
-/// Where stub child `child` stands in `history` (its parent's changelog).
-pub fn stub_state(history: &[HistoryRecord], child: &crate::model::ExecutionId) -> StubState {
+/// Where stub child `child` stands in `rows`, its parent's stored changelog (what `weir stub`
+/// and the HTTP API answer from).
+pub fn stub_state(
+    codec: &Codec,
+    rows: &[HistoryRow],
+    child: &crate::model::ExecutionId,
+) -> Result<StubState, DecodeError> {
     use crate::model::{ChildKind, HistoryEvent, JoinSetRequest, Response};
+    let history: Vec<HistoryRecord> = decode_history(codec, rows)?
+        .into_iter()
+        .map(|(_, record)| record)
+        .collect();
     let requested = history.iter().any(|r| {
         matches!(&r.entry, HistoryEntry::Event {
             event: HistoryEvent::JoinSetRequest {
@@ -53,9 +62,9 @@ pub fn stub_state(history: &[HistoryRecord], child: &crate::model::ExecutionId) 
         } if child_execution_id == child)
     });
     if !requested {
-        return StubState::NotAStub;
+        return Ok(StubState::NotAStub);
     }
-    history
+    Ok(history
         .iter()
         .find_map(|r| match &r.entry {
             HistoryEntry::ResponseAppended(Response::ChildExecutionFinished {
@@ -64,7 +73,7 @@ pub fn stub_state(history: &[HistoryRecord], child: &crate::model::ExecutionId) 
             }) if child_execution_id == child => Some(StubState::Written(result.clone())),
             _ => None,
         })
-        .unwrap_or(StubState::Open)
+        .unwrap_or(StubState::Open))
 }
 
 /// One execution of a list.

@@ -408,13 +408,9 @@ async fn write_stub(
         .history(&parent)
         .await
         .map_err(ApiError::internal)?;
-    let records: Vec<_> = crate::present::decode_history(&api.codec, &rows)
-        .map_err(ApiError::internal)?
-        .into_iter()
-        .map(|(_, record)| record)
-        .collect();
+    let state = stub_state(&api.codec, &rows, &child).map_err(ApiError::internal)?;
     let outcome = |outcome: &str| json!({"execution_id": child.to_string(), "outcome": outcome});
-    match stub_state(&records, &child) {
+    match state {
         StubState::NotAStub => return Err(no_stub()),
         StubState::Written(held) if held == body.result => {
             return Ok((StatusCode::OK, Json(outcome("ok"))).into_response());

@@ -160,11 +160,7 @@ pub async fn stub(args: StubArgs) -> ExitCode {
         let codec = Codec::single_object();
         let read = || async {
             let rows = store.history(&parent).await?;
-            let records: Vec<_> = crate::present::decode_history(&codec, &rows)?
-                .into_iter()
-                .map(|(_, record)| record)
-                .collect();
-            anyhow::Ok(stub_state(&records, &child))
+            anyhow::Ok(stub_state(&codec, &rows, &child)?)
         };
         match read().await? {
             StubState::NotAStub => anyhow::bail!(
