@@ -294,6 +294,8 @@ pub struct ProcessorStats {
     pub events_unclaimed: u64,
     /// Executions cancelled or terminated.
     pub cancelled: u64,
+    /// Executions that timed out at their deadline (or were submitted past it).
+    pub deadlines_passed: u64,
 }
 
 /// At most this many events wait in one execution's buffer.
@@ -388,17 +390,7 @@ impl<R: WorkflowRunner> Processor<R> {
                 if self.misrouted(*partition, key.as_deref(), body).is_some() {
                     return None;
                 }
-                match body {
-                    Body::Submission(s)
-                    | Body::UnparsableParams { submission: s, .. }
-                    | Body::UnparsableFfqn { submission: s, .. } => s.execution_id.clone(),
-                    Body::Response(_) | Body::MalformedAnswer { .. } => {
-                        response_owner(key.as_deref())?
-                    }
-                    Body::Upgrade(u) => u.execution_id.clone(),
-                    Body::Event(e) => e.target.clone(),
-                    Body::Cancel(c) => c.execution_id.clone(),
-                }
+                input_owner(key.as_deref(), body)?
             }
             Input::Record { body: Err(_), .. } => return None,
             Input::TimerDue(timer) => timer.execution_id.clone(),
@@ -516,7 +508,10 @@ impl<R: WorkflowRunner> Processor<R> {
     /// first and rehydrate what it names.
     pub async fn step(&mut self, batch: &mut Batch, input: Input) -> Result<(), ProcessorError> {
         match input {
-            Input::TimerDue(timer) => self.fire_timer(batch, timer).await,
+            Input::TimerDue(timer) => {
+                self.enforce_deadline(batch, &timer.execution_id)?;
+                self.fire_timer(batch, timer).await
+            }
             Input::Record {
                 index,
                 partition,
@@ -548,6 +543,7 @@ impl<R: WorkflowRunner> Processor<R> {
                                         format!("the answer was not taken: {error}"),
                                     ),
                                 };
+                                self.enforce_deadline(batch, &owner)?;
                                 return self.deliver(batch, &owner, response, None, None).await;
                             }
                         }
@@ -582,6 +578,9 @@ impl<R: WorkflowRunner> Processor<R> {
                 if let Some(error) = self.misrouted(partition, key.as_deref(), &body) {
                     self.dead_letter(batch, index, DlqReason::Misrouted, error);
                     return Ok(());
+                }
+                if let Some(owner) = input_owner(key.as_deref(), &body) {
+                    self.enforce_deadline(batch, &owner)?;
                 }
                 match body {
                     Body::Submission(submission) => {
@@ -729,7 +728,11 @@ impl<R: WorkflowRunner> Processor<R> {
                 },
             )?;
         }
-        let own = cancel_waits(batch, live, &request, &reason);
+        let stop = Stop {
+            reason: format!("was cancelled: {reason}"),
+            terminate: request.terminate,
+        };
+        let own = cancel_waits(batch, live, &stop);
         if request.terminate || live.view.state == ExecutionState::Scheduled {
             // Nothing waits for the workflow: what it waited for is journalled cancelled,
             // and it finishes now.
@@ -889,6 +892,11 @@ impl<R: WorkflowRunner> Processor<R> {
             metadata: submission.metadata.clone(),
             created_at: batch.now,
             component: self.runner.component_of(&submission.ffqn),
+            deadline: effective_deadline(
+                submission.deadline,
+                self.runner.default_deadline(&submission.ffqn),
+                batch.now,
+            ),
         };
         let partition = self.partition_of(&id);
         let (view, timers) = ExecutionView::new(id.clone(), partition, created.clone(), batch.now);
@@ -930,6 +938,13 @@ impl<R: WorkflowRunner> Processor<R> {
                 };
                 self.dead_letter(batch, index, reason, error.clone());
                 finish(&mut self.stats, batch, &mut live, error_result(kind, error))?;
+            }
+            Ok(()) if live.view.created.deadline.is_some_and(|d| d <= batch.now) => {
+                // Past its deadline before it could start: it never runs.
+                let result = deadline_result(&live.view, batch.now);
+                tracing::info!(execution = %id, "submitted past its deadline: timed out");
+                self.stats.deadlines_passed += 1;
+                finish_with(&mut self.stats, batch, &mut live, result)?;
             }
             Ok(()) if live.view.state == ExecutionState::Scheduled => {}
             Ok(()) => {
@@ -1213,7 +1228,41 @@ impl<R: WorkflowRunner> Processor<R> {
             }
             TimerKind::Schedule => self.start_scheduled(batch, &timer.execution_id).await,
             TimerKind::Retry => self.retry_start(batch, timer.execution_id).await,
+            // Enforced by `step` before any input of the execution, this one included.
+            TimerKind::Deadline => Ok(()),
         }
+    }
+
+    /// Before any input of execution `id` is taken: if it has passed its deadline and has not
+    /// finished (its deadline timer is due, or an input came first), what it waits for is
+    /// cancelled (its child workflows terminated: nobody waits for them any more) and it
+    /// finishes `timed-out` without running again; the input then finds it finished. So no
+    /// step of an execution runs past its deadline, whichever input comes first.
+    fn enforce_deadline(
+        &mut self,
+        batch: &mut Batch,
+        id: &ExecutionId,
+    ) -> Result<(), ProcessorError> {
+        let Some(live) = self.cache.get_mut(id) else {
+            return Ok(());
+        };
+        let Some(deadline) = live.view.created.deadline else {
+            return Ok(());
+        };
+        if live.view.state == ExecutionState::Finished || deadline > batch.now {
+            return Ok(());
+        }
+        self.accessed.insert(id.clone());
+        let result = deadline_result(&live.view, batch.now);
+        tracing::info!(execution = %id, deadline = %deadline, "deadline passed: the execution timed out");
+        self.stats.deadlines_passed += 1;
+        let stop = Stop {
+            reason: format!("passed its deadline {}", rfc3339(deadline)),
+            terminate: true,
+        };
+        let own = cancel_waits(batch, live, &stop);
+        journal_all(batch, live, own)?;
+        finish_with(&mut self.stats, batch, live, result)
     }
 
     /// Starts a scheduled execution whose time has come (its timer fired, or a deferred start
@@ -1882,12 +1931,8 @@ fn journal_all<Run>(
 /// and stubs end `cancelled` (an activity's running attempt is interrupted, a pending retry
 /// dropped: [`Effect::CancelActivity`]), its delays and event waits are answered cancelled,
 /// and its child workflows are cancelled in turn (they answer when they finish).
-fn cancel_waits<Run>(
-    batch: &mut Batch,
-    live: &Live<Run>,
-    request: &CancelRequest,
-    reason: &str,
-) -> Vec<Response> {
+fn cancel_waits<Run>(batch: &mut Batch, live: &Live<Run>, stop: &Stop) -> Vec<Response> {
+    let reason = &stop.reason;
     let id = &live.view.id;
     let waits = live.view.waiting_for();
     let mut own = Vec::new();
@@ -1895,8 +1940,8 @@ fn cancel_waits<Run>(
         match kind {
             ChildKind::Workflow => batch.effects.push(Effect::CancelExecution(CancelRequest {
                 execution_id: child,
-                reason: format!("its parent {id} was cancelled: {reason}"),
-                terminate: request.terminate,
+                reason: format!("its parent {id} {reason}"),
+                terminate: stop.terminate,
                 requested_at: batch.now,
             })),
             ChildKind::Activity | ChildKind::Stub => {
@@ -1910,7 +1955,7 @@ fn cancel_waits<Run>(
                 own.push(Response::ChildExecutionFinished {
                     result: error_result(
                         ExecutionErrorKind::Cancelled,
-                        format!("{child} was cancelled: {id} was cancelled ({reason})"),
+                        format!("{child} was cancelled: {id} {reason}"),
                     ),
                     child_execution_id: child,
                 });
@@ -1936,6 +1981,66 @@ fn cancel_waits<Run>(
             }),
     );
     own
+}
+
+/// The execution an input is for: a submission's own, the key of a response (the execution
+/// it answers), an upgrade's, an event's target, a cancellation's.
+fn input_owner(key: Option<&str>, body: &Body) -> Option<ExecutionId> {
+    Some(match body {
+        Body::Submission(s)
+        | Body::UnparsableParams { submission: s, .. }
+        | Body::UnparsableFfqn { submission: s, .. } => s.execution_id.clone(),
+        Body::Response(_) | Body::MalformedAnswer { .. } => response_owner(key)?,
+        Body::Upgrade(u) => u.execution_id.clone(),
+        Body::Event(e) => e.target.clone(),
+        Body::Cancel(c) => c.execution_id.clone(),
+    })
+}
+
+/// Why an execution stops waiting, as [`cancel_waits`] tells its children: `reason` follows
+/// the execution's id ("was cancelled: …", "passed its deadline …"); `terminate` child
+/// workflows rather than let them compensate.
+struct Stop {
+    reason: String,
+    terminate: bool,
+}
+
+/// The deadline a new execution keeps: the earlier of the one its submission asks for and
+/// its component's default counted from `now`.
+fn effective_deadline(
+    asked: Option<DateTime<Utc>>,
+    default: Option<std::time::Duration>,
+    now: DateTime<Utc>,
+) -> Option<DateTime<Utc>> {
+    let default = default
+        .and_then(|d| chrono::Duration::from_std(d).ok())
+        .and_then(|d| now.checked_add_signed(d));
+    earlier(asked, default)
+}
+
+/// The result of an execution that did not finish by its deadline.
+fn deadline_result(view: &ExecutionView, now: DateTime<Utc>) -> ExecutionResult {
+    let deadline = view.created.deadline.unwrap_or(now);
+    error_result(
+        ExecutionErrorKind::TimedOut,
+        format!(
+            "{} did not finish by its deadline {}",
+            view.id,
+            rfc3339(deadline)
+        ),
+    )
+}
+
+fn rfc3339(at: DateTime<Utc>) -> String {
+    at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+/// The earlier of two optional instants.
+fn earlier(a: Option<DateTime<Utc>>, b: Option<DateTime<Utc>>) -> Option<DateTime<Utc>> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
 }
 
 /// Room a record needs around the largest value it carries (ids, names, framing).
@@ -2027,8 +2132,12 @@ fn output_effect<R: WorkflowRunner>(
                 params,
                 kind,
             };
-            let trace = crate::trace::inherited(&id, &live.view.created.metadata);
-            if let Some(effect) = child_effect(&id, child, terms, batch.now, trace) {
+            let parent = Parent {
+                id: &id,
+                deadline: live.view.created.deadline,
+                trace: crate::trace::inherited(&id, &live.view.created.metadata),
+            };
+            if let Some(effect) = child_effect(parent, child, terms, batch.now) {
                 batch.effects.push(effect);
             }
         }
@@ -2046,8 +2155,10 @@ fn output_effect<R: WorkflowRunner>(
             parent: None,
             scheduled_at: Some(at),
             correlation_id: None,
-            // A scheduled execution is its own top-level execution, in its scheduler's trace.
+            // A scheduled execution is its own top-level execution, in its scheduler's trace,
+            // not bound by its scheduler's deadline.
             metadata: crate::trace::inherited(&id, &live.view.created.metadata),
+            deadline: None,
         })),
         // The stub's value answers this very execution through `weir.responses`, like any
         // child's result, so that it is journalled in arrival order.
@@ -2109,15 +2220,28 @@ struct Child {
     kind: ChildKind,
 }
 
-/// The record a child becomes: a submission of a workflow, an activity request with the
-/// `terms` of its declaration (its deadline counted from `now`), nothing for a stub. A child
-/// workflow's metadata is `trace`, the trace keys it inherits ([`crate::trace::inherited`]).
+/// The execution a child is submitted by, as its child's record carries it.
+struct Parent<'a> {
+    id: &'a ExecutionId,
+    /// The parent's deadline: no child gets a later one.
+    deadline: Option<DateTime<Utc>>,
+    /// The trace keys a child workflow inherits ([`crate::trace::inherited`]).
+    trace: BTreeMap<String, String>,
+}
+
+/// The record a child becomes: a submission of a workflow (with its parent's deadline, its
+/// metadata the trace keys it inherits), an activity request with the `terms` of its
+/// declaration (its deadline counted from `now`, never later than the parent's), nothing
+/// for a stub.
 fn child_effect(
-    parent: &ExecutionId,
+    Parent {
+        id: parent,
+        deadline: parent_deadline,
+        trace,
+    }: Parent<'_>,
     child: Child,
     terms: RequestTerms,
     now: DateTime<Utc>,
-    trace: BTreeMap<String, String>,
 ) -> Option<Effect> {
     let Child {
         id: child,
@@ -2140,6 +2264,7 @@ fn child_effect(
                 scheduled_at: None,
                 correlation_id: None,
                 metadata: trace,
+                deadline: parent_deadline,
             }))
         }
         ChildKind::Activity => Some(Effect::RequestActivity(ActivityRequest {
@@ -2151,10 +2276,13 @@ fn child_effect(
             timeout_millis: terms
                 .attempt_timeout
                 .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
-            deadline: terms
-                .deadline_after
-                .and_then(|d| chrono::Duration::from_std(d).ok())
-                .and_then(|d| now.checked_add_signed(d)),
+            deadline: earlier(
+                terms
+                    .deadline_after
+                    .and_then(|d| chrono::Duration::from_std(d).ok())
+                    .and_then(|d| now.checked_add_signed(d)),
+                parent_deadline,
+            ),
         })),
         // Never executed: the workflow writes its result with `<f>-stub`.
         ChildKind::Stub => None,

@@ -10,10 +10,11 @@
 //! |---|---|---|
 //! | `Created` with `scheduled_at` after `created_at` | scheduled | put the schedule timer |
 //! | `Created` otherwise | running | |
+//! | `Created` with a `deadline` | | put the deadline timer |
 //! | an event, while scheduled | running | delete the schedule timer |
 //! | event `JoinSetRequest(DelayRequest)` | | put the delay's timer |
 //! | response `DelayFinished` | | delete the delay's timer |
-//! | `Finished` | finished | delete the schedule timer and every delay still pending |
+//! | `Finished` | finished | delete the schedule and deadline timers and every delay still pending |
 //!
 //! Events sent to the execution: an `EventReceived` entry puts the event in the buffer and
 //! its id in `events_seen`; an event request (`JoinSetRequest(EventRequest)`) opens a wait;
@@ -38,6 +39,11 @@ use crate::rows::{EntryKind, ExecutionRow, ExecutionState, TimerKey, TimerKind, 
 /// The id of the timer that starts a scheduled execution.
 pub fn schedule_timer_id(execution_id: &ExecutionId) -> String {
     format!("schedule:{execution_id}")
+}
+
+/// The id of the timer that finishes an execution past its deadline.
+pub fn deadline_timer_id(execution_id: &ExecutionId) -> String {
+    format!("deadline:{execution_id}")
 }
 
 /// The id that deduplicates a response: the child execution's, the delay's or the event
@@ -173,11 +179,25 @@ impl ExecutionView {
             updated_at: at,
             finished_at: None,
         };
-        let timers = match scheduled {
-            Some(due_at) => vec![TimerChange::Put(view.schedule_timer(due_at))],
-            None => Vec::new(),
-        };
+        let mut timers = Vec::new();
+        if let Some(due_at) = scheduled {
+            timers.push(TimerChange::Put(view.schedule_timer(due_at)));
+        }
+        if let Some(timer) = view.deadline_timer() {
+            timers.push(TimerChange::Put(timer));
+        }
         (view, timers)
+    }
+
+    fn deadline_timer(&self) -> Option<TimerRow> {
+        Some(TimerRow {
+            kafka_partition: self.partition,
+            due_at: self.created.deadline?,
+            timer_id: deadline_timer_id(&self.id),
+            execution_id: self.id.clone(),
+            kind: TimerKind::Deadline,
+            payload: Vec::new(),
+        })
     }
 
     fn schedule_timer(&self, due_at: DateTime<Utc>) -> TimerRow {
@@ -331,6 +351,7 @@ impl ExecutionView {
                 if self.state == ExecutionState::Scheduled {
                     timers.extend(self.schedule_timer_key().map(TimerChange::Delete));
                 }
+                timers.extend(self.deadline_timer().map(|t| TimerChange::Delete(t.key())));
                 self.pending_children.clear();
                 self.pending_events.clear();
                 self.buffered_events.clear();
@@ -545,6 +566,7 @@ mod tests {
             metadata: Default::default(),
             created_at: t0(),
             component: None,
+            deadline: None,
         }
     }
 
@@ -651,6 +673,38 @@ mod tests {
         let changes = view.apply(1, &delay_request(0), t0()).expect("applies");
         assert_eq!(view.state, ExecutionState::Running);
         assert_eq!(changes[0], TimerChange::Delete(key));
+    }
+
+    #[test]
+    fn a_deadline_puts_its_timer_and_the_finish_deletes_it() {
+        let deadline = t0() + Duration::seconds(30);
+        let created = Created {
+            deadline: Some(deadline),
+            ..created(None)
+        };
+        let (mut view, timers) = ExecutionView::new(id(), 3, created, t0());
+        let key = TimerKey {
+            kafka_partition: 3,
+            due_at: deadline,
+            timer_id: deadline_timer_id(&id()),
+        };
+        assert!(
+            matches!(&timers[..], [TimerChange::Put(t)] if t.key() == key && t.kind == TimerKind::Deadline),
+            "{timers:?}"
+        );
+        // Running on does not touch it; the finish deletes it with the delay still pending.
+        assert_eq!(
+            view.apply(1, &delay_request(0), t0())
+                .expect("applies")
+                .len(),
+            1
+        );
+        let changes = view.apply(2, &finished(), t0()).expect("applies");
+        assert!(changes.contains(&TimerChange::Delete(key)), "{changes:?}");
+        assert!(
+            changes.contains(&TimerChange::Delete(delay_key())),
+            "{changes:?}"
+        );
     }
 
     #[test]

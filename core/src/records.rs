@@ -46,6 +46,10 @@ pub struct Submission {
     pub correlation_id: Option<String>,
     /// Free-form caller metadata (added in schema v1; empty when read from a v0 record).
     pub metadata: BTreeMap<String, String>,
+    /// Past this the execution finishes `timed-out` and its children are cancelled; the
+    /// execution keeps the earlier of this and its component's default. A child workflow's
+    /// submission carries its parent's deadline. `None`: none asked (added in schema v2).
+    pub deadline: Option<DateTime<Utc>>,
 }
 
 /// A request to run an activity. Topic `weir.activity.<route>`, key: `execution_id` (the
@@ -64,6 +68,19 @@ pub struct ActivityRequest {
     pub timeout_millis: Option<u64>,
     /// Absolute deadline of the activity (all attempts), if any.
     pub deadline: Option<DateTime<Utc>>,
+}
+
+impl ActivityRequest {
+    /// How long an attempt started at `now` may run: its `timeout_millis`, cut to what is
+    /// left before the deadline (zero once it has passed); `None` for no bound.
+    pub fn attempt_bound(&self, now: DateTime<Utc>) -> Option<std::time::Duration> {
+        let timeout = self.timeout_millis.map(std::time::Duration::from_millis);
+        let Some(deadline) = self.deadline else {
+            return timeout;
+        };
+        let left = (deadline - now).to_std().unwrap_or_default();
+        Some(timeout.map_or(left, |t| t.min(left)))
+    }
 }
 
 /// A parent closed the join set of an unawaited activity. Topic `weir.activity.<route>` (of
@@ -91,6 +108,9 @@ pub struct Created {
     /// records written before pinning (and for executions the host did not pin): they run
     /// on whatever build of the function is registered.
     pub component: Option<String>,
+    /// The execution's deadline: the earlier of its submission's and its component's
+    /// default counted from `created_at` (added in history schema v5).
+    pub deadline: Option<DateTime<Utc>>,
 }
 
 /// One entry of an execution's changelog.

@@ -86,6 +86,8 @@ named_enum!(
         /// instance pool, a component a rolling deploy has not brought yet): durable, so that
         /// a new owner tries it too.
         Retry => "retry",
+        /// Finishes an execution that has not finished by its deadline `timed-out`.
+        Deadline => "deadline",
     }
 );
 
@@ -129,7 +131,8 @@ pub struct TimerRow {
     /// The partition of the co-partitioned topics that owns the timer's execution.
     pub kafka_partition: i32,
     pub due_at: DateTime<Utc>,
-    /// Unique per timer (a delay id, `schedule:<execution id>`, `retry:<execution id>`).
+    /// Unique per timer (a delay id, `schedule:<execution id>`, `retry:<execution id>`,
+    /// `deadline:<execution id>`).
     pub timer_id: String,
     pub execution_id: ExecutionId,
     pub kind: TimerKind,

@@ -145,6 +145,12 @@ pub trait WorkflowRunner: Send + Sync {
         None
     }
 
+    /// How long after its creation an execution of workflow `ffqn` may run unless its
+    /// submission asks for less: the component's default deadline (none by default).
+    fn default_deadline(&self, _ffqn: &Ffqn) -> Option<std::time::Duration> {
+        None
+    }
+
     /// What the requests for activity `ffqn` carry (none by default).
     fn request_terms(&self, _ffqn: &Ffqn) -> RequestTerms {
         RequestTerms::default()

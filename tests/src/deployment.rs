@@ -13,9 +13,7 @@ use rdkafka::message::Message;
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::{Offset, TopicPartitionList};
 use serde_json::Value;
-use weir::codec::{
-    AvroRecord, Codec, ExecutionFinished, HistoryRecord, RecordPosition, Submission,
-};
+use weir::codec::{AvroRecord, Codec, ExecutionFinished, HistoryRecord, RecordPosition};
 use weir::model::{ExecutionId, ExecutionResult, Ffqn};
 use weir::store::{CqlStore, Store, connect};
 use weir::topology::{TopicRole, Topology};
@@ -396,16 +394,34 @@ impl Deployment {
         params: Value,
         headers: &[(&str, &str)],
     ) -> ExecutionId {
+        self.submit_record(producer, ffqn, params, None, headers)
+            .await
+    }
+
+    /// [`submit`](Self::submit) with a deadline.
+    pub async fn submit_with_deadline(
+        &self,
+        producer: &FutureProducer,
+        ffqn: &str,
+        params: Value,
+        deadline: chrono::DateTime<chrono::Utc>,
+    ) -> ExecutionId {
+        self.submit_record(producer, ffqn, params, Some(deadline), &[])
+            .await
+    }
+
+    async fn submit_record(
+        &self,
+        producer: &FutureProducer,
+        ffqn: &str,
+        params: Value,
+        deadline: Option<chrono::DateTime<chrono::Utc>>,
+        headers: &[(&str, &str)],
+    ) -> ExecutionId {
         let id = ExecutionId::top_level(ulid::Ulid::new());
-        let submission = Submission {
-            execution_id: id.clone(),
-            ffqn: ffqn.parse::<Ffqn>().expect("ffqn"),
-            params,
-            parent: None,
-            scheduled_at: None,
-            correlation_id: None,
-            metadata: Default::default(),
-        };
+        let ffqn = ffqn.parse::<Ffqn>().expect("ffqn");
+        let submission =
+            weir::kafka::submit::top_level(&id, ffqn, params, Default::default(), deadline);
         let topic = self.topic(TopicRole::Submissions);
         let value = self.codec.encode(&topic, &submission).expect("encode");
         let mut owned = rdkafka::message::OwnedHeaders::new();

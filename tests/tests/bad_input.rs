@@ -43,6 +43,7 @@ impl AvroRecord for RawSubmission {
                 Avro::Union(0, Box::new(Avro::Null)),
             ),
             ("metadata".into(), Avro::Map(Default::default())),
+            ("deadline".into(), Avro::Union(0, Box::new(Avro::Null))),
         ]))
     }
 
@@ -91,15 +92,13 @@ impl AvroRecord for RawAnswer {
 }
 
 fn submission(id: &ExecutionId, ffqn: &str, params: Value) -> Submission {
-    Submission {
-        execution_id: id.clone(),
-        ffqn: ffqn.parse().expect("ffqn"),
+    weir::kafka::submit::top_level(
+        id,
+        ffqn.parse().expect("ffqn"),
         params,
-        parent: None,
-        scheduled_at: None,
-        correlation_id: None,
-        metadata: Default::default(),
-    }
+        Default::default(),
+        None,
+    )
 }
 
 fn error_kind(result: &ExecutionResult) -> Option<ExecutionErrorKind> {

@@ -155,6 +155,7 @@ async fn a_batch_that_cannot_be_fetched_is_skipped_and_counted() {
             scheduled_at: None,
             correlation_id: None,
             metadata: Default::default(),
+            deadline: None,
         };
         let value = deployment
             .codec
@@ -199,6 +200,7 @@ async fn a_batch_that_cannot_be_fetched_is_skipped_and_counted() {
         scheduled_at: None,
         correlation_id: None,
         metadata: Default::default(),
+        deadline: None,
     };
     let value = deployment
         .codec

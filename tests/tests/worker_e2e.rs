@@ -599,6 +599,7 @@ async fn poison_records_go_to_the_dlq_without_blocking_their_partition() {
         scheduled_at: None,
         correlation_id: None,
         metadata: Default::default(),
+        deadline: None,
     };
     let bytes = deployment
         .codec

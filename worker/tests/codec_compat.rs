@@ -15,8 +15,8 @@ use apache_avro::writer::datum::GenericDatumWriter;
 use codec_samples::*;
 use weir::codec::schemas::{self, RecordSchema};
 use weir::codec::{
-    AvroRecord, Codec, DlqEnvelope, DlqReason, ExecutionFinished, HistoryEntry, HistoryRecord,
-    InMemoryRegistry, RecordPosition, SchemaRegistry, Submission, value_subject,
+    AvroRecord, Codec, Created, DlqEnvelope, DlqReason, ExecutionFinished, HistoryEntry,
+    HistoryRecord, InMemoryRegistry, RecordPosition, SchemaRegistry, Submission, value_subject,
 };
 
 fn avro_dir() -> PathBuf {
@@ -235,9 +235,9 @@ fn the_check_catches_a_field_added_without_default() {
     assert!(block_on(registry.register("s-value", &json.to_string())).is_err());
 }
 
-/// Fields added to nested records since the first schemas (`Created.component`): dropped
-/// from a value written with an old schema that lacks them.
-const NESTED_FIELDS_ADDED: &[&str] = &["component"];
+/// Fields added to nested records since the first schemas (`Created.component`,
+/// `Created.deadline`): dropped from a value written with an old schema that lacks them.
+const NESTED_FIELDS_ADDED: &[&str] = &["component", "deadline"];
 
 /// `value` without the nested record fields `names`, at any depth.
 fn without_fields(value: Value, names: &[&str]) -> Value {
@@ -341,6 +341,7 @@ fn check_old_records<R: AvroRecord + PartialEq + std::fmt::Debug>(
 fn v0_submissions_read_as_current_with_empty_metadata() {
     check_old_records("v0", "weir.submissions", &submissions(), |s| Submission {
         metadata: Default::default(),
+        deadline: None,
         ..s.clone()
     });
 }
@@ -368,6 +369,7 @@ fn v1_records_read_as_current_unchanged() {
             && !text.contains("component: Some")
             && !text.contains("Upgraded")
             && !holds_events(&text)
+            && !holds_deadline(&text)
     }
     fn held<R: std::fmt::Debug>(records: Vec<R>) -> Vec<R> {
         let held: Vec<R> = records.into_iter().filter(v1_can_hold).collect();
@@ -403,7 +405,10 @@ fn v2_history_records_read_as_current_unpinned() {
         .into_iter()
         .filter(|r| {
             let text = format!("{r:?}");
-            !text.contains("component: Some") && !text.contains("Upgraded") && !holds_events(&text)
+            !text.contains("component: Some")
+                && !text.contains("Upgraded")
+                && !holds_events(&text)
+                && !holds_deadline(&text)
         })
         .collect();
     assert!(
@@ -426,13 +431,44 @@ fn holds_events(text: &str) -> bool {
 fn v3_history_records_read_as_current_unchanged() {
     let held: Vec<HistoryRecord> = history_records()
         .into_iter()
-        .filter(|r| !holds_events(&format!("{r:?}")))
+        .filter(|r| {
+            let text = format!("{r:?}");
+            !holds_events(&text) && !holds_deadline(&text)
+        })
         .collect();
     assert!(
         held.iter()
             .any(|r| matches!(r.entry, HistoryEntry::Upgraded { .. }))
     );
     check_old_records("v3", "weir.history", &held, Clone::clone);
+}
+
+/// Whether a sample (its `Debug` text) holds what only v5 has: a deadline.
+fn holds_deadline(text: &str) -> bool {
+    text.contains("deadline: Some")
+}
+
+/// v4 (before deadlines) submissions and history records read as current ones without a
+/// deadline.
+#[test]
+fn v4_records_read_as_current_without_deadlines() {
+    assert!(submissions().iter().any(|s| s.deadline.is_some()));
+    check_old_records("v4", "weir.submissions", &submissions(), |s| Submission {
+        deadline: None,
+        ..s.clone()
+    });
+    let records = history_records();
+    assert!(holds_deadline(&format!("{records:?}")));
+    check_old_records("v4", "weir.history", &records, |r| match &r.entry {
+        HistoryEntry::Created(c) => HistoryRecord {
+            entry: HistoryEntry::Created(Created {
+                deadline: None,
+                ..c.clone()
+            }),
+            ..r.clone()
+        },
+        _ => r.clone(),
+    });
 }
 
 /// Until Weir computed the Parsing Canonical Form itself, apache-avro's form (which keeps a

@@ -1128,3 +1128,41 @@ async fn a_pinned_execution_runs_on_its_build_and_parks_without_it() {
         }
     }
 }
+
+/// Issue 13 item 6, the declaration's part: a workflow's `deadline_ms` is its executions'
+/// default deadline (`bounded` declares 5 s; `hello` none), and an activity's is refused at
+/// load (its attempts are bounded by `limits.timeout_ms`), as is a zero one.
+#[test]
+fn a_workflow_declares_a_default_deadline_and_an_activity_cannot() {
+    let text = std::fs::read_to_string(components_toml()).unwrap();
+    let specs = weir::wasm::ComponentsFile::parse(&text, &components_toml())
+        .unwrap()
+        .resolve(&examples_dir())
+        .unwrap();
+    let deadline_of = |name: &str| {
+        specs
+            .iter()
+            .find(|s| s.name == name)
+            .unwrap_or_else(|| panic!("{name} is declared"))
+            .deadline
+    };
+    assert_eq!(
+        deadline_of("bounded"),
+        Some(std::time::Duration::from_secs(5))
+    );
+    assert_eq!(deadline_of("hello"), None);
+    for (entry, needle) in [
+        (
+            "kind = \"activity\"\nroute = \"compute\"\ndeadline_ms = 10",
+            "workflow's",
+        ),
+        ("kind = \"workflow\"\ndeadline_ms = 0", "at least 1"),
+    ] {
+        let text = format!("[[component]]\nname = \"x\"\npath = \"x.wasm\"\n{entry}\n");
+        let error = weir::wasm::ComponentsFile::parse(&text, &components_toml())
+            .unwrap()
+            .resolve(&examples_dir())
+            .expect_err("refused");
+        assert!(error.to_string().contains(needle), "{entry}: {error}");
+    }
+}

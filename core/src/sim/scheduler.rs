@@ -694,6 +694,7 @@ impl Sim {
             scheduled_at,
             correlation_id: Some(format!("c-{id}")),
             metadata: Default::default(),
+            deadline: None,
         };
         let (partition, offset) = lock(&self.world).client_append(
             Topic::Submissions,
@@ -893,6 +894,7 @@ impl Sim {
             scheduled_at: None,
             correlation_id: None,
             metadata: Default::default(),
+            deadline: None,
         };
         let mut w = lock(&self.world);
         let partitions = w.cluster.partitions(Topic::Submissions);
@@ -931,6 +933,7 @@ impl Sim {
             scheduled_at: None,
             correlation_id: Some(format!("conflict-{id}")),
             metadata: Default::default(),
+            deadline: None,
         };
         let (partition, offset) = lock(&self.world).client_append(
             Topic::Submissions,

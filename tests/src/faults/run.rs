@@ -93,6 +93,7 @@ impl Run<'_> {
                     scheduled_at: None,
                     correlation_id: None,
                     metadata: Default::default(),
+                    deadline: None,
                 };
                 let value = self
                     .deployment

@@ -213,6 +213,8 @@ struct SubmitBody {
     ffqn: String,
     params: Value,
     idempotency_key: Option<String>,
+    /// An RFC 3339 instant or a duration from now (`90s`, `5m`).
+    deadline: Option<String>,
 }
 
 async fn submit(
@@ -241,18 +243,23 @@ async fn submit(
         Some(key) => idempotent_id(&api.namespace, key),
         None => ExecutionId::top_level(ulid::Ulid::new()),
     };
-    let topic = &api.topology.topic(TopicRole::Submissions).name;
-    crate::kafka::submit::submit_top_level(
-        &api.producer,
-        &api.codec,
-        topic,
+    let deadline = body
+        .deadline
+        .as_deref()
+        .map(|d| crate::kafka::submit::parse_deadline(d, chrono::Utc::now()))
+        .transpose()
+        .map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let submission = crate::kafka::submit::top_level(
         &id,
         ffqn,
         body.params,
         trace_metadata(&headers)?,
-    )
-    .await
-    .map_err(ApiError::internal)?;
+        deadline,
+    );
+    let topic = &api.topology.topic(TopicRole::Submissions).name;
+    crate::kafka::submit::submit(&api.producer, &api.codec, topic, &submission)
+        .await
+        .map_err(ApiError::internal)?;
     let key = id.to_string();
     Ok((StatusCode::ACCEPTED, Json(json!({"execution_id": key}))).into_response())
 }

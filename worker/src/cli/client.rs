@@ -34,6 +34,11 @@ pub struct SubmitArgs {
     /// How long `--follow` waits, in seconds.
     #[arg(long, default_value_t = crate::options::DEFAULT_FOLLOW_TIMEOUT_SECS)]
     pub timeout: u64,
+    /// Past this the execution finishes `timed-out` and its children are cancelled: an RFC
+    /// 3339 instant or a duration from now (`90s`, `5m`, `1h 30m`). The component's
+    /// `deadline_ms`, if earlier, wins.
+    #[arg(long)]
+    pub deadline: Option<String>,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -265,6 +270,11 @@ async fn submit_inner(args: SubmitArgs) -> anyhow::Result<ExitCode> {
     if !params.is_array() {
         anyhow::bail!("params must be a JSON array, one element per parameter");
     }
+    let deadline = args
+        .deadline
+        .as_deref()
+        .map(|d| crate::kafka::submit::parse_deadline(d, chrono::Utc::now()))
+        .transpose()?;
     let topology = topology(&args.cluster)?;
     let kafka = args.cluster.kafka()?;
     let codec = Codec::single_object();
@@ -297,26 +307,19 @@ async fn submit_inner(args: SubmitArgs) -> anyhow::Result<ExitCode> {
 
     let submissions = &topology.topic(TopicRole::Submissions).name;
     let producer: FutureProducer = kafka.producer().create()?;
-    crate::kafka::submit::submit_top_level(
-        &producer,
-        &codec,
-        submissions,
-        &id,
-        ffqn,
-        params,
-        Default::default(),
-    )
-    .await?;
+    let submission =
+        crate::kafka::submit::top_level(&id, ffqn, params, Default::default(), deadline);
+    crate::kafka::submit::submit(&producer, &codec, submissions, &submission).await?;
     println!("{id}");
     let Some(consumer) = listener else {
         return Ok(ExitCode::SUCCESS);
     };
 
     let started = Instant::now();
-    let deadline = started + Duration::from_secs(args.timeout);
+    let give_up = started + Duration::from_secs(args.timeout);
     let consumer = Arc::new(consumer);
     loop {
-        if Instant::now() > deadline {
+        if Instant::now() > give_up {
             eprintln!();
             anyhow::bail!("no result for {id} after {} s", args.timeout);
         }

@@ -781,6 +781,7 @@ impl AvroRecord for Submission {
                 optional(self.correlation_id.as_ref(), string),
             ),
             ("metadata", string_map(&self.metadata)),
+            ("deadline", optional(self.deadline.as_ref(), instant)),
         ]))
     }
 
@@ -794,6 +795,7 @@ impl AvroRecord for Submission {
             scheduled_at: f.get("scheduled_at", |v| read_optional(v, read_instant))?,
             correlation_id: f.get("correlation_id", |v| read_optional(v, read_string))?,
             metadata: f.get("metadata", read_string_map)?,
+            deadline: f.get("deadline", |v| read_optional(v, read_instant))?,
         })
     }
 }
@@ -904,6 +906,7 @@ impl AvroRecord for SubmissionInput {
                 scheduled_at: f.get("scheduled_at", |v| read_optional(v, read_instant))?,
                 correlation_id: f.get("correlation_id", |v| read_optional(v, read_string))?,
                 metadata: f.get("metadata", read_string_map)?,
+                deadline: f.get("deadline", |v| read_optional(v, read_instant))?,
             },
             params_error,
             ffqn_error,
@@ -1126,6 +1129,7 @@ impl AvroRecord for HistoryRecord {
                     ("metadata", string_map(&c.metadata)),
                     ("created_at", instant(&c.created_at)),
                     ("component", optional(c.component.as_ref(), string)),
+                    ("deadline", optional(c.deadline.as_ref(), instant)),
                 ]),
             ),
             HistoryEntry::Event { version, event } => branch(
@@ -1185,6 +1189,7 @@ impl AvroRecord for HistoryRecord {
                     metadata: e.get("metadata", read_string_map)?,
                     created_at: e.get("created_at", read_instant)?,
                     component: e.get("component", |v| read_optional(v, read_string))?,
+                    deadline: e.get("deadline", |v| read_optional(v, read_instant))?,
                 })),
                 1 => Ok(HistoryEntry::Event {
                     version: Version(e.get("version", read_u64_bits)?),

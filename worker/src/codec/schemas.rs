@@ -71,6 +71,9 @@ const PREVIOUS_FILES: &[(&str, &str, &str)] = &[
     // CancelRequested.
     avsc!("HistoryRecord", "history/v3/history_record.avsc"),
     avsc!("Response", "history/v3/response.avsc"),
+    // Before deadlines: Submission and Created gained `deadline`.
+    avsc!("Submission", "history/v4/submission.avsc"),
+    avsc!("HistoryRecord", "history/v4/history_record.avsc"),
 ];
 
 fn parse(files: &[(&'static str, &'static str, &'static str)]) -> Vec<RecordSchema> {

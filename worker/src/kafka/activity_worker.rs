@@ -1169,11 +1169,7 @@ impl ActivityWorker {
             let handle = match &job.kind {
                 JobKind::Wasm(_) => {
                     // The attempt ends by the deadline at the latest.
-                    let mut timeout = job.request.timeout_millis.map(Duration::from_millis);
-                    if let Some(deadline) = job.deadline {
-                        let left = (deadline - now).to_std().unwrap_or_default();
-                        timeout = Some(timeout.map_or(left, |t| t.min(left)));
-                    }
+                    let timeout = job.request.attempt_bound(now);
                     if timeout.is_some_and(|t| t.is_zero()) {
                         // Past the deadline before it could start.
                         let Some(job) = state

@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use serde_json::Value;
 
@@ -120,18 +121,16 @@ pub async fn send_cancel(
     send_keyed(producer, codec, topic, id, request, Some(headers)).await
 }
 
-/// Sends the submission of top-level execution `id` of `ffqn` with `params` to `topic` (the
-/// deployment's `weir.submissions`) and waits until the broker has it.
-pub async fn submit_top_level(
-    producer: &FutureProducer,
-    codec: &Codec,
-    topic: &str,
+/// The submission of top-level execution `id` of `ffqn` with `params`, `metadata` and an
+/// optional `deadline`, to run now.
+pub fn top_level(
     id: &ExecutionId,
     ffqn: Ffqn,
     params: Value,
     metadata: std::collections::BTreeMap<String, String>,
-) -> Result<(), SubmitError> {
-    let submission = Submission {
+    deadline: Option<DateTime<Utc>>,
+) -> Submission {
+    Submission {
         execution_id: id.clone(),
         ffqn,
         params,
@@ -139,8 +138,64 @@ pub async fn submit_top_level(
         scheduled_at: None,
         correlation_id: None,
         metadata,
+        deadline,
+    }
+}
+
+/// Sends `submission` to `topic` (the deployment's `weir.submissions`), keyed by its id, and
+/// waits until the broker has it.
+pub async fn submit(
+    producer: &FutureProducer,
+    codec: &Codec,
+    topic: &str,
+    submission: &Submission,
+) -> Result<(), SubmitError> {
+    let id = &submission.execution_id;
+    send_keyed(producer, codec, topic, id, submission, None).await
+}
+
+/// Why a deadline as given cannot be taken.
+#[derive(Debug, thiserror::Error)]
+pub enum DeadlineError {
+    #[error(
+        "deadline `{0}` is neither an RFC 3339 instant (2026-12-03T10:00:00Z) nor a duration \
+         (90s, 5m, 1h 30m): {1}"
+    )]
+    Unreadable(String, humantime::DurationError),
+    #[error("deadline `{0}` is too far away")]
+    TooFar(String),
+    #[error("deadline `{given}` ({at}) has passed: it is {now} now")]
+    Passed {
+        given: String,
+        at: DateTime<Utc>,
+        now: DateTime<Utc>,
+    },
+}
+
+/// Reads a deadline as `weir submit --deadline` and the HTTP API take it: an RFC 3339 instant,
+/// or a duration from `now` in humantime's syntax (`90s`, `5m`, `1h 30m`). One that has
+/// passed is refused here (a record from another client that carries one is timed out at
+/// once by the worker).
+pub fn parse_deadline(text: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, DeadlineError> {
+    let at = match DateTime::parse_from_rfc3339(text) {
+        Ok(at) => at.with_timezone(&Utc),
+        Err(_) => {
+            let after = humantime::parse_duration(text)
+                .map_err(|e| DeadlineError::Unreadable(text.to_owned(), e))?;
+            chrono::Duration::from_std(after)
+                .ok()
+                .and_then(|d| now.checked_add_signed(d))
+                .ok_or_else(|| DeadlineError::TooFar(text.to_owned()))?
+        }
     };
-    send_keyed(producer, codec, topic, id, &submission, None).await
+    if at <= now {
+        return Err(DeadlineError::Passed {
+            given: text.to_owned(),
+            at,
+            now,
+        });
+    }
+    Ok(at)
 }
 
 /// Sends `request` to `topic` (the deployment's `weir.responses`), marked with the header
@@ -221,5 +276,36 @@ mod tests {
             let err = super::event(target, name, payload, id, now).unwrap_err();
             assert!(err.to_string().contains(what), "{what}: {err}");
         }
+    }
+
+    #[test]
+    fn deadlines_read_as_instants_or_durations_and_the_past_is_refused() {
+        let now = DateTime::parse_from_rfc3339("2026-12-03T10:00:00Z")
+            .expect("an instant")
+            .with_timezone(&Utc);
+        let at = |s: &str| {
+            DateTime::parse_from_rfc3339(s)
+                .expect("an instant")
+                .with_timezone(&Utc)
+        };
+        let table = [
+            ("90s", Some(at("2026-12-03T10:01:30Z"))),
+            ("1h 30m", Some(at("2026-12-03T11:30:00Z"))),
+            (
+                "2026-12-04T00:00:00+01:00",
+                Some(at("2026-12-03T23:00:00Z")),
+            ),
+            ("2026-12-03T09:59:59Z", None),
+            ("0s", None),
+            ("soon", None),
+            ("", None),
+        ];
+        for (given, expected) in table {
+            assert_eq!(parse_deadline(given, now).ok(), expected, "{given}");
+        }
+        let error = parse_deadline("2026-12-03T09:00:00Z", now).expect_err("passed");
+        assert!(error.to_string().contains("has passed"), "{error}");
+        let error = parse_deadline("soon", now).expect_err("unreadable");
+        assert!(error.to_string().contains("RFC 3339"), "{error}");
     }
 }

@@ -258,6 +258,14 @@ impl WasmHost {
         Ok(template.run_attempt(params, timeout).await)
     }
 
+    /// The default deadline of executions of workflow `ffqn`: its component's `deadline_ms`.
+    pub fn default_deadline(&self, ffqn: &Ffqn) -> Option<std::time::Duration> {
+        self.registry
+            .function(ffqn)
+            .and_then(|f| self.registry.component(&f.component))
+            .and_then(|c| c.spec.deadline)
+    }
+
     /// What the requests for activity `ffqn` carry, from its component's declaration: every
     /// activity's attempt is bounded by its `timeout_ms`; a declaration-only (external) one
     /// also has a deadline that far from its request, which its service is told.
@@ -349,6 +357,10 @@ impl weir_core::runner::WorkflowRunner for WasmRunner {
 
     fn request_terms(&self, ffqn: &Ffqn) -> weir_core::runner::RequestTerms {
         self.0.request_terms(ffqn)
+    }
+
+    fn default_deadline(&self, ffqn: &Ffqn) -> Option<std::time::Duration> {
+        self.0.default_deadline(ffqn)
     }
 
     fn component_of(&self, ffqn: &Ffqn) -> Option<String> {

@@ -97,7 +97,8 @@ async fn attempt(host: &WasmHost, request: &ActivityRequest) -> InlineOutcome {
         return InlineOutcome::Spill;
     };
     let policy = policy.clone();
-    let timeout = request.timeout_millis.map(Duration::from_millis);
+    // The attempt ends by the deadline at the latest (its parent's, if the parent has one).
+    let timeout = request.attempt_bound(Utc::now());
     let report = match host
         .run_activity_attempt(&request.ffqn, &request.params, timeout)
         .await

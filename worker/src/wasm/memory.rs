@@ -295,6 +295,7 @@ impl InMemoryBus {
             scheduled_at: None,
             correlation_id: None,
             metadata: Default::default(),
+            deadline: None,
         }));
         id
     }

@@ -97,6 +97,9 @@ pub struct ComponentEntry {
     /// The content digest the file must have (`sha256:<hex>`, see
     /// [`super::engine::component_digest`]): a file swapped on disk is refused, not run.
     pub digest: Option<String>,
+    /// Workflows: how long an execution may run from its creation unless its submission asks
+    /// for less; past it, it finishes `timed-out` (none by default).
+    pub deadline_ms: Option<u64>,
 }
 
 /// The parsed `components.toml`.
@@ -142,6 +145,8 @@ pub struct ComponentSpec {
     pub digest: Option<String>,
     /// Names of the secrets its activities see (`ComponentEntry::secrets`).
     pub secrets: Vec<String>,
+    /// Workflows: the default deadline of an execution, from its creation.
+    pub deadline: Option<Duration>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -291,6 +296,15 @@ impl ComponentsFile {
                         "only an activity Weir runs (not a stub, not external) can be inline",
                     ));
                 }
+                if c.deadline_ms.is_some() && c.kind != ComponentKind::Workflow {
+                    return Err(invalid(
+                        "deadline_ms is a workflow's (an activity's attempts are bounded by \
+                         limits.timeout_ms)",
+                    ));
+                }
+                if c.deadline_ms == Some(0) {
+                    return Err(invalid("deadline_ms must be at least 1"));
+                }
                 let inline = c.kind == ComponentKind::Activity
                     && !c.stub
                     && !c.external
@@ -340,6 +354,7 @@ impl ComponentsFile {
                     egress: std::sync::Arc::new(egress),
                     digest: c.digest.clone(),
                     secrets: c.secrets.clone(),
+                    deadline: c.deadline_ms.map(Duration::from_millis),
                 })
             })
             .collect()

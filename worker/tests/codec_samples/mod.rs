@@ -195,6 +195,7 @@ pub fn submissions() -> Vec<Submission> {
             scheduled_at: None,
             correlation_id: None,
             metadata: BTreeMap::new(),
+            deadline: None,
         },
         Submission {
             execution_id: root().child(&js, 2),
@@ -211,6 +212,7 @@ pub fn submissions() -> Vec<Submission> {
                 ("traceparent".to_string(), "00-abc-def-01".to_string()),
                 ("tenant".to_string(), "acme".to_string()),
             ]),
+            deadline: Some(t0() + chrono::Duration::nanoseconds(1_500)),
         },
     ]
 }
@@ -329,6 +331,7 @@ pub fn history_records() -> Vec<HistoryRecord> {
             metadata: BTreeMap::new(),
             created_at: t0(),
             component: None,
+            deadline: None,
         }),
         HistoryEntry::Created(Created {
             ffqn: ffqn(),
@@ -343,6 +346,7 @@ pub fn history_records() -> Vec<HistoryRecord> {
             metadata: BTreeMap::from([("k".to_string(), "v".to_string())]),
             created_at: DateTime::<Utc>::MIN_UTC,
             component: Some(format!("sha256:{}", "ab".repeat(32))),
+            deadline: Some(DateTime::<Utc>::MAX_UTC),
         }),
     ];
     entries.extend(
