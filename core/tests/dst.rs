@@ -250,6 +250,27 @@ fn dst_cancels() {
     assert!(cancelled > 0, "the runs cancel nothing");
 }
 
+/// Deadlines (issue 13 item 6) among crashes, rebalances, outages and cancellations: an
+/// execution with a deadline times out at it, never before, and nothing else ends it at or
+/// after it (no step of it runs past it, whichever input comes first); its children never
+/// have a later deadline; it still finishes once, every delay answered once. The runs must
+/// time something out.
+#[test]
+fn dst_deadlines() {
+    let seeds: Vec<u64> = (0..env_u64("WEIR_DST_SEEDS").unwrap_or(300)).collect();
+    let faults = found_with("deadlines");
+    assert_seeds_pass(&seeds, faults);
+    let (with, timed_out) = seeds.iter().take(60).fold((0, 0), |(w, t), seed| {
+        let counts = run_seed(*seed, faults).events;
+        (w + counts.with_deadline, t + counts.timed_out)
+    });
+    println!("first 60 seeds: {with} executions with a deadline, {timed_out} timed out");
+    assert!(
+        timed_out > 0 && with > timed_out,
+        "the runs do not exercise deadlines"
+    );
+}
+
 /// Zombies: a worker frozen past its session timeout (and mostly back before its transaction
 /// times out) that goes on after its partitions were given away.
 /// Before ea2188f 8 of seeds 0..2000 failed: 485, 1821 (item 1), 797, 1375, 200 (item 2),

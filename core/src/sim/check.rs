@@ -22,9 +22,16 @@ use super::world::World;
 pub struct Violation {
     /// Its name: `finished-once`, `result`, `output-once`, `history-seqs`, `log-vs-store`,
     /// `execution-row`, `delays`, `replay`, `dlq`, `stuck-partition`, `open-transactions`,
-    /// `timers-left`, `unfinished`, `seam-contract`, `history-partition`, `events`.
+    /// `timers-left`, `unfinished`, `seam-contract`, `history-partition`, `events`,
+    /// `deadline`.
     pub invariant: &'static str,
     pub detail: String,
+}
+
+/// Whether `result` is a time-out by the execution's deadline (not an activity's own).
+fn past_deadline(result: &ExecutionResult) -> bool {
+    matches!(result, ExecutionResult::ExecutionError(e)
+        if e.kind == ExecutionErrorKind::TimedOut && e.reason.contains("by its deadline"))
 }
 
 /// Input partitions with committed records beyond the group's committed offset.
@@ -256,6 +263,54 @@ pub fn check(
             }
         }
 
+        // Deadlines: an execution times out at its deadline, not before, and nothing else
+        // ends it at or after it; a child never has a later deadline than its parent.
+        if let Some(HistoryEntry::Created(created)) = firsts.first().map(|e| &e.record.entry) {
+            let ended = firsts.iter().find_map(|e| match &e.record.entry {
+                HistoryEntry::Finished {
+                    result,
+                    finished_at,
+                } => Some((result, *finished_at)),
+                _ => None,
+            });
+            match (created.deadline, ended) {
+                (Some(deadline), Some((result, at)))
+                    if past_deadline(result) != (at >= deadline) =>
+                {
+                    add(
+                        "deadline",
+                        format!(
+                            "{id}: finished at +{}ms with {result}; its deadline is +{}ms",
+                            (at - w.start).num_milliseconds(),
+                            (deadline - w.start).num_milliseconds()
+                        ),
+                    )
+                }
+                (None, Some((result, _))) if past_deadline(result) => add(
+                    "deadline",
+                    format!("{id}: timed out by a deadline it does not have: {result}"),
+                ),
+                _ => {}
+            }
+            let parent_deadline = created.parent.as_ref().and_then(|p| {
+                match logs.get(&p.execution_id)?.first().map(|e| &e.record.entry) {
+                    Some(HistoryEntry::Created(c)) => c.deadline,
+                    _ => None,
+                }
+            });
+            if let Some(parent) = parent_deadline
+                && created.deadline.is_none_or(|d| d > parent)
+            {
+                add(
+                    "deadline",
+                    format!(
+                        "{id}: deadline {:?}, later than its parent's {parent}",
+                        created.deadline
+                    ),
+                );
+            }
+        }
+
         // Every delay fired exactly once.
         let fired: Vec<String> = entries
             .iter()
@@ -318,10 +373,12 @@ pub fn check(
         // A fresh replay of the committed history agrees with it (hot and cold paths
         // recorded the same thing).
         // (A cancelled execution's result is not what its run returned: that is in the
-        // error's detail.)
-        let cancelled = firsts
-            .iter()
-            .any(|e| matches!(e.record.entry, HistoryEntry::CancelRequested { .. }));
+        // error's detail; a timed-out one's run did not return at all.)
+        let cancelled = firsts.iter().any(|e| match &e.record.entry {
+            HistoryEntry::CancelRequested { .. } => true,
+            HistoryEntry::Finished { result, .. } => past_deadline(result),
+            _ => false,
+        });
         if let (Some(recorded), Some(HistoryEntry::Created(created))) =
             (finished, firsts.first().map(|e| &e.record.entry))
             && !cancelled
@@ -451,7 +508,9 @@ pub fn check(
                     let was_cancelled = s.cancelled
                         && matches!(result, ExecutionResult::ExecutionError(e)
                             if e.kind == ExecutionErrorKind::Cancelled);
+                    let timed_out = s.deadline.is_some() && past_deadline(result);
                     let fits = was_cancelled
+                        || timed_out
                         || match Workflow::of(&s.ffqn) {
                             // The payload of an event sent to it, or its timeout's -1.
                             Some(Workflow::Approval) => match result {

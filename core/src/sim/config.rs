@@ -145,10 +145,13 @@ pub struct Faults {
     pub events: bool,
     /// Executions cancelled and terminated (issue 13 item 5), at any point of their run.
     pub cancels: bool,
+    /// Submissions with deadlines (issue 13 item 6): most pass while the execution runs,
+    /// some have passed when it is created.
+    pub deadlines: bool,
 }
 
 impl Faults {
-    pub const NAMES: [&'static str; 16] = [
+    pub const NAMES: [&'static str; 17] = [
         "crashes",
         "hanging_txns",
         "rebalances",
@@ -165,6 +168,7 @@ impl Faults {
         "inline",
         "events",
         "cancels",
+        "deadlines",
     ];
 
     pub fn none() -> Self {
@@ -185,6 +189,7 @@ impl Faults {
             inline: false,
             events: false,
             cancels: false,
+            deadlines: false,
         }
     }
 
@@ -223,6 +228,7 @@ impl Faults {
             "inline" => &mut self.inline,
             "events" => &mut self.events,
             "cancels" => &mut self.cancels,
+            "deadlines" => &mut self.deadlines,
             _ => return None,
         })
     }

@@ -47,6 +47,8 @@ pub struct Submitted {
     pub events: Vec<(String, i64)>,
     /// A cancellation (or termination) was sent for it: it may finish `cancelled`.
     pub cancelled: bool,
+    /// Its submission's deadline: it may finish `timed-out`.
+    pub deadline: Option<SimTime>,
 }
 
 /// The weights of a run's steps, drawn per seed ("swarm testing": a run heavy in one kind of
@@ -666,24 +668,36 @@ impl Sim {
         params: &[i64],
         at: Option<SimTime>,
     ) -> ExecutionId {
+        self.submit_with_deadline(workflow, params, at, None)
+    }
+
+    /// A client submits a new execution of `workflow` to start at `at`, with `deadline`.
+    pub fn submit_with_deadline(
+        &mut self,
+        workflow: Workflow,
+        params: &[i64],
+        at: Option<SimTime>,
+        deadline: Option<SimTime>,
+    ) -> ExecutionId {
         let id = self.new_id();
         self.submit_execution(
             id.clone(),
             workflow.ffqn(),
             json!(params),
-            at,
+            (at, deadline),
             workflow.expected(params),
         );
         id
     }
 
-    /// A client submits `id` (again, if it was submitted before: the same submission).
+    /// A client submits `id` (again, if it was submitted before: the same submission), to
+    /// start at `scheduled_at`, with `deadline`.
     pub fn submit_execution(
         &mut self,
         id: ExecutionId,
         ffqn: Ffqn,
         params: Value,
-        scheduled_at: Option<SimTime>,
+        (scheduled_at, deadline): (Option<SimTime>, Option<SimTime>),
         expected: ExecutionResult,
     ) {
         let submission = Submission {
@@ -694,7 +708,7 @@ impl Sim {
             scheduled_at,
             correlation_id: Some(format!("c-{id}")),
             metadata: Default::default(),
-            deadline: None,
+            deadline,
         };
         let (partition, offset) = lock(&self.world).client_append(
             Topic::Submissions,
@@ -710,16 +724,21 @@ impl Sim {
             conflicts: 0,
             events: Vec::new(),
             cancelled: false,
+            deadline,
         });
         entry.times += 1;
         let times = entry.times;
         let text = format!(
-            "submit {id} {}{} {}{} -> submissions/{partition}@{offset}",
+            "submit {id} {}{} {}{}{} -> submissions/{partition}@{offset}",
             entry.ffqn.function(),
             entry.params,
             entry
                 .scheduled_at
                 .map(|t| format!("at +{}ms ", (t - epoch()).num_milliseconds()))
+                .unwrap_or_default(),
+            entry
+                .deadline
+                .map(|t| format!("by +{}ms ", (t - epoch()).num_milliseconds()))
                 .unwrap_or_default(),
             if times > 1 { "(again)" } else { "" },
         );
@@ -851,7 +870,8 @@ impl Sim {
     /// Submits an already submitted execution again.
     pub fn resubmit(&mut self, id: &ExecutionId) {
         if let Some(s) = self.submitted.get(id).cloned() {
-            self.submit_execution(id.clone(), s.ffqn, s.params, s.scheduled_at, s.expected);
+            let times = (s.scheduled_at, s.deadline);
+            self.submit_execution(id.clone(), s.ffqn, s.params, times, s.expected);
         }
     }
 
@@ -864,7 +884,7 @@ impl Sim {
             ExecutionErrorKind::UnknownFunction,
             format!("no component exports {ffqn}"),
         ));
-        self.submit_execution(id.clone(), ffqn, json!([]), None, expected);
+        self.submit_execution(id.clone(), ffqn, json!([]), (None, None), expected);
         id
     }
 
@@ -1288,7 +1308,14 @@ impl Sim {
         } else {
             None
         };
-        self.submit_at(workflow, &params, at);
+        // Mostly within the run's span; a few passed before the submission is read.
+        let deadline = if self.faults.deadlines && self.rng.chance(300) {
+            let ms = self.rng.range(0, 60_000) as i64 - 2_000;
+            Some(self.now() + Duration::milliseconds(ms))
+        } else {
+            None
+        };
+        self.submit_with_deadline(workflow, &params, at, deadline);
     }
 
     /// The whole random run: fault phase, quiescent phase, invariants.
@@ -1349,6 +1376,9 @@ pub struct EventCounts {
     pub cancelled: u64,
     /// Executions asked to stop (`CancelRequested` entries).
     pub executions_cancelled: u64,
+    /// Executions with a deadline (their `Created`), and those timed out by it.
+    pub with_deadline: u64,
+    pub timed_out: u64,
 }
 
 impl EventCounts {
@@ -1370,6 +1400,11 @@ impl EventCounts {
             match &record.entry {
                 HistoryEntry::EventReceived(_) => counts.kept += 1,
                 HistoryEntry::CancelRequested { .. } => counts.executions_cancelled += 1,
+                HistoryEntry::Created(c) if c.deadline.is_some() => counts.with_deadline += 1,
+                HistoryEntry::Finished {
+                    result: crate::model::ExecutionResult::ExecutionError(e),
+                    ..
+                } if e.kind == crate::model::ExecutionErrorKind::TimedOut => counts.timed_out += 1,
                 HistoryEntry::ResponseAppended(Response::EventDelivered { outcome, .. }) => {
                     match outcome {
                         EventOutcome::Received { .. } => counts.taken += 1,
