@@ -79,6 +79,13 @@
 //!   `CancelRequest` of their own; the answers are journalled and delivered to the run, which
 //!   may compensate. Once cancelled, an execution finishes `cancelled` whatever it returns.
 //!   `terminate` (or a still scheduled execution) finishes at once.
+//! - **Deadline**: before any input of an execution is taken, an execution past its deadline
+//!   (`Created.deadline`: the earlier of its submission's and its component's default) that
+//!   has not finished stops waiting as a terminated one does (activities interrupted and
+//!   answered `cancelled`, child workflows terminated, delays and event waits cancelled, all
+//!   journalled) and finishes `timed-out`; the input then finds it finished. One submitted
+//!   past its deadline never runs. A child workflow's submission carries its parent's
+//!   deadline, and an activity request's deadline is never later than its parent's.
 //! - **Closing a join set** cancels its unawaited activities and delays: the execution
 //!   answers each itself (`cancelled`, `DelayFinished{cancelled}`), journalled and delivered
 //!   to the run in that order, and an activity's `CancelActivity` names its function. An

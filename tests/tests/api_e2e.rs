@@ -168,6 +168,39 @@ async fn the_api_needs_tokens_submits_idempotently_and_reads_what_the_store_hold
         "one execution for the key, listed"
     );
 
+    // A deadline: one that has passed, or that is no time at all, is a 400; one ahead is kept
+    // in the execution's `Created`.
+    for (deadline, needle) in [("2020-01-01T00:00:00Z", "has passed"), ("soon", "RFC 3339")] {
+        let body = json!({"ffqn": GREET, "params": ["late"], "deadline": deadline});
+        let (status, bad) = call(&client, submit(body), Some(admin)).await;
+        assert_eq!((status, error_code(&bad)), (400, "bad_request"), "{bad}");
+        let message = bad["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(needle), "{deadline}: {message}");
+    }
+    let before = chrono::Utc::now();
+    let body = json!({"ffqn": GREET, "params": ["bounded"], "deadline": "1h"});
+    let (status, bounded) = call(&client, submit(body), Some(admin)).await;
+    assert_eq!(status, 202, "{bounded}");
+    let bounded = bounded["execution_id"].as_str().expect("an id").to_owned();
+    let created = weir_e2e::wait_for("its history in the store", Duration::from_secs(90), || {
+        let url = format!("{base}/executions/{bounded}/history");
+        let client = &client;
+        async move {
+            let (status, history) = call(client, client.get(url), Some(read)).await;
+            (status == 200)
+                .then(|| history["entries"][0]["entry"].clone())
+                .filter(|e| e["kind"] == "created")
+        }
+    })
+    .await;
+    let kept: chrono::DateTime<chrono::Utc> =
+        serde_json::from_value(created["deadline"].clone()).expect("a deadline");
+    let hour = chrono::Duration::hours(1);
+    assert!(
+        kept >= before + hour && kept <= chrono::Utc::now() + hour,
+        "{created}"
+    );
+
     let unknown = "E_01ARZ3NDEKTSV4RRFFQ69G5FAV";
     let (status, missing) = call(
         &client,

@@ -136,7 +136,7 @@ pub fn history_entry_json(row: &HistoryRow, record: &HistoryRecord) -> Value {
             "kind": "created", "ffqn": c.ffqn.to_string(), "params": c.params,
             "parent": c.parent.as_ref().map(|p| p.execution_id.to_string()),
             "scheduled_at": c.scheduled_at, "created_at": c.created_at,
-            "component": c.component,
+            "component": c.component, "deadline": c.deadline,
         }),
         HistoryEntry::Event { version, event } => {
             json!({"kind": "event", "version": version, "event": event})
