@@ -946,13 +946,8 @@ impl<R: WorkflowRunner> Processor<R> {
                 self.dead_letter(batch, index, reason, error.clone());
                 finish(&mut self.stats, batch, &mut live, error_result(kind, error))?;
             }
-            Ok(()) if live.view.created.deadline.is_some_and(|d| d <= batch.now) => {
-                // Past its deadline before it could start: it never runs.
-                let result = deadline_result(&live.view, batch.now);
-                tracing::info!(execution = %id, "submitted past its deadline: timed out");
-                self.stats.deadlines_passed += 1;
-                finish_with(&mut self.stats, batch, &mut live, result)?;
-            }
+            // Past its deadline before it could start: it never runs (timed out below).
+            Ok(()) if live.view.created.deadline.is_some_and(|d| d <= batch.now) => {}
             Ok(()) if live.view.state == ExecutionState::Scheduled => {}
             Ok(()) => {
                 let deferred = start_run(
@@ -967,8 +962,8 @@ impl<R: WorkflowRunner> Processor<R> {
             }
         }
         self.accessed.insert(id.clone());
-        self.cache.insert(id, live);
-        Ok(())
+        self.cache.insert(id.clone(), live);
+        self.enforce_deadline(batch, &id)
     }
 
     /// Dead-letters a submission that cannot create its execution and, if it is top-level,
