@@ -26,4 +26,5 @@ pub use weir_core::{model, projection, replay};
 pub mod store;
 pub mod telemetry;
 pub mod topology;
+pub mod trigger;
 pub mod wasm;

@@ -80,6 +80,9 @@ pub struct Metrics {
     /// Dead letters whose transaction committed (counted by the transactional producer after
     /// the commit, so an aborted attempt that is run again is not counted twice).
     pub dlq_records: Counter,
+    /// Trigger worker: records of trigger topics taken (in committed transactions), whatever
+    /// they became (a submission, an event, a dead letter).
+    pub trigger_records: Counter,
     /// Offsets skipped because librdkafka could not fetch their batch (`kafka::unfetchable`).
     pub unfetchable_offsets_skipped: Counter,
     pub executions_created: Counter,
@@ -142,6 +145,11 @@ impl Metrics {
             "dlq_records_total",
             "Input records sent to the DLQ (in committed transactions).",
             self.dlq_records.get(),
+        );
+        counter(
+            "trigger_records_total",
+            "Records of trigger topics taken (in committed transactions).",
+            self.trigger_records.get(),
         );
         counter(
             "unfetchable_offsets_skipped_total",

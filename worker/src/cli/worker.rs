@@ -158,6 +158,10 @@ pub struct WorkerArgs {
     /// Confluent-compatible schema registry; without it records use Avro single-object encoding.
     #[arg(long, env = "WEIR_SCHEMA_REGISTRY")]
     pub schema_registry: Option<String>,
+    /// A triggers file (`topology/triggers.toml`): existing topics whose records start
+    /// executions or send events; this worker reads them in the group `weir.trigger-workers`.
+    #[arg(long, env = "WEIR_TRIGGERS")]
+    pub triggers: Option<std::path::PathBuf>,
     /// Fault injection for tests, e.g. `before-commit=pause-once(3000)` (`weir::failpoints`).
     #[arg(long, env = "WEIR_FAILPOINTS", hide = true)]
     pub failpoints: Option<String>,
@@ -284,6 +288,10 @@ async fn serve(args: WorkerArgs) -> anyhow::Result<()> {
              and a batch's new starts"
         );
     }
+    let triggers = match &args.triggers {
+        Some(path) => crate::trigger::TriggersFile::read(path)?,
+        None => Vec::new(),
+    };
     let specs = args.registry.specs()?;
     if args.require_digests {
         let unrecorded: Vec<&str> = specs
@@ -397,6 +405,18 @@ async fn serve(args: WorkerArgs) -> anyhow::Result<()> {
             store,
             Arc::clone(&codec),
             Arc::clone(&metrics),
+        );
+        let stopped = stopped.clone();
+        tasks.spawn(async move { worker.run(stopped).await });
+    }
+    if !triggers.is_empty() {
+        let worker = crate::kafka::trigger_worker::TriggerWorker::new(
+            config("weir.trigger-workers"),
+            Arc::clone(&topology),
+            Arc::clone(&codec),
+            Arc::clone(&metrics),
+            cluster.namespace.clone(),
+            triggers,
         );
         let stopped = stopped.clone();
         tasks.spawn(async move { worker.run(stopped).await });

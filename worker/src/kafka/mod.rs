@@ -17,6 +17,7 @@ pub mod trace_headers;
 /// The murmur2 partitioner lives in the core (the processor needs it); re-exported here.
 pub use weir_core::partitioner;
 pub mod transaction;
+pub mod trigger_worker;
 pub mod unfetchable;
 pub mod workflow_worker;
 

@@ -79,6 +79,9 @@ pub struct Transactor {
     timeout: Duration,
     /// Where committed dead letters are counted (`weir_dlq_records_total`).
     metrics: Option<Arc<Metrics>>,
+    /// The prefix of this producer's failpoint names (`trigger-` for the trigger worker's,
+    /// so that a test can stop one worker's transactions and not the others').
+    failpoint_prefix: &'static str,
 }
 
 impl Transactor {
@@ -103,6 +106,7 @@ impl Transactor {
             transactional_id: transactional_id.into(),
             timeout,
             metrics: None,
+            failpoint_prefix: "",
         };
         let producer = Arc::clone(transactor.producer.producer());
         let init = blocking(move || producer.init_transactions(timeout)).await;
@@ -115,6 +119,13 @@ impl Transactor {
 
     pub fn transactional_id(&self) -> &str {
         &self.transactional_id
+    }
+
+    /// Names this producer's failpoints `<prefix>before-send-offsets` and
+    /// `<prefix>before-commit`.
+    pub fn with_failpoint_prefix(mut self, prefix: &'static str) -> Self {
+        self.failpoint_prefix = prefix;
+        self
     }
 
     /// Counts the dead letters of every committed batch in `metrics` (and only of committed
@@ -191,7 +202,8 @@ impl Transactor {
         // instead of both (commit_transaction flushes whatever is still in flight anyway).
         // Outputs are being written, the offsets not sent: a zombie resumed from here sends
         // them with its old generation, which the group refuses (fencing).
-        if crate::failpoints::failpoint("before-send-offsets").await {
+        let point = |name: &str| format!("{}{name}", self.failpoint_prefix);
+        if crate::failpoints::failpoint(&point("before-send-offsets")).await {
             return Err(TransactionError::Aborted {
                 transactional_id: self.transactional_id.to_string(),
                 step: "send offsets (failpoint before-send-offsets)",
@@ -216,7 +228,7 @@ impl Transactor {
         // Outputs are written and the offsets accepted, nothing is committed: a zombie resumed
         // from here still commits (the coordinator checked its generation when it took the
         // offsets), so a new owner must wait for it (its rewind does, KIP-447).
-        if crate::failpoints::failpoint("before-commit").await {
+        if crate::failpoints::failpoint(&point("before-commit")).await {
             return Err(TransactionError::Aborted {
                 transactional_id: self.transactional_id.to_string(),
                 step: "commit (failpoint before-commit)",

@@ -305,6 +305,13 @@ pub enum WorkerError {
     },
     #[error(transparent)]
     Transaction(Box<TransactionError>),
+    /// A record cannot be encoded for `topic` (with a schema registry: its schema is not
+    /// registered there).
+    #[error("cannot encode a record for `{topic}`: {source}")]
+    Encode {
+        topic: String,
+        source: Box<crate::codec::EncodeError>,
+    },
     #[error("store: {0}")]
     Store(Box<StoreError>),
     #[error(transparent)]

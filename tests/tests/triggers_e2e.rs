@@ -1,0 +1,279 @@
+//! Issue 13 item 3 on the real stack: topics of another system, bound in a triggers file to a
+//! workflow function and to an event, written by a plain Kafka client (JSON bytes, no Weir
+//! code).
+//!
+//! - Every record of the orders topic starts one execution of `hello.greet` (its parameter a
+//!   field of the value, its identity the `order` field): the same order twice is one
+//!   execution; a record that is not JSON and one without the field go to the DLQ, their
+//!   bytes kept, with why.
+//! - The first worker is killed (-9) inside its first trigger transaction; its successor reads
+//!   the records again: each started exactly one execution.
+//! - The group's offsets are deleted and every record is read again: no new execution.
+//! - Every record of the approvals topic is the event `approved` for the execution its
+//!   `execution` field names; the same approval twice is delivered once.
+//!
+//! The mapping rules are `weir::trigger`'s unit tests.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use serde_json::json;
+use weir::codec::{DlqEnvelope, DlqReason, ExecutionFinished};
+use weir::model::ExecutionResult;
+use weir::topology::TopicRole;
+use weir_e2e::deployment::Deployment;
+use weir_e2e::{create_topics, wait_until};
+
+const GREET: &str = "weir-examples:workflows/hello.greet";
+const APPROVAL: &str = "weir-examples:workflows/approval-event.await-approval";
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The greetings on weir.results, by execution id (a result published again counts once).
+fn greetings(deployment: &Deployment) -> BTreeMap<String, String> {
+    published(deployment)
+        .into_iter()
+        .map(|(id, (text, _))| (id, text))
+        .collect()
+}
+
+/// The greetings on weir.results and how often each was published, by execution id (a
+/// submission of a finished execution publishes its result again).
+fn published(deployment: &Deployment) -> BTreeMap<String, (String, usize)> {
+    let results = deployment.topic(TopicRole::Results);
+    deployment
+        .read_to_end::<ExecutionFinished>(&results, Duration::from_secs(30))
+        .into_iter()
+        .filter(|(_, f)| f.ffqn.to_string() == GREET)
+        .filter_map(|(id, f)| match f.result {
+            ExecutionResult::Ok(serde_json::Value::String(s)) => Some((id, s)),
+            _ => None,
+        })
+        .fold(BTreeMap::new(), |mut all, (id, text)| {
+            all.entry(id).or_insert((text, 0)).1 += 1;
+            all
+        })
+}
+
+/// Waits until `group` has committed `ends` (one offset per partition) of `topic`.
+fn wait_consumed(deployment: &Deployment, group: &str, topic: &str, ends: &[i64]) {
+    wait_until(
+        &format!("{group} to commit the end of {topic}"),
+        TIMEOUT,
+        || {
+            ends.iter()
+                .enumerate()
+                .all(|(p, end)| {
+                    *end == 0
+                        || deployment
+                            .committed(group, topic, p as i32)
+                            .is_some_and(|(offset, _)| offset >= *end)
+                })
+                .then_some(())
+        },
+    );
+}
+
+/// The end offsets of `topic`'s partitions, in partition order.
+fn ends(topic: &str) -> Vec<i64> {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    let consumer: BaseConsumer = weir_e2e::kafka_config()
+        .client()
+        .create()
+        .expect("consumer");
+    let metadata = consumer
+        .fetch_metadata(Some(topic), Duration::from_secs(10))
+        .expect("metadata");
+    let partitions = metadata.topics()[0].partitions().len() as i32;
+    (0..partitions)
+        .map(|p| {
+            consumer
+                .fetch_watermarks(topic, p, Duration::from_secs(10))
+                .expect("watermarks")
+                .1
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn records_of_existing_topics_start_executions_and_send_events_exactly_once() {
+    let deployment = Deployment::new("trigger");
+    let orders = format!("{}-shop.orders", deployment.namespace);
+    let approvals = format!("{}-shop.approvals", deployment.namespace);
+    create_topics(&[(&orders, 3), (&approvals, 2)]);
+    let triggers = deployment.logs().join("triggers.toml");
+    std::fs::write(
+        &triggers,
+        format!(
+            r#"
+[[trigger]]
+name = "orders"
+topic = "{orders}"
+function = "{GREET}"
+params = ["/name"]
+id = "/order"
+
+[[trigger]]
+name = "approvals"
+topic = "{approvals}"
+event = "approved"
+target = "/execution"
+payload = "/by"
+id = "/approval"
+"#
+        ),
+    )
+    .expect("write the triggers file");
+    let triggers = triggers.to_str().expect("a UTF-8 path").to_owned();
+    // The first worker is killed -9 inside its first trigger transaction (the submissions
+    // produced, the offsets sent, nothing committed).
+    let worker = deployment.start_worker_with_env(
+        "w1",
+        &["--triggers", &triggers],
+        &[("WEIR_FAILPOINTS", "trigger-before-commit=pause-once(60000)")],
+    );
+    let producer = deployment.producer();
+    let order = |i: usize| json!({"order": format!("o-{i}"), "name": format!("n-{i}")});
+
+    // 30 orders, the first one twice, and two records that do not map.
+    for i in 0..30 {
+        let value = order(i).to_string();
+        deployment
+            .produce_raw(&producer, &orders, &format!("k-{i}"), value.as_bytes())
+            .await;
+    }
+    let again = order(0).to_string();
+    deployment
+        .produce_raw(&producer, &orders, "k-again", again.as_bytes())
+        .await;
+    deployment
+        .produce_raw(&producer, &orders, "k-bad", b"not json {")
+        .await;
+    deployment
+        .produce_raw(&producer, &orders, "k-nameless", br#"{"order": "o-x"}"#)
+        .await;
+    worker.wait_for_log("failpoint trigger-before-commit reached", TIMEOUT);
+    worker.signal("KILL");
+    drop(worker);
+    let mut worker = deployment.start_worker("w1", &["--triggers", &triggers]);
+    let seen = weir_e2e::wait_for("30 greetings", TIMEOUT, || async {
+        let seen = greetings(&deployment);
+        (seen.len() >= 30).then_some(seen)
+    })
+    .await;
+    assert_eq!(seen.len(), 30, "one execution per order: {seen:?}");
+    let texts: BTreeSet<&String> = seen.values().collect();
+    assert_eq!(texts.len(), 30, "{seen:?}");
+    assert!(texts.contains(&"hello, n-0".to_owned()));
+    let dlq = deployment
+        .read_to_end::<DlqEnvelope>(&deployment.topic(TopicRole::Dlq), Duration::from_secs(30));
+    let dead: Vec<&DlqEnvelope> = dlq
+        .iter()
+        .map(|(_, e)| e)
+        .filter(|e| e.original_topic == orders)
+        .collect();
+    assert_eq!(dead.len(), 2, "{dead:#?}");
+    let bad = dead
+        .iter()
+        .find(|e| e.key.as_deref() == Some(b"k-bad".as_slice()))
+        .expect("the record that is not JSON");
+    assert_eq!(bad.reason, DlqReason::Undecodable);
+    assert_eq!(bad.value.as_deref(), Some(b"not json {".as_slice()));
+    let nameless = dead
+        .iter()
+        .find(|e| e.key.as_deref() == Some(b"k-nameless".as_slice()))
+        .expect("the record without a name");
+    assert_eq!(nameless.reason, DlqReason::InvalidParams);
+    assert!(nameless.error.contains("/name"), "{}", nameless.error);
+
+    // Everything read again by a group that lost its offsets: no new execution.
+    let triggered = "weir.trigger-workers";
+    let end = ends(&orders);
+    wait_consumed(&deployment, triggered, &orders, &end);
+    worker.signal("TERM");
+    let _ = worker.child.wait();
+    delete_group(&format!("{}.{triggered}", deployment.namespace));
+    assert_eq!(deployment.committed(triggered, &orders, 0), None);
+    worker = deployment.start_worker("w2", &["--triggers", &triggers]);
+    wait_consumed(&deployment, triggered, &orders, &end);
+    // Every order submitted again: each finished execution publishes its result again, and
+    // none is created anew.
+    let again = weir_e2e::wait_for("every greeting published again", TIMEOUT, || async {
+        let all = published(&deployment);
+        all.values().all(|(_, times)| *times >= 2).then_some(all)
+    })
+    .await;
+    assert_eq!(
+        again.len(),
+        30,
+        "re-read records start nothing new: {again:?}"
+    );
+
+    // An approval for a running execution: delivered once, however often it comes.
+    let waiting = deployment
+        .submit(&producer, APPROVAL, json!(["order-9", 600]))
+        .await;
+    // Waiting (its wait opens in the step that creates it) before the approvals are sent.
+    let store = deployment.store().await;
+    weir_e2e::wait_for("the approval execution in the store", TIMEOUT, || async {
+        let history = deployment.store_history(&store, &waiting).await;
+        (!history.is_empty()).then_some(())
+    })
+    .await;
+    let approval = json!({"approval": "a-1", "execution": waiting.to_string(), "by": "ann"});
+    for _ in 0..2 {
+        deployment
+            .produce_raw(
+                &producer,
+                &approvals,
+                "a-1",
+                approval.to_string().as_bytes(),
+            )
+            .await;
+    }
+    // (Read without `Deployment::results`, which refuses the greetings published again.)
+    let results = deployment.topic(TopicRole::Results);
+    let approved = weir_e2e::wait_for("the approval's result", TIMEOUT, || async {
+        deployment
+            .read_to_end::<ExecutionFinished>(&results, Duration::from_secs(30))
+            .into_iter()
+            .find(|(id, _)| *id == waiting.to_string())
+            .map(|(_, f)| f.result)
+    })
+    .await;
+    assert_eq!(approved, ExecutionResult::Ok(json!("ann")));
+    // The second copy of the approval was the same event: dropped, not kept.
+    let history = deployment.store_history(&store, &waiting).await;
+    assert!(
+        !history
+            .iter()
+            .any(|r| matches!(r.entry, weir::codec::HistoryEntry::EventReceived(_))),
+        "{history:#?}"
+    );
+    drop(worker);
+}
+
+/// Deletes consumer group `group` (it must have no members).
+fn delete_group(group: &str) {
+    use rdkafka::admin::{AdminClient, AdminOptions};
+    use rdkafka::client::DefaultClientContext;
+    let admin: AdminClient<DefaultClientContext> = weir_e2e::kafka_config()
+        .client()
+        .create()
+        .expect("admin client");
+    let results = std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("runtime")
+                    .block_on(admin.delete_groups(&[group], &AdminOptions::new()))
+            })
+            .join()
+            .expect("admin thread")
+    })
+    .expect("delete group");
+    for result in results {
+        result.unwrap_or_else(|(group, code)| panic!("cannot delete group {group}: {code}"));
+    }
+}

@@ -1,0 +1,583 @@
+//! Triggers: existing topics that start executions or wake them (`topology/triggers.toml`).
+//!
+//! A trigger binds a topic Weir never writes to a workflow function (every record starts one
+//! execution) or to an event name (every record is an event for the execution a field names).
+//! This module owns the declaration and the mapping from a record (key, value, headers) to
+//! the `Submission` or `InboundEvent` it becomes; it does no I/O. The Kafka loop that reads
+//! the topics and commits their offsets in the transaction of what they produce is
+//! [`crate::kafka::trigger_worker`].
+//!
+//! Exactly once rests on identity: a record's execution id (or event id) is derived from the
+//! trigger's name and the record's identity — a field of its value, or its topic, partition
+//! and offset — so a record read again (after a crash, a rebalance, a reset of the group's
+//! offsets) makes the same submission, which the processor takes once.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::codec::{InboundEvent, ReceivedEvent, Submission};
+use crate::model::{ExecutionId, Ffqn, check_event_name};
+
+/// The parsed `triggers.toml`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TriggersFile {
+    #[serde(default, rename = "trigger")]
+    pub triggers: Vec<TriggerEntry>,
+}
+
+/// One `[[trigger]]` as written.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TriggerEntry {
+    pub name: String,
+    pub topic: String,
+    #[serde(default)]
+    pub format: Format,
+    /// Start an execution of this function per record.
+    pub function: Option<String>,
+    /// Where each parameter comes from (see [`Source`]); starts only.
+    #[serde(default)]
+    pub params: Vec<String>,
+    /// Deliver an event of this name per record, instead of starting an execution.
+    pub event: Option<String>,
+    /// Events: where the target execution's id comes from.
+    pub target: Option<String>,
+    /// Events: where the payload comes from (default: the whole value).
+    pub payload: Option<String>,
+    /// Where a record's identity comes from (default: its topic, partition and offset).
+    pub id: Option<String>,
+}
+
+/// How a trigger topic's values are written.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Format {
+    /// UTF-8 JSON text.
+    #[default]
+    Json,
+}
+
+/// Where a value is taken from in a record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// The record's key, as a JSON string.
+    Key,
+    /// A header's value, as a JSON string.
+    Header(String),
+    /// A JSON pointer into the value (`""`: the whole value).
+    Value(String),
+}
+
+impl Source {
+    /// `$key`, `$header.<name>`, or a JSON pointer (`/order/id`, `""`).
+    pub fn parse(text: &str) -> Result<Self, String> {
+        if text == "$key" {
+            return Ok(Source::Key);
+        }
+        if let Some(name) = text.strip_prefix("$header.") {
+            if name.is_empty() {
+                return Err("`$header.` names no header".to_owned());
+            }
+            return Ok(Source::Header(name.to_owned()));
+        }
+        if text.is_empty() || text.starts_with('/') {
+            return Ok(Source::Value(text.to_owned()));
+        }
+        Err(format!(
+            "`{text}` is neither `$key`, `$header.<name>` nor a JSON pointer (`/field`, `\"\"`)"
+        ))
+    }
+}
+
+impl std::fmt::Display for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Source::Key => f.write_str("$key"),
+            Source::Header(name) => write!(f, "$header.{name}"),
+            Source::Value(pointer) => write!(f, "value `{pointer}`"),
+        }
+    }
+}
+
+/// What every record of a trigger becomes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    Start {
+        ffqn: Ffqn,
+        params: Vec<Source>,
+    },
+    Event {
+        name: String,
+        target: Source,
+        payload: Source,
+    },
+}
+
+/// A trigger, checked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Trigger {
+    pub name: String,
+    pub topic: String,
+    pub format: Format,
+    pub action: Action,
+    /// `None`: the record's topic, partition and offset.
+    pub identity: Option<Source>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TriggerSpecError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path} is not a valid triggers file: {source}")]
+    Parse {
+        path: PathBuf,
+        source: toml::de::Error,
+    },
+    #[error("{path}: trigger `{trigger}`: {reason}")]
+    Invalid {
+        path: PathBuf,
+        trigger: String,
+        reason: String,
+    },
+}
+
+impl TriggersFile {
+    /// Reads and checks `path`.
+    pub fn read(path: &Path) -> Result<Vec<Trigger>, TriggerSpecError> {
+        let text = std::fs::read_to_string(path).map_err(|source| TriggerSpecError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::parse(&text, path)
+    }
+
+    /// Parses and checks `text` (read from `path`, for messages).
+    pub fn parse(text: &str, path: &Path) -> Result<Vec<Trigger>, TriggerSpecError> {
+        let file: TriggersFile =
+            toml::from_str(text).map_err(|source| TriggerSpecError::Parse {
+                path: path.to_owned(),
+                source,
+            })?;
+        let mut names = std::collections::BTreeSet::new();
+        let mut topics = std::collections::BTreeSet::new();
+        file.triggers
+            .into_iter()
+            .map(|entry| {
+                let invalid = |reason: String| TriggerSpecError::Invalid {
+                    path: path.to_owned(),
+                    trigger: entry.name.clone(),
+                    reason,
+                };
+                let trigger = entry.check().map_err(invalid)?;
+                if !names.insert(trigger.name.clone()) {
+                    return Err(invalid("a second trigger of this name".to_owned()));
+                }
+                if !topics.insert(trigger.topic.clone()) {
+                    return Err(invalid(format!(
+                        "topic `{}` is bound by another trigger: one trigger per topic",
+                        trigger.topic
+                    )));
+                }
+                Ok(trigger)
+            })
+            .collect()
+    }
+}
+
+impl TriggerEntry {
+    fn check(&self) -> Result<Trigger, String> {
+        let name_ok = (1..=64).contains(&self.name.len())
+            && self
+                .name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+        if !name_ok {
+            return Err("a name is 1–64 of [a-z0-9-]".to_owned());
+        }
+        if self.topic.is_empty() {
+            return Err("`topic` is empty".to_owned());
+        }
+        if self.topic.starts_with("weir.") || self.topic.contains(".weir.") {
+            return Err(format!(
+                "`{}` is one of Weir's own topics: a trigger reads a topic of another system",
+                self.topic
+            ));
+        }
+        let action = match (&self.function, &self.event) {
+            (Some(function), None) => {
+                if self.target.is_some() || self.payload.is_some() {
+                    return Err("`target` and `payload` are for event triggers".to_owned());
+                }
+                let ffqn = function
+                    .parse()
+                    .map_err(|e| format!("function `{function}`: {e}"))?;
+                let params = self
+                    .params
+                    .iter()
+                    .map(|p| Source::parse(p))
+                    .collect::<Result<_, _>>()?;
+                Action::Start { ffqn, params }
+            }
+            (None, Some(name)) => {
+                check_event_name(name).map_err(|e| e.to_string())?;
+                if !self.params.is_empty() {
+                    return Err("`params` are for triggers that start executions".to_owned());
+                }
+                let target = self
+                    .target
+                    .as_deref()
+                    .ok_or("an event trigger needs `target`: where the execution id is")?;
+                Action::Event {
+                    name: name.clone(),
+                    target: Source::parse(target)?,
+                    payload: Source::parse(self.payload.as_deref().unwrap_or(""))?,
+                }
+            }
+            _ => return Err("exactly one of `function` and `event`".to_owned()),
+        };
+        Ok(Trigger {
+            name: self.name.clone(),
+            topic: self.topic.clone(),
+            format: self.format,
+            action,
+            identity: self.id.as_deref().map(Source::parse).transpose()?,
+        })
+    }
+}
+
+/// A record of a trigger topic, as the mapping sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct SourceRecord<'a> {
+    pub topic: &'a str,
+    pub partition: i32,
+    pub offset: i64,
+    pub key: Option<&'a [u8]>,
+    pub value: Option<&'a [u8]>,
+    pub headers: &'a [(String, Option<Vec<u8>>)],
+}
+
+/// What a record becomes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Mapped {
+    Submission(Submission),
+    Event(InboundEvent),
+}
+
+/// Why a record does not map (it goes to the DLQ with this).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MapError {
+    #[error("trigger `{trigger}`: {at}: the value is not JSON: {reason}")]
+    NotJson {
+        trigger: String,
+        at: String,
+        reason: String,
+    },
+    #[error("trigger `{trigger}`: {at}: {source_name} is missing")]
+    Missing {
+        trigger: String,
+        at: String,
+        source_name: String,
+    },
+    #[error("trigger `{trigger}`: {at}: {reason}")]
+    Invalid {
+        trigger: String,
+        at: String,
+        reason: String,
+    },
+}
+
+impl Trigger {
+    /// What `record` becomes in `namespace`, its time `now` (an event's `sent_at`).
+    pub fn map(
+        &self,
+        namespace: &str,
+        record: &SourceRecord<'_>,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Result<Mapped, MapError> {
+        let at = format!(
+            "{}/{} offset {}",
+            record.topic, record.partition, record.offset
+        );
+        let value = match self.format {
+            Format::Json => match record.value {
+                None => Value::Null,
+                Some(bytes) => serde_json::from_slice(bytes).map_err(|e| MapError::NotJson {
+                    trigger: self.name.clone(),
+                    at: at.clone(),
+                    reason: e.to_string(),
+                })?,
+            },
+        };
+        let take = |source: &Source| -> Result<Value, MapError> {
+            let found = match source {
+                Source::Key => record
+                    .key
+                    .map(|k| Value::String(String::from_utf8_lossy(k).into_owned())),
+                Source::Header(name) => record
+                    .headers
+                    .iter()
+                    .find(|(k, _)| k == name)
+                    .and_then(|(_, v)| v.as_deref())
+                    .map(|v| Value::String(String::from_utf8_lossy(v).into_owned())),
+                Source::Value(pointer) => value.pointer(pointer).cloned(),
+            };
+            found.ok_or_else(|| MapError::Missing {
+                trigger: self.name.clone(),
+                at: at.clone(),
+                source_name: source.to_string(),
+            })
+        };
+        let identity = match &self.identity {
+            None => format!("{}/{}/{}", record.topic, record.partition, record.offset),
+            Some(source) => match take(source)? {
+                Value::String(s) => s,
+                other => other.to_string(),
+            },
+        };
+        let digest = Sha256::digest(
+            format!("weir-trigger\0{namespace}\0{}\0{identity}", self.name).as_bytes(),
+        );
+        match &self.action {
+            Action::Start { ffqn, params } => {
+                let params: Vec<Value> = params.iter().map(take).collect::<Result<_, _>>()?;
+                let mut bytes = [0u8; 16];
+                bytes.copy_from_slice(&digest[..16]);
+                let id = ExecutionId::top_level(ulid::Ulid::from_bytes(bytes));
+                let metadata = [
+                    ("weir.trigger".to_owned(), self.name.clone()),
+                    ("weir.trigger.source".to_owned(), at.clone()),
+                ]
+                .into();
+                Ok(Mapped::Submission(crate::kafka::submit::top_level(
+                    &id,
+                    ffqn.clone(),
+                    Value::Array(params),
+                    metadata,
+                    None,
+                )))
+            }
+            Action::Event {
+                name,
+                target,
+                payload,
+            } => {
+                let target_id = match take(target)? {
+                    Value::String(s) => s,
+                    other => other.to_string(),
+                };
+                let target_id: ExecutionId = target_id.parse().map_err(|e| MapError::Invalid {
+                    trigger: self.name.clone(),
+                    at: at.clone(),
+                    reason: format!("target `{target_id}` is not an execution id: {e}"),
+                })?;
+                let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+                Ok(Mapped::Event(InboundEvent {
+                    event: ReceivedEvent {
+                        event_id: format!("trigger-{hex}"),
+                        name: name.clone(),
+                        payload: take(payload)?,
+                    },
+                    target: target_id,
+                    sent_at: now,
+                }))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn triggers(text: &str) -> Result<Vec<Trigger>, TriggerSpecError> {
+        TriggersFile::parse(text, Path::new("triggers.toml"))
+    }
+
+    const START: &str = r#"
+[[trigger]]
+name = "orders"
+topic = "shop.orders"
+function = "weir-examples:workflows/hello.greet"
+params = ["/customer/name"]
+id = "/order_id"
+
+[[trigger]]
+name = "raw"
+topic = "shop.raw"
+function = "weir-examples:workflows/hello.greet"
+params = ["$header.who"]
+
+[[trigger]]
+name = "approvals"
+topic = "shop.approvals"
+event = "approved"
+target = "$key"
+payload = "/by"
+"#;
+
+    fn record<'a>(
+        topic: &'a str,
+        offset: i64,
+        key: Option<&'a [u8]>,
+        value: &'a [u8],
+        headers: &'a [(String, Option<Vec<u8>>)],
+    ) -> SourceRecord<'a> {
+        SourceRecord {
+            topic,
+            partition: 2,
+            offset,
+            key,
+            value: Some(value),
+            headers,
+        }
+    }
+
+    #[test]
+    fn records_map_to_submissions_and_events_with_derived_identities() {
+        let t = triggers(START).expect("valid");
+        let now = chrono::Utc::now();
+        let order = br#"{"order_id": 42, "customer": {"name": "ann"}}"#;
+        let submission = |offset| match t[0]
+            .map("ns", &record("shop.orders", offset, None, order, &[]), now)
+            .expect("maps")
+        {
+            Mapped::Submission(s) => s,
+            other => panic!("{other:?}"),
+        };
+        let (a, b) = (submission(7), submission(8));
+        assert_eq!(a.params, json!(["ann"]));
+        // The identity is the order id: the same order at another offset is the same
+        // execution; another namespace or trigger, another.
+        assert_eq!(a.execution_id, b.execution_id);
+        assert!(a.execution_id.is_top_level());
+        assert_eq!(a.metadata["weir.trigger"], "orders");
+        let elsewhere = t[0]
+            .map("other", &record("shop.orders", 7, None, order, &[]), now)
+            .expect("maps");
+        assert!(matches!(elsewhere, Mapped::Submission(s) if s.execution_id != a.execution_id));
+        // Without an identity field: topic, partition and offset.
+        let headers = [("who".to_owned(), Some(b"bob".to_vec()))];
+        let by_offset = |offset| match t[1]
+            .map(
+                "ns",
+                &record("shop.raw", offset, None, b"{}", &headers),
+                now,
+            )
+            .expect("maps")
+        {
+            Mapped::Submission(s) => s,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(by_offset(1).params, json!(["bob"]));
+        assert_eq!(by_offset(1).execution_id, by_offset(1).execution_id);
+        assert_ne!(by_offset(1).execution_id, by_offset(2).execution_id);
+        // An event for the execution the key names, its id derived like an execution's.
+        let target = "E_01ARZ3NDEKTSV4RRFFQ69G5FAV";
+        let event = t[2]
+            .map(
+                "ns",
+                &record(
+                    "shop.approvals",
+                    3,
+                    Some(target.as_bytes()),
+                    br#"{"by": "ann"}"#,
+                    &[],
+                ),
+                now,
+            )
+            .expect("maps");
+        match event {
+            Mapped::Event(e) => {
+                assert_eq!(e.target.to_string(), target);
+                assert_eq!(e.event.name, "approved");
+                assert_eq!(e.event.payload, json!("ann"));
+                assert!(e.event.event_id.starts_with("trigger-"));
+                crate::model::check_event_id(&e.event.event_id).expect("a valid event id");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn records_that_do_not_map_say_why() {
+        let t = triggers(START).expect("valid");
+        let now = chrono::Utc::now();
+        type Case<'a> = (&'a Trigger, &'a [u8], Option<&'a [u8]>, &'a str);
+        let cases: [Case<'_>; 4] = [
+            (&t[0], b"not json", None, "not JSON"),
+            (
+                &t[0],
+                br#"{"order_id": 1}"#,
+                None,
+                "value `/customer/name` is missing",
+            ),
+            (&t[1], b"{}", None, "$header.who is missing"),
+            (
+                &t[2],
+                br#"{"by": "x"}"#,
+                Some(b"nobody"),
+                "not an execution id",
+            ),
+        ];
+        for (trigger, value, key, needle) in cases {
+            let error = trigger
+                .map("ns", &record(&trigger.topic, 5, key, value, &[]), now)
+                .expect_err("does not map");
+            let text = error.to_string();
+            assert!(text.contains(needle), "{text}");
+            assert!(text.contains("offset 5"), "{text}");
+        }
+    }
+
+    #[test]
+    fn declarations_are_checked() {
+        let table = [
+            (
+                "name = \"Bad\"\ntopic = \"t\"\nfunction = \"a:b/c.d\"",
+                "[a-z0-9-]",
+            ),
+            (
+                "name = \"x\"\ntopic = \"weir.submissions\"\nfunction = \"a:b/c.d\"",
+                "Weir's own",
+            ),
+            ("name = \"x\"\ntopic = \"t\"", "exactly one of"),
+            (
+                "name = \"x\"\ntopic = \"t\"\nfunction = \"nope\"",
+                "function `nope`",
+            ),
+            (
+                "name = \"x\"\ntopic = \"t\"\nevent = \"e\"",
+                "needs `target`",
+            ),
+            (
+                "name = \"x\"\ntopic = \"t\"\nfunction = \"a:b/c.d\"\nparams = [\"field\"]",
+                "JSON pointer",
+            ),
+            (
+                "name = \"x\"\ntopic = \"t\"\nfunction = \"a:b/c.d\"\nretries = 1",
+                "unknown field",
+            ),
+        ];
+        for (entry, needle) in table {
+            let error = triggers(&format!("[[trigger]]\n{entry}\n")).expect_err("refused");
+            assert!(error.to_string().contains(needle), "{entry}: {error}");
+        }
+        let twice = "[[trigger]]\nname = \"x\"\ntopic = \"t\"\nfunction = \"a:b/c.d\"\n\
+                     [[trigger]]\nname = \"y\"\ntopic = \"t\"\nfunction = \"a:b/c.d\"\n";
+        assert!(
+            triggers(twice)
+                .expect_err("refused")
+                .to_string()
+                .contains("one trigger per topic")
+        );
+    }
+}
