@@ -277,3 +277,124 @@ fn delete_group(group: &str) {
         result.unwrap_or_else(|(group, code)| panic!("cannot delete group {group}: {code}"));
     }
 }
+
+/// Avro records in the Confluent wire format, their schema in a registry (not one of
+/// Weir's): each starts one execution; one naming a schema the registry does not have and one
+/// whose body does not fit its schema go to the DLQ.
+#[tokio::test(flavor = "multi_thread")]
+async fn avro_records_through_a_schema_registry_start_executions() {
+    use apache_avro::types::Value as Avro;
+    use weir::codec::SchemaRegistry;
+
+    let registry = weir_e2e::registry::TestRegistry::start();
+    let mut deployment = Deployment::new("trigger_avro");
+    let codec = weir::codec::Codec::new(Some(std::sync::Arc::new(
+        weir::codec::HttpRegistry::new(&registry.url).expect("registry client"),
+    )));
+    codec
+        .register_topology(&deployment.topology)
+        .await
+        .expect("register");
+    deployment.codec = codec;
+    let topic = format!("{}-crm.signups", deployment.namespace);
+    create_topics(&[(&topic, 2)]);
+    let schema_text = r#"{"type": "record", "name": "Signup", "namespace": "com.example.crm",
+        "fields": [{"name": "id", "type": "long"},
+                   {"name": "person", "type": {"type": "record", "name": "Person",
+                       "fields": [{"name": "name", "type": "string"},
+                                  {"name": "nickname", "type": ["null", "string"], "default": null}]}}]}"#;
+    let client = weir::codec::HttpRegistry::new(&registry.url).expect("registry client");
+    let id = client
+        .register(&format!("{topic}-value"), schema_text)
+        .await
+        .expect("register the CRM's schema");
+    let schema = apache_avro::Schema::parse_str(schema_text).expect("a schema");
+    let frame = |schema_id: u32, body: &[u8]| {
+        let mut bytes = vec![0];
+        bytes.extend_from_slice(&schema_id.to_be_bytes());
+        bytes.extend_from_slice(body);
+        bytes
+    };
+    let body = |i: i64, name: &str| {
+        let value = Avro::Record(vec![
+            ("id".into(), Avro::Long(i)),
+            (
+                "person".into(),
+                Avro::Record(vec![
+                    ("name".into(), Avro::String(name.into())),
+                    ("nickname".into(), Avro::Union(0, Box::new(Avro::Null))),
+                ]),
+            ),
+        ]);
+        let mut out = Vec::new();
+        apache_avro::writer::datum::GenericDatumWriter::builder(&schema)
+            .build()
+            .expect("writer")
+            .write_value(&mut out, value)
+            .expect("an Avro body");
+        out
+    };
+    let triggers = deployment.logs().join("triggers.toml");
+    std::fs::write(
+        &triggers,
+        format!(
+            "[[trigger]]\nname = \"signups\"\ntopic = \"{topic}\"\nformat = \"avro\"\n\
+             function = \"{GREET}\"\nparams = [\"/person/name\"]\nid = \"/id\"\n"
+        ),
+    )
+    .expect("write the triggers file");
+    let triggers = triggers.to_str().expect("a UTF-8 path").to_owned();
+    let _worker = deployment.start_worker(
+        "w",
+        &["--triggers", &triggers, "--schema-registry", &registry.url],
+    );
+    let producer = deployment.producer();
+    for (i, name) in ["ann", "bob", "cy"].iter().enumerate() {
+        let value = frame(id, &body(i as i64, name));
+        deployment
+            .produce_raw(&producer, &topic, &format!("s-{i}"), &value)
+            .await;
+    }
+    let unknown = frame(id + 1000, &body(9, "nobody"));
+    deployment
+        .produce_raw(&producer, &topic, "s-unknown", &unknown)
+        .await;
+    let cut = frame(id, &body(8, "cut")[..3]);
+    deployment
+        .produce_raw(&producer, &topic, "s-cut", &cut)
+        .await;
+    let seen = weir_e2e::wait_for("3 greetings", TIMEOUT, || async {
+        let seen = greetings(&deployment);
+        (seen.len() >= 3).then_some(seen)
+    })
+    .await;
+    let texts: BTreeSet<String> = seen.into_values().collect();
+    let want: BTreeSet<String> = ["hello, ann", "hello, bob", "hello, cy"]
+        .map(String::from)
+        .into();
+    assert_eq!(texts, want);
+    let dead = deployment.read_topic::<DlqEnvelope>(
+        &deployment.topic(TopicRole::Dlq),
+        TIMEOUT,
+        "the two records that do not read",
+        |r| r.iter().filter(|(_, e)| e.original_topic == topic).count() >= 2,
+    );
+    let dead: Vec<&DlqEnvelope> = dead
+        .iter()
+        .map(|(_, e)| e)
+        .filter(|e| e.original_topic == topic)
+        .collect();
+    assert_eq!(dead.len(), 2, "{dead:#?}");
+    assert!(dead.iter().all(|e| e.reason == DlqReason::Undecodable));
+    let errors: Vec<&str> = dead.iter().map(|e| e.error.as_str()).collect();
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains(&format!("schema {}", id + 1000))),
+        "{errors:?}"
+    );
+    assert!(
+        errors.iter().any(|e| e.contains("does not fit")),
+        "{errors:?}"
+    );
+}

@@ -59,6 +59,19 @@ pub enum Format {
     /// UTF-8 JSON text.
     #[default]
     Json,
+    /// Avro in the Confluent wire format (`00`, the writer schema's registry id, the body):
+    /// read with the worker's schema registry and mapped as its JSON form (a union is its
+    /// value, a record an object).
+    Avro,
+}
+
+impl std::fmt::Display for Format {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Format::Json => "JSON",
+            Format::Avro => "Avro (Confluent wire format)",
+        })
+    }
 }
 
 /// Where a value is taken from in a record.
@@ -273,10 +286,11 @@ pub enum Mapped {
 /// Why a record does not map (it goes to the DLQ with this).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum MapError {
-    #[error("trigger `{trigger}`: {at}: the value is not JSON: {reason}")]
-    NotJson {
+    #[error("trigger `{trigger}`: {at}: the value is not {format}: {reason}")]
+    Undecodable {
         trigger: String,
         at: String,
+        format: Format,
         reason: String,
     },
     #[error("trigger `{trigger}`: {at}: {source_name} is missing")]
@@ -294,27 +308,47 @@ pub enum MapError {
 }
 
 impl Trigger {
-    /// What `record` becomes in `namespace`, its time `now` (an event's `sent_at`).
+    /// What `record` becomes in `namespace`, its time `now` (an event's `sent_at`), its value
+    /// read as JSON. (An Avro value is read by the worker, which has the registry, and mapped
+    /// with [`Trigger::map_value`].)
     pub fn map(
         &self,
         namespace: &str,
         record: &SourceRecord<'_>,
         now: chrono::DateTime<chrono::Utc>,
     ) -> Result<Mapped, MapError> {
-        let at = format!(
-            "{}/{} offset {}",
-            record.topic, record.partition, record.offset
-        );
-        let value = match self.format {
-            Format::Json => match record.value {
-                None => Value::Null,
-                Some(bytes) => serde_json::from_slice(bytes).map_err(|e| MapError::NotJson {
-                    trigger: self.name.clone(),
-                    at: at.clone(),
-                    reason: e.to_string(),
-                })?,
-            },
+        let value = match record.value {
+            None => Value::Null,
+            Some(bytes) => serde_json::from_slice(bytes)
+                .map_err(|e| self.undecodable(record, Format::Json, e.to_string()))?,
         };
+        self.map_value(namespace, record, value, now)
+    }
+
+    /// Why `record`'s value cannot be read as `format`.
+    pub fn undecodable(
+        &self,
+        record: &SourceRecord<'_>,
+        format: Format,
+        reason: String,
+    ) -> MapError {
+        MapError::Undecodable {
+            trigger: self.name.clone(),
+            at: position(record),
+            format,
+            reason,
+        }
+    }
+
+    /// What `record` becomes, its value read (as JSON) into `value`.
+    pub fn map_value(
+        &self,
+        namespace: &str,
+        record: &SourceRecord<'_>,
+        value: Value,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Result<Mapped, MapError> {
+        let at = position(record);
         let take = |source: &Source| -> Result<Value, MapError> {
             let found = match source {
                 Source::Key => record
@@ -390,6 +424,13 @@ impl Trigger {
             }
         }
     }
+}
+
+fn position(record: &SourceRecord<'_>) -> String {
+    format!(
+        "{}/{} offset {}",
+        record.topic, record.partition, record.offset
+    )
 }
 
 #[cfg(test)]

@@ -165,6 +165,12 @@ impl Codec {
         }
     }
 
+    /// The schema registry it writes through, if any (the trigger worker reads the schemas of
+    /// other systems' Avro records from it).
+    pub fn registry(&self) -> Option<&Arc<dyn SchemaRegistry>> {
+        self.registry.as_ref()
+    }
+
     /// A codec without registry: single-object encoding.
     pub fn single_object() -> Self {
         Self::new(None)
@@ -489,30 +495,14 @@ impl Codec {
             writer: writer_name(),
             message,
         };
-        let reader = GenericDatumReader::builder(&writer.schema)
-            .build()
-            .map_err(|e| body_error(e.to_string()))?;
-        let mut cursor = EofDetector {
-            rest: body,
-            hit_eof: false,
-        };
-        let value: Value = reader
-            .read_value(&mut cursor)
-            .map_err(|e| body_error(e.to_string()))?;
-        if cursor.hit_eof {
-            // apache-avro reads a union index at the end of input as branch 0 instead of
-            // failing, so a record cut before an optional field would decode "successfully".
-            return Err(body_error(
-                "truncated: the body ends inside the record".to_string(),
-            ));
-        }
-        if !cursor.rest.is_empty() {
-            return Err(DecodeErrorKind::TrailingBytes {
+        let value = read_body(&writer.schema, body).map_err(|e| match e {
+            BodyError::Trailing(count) => DecodeErrorKind::TrailingBytes {
                 schema: schema_ref,
                 writer: writer_name(),
-                count: cursor.rest.len(),
-            });
-        }
+                count,
+            },
+            other => body_error(other.to_string()),
+        })?;
         let current = R::schema();
         let value = if writer.fingerprint == current.fingerprint {
             value
@@ -534,6 +524,41 @@ impl Codec {
 }
 
 /// A reader over the body that remembers whether the decoder tried to read past its end.
+/// Why an Avro body does not read as a value of its writer schema.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BodyError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error("truncated: the body ends inside the record")]
+    Truncated,
+    #[error("{0} bytes after the value")]
+    Trailing(usize),
+}
+
+/// Reads `body` (Avro binary, no framing) as a value of `schema`, all of it: a body cut short
+/// or with bytes after its value is an error.
+pub fn read_body(schema: &Schema, body: &[u8]) -> Result<Value, BodyError> {
+    let reader = GenericDatumReader::builder(schema)
+        .build()
+        .map_err(|e| BodyError::Invalid(e.to_string()))?;
+    let mut cursor = EofDetector {
+        rest: body,
+        hit_eof: false,
+    };
+    let value: Value = reader
+        .read_value(&mut cursor)
+        .map_err(|e| BodyError::Invalid(e.to_string()))?;
+    if cursor.hit_eof {
+        // apache-avro reads a union index at the end of input as branch 0 instead of
+        // failing, so a record cut before an optional field would decode "successfully".
+        return Err(BodyError::Truncated);
+    }
+    if !cursor.rest.is_empty() {
+        return Err(BodyError::Trailing(cursor.rest.len()));
+    }
+    Ok(value)
+}
+
 struct EofDetector<'a> {
     rest: &'a [u8],
     hit_eof: bool,

@@ -24,7 +24,8 @@ use super::workflow_worker::{WorkerConfig, WorkerError};
 use crate::codec::{AvroRecord, Codec, DlqReason};
 use crate::metrics::Metrics;
 use crate::topology::{TopicRole, Topology};
-use crate::trigger::{MapError, Mapped, SourceRecord, Trigger};
+use crate::trigger::{Format, MapError, Mapped, SourceRecord, Trigger};
+use serde_json::Value;
 
 /// The most records one transaction takes.
 const MAX_BATCH: usize = 500;
@@ -38,6 +39,8 @@ pub struct TriggerWorker {
     namespace: String,
     /// By topic.
     triggers: BTreeMap<String, Trigger>,
+    /// Writer schemas of Avro trigger topics, by registry id.
+    schemas: std::sync::Mutex<std::collections::HashMap<u32, Arc<apache_avro::Schema>>>,
 }
 
 impl TriggerWorker {
@@ -56,6 +59,7 @@ impl TriggerWorker {
             metrics,
             namespace,
             triggers: triggers.into_iter().map(|t| (t.topic.clone(), t)).collect(),
+            schemas: Default::default(),
         }
     }
 
@@ -92,7 +96,17 @@ impl TriggerWorker {
             if records.is_empty() {
                 continue;
             }
-            let outgoing = self.outgoing(&records)?;
+            let outgoing = match self.outgoing(&records).await {
+                Ok(outgoing) => outgoing,
+                Err(e @ WorkerError::Registry(_)) => {
+                    // Nothing is committed: read the batch again once the registry answers.
+                    warn!(error = %e, "trigger batch not taken: the schema registry did not answer; trying again in 1 s");
+                    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                    self.rewind(&member.consumer)?;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
             let offsets = next_offsets(&records).map_err(|e| self.consumer_error(e))?;
             let Some(group_metadata) = member.consumer.group_metadata() else {
                 self.rewind(&member.consumer)?;
@@ -137,7 +151,7 @@ impl TriggerWorker {
     }
 
     /// What `records` become, in order.
-    fn outgoing(&self, records: &[OwnedMessage]) -> Result<Vec<OutgoingRecord>, WorkerError> {
+    async fn outgoing(&self, records: &[OwnedMessage]) -> Result<Vec<OutgoingRecord>, WorkerError> {
         let now = chrono::Utc::now();
         let mut out = Vec::with_capacity(records.len());
         for message in records {
@@ -160,7 +174,14 @@ impl TriggerWorker {
                 value: message.payload(),
                 headers: &headers,
             };
-            match trigger.map(&self.namespace, &source, now) {
+            let mapped = match trigger.format {
+                Format::Json => trigger.map(&self.namespace, &source, now),
+                Format::Avro => match self.avro_json(message.payload()).await? {
+                    Ok(value) => trigger.map_value(&self.namespace, &source, value, now),
+                    Err(reason) => Err(trigger.undecodable(&source, Format::Avro, reason)),
+                },
+            };
+            match mapped {
                 Ok(Mapped::Submission(submission)) => out.push(self.encode(
                     TopicRole::Submissions,
                     submission.execution_id.to_string(),
@@ -171,7 +192,7 @@ impl TriggerWorker {
                 }
                 Err(error) => {
                     let reason = match error {
-                        MapError::NotJson { .. } => DlqReason::Undecodable,
+                        MapError::Undecodable { .. } => DlqReason::Undecodable,
                         MapError::Missing { .. } | MapError::Invalid { .. } => {
                             DlqReason::InvalidParams
                         }
@@ -188,6 +209,63 @@ impl TriggerWorker {
             }
         }
         Ok(out)
+    }
+
+    /// An Avro value in the Confluent wire format, as JSON: `Ok(Err(why))` for bytes that are
+    /// not such a value (or name a schema the registry does not have); `Err` when the registry
+    /// cannot be asked (the batch is not committed, and is read again).
+    async fn avro_json(&self, value: Option<&[u8]>) -> Result<Result<Value, String>, WorkerError> {
+        let framed = value.and_then(|bytes| match bytes {
+            [0, a, b, c, d, body @ ..] => Some((u32::from_be_bytes([*a, *b, *c, *d]), body)),
+            _ => None,
+        });
+        let Some((id, body)) = framed else {
+            return Ok(Err(
+                "not in the Confluent wire format (`00` and a schema id)".to_owned(),
+            ));
+        };
+        let schema = match self.schema(id).await? {
+            Ok(schema) => schema,
+            Err(why) => return Ok(Err(why)),
+        };
+        let read = crate::codec::read_body(&schema, body)
+            .map_err(|e| format!("the body does not fit schema {id}: {e}"))
+            .and_then(|v| {
+                Value::try_from(v).map_err(|e| format!("no JSON form of the value: {e}"))
+            });
+        Ok(read)
+    }
+
+    /// The writer schema with registry id `id`, cached.
+    async fn schema(
+        &self,
+        id: u32,
+    ) -> Result<Result<Arc<apache_avro::Schema>, String>, WorkerError> {
+        if let Some(schema) = self
+            .schemas
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&id)
+        {
+            return Ok(Ok(Arc::clone(schema)));
+        }
+        let Some(registry) = self.codec.registry() else {
+            return Ok(Err("no schema registry to read it with".to_owned()));
+        };
+        let text = match registry.schema_by_id(id).await {
+            Ok(text) => text,
+            Err(e) if e.is_transient() => return Err(WorkerError::Registry(Box::new(e))),
+            Err(e) => return Ok(Err(format!("schema {id}: {e}"))),
+        };
+        let schema = match apache_avro::Schema::parse_str(&text) {
+            Ok(schema) => Arc::new(schema),
+            Err(e) => return Ok(Err(format!("schema {id} does not parse: {e}"))),
+        };
+        self.schemas
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id, Arc::clone(&schema));
+        Ok(Ok(schema))
     }
 
     fn encode<R: AvroRecord>(

@@ -305,6 +305,10 @@ pub enum WorkerError {
     },
     #[error(transparent)]
     Transaction(Box<TransactionError>),
+    /// The schema registry did not answer (the trigger worker reading an Avro record's
+    /// schema); nothing of the batch was committed.
+    #[error("schema registry: {0}")]
+    Registry(Box<crate::codec::RegistryError>),
     /// A record cannot be encoded for `topic` (with a schema registry: its schema is not
     /// registered there).
     #[error("cannot encode a record for `{topic}`: {source}")]
