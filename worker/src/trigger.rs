@@ -580,6 +580,13 @@ payload = "/by"
     }
 
     #[test]
+    fn the_declared_triggers_file_is_valid() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../topology/triggers.toml");
+        let declared = TriggersFile::read(&path).expect("topology/triggers.toml is valid");
+        assert_eq!(declared.len(), 2);
+    }
+
+    #[test]
     fn declarations_are_checked() {
         let table = [
             (
