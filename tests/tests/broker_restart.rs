@@ -6,6 +6,11 @@
 //! (`weir::kafka::recovery`), and every execution, submitted before or after the restart,
 //! must finish exactly once.
 //!
+//! A second deployment's worker reads a trigger topic meanwhile: it lives on, and every record
+//! before and after the restart starts one execution. (Its trigger worker rebuilds its clients
+//! with the same `restart_member` when they fail fatally; its members were not fenced in the
+//! runs seen so far, so this does not prove that path.)
+//!
 //! The test kills the broker of the test stack (`WEIR_STACK_DIR`, exported by tests/run.sh)
 //! with -9 and restarts it with `docker/local/stack.sh up`, as the fault run's `broker-kill`
 //! does: it is a test binary of its own so that no other test runs while the broker is away.
@@ -20,6 +25,7 @@ use weir_e2e::faults::cluster::{Service, Stack};
 use weir_e2e::wait_until;
 
 const CHECKOUT: &str = "weir-examples:workflows/order.checkout";
+const GREET: &str = "weir-examples:workflows/hello.greet";
 const RESULTS_TIMEOUT: Duration = Duration::from_secs(240);
 
 fn order(id: &str) -> Value {
@@ -97,6 +103,47 @@ async fn a_static_worker_survives_a_broker_restart_and_finishes_everything_once(
         ],
         &[],
     );
+    // The trigger deployment: its own topics, so that its results (a record read again after
+    // a client restart republishes its execution's result) stay apart.
+    let triggered = Deployment::new("broker_restart_trigger");
+    let signups = format!("{}-crm.signups", triggered.namespace);
+    weir_e2e::create_topics(&[(&signups, 2)]);
+    let triggers = triggered.logs().join("triggers.toml");
+    std::fs::write(
+        &triggers,
+        format!(
+            "[[trigger]]\nname = \"signups\"\ntopic = \"{signups}\"\n\
+             function = \"{GREET}\"\nparams = [\"/name\"]\nid = \"/id\"\n"
+        ),
+    )
+    .expect("write the triggers file");
+    let triggers = triggers.to_str().expect("a UTF-8 path").to_owned();
+    let mut trigger_worker = triggered.spawn_worker(
+        "t",
+        &[
+            "--instance-id",
+            "t",
+            "--session-timeout-ms",
+            "6000",
+            "--transaction-timeout-ms",
+            "10000",
+            "--triggers",
+            &triggers,
+        ],
+        &[],
+    );
+    let signup = |i: usize| json!({"id": i, "name": format!("s-{i}")}).to_string();
+    let trigger_producer = triggered.producer();
+    for i in 0..5 {
+        triggered
+            .produce_raw(
+                &trigger_producer,
+                &signups,
+                &i.to_string(),
+                signup(i).as_bytes(),
+            )
+            .await;
+    }
     wait_until(
         "the worker to own partitions",
         Duration::from_secs(90),
@@ -127,6 +174,18 @@ async fn a_static_worker_survives_a_broker_restart_and_finishes_everything_once(
         "the broker was away {away:?}, not longer than the session: nothing was tested"
     );
     assert_alive(&mut worker, "while the broker restarted");
+    assert_alive(&mut trigger_worker, "while the broker restarted");
+    let trigger_producer = triggered.producer();
+    for i in 5..10 {
+        triggered
+            .produce_raw(
+                &trigger_producer,
+                &signups,
+                &i.to_string(),
+                signup(i).as_bytes(),
+            )
+            .await;
+    }
 
     submit_orders(&deployment, "after", 20, &mut expected).await;
     // The worker commits again, and is alive all along (a worker that exits fails here at
@@ -168,6 +227,28 @@ async fn a_static_worker_survives_a_broker_restart_and_finishes_everything_once(
         assert_eq!(seqs, expected_seqs, "history of {id}");
     }
     assert_alive(&mut worker, "after the broker restart");
+    // Every signup, before and after, started one execution, and the trigger worker lived on.
+    let results = triggered.topic(weir::topology::TopicRole::Results);
+    let greeted = weir_e2e::wait_for("10 greetings", RESULTS_TIMEOUT, || async {
+        let greeted: std::collections::BTreeMap<String, ExecutionResult> = triggered
+            .read_to_end::<weir::codec::ExecutionFinished>(&results, Duration::from_secs(30))
+            .into_iter()
+            .filter(|(_, f)| f.ffqn.to_string() == GREET)
+            .map(|(id, f)| (id, f.result))
+            .collect();
+        (greeted.len() >= 10).then_some(greeted)
+    })
+    .await;
+    let texts: std::collections::BTreeSet<String> = greeted
+        .values()
+        .map(|r| match r {
+            ExecutionResult::Ok(Value::String(s)) => s.clone(),
+            other => panic!("a greeting ended {other}"),
+        })
+        .collect();
+    assert_eq!(texts.len(), 10, "one execution per signup: {greeted:?}");
+    assert_eq!(greeted.len(), 10, "one execution per signup: {greeted:?}");
+    assert_alive(&mut trigger_worker, "after the broker restart");
     // The restarts are counted (the fencing happens whenever the broker is away longer than
     // the session, which it is here).
     assert!(

@@ -73,6 +73,8 @@ pub struct BatchMetrics {
 pub struct Metrics {
     pub workflow_batches: BatchMetrics,
     pub activity_batches: BatchMetrics,
+    /// The trigger worker's: records of trigger topics in, what they became out.
+    pub trigger_batches: BatchMetrics,
     /// Workflow worker only: running a batch's inputs (decode, load, run, encode).
     pub workflow_process_seconds: Timing,
     /// Workflow worker only: the batch's Kafka transaction (produce, offsets, commit).
@@ -80,9 +82,6 @@ pub struct Metrics {
     /// Dead letters whose transaction committed (counted by the transactional producer after
     /// the commit, so an aborted attempt that is run again is not counted twice).
     pub dlq_records: Counter,
-    /// Trigger worker: records of trigger topics taken (in committed transactions), whatever
-    /// they became (a submission, an event, a dead letter).
-    pub trigger_records: Counter,
     /// Offsets skipped because librdkafka could not fetch their batch (`kafka::unfetchable`).
     pub unfetchable_offsets_skipped: Counter,
     pub executions_created: Counter,
@@ -145,11 +144,6 @@ impl Metrics {
             "dlq_records_total",
             "Input records sent to the DLQ (in committed transactions).",
             self.dlq_records.get(),
-        );
-        counter(
-            "trigger_records_total",
-            "Records of trigger topics taken (in committed transactions).",
-            self.trigger_records.get(),
         );
         counter(
             "unfetchable_offsets_skipped_total",
@@ -310,6 +304,7 @@ impl Metrics {
         let kinds = [
             ("workflow", &self.workflow_batches),
             ("activity", &self.activity_batches),
+            ("trigger", &self.trigger_batches),
         ];
         let counters: [(&str, &str, Get); 5] = [
             (

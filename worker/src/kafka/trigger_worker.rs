@@ -19,8 +19,9 @@ use tracing::{info, warn};
 
 use super::dlq;
 use super::group::{MemberContext, collect_batch, leave, rewind_to_committed};
+use super::recovery::{Failure, Recovery};
 use super::transaction::{OutgoingRecord, TransactionError};
-use super::workflow_worker::{WorkerConfig, WorkerError};
+use super::workflow_worker::{GroupMember, WorkerConfig, WorkerError};
 use crate::codec::{AvroRecord, Codec, DlqReason};
 use crate::metrics::Metrics;
 use crate::topology::{TopicRole, Topology};
@@ -29,6 +30,9 @@ use serde_json::Value;
 
 /// The most records one transaction takes.
 const MAX_BATCH: usize = 500;
+
+/// The prefix of the trigger worker's failpoints (`trigger-before-commit`, …).
+const FAILPOINTS: &str = "trigger-";
 
 pub struct TriggerWorker {
     config: WorkerConfig,
@@ -63,16 +67,14 @@ impl TriggerWorker {
         }
     }
 
-    pub async fn run(self, shutdown: watch::Receiver<bool>) -> Result<(), WorkerError> {
+    pub async fn run(self, mut shutdown: watch::Receiver<bool>) -> Result<(), WorkerError> {
         if self.triggers.is_empty() {
             return Ok(());
         }
         let topics: Vec<String> = self.triggers.keys().cloned().collect();
-        let member = self.config.join_group(&topics, None).await?;
-        let member = super::workflow_worker::GroupMember {
-            transactor: member.transactor.clone().with_failpoint_prefix("trigger-"),
-            ..member
-        };
+        let mut member = self.config.join_group(&topics, None).await?;
+        member.transactor = member.transactor.clone().with_failpoint_prefix(FAILPOINTS);
+        let mut recovery = Recovery::new(self.config.static_membership);
         info!(instance = %self.config.instance_id, ?topics, "trigger worker started");
         let (mut generation, _) = member.tracker.snapshot();
         loop {
@@ -85,6 +87,33 @@ impl TriggerWorker {
             }
             let records =
                 collect_batch(&member.consumer, std::time::Duration::ZERO, MAX_BATCH).await;
+            if let Some((code, reason)) = member.consumer.client().fatal_error() {
+                // E.g. FENCED_INSTANCE_ID, after a broker was away longer than the session: a
+                // consumer that failed fatally reads nothing more. Its clients are rebuilt.
+                let cause = WorkerError::ConsumerFatal {
+                    group: self.config.group_id.clone(),
+                    instance_id: self.config.instance_id.clone(),
+                    code,
+                    reason,
+                };
+                let failure = Failure::of_consumer(code);
+                let cause = cause.to_string();
+                let rebuilt = self
+                    .restart(
+                        &mut member,
+                        &topics,
+                        &mut recovery,
+                        failure,
+                        cause,
+                        &mut shutdown,
+                    )
+                    .await?;
+                match rebuilt {
+                    Some(new_generation) => generation = new_generation,
+                    None => break,
+                }
+                continue;
+            }
             let (now_generation, _) = member.tracker.snapshot();
             if now_generation != generation {
                 // The batch spans a rebalance: nothing of it is committed; read again from the
@@ -118,20 +147,70 @@ impl TriggerWorker {
                 .await
             {
                 Ok(_) => {
-                    self.metrics.trigger_records.add(records.len() as u64);
+                    let batches = &self.metrics.trigger_batches;
+                    batches.records_in.add(records.len() as u64);
+                    batches.records_out.add(outgoing.len() as u64);
+                    batches.committed.inc();
                     tracing::debug!(records = records.len(), "trigger batch committed");
                 }
                 Err(
                     e @ (TransactionError::Rebalanced { .. } | TransactionError::Aborted { .. }),
                 ) => {
                     warn!(error = %e, "trigger batch aborted: read again");
+                    self.metrics.trigger_batches.aborted.inc();
                     self.rewind(&member.consumer)?;
                 }
-                Err(e) => return Err(WorkerError::Transaction(Box::new(e))),
+                Err(e) => {
+                    let Some(failure) = Failure::of_transaction(&e) else {
+                        return Err(WorkerError::Transaction(Box::new(e)));
+                    };
+                    // Nothing of the batch is visible: new clients read it again.
+                    self.metrics.trigger_batches.aborted.inc();
+                    let cause = e.to_string();
+                    let rebuilt = self
+                        .restart(
+                            &mut member,
+                            &topics,
+                            &mut recovery,
+                            failure,
+                            cause,
+                            &mut shutdown,
+                        )
+                        .await?;
+                    match rebuilt {
+                        Some(new_generation) => generation = new_generation,
+                        None => break,
+                    }
+                }
             }
         }
         info!("trigger worker stopped");
         Ok(())
+    }
+
+    /// Rebuilds the member's clients after `failure` ([`super::recovery`]): the new member's
+    /// rebalance counter, `None` when the process is stopping.
+    async fn restart(
+        &self,
+        member: &mut GroupMember,
+        topics: &[String],
+        recovery: &mut Recovery,
+        failure: Failure,
+        cause: String,
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> Result<Option<u64>, WorkerError> {
+        let restarts = &self.metrics.trigger_batches.client_restarts;
+        let rebuilt = self
+            .config
+            .restart_member(
+                member, topics, None, recovery, failure, cause, restarts, shutdown,
+            )
+            .await?;
+        if !rebuilt {
+            return Ok(None);
+        }
+        member.transactor = member.transactor.clone().with_failpoint_prefix(FAILPOINTS);
+        Ok(Some(member.tracker.snapshot().0))
     }
 
     fn rewind<C: rdkafka::consumer::ConsumerContext>(
