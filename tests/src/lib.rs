@@ -171,33 +171,51 @@ pub fn wait_until<T>(what: &str, timeout: Duration, mut probe: impl FnMut() -> O
     }
 }
 
-/// Creates plain topics `(name, partitions)` with replication 1, failing the test on error.
-/// Callable from sync and async tests alike.
-pub fn create_topics(topics: &[(&str, i32)]) {
-    use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-    use rdkafka::client::DefaultClientContext;
-    let admin: AdminClient<DefaultClientContext> =
+/// Runs `call` with an admin client of the test cluster on a thread and runtime of its own,
+/// so that sync and async tests can both use it.
+fn with_admin<T: Send>(
+    call: impl AsyncFnOnce(&rdkafka::admin::AdminClient<rdkafka::client::DefaultClientContext>) -> T
+    + Send,
+) -> T {
+    let admin: rdkafka::admin::AdminClient<rdkafka::client::DefaultClientContext> =
         kafka_config().client().create().expect("admin client");
-    let new_topics: Vec<NewTopic> = topics
-        .iter()
-        .map(|(name, partitions)| NewTopic::new(name, *partitions, TopicReplication::Fixed(1)))
-        .collect();
-    // Its own thread and runtime, so that sync and async tests can both call it.
-    let results = std::thread::scope(|scope| {
+    std::thread::scope(|scope| {
         scope
             .spawn(|| {
                 tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .build()
                     .expect("runtime")
-                    .block_on(admin.create_topics(&new_topics, &AdminOptions::new()))
+                    .block_on(call(&admin))
             })
             .join()
             .expect("admin thread")
     })
-    .expect("create topics");
+}
+
+/// Creates plain topics `(name, partitions)` with replication 1, failing the test on error.
+/// Callable from sync and async tests alike.
+pub fn create_topics(topics: &[(&str, i32)]) {
+    use rdkafka::admin::{AdminOptions, NewTopic, TopicReplication};
+    let new_topics: Vec<NewTopic> = topics
+        .iter()
+        .map(|(name, partitions)| NewTopic::new(name, *partitions, TopicReplication::Fixed(1)))
+        .collect();
+    let results =
+        with_admin(async |admin| admin.create_topics(&new_topics, &AdminOptions::new()).await)
+            .expect("create topics");
     for result in results {
         result.unwrap_or_else(|(topic, code)| panic!("cannot create topic {topic}: {code}"));
+    }
+}
+
+/// Deletes consumer groups (they must have no members), failing the test on error.
+pub fn delete_groups(groups: &[&str]) {
+    use rdkafka::admin::AdminOptions;
+    let results = with_admin(async |admin| admin.delete_groups(groups, &AdminOptions::new()).await)
+        .expect("delete groups");
+    for result in results {
+        result.unwrap_or_else(|(group, code)| panic!("cannot delete group {group}: {code}"));
     }
 }
 

@@ -191,7 +191,7 @@ id = "/approval"
     wait_consumed(&deployment, triggered, &orders, &end);
     worker.signal("TERM");
     let _ = worker.child.wait();
-    delete_group(&format!("{}.{triggered}", deployment.namespace));
+    weir_e2e::delete_groups(&[&format!("{}.{triggered}", deployment.namespace)]);
     assert_eq!(deployment.committed(triggered, &orders, 0), None);
     worker = deployment.start_worker("w2", &["--triggers", &triggers]);
     wait_consumed(&deployment, triggered, &orders, &end);
@@ -250,32 +250,6 @@ id = "/approval"
         "{history:#?}"
     );
     drop(worker);
-}
-
-/// Deletes consumer group `group` (it must have no members).
-fn delete_group(group: &str) {
-    use rdkafka::admin::{AdminClient, AdminOptions};
-    use rdkafka::client::DefaultClientContext;
-    let admin: AdminClient<DefaultClientContext> = weir_e2e::kafka_config()
-        .client()
-        .create()
-        .expect("admin client");
-    let results = std::thread::scope(|scope| {
-        scope
-            .spawn(|| {
-                tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .expect("runtime")
-                    .block_on(admin.delete_groups(&[group], &AdminOptions::new()))
-            })
-            .join()
-            .expect("admin thread")
-    })
-    .expect("delete group");
-    for result in results {
-        result.unwrap_or_else(|(group, code)| panic!("cannot delete group {group}: {code}"));
-    }
 }
 
 /// Avro records in the Confluent wire format, their schema in a registry (not one of

@@ -381,9 +381,7 @@ impl Trigger {
         match &self.action {
             Action::Start { ffqn, params } => {
                 let params: Vec<Value> = params.iter().map(take).collect::<Result<_, _>>()?;
-                let mut bytes = [0u8; 16];
-                bytes.copy_from_slice(&digest[..16]);
-                let id = ExecutionId::top_level(ulid::Ulid::from_bytes(bytes));
+                let id = crate::kafka::submit::id_from_digest(&digest.into());
                 let metadata = [
                     ("weir.trigger".to_owned(), self.name.clone()),
                     ("weir.trigger.source".to_owned(), at.clone()),

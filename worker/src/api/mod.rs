@@ -202,9 +202,7 @@ pub fn router(api: Arc<Api>) -> Router {
 /// submits the same execution, which Weir runs once.
 pub fn idempotent_id(namespace: &str, key: &str) -> ExecutionId {
     let digest = Sha256::digest(format!("weir-idempotency-key\0{namespace}\0{key}").as_bytes());
-    let mut bytes = [0u8; 16];
-    bytes.copy_from_slice(&digest[..16]);
-    ExecutionId::top_level(ulid::Ulid::from_bytes(bytes))
+    crate::kafka::submit::id_from_digest(&digest.into())
 }
 
 #[derive(Deserialize)]

@@ -142,6 +142,15 @@ pub fn top_level(
     }
 }
 
+/// The top-level execution id a digest stands for (its first 16 bytes as the ULID): how a
+/// name that must always mean the same execution — an idempotency key, a trigger record's
+/// identity — becomes one.
+pub fn id_from_digest(digest: &[u8; 32]) -> ExecutionId {
+    let mut bytes = [0u8; 16];
+    bytes.copy_from_slice(&digest[..16]);
+    ExecutionId::top_level(ulid::Ulid::from_bytes(bytes))
+}
+
 /// Sends `submission` to `topic` (the deployment's `weir.submissions`), keyed by its id, and
 /// waits until the broker has it.
 pub async fn submit(
