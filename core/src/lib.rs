@@ -17,6 +17,7 @@
 //! - [`records`]: the plain records of every topic (submissions, history, results, DLQ).
 //! - [`rows`]: what the store keeps, typed.
 //! - [`partitioner`]: Kafka's murmur2 partitioner (which partition owns an execution).
+//! - [`schedule`]: recurring schedules: their ticks and the rules of their state.
 //! - [`retry`]: the one retry decision of an activity (retry when, or give up answering what).
 
 pub mod cache;
@@ -31,6 +32,7 @@ pub mod replay;
 pub mod retry;
 pub mod rows;
 pub mod runner;
+pub mod schedule;
 #[cfg(feature = "test-util")]
 pub mod sim;
 pub mod timers;

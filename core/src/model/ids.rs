@@ -117,6 +117,15 @@ impl ExecutionId {
         }
     }
 
+    /// The top-level id whose ULID is the first 16 bytes of `digest` (a SHA-256): an id
+    /// derived from what it stands for (an idempotency key, a trigger's record, a schedule's
+    /// tick), so the same thing always names the same execution.
+    pub fn from_digest(digest: &[u8; 32]) -> Self {
+        let mut bytes = [0u8; 16];
+        bytes.copy_from_slice(&digest[..16]);
+        ExecutionId::top_level(Ulid::from_bytes(bytes))
+    }
+
     /// The id of the `index`-th request (1-based) of join set `join_set_id` of this execution.
     pub fn child(&self, join_set_id: &JoinSetId, index: u64) -> ExecutionId {
         let step = Step {

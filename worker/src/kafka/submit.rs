@@ -146,9 +146,7 @@ pub fn top_level(
 /// name that must always mean the same execution — an idempotency key, a trigger record's
 /// identity — becomes one.
 pub fn id_from_digest(digest: &[u8; 32]) -> ExecutionId {
-    let mut bytes = [0u8; 16];
-    bytes.copy_from_slice(&digest[..16]);
-    ExecutionId::top_level(ulid::Ulid::from_bytes(bytes))
+    ExecutionId::from_digest(digest)
 }
 
 /// Sends `submission` to `topic` (the deployment's `weir.submissions`), keyed by its id, and
