@@ -8,11 +8,11 @@
 //!    every store write from now on: see [`WriteStamp`]), rewind the log to the committed
 //!    offsets (which waits for the previous owner's transaction), catch the store up with
 //!    `weir.history` of each owned partition (through the [projection](crate::projection)),
-//!    load the timers due within the horizon, and write the checkpoints and watermarks it
-//!    starts from.
-//! 2. **A batch**: the records of one poll and the timers due now, each stepped through the
-//!    [processor](crate::processor) (rehydrating from the store what it names first); then
-//!    one transaction with every effect and the input offsets.
+//!    restore the partitions' schedules from `weir.state`, load the timers due within the
+//!    horizon, and write the checkpoints and watermarks it starts from.
+//! 2. **A batch**: the records of one poll, the timers due now and the schedule ticks due
+//!    now, each stepped through the [processor](crate::processor) (rehydrating from the store
+//!    what it names first); then one transaction with every effect and the input offsets.
 //! 3. **After the commit**: the batch's history rows (with the offsets they landed at),
 //!    execution rows, timer changes, checkpoints and watermarks go to the materialiser; the
 //!    touched executions stay pinned until they are in the store.
@@ -58,6 +58,7 @@ use crate::rows::{
     Checkpoint, HistoryRow, MaterialiseJob, TimerChanges, TimerRow, TimerWatermark, WriteStamp,
 };
 use crate::runner::WorkflowRunner;
+use crate::schedule::ScheduleState;
 use crate::timers::{Refill, TimerIndex};
 
 /// Any error of a seam.
@@ -170,6 +171,14 @@ pub trait Log: Send {
         partition: i32,
         from: i64,
     ) -> impl Future<Output = Result<Vec<LoggedEntry>, BoxError>> + Send;
+
+    /// The schedules of `partition` as `weir.state` has them: the last record of each key, read
+    /// from the beginning to the last stable offset (so after the previous owner's
+    /// transaction is resolved, as [`Log::read_history`]), tombstones dropped.
+    fn read_schedules(
+        &mut self,
+        partition: i32,
+    ) -> impl Future<Output = Result<Vec<ScheduleState>, BoxError>> + Send;
 
     /// One transaction of `commit`'s effects and offsets. Returns where each
     /// [`Effect::Append`] landed, in order.
@@ -489,7 +498,7 @@ where
         // when it was written must be read before it is due.
         self.refill_timers(now).await?;
         let timers = self.timers.take_due(now, self.config.max_batch);
-        if records.is_empty() && timers.is_empty() {
+        if records.is_empty() && timers.is_empty() && !self.processor.schedule_due(now) {
             self.write_idle_watermarks(now).await?;
             return Ok(true);
         }
@@ -555,6 +564,18 @@ where
                     "store caught up with the history"
                 );
             }
+        }
+        // The schedules of the partitions, as committed with the offsets just rewound to.
+        for &partition in &owned {
+            let schedules = self
+                .log
+                .read_schedules(partition)
+                .await
+                .map_err(DriverError::Log)?;
+            if !schedules.is_empty() {
+                tracing::info!(partition, schedules = schedules.len(), "schedules restored");
+            }
+            self.processor.restore_schedules(schedules);
         }
         self.owned = owned;
         let now = self.log.now();
@@ -693,6 +714,7 @@ where
                 batch.effects.push(Effect::DeleteTimer(timer.key()));
             }
         }
+        self.processor.fire_schedules(&mut batch);
         self.run_inline(&mut batch).await?;
         let offsets: Positions = self
             .positions

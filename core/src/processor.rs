@@ -119,6 +119,7 @@ use crate::records::{
 use crate::replay::{Effects, Execution, Output};
 use crate::rows::{ExecutionRow, ExecutionState, TimerKey, TimerKind, TimerRow};
 use crate::runner::{Rejection, RequestTerms, RunError, RunStep, WorkflowRun, WorkflowRunner};
+use crate::schedule::{self, Applied, ScheduleAction, ScheduleCommand, ScheduleState};
 
 /// What the processor emits; the driver encodes and commits it.
 #[derive(Debug, Clone, PartialEq)]
@@ -163,6 +164,15 @@ pub enum Effect {
     /// on `weir.submissions` (header `weir.kind = cancel-execution`), keyed by the child, so
     /// that it lands after the child's own submission.
     CancelExecution(CancelRequest),
+    /// The new state of a schedule of an owned partition (`None`: deleted), on `weir.state`
+    /// (compacted), keyed `schedule:<name>`: a new owner restores it from there.
+    PutSchedule {
+        name: String,
+        state: Option<ScheduleState>,
+    },
+    /// A command for a schedule's owner (`weir.responses`, keyed `schedule:<name>`, header
+    /// `weir.kind = schedule`): an execution a tick started has finished.
+    ScheduleCommand(ScheduleCommand),
     /// The input record `input` of the batch goes to the DLQ, byte for byte.
     DeadLetter {
         input: usize,
@@ -203,6 +213,8 @@ pub enum Body {
     Event(InboundEvent),
     /// A request to stop an execution (`weir cancel`, or its parent's cancellation).
     Cancel(CancelRequest),
+    /// A command about a schedule (`weir schedule`, `weir topology apply`, a finished run).
+    Schedule(ScheduleCommand),
 }
 
 /// Bytes the driver could not decode.
@@ -303,6 +315,11 @@ pub struct ProcessorStats {
     pub cancelled: u64,
     /// Executions that timed out at their deadline (or were submitted past it).
     pub deadlines_passed: u64,
+    /// Schedule ticks that started an execution, were skipped for an overlap, were missed
+    /// (owed for longer than the catch-up window).
+    pub ticks_started: u64,
+    pub ticks_skipped: u64,
+    pub ticks_missed: u64,
 }
 
 /// At most this many events wait in one execution's buffer.
@@ -352,6 +369,9 @@ pub struct Processor<R: WorkflowRunner> {
     /// Executions used since the last [`Processor::evict`], in order, each once (a rebuild
     /// and its delivery are one use): it tells the policy.
     accessed: IndexSet<ExecutionId>,
+    /// The schedules of the owned partitions, by name (restored at take-over, see
+    /// [`Processor::restore_schedules`]).
+    schedules: BTreeMap<String, ScheduleState>,
 }
 
 impl<R: WorkflowRunner> Processor<R> {
@@ -366,6 +386,7 @@ impl<R: WorkflowRunner> Processor<R> {
             materialised: 0,
             policy: Policy::new(config.cache_bytes),
             accessed: IndexSet::new(),
+            schedules: BTreeMap::new(),
         }
     }
 
@@ -493,11 +514,36 @@ impl<R: WorkflowRunner> Processor<R> {
             Body::Upgrade(u) => keyed_by("an upgrade", &u.execution_id),
             Body::Event(e) => keyed_by("an event", &e.target),
             Body::Cancel(c) => keyed_by("a cancellation", &c.execution_id),
+            Body::Schedule(c) => return self.misrouted_schedule(partition, key, &c.name),
         };
         match owner {
             Ok(owner) => self.wrong_partition(partition, &owner),
             Err(error) => Some(error),
         }
+    }
+
+    /// Why a command for schedule `name` read on `partition` with `key` is not this
+    /// partition's, if it is not: it is keyed `schedule:<name>`, on that key's partition.
+    fn misrouted_schedule(&self, partition: i32, key: Option<&str>, name: &str) -> Option<String> {
+        let expected_key = schedule::key(name);
+        if key != Some(expected_key.as_str()) {
+            let shown = key.map_or_else(|| "no key".to_owned(), |k| format!("key `{k}`"));
+            return Some(format!(
+                "a command for schedule `{name}` with {shown}: it is keyed `{expected_key}`"
+            ));
+        }
+        let expected = self.partition_of_key(&expected_key);
+        (expected != partition).then(|| {
+            format!(
+                "a command for schedule `{name}` on partition {partition}: murmur2 of its key \
+                 gives partition {expected}"
+            )
+        })
+    }
+
+    /// The partition that owns `key` (the partitioner's rule).
+    pub fn partition_of_key(&self, key: &str) -> i32 {
+        crate::partitioner::partition_for_key(key.as_bytes(), self.config.partitions)
     }
 
     /// Why a record for `owner` read on `partition` belongs to another partition, if it does.
@@ -613,6 +659,10 @@ impl<R: WorkflowRunner> Processor<R> {
                     Body::Upgrade(request) => self.upgrade(batch, index, request),
                     Body::Event(event) => self.receive_event(batch, index, event).await,
                     Body::Cancel(request) => self.cancel(batch, index, request).await,
+                    Body::Schedule(command) => {
+                        self.schedule_command(batch, index, command);
+                        Ok(())
+                    }
                 }
             }
         }
@@ -817,6 +867,113 @@ impl<R: WorkflowRunner> Processor<R> {
         }
         self.stats.events_received += 1;
         append(batch, &mut live.view, HistoryEntry::EventReceived(event))
+    }
+
+    /// A command about a schedule of an owned partition; see [`crate::schedule::apply`]. A
+    /// `create` whose function the host does not have, or whose params do not fit it, is
+    /// refused like a submission would be.
+    fn schedule_command(&mut self, batch: &mut Batch, index: usize, command: ScheduleCommand) {
+        let name = command.name.clone();
+        if let ScheduleAction::Create(spec) = &command.action
+            && let Err(rejection) = self.runner.check_submission(&spec.ffqn, &spec.params)
+        {
+            let (reason, error) = match rejection {
+                Rejection::UnknownFunction(e) => (DlqReason::UnknownFfqn, e),
+                Rejection::InvalidParams(e) => (DlqReason::InvalidParams, e),
+            };
+            let error = format!("create of schedule `{name}` refused: {error}");
+            tracing::warn!(schedule = %name, %error, "schedule command refused");
+            self.dead_letter(batch, index, reason, error);
+            return;
+        }
+        match schedule::apply(self.schedules.get(&name), &command, batch.now) {
+            Applied::Unchanged => {
+                tracing::debug!(schedule = %name, action = command.action.as_str(), "schedule command changes nothing");
+            }
+            Applied::Refused(error) => {
+                tracing::warn!(schedule = %name, %error, "schedule command refused");
+                let reason = match command.action {
+                    ScheduleAction::Create(_) => DlqReason::InvalidParams,
+                    _ => DlqReason::Other,
+                };
+                self.dead_letter(batch, index, reason, error);
+            }
+            Applied::Delete => {
+                tracing::info!(schedule = %name, "schedule deleted");
+                self.schedules.remove(&name);
+                batch
+                    .effects
+                    .push(Effect::PutSchedule { name, state: None });
+            }
+            Applied::Put(state) => {
+                if !matches!(command.action, ScheduleAction::RunFinished(_)) {
+                    tracing::info!(schedule = %name, action = command.action.as_str(), status = state.status.as_str(), next_tick = ?state.next_tick, "schedule changed");
+                }
+                self.put_schedule(batch, state);
+            }
+        }
+    }
+
+    fn put_schedule(&mut self, batch: &mut Batch, state: ScheduleState) {
+        let name = state.name.clone();
+        batch.effects.push(Effect::PutSchedule {
+            name: name.clone(),
+            state: Some(state.clone()),
+        });
+        self.schedules.insert(name, state);
+    }
+
+    /// Adopts the schedules of a partition taken over, as `weir.state` has them.
+    pub fn restore_schedules(&mut self, states: impl IntoIterator<Item = ScheduleState>) {
+        for state in states {
+            self.schedules.insert(state.name.clone(), state);
+        }
+    }
+
+    /// The schedules of the owned partitions.
+    pub fn schedules(&self) -> impl Iterator<Item = &ScheduleState> {
+        self.schedules.values()
+    }
+
+    /// Whether a schedule has a tick due at `now` (the driver makes a batch for it).
+    pub fn schedule_due(&self, now: DateTime<Utc>) -> bool {
+        self.schedules.values().any(|s| schedule::is_due(s, now))
+    }
+
+    /// Takes the due ticks of every schedule ([`crate::schedule::fire`]): a submission per
+    /// tick that starts an execution, the cancellations `cancel-previous` makes, and the new
+    /// state, all in this batch.
+    pub fn fire_schedules(&mut self, batch: &mut Batch) {
+        let due: Vec<String> = self
+            .schedules
+            .values()
+            .filter(|s| schedule::is_due(s, batch.now))
+            .map(|s| s.name.clone())
+            .collect();
+        for name in due {
+            let Some(fired) = self
+                .schedules
+                .get(&name)
+                .and_then(|state| schedule::fire(state, batch.now))
+            else {
+                continue;
+            };
+            self.stats.ticks_started += fired.starts.len() as u64;
+            self.stats.ticks_skipped += fired.skipped;
+            self.stats.ticks_missed += fired.missed;
+            if fired.missed > 0 {
+                tracing::warn!(schedule = %name, missed = fired.missed, "schedule ticks missed: owed for longer than the catch-up window");
+            }
+            for request in fired.cancels {
+                tracing::info!(schedule = %name, execution = %request.execution_id, "previous run cancelled (overlap cancel-previous)");
+                batch.effects.push(Effect::CancelExecution(request));
+            }
+            for submission in fired.starts {
+                tracing::debug!(schedule = %name, execution = %submission.execution_id, "schedule tick starts an execution");
+                batch.effects.push(Effect::Submit(submission));
+            }
+            self.put_schedule(batch, fired.state);
+        }
     }
 
     fn dead_letter(&mut self, batch: &mut Batch, input: usize, reason: DlqReason, error: String) {
@@ -1441,7 +1598,11 @@ impl<R: WorkflowRunner> Processor<R> {
                     .unwrap_or_else(|| request.execution_id.clone());
                 TraceParent::for_execution(&parent, metadata(&parent))
             }
-            Effect::PutTimer(_) | Effect::DeleteTimer(_) | Effect::DeadLetter { .. } => {
+            Effect::PutTimer(_)
+            | Effect::DeleteTimer(_)
+            | Effect::DeadLetter { .. }
+            | Effect::PutSchedule { .. }
+            | Effect::ScheduleCommand(_) => {
                 return None;
             }
         })
@@ -1535,6 +1696,7 @@ impl<R: WorkflowRunner> Processor<R> {
     /// Forgets everything (after an aborted transaction or a rebalance: runs in memory may
     /// have moved past what is committed).
     pub fn clear(&mut self) {
+        self.schedules.clear();
         self.cache.clear();
         self.deferred.clear();
         self.policy.clear();
@@ -1989,6 +2151,8 @@ fn cancel_waits<Run>(batch: &mut Batch, live: &Live<Run>, stop: &Stop) -> Vec<Re
 /// it answers), an upgrade's, an event's target, a cancellation's.
 fn input_owner(key: Option<&str>, body: &Body) -> Option<ExecutionId> {
     Some(match body {
+        // A schedule is no execution: nothing to rehydrate.
+        Body::Schedule(_) => return None,
         Body::Submission(s)
         | Body::UnparsableParams { submission: s, .. }
         | Body::UnparsableFfqn { submission: s, .. } => s.execution_id.clone(),
@@ -2361,5 +2525,17 @@ fn finish_with<Run>(
         }),
     };
     batch.effects.push(effect);
+    // A tick's execution tells its schedule, which may wait for it (overlap `skip`).
+    if created.parent.is_none()
+        && let Some(name) = created.metadata.get(schedule::METADATA_SCHEDULE)
+        && schedule::check_name(name).is_ok()
+    {
+        batch.effects.push(Effect::ScheduleCommand(ScheduleCommand {
+            name: name.clone(),
+            command_id: format!("run-finished:{}", live.view.id),
+            action: ScheduleAction::RunFinished(live.view.id.clone()),
+            sent_at: batch.now,
+        }));
+    }
     Ok(())
 }

@@ -32,6 +32,7 @@ use crate::records::{
     ActivityRequest, CancelRequest, DlqEnvelope, ExecutionFinished, HistoryRecord, InboundEvent,
     Submission,
 };
+use crate::schedule::{ScheduleCommand, ScheduleState};
 
 pub type SimTime = DateTime<Utc>;
 
@@ -45,10 +46,13 @@ pub enum Topic {
     Results,
     Activity,
     Dlq,
+    /// `weir.state`: the schedules' states (compaction is modelled by readers taking the
+    /// last record per key).
+    State,
 }
 
 impl Topic {
-    pub const ALL: [Topic; 7] = [
+    pub const ALL: [Topic; 8] = [
         Topic::Submissions,
         Topic::Responses,
         Topic::Events,
@@ -56,6 +60,7 @@ impl Topic {
         Topic::Results,
         Topic::Activity,
         Topic::Dlq,
+        Topic::State,
     ];
 
     pub fn name(self) -> &'static str {
@@ -67,6 +72,7 @@ impl Topic {
             Topic::Results => "weir.results",
             Topic::Activity => "weir.activity.sim",
             Topic::Dlq => "weir.dlq",
+            Topic::State => "weir.state",
         }
     }
 
@@ -90,6 +96,10 @@ pub enum Payload {
     Activity(ActivityRequest),
     Result(ExecutionFinished),
     Dlq(Box<DlqEnvelope>),
+    /// A schedule's state on `weir.state` (`None`: a tombstone).
+    Schedule(Option<ScheduleState>),
+    /// A command about a schedule, on `weir.responses`.
+    ScheduleCommand(ScheduleCommand),
     /// Bytes no codec can read (a poison record).
     Garbage(String),
 }

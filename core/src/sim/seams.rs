@@ -85,6 +85,18 @@ impl Log for SimLog {
         }
     }
 
+    fn read_schedules(
+        &mut self,
+        partition: i32,
+    ) -> impl Future<Output = Result<Vec<crate::schedule::ScheduleState>, BoxError>> + Send {
+        let (world, pid) = (self.world.clone(), self.pid);
+        async move {
+            lock(&world).set_at(pid, "read-schedules");
+            yield_now().await;
+            Ok(wait_until(|| lock(&world).read_schedules(pid, partition)).await)
+        }
+    }
+
     fn commit(
         &mut self,
         commit: Commit<'_>,

@@ -532,6 +532,35 @@ impl World {
             .into()
     }
 
+    /// The schedules of `partition` of `weir.state`: the last committed record of each key,
+    /// once no transaction is open on it (`None` until then, as [`World::read_history`]).
+    pub fn read_schedules(
+        &mut self,
+        pid: u64,
+        partition: i32,
+    ) -> Option<Vec<crate::schedule::ScheduleState>> {
+        let blocked = self
+            .cluster
+            .txns
+            .values()
+            .any(|t| t.first.contains_key(&(Topic::State, partition)));
+        if blocked {
+            let proc = self.proc(pid);
+            proc.at = "read-schedules: waiting for an open transaction";
+            return None;
+        }
+        let (records, _) = self
+            .cluster
+            .read_committed(Topic::State, partition, 0, usize::MAX);
+        let mut last = std::collections::BTreeMap::new();
+        for r in records {
+            if let (Some(key), Some(Payload::Schedule(state))) = (&r.key, &r.payload) {
+                last.insert(key.clone(), state.clone());
+            }
+        }
+        Some(last.into_values().flatten().collect())
+    }
+
     // ---- the producer ----
 
     fn refused(&mut self, pid: u64, refused: TxnRefused) -> CommitError {
@@ -666,6 +695,16 @@ impl World {
                 let key = original.key.unwrap_or_default();
                 (Topic::Dlq, key, Payload::Dlq(Box::new(envelope)))
             }
+            Effect::PutSchedule { name, state } => (
+                Topic::State,
+                crate::schedule::key(name),
+                Payload::Schedule(state.clone()),
+            ),
+            Effect::ScheduleCommand(command) => (
+                Topic::Responses,
+                crate::schedule::key(&command.name),
+                Payload::ScheduleCommand(command.clone()),
+            ),
             Effect::PutTimer(_) | Effect::DeleteTimer(_) | Effect::CancelActivity { .. } => {
                 return;
             }
@@ -1213,6 +1252,7 @@ fn decode(payload: Option<&Payload>) -> Result<Body, Undecodable> {
         Some(Payload::Response(r)) => Ok(Body::Response(r.clone())),
         Some(Payload::Event(e)) => Ok(Body::Event(e.clone())),
         Some(Payload::Cancel(c)) => Ok(Body::Cancel(c.clone())),
+        Some(Payload::ScheduleCommand(c)) => Ok(Body::Schedule(c.clone())),
         Some(Payload::Garbage(why)) => Err(Undecodable {
             reason: DlqReason::Undecodable,
             error: why.clone(),
