@@ -199,10 +199,11 @@ fn passing_faults_do_happen() {
 // (`found_with`), so that a seed named below runs exactly the run that failed.
 
 /// The fault classes a seed of `class` ran with when its bug was found: every class but
-/// the five that each found one (and `inline`, which came after), plus `class`.
+/// the five that each found one (and `inline` and `schedules`, which came after: with them a
+/// seed would run another run), plus `class`.
 fn found_with(class: &str) -> Faults {
     let spec = format!(
-        "all,-hanging_txns,-zombies,-revoked_writes,-long_timers,-long_idle,-inline,+{class}"
+        "all,-hanging_txns,-zombies,-revoked_writes,-long_timers,-long_idle,-inline,-schedules,+{class}"
     );
     Faults::parse(&spec).unwrap()
 }
@@ -268,6 +269,44 @@ fn dst_deadlines() {
     assert!(
         timed_out > 0 && with > timed_out,
         "the runs do not exercise deadlines"
+    );
+}
+
+/// Recurring schedules among crashes, rebalances, outages, pauses, events, cancellations
+/// and deadlines: schedules created at the start (every second `allow`; most runs also every
+/// two seconds `skip` or `cancel-previous`), paused, resumed and created again during the
+/// faults, caught up once they stop, then deleted or paused (`check_schedules`: the committed
+/// states on `weir.state` form a chain each step of which a tick, a pause, a resume or a
+/// finished run explains; each started tick has one submission with its tick's id, none
+/// while paused, missed exactly past the catch-up window; each tick's execution is created
+/// once, finishes once and tells its schedule once; the ticks kept up once the faults
+/// stopped). The runs must start, skip and miss ticks.
+#[test]
+fn dst_schedules() {
+    let faults = found_with("schedules");
+    if let Some(seed) = env_u64("WEIR_DST_SEED") {
+        let report = run_seed(seed, faults_from_env(faults));
+        println!("{}", report.render(trace_lines()));
+        assert!(report.passed(), "seed {seed} failed: {}", report.summary());
+        return;
+    }
+    let first = env_u64("WEIR_DST_FIRST_SEED").unwrap_or(0);
+    let seeds: Vec<u64> = (first..first + env_u64("WEIR_DST_SEEDS").unwrap_or(300)).collect();
+    assert_seeds_pass(&seeds, faults);
+    let mut total = weir_core::sim::ScheduleCounts::default();
+    for seed in seeds.iter().take(60) {
+        let counts = run_seed(*seed, faults).schedules;
+        total.started += counts.started;
+        total.skipped += counts.skipped;
+        total.missed += counts.missed;
+        total.paused += counts.paused;
+        total.generations += counts.generations;
+        total.cancelled += counts.cancelled;
+    }
+    println!("schedule ticks of the first 60 seeds: {total:?}");
+    assert!(
+        total.started > 0 && total.skipped > 0 && total.missed > 0 && total.paused > 0,
+        "the runs do not exercise the schedule rules: {total:?}"
     );
 }
 

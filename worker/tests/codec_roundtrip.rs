@@ -265,3 +265,61 @@ proptest! {
         prop_assert_eq!(codec.decode::<ExecutionFinished>(&bytes, &pos).unwrap(), finished);
     }
 }
+
+fn schedule_spec(overlap: weir_core::schedule::Overlap) -> weir_core::schedule::ScheduleSpec {
+    weir_core::schedule::ScheduleSpec {
+        cron: "0 30 9 * * Mon-Fri".to_owned(),
+        timezone: "Europe/Prague".to_owned(),
+        ffqn: "app:report/jobs.nightly".parse().unwrap(),
+        params: serde_json::json!(["eu", {"depth": 3}]),
+        overlap,
+        catchup_window: chrono::Duration::seconds(90),
+    }
+}
+
+#[test]
+fn schedule_commands_round_trip_every_action() {
+    use weir_core::schedule::{Overlap, ScheduleAction, ScheduleCommand};
+    let at = DateTime::from_timestamp(1_790_000_000, 123_456_789).unwrap();
+    let actions = Overlap::ALL
+        .into_iter()
+        .map(|o| ScheduleAction::Create(schedule_spec(o)))
+        .chain([
+            ScheduleAction::Pause,
+            ScheduleAction::Resume,
+            ScheduleAction::Delete,
+            ScheduleAction::RunFinished("E_01J9ZQ3N4QX8V6Y2K7M5T0B1CD".parse().unwrap()),
+        ]);
+    let commands: Vec<ScheduleCommand> = actions
+        .map(|action| ScheduleCommand {
+            name: "nightly-report".to_owned(),
+            command_id: "01J9ZQ3N4QX8V6Y2K7M5T0B1CE".to_owned(),
+            action,
+            sent_at: at,
+        })
+        .collect();
+    both("weir.responses", &commands);
+}
+
+#[test]
+fn schedule_states_round_trip() {
+    use weir_core::schedule::{Overlap, ScheduleState, Status};
+    let at = DateTime::from_timestamp(1_790_000_000, 123_456_789).unwrap();
+    let states: Vec<ScheduleState> = [Status::Active, Status::Paused]
+        .into_iter()
+        .map(|status| ScheduleState {
+            name: "nightly-report".to_owned(),
+            generation: "01J9ZQ3N4QX8V6Y2K7M5T0B1CE".to_owned(),
+            spec: schedule_spec(Overlap::CancelPrevious),
+            status,
+            last_tick: (status == Status::Active).then_some(at),
+            next_tick: Some(at + chrono::Duration::days(1)),
+            running: vec!["E_01J9ZQ3N4QX8V6Y2K7M5T0B1CD".parse().unwrap()],
+            started: 7,
+            skipped: 2,
+            missed: 1,
+            updated_at: at,
+        })
+        .collect();
+    both("weir.state", &states);
+}

@@ -148,10 +148,16 @@ pub struct Faults {
     /// Submissions with deadlines (issue 13 item 6): most pass while the execution runs,
     /// some have passed when it is created.
     pub deadlines: bool,
+    /// Recurring schedules: created at the start (every second, `allow`; some every two
+    /// seconds, `skip` or `cancel-previous`), paused, resumed, created again (the same spec:
+    /// nothing; after a delete: a new generation) during the faults, deleted or paused before
+    /// the run settles. Checked: each tick taken once per committed state, one execution per
+    /// started tick, none while paused, the ticks of a live partition keep up.
+    pub schedules: bool,
 }
 
 impl Faults {
-    pub const NAMES: [&'static str; 17] = [
+    pub const NAMES: [&'static str; 18] = [
         "crashes",
         "hanging_txns",
         "rebalances",
@@ -169,6 +175,7 @@ impl Faults {
         "events",
         "cancels",
         "deadlines",
+        "schedules",
     ];
 
     pub fn none() -> Self {
@@ -190,6 +197,7 @@ impl Faults {
             events: false,
             cancels: false,
             deadlines: false,
+            schedules: false,
         }
     }
 
@@ -229,6 +237,7 @@ impl Faults {
             "events" => &mut self.events,
             "cancels" => &mut self.cancels,
             "deadlines" => &mut self.deadlines,
+            "schedules" => &mut self.schedules,
             _ => return None,
         })
     }

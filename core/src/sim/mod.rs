@@ -30,6 +30,9 @@ pub mod world;
 pub use check::Violation;
 pub use config::{Faults, SimConfig};
 pub use rng::Rng;
-pub use scheduler::{EventCounts, Mix, Report, Sim, Submitted, epoch, run_seed};
+pub use scheduler::{
+    EventCounts, Mix, Report, ScheduleCounts, ScheduleEnd, Sim, SimSchedule, Submitted, epoch,
+    run_seed,
+};
 pub use seams::{SimLog, SimMaterialiser, SimStore};
 pub use workflows::{SimRunner, Workflow};

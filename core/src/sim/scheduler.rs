@@ -19,6 +19,7 @@ use crate::driver::{Driver, DriverConfig, DriverError};
 use crate::model::{ExecutionError, ExecutionErrorKind, ExecutionId, ExecutionResult, Ffqn};
 use crate::processor::{Processor, ProcessorConfig};
 use crate::records::Submission;
+use crate::schedule::{Overlap, ScheduleAction, ScheduleCommand, ScheduleSpec};
 
 use super::check::{Violation, check};
 use super::cluster::{Payload, SimTime, Topic};
@@ -49,6 +50,31 @@ pub struct Submitted {
     pub cancelled: bool,
     /// Its submission's deadline: it may finish `timed-out`.
     pub deadline: Option<SimTime>,
+}
+
+/// A schedule a client created (`Faults::schedules`), and what it asked of it since.
+#[derive(Debug, Clone)]
+pub struct SimSchedule {
+    pub name: String,
+    /// Never changed: a create again is the same spec.
+    pub spec: ScheduleSpec,
+    /// The ids of the creates that defined it, one per generation (a create after a delete
+    /// starts a new one), in order.
+    pub generations: Vec<String>,
+    /// Its last pause or resume was a pause.
+    pub paused: bool,
+    /// The command that ended it before the run settled.
+    pub end: Option<ScheduleEnd>,
+}
+
+/// How a client ended a schedule before the run settled (so that nothing ticks forever).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScheduleEnd {
+    /// Deleted (else paused).
+    pub deleted: bool,
+    /// The schedule was paused already (the pause changes nothing).
+    pub was_paused: bool,
+    pub sent_at: SimTime,
 }
 
 /// The weights of a run's steps, drawn per seed ("swarm testing": a run heavy in one kind of
@@ -109,6 +135,9 @@ pub struct Sim {
     /// Events sent to executions nobody submitted: (event id, target).
     stray_events: Vec<(String, ExecutionId)>,
     next_event: i64,
+    /// The schedules clients created (`Faults::schedules`).
+    schedules: Vec<SimSchedule>,
+    next_command: u64,
     next_slot: u32,
     next_pid: u64,
     steps: u64,
@@ -139,6 +168,8 @@ impl Sim {
             poison: Vec::new(),
             stray_events: Vec::new(),
             next_event: 0,
+            schedules: Vec::new(),
+            next_command: 0,
             next_slot: 1,
             next_pid: 1,
             steps: 0,
@@ -172,6 +203,10 @@ impl Sim {
 
     pub fn submitted(&self) -> &IndexMap<ExecutionId, Submitted> {
         &self.submitted
+    }
+
+    pub fn schedules(&self) -> &[SimSchedule] {
+        &self.schedules
     }
 
     // ---- workers ----
@@ -840,6 +875,230 @@ impl Sim {
         ));
     }
 
+    /// A client sends `action` about schedule `name` (`weir.responses`, keyed
+    /// `schedule:<name>`, on the partition murmur2 gives the key); returns the command's id.
+    pub fn schedule_command(&mut self, name: &str, action: ScheduleAction) -> String {
+        self.next_command += 1;
+        let command_id = format!("cmd-{}", self.next_command);
+        let what = match &action {
+            ScheduleAction::Create(spec) => format!(
+                "create `{}` {} {}{} ({}, catch-up {} s)",
+                spec.cron,
+                spec.timezone,
+                spec.ffqn.function(),
+                spec.params,
+                spec.overlap,
+                spec.catchup_window.num_seconds()
+            ),
+            other => other.as_str().to_owned(),
+        };
+        let command = ScheduleCommand {
+            name: name.to_owned(),
+            command_id: command_id.clone(),
+            action,
+            sent_at: self.now(),
+        };
+        let (partition, offset) = lock(&self.world).client_append(
+            Topic::Responses,
+            crate::schedule::key(name),
+            Payload::ScheduleCommand(command),
+        );
+        self.note(format!(
+            "schedule {name}: {what} [{command_id}] -> responses/{partition}@{offset}"
+        ));
+        command_id
+    }
+
+    /// A client creates schedule `spec` as `name`.
+    pub fn create_schedule(&mut self, name: &str, spec: ScheduleSpec) {
+        let id = self.schedule_command(name, ScheduleAction::Create(spec.clone()));
+        match self.schedules.iter_mut().find(|s| s.name == name) {
+            Some(s) => s.generations.push(id),
+            None => self.schedules.push(SimSchedule {
+                name: name.to_owned(),
+                spec,
+                generations: vec![id],
+                paused: false,
+                end: None,
+            }),
+        }
+    }
+
+    /// The schedules of a run with `Faults::schedules`: one every second (`allow`, a
+    /// workflow that finishes at once, a catch-up window of a few seconds: a worker frozen
+    /// or down longer misses ticks) and, in most runs, one every two seconds whose ticks
+    /// overlap (`skip` or `cancel-previous`, a workflow that sleeps for a while).
+    fn create_random_schedules(&mut self) {
+        let r = &mut self.rng;
+        let window = *r.pick(&[1, 2, 3, 5]);
+        let n = *r.pick(&[0, 0, 1]);
+        let base = r.range(0, 999) as i64;
+        let every_second = ScheduleSpec {
+            cron: "* * * * * *".to_owned(),
+            timezone: "UTC".to_owned(),
+            ffqn: Workflow::Seq.ffqn(),
+            params: json!([n, base]),
+            overlap: Overlap::Allow,
+            catchup_window: Duration::seconds(window),
+        };
+        let second = r.chance(700).then(|| {
+            let overlap = *r.pick(&[Overlap::Skip, Overlap::Skip, Overlap::CancelPrevious]);
+            let ms = r.range(300, 3_000) as i64;
+            let window = *r.pick(&[2, 5, 30]);
+            ScheduleSpec {
+                cron: "*/2 * * * * *".to_owned(),
+                timezone: "UTC".to_owned(),
+                ffqn: Workflow::Sleepy.ffqn(),
+                params: json!([1, ms, base]),
+                overlap,
+                catchup_window: Duration::seconds(window),
+            }
+        });
+        self.create_schedule("every-second", every_second);
+        if let Some(spec) = second {
+            self.create_schedule("every-two", spec);
+        }
+    }
+
+    /// A client pauses or resumes a schedule, or creates it again: the same spec (nothing
+    /// changes), or after deleting it (a new generation).
+    fn random_schedule_command(&mut self) {
+        let live: Vec<usize> = (0..self.schedules.len())
+            .filter(|&i| self.schedules[i].end.is_none())
+            .collect();
+        if live.is_empty() {
+            return;
+        }
+        let i = *self.rng.pick(&live);
+        let (name, spec, paused) = {
+            let s = &self.schedules[i];
+            (s.name.clone(), s.spec.clone(), s.paused)
+        };
+        match self.rng.weighted(&[8, 2, 1]) {
+            0 => {
+                let action = if paused {
+                    ScheduleAction::Resume
+                } else {
+                    ScheduleAction::Pause
+                };
+                self.schedule_command(&name, action);
+                self.schedules[i].paused = !paused;
+            }
+            1 => {
+                // The same declaration applied again: nothing changes, not even the
+                // generation.
+                self.schedule_command(&name, ScheduleAction::Create(spec));
+            }
+            _ => {
+                self.schedule_command(&name, ScheduleAction::Delete);
+                self.create_schedule(&name, spec);
+                self.schedules[i].paused = false;
+            }
+        }
+    }
+
+    /// Before the run settles, every schedule is deleted or paused: nothing ticks forever.
+    fn end_schedules(&mut self) {
+        for i in 0..self.schedules.len() {
+            let deleted = self.rng.chance(600);
+            let name = self.schedules[i].name.clone();
+            let action = if deleted {
+                ScheduleAction::Delete
+            } else {
+                ScheduleAction::Pause
+            };
+            self.schedule_command(&name, action);
+            let sent_at = self.now();
+            let s = &mut self.schedules[i];
+            s.end = Some(ScheduleEnd {
+                deleted,
+                was_paused: s.paused,
+                sent_at,
+            });
+            s.paused = true;
+        }
+    }
+
+    /// Whether every schedule not ended is where its client's commands put it (all taken)
+    /// and, unless paused, its committed state owes no tick older than `lag_ms`.
+    fn schedules_caught_up(&self, lag_ms: i64) -> bool {
+        let w = self.world();
+        let since = w.now - Duration::milliseconds(lag_ms);
+        self.schedules.iter().filter(|s| s.end.is_none()).all(|s| {
+            let key = crate::schedule::key(&s.name);
+            let partition = w.cluster.partition_for(Topic::State, &key);
+            let (records, _) = w
+                .cluster
+                .read_committed(Topic::State, partition, 0, usize::MAX);
+            let last = records.iter().rev().find_map(|r| match &r.payload {
+                Some(Payload::Schedule(state)) if r.key.as_deref() == Some(key.as_str()) => {
+                    Some(state.as_ref())
+                }
+                _ => None,
+            });
+            let Some(Some(state)) = last else {
+                return false;
+            };
+            let current = s.generations.last() == Some(&state.generation)
+                && (state.status == crate::schedule::Status::Paused) == s.paused;
+            current && (s.paused || state.next_tick.is_none_or(|t| t > since))
+        })
+    }
+
+    /// Whether the group is settled: no open transaction, no rebalance, every member alive,
+    /// every slot's process running in the current generation (so every partition has a
+    /// live owner).
+    fn group_settled(&self) -> bool {
+        let w = self.world();
+        if !w.cluster.txns.is_empty() || w.cluster.group.rebalance_since.is_some() {
+            return false;
+        }
+        let live_members = w.cluster.group.members.values().all(|m| {
+            m.expires_at.is_none()
+                && w.procs
+                    .get(&m.pid)
+                    .is_some_and(|p| p.status == Status::Running)
+        });
+        live_members
+            && self.slots.values().all(|s| {
+                s.pid.and_then(|pid| w.procs.get(&pid)).is_some_and(|p| {
+                    p.status == Status::Running
+                        && p.consumer
+                            .member
+                            .is_some_and(|m| w.cluster.group.is_current(m, p.consumer.generation))
+                })
+            })
+    }
+
+    /// Stops the faults and runs until every schedule is caught up ([`Sim::schedules_caught_up`])
+    /// for a few rounds, or `budget_ms` of sim time passed. True if they are.
+    pub fn catch_up_schedules(&mut self, budget_ms: i64) -> bool {
+        self.stop_faults("schedules catch up: faults stop");
+        let deadline = self.now() + Duration::milliseconds(budget_ms);
+        let mut calm = 0;
+        while self.now() < deadline {
+            for _ in 0..3 {
+                for slot in self.slots() {
+                    self.run(slot, 30);
+                }
+                self.materialise_all();
+                self.activities();
+            }
+            if self.group_settled() && self.schedules_caught_up(2_500) {
+                calm += 1;
+                if calm >= 3 {
+                    self.note("schedules caught up");
+                    return true;
+                }
+            } else {
+                calm = 0;
+            }
+            self.advance(1_000);
+        }
+        self.note(format!("schedules did not catch up within {budget_ms} ms"));
+        false
+    }
+
     /// Executions of `approval` without a result on `weir.results` yet.
     fn unanswered_approvals(&self) -> Vec<ExecutionId> {
         let w = self.world();
@@ -1012,28 +1271,7 @@ impl Sim {
     /// everything until [`Sim::settled`] holds for a few rounds, or `budget_ms` of sim time
     /// passed. True if it settled.
     pub fn quiesce(&mut self, budget_ms: i64) -> bool {
-        self.note("quiescent phase: faults stop");
-        let frozen: Vec<u32> = self
-            .slots
-            .iter()
-            .filter(|(_, s)| {
-                s.pid
-                    .is_some_and(|p| matches!(self.status(p), Status::Frozen { .. }))
-            })
-            .map(|(slot, _)| *slot)
-            .collect();
-        for slot in frozen {
-            self.resume(slot);
-        }
-        {
-            let mut w = lock(&self.world);
-            if w.store.down_until.take().is_some() {
-                w.event("store: back");
-            }
-        }
-        if self.slots.values().all(|s| s.removing) {
-            self.add_worker();
-        }
+        self.stop_faults("quiescent phase: faults stop");
         let deadline = self.now() + Duration::milliseconds(budget_ms);
         let mut calm = 0;
         while self.now() < deadline {
@@ -1059,6 +1297,32 @@ impl Sim {
         false
     }
 
+    /// Resumes frozen processes, ends the store outage, and keeps a worker.
+    fn stop_faults(&mut self, note: &str) {
+        self.note(note);
+        let frozen: Vec<u32> = self
+            .slots
+            .iter()
+            .filter(|(_, s)| {
+                s.pid
+                    .is_some_and(|p| matches!(self.status(p), Status::Frozen { .. }))
+            })
+            .map(|(slot, _)| *slot)
+            .collect();
+        for slot in frozen {
+            self.resume(slot);
+        }
+        {
+            let mut w = lock(&self.world);
+            if w.store.down_until.take().is_some() {
+                w.event("store: back");
+            }
+        }
+        if self.slots.values().all(|s| s.removing) {
+            self.add_worker();
+        }
+    }
+
     /// The invariants, now.
     /// Records committed to `weir.results` so far (top-level executions finished).
     pub fn results(&self) -> usize {
@@ -1074,6 +1338,7 @@ impl Sim {
             &self.submitted,
             &self.poison,
             &self.stray_events,
+            &self.schedules,
             settled,
         )
     }
@@ -1088,7 +1353,7 @@ impl Sim {
         let new_ok = self.submitted.len() < self.config.executions;
         let session = self.config.session_timeout_ms;
         let m = self.mix;
-        let actions: [(&str, u64); 18] = [
+        let actions: [(&str, u64); 19] = [
             ("submit", if new_ok { 6 } else { 0 }),
             ("event", if f.events { 4 } else { 0 }),
             ("cancel", if f.cancels { 1 } else { 0 }),
@@ -1128,6 +1393,8 @@ impl Sim {
             ("poison", if f.poison && new_ok { 1 } else { 0 }),
             ("idle", if f.long_idle { 1 } else { 0 }),
             ("load", if f.long_timers { 1 } else { 0 }),
+            // Last, so that the draws of a run without schedules stay what they were.
+            ("schedule", if f.schedules { 1 } else { 0 }),
         ];
         let weights: Vec<u64> = actions.iter().map(|(_, w)| *w).collect();
         let action = actions[self.rng.weighted(&weights)].0;
@@ -1233,6 +1500,7 @@ impl Sim {
                 let ms = self.rng.range(60_000, 150_000) as i64;
                 self.steady_load(ms);
             }
+            ("schedule", _) => self.random_schedule_command(),
             _ => {}
         }
     }
@@ -1323,11 +1591,21 @@ impl Sim {
         self.mix = Mix::random(&mut self.rng);
         let mix = self.mix;
         self.note(format!("step weights {mix:?}"));
+        if self.faults.schedules {
+            self.create_random_schedules();
+        }
         for _ in 0..self.config.steps {
             self.random_step();
             if !self.faults.revoked_writes {
                 self.bound_writer_lag(2_000);
             }
+        }
+        if self.faults.schedules {
+            // The faults stop and the schedules' owners catch up (whether they do is checked:
+            // the ticks before each end keep up); then the client ends them, or they would
+            // tick forever.
+            self.catch_up_schedules(5 * 60 * 1_000);
+            self.end_schedules();
         }
         let mut settled = self.quiesce(15 * 60 * 1_000);
         // An `approval` without a timeout waits until an event reaches it: those sent before
@@ -1356,6 +1634,7 @@ impl Sim {
             trace: w.trace.clone(),
             stats: w.stats.clone(),
             events: EventCounts::of(&w),
+            schedules: ScheduleCounts::of(&w),
             executions: self.submitted.len(),
             findings: w.findings.clone(),
         }
@@ -1418,6 +1697,64 @@ impl EventCounts {
     }
 }
 
+/// What the schedules of a run did, read from their committed states on `weir.state`: how
+/// much of the schedule rules a run exercised.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ScheduleCounts {
+    /// Ticks started, skipped (overlap `skip`) and missed (beyond the catch-up window), as
+    /// the last state of each generation counts them.
+    pub started: u64,
+    pub skipped: u64,
+    pub missed: u64,
+    /// Pauses taken (an active state followed by a paused one).
+    pub paused: u64,
+    /// Generations (a create, or a create after a delete).
+    pub generations: u64,
+    /// Runs cancelled by a later tick (overlap `cancel-previous`).
+    pub cancelled: u64,
+}
+
+impl ScheduleCounts {
+    fn of(w: &World) -> Self {
+        use crate::schedule::{ScheduleState, Status};
+        let mut counts = ScheduleCounts::default();
+        let mut last: BTreeMap<&str, &ScheduleState> = BTreeMap::new();
+        let add = |counts: &mut ScheduleCounts, s: &ScheduleState| {
+            counts.started += s.started;
+            counts.skipped += s.skipped;
+            counts.missed += s.missed;
+        };
+        for (_, r) in w.cluster.committed_records(Topic::State) {
+            let (Some(key), Some(Payload::Schedule(state))) = (&r.key, &r.payload) else {
+                continue;
+            };
+            let previous = last.remove(key.as_str());
+            match (previous, state) {
+                (Some(p), None) => add(&mut counts, p),
+                (None, Some(_)) => counts.generations += 1,
+                (Some(p), Some(s)) if p.status == Status::Active && s.status == Status::Paused => {
+                    counts.paused += 1;
+                }
+                _ => {}
+            }
+            if let Some(s) = state {
+                last.insert(key, s);
+            }
+        }
+        for s in last.values() {
+            add(&mut counts, s);
+        }
+        counts.cancelled = w
+            .cluster
+            .committed_records(Topic::Submissions)
+            .filter(|(_, r)| {
+                matches!(&r.payload, Some(Payload::Cancel(c)) if c.reason.contains("cancel-previous"))
+            })
+            .count() as u64;
+        counts
+    }
+}
+
 /// What a run found.
 #[derive(Debug, Clone)]
 pub struct Report {
@@ -1429,6 +1766,7 @@ pub struct Report {
     pub trace: Vec<String>,
     pub stats: Stats,
     pub events: EventCounts,
+    pub schedules: ScheduleCounts,
     pub executions: usize,
     /// Known holes the run entered: `(tag, first occurrence, count)`.
     pub findings: Vec<(&'static str, String, u64)>,

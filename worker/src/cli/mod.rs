@@ -11,6 +11,7 @@ pub mod deploy;
 mod digest;
 mod list;
 mod replay;
+mod schedule;
 mod security;
 mod serve;
 
@@ -56,6 +57,9 @@ pub enum Command {
     /// finishes `cancelled` after it reacted (compensations run); `--terminate` finishes it
     /// at once: `weir cancel E_… --reason "order withdrawn"`.
     Cancel(client::CancelArgs),
+    /// Manage recurring schedules: `weir schedule create|list|pause|resume|delete`.
+    #[command(subcommand)]
+    Schedule(schedule::ScheduleCommand),
     /// Show where an execution stands (from the CQL store).
     Status(client::ShowArgs),
     /// Show an execution's history (from the CQL store).
@@ -213,6 +217,7 @@ pub fn main() -> ExitCode {
             Command::SendEvent(args) => client::send_event(args).await,
             Command::Stub(args) => client::stub(args).await,
             Command::Cancel(args) => client::cancel(args).await,
+            Command::Schedule(command) => schedule::run(command).await,
             Command::Status(args) => client::status(args).await,
             Command::History(args) => client::history(args).await,
             Command::Digest(args) => digest::run(args),

@@ -1,5 +1,6 @@
 //! `weir topology apply|check`: create (or only check) the Kafka topics of `topology/` and the
-//! CQL schema of `schemas/cql/`, and report drift.
+//! CQL schema of `schemas/cql/`, and report drift; `apply` also sends a `create` for each
+//! schedule `topology/schedules.toml` declares.
 
 use std::process::ExitCode;
 
@@ -89,6 +90,26 @@ pub async fn run(command: TopologyCommand) -> ExitCode {
         }
     }
 
+    // The declared schedules: checked either way, a `create` sent for each by `apply` (the
+    // same spec again changes nothing).
+    match crate::topology::schedules::load(&args.topology) {
+        Err(e) => {
+            eprintln!("error: {e}");
+            failed = true;
+        }
+        Ok(declared) if create && !failed => {
+            if let Err(e) = send_schedules(&kafka, &topology, &declared).await {
+                eprintln!("error: {e:#}");
+                failed = true;
+            }
+        }
+        Ok(declared) => {
+            for schedule in declared {
+                println!("schedule  {:<37} declared", schedule.name);
+            }
+        }
+    }
+
     if failed {
         ExitCode::FAILURE
     } else if drift {
@@ -96,6 +117,27 @@ pub async fn run(command: TopologyCommand) -> ExitCode {
     } else {
         ExitCode::SUCCESS
     }
+}
+
+async fn send_schedules(
+    kafka: &crate::kafka::KafkaConfig,
+    topology: &Topology,
+    declared: &[crate::topology::schedules::Declared],
+) -> anyhow::Result<()> {
+    if declared.is_empty() {
+        return Ok(());
+    }
+    let producer: rdkafka::producer::FutureProducer = kafka.producer().create()?;
+    let codec = crate::codec::Codec::single_object();
+    for schedule in declared {
+        let command = crate::kafka::schedules::command(
+            &schedule.name,
+            weir_core::schedule::ScheduleAction::Create(schedule.spec.clone()),
+        );
+        crate::kafka::schedules::send(&producer, &codec, topology, &command).await?;
+        println!("schedule  {:<37} create sent", schedule.name);
+    }
+    Ok(())
 }
 
 async fn apply_schema(

@@ -22,6 +22,9 @@ use crate::model::{
     HistoryEvent, JoinSetRequest, PersistValue, Response, ScheduleAt, StubOutcome, Version,
 };
 use crate::model::{check_event_id, check_event_name};
+use weir_core::schedule::{
+    Overlap, ScheduleAction, ScheduleCommand, ScheduleSpec, ScheduleState, Status,
+};
 
 /// A type that is one record of a topic, with its schema in `schemas/avro/`.
 pub trait AvroRecord: Sized {
@@ -1316,6 +1319,161 @@ impl AvroRecord for DlqEnvelope {
             })?,
             error: f.get("error", read_string)?,
             failed_at: f.get("failed_at", read_instant)?,
+        })
+    }
+}
+
+fn schedule_spec(spec: &ScheduleSpec) -> Value {
+    let overlap = match spec.overlap {
+        Overlap::Skip => enum_value(0, "SKIP"),
+        Overlap::Allow => enum_value(1, "ALLOW"),
+        Overlap::CancelPrevious => enum_value(2, "CANCEL_PREVIOUS"),
+    };
+    record(vec![
+        ("cron", string(&spec.cron)),
+        ("timezone", string(&spec.timezone)),
+        ("function", string(&spec.ffqn)),
+        ("params", json(&spec.params)),
+        ("overlap", overlap),
+        (
+            "catchup_window_millis",
+            Value::Long(spec.catchup_window.num_milliseconds()),
+        ),
+    ])
+}
+
+fn read_schedule_spec(v: Value) -> Result<ScheduleSpec, FieldError> {
+    let mut f = Fields::of(v)?;
+    Ok(ScheduleSpec {
+        cron: f.get("cron", read_string)?,
+        timezone: f.get("timezone", read_string)?,
+        ffqn: f.get("function", read_parsed)?,
+        params: f.get("params", read_params)?,
+        overlap: f.get("overlap", |v| match read_symbol(v)?.as_str() {
+            "SKIP" => Ok(Overlap::Skip),
+            "ALLOW" => Ok(Overlap::Allow),
+            "CANCEL_PREVIOUS" => Ok(Overlap::CancelPrevious),
+            other => Err(bad_symbol(other)),
+        })?,
+        catchup_window: f.get("catchup_window_millis", |v| {
+            let millis = read_long(v)?;
+            if millis < 0 {
+                return Err(FieldError::new("", "negative window"));
+            }
+            Ok(chrono::Duration::milliseconds(millis))
+        })?,
+    })
+}
+
+fn read_schedule_name(v: Value) -> Result<String, FieldError> {
+    let name = read_string(v)?;
+    weir_core::schedule::check_name(&name).map_err(|e| FieldError::new("", e.to_string()))?;
+    Ok(name)
+}
+
+impl AvroRecord for ScheduleCommand {
+    const NAME: &'static str = "ScheduleCommand";
+
+    /// `<topic>-dev.weir.v1.ScheduleCommand` (TopicRecordNameStrategy): the responses topic
+    /// carries `Response`s under `<topic>-value`.
+    fn subject(topic: &str) -> String {
+        format!("{topic}-{}.{}", super::schemas::NAMESPACE, Self::NAME)
+    }
+
+    fn to_avro(&self) -> Result<Value, FieldError> {
+        let (action, spec, execution) = match &self.action {
+            ScheduleAction::Create(spec) => (enum_value(0, "CREATE"), Some(spec), None),
+            ScheduleAction::Pause => (enum_value(1, "PAUSE"), None, None),
+            ScheduleAction::Resume => (enum_value(2, "RESUME"), None, None),
+            ScheduleAction::Delete => (enum_value(3, "DELETE"), None, None),
+            ScheduleAction::RunFinished(id) => (enum_value(4, "RUN_FINISHED"), None, Some(id)),
+        };
+        Ok(record(vec![
+            ("name", string(&self.name)),
+            ("command_id", string(&self.command_id)),
+            ("action", action),
+            ("spec", optional(spec, schedule_spec)),
+            ("execution_id", optional(execution, string)),
+            ("sent_at", instant(&self.sent_at)),
+        ]))
+    }
+
+    fn from_avro(value: Value) -> Result<Self, FieldError> {
+        let mut f = Fields::of(value)?;
+        let name = f.get("name", read_schedule_name)?;
+        let command_id = f.get("command_id", read_string)?;
+        let action = f.get("action", read_symbol)?;
+        let spec = f.get("spec", |v| read_optional(v, read_schedule_spec))?;
+        let execution: Option<crate::model::ExecutionId> =
+            f.get("execution_id", |v| read_optional(v, read_parsed))?;
+        let action = match (action.as_str(), spec, execution) {
+            ("CREATE", Some(spec), _) => ScheduleAction::Create(spec),
+            ("CREATE", None, _) => return Err(FieldError::new("spec", "missing for CREATE")),
+            ("PAUSE", ..) => ScheduleAction::Pause,
+            ("RESUME", ..) => ScheduleAction::Resume,
+            ("DELETE", ..) => ScheduleAction::Delete,
+            ("RUN_FINISHED", _, Some(id)) => ScheduleAction::RunFinished(id),
+            ("RUN_FINISHED", _, None) => {
+                return Err(FieldError::new("execution_id", "missing for RUN_FINISHED"));
+            }
+            (other, ..) => return Err(bad_symbol(other).within("action")),
+        };
+        Ok(ScheduleCommand {
+            name,
+            command_id,
+            action,
+            sent_at: f.get("sent_at", read_instant)?,
+        })
+    }
+}
+
+impl AvroRecord for ScheduleState {
+    const NAME: &'static str = "ScheduleState";
+
+    fn to_avro(&self) -> Result<Value, FieldError> {
+        let status = match self.status {
+            Status::Active => enum_value(0, "ACTIVE"),
+            Status::Paused => enum_value(1, "PAUSED"),
+        };
+        Ok(record(vec![
+            ("name", string(&self.name)),
+            ("generation", string(&self.generation)),
+            ("spec", schedule_spec(&self.spec)),
+            ("status", status),
+            ("last_tick", optional(self.last_tick.as_ref(), instant)),
+            ("next_tick", optional(self.next_tick.as_ref(), instant)),
+            (
+                "running",
+                Value::Array(self.running.iter().map(string).collect()),
+            ),
+            ("started", u64_bits(self.started)),
+            ("skipped", u64_bits(self.skipped)),
+            ("missed", u64_bits(self.missed)),
+            ("updated_at", instant(&self.updated_at)),
+        ]))
+    }
+
+    fn from_avro(value: Value) -> Result<Self, FieldError> {
+        let mut f = Fields::of(value)?;
+        Ok(ScheduleState {
+            name: f.get("name", read_schedule_name)?,
+            generation: f.get("generation", read_string)?,
+            spec: f.get("spec", read_schedule_spec)?,
+            status: f.get("status", |v| match read_symbol(v)?.as_str() {
+                "ACTIVE" => Ok(Status::Active),
+                "PAUSED" => Ok(Status::Paused),
+                other => Err(bad_symbol(other)),
+            })?,
+            last_tick: f.get("last_tick", |v| read_optional(v, read_instant))?,
+            next_tick: f.get("next_tick", |v| read_optional(v, read_instant))?,
+            running: f.get("running", |v| match v {
+                Value::Array(items) => items.into_iter().map(read_parsed).collect(),
+                other => Err(unexpected("an array", &other)),
+            })?,
+            started: f.get("started", read_u64_bits)?,
+            skipped: f.get("skipped", read_u64_bits)?,
+            missed: f.get("missed", read_u64_bits)?,
+            updated_at: f.get("updated_at", read_instant)?,
         })
     }
 }

@@ -54,6 +54,8 @@ const CURRENT_FILES: &[(&str, &str, &str)] = &[
     avsc!("HistoryRecord", "history_record.avsc"),
     avsc!("ExecutionFinished", "execution_finished.avsc"),
     avsc!("DlqEnvelope", "dlq_envelope.avsc"),
+    avsc!("ScheduleCommand", "schedule_command.avsc"),
+    avsc!("ScheduleState", "schedule_state.avsc"),
 ];
 
 /// Earlier versions, oldest first. When a schema changes, its current file is copied here first.

@@ -95,6 +95,8 @@ pub const CANCEL_KIND: &[u8] = b"cancel";
 pub const UPGRADE_KIND: &[u8] = b"upgrade";
 /// [`KIND_HEADER`] of a `CancelRequest` (on `weir.responses`).
 pub const CANCEL_EXECUTION_KIND: &[u8] = b"cancel-execution";
+/// [`KIND_HEADER`] of a `ScheduleCommand` (on `weir.responses`, keyed `schedule:<name>`).
+pub const SCHEDULE_KIND: &[u8] = b"schedule";
 
 /// The loop turns at least this often while nothing happens (it polls the consumer meanwhile,
 /// which is what keeps the member in its group).
@@ -1437,7 +1439,7 @@ impl ActivityWorker {
             Ok(value) => state.out.push(OutgoingRecord {
                 topic,
                 key: job.request.parent_execution_id.to_string(),
-                value,
+                value: Some(value),
                 // The answer continues the request's trace (the activity's span).
                 headers: job
                     .trace

@@ -46,7 +46,7 @@ pub fn records(
         OutgoingRecord {
             topic,
             key: key.to_string(),
-            value,
+            value: Some(value),
             headers: Vec::new(),
         }
     };
@@ -154,6 +154,33 @@ pub fn records(
                     .push((KIND_HEADER.to_owned(), CANCEL_KIND.to_vec()));
                 records.push(cancel_record);
                 tracing::debug!(execution = %parent, %child, topic = %route.topic, "activity cancelled");
+            }
+            // A deleted schedule is a tombstone: compaction forgets its key.
+            Effect::PutSchedule { name, state } => {
+                let t = topic(TopicRole::State);
+                let value = match state {
+                    Some(state) => Some(codec.encode(&t, state)?),
+                    None => None,
+                };
+                records.push(OutgoingRecord {
+                    topic: t,
+                    key: weir_core::schedule::key(name),
+                    value,
+                    headers: Vec::new(),
+                });
+            }
+            Effect::ScheduleCommand(command) => {
+                let t = topic(TopicRole::Responses);
+                let value = codec.encode(&t, command)?;
+                records.push(OutgoingRecord {
+                    topic: t,
+                    key: weir_core::schedule::key(&command.name),
+                    value: Some(value),
+                    headers: vec![(
+                        KIND_HEADER.to_owned(),
+                        super::activity_worker::SCHEDULE_KIND.to_vec(),
+                    )],
+                });
             }
             Effect::PutTimer(_) | Effect::DeleteTimer(_) => {}
         }

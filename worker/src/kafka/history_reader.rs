@@ -1,6 +1,7 @@
 //! Reads a partition of `weir.history` from an offset to its end, once no transaction is open
 //! on it: what a new owner's catch-up of the store needs (the rules of catch-up are the
-//! driver's, in `weir_core::driver`).
+//! driver's, in `weir_core::driver`). The same read, from the beginning, restores the
+//! partition's schedules from `weir.state`.
 //!
 //! A `read_committed` consumer stops at the last stable offset (LSO), the first offset of the
 //! oldest open transaction. A worker killed inside a commit leaves its transaction open until
@@ -13,14 +14,16 @@
 //! by a restart with the same transactional id); a zombie's later transaction cannot commit
 //! and is not waited for.
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
-use rdkafka::message::Message;
+use rdkafka::message::{BorrowedMessage, Message};
 use rdkafka::{Offset, TopicPartitionList};
 use weir_core::driver::LoggedEntry;
+use weir_core::schedule::ScheduleState;
 
 use super::KafkaConfig;
 use super::group::QuietEof;
@@ -77,6 +80,73 @@ pub fn read(
     from: i64,
     settle: Duration,
 ) -> Result<Vec<LoggedEntry>, HistoryReadError> {
+    let mut entries = Vec::new();
+    read_with(kafka, owner, topic, partition, from, settle, |message| {
+        let offset = message.offset();
+        let bytes = message.payload().unwrap_or_default().to_vec();
+        let position = RecordPosition::at(topic, partition, offset);
+        let record: HistoryRecord = codec.decode(&bytes, &position).map_err(|e| e.to_string())?;
+        let timestamp = message
+            .timestamp()
+            .to_millis()
+            .and_then(DateTime::from_timestamp_millis)
+            .unwrap_or_else(Utc::now);
+        entries.push(LoggedEntry {
+            offset,
+            record,
+            bytes,
+            timestamp,
+        });
+        Ok(())
+    })?;
+    Ok(entries)
+}
+
+/// The schedules of `partition` of the state topic `topic`: the last record of each key read
+/// from the beginning (after the same wait as [`read`]), tombstones dropped. A record that
+/// does not decode is logged and left out (its schedule does not tick here until it is
+/// created again): one bad record must not keep the partition from being taken over.
+pub fn read_schedules(
+    kafka: &KafkaConfig,
+    codec: &Codec,
+    owner: &str,
+    topic: &str,
+    partition: i32,
+    settle: Duration,
+) -> Result<Vec<ScheduleState>, HistoryReadError> {
+    let mut last: BTreeMap<Vec<u8>, Option<ScheduleState>> = BTreeMap::new();
+    read_with(kafka, owner, topic, partition, 0, settle, |message| {
+        let key = message.key().unwrap_or_default().to_vec();
+        let state = match message.payload() {
+            None => None,
+            Some(bytes) => {
+                let position = RecordPosition::at(topic, partition, message.offset());
+                match codec.decode::<ScheduleState>(bytes, &position) {
+                    Ok(state) => Some(state),
+                    Err(e) => {
+                        tracing::error!(topic, partition, offset = message.offset(), error = %e, "a schedule's state does not decode; the schedule is left out");
+                        None
+                    }
+                }
+            }
+        };
+        last.insert(key, state);
+        Ok(())
+    })?;
+    Ok(last.into_values().flatten().collect())
+}
+
+/// Reads `topic`/`partition` from `from` to its end once settled (see [`read`]), handing each
+/// committed record to `take`; an error of `take` stops the read.
+fn read_with(
+    kafka: &KafkaConfig,
+    owner: &str,
+    topic: &str,
+    partition: i32,
+    from: i64,
+    settle: Duration,
+    mut take: impl FnMut(&BorrowedMessage<'_>) -> Result<(), String>,
+) -> Result<(), HistoryReadError> {
     let kafka_error = |source| HistoryReadError::Kafka {
         topic: topic.to_owned(),
         partition,
@@ -89,7 +159,6 @@ pub fn read(
         .add_partition_offset(topic, partition, Offset::Offset(from))
         .map_err(kafka_error)?;
     consumer.assign(&assignment).map_err(kafka_error)?;
-    let mut entries = Vec::new();
     let read_started = Instant::now();
     loop {
         match consumer.poll(Duration::from_millis(200)) {
@@ -100,37 +169,21 @@ pub fn read(
                 if e.rdkafka_error_code().is_some_and(recovery::is_transient)
                     && read_started.elapsed() < settle =>
             {
-                tracing::warn!(topic, partition, error = %e, "history read: the cluster is away for now; polling on");
+                tracing::warn!(topic, partition, error = %e, "read to the end: the cluster is away for now; polling on");
             }
             Some(Err(e)) => return Err(kafka_error(e)),
             Some(Ok(message)) => {
                 let offset = message.offset();
-                let bytes = message.payload().unwrap_or_default().to_vec();
-                let position = RecordPosition::at(topic, partition, offset);
-                let record: HistoryRecord =
-                    codec
-                        .decode(&bytes, &position)
-                        .map_err(|e| HistoryReadError::Record {
-                            topic: topic.to_owned(),
-                            partition,
-                            offset,
-                            reason: e.to_string(),
-                        })?;
-                let timestamp = message
-                    .timestamp()
-                    .to_millis()
-                    .and_then(DateTime::from_timestamp_millis)
-                    .unwrap_or_else(Utc::now);
-                entries.push(LoggedEntry {
+                take(&message).map_err(|reason| HistoryReadError::Record {
+                    topic: topic.to_owned(),
+                    partition,
                     offset,
-                    record,
-                    bytes,
-                    timestamp,
-                });
+                    reason,
+                })?;
             }
         }
     }
-    Ok(entries)
+    Ok(())
 }
 
 fn consumer(

@@ -12,6 +12,7 @@ pub mod history_reader;
 pub mod materialiser;
 pub mod producer;
 pub mod recovery;
+pub mod schedules;
 pub mod submit;
 pub mod trace_headers;
 /// The murmur2 partitioner lives in the core (the processor needs it); re-exported here.

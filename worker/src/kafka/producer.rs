@@ -102,14 +102,16 @@ impl Served {
         &self,
         topic: &str,
         key: &str,
-        payload: &[u8],
+        payload: Option<&[u8]>,
         headers: OwnedHeaders,
     ) -> Result<Delivery, KafkaError> {
         let (report, delivery) = oneshot::channel();
-        let record = BaseRecord::with_opaque_to(topic, Box::new(report))
+        let mut record = BaseRecord::with_opaque_to(topic, Box::new(report))
             .key(key)
-            .payload(payload)
             .headers(headers);
+        if let Some(payload) = payload {
+            record = record.payload(payload);
+        }
         self.inner.producer.send(record).map_err(|(e, _)| e)?;
         Ok(delivery)
     }

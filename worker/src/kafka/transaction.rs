@@ -24,7 +24,8 @@ use crate::metrics::Metrics;
 pub struct OutgoingRecord {
     pub topic: String,
     pub key: String,
-    pub value: Vec<u8>,
+    /// `None`: a tombstone (a compacted topic forgets the key).
+    pub value: Option<Vec<u8>>,
     pub headers: Vec<(String, Vec<u8>)>,
 }
 
@@ -193,7 +194,7 @@ impl Transactor {
                     });
             let delivery = self
                 .producer
-                .send(&record.topic, &record.key, &record.value, headers)
+                .send(&record.topic, &record.key, record.value.as_deref(), headers)
                 .map_err(|e| self.classify("produce", e))?;
             deliveries.push(delivery);
         }

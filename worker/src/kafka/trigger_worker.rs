@@ -364,7 +364,7 @@ impl TriggerWorker {
         Ok(OutgoingRecord {
             topic,
             key,
-            value,
+            value: Some(value),
             headers: Vec::new(),
         })
     }

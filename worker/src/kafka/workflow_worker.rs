@@ -30,6 +30,7 @@ use weir_core::driver::{
     LoadError, Log, LoggedEntry, Polled, PolledRecord, Positions, Report, StoreRead,
 };
 use weir_core::processor::{Body, Input, Processor, ProcessorConfig, Undecodable};
+use weir_core::schedule::{ScheduleCommand, ScheduleState};
 
 use super::KafkaConfig;
 use super::config::MemberSettings;
@@ -627,6 +628,13 @@ impl KafkaLog {
                 .await
                 .map(Body::Event);
             (InputTopic::Events, body)
+        } else if super::activity_worker::is_kind(message, super::activity_worker::SCHEDULE_KIND) {
+            let body = self
+                .codec
+                .decode_fetching::<ScheduleCommand>(payload, &position)
+                .await
+                .map(Body::Schedule);
+            (InputTopic::Responses, body)
         } else if super::activity_worker::is_kind(message, super::activity_worker::UPGRADE_KIND) {
             let body = self
                 .codec
@@ -820,6 +828,18 @@ impl Log for KafkaLog {
         Ok(entries)
     }
 
+    async fn read_schedules(&mut self, partition: i32) -> Result<Vec<ScheduleState>, BoxError> {
+        let topic = self.topology.topic(TopicRole::State).name.clone();
+        let settle = self.config.transaction_timeout + TRANSACTION_CLEANUP_MARGIN;
+        let started = Instant::now();
+        let (kafka, codec, owner) = (&self.config.kafka, &self.codec, &self.config.instance_id);
+        let schedules = tokio::task::block_in_place(|| {
+            history_reader::read_schedules(kafka, codec, owner, &topic, partition, settle)
+        })?;
+        tracing::debug!(partition, schedules = schedules.len(), took = ?started.elapsed(), "schedules read for take-over");
+        Ok(schedules)
+    }
+
     async fn commit(&mut self, commit: Commit<'_>) -> Result<Vec<Landed>, CommitError> {
         let mut history = Vec::new();
         let records = encode::records(
@@ -889,7 +909,7 @@ impl Log for KafkaLog {
             .map(|index| Landed {
                 partition: landed[index].partition,
                 offset: landed[index].offset,
-                bytes: std::mem::take(&mut records[index].value),
+                bytes: records[index].value.take().unwrap_or_default(),
             })
             .collect())
     }

@@ -1,7 +1,10 @@
 //! The declarative description of a deployment, read from the `topology/` folder: the Kafka
 //! topics (`topics.toml`) and the routes from activity interfaces to their request topics
 //! (`routes.toml`). Pure configuration: loading and validation here, creation of the topics in
-//! [`crate::kafka::admin`], of the CQL schema in [`crate::store::schema`].
+//! [`crate::kafka::admin`], of the CQL schema in [`crate::store::schema`]. The recurring
+//! schedules (`schedules.toml`) are read by [`schedules`].
+
+pub mod schedules;
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -21,17 +24,21 @@ pub enum TopicRole {
     Dlq,
     /// Requests of the activities of one route (`weir.activity.<route>`).
     Activity,
+    /// The schedules' states (`ScheduleState`, keyed `schedule:<name>`): compacted, and
+    /// co-partitioned, since a schedule's owner restores it from its own partition.
+    State,
 }
 
 impl TopicRole {
     /// The roles a topology must define exactly once.
-    pub const REQUIRED: [TopicRole; 6] = [
+    pub const REQUIRED: [TopicRole; 7] = [
         TopicRole::Submissions,
         TopicRole::Responses,
         TopicRole::Events,
         TopicRole::History,
         TopicRole::Results,
         TopicRole::Dlq,
+        TopicRole::State,
     ];
 }
 
@@ -201,6 +208,7 @@ impl Topology {
             TopicRole::Responses,
             TopicRole::Events,
             TopicRole::History,
+            TopicRole::State,
         ] {
             if !co.iter().any(|t| t.role == role) {
                 return invalid(format!(
@@ -425,6 +433,10 @@ mod tests {
         role = "history"
         co_partitioned = true
         [[topic]]
+        name = "st"
+        role = "state"
+        co_partitioned = true
+        [[topic]]
         name = "res"
         role = "results"
         [[topic]]
@@ -465,7 +477,7 @@ mod tests {
         .unwrap();
         assert_eq!(t.topic(TopicRole::Submissions).partitions, 3);
         assert_eq!(t.topic(TopicRole::Dlq).partitions, 1);
-        assert_eq!(t.topics.len(), 7);
+        assert_eq!(t.topics.len(), 8);
         assert_eq!(t.route("a:b/c").unwrap().topic, "act.c");
         assert!(t.route("a:b/d").is_none());
     }

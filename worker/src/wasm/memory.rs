@@ -482,6 +482,19 @@ impl InMemoryBus {
                     self.cancel_activity(&parent, &child);
                     self.cancelled.push(CancelledActivity { parent, child })
                 }
+                // Schedules live on `weir.state` and are fired by the driver's loop, which this
+                // bus does not run: nothing here makes them.
+                Effect::PutSchedule { name, .. } => {
+                    return Err(BusError::Inconsistent(format!(
+                        "schedule `{name}`: the in-memory bus does not run schedules"
+                    )));
+                }
+                Effect::ScheduleCommand(command) => {
+                    return Err(BusError::Inconsistent(format!(
+                        "schedule `{}`: the in-memory bus does not run schedules",
+                        command.name
+                    )));
+                }
                 Effect::DeadLetter { reason, error, .. } => {
                     let Some(record) = record.clone() else {
                         return Err(BusError::Inconsistent(format!(

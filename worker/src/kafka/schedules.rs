@@ -1,0 +1,113 @@
+//! Schedules over Kafka, for clients (`weir schedule`, `weir topology apply`): a command is a
+//! `ScheduleCommand` on `weir.responses`, keyed `schedule:<name>`, header
+//! `weir.kind = schedule`; the states are read back from the compacted `weir.state`, whose
+//! records only the owning workflow workers write.
+
+use std::time::Duration;
+
+use rdkafka::message::{Header, OwnedHeaders};
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use weir_core::schedule::{self, ScheduleAction, ScheduleCommand, ScheduleState};
+
+use super::KafkaConfig;
+use super::activity_worker::{KIND_HEADER, SCHEDULE_KIND};
+use super::history_reader::{self, HistoryReadError};
+use crate::codec::{Codec, EncodeError};
+use crate::topology::{TopicRole, Topology};
+
+/// How long a send may take before it fails.
+const SEND_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long the read of a state partition waits for an open transaction (a worker's batch).
+const LIST_SETTLE: Duration = Duration::from_secs(30);
+
+#[derive(Debug, thiserror::Error)]
+pub enum ScheduleClientError {
+    #[error("cannot encode the {action} of schedule `{name}`: {source}")]
+    Encode {
+        name: String,
+        action: &'static str,
+        source: EncodeError,
+    },
+    #[error("cannot send the {action} of schedule `{name}` to {topic}: {source}")]
+    Send {
+        name: String,
+        action: &'static str,
+        topic: String,
+        source: rdkafka::error::KafkaError,
+    },
+    #[error(transparent)]
+    Read(#[from] HistoryReadError),
+}
+
+/// A command about schedule `name`, with a new ULID as its id (a `create`'s becomes the
+/// schedule's generation).
+pub fn command(name: &str, action: ScheduleAction) -> ScheduleCommand {
+    ScheduleCommand {
+        name: name.to_owned(),
+        command_id: ulid::Ulid::new().to_string(),
+        action,
+        sent_at: chrono::Utc::now(),
+    }
+}
+
+/// Sends `command` to the deployment's `weir.responses` and waits until the broker has it.
+pub async fn send(
+    producer: &FutureProducer,
+    codec: &Codec,
+    topology: &Topology,
+    command: &ScheduleCommand,
+) -> Result<(), ScheduleClientError> {
+    let topic = &topology.topic(TopicRole::Responses).name;
+    let action = command.action.as_str();
+    let value = codec
+        .encode(topic, command)
+        .map_err(|source| ScheduleClientError::Encode {
+            name: command.name.clone(),
+            action,
+            source,
+        })?;
+    let key = schedule::key(&command.name);
+    let headers = OwnedHeaders::new().insert(Header {
+        key: KIND_HEADER,
+        value: Some(SCHEDULE_KIND),
+    });
+    let record = FutureRecord::to(topic)
+        .key(&key)
+        .payload(&value)
+        .headers(headers);
+    producer
+        .send(record, SEND_TIMEOUT)
+        .await
+        .map_err(|(source, _)| ScheduleClientError::Send {
+            name: command.name.clone(),
+            action,
+            topic: topic.clone(),
+            source,
+        })?;
+    Ok(())
+}
+
+/// Every schedule of the deployment, as `weir.state` has them (what the owners committed), by
+/// name. Blocking: it reads each partition to its end.
+pub fn list(
+    kafka: &KafkaConfig,
+    codec: &Codec,
+    topology: &Topology,
+) -> Result<Vec<ScheduleState>, ScheduleClientError> {
+    let topic = topology.topic(TopicRole::State);
+    let reader = format!("schedule-list-{}", ulid::Ulid::new());
+    let mut states = Vec::new();
+    for partition in 0..topic.partitions {
+        states.extend(history_reader::read_schedules(
+            kafka,
+            codec,
+            &reader,
+            &topic.name,
+            partition,
+            LIST_SETTLE,
+        )?);
+    }
+    states.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(states)
+}
