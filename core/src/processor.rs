@@ -909,7 +909,7 @@ impl<R: WorkflowRunner> Processor<R> {
                 if !matches!(command.action, ScheduleAction::RunFinished(_)) {
                     tracing::info!(schedule = %name, action = command.action.as_str(), status = state.status.as_str(), next_tick = ?state.next_tick, "schedule changed");
                 }
-                self.put_schedule(batch, state);
+                self.put_schedule(batch, *state);
             }
         }
     }

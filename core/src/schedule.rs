@@ -309,7 +309,7 @@ pub struct ScheduleCommand {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Applied {
     /// The new state, to write.
-    Put(ScheduleState),
+    Put(Box<ScheduleState>),
     /// The schedule is gone (a tombstone).
     Delete,
     /// Nothing changes (a create with the same spec, a pause of a paused schedule, a finished
@@ -334,14 +334,14 @@ pub fn apply(
             };
             match current {
                 Some(state) if state.spec == *spec => Applied::Unchanged,
-                Some(state) => Applied::Put(ScheduleState {
+                Some(state) => Applied::Put(Box::new(ScheduleState {
                     generation: command.command_id.clone(),
                     spec: spec.clone(),
                     next_tick: cron.next_after(now),
                     updated_at: now,
                     ..state.clone()
-                }),
-                None => Applied::Put(ScheduleState {
+                })),
+                None => Applied::Put(Box::new(ScheduleState {
                     name: name.clone(),
                     generation: command.command_id.clone(),
                     spec: spec.clone(),
@@ -353,7 +353,7 @@ pub fn apply(
                     skipped: 0,
                     missed: 0,
                     updated_at: now,
-                }),
+                })),
             }
         }
         (ScheduleAction::Delete, None) | (ScheduleAction::RunFinished(_), None) => {
@@ -366,11 +366,11 @@ pub fn apply(
         (ScheduleAction::Delete, Some(_)) => Applied::Delete,
         (ScheduleAction::Pause, Some(state)) => match state.status {
             Status::Paused => Applied::Unchanged,
-            Status::Active => Applied::Put(ScheduleState {
+            Status::Active => Applied::Put(Box::new(ScheduleState {
                 status: Status::Paused,
                 updated_at: now,
                 ..state.clone()
-            }),
+            })),
         },
         (ScheduleAction::Resume, Some(state)) => match state.status {
             Status::Active => Applied::Unchanged,
@@ -379,12 +379,12 @@ pub fn apply(
                     Ok(cron) => cron.next_after(now),
                     Err(e) => return Applied::Refused(e.to_string()),
                 };
-                Applied::Put(ScheduleState {
+                Applied::Put(Box::new(ScheduleState {
                     status: Status::Active,
                     next_tick,
                     updated_at: now,
                     ..state.clone()
-                })
+                }))
             }
         },
         (ScheduleAction::RunFinished(id), Some(state)) => {
@@ -394,7 +394,7 @@ pub fn apply(
             let mut state = state.clone();
             state.running.retain(|r| r != id);
             state.updated_at = now;
-            Applied::Put(state)
+            Applied::Put(Box::new(state))
         }
     }
 }
@@ -690,7 +690,7 @@ mod tests {
             at,
         );
         match apply(None, &create, utc(at)) {
-            Applied::Put(state) => state,
+            Applied::Put(state) => *state,
             other => panic!("create: {other:?}"),
         }
     }

@@ -94,6 +94,11 @@ pub struct Metrics {
     pub executions_evicted_for_room: Counter,
     /// Times admission closed the submissions partitions (runs in flight at the limit).
     pub admission_pauses: Counter,
+    /// Schedule ticks that started an execution, were skipped for an overlap, were missed
+    /// (owed longer than the catch-up window): `weir_schedule_ticks_total{outcome}`.
+    pub schedule_ticks_started: Counter,
+    pub schedule_ticks_skipped: Counter,
+    pub schedule_ticks_missed: Counter,
     /// Activity requests a workflow worker answered itself, in the batch that made them.
     pub inline_activities_answered: Counter,
     /// Inline requests sent to their topics instead (not run, interrupted at the budget, or a
@@ -134,6 +139,21 @@ impl Metrics {
     pub fn render(&self) -> String {
         let mut out = String::new();
         self.render_batches(&mut out);
+        let _ = writeln!(
+            out,
+            "# HELP weir_schedule_ticks_total Schedule ticks taken, by outcome: started an execution, skipped (overlap), missed (owed longer than the catch-up window).\n# TYPE weir_schedule_ticks_total counter"
+        );
+        for (outcome, counter) in [
+            ("started", &self.schedule_ticks_started),
+            ("skipped", &self.schedule_ticks_skipped),
+            ("missed", &self.schedule_ticks_missed),
+        ] {
+            let _ = writeln!(
+                out,
+                "weir_schedule_ticks_total{{outcome=\"{outcome}\"}} {}",
+                counter.get()
+            );
+        }
         let mut counter = |name: &str, help: &str, value: u64| {
             let _ = writeln!(
                 out,

@@ -27,17 +27,17 @@ pub enum ScheduleClientError {
     Encode {
         name: String,
         action: &'static str,
-        source: EncodeError,
+        source: Box<EncodeError>,
     },
     #[error("cannot send the {action} of schedule `{name}` to {topic}: {source}")]
     Send {
         name: String,
         action: &'static str,
         topic: String,
-        source: rdkafka::error::KafkaError,
+        source: Box<rdkafka::error::KafkaError>,
     },
     #[error(transparent)]
-    Read(#[from] HistoryReadError),
+    Read(Box<HistoryReadError>),
 }
 
 /// A command about schedule `name`, with a new ULID as its id (a `create`'s becomes the
@@ -65,7 +65,7 @@ pub async fn send(
         .map_err(|source| ScheduleClientError::Encode {
             name: command.name.clone(),
             action,
-            source,
+            source: Box::new(source),
         })?;
     let key = schedule::key(&command.name);
     let headers = OwnedHeaders::new().insert(Header {
@@ -83,7 +83,7 @@ pub async fn send(
             name: command.name.clone(),
             action,
             topic: topic.clone(),
-            source,
+            source: Box::new(source),
         })?;
     Ok(())
 }
@@ -99,14 +99,17 @@ pub fn list(
     let reader = format!("schedule-list-{}", ulid::Ulid::new());
     let mut states = Vec::new();
     for partition in 0..topic.partitions {
-        states.extend(history_reader::read_schedules(
-            kafka,
-            codec,
-            &reader,
-            &topic.name,
-            partition,
-            LIST_SETTLE,
-        )?);
+        states.extend(
+            history_reader::read_schedules(
+                kafka,
+                codec,
+                &reader,
+                &topic.name,
+                partition,
+                LIST_SETTLE,
+            )
+            .map_err(|e| ScheduleClientError::Read(Box::new(e)))?,
+        );
     }
     states.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(states)

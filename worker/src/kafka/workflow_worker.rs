@@ -966,6 +966,12 @@ impl Log for KafkaLog {
             .add(now.deferred_starts.saturating_sub(last.deferred_starts));
         m.executions_evicted_for_room
             .add(now.evicted_for_room.saturating_sub(last.evicted_for_room));
+        m.schedule_ticks_started
+            .add(now.ticks_started.saturating_sub(last.ticks_started));
+        m.schedule_ticks_skipped
+            .add(now.ticks_skipped.saturating_sub(last.ticks_skipped));
+        m.schedule_ticks_missed
+            .add(now.ticks_missed.saturating_sub(last.ticks_missed));
         self.reported = now;
         m.inline_activities_answered.add(
             report
