@@ -6,6 +6,8 @@
 //! - Overlap `skip` with a workflow that waits for an event: while it waits, ticks are skipped;
 //!   once the event finishes it, the schedule hears (its run finished) and the next tick starts
 //!   again. Pause stops the ticks, resume goes on, delete removes the schedule.
+//! - A schedule declared in `topology/schedules.toml` is sent by `weir topology apply` and
+//!   ticks; applying again keeps its generation (the same tick ids).
 //!
 //! The tick rules (time zones, DST, catch-up, overlap) are `weir_core::schedule`'s table
 //! tests; ownership and crashes are the simulation's class `schedules`.
@@ -261,4 +263,76 @@ async fn overlap_skip_waits_for_the_run_and_pause_resume_delete_are_taken() {
     wait_until("the schedule gone", TIMEOUT, || {
         listed(&deployment, "approvals").is_none().then_some(())
     });
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn declared_schedules_are_applied_once_and_tick() {
+    let deployment = Deployment::new("sched_declared");
+    // The repository's topology with one schedule declared.
+    let dir = deployment.logs().join("topology");
+    std::fs::create_dir_all(&dir).expect("topology dir");
+    for entry in std::fs::read_dir(weir_e2e::repo_root().join("topology")).expect("topology") {
+        let path = entry.expect("entry").path();
+        if path.extension().is_some_and(|e| e == "toml") {
+            std::fs::copy(&path, dir.join(path.file_name().expect("a name"))).expect("copy");
+        }
+    }
+    std::fs::write(
+        dir.join("schedules.toml"),
+        format!(
+            r#"
+[[schedule]]
+name = "declared"
+cron = "* * * * * *"
+function = "{GREET}"
+params = ["declared"]
+overlap = "allow"
+"#
+        ),
+    )
+    .expect("write schedules.toml");
+    let apply = || {
+        let output = deployment
+            .command()
+            .env("WEIR_TOPOLOGY", &dir)
+            .args(["topology", "apply"])
+            .output()
+            .expect("run weir topology apply");
+        assert!(
+            output.status.success(),
+            "apply: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    assert!(
+        apply().contains("create sent"),
+        "apply sends the declared schedule"
+    );
+    let _worker = deployment.start_worker("w1", &[]);
+    let first = wait_until("two ticks of the declared schedule", TIMEOUT, || {
+        listed(&deployment, "declared").filter(|s| s["started"].as_u64() >= Some(2))
+    });
+    // Applying again changes nothing: the same generation, so the same tick ids.
+    apply();
+    let later = wait_until("two more ticks", TIMEOUT, || {
+        listed(&deployment, "declared")
+            .filter(|s| s["started"].as_u64() >= first["started"].as_u64().map(|n| n + 2))
+    });
+    assert_eq!(later["generation"], first["generation"]);
+    let ids: Vec<String> = tick_submissions(&deployment, "declared")
+        .into_values()
+        .flatten()
+        .collect();
+    let results = wait_until("a tick's result", TIMEOUT, || {
+        let results = results(&deployment);
+        ids.iter()
+            .any(|id| results.contains_key(id))
+            .then_some(results)
+    });
+    let greeted = ids.iter().find_map(|id| results.get(id)).expect("a result");
+    assert!(
+        matches!(&greeted.1, ExecutionResult::Ok(v) if v == "hello, declared"),
+        "{greeted:?}"
+    );
 }
