@@ -7,6 +7,7 @@
 //! - Events (issue 13 item 1): an admin token sends one; one for a finished execution is
 //!   refused at once (409), one that breaks the rules is a 400.
 //! - Without tokens, the server refuses to start unless told to serve anyone.
+//! - Schedules (issue 13 item 7): created, listed, paused and deleted; a bad spec is a 400.
 
 use std::time::Duration;
 
@@ -256,4 +257,100 @@ async fn the_api_needs_tokens_submits_idempotently_and_reads_what_the_store_hold
         !text.contains(admin) && !text.contains(read),
         "a token in the log"
     );
+}
+
+/// Schedules through the API: a bad spec is a 400 with why, a read token cannot create (403);
+/// an admin token creates, the list shows it ticking, pause and delete are taken.
+#[tokio::test(flavor = "multi_thread")]
+async fn schedules_are_created_listed_paused_and_deleted_through_the_api() {
+    let deployment = Deployment::new("api_sched");
+    let _worker = deployment.start_worker("w", &[]);
+    let (read, admin) = (
+        "read-token-0123456789abcdef",
+        "admin-token-0123456789abcdef",
+    );
+    let server = deployment.serve_api(read, admin);
+    let base = format!("{}/v1", server.base);
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(40))
+        .build()
+        .expect("client");
+    let spec = json!({"cron": "* * * * * *", "function": GREET, "params": ["api"]});
+    let url = format!("{base}/schedules/api-every-second");
+
+    let (status, answer) = call(&client, client.put(&url).json(&spec), Some(read)).await;
+    assert_eq!(
+        (status, error_code(&answer)),
+        (403, "forbidden"),
+        "{answer}"
+    );
+    let bad = json!({"cron": "every second", "function": GREET});
+    let (status, answer) = call(&client, client.put(&url).json(&bad), Some(admin)).await;
+    assert_eq!(
+        (status, error_code(&answer)),
+        (400, "bad_request"),
+        "{answer}"
+    );
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("cron expression")),
+        "{answer}"
+    );
+    let (status, answer) = call(&client, client.put(&url).json(&spec), Some(admin)).await;
+    assert_eq!(status, 202, "{answer}");
+    assert_eq!(answer["action"], "create");
+
+    let listed = |status: &'static str| {
+        let (client, base) = (client.clone(), base.clone());
+        move || {
+            let (client, base) = (client.clone(), base.clone());
+            async move {
+                let (code, answer) =
+                    call(&client, client.get(format!("{base}/schedules")), Some(read)).await;
+                assert_eq!(code, 200, "{answer}");
+                answer["schedules"]
+                    .as_array()?
+                    .iter()
+                    .find(|s| s["name"] == "api-every-second")
+                    .filter(|s| s["status"] == status && s["started"].as_u64() >= Some(1))
+                    .cloned()
+            }
+        }
+    };
+    let ticking = weir_e2e::wait_for(
+        "the schedule listed and ticking",
+        Duration::from_secs(120),
+        listed("active"),
+    )
+    .await;
+    assert_eq!(ticking["function"], GREET);
+
+    let (status, answer) = call(&client, client.post(format!("{url}/pause")), Some(admin)).await;
+    assert_eq!(status, 202, "{answer}");
+    weir_e2e::wait_for(
+        "the pause taken",
+        Duration::from_secs(120),
+        listed("paused"),
+    )
+    .await;
+    let (status, answer) = call(&client, client.post(format!("{url}/stop")), Some(admin)).await;
+    assert_eq!(
+        (status, error_code(&answer)),
+        (404, "not_found"),
+        "{answer}"
+    );
+
+    let (status, answer) = call(&client, client.delete(&url), Some(admin)).await;
+    assert_eq!(status, 202, "{answer}");
+    weir_e2e::wait_for("the schedule gone", Duration::from_secs(120), || {
+        let (client, base) = (client.clone(), base.clone());
+        async move {
+            let (_, answer) =
+                call(&client, client.get(format!("{base}/schedules")), Some(read)).await;
+            let all = answer["schedules"].as_array()?.clone();
+            (!all.iter().any(|s| s["name"] == "api-every-second")).then_some(())
+        }
+    })
+    .await;
 }

@@ -1,6 +1,6 @@
 //! JSON presentations of what the store holds, shared by the CLI (`weir status|history|list
-//! --json`) and the HTTP API, so that both show an execution, its history and a list the same
-//! way.
+//! --json`, `weir schedule list --json`) and the HTTP API, so that both show an execution, its
+//! history, a list and a schedule the same way.
 
 use serde_json::{Value, json};
 
@@ -184,4 +184,26 @@ mod tests {
         assert_eq!(parse_cursor("x.E_01ARZ3NDEKTSV4RRFFQ69G5FAV"), None);
         assert_eq!(parse_cursor("1.not-an-id"), None);
     }
+}
+
+/// A schedule's state (`weir schedule list --json`, `GET /v1/schedules`).
+pub fn schedule_json(s: &weir_core::schedule::ScheduleState) -> serde_json::Value {
+    json!({
+        "name": s.name,
+        "status": s.status.as_str(),
+        "generation": s.generation,
+        "cron": s.spec.cron,
+        "timezone": s.spec.timezone,
+        "function": s.spec.ffqn.to_string(),
+        "params": s.spec.params,
+        "overlap": s.spec.overlap.as_str(),
+        "catchup_window_ms": s.spec.catchup_window.num_milliseconds(),
+        "next_tick": s.next_tick.map(|t| t.to_rfc3339()),
+        "last_tick": s.last_tick.map(|t| t.to_rfc3339()),
+        "running": s.running.iter().map(|id| id.to_string()).collect::<Vec<_>>(),
+        "started": s.started,
+        "skipped": s.skipped,
+        "missed": s.missed,
+        "updated_at": s.updated_at.to_rfc3339(),
+    })
 }

@@ -1,7 +1,7 @@
 //! The HTTP API (`weir serve`): a small JSON API over what a client can do with Kafka and the
 //! store. It can submit (idempotently, by key), send an event to an execution, write a
-//! stub's value, cancel or terminate an execution, get an execution, read its history, list, and name the functions that have executions
-//! (`docs/openapi.yaml`). The web UI ([`ui`]) is
+//! stub's value, cancel or terminate an execution, get an execution, read its history, list, and name the functions that have executions,
+//! and list, create, pause, resume and delete recurring schedules (`docs/openapi.yaml`). The web UI ([`ui`]) is
 //! served beside it and reads only this API.
 //!
 //! - **Errors** are `{"error": {"code", "message"}}` with the HTTP status of the code.
@@ -105,6 +105,8 @@ pub struct Api {
     pub store: CqlStore,
     /// The deployment's namespace: an idempotency key's execution id is derived within it.
     pub namespace: String,
+    /// For reads of `weir.state` (the schedules).
+    pub kafka: crate::kafka::KafkaConfig,
 }
 
 /// An error as the API answers it.
@@ -187,6 +189,15 @@ pub fn router(api: Arc<Api>) -> Router {
         .route("/v1/executions/{id}/stub", axum::routing::post(write_stub))
         .route("/v1/executions/{id}/cancel", axum::routing::post(cancel))
         .route("/v1/functions", get(functions))
+        .route("/v1/schedules", get(list_schedules))
+        .route(
+            "/v1/schedules/{name}",
+            axum::routing::put(create_schedule).delete(delete_schedule),
+        )
+        .route(
+            "/v1/schedules/{name}/{action}",
+            axum::routing::post(schedule_action),
+        )
         .merge(ui::routes())
         .fallback(|| async {
             ApiError::new(
@@ -466,6 +477,120 @@ fn trace_metadata(
 fn parse_id(id: &str) -> Result<ExecutionId, ApiError> {
     id.parse()
         .map_err(|e| ApiError::bad_request(format!("`{id}` is not an execution id: {e}")))
+}
+
+/// Every schedule, as `weir.state` has them (`weir schedule list`).
+async fn list_schedules(State(api): State<Arc<Api>>, headers: HeaderMap) -> ApiResult {
+    authorize(&api, &headers, Scope::Read)?;
+    let api2 = Arc::clone(&api);
+    let states = tokio::task::spawn_blocking(move || {
+        crate::kafka::schedules::list(&api2.kafka, &api2.codec, &api2.topology)
+    })
+    .await
+    .map_err(ApiError::internal)?
+    .map_err(ApiError::internal)?;
+    let shown: Vec<Value> = states.iter().map(crate::present::schedule_json).collect();
+    Ok(Json(json!({ "schedules": shown })).into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScheduleBody {
+    cron: String,
+    function: String,
+    #[serde(default = "empty_params")]
+    params: Value,
+    #[serde(default)]
+    timezone: Option<String>,
+    #[serde(default)]
+    overlap: Option<String>,
+    /// A duration, e.g. `"1m"`.
+    #[serde(default)]
+    catchup_window: Option<String>,
+}
+
+fn empty_params() -> Value {
+    json!([])
+}
+
+/// Defines a schedule (`weir schedule create`): 400 with why for a bad spec, else 202 (its
+/// owner takes it; the same spec again changes nothing).
+async fn create_schedule(
+    State(api): State<Arc<Api>>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+    body: axum::body::Bytes,
+) -> ApiResult {
+    authorize(&api, &headers, Scope::Admin)?;
+    let body: ScheduleBody = serde_json::from_slice(&body).map_err(|e| {
+        ApiError::bad_request(format!(
+            r#"the body is not {{"cron", "function", "params"?, "timezone"?, "overlap"?, "catchup_window"?}}: {e}"#
+        ))
+    })?;
+    let spec = crate::topology::schedules::spec(
+        &name,
+        &body.cron,
+        body.timezone.as_deref().unwrap_or("UTC"),
+        &body.function,
+        body.params,
+        body.overlap.as_deref(),
+        body.catchup_window.as_deref(),
+    )
+    .map_err(ApiError::bad_request)?;
+    send_schedule(
+        &api,
+        &name,
+        weir_core::schedule::ScheduleAction::Create(spec),
+    )
+    .await
+}
+
+async fn delete_schedule(
+    State(api): State<Arc<Api>>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+) -> ApiResult {
+    authorize(&api, &headers, Scope::Admin)?;
+    send_schedule(&api, &name, weir_core::schedule::ScheduleAction::Delete).await
+}
+
+/// `pause` or `resume` a schedule.
+async fn schedule_action(
+    State(api): State<Arc<Api>>,
+    headers: HeaderMap,
+    Path((name, action)): Path<(String, String)>,
+) -> ApiResult {
+    authorize(&api, &headers, Scope::Admin)?;
+    let action = match action.as_str() {
+        "pause" => weir_core::schedule::ScheduleAction::Pause,
+        "resume" => weir_core::schedule::ScheduleAction::Resume,
+        other => {
+            return Err(ApiError::new(
+                StatusCode::NOT_FOUND,
+                "not_found",
+                format!("no action `{other}` of a schedule: pause or resume"),
+            ));
+        }
+    };
+    send_schedule(&api, &name, action).await
+}
+
+async fn send_schedule(
+    api: &Api,
+    name: &str,
+    action: weir_core::schedule::ScheduleAction,
+) -> ApiResult {
+    weir_core::schedule::check_name(name).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let command = crate::kafka::schedules::command(name, action);
+    crate::kafka::schedules::send(&api.producer, &api.codec, &api.topology, &command)
+        .await
+        .map_err(ApiError::internal)?;
+    let accepted = json!({
+        "schedule": name,
+        "action": command.action.as_str(),
+        "command_id": command.command_id,
+    });
+    Ok((StatusCode::ACCEPTED, Json(accepted)).into_response())
 }
 
 fn not_found(id: &ExecutionId) -> ApiError {

@@ -6,8 +6,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 use rdkafka::producer::FutureProducer;
-use serde_json::json;
-use weir_core::schedule::{ScheduleAction, ScheduleState};
+use weir_core::schedule::ScheduleAction;
 
 use super::ClusterArgs;
 use super::client::topology;
@@ -134,7 +133,7 @@ async fn list(args: ListArgs) -> anyhow::Result<()> {
     })
     .await??;
     if args.json {
-        let shown: Vec<_> = states.iter().map(as_json).collect();
+        let shown: Vec<_> = states.iter().map(crate::present::schedule_json).collect();
         println!("{}", serde_json::to_string_pretty(&shown)?);
         return Ok(());
     }
@@ -176,26 +175,4 @@ async fn list(args: ListArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
-}
-
-/// The JSON form of a schedule's state (`weir schedule list --json`).
-pub fn as_json(s: &ScheduleState) -> serde_json::Value {
-    json!({
-        "name": s.name,
-        "status": s.status.as_str(),
-        "generation": s.generation,
-        "cron": s.spec.cron,
-        "timezone": s.spec.timezone,
-        "function": s.spec.ffqn.to_string(),
-        "params": s.spec.params,
-        "overlap": s.spec.overlap.as_str(),
-        "catchup_window_ms": s.spec.catchup_window.num_milliseconds(),
-        "next_tick": s.next_tick.map(|t| t.to_rfc3339()),
-        "last_tick": s.last_tick.map(|t| t.to_rfc3339()),
-        "running": s.running.iter().map(|id| id.to_string()).collect::<Vec<_>>(),
-        "started": s.started,
-        "skipped": s.skipped,
-        "missed": s.missed,
-        "updated_at": s.updated_at.to_rfc3339(),
-    })
 }

@@ -99,6 +99,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         codec: Codec::single_object(),
         store: super::client::store(cluster).await?,
         namespace: cluster.namespace.clone(),
+        kafka: kafka.clone(),
     });
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
