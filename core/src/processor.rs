@@ -92,6 +92,15 @@
 //!   unanswered event wait is answered `EventDelivered{cancelled}`.
 //! - **Timer due**: a delay becomes a `DelayFinished` response (as above, with no record to
 //!   dead-letter); a schedule timer starts its execution if it is still scheduled.
+//! - **Schedules** ([`crate::schedule`] holds their rules): a command (`weir.responses`, keyed
+//!   `schedule:<name>` on that key's partition, else `misrouted`) is folded into the
+//!   schedule's state, a refused one dead-lettered with why (a `create` whose function the
+//!   host does not have, or whose params do not fit it, as a submission would be). Each batch
+//!   takes the due ticks of the owned schedules: a submission per tick that starts an
+//!   execution (its id derived from the schedule and the tick), the cancellations
+//!   `cancel-previous` makes, and the new state (`PutSchedule`, on `weir.state`), all in the
+//!   batch's transaction. A tick's execution, when it finishes, tells its schedule
+//!   (`RUN_FINISHED`), which `skip` waits for.
 //! - **A run that cannot start** for a reason that passes (a full instance pool, a component
 //!   a rolling deploy has not brought yet, an incomplete read of its journal) is parked, not
 //!   finished: its start is tried again after 1 s, doubling to a minute, by a `retry` timer

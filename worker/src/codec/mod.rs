@@ -212,8 +212,10 @@ impl Codec {
     /// Registers the schema of every record type Weir writes, under the subject of each topic
     /// of `topology` that carries it (`<topic>-value`): `Submission` on the submissions topic,
     /// `Response` on the responses topic, `HistoryRecord`, `ExecutionFinished`, `DlqEnvelope`,
-    /// `ActivityRequest` on every activity route's topic, and `ActivityCancel` on those Weir
-    /// serves (subject `<topic>-dev.weir.v1.ActivityCancel`). Without it a codec with a
+    /// `ActivityRequest` on every activity route's topic, `ActivityCancel` on those Weir
+    /// serves (subject `<topic>-dev.weir.v1.ActivityCancel`), `ScheduleState` on the state
+    /// topic, and by record name the other records workflow workers write: `CancelRequest`
+    /// on the submissions topic, `ScheduleCommand` on the responses topic. Without it a codec with a
     /// registry can encode nothing; `weir worker` calls it at start-up. Returns (subject,
     /// record, id) of each; nothing without a registry. Idempotent.
     pub async fn register_topology(
@@ -285,6 +287,30 @@ impl Codec {
             DlqEnvelope::subject(&dlq),
             DlqEnvelope::NAME,
             self.register::<DlqEnvelope>(&dlq).await,
+        )?;
+        // What workflow workers write besides each topic's own record type, under subjects of
+        // their own (`<topic>-dev.weir.v1.<Record>`): a child workflow's cancellation on the
+        // submissions topic, a finished run's word to its schedule on the responses topic.
+        note(
+            submissions.clone(),
+            CancelRequest::subject(&submissions),
+            CancelRequest::NAME,
+            self.register::<CancelRequest>(&submissions).await,
+        )?;
+        note(
+            responses.clone(),
+            weir_core::schedule::ScheduleCommand::subject(&responses),
+            weir_core::schedule::ScheduleCommand::NAME,
+            self.register::<weir_core::schedule::ScheduleCommand>(&responses)
+                .await,
+        )?;
+        let state = name(TopicRole::State);
+        note(
+            state.clone(),
+            weir_core::schedule::ScheduleState::subject(&state),
+            weir_core::schedule::ScheduleState::NAME,
+            self.register::<weir_core::schedule::ScheduleState>(&state)
+                .await,
         )?;
         let mut routes: Vec<&str> = topology.routes.iter().map(|r| r.topic.as_str()).collect();
         routes.sort_unstable();

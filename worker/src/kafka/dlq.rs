@@ -300,6 +300,56 @@ mod tests {
                 .expect("ActivityCancel registered");
             assert_eq!(value[0], crate::codec::CONFLUENT_MAGIC);
         }
+        // What workflow workers write besides each topic's own record type encodes too: a
+        // child workflow's cancellation on the submissions topic, a finished run's word to its
+        // schedule on the responses topic, a schedule's state on the state topic.
+        let at = Utc::now();
+        let child_cancel = crate::codec::CancelRequest {
+            execution_id: crate::model::ExecutionId::top_level(ulid::Ulid::new()),
+            reason: "parent cancelled".into(),
+            terminate: false,
+            requested_at: at,
+        };
+        let submissions = &topology.topic(TopicRole::Submissions).name;
+        let value = codec
+            .encode(submissions, &child_cancel)
+            .expect("CancelRequest registered on the submissions topic");
+        assert_eq!(value[0], crate::codec::CONFLUENT_MAGIC);
+        let finished = weir_core::schedule::ScheduleCommand {
+            name: "nightly".into(),
+            command_id: "run-finished:x".into(),
+            action: weir_core::schedule::ScheduleAction::RunFinished(
+                child_cancel.execution_id.clone(),
+            ),
+            sent_at: at,
+        };
+        let responses = &topology.topic(TopicRole::Responses).name;
+        codec
+            .encode(responses, &finished)
+            .expect("ScheduleCommand registered on the responses topic");
+        let state = weir_core::schedule::ScheduleState {
+            name: "nightly".into(),
+            generation: "g".into(),
+            spec: weir_core::schedule::ScheduleSpec {
+                cron: "0 0 2 * * *".into(),
+                timezone: "UTC".into(),
+                ffqn: "app:p/i.f".parse().expect("ffqn"),
+                params: serde_json::json!([]),
+                overlap: weir_core::schedule::Overlap::Skip,
+                catchup_window: weir_core::schedule::DEFAULT_CATCHUP_WINDOW,
+            },
+            status: weir_core::schedule::Status::Active,
+            last_tick: None,
+            next_tick: Some(at),
+            running: Vec::new(),
+            started: 0,
+            skipped: 0,
+            missed: 0,
+            updated_at: at,
+        };
+        codec
+            .encode(&topology.topic(TopicRole::State).name, &state)
+            .expect("ScheduleState registered on the state topic");
         // Without a registry there is nothing to register.
         assert!(
             Codec::single_object()
