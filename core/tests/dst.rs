@@ -272,18 +272,24 @@ fn dst_deadlines() {
     );
 }
 
-/// Recurring schedules among crashes, rebalances, outages, pauses, events, cancellations
-/// and deadlines: schedules created at the start (every second `allow`; most runs also every
-/// two seconds `skip` or `cancel-previous`), paused, resumed and created again during the
-/// faults, caught up once they stop, then deleted or paused (`check_schedules`: the committed
-/// states on `weir.state` form a chain each step of which a tick, a pause, a resume or a
-/// finished run explains; each started tick has one submission with its tick's id, none
-/// while paused, missed exactly past the catch-up window; each tick's execution is created
-/// once, finishes once and tells its schedule once; the ticks kept up once the faults
-/// stopped). The runs must start, skip and miss ticks.
+/// Recurring schedules (`Faults::schedules`) among crashes, zombies, hanging transactions,
+/// rebalances, outages, pauses, events, cancellations and deadlines: the classes of
+/// `found_with`, plus the two in which a batch hangs or two workers act as the owner of one
+/// partition, what "a tick is taken once per committed state" rests on. A client creates
+/// `ticker` (every second, `allow`) and in most runs `overlapping` (every two seconds, `skip`
+/// or `cancel-previous`; both five times slower where batches take one or two records),
+/// pauses, resumes and creates them again during the faults, and deletes or pauses them once
+/// their owners caught up after the faults. `check_schedules`: each committed state on
+/// `weir.state` follows the one before by a tick step, a pause, a resume or a finished run;
+/// each started tick has one submission with its tick's id, none while paused, missed
+/// exactly when owed past the catch-up window; each tick's execution is created once,
+/// finishes once and tells its schedule once; an active schedule ticked up to its end. The
+/// runs must start, skip and miss ticks, and pause.
 #[test]
 fn dst_schedules() {
-    let faults = found_with("schedules");
+    let mut faults = found_with("schedules");
+    faults.zombies = true;
+    faults.hanging_txns = true;
     if let Some(seed) = env_u64("WEIR_DST_SEED") {
         let report = run_seed(seed, faults_from_env(faults));
         println!("{}", report.render(trace_lines()));

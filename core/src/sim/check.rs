@@ -824,7 +824,7 @@ fn explain(
             action,
             sent_at: at,
         };
-        if apply(Some(prev), &command, at) == Applied::Put(cur.clone()) {
+        if apply(Some(prev), &command, at) == Applied::Put(Box::new(cur.clone())) {
             return Ok(None);
         }
     }

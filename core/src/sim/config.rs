@@ -148,11 +148,12 @@ pub struct Faults {
     /// Submissions with deadlines (issue 13 item 6): most pass while the execution runs,
     /// some have passed when it is created.
     pub deadlines: bool,
-    /// Recurring schedules: created at the start (every second, `allow`; some every two
-    /// seconds, `skip` or `cancel-previous`), paused, resumed, created again (the same spec:
-    /// nothing; after a delete: a new generation) during the faults, deleted or paused before
-    /// the run settles. Checked: each tick taken once per committed state, one execution per
-    /// started tick, none while paused, the ticks of a live partition keep up.
+    /// Recurring schedules: created at the start (every second, `allow`; in most runs one
+    /// every two seconds too, `skip` or `cancel-previous`; five times slower where batches
+    /// take one or two records), paused, resumed and created again during the faults (the
+    /// same spec: nothing changes; after a delete: a new generation), paused for a long idle,
+    /// deleted or paused once their owners caught up after the faults. See
+    /// `check::check_schedules` for what is checked.
     pub schedules: bool,
 }
 

@@ -924,17 +924,25 @@ impl Sim {
         }
     }
 
-    /// The schedules of a run with `Faults::schedules`: one every second (`allow`, a
-    /// workflow that finishes at once, a catch-up window of a few seconds: a worker frozen
-    /// or down longer misses ticks) and, in most runs, one every two seconds whose ticks
-    /// overlap (`skip` or `cancel-previous`, a workflow that sleeps for a while).
+    /// The schedules of a run with `Faults::schedules`: `ticker`, every second (`allow`, a
+    /// workflow that finishes at once or after one activity, a catch-up window of a few
+    /// seconds: a worker frozen or down longer misses ticks) and, in most runs,
+    /// `overlapping`, every two seconds, whose ticks overlap (`skip` or `cancel-previous`, a
+    /// workflow that sleeps for a while). Five times slower where a batch takes one or two
+    /// records: each tick makes a few records (the submission, the run's answers, its
+    /// `RunFinished`), and every second would be more than such workers take.
     fn create_random_schedules(&mut self) {
+        let (often, less, less_ms) = if self.config.max_batch < 5 {
+            ("*/5 * * * * *", "*/10 * * * * *", 10_000)
+        } else {
+            ("* * * * * *", "*/2 * * * * *", 2_000)
+        };
         let r = &mut self.rng;
         let window = *r.pick(&[1, 2, 3, 5]);
         let n = *r.pick(&[0, 0, 1]);
         let base = r.range(0, 999) as i64;
-        let every_second = ScheduleSpec {
-            cron: "* * * * * *".to_owned(),
+        let ticker = ScheduleSpec {
+            cron: often.to_owned(),
             timezone: "UTC".to_owned(),
             ffqn: Workflow::Seq.ffqn(),
             params: json!([n, base]),
@@ -943,10 +951,11 @@ impl Sim {
         };
         let second = r.chance(700).then(|| {
             let overlap = *r.pick(&[Overlap::Skip, Overlap::Skip, Overlap::CancelPrevious]);
-            let ms = r.range(300, 3_000) as i64;
+            // Some runs last longer than the period: the next tick overlaps them.
+            let ms = r.range(300, less_ms * 3 / 2) as i64;
             let window = *r.pick(&[2, 5, 30]);
             ScheduleSpec {
-                cron: "*/2 * * * * *".to_owned(),
+                cron: less.to_owned(),
                 timezone: "UTC".to_owned(),
                 ffqn: Workflow::Sleepy.ffqn(),
                 params: json!([1, ms, base]),
@@ -954,9 +963,9 @@ impl Sim {
                 catchup_window: Duration::seconds(window),
             }
         });
-        self.create_schedule("every-second", every_second);
+        self.create_schedule("ticker", ticker);
         if let Some(spec) = second {
-            self.create_schedule("every-two", spec);
+            self.create_schedule("overlapping", spec);
         }
     }
 
@@ -997,6 +1006,55 @@ impl Sim {
         }
     }
 
+    /// Pauses the schedules that are active (as their client knows them) and waits a minute
+    /// at most for their owners to take the pauses; returns them if they did, else resumes
+    /// them. They stay active in the client's view.
+    fn pause_schedules_for_idle(&mut self) -> Option<Vec<usize>> {
+        let active: Vec<usize> = (0..self.schedules.len())
+            .filter(|&i| self.schedules[i].end.is_none() && !self.schedules[i].paused)
+            .collect();
+        for &i in &active {
+            let name = self.schedules[i].name.clone();
+            self.schedule_command(&name, ScheduleAction::Pause);
+        }
+        for _ in 0..60 {
+            let taken = active.iter().all(|&i| {
+                self.committed_schedule(&self.schedules[i].name)
+                    .is_some_and(|s| s.status == crate::schedule::Status::Paused)
+            });
+            if taken {
+                return Some(active);
+            }
+            for slot in self.slots() {
+                self.run(slot, 10);
+            }
+            self.materialise_all();
+            self.advance(1_000);
+        }
+        self.note("the schedules' owners did not take the pauses: no idle");
+        for i in active {
+            let name = self.schedules[i].name.clone();
+            self.schedule_command(&name, ScheduleAction::Resume);
+        }
+        None
+    }
+
+    /// The last committed state of schedule `name` (`None`: none, or deleted).
+    fn committed_schedule(&self, name: &str) -> Option<crate::schedule::ScheduleState> {
+        let w = self.world();
+        let key = crate::schedule::key(name);
+        let partition = w.cluster.partition_for(Topic::State, &key);
+        let (records, _) = w
+            .cluster
+            .read_committed(Topic::State, partition, 0, usize::MAX);
+        records.iter().rev().find_map(|r| match &r.payload {
+            Some(Payload::Schedule(state)) if r.key.as_deref() == Some(key.as_str()) => {
+                Some(state.clone())
+            }
+            _ => None,
+        })?
+    }
+
     /// Before the run settles, every schedule is deleted or paused: nothing ticks forever.
     fn end_schedules(&mut self) {
         for i in 0..self.schedules.len() {
@@ -1022,21 +1080,10 @@ impl Sim {
     /// Whether every schedule not ended is where its client's commands put it (all taken)
     /// and, unless paused, its committed state owes no tick older than `lag_ms`.
     fn schedules_caught_up(&self, lag_ms: i64) -> bool {
-        let w = self.world();
-        let since = w.now - Duration::milliseconds(lag_ms);
+        let now = self.now();
+        let since = now - Duration::milliseconds(lag_ms);
         self.schedules.iter().filter(|s| s.end.is_none()).all(|s| {
-            let key = crate::schedule::key(&s.name);
-            let partition = w.cluster.partition_for(Topic::State, &key);
-            let (records, _) = w
-                .cluster
-                .read_committed(Topic::State, partition, 0, usize::MAX);
-            let last = records.iter().rev().find_map(|r| match &r.payload {
-                Some(Payload::Schedule(state)) if r.key.as_deref() == Some(key.as_str()) => {
-                    Some(state.as_ref())
-                }
-                _ => None,
-            });
-            let Some(Some(state)) = last else {
+            let Some(state) = self.committed_schedule(&s.name) else {
                 return false;
             };
             let current = s.generations.last() == Some(&state.generation)
@@ -1071,9 +1118,11 @@ impl Sim {
     }
 
     /// Stops the faults and runs until every schedule is caught up ([`Sim::schedules_caught_up`])
-    /// for a few rounds, or `budget_ms` of sim time passed. True if they are.
-    pub fn catch_up_schedules(&mut self, budget_ms: i64) -> bool {
+    /// for a few rounds and `ticking_ms` passed (the schedules tick on, no fault), or
+    /// `budget_ms` of sim time passed. True if they are.
+    pub fn catch_up_schedules(&mut self, ticking_ms: i64, budget_ms: i64) -> bool {
         self.stop_faults("schedules catch up: faults stop");
+        let ticked = self.now() + Duration::milliseconds(ticking_ms);
         let deadline = self.now() + Duration::milliseconds(budget_ms);
         let mut calm = 0;
         while self.now() < deadline {
@@ -1086,7 +1135,7 @@ impl Sim {
             }
             if self.group_settled() && self.schedules_caught_up(2_500) {
                 calm += 1;
-                if calm >= 3 {
+                if calm >= 3 && self.now() >= ticked {
                     self.note("schedules caught up");
                     return true;
                 }
@@ -1495,7 +1544,24 @@ impl Sim {
                     self.submit_unknown();
                 }
             },
-            ("idle", _) => self.idle(8 * 24 * 3_600 * 1_000),
+            ("idle", _) => {
+                // Nothing arrives for days: not so with a schedule ticking (and ticking only
+                // each hour the workers poll, it would start more executions than a run
+                // drains). Their client pauses them for the while; if their owners do not
+                // take the pauses soon, the days do not pass.
+                let paused = if f.schedules {
+                    self.pause_schedules_for_idle()
+                } else {
+                    Some(Vec::new())
+                };
+                if let Some(paused) = paused {
+                    self.idle(8 * 24 * 3_600 * 1_000);
+                    for i in paused {
+                        let name = self.schedules[i].name.clone();
+                        self.schedule_command(&name, ScheduleAction::Resume);
+                    }
+                }
+            }
             ("load", _) => {
                 let ms = self.rng.range(60_000, 150_000) as i64;
                 self.steady_load(ms);
@@ -1604,7 +1670,7 @@ impl Sim {
             // The faults stop and the schedules' owners catch up (whether they do is checked:
             // the ticks before each end keep up); then the client ends them, or they would
             // tick forever.
-            self.catch_up_schedules(5 * 60 * 1_000);
+            self.catch_up_schedules(20_000, 5 * 60 * 1_000);
             self.end_schedules();
         }
         let mut settled = self.quiesce(15 * 60 * 1_000);
