@@ -167,25 +167,6 @@ pub fn history_entry_json(row: &HistoryRow, record: &HistoryRecord) -> Value {
     })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_cursor_reads_back_as_written_and_nothing_else_is_one() {
-        let cursor = ListCursor {
-            created_at: chrono::DateTime::from_timestamp_millis(1_790_000_000_123).expect("time"),
-            execution_id: "E_01ARZ3NDEKTSV4RRFFQ69G5FAV.o:1-child_1"
-                .parse()
-                .expect("id"),
-        };
-        assert_eq!(parse_cursor(&cursor_text(&cursor)), Some(cursor));
-        assert_eq!(parse_cursor("1790000000123"), None);
-        assert_eq!(parse_cursor("x.E_01ARZ3NDEKTSV4RRFFQ69G5FAV"), None);
-        assert_eq!(parse_cursor("1.not-an-id"), None);
-    }
-}
-
 /// A schedule's state (`weir schedule list --json`, `GET /v1/schedules`).
 pub fn schedule_json(s: &weir_core::schedule::ScheduleState) -> serde_json::Value {
     json!({
@@ -206,4 +187,23 @@ pub fn schedule_json(s: &weir_core::schedule::ScheduleState) -> serde_json::Valu
         "missed": s.missed,
         "updated_at": s.updated_at.to_rfc3339(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cursor_reads_back_as_written_and_nothing_else_is_one() {
+        let cursor = ListCursor {
+            created_at: chrono::DateTime::from_timestamp_millis(1_790_000_000_123).expect("time"),
+            execution_id: "E_01ARZ3NDEKTSV4RRFFQ69G5FAV.o:1-child_1"
+                .parse()
+                .expect("id"),
+        };
+        assert_eq!(parse_cursor(&cursor_text(&cursor)), Some(cursor));
+        assert_eq!(parse_cursor("1790000000123"), None);
+        assert_eq!(parse_cursor("x.E_01ARZ3NDEKTSV4RRFFQ69G5FAV"), None);
+        assert_eq!(parse_cursor("1.not-an-id"), None);
+    }
 }
