@@ -8,6 +8,8 @@
 //!   again. Pause stops the ticks, resume goes on, delete removes the schedule.
 //! - A schedule declared in `topology/schedules.toml` is sent by `weir topology apply` and
 //!   ticks; applying again keeps its generation (the same tick ids).
+//! - A worker killed inside the transaction of a schedule's create loses nothing (restarted,
+//!   it reads the create again), and the dead transaction holds up no `weir schedule list`.
 //!
 //! The tick rules (time zones, DST, catch-up, overlap) are `weir_core::schedule`'s table
 //! tests; ownership and crashes are the simulation's class `schedules`.
@@ -335,4 +337,45 @@ overlap = "allow"
         matches!(&greeted.1, ExecutionResult::Ok(v) if v == "hello, declared"),
         "{greeted:?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_kill_inside_a_schedules_transaction_loses_nothing_and_holds_up_no_listing() {
+    let deployment = Deployment::new("sched_txn");
+    // The worker stops inside its first transaction: the create's state on weir.state, open.
+    let worker = deployment.start_worker_with_env(
+        "w1",
+        &[],
+        &[("WEIR_FAILPOINTS", "before-commit=pause-once(60000)")],
+    );
+    weir(
+        &deployment,
+        &[
+            "schedule",
+            "create",
+            "in-flight",
+            "--cron",
+            "* * * * * *",
+            "--function",
+            GREET,
+            "--params",
+            r#"["in-flight"]"#,
+            "--overlap",
+            "allow",
+        ],
+    );
+    worker.wait_for_log("failpoint before-commit reached", TIMEOUT);
+    drop(worker);
+    // A listing reads what is committed and is not held up by the dead transaction (it waited
+    // for it, and failed after 30 s): nothing yet.
+    assert!(listed(&deployment, "in-flight").is_none());
+    // Restarted with its instance id, the worker fences the dead transaction at once and reads
+    // the create again: the schedule exists once and ticks.
+    let _worker = deployment.start_worker("w1", &[]);
+    let state = wait_until("three ticks", TIMEOUT, || {
+        listed(&deployment, "in-flight").filter(|s| s["started"].as_u64() >= Some(3))
+    });
+    let ticks = tick_submissions(&deployment, "in-flight");
+    assert!(ticks.values().all(|ids| ids.len() == 1), "{ticks:?}");
+    assert!(ticks.len() as u64 >= 3, "{ticks:?}: {state}");
 }

@@ -87,13 +87,18 @@ impl Log for SimLog {
 
     fn read_schedules(
         &mut self,
-        partition: i32,
+        partitions: &std::collections::BTreeSet<i32>,
     ) -> impl Future<Output = Result<Vec<crate::schedule::ScheduleState>, BoxError>> + Send {
         let (world, pid) = (self.world.clone(), self.pid);
+        let partitions = partitions.clone();
         async move {
-            lock(&world).set_at(pid, "read-schedules");
-            yield_now().await;
-            Ok(wait_until(|| lock(&world).read_schedules(pid, partition)).await)
+            let mut all = Vec::new();
+            for partition in partitions {
+                lock(&world).set_at(pid, "read-schedules");
+                yield_now().await;
+                all.extend(wait_until(|| lock(&world).read_schedules(pid, partition)).await);
+            }
+            Ok(all)
         }
     }
 

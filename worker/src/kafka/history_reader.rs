@@ -14,7 +14,7 @@
 //! by a restart with the same transactional id); a zombie's later transaction cannot commit
 //! and is not waited for.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
@@ -55,6 +55,14 @@ pub enum HistoryReadError {
         high: i64,
         waited: Duration,
     },
+    #[error(
+        "{topic}: partitions {partitions:?} gave neither a record nor their end for {waited:?}"
+    )]
+    NoEnd {
+        topic: String,
+        partitions: Vec<i32>,
+        waited: Duration,
+    },
     #[error("{topic}/{partition} offset {offset}: {reason}")]
     Record {
         topic: String,
@@ -81,45 +89,69 @@ pub fn read(
     settle: Duration,
 ) -> Result<Vec<LoggedEntry>, HistoryReadError> {
     let mut entries = Vec::new();
-    read_with(kafka, owner, topic, partition, from, settle, |message| {
-        let offset = message.offset();
-        let bytes = message.payload().unwrap_or_default().to_vec();
-        let position = RecordPosition::at(topic, partition, offset);
-        let record: HistoryRecord = codec.decode(&bytes, &position).map_err(|e| e.to_string())?;
-        let timestamp = message
-            .timestamp()
-            .to_millis()
-            .and_then(DateTime::from_timestamp_millis)
-            .unwrap_or_else(Utc::now);
-        entries.push(LoggedEntry {
-            offset,
-            record,
-            bytes,
-            timestamp,
-        });
-        Ok(())
-    })?;
+    read_with(
+        kafka,
+        owner,
+        topic,
+        &[(partition, from)],
+        settle,
+        Settle::Wait,
+        |message| {
+            let offset = message.offset();
+            let bytes = message.payload().unwrap_or_default().to_vec();
+            let position = RecordPosition::at(topic, partition, offset);
+            let record: HistoryRecord =
+                codec.decode(&bytes, &position).map_err(|e| e.to_string())?;
+            let timestamp = message
+                .timestamp()
+                .to_millis()
+                .and_then(DateTime::from_timestamp_millis)
+                .unwrap_or_else(Utc::now);
+            entries.push(LoggedEntry {
+                offset,
+                record,
+                bytes,
+                timestamp,
+            });
+            Ok(())
+        },
+    )?;
     Ok(entries)
 }
 
-/// The schedules of `partition` of the state topic `topic`: the last record of each key read
-/// from the beginning (after the same wait as [`read`]), tombstones dropped. A record that
-/// does not decode is logged and left out (its schedule does not tick here until it is
-/// created again): one bad record must not keep the partition from being taken over.
+/// Whether a read first waits until no transaction is open on a partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settle {
+    /// Wait (at most the patience given): what a new owner needs, since a previous owner's
+    /// committed batches may lie beyond an open transaction's last stable offset.
+    Wait,
+    /// Read to the last stable offset as it is: what a client listing needs (a worker killed
+    /// inside a transaction would hold it up until the transaction times out).
+    ToStableOffset,
+}
+
+/// The schedules of `partitions` of the state topic `topic`: the last record of each key read
+/// from the beginning (after `settle`, partition by partition, then one read of them all),
+/// tombstones dropped. A record that does not decode is logged and left out (its schedule
+/// does not tick here until it is created again): one bad record must not keep the
+/// partitions from being taken over.
 pub fn read_schedules(
     kafka: &KafkaConfig,
     codec: &Codec,
     owner: &str,
     topic: &str,
-    partition: i32,
-    settle: Duration,
+    partitions: &[i32],
+    patience: Duration,
+    settle: Settle,
 ) -> Result<Vec<ScheduleState>, HistoryReadError> {
     let mut last: BTreeMap<Vec<u8>, Option<ScheduleState>> = BTreeMap::new();
-    read_with(kafka, owner, topic, partition, 0, settle, |message| {
+    let from: Vec<(i32, i64)> = partitions.iter().map(|&p| (p, 0)).collect();
+    read_with(kafka, owner, topic, &from, patience, settle, |message| {
         let key = message.key().unwrap_or_default().to_vec();
         let state = match message.payload() {
             None => None,
             Some(bytes) => {
+                let partition = message.partition();
                 let position = RecordPosition::at(topic, partition, message.offset());
                 match codec.decode::<ScheduleState>(bytes, &position) {
                     Ok(state) => Some(state),
@@ -136,44 +168,76 @@ pub fn read_schedules(
     Ok(last.into_values().flatten().collect())
 }
 
-/// Reads `topic`/`partition` from `from` to its end once settled (see [`read`]), handing each
-/// committed record to `take`; an error of `take` stops the read.
+/// Reads each `(partition, from)` of `topic` from `from` to its end, once settled if
+/// `settle` says so (see [`read`]), with one consumer for them all, handing each committed
+/// record to `take`; an error of `take` stops the read. `settle` (the wait) and passing
+/// errors of the cluster are given `patience`.
 fn read_with(
     kafka: &KafkaConfig,
     owner: &str,
     topic: &str,
-    partition: i32,
-    from: i64,
-    settle: Duration,
+    partitions: &[(i32, i64)],
+    patience: Duration,
+    settle: Settle,
     mut take: impl FnMut(&BorrowedMessage<'_>) -> Result<(), String>,
 ) -> Result<(), HistoryReadError> {
-    let kafka_error = |source| HistoryReadError::Kafka {
-        topic: topic.to_owned(),
-        partition,
-        source,
+    let Some(&(first, _)) = partitions.first() else {
+        return Ok(());
     };
-    let consumer = consumer(kafka, owner, "read_committed").map_err(kafka_error)?;
-    wait_until_settled(kafka, &consumer, owner, topic, partition, settle)?;
+    let kafka_error = |partition: i32| {
+        move |source| HistoryReadError::Kafka {
+            topic: topic.to_owned(),
+            partition,
+            source,
+        }
+    };
+    let uncommitted = match settle {
+        Settle::Wait => {
+            Some(consumer(kafka, owner, "read_uncommitted").map_err(kafka_error(first))?)
+        }
+        Settle::ToStableOffset => None,
+    };
+    let consumer = consumer(kafka, owner, "read_committed").map_err(kafka_error(first))?;
     let mut assignment = TopicPartitionList::new();
-    assignment
-        .add_partition_offset(topic, partition, Offset::Offset(from))
-        .map_err(kafka_error)?;
-    consumer.assign(&assignment).map_err(kafka_error)?;
+    for &(partition, from) in partitions {
+        if let Some(uncommitted) = &uncommitted {
+            wait_until_settled(&consumer, uncommitted, topic, partition, patience)?;
+        }
+        assignment
+            .add_partition_offset(topic, partition, Offset::Offset(from))
+            .map_err(kafka_error(partition))?;
+    }
+    consumer.assign(&assignment).map_err(kafka_error(first))?;
+    let mut open: BTreeSet<i32> = partitions.iter().map(|&(p, _)| p).collect();
     let read_started = Instant::now();
-    loop {
+    let mut progress = read_started;
+    while !open.is_empty() {
         match consumer.poll(Duration::from_millis(200)) {
+            // Nothing comes and no end either, for longer than the patience: a partition whose
+            // end is never reported must not hold the read forever.
+            None if progress.elapsed() > patience => {
+                return Err(HistoryReadError::NoEnd {
+                    topic: topic.to_owned(),
+                    partitions: open.into_iter().collect(),
+                    waited: progress.elapsed(),
+                });
+            }
             None => continue,
-            Some(Err(KafkaError::PartitionEOF(_))) => break,
+            Some(Err(KafkaError::PartitionEOF(partition))) => {
+                open.remove(&partition);
+                progress = Instant::now();
+            }
             // librdkafka reports a lost connection through poll and reconnects by itself.
             Some(Err(e))
                 if e.rdkafka_error_code().is_some_and(recovery::is_transient)
-                    && read_started.elapsed() < settle =>
+                    && read_started.elapsed() < patience =>
             {
-                tracing::warn!(topic, partition, error = %e, "read to the end: the cluster is away for now; polling on");
+                tracing::warn!(topic, error = %e, "read to the end: the cluster is away for now; polling on");
             }
-            Some(Err(e)) => return Err(kafka_error(e)),
+            Some(Err(e)) => return Err(kafka_error(first)(e)),
             Some(Ok(message)) => {
-                let offset = message.offset();
+                progress = Instant::now();
+                let (partition, offset) = (message.partition(), message.offset());
                 take(&message).map_err(|reason| HistoryReadError::Record {
                     topic: topic.to_owned(),
                     partition,
@@ -231,12 +295,12 @@ fn patiently<T>(
     }
 }
 
-/// Waits until the last stable offset of `topic`/`partition` reaches the high watermark it
-/// had when the wait began.
+/// Waits until the last stable offset of `topic`/`partition` (as `committed`, a
+/// `read_committed` consumer, sees it) reaches the high watermark it had when the wait began
+/// (as `uncommitted` sees it).
 pub fn wait_until_settled(
-    kafka: &KafkaConfig,
     committed: &BaseConsumer<QuietEof>,
-    owner: &str,
+    uncommitted: &BaseConsumer<QuietEof>,
     topic: &str,
     partition: i32,
     settle: Duration,
@@ -246,7 +310,6 @@ pub fn wait_until_settled(
         partition,
         source,
     };
-    let uncommitted = consumer(kafka, owner, "read_uncommitted").map_err(kafka_error)?;
     let started = Instant::now();
     let patience = Patience {
         first_delay: Duration::from_millis(100),

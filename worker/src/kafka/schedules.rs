@@ -11,15 +11,15 @@ use weir_core::schedule::{self, ScheduleAction, ScheduleCommand, ScheduleState};
 
 use super::KafkaConfig;
 use super::activity_worker::{KIND_HEADER, SCHEDULE_KIND};
-use super::history_reader::{self, HistoryReadError};
+use super::history_reader::{self, HistoryReadError, Settle};
 use crate::codec::{Codec, EncodeError};
 use crate::topology::{TopicRole, Topology};
 
 /// How long a send may take before it fails.
 const SEND_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// How long the read of a state partition waits for an open transaction (a worker's batch).
-const LIST_SETTLE: Duration = Duration::from_secs(30);
+/// How long a listing rides out a cluster that is away.
+const LIST_PATIENCE: Duration = Duration::from_secs(30);
 
 #[derive(Debug, thiserror::Error)]
 pub enum ScheduleClientError {
@@ -89,7 +89,9 @@ pub async fn send(
 }
 
 /// Every schedule of the deployment, as `weir.state` has them (what the owners committed), by
-/// name. Blocking: it reads each partition to its end.
+/// name. Blocking: it reads each partition to its last stable offset, without waiting for an
+/// open transaction (a worker killed inside one would hold a listing up until the
+/// transaction times out; the listing shows the states committed before it).
 pub fn list(
     kafka: &KafkaConfig,
     codec: &Codec,
@@ -97,20 +99,17 @@ pub fn list(
 ) -> Result<Vec<ScheduleState>, ScheduleClientError> {
     let topic = topology.topic(TopicRole::State);
     let reader = format!("schedule-list-{}", ulid::Ulid::new());
-    let mut states = Vec::new();
-    for partition in 0..topic.partitions {
-        states.extend(
-            history_reader::read_schedules(
-                kafka,
-                codec,
-                &reader,
-                &topic.name,
-                partition,
-                LIST_SETTLE,
-            )
-            .map_err(|e| ScheduleClientError::Read(Box::new(e)))?,
-        );
-    }
+    let partitions: Vec<i32> = (0..topic.partitions).collect();
+    let mut states = history_reader::read_schedules(
+        kafka,
+        codec,
+        &reader,
+        &topic.name,
+        &partitions,
+        LIST_PATIENCE,
+        Settle::ToStableOffset,
+    )
+    .map_err(|e| ScheduleClientError::Read(Box::new(e)))?;
     states.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(states)
 }

@@ -828,15 +828,27 @@ impl Log for KafkaLog {
         Ok(entries)
     }
 
-    async fn read_schedules(&mut self, partition: i32) -> Result<Vec<ScheduleState>, BoxError> {
+    async fn read_schedules(
+        &mut self,
+        partitions: &BTreeSet<i32>,
+    ) -> Result<Vec<ScheduleState>, BoxError> {
         let topic = self.topology.topic(TopicRole::State).name.clone();
         let settle = self.config.transaction_timeout + TRANSACTION_CLEANUP_MARGIN;
         let started = Instant::now();
         let (kafka, codec, owner) = (&self.config.kafka, &self.codec, &self.config.instance_id);
+        let partitions: Vec<i32> = partitions.iter().copied().collect();
         let schedules = tokio::task::block_in_place(|| {
-            history_reader::read_schedules(kafka, codec, owner, &topic, partition, settle)
+            history_reader::read_schedules(
+                kafka,
+                codec,
+                owner,
+                &topic,
+                &partitions,
+                settle,
+                history_reader::Settle::Wait,
+            )
         })?;
-        tracing::debug!(partition, schedules = schedules.len(), took = ?started.elapsed(), "schedules read for take-over");
+        tracing::debug!(?partitions, schedules = schedules.len(), took = ?started.elapsed(), "schedules read for take-over");
         Ok(schedules)
     }
 
