@@ -34,6 +34,9 @@ pub const METADATA_SCHEDULE: &str = "weir.schedule";
 /// Metadata of an execution a schedule started: its tick (RFC 3339).
 pub const METADATA_TICK: &str = "weir.schedule.tick";
 
+/// The time zone when a declaration gives none.
+pub const DEFAULT_TIMEZONE: &str = "UTC";
+
 /// The catch-up window when a declaration gives none: ticks owed for longer than this (the
 /// workers were down) are counted as missed, not started.
 pub const DEFAULT_CATCHUP_WINDOW: Duration = Duration::minutes(1);

@@ -530,7 +530,7 @@ async fn create_schedule(
     let spec = crate::topology::schedules::spec(
         &name,
         &body.cron,
-        body.timezone.as_deref().unwrap_or("UTC"),
+        body.timezone.as_deref(),
         &body.function,
         body.params,
         body.overlap.as_deref(),

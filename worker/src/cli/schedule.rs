@@ -45,16 +45,16 @@ pub struct CreateArgs {
     /// Its parameters, a JSON array.
     #[arg(long, default_value = "[]")]
     pub params: String,
-    /// The IANA time zone the cron fields are read in.
-    #[arg(long, default_value = "UTC")]
-    pub timezone: String,
-    /// While an earlier tick's execution runs: `skip` the tick, `allow` it, or
+    /// The IANA time zone the cron fields are read in (default UTC).
+    #[arg(long)]
+    pub timezone: Option<String>,
+    /// While an earlier tick's execution runs: `skip` the tick (the default), `allow` it, or
     /// `cancel-previous`.
-    #[arg(long, default_value = "skip")]
-    pub overlap: String,
-    /// Ticks owed longer than this (workers down) are missed, not started.
-    #[arg(long, default_value = "1m")]
-    pub catchup_window: String,
+    #[arg(long)]
+    pub overlap: Option<String>,
+    /// Ticks owed longer than this (workers down) are missed, not started (default 1m).
+    #[arg(long)]
+    pub catchup_window: Option<String>,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -97,11 +97,11 @@ async fn create(args: CreateArgs) -> anyhow::Result<()> {
     let spec = crate::topology::schedules::spec(
         &args.name,
         &args.cron,
-        &args.timezone,
+        args.timezone.as_deref(),
         &args.function,
         params,
-        Some(&args.overlap),
-        Some(&args.catchup_window),
+        args.overlap.as_deref(),
+        args.catchup_window.as_deref(),
     )
     .map_err(|e| anyhow::anyhow!(e))?;
     send(&args.cluster, &args.name, ScheduleAction::Create(spec)).await

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
-use weir_core::schedule::{DEFAULT_CATCHUP_WINDOW, Overlap, ScheduleSpec};
+use weir_core::schedule::{DEFAULT_CATCHUP_WINDOW, DEFAULT_TIMEZONE, Overlap, ScheduleSpec};
 
 use crate::model::Ffqn;
 
@@ -43,8 +43,8 @@ struct SchedulesFile {
 struct Entry {
     name: String,
     cron: String,
-    #[serde(default = "utc")]
-    timezone: String,
+    #[serde(default)]
+    timezone: Option<String>,
     function: String,
     /// A TOML array, one element per parameter (read as JSON).
     #[serde(default)]
@@ -54,10 +54,6 @@ struct Entry {
     /// A duration, e.g. `1m`, `30s`.
     #[serde(default)]
     catchup_window: Option<String>,
-}
-
-fn utc() -> String {
-    "UTC".to_owned()
 }
 
 /// A declared schedule.
@@ -98,7 +94,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Vec<Declared>, ScheduleFileError
             let spec = spec(
                 &entry.name,
                 &entry.cron,
-                &entry.timezone,
+                entry.timezone.as_deref(),
                 &entry.function,
                 serde_json::to_value(&entry.params).map_err(|e| invalid(e.to_string()))?,
                 entry.overlap.as_deref(),
@@ -113,12 +109,13 @@ pub fn parse(text: &str, path: &Path) -> Result<Vec<Declared>, ScheduleFileError
         .collect()
 }
 
-/// A schedule's spec from its parts as a user writes them (the file, the command line),
-/// checked as the workers will check it.
+/// A schedule's spec from its parts as a user writes them (the file, the command line, the
+/// API), checked as the workers will check it; what is not given takes the core's default
+/// (`weir_core::schedule`: UTC, `skip`, a minute).
 pub fn spec(
     name: &str,
     cron: &str,
-    timezone: &str,
+    timezone: Option<&str>,
     function: &str,
     params: serde_json::Value,
     overlap: Option<&str>,
@@ -142,7 +139,7 @@ pub fn spec(
     };
     let spec = ScheduleSpec {
         cron: cron.to_owned(),
-        timezone: timezone.to_owned(),
+        timezone: timezone.unwrap_or(DEFAULT_TIMEZONE).to_owned(),
         ffqn,
         params,
         overlap,
@@ -177,7 +174,7 @@ mod tests {
         .expect("valid");
         assert_eq!(declared.len(), 1);
         let spec = &declared[0].spec;
-        assert_eq!(spec.timezone, "UTC");
+        assert_eq!(spec.timezone, DEFAULT_TIMEZONE);
         assert_eq!(spec.overlap, Overlap::Skip);
         assert_eq!(spec.catchup_window, DEFAULT_CATCHUP_WINDOW);
         assert_eq!(spec.params, serde_json::json!(["eu", 3]));
