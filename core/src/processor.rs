@@ -495,7 +495,7 @@ impl<R: WorkflowRunner> Processor<R> {
 
     /// The partition that owns `id` (the partitioner's rule, same as the log's).
     pub fn partition_of(&self, id: &ExecutionId) -> i32 {
-        crate::partitioner::partition_for_key(id.to_string().as_bytes(), self.config.partitions)
+        self.partition_of_key(&id.to_string())
     }
 
     /// Why a record read on `partition` with `key` does not belong to this partition's

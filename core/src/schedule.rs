@@ -81,12 +81,7 @@ pub enum ScheduleError {
 
 /// Checks a schedule name: 1 to 128 of `[A-Za-z0-9_.-]`.
 pub fn check_name(name: &str) -> Result<(), ScheduleError> {
-    let ok = !name.is_empty()
-        && name.len() <= 128
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'));
-    if ok {
+    if crate::model::is_plain_name(name, 128) {
         Ok(())
     } else {
         Err(ScheduleError::Name(name.to_owned()))

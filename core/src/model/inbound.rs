@@ -25,14 +25,19 @@ pub enum EventNameError {
     InvalidId(String),
 }
 
-/// Checks an event name: 1 to 64 of `[A-Za-z0-9_.-]`.
-pub fn check_event_name(name: &str) -> Result<(), EventNameError> {
-    let ok = !name.is_empty()
-        && name.len() <= MAX_EVENT_NAME_LEN
+/// Whether `name` is 1 to `max_len` of `[A-Za-z0-9_.-]`: the rule of the names Weir takes
+/// from outside (event names, schedule names).
+pub fn is_plain_name(name: &str, max_len: usize) -> bool {
+    !name.is_empty()
+        && name.len() <= max_len
         && name
             .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'));
-    if ok {
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+}
+
+/// Checks an event name: 1 to 64 of `[A-Za-z0-9_.-]`.
+pub fn check_event_name(name: &str) -> Result<(), EventNameError> {
+    if is_plain_name(name, MAX_EVENT_NAME_LEN) {
         Ok(())
     } else {
         Err(EventNameError::InvalidName(name.to_string()))
