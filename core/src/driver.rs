@@ -49,6 +49,7 @@ use chrono::{DateTime, Utc};
 use indexmap::IndexMap;
 use tracing::Instrument;
 
+use crate::correlation::CorrelationState;
 use crate::inline::{self, InlineActivities, InlineOutcome, NoInline};
 use crate::model::ExecutionId;
 use crate::processor::{Batch, Effect, Input, Processor, ProcessorError, ProcessorStats};
@@ -172,13 +173,14 @@ pub trait Log: Send {
         from: i64,
     ) -> impl Future<Output = Result<Vec<LoggedEntry>, BoxError>> + Send;
 
-    /// The schedules of `partitions` as `weir.state` has them: the last record of each key,
-    /// read from the beginning to the last stable offset (so after the previous owner's
-    /// transaction is resolved, as [`Log::read_history`]), tombstones dropped.
-    fn read_schedules(
+    /// The keyed state of `partitions` as `weir.state` has it (schedules, correlation keys):
+    /// the last record of each key, read from the beginning to the last stable offset (so
+    /// after the previous owner's transaction is resolved, as [`Log::read_history`]),
+    /// tombstones dropped.
+    fn read_keyed_state(
         &mut self,
         partitions: &BTreeSet<i32>,
-    ) -> impl Future<Output = Result<Vec<ScheduleState>, BoxError>> + Send;
+    ) -> impl Future<Output = Result<KeyedState, BoxError>> + Send;
 
     /// One transaction of `commit`'s effects and offsets. Returns where each
     /// [`Effect::Append`] landed, in order.
@@ -201,6 +203,14 @@ pub trait Log: Send {
 
     /// What the loop reports after each batch and take-over (for metrics).
     fn observe(&mut self, _report: &Report) {}
+}
+
+/// The keyed state of some partitions (`weir.state`): what the processor keeps in memory
+/// for keys that are not executions.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct KeyedState {
+    pub schedules: Vec<ScheduleState>,
+    pub correlations: Vec<CorrelationState>,
 }
 
 /// An execution's changelog as the store has it: each record with the time it was recorded.
@@ -498,7 +508,11 @@ where
         // when it was written must be read before it is due.
         self.refill_timers(now).await?;
         let timers = self.timers.take_due(now, self.config.max_batch);
-        if records.is_empty() && timers.is_empty() && !self.processor.schedule_due(now) {
+        if records.is_empty()
+            && timers.is_empty()
+            && !self.processor.schedule_due(now)
+            && !self.processor.correlation_due(now)
+        {
             self.write_idle_watermarks(now).await?;
             return Ok(true);
         }
@@ -565,18 +579,23 @@ where
                 );
             }
         }
-        // The schedules of the partitions, as committed with the offsets just rewound to (one
-        // read of them all: a consumer per partition cost ~0.2 s each).
+        // The keyed state of the partitions, as committed with the offsets just rewound to
+        // (one read of them all: a consumer per partition cost ~0.2 s each).
         if !owned.is_empty() {
-            let schedules = self
+            let state = self
                 .log
-                .read_schedules(&owned)
+                .read_keyed_state(&owned)
                 .await
                 .map_err(DriverError::Log)?;
-            if !schedules.is_empty() {
-                tracing::info!(schedules = schedules.len(), "schedules restored");
+            if !state.schedules.is_empty() || !state.correlations.is_empty() {
+                tracing::info!(
+                    schedules = state.schedules.len(),
+                    correlation_keys = state.correlations.len(),
+                    "keyed state restored"
+                );
             }
-            self.processor.restore_schedules(schedules);
+            self.processor.restore_schedules(state.schedules);
+            self.processor.restore_correlations(state.correlations);
         }
         self.owned = owned;
         let now = self.log.now();
@@ -716,6 +735,7 @@ where
             }
         }
         self.processor.fire_schedules(&mut batch);
+        self.processor.expire_correlations(&mut batch);
         self.run_inline(&mut batch).await?;
         let offsets: Positions = self
             .positions

@@ -17,10 +17,13 @@
 //! - [`records`]: the plain records of every topic (submissions, history, results, DLQ).
 //! - [`rows`]: what the store keeps, typed.
 //! - [`partitioner`]: Kafka's murmur2 partitioner (which partition owns an execution).
+//! - [`correlation`]: correlation keys: how an event sent to a key reaches the execution
+//!   holding it, and the rules of a key's state.
 //! - [`schedule`]: recurring schedules: their ticks and the rules of their state.
 //! - [`retry`]: the one retry decision of an activity (retry when, or give up answering what).
 
 pub mod cache;
+pub mod correlation;
 pub mod driver;
 pub mod inline;
 pub mod model;

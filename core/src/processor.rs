@@ -116,6 +116,9 @@ use indexmap::{IndexMap, IndexSet};
 use serde_json::Value;
 
 use crate::cache::Policy;
+use crate::correlation::{
+    self, CorrelationAction, CorrelationCommand, CorrelationState, KeyedEvent, Received,
+};
 use crate::model::{
     ChildKind, DelayId, DelayOutcome, EventOutcome, ExecutionError, ExecutionErrorKind,
     ExecutionId, ExecutionResult, Ffqn, Response,
@@ -182,6 +185,21 @@ pub enum Effect {
     /// A command for a schedule's owner (`weir.responses`, keyed `schedule:<name>`, header
     /// `weir.kind = schedule`): an execution a tick started has finished.
     ScheduleCommand(ScheduleCommand),
+    /// A command for a correlation key's owner (`weir.responses`, keyed by the key, header
+    /// `weir.kind = correlation`): an execution registers the key, or has finished.
+    Correlation(CorrelationCommand),
+    /// The new state of a correlation key of an owned partition (`None`: forgotten), on
+    /// `weir.state` (compacted), keyed by the key.
+    PutCorrelation {
+        key: String,
+        state: Option<CorrelationState>,
+    },
+    /// An event sent to a key, forwarded to the execution holding it (`weir.events`, keyed
+    /// by the execution).
+    ForwardEvent(InboundEvent),
+    /// An event a key forwarded to an execution that had finished, sent back to the key
+    /// (`weir.events`, keyed by the key).
+    ReturnEvent(KeyedEvent),
     /// The input record `input` of the batch goes to the DLQ, byte for byte.
     DeadLetter {
         input: usize,
@@ -224,6 +242,10 @@ pub enum Body {
     Cancel(CancelRequest),
     /// A command about a schedule (`weir schedule`, `weir topology apply`, a finished run).
     Schedule(ScheduleCommand),
+    /// An event sent to a correlation key (`weir.events`, keyed by the key).
+    KeyedEvent(KeyedEvent),
+    /// An execution registering a correlation key, or finished (`weir.responses`).
+    Correlation(CorrelationCommand),
 }
 
 /// Bytes the driver could not decode.
@@ -329,6 +351,12 @@ pub struct ProcessorStats {
     pub ticks_started: u64,
     pub ticks_skipped: u64,
     pub ticks_missed: u64,
+    /// Events sent to correlation keys: forwarded to the key's holder, or buffered in the
+    /// key until one registers.
+    pub keyed_events_forwarded: u64,
+    pub keyed_events_buffered: u64,
+    /// Forwarded events that found their execution finished and went back to their key.
+    pub keyed_events_returned: u64,
 }
 
 /// At most this many events wait in one execution's buffer.
@@ -381,6 +409,9 @@ pub struct Processor<R: WorkflowRunner> {
     /// The schedules of the owned partitions, by name (restored at take-over, see
     /// [`Processor::restore_schedules`]).
     schedules: BTreeMap<String, ScheduleState>,
+    /// The correlation keys of the owned partitions that hold an execution or events
+    /// (restored at take-over with the schedules).
+    correlations: BTreeMap<String, CorrelationState>,
 }
 
 impl<R: WorkflowRunner> Processor<R> {
@@ -396,6 +427,7 @@ impl<R: WorkflowRunner> Processor<R> {
             policy: Policy::new(config.cache_bytes),
             accessed: IndexSet::new(),
             schedules: BTreeMap::new(),
+            correlations: BTreeMap::new(),
         }
     }
 
@@ -523,7 +555,23 @@ impl<R: WorkflowRunner> Processor<R> {
             Body::Upgrade(u) => keyed_by("an upgrade", &u.execution_id),
             Body::Event(e) => keyed_by("an event", &e.target),
             Body::Cancel(c) => keyed_by("a cancellation", &c.execution_id),
-            Body::Schedule(c) => return self.misrouted_schedule(partition, key, &c.name),
+            Body::Schedule(c) => {
+                let what = format!("a command for schedule `{}`", c.name);
+                return self.misrouted_keyed(partition, key, &schedule::key(&c.name), &what);
+            }
+            Body::KeyedEvent(e) => {
+                let what = format!("an event for correlation key `{}`", e.key);
+                return self.misrouted_keyed(partition, key, &e.key, &what);
+            }
+            Body::Correlation(c) => {
+                let what = format!(
+                    "a {} of {} for correlation key `{}`",
+                    c.action.as_str(),
+                    c.execution_id,
+                    c.key
+                );
+                return self.misrouted_keyed(partition, key, &c.key, &what);
+            }
         };
         match owner {
             Ok(owner) => self.wrong_partition(partition, &owner),
@@ -531,21 +579,24 @@ impl<R: WorkflowRunner> Processor<R> {
         }
     }
 
-    /// Why a command for schedule `name` read on `partition` with `key` is not this
-    /// partition's, if it is not: it is keyed `schedule:<name>`, on that key's partition.
-    fn misrouted_schedule(&self, partition: i32, key: Option<&str>, name: &str) -> Option<String> {
-        let expected_key = schedule::key(name);
-        if key != Some(expected_key.as_str()) {
+    /// Why `what` (a record about keyed state: a schedule, a correlation key) read on
+    /// `partition` with `key` is not this partition's, if it is not: it is keyed
+    /// `expected_key`, on that key's partition.
+    fn misrouted_keyed(
+        &self,
+        partition: i32,
+        key: Option<&str>,
+        expected_key: &str,
+        what: &str,
+    ) -> Option<String> {
+        if key != Some(expected_key) {
             let shown = key.map_or_else(|| "no key".to_owned(), |k| format!("key `{k}`"));
-            return Some(format!(
-                "a command for schedule `{name}` with {shown}: it is keyed `{expected_key}`"
-            ));
+            return Some(format!("{what} with {shown}: it is keyed `{expected_key}`"));
         }
-        let expected = self.partition_of_key(&expected_key);
+        let expected = self.partition_of_key(expected_key);
         (expected != partition).then(|| {
             format!(
-                "a command for schedule `{name}` on partition {partition}: murmur2 of its key \
-                 gives partition {expected}"
+                "{what} on partition {partition}: murmur2 of its key gives partition {expected}"
             )
         })
     }
@@ -670,6 +721,14 @@ impl<R: WorkflowRunner> Processor<R> {
                     Body::Cancel(request) => self.cancel(batch, index, request).await,
                     Body::Schedule(command) => {
                         self.schedule_command(batch, index, command);
+                        Ok(())
+                    }
+                    Body::KeyedEvent(event) => {
+                        self.receive_keyed_event(batch, index, event);
+                        Ok(())
+                    }
+                    Body::Correlation(command) => {
+                        self.correlation_command(batch, index, command);
                         Ok(())
                     }
                 }
@@ -834,17 +893,45 @@ impl<R: WorkflowRunner> Processor<R> {
         let id = inbound.target;
         let event = inbound.event;
         let what = format!("event {} `{}` for {id}", event.event_id, event.name);
+        let finished = match self.cache.get(&id) {
+            None => Some((DlqReason::Other, "the execution does not exist")),
+            // One it took before it finished is a duplicate, not one to give the next holder.
+            Some(live)
+                if live.view.state == ExecutionState::Finished
+                    && inbound.correlation_key.is_some()
+                    && live.view.events_seen.contains(&event.event_id) =>
+            {
+                tracing::debug!(execution = %id, event = %event.event_id, "event dropped: the execution had it already");
+                self.stats.events_duplicate += 1;
+                return Ok(());
+            }
+            Some(live) if live.view.state == ExecutionState::Finished => {
+                Some((DlqReason::Refused, "the execution has finished"))
+            }
+            Some(_) => None,
+        };
+        if let Some((reason, why)) = finished {
+            match inbound.correlation_key {
+                // Forwarded by its key before the key heard that the execution finished: it
+                // goes back, to the key's next holder or its buffer.
+                Some(key) => {
+                    tracing::debug!(execution = %id, event = %event.event_id, %key, "event of a correlation key returned: {why}");
+                    self.stats.keyed_events_returned += 1;
+                    batch.effects.push(Effect::ReturnEvent(KeyedEvent {
+                        event,
+                        key,
+                        sent_at: inbound.sent_at,
+                        returned_by: Some(id),
+                    }));
+                }
+                None => self.dead_letter(batch, index, reason, format!("{what}: {why}")),
+            }
+            return Ok(());
+        }
         let Some(live) = self.cache.get_mut(&id) else {
-            let error = format!("{what}: the execution does not exist");
-            self.dead_letter(batch, index, DlqReason::Other, error);
             return Ok(());
         };
         self.accessed.insert(id.clone());
-        if live.view.state == ExecutionState::Finished {
-            let error = format!("{what}: the execution has finished");
-            self.dead_letter(batch, index, DlqReason::Refused, error);
-            return Ok(());
-        }
         if live.view.events_seen.contains(&event.event_id) {
             tracing::debug!(execution = %id, event = %event.event_id, "event dropped: the execution has it already");
             self.stats.events_duplicate += 1;
@@ -930,6 +1017,109 @@ impl<R: WorkflowRunner> Processor<R> {
             state: Some(state.clone()),
         });
         self.schedules.insert(name, state);
+    }
+
+    /// An event sent to a correlation key of an owned partition; see [`crate::correlation`].
+    fn receive_keyed_event(&mut self, batch: &mut Batch, index: usize, event: KeyedEvent) {
+        let key = event.key.clone();
+        match correlation::receive(self.correlations.get(&key), event, batch.now) {
+            Received::Changed(changed) => {
+                match changed.forwards.first() {
+                    Some(f) => {
+                        tracing::debug!(%key, execution = %f.target, event = %f.event.event_id, "event of a correlation key forwarded")
+                    }
+                    None => {
+                        tracing::debug!(%key, "event of a correlation key buffered: no execution holds the key");
+                        self.stats.keyed_events_buffered += 1;
+                    }
+                }
+                self.put_correlation(batch, &key, changed);
+            }
+            Received::Duplicate => {
+                tracing::debug!(%key, "event dropped: the key has this event id already");
+                self.stats.events_duplicate += 1;
+            }
+            Received::Full(error) => {
+                tracing::warn!(%key, %error, "event of a correlation key refused");
+                self.dead_letter(batch, index, DlqReason::Refused, error);
+            }
+        }
+    }
+
+    /// A registration of a correlation key of an owned partition, or the end of one.
+    fn correlation_command(
+        &mut self,
+        batch: &mut Batch,
+        index: usize,
+        command: CorrelationCommand,
+    ) {
+        let key = command.key.clone();
+        match correlation::apply(self.correlations.get(&key), &command, batch.now) {
+            correlation::Applied::Unchanged => {
+                tracing::debug!(%key, execution = %command.execution_id, action = command.action.as_str(), "correlation command changes nothing");
+            }
+            correlation::Applied::Refused(error) => {
+                tracing::warn!(%key, %error, "correlation command refused");
+                self.dead_letter(batch, index, DlqReason::Refused, error);
+            }
+            correlation::Applied::Changed(changed) => {
+                tracing::info!(%key, execution = %command.execution_id, action = command.action.as_str(), forwarded = changed.forwards.len(), "correlation key changed");
+                self.put_correlation(batch, &key, changed);
+            }
+        }
+    }
+
+    /// Writes a key's new state and forwards what the rule forwards, in this batch.
+    fn put_correlation(&mut self, batch: &mut Batch, key: &str, changed: correlation::Changed) {
+        self.stats.keyed_events_forwarded += changed.forwards.len() as u64;
+        batch
+            .effects
+            .extend(changed.forwards.into_iter().map(Effect::ForwardEvent));
+        match &changed.state {
+            Some(state) => {
+                self.correlations.insert(key.to_owned(), state.clone());
+            }
+            None => {
+                self.correlations.remove(key);
+            }
+        }
+        batch.effects.push(Effect::PutCorrelation {
+            key: key.to_owned(),
+            state: changed.state,
+        });
+    }
+
+    /// Whether a correlation key has an event id to forget at `now` (the driver makes a batch
+    /// for it).
+    pub fn correlation_due(&self, now: DateTime<Utc>) -> bool {
+        self.correlations
+            .values()
+            .any(|c| c.expires_at().is_some_and(|at| at <= now))
+    }
+
+    /// Forgets the event ids the keys forwarded longer than
+    /// [`correlation::DEDUP_WINDOW`] ago; a key left with nothing is a tombstone.
+    pub fn expire_correlations(&mut self, batch: &mut Batch) {
+        let expired: Vec<(String, correlation::Changed)> = self
+            .correlations
+            .values()
+            .filter_map(|c| Some((c.key.clone(), correlation::expire(c, batch.now)?)))
+            .collect();
+        for (key, changed) in expired {
+            self.put_correlation(batch, &key, changed);
+        }
+    }
+
+    /// Adopts the correlation keys of a partition taken over, as `weir.state` has them.
+    pub fn restore_correlations(&mut self, states: impl IntoIterator<Item = CorrelationState>) {
+        for state in states {
+            self.correlations.insert(state.key.clone(), state);
+        }
+    }
+
+    /// The correlation keys of the owned partitions that hold something.
+    pub fn correlations(&self) -> impl Iterator<Item = &CorrelationState> {
+        self.correlations.values()
     }
 
     /// Adopts the schedules of a partition taken over, as `weir.state` has them.
@@ -1607,11 +1797,18 @@ impl<R: WorkflowRunner> Processor<R> {
                     .unwrap_or_else(|| request.execution_id.clone());
                 TraceParent::for_execution(&parent, metadata(&parent))
             }
+            // In the trace of the execution it reaches (known only on its partition).
+            Effect::ForwardEvent(event) => {
+                TraceParent::for_execution(&event.target, metadata(&event.target))
+            }
             Effect::PutTimer(_)
             | Effect::DeleteTimer(_)
             | Effect::DeadLetter { .. }
             | Effect::PutSchedule { .. }
-            | Effect::ScheduleCommand(_) => {
+            | Effect::ScheduleCommand(_)
+            | Effect::Correlation(_)
+            | Effect::PutCorrelation { .. }
+            | Effect::ReturnEvent(_) => {
                 return None;
             }
         })
@@ -1706,6 +1903,7 @@ impl<R: WorkflowRunner> Processor<R> {
     /// have moved past what is committed).
     pub fn clear(&mut self) {
         self.schedules.clear();
+        self.correlations.clear();
         self.cache.clear();
         self.deferred.clear();
         self.policy.clear();
@@ -1754,6 +1952,11 @@ pub fn view_bytes(view: &ExecutionView) -> usize {
         + view.responses_seen.len() * 64
         + view.events_seen.len() * 64
         + view.stub_children().count() * 64
+        + view
+            .correlation_keys
+            .iter()
+            .map(|k| k.len() + 48)
+            .sum::<usize>()
         + view
             .buffered_events()
             .iter()
@@ -2161,7 +2364,7 @@ fn cancel_waits<Run>(batch: &mut Batch, live: &Live<Run>, stop: &Stop) -> Vec<Re
 fn input_owner(key: Option<&str>, body: &Body) -> Option<ExecutionId> {
     Some(match body {
         // A schedule is no execution: nothing to rehydrate.
-        Body::Schedule(_) => return None,
+        Body::Schedule(_) | Body::KeyedEvent(_) | Body::Correlation(_) => return None,
         Body::Submission(s)
         | Body::UnparsableParams { submission: s, .. }
         | Body::UnparsableFfqn { submission: s, .. } => s.execution_id.clone(),
@@ -2318,6 +2521,12 @@ fn output_effect<R: WorkflowRunner>(
         }
         // The projection puts the timer of the delay's `DelayRequest` event.
         Output::RequestDelay { .. } => {}
+        Output::Correlate { key } => batch.effects.push(Effect::Correlation(CorrelationCommand {
+            key,
+            execution_id: id,
+            action: CorrelationAction::Register,
+            sent_at: batch.now,
+        })),
         Output::Schedule {
             execution_id,
             ffqn,
@@ -2534,6 +2743,15 @@ fn finish_with<Run>(
         }),
     };
     batch.effects.push(effect);
+    // The keys it registered take no more events for it.
+    for key in &live.view.correlation_keys {
+        batch.effects.push(Effect::Correlation(CorrelationCommand {
+            key: key.clone(),
+            execution_id: live.view.id.clone(),
+            action: CorrelationAction::Unregister,
+            sent_at: batch.now,
+        }));
+    }
     // A tick's execution tells its schedule, which may wait for it (overlap `skip`).
     if created.parent.is_none()
         && let Some(name) = created.metadata.get(schedule::METADATA_SCHEDULE)

@@ -28,6 +28,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
+use indexmap::IndexSet;
 
 use crate::model::{
     ChildKind, EventOutcome, EventRequestId, ExecutionId, ExecutionResult, Ffqn, HistoryEvent,
@@ -143,6 +144,9 @@ pub struct ExecutionView {
     buffered_events: Vec<ReceivedEvent>,
     /// Waits for events requested and not answered, in request order.
     pending_events: Vec<(EventRequestId, String)>,
+    /// The correlation keys the execution registered (`Correlate`), in order, each once: its
+    /// finish unregisters them.
+    pub correlation_keys: IndexSet<String>,
     pub updated_at: DateTime<Utc>,
     pub finished_at: Option<DateTime<Utc>>,
 }
@@ -176,6 +180,7 @@ impl ExecutionView {
             events_seen: HashSet::new(),
             buffered_events: Vec::new(),
             pending_events: Vec::new(),
+            correlation_keys: IndexSet::new(),
             updated_at: at,
             finished_at: None,
         };
@@ -272,6 +277,9 @@ impl ExecutionView {
                         self.stub_children
                             .insert(child_execution_id.to_string(), None);
                     }
+                }
+                if let HistoryEvent::Correlate { key } = event {
+                    self.correlation_keys.insert(key.clone());
                 }
                 if let HistoryEvent::JoinSetRequest {
                     request:

@@ -165,6 +165,10 @@ pub struct InboundEvent {
     pub event: ReceivedEvent,
     pub target: ExecutionId,
     pub sent_at: DateTime<Utc>,
+    /// The correlation key it was sent to, when the key's owner forwarded it to its holder
+    /// ([`crate::correlation`]): if the execution has finished, it goes back to the key
+    /// instead of the DLQ.
+    pub correlation_key: Option<String>,
 }
 
 /// A request to move an execution to another build of its workflow. Topic `weir.responses`,

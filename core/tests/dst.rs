@@ -20,8 +20,9 @@
 //! A known bug gets an `#[ignore]`d test naming the issue item and the seeds or the scripted
 //! scenario that shows it, un-ignored when its fix lands
 //! (`cargo test -p weir-core --features test-util --test dst -- --ignored`). None is open
-//! today; the tests of the bugs found so far (issue 11 items 0, 1, 2, 5, 6, and a hanging
-//! transaction hiding batches from catch-up) run in CI.
+//! today; the tests of the bugs found so far (issue 11 items 0, 1, 2, 5, 6, a hanging
+//! transaction hiding batches from catch-up, a retried keyed event sent back by its finished
+//! holder, an event id sent twice to a correlation key reaching two executions) run in CI.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -199,11 +200,11 @@ fn passing_faults_do_happen() {
 // (`found_with`), so that a seed named below runs exactly the run that failed.
 
 /// The fault classes a seed of `class` ran with when its bug was found: every class but
-/// the five that each found one (and `inline` and `schedules`, which came after: with them a
-/// seed would run another run), plus `class`.
+/// the five that each found one (and `inline`, `schedules` and `correlation`, which came
+/// after: with them a seed would run another run), plus `class`.
 fn found_with(class: &str) -> Faults {
     let spec = format!(
-        "all,-hanging_txns,-zombies,-revoked_writes,-long_timers,-long_idle,-inline,-schedules,+{class}"
+        "all,-hanging_txns,-zombies,-revoked_writes,-long_timers,-long_idle,-inline,-schedules,-correlation,-correlation_duplicates,+{class}"
     );
     Faults::parse(&spec).unwrap()
 }
@@ -314,6 +315,80 @@ fn dst_schedules() {
         total.started > 0 && total.skipped > 0 && total.missed > 0 && total.paused > 0,
         "the runs do not exercise the schedule rules: {total:?}"
     );
+}
+
+/// Correlation keys (`Faults::correlation`) among crashes, zombies, hanging transactions,
+/// rebalances, outages, pauses, events, cancellations and deadlines (the classes of
+/// `dst_schedules`). `order` executions register keys of a pool of one to three (several
+/// share a key: the holder queue) and wait for `paid`, racing a timeout, without one, or not
+/// at all; clients send events to the keys before any registration, while held, after the
+/// holders finished, a few to a key nobody registers (the same id twice is
+/// `dst_correlation_duplicates`). Once the run settled the
+/// holders are checked, then an event is sent to each key an unfinished execution registered,
+/// round after round, until every one finished. `check_correlation`: each event id reaches one
+/// execution at most, only one that registered its key; none is lost (taken, kept unclaimed,
+/// buffered in the key's last state, or dead-lettered); each key's committed holders are the
+/// unfinished registrants in registration order, never a finished one, its buffer empty while
+/// held; the holder keeps nothing it could take. The runs must forward, buffer, return,
+/// queue and cross partitions.
+#[test]
+fn dst_correlation() {
+    let faults = correlation_faults();
+    if let Some(seed) = env_u64("WEIR_DST_SEED") {
+        let report = run_seed(seed, faults_from_env(faults));
+        println!("{}", report.render(trace_lines()));
+        assert!(report.passed(), "seed {seed} failed: {}", report.summary());
+        return;
+    }
+    let first = env_u64("WEIR_DST_FIRST_SEED").unwrap_or(0);
+    // ~20 s on two cores.
+    let seeds: Vec<u64> = (first..first + env_u64("WEIR_DST_SEEDS").unwrap_or(10_000)).collect();
+    assert_seeds_pass(&seeds, faults);
+    let mut total = weir_core::sim::CorrelationCounts::default();
+    for seed in seeds.iter().take(100) {
+        let c = run_seed(*seed, faults).correlation;
+        total.sent += c.sent;
+        total.registered += c.registered;
+        total.queued += c.queued;
+        total.forwarded += c.forwarded;
+        total.cross_partition += c.cross_partition;
+        total.returned += c.returned;
+        total.buffered += c.buffered;
+        total.taken += c.taken;
+        total.unclaimed += c.unclaimed;
+    }
+    println!("correlation keys of the first 100 seeds: {total:?}");
+    assert!(
+        total.queued > 0
+            && total.forwarded > 0
+            && total.cross_partition > 0
+            && total.returned > 0
+            && total.buffered > 0
+            && total.taken > 0
+            && total.unclaimed > 0,
+        "the runs do not exercise the correlation rules: {total:?}"
+    );
+}
+
+/// The classes of `dst_correlation`.
+fn correlation_faults() -> Faults {
+    let mut faults = found_with("correlation");
+    faults.zombies = true;
+    faults.hanging_txns = true;
+    faults
+}
+
+/// `dst_correlation` with events sent twice to their key (the same id: at once, as a
+/// producer's retry would, or later). Before the key remembered the ids it forwarded
+/// (`CorrelationState::forwarded`), 71 of seeds 0..2000 (50, 62, 145, 202, 220, …) failed
+/// `correlation-once`: the id reached two executions, or one and the key's buffer (see
+/// `correlation_duplicate_later_does_not_reach_the_next_holder`).
+#[test]
+fn dst_correlation_duplicates() {
+    let mut faults = correlation_faults();
+    faults.correlation_duplicates = true;
+    let seeds: Vec<u64> = (0..env_u64("WEIR_DST_SEEDS").unwrap_or(2_000)).collect();
+    assert_seeds_pass(&seeds, faults);
 }
 
 /// Zombies: a worker frozen past its session timeout (and mostly back before its transaction
@@ -692,6 +767,143 @@ fn a_refused_zombie_writes_nothing_until_it_is_assigned_again() {
         violations.iter().all(|v| v.invariant != "seam-contract"),
         &format!("{violations:?}"),
     );
+    assert_invariants(&mut sim);
+}
+
+/// The holders of `key` as its last committed state on `weir.state` lists them.
+fn key_holders(sim: &Sim, key: &str) -> Vec<weir_core::model::ExecutionId> {
+    use weir_core::sim::cluster::{Payload, Topic};
+    let w = sim.world();
+    let mut holders = Vec::new();
+    for (_, r) in w.cluster.committed_records(Topic::State) {
+        if let (Some(k), Some(Payload::Correlation(state))) = (&r.key, &r.payload)
+            && k == key
+        {
+            holders = state.as_ref().map_or_else(Vec::new, |s| s.holders.clone());
+        }
+    }
+    holders
+}
+
+/// Two `order`s register `order:0`, the first holds it, the second waits its turn; batches
+/// of at most `max_batch` records.
+fn two_holders(
+    max_batch: usize,
+) -> (
+    Sim,
+    weir_core::model::ExecutionId,
+    weir_core::model::ExecutionId,
+) {
+    let mut sim = deployment_with(
+        SimConfig {
+            partitions: 2,
+            workers: 1,
+            activity_partitions: 1,
+            max_batch,
+            ..SimConfig::default()
+        },
+        Faults::none(),
+    );
+    let first = sim.submit(Workflow::Order, &[0, 0, 0]);
+    step(&mut sim, 10);
+    let second = sim.submit(Workflow::Order, &[0, 0, 0]);
+    step(&mut sim, 10);
+    let holders = key_holders(&sim, "order:0");
+    ensure(
+        &sim,
+        holders == vec![first.clone(), second.clone()],
+        &format!("both registered, the first holds the key: {holders:?}"),
+    );
+    (sim, first, second)
+}
+
+/// Without faults: an event sent before any registration waits in the key's buffer and goes
+/// to the first registrant (which takes it once its activity answered); the next goes to
+/// the next registrant once the first finished; an event for a key nobody registers stays
+/// buffered.
+#[test]
+fn correlation_keys_forward_buffer_and_queue() {
+    let (mut sim, first, second) = two_holders(500);
+    sim.send_keyed_event("order:1", "kev-1".into(), 1);
+    step(&mut sim, 5);
+    let third = sim.submit(Workflow::Order, &[1, 0, 1]);
+    sim.send_keyed_event("order:0", "kev-2".into(), 2);
+    step(&mut sim, 20);
+    let holders = key_holders(&sim, "order:0");
+    ensure(
+        &sim,
+        holders == vec![second.clone()],
+        &format!("{first} took kev-2 and finished, {second} holds the key: {holders:?}"),
+    );
+    sim.send_keyed_event("order:0", "kev-3".into(), 3);
+    sim.send_keyed_event("order:9", "kev-4".into(), 4);
+    assert_invariants(&mut sim);
+    let results: Vec<(weir_core::model::ExecutionId, serde_json::Value)> = {
+        use weir_core::sim::cluster::{Payload, Topic};
+        let w = sim.world();
+        w.cluster
+            .committed_records(Topic::Results)
+            .filter_map(|(_, r)| match &r.payload {
+                Some(Payload::Result(f)) => match &f.result {
+                    weir_core::model::ExecutionResult::Ok(v) => {
+                        Some((f.execution_id.clone(), v.clone()))
+                    }
+                    _ => None,
+                },
+                _ => None,
+            })
+            .collect()
+    };
+    for (id, value) in [(first, 2), (second, 3), (third, 1)] {
+        assert!(
+            results.contains(&(id.clone(), serde_json::json!(value))),
+            "{id} finished with {value}: {results:?}"
+        );
+    }
+    let c = sim.report(true, Vec::new()).correlation;
+    assert_eq!((c.taken, c.buffered, c.queued), (3, 2, 1), "{c:?}");
+}
+
+/// An event sent twice at once (a producer's retry) to a key held by `first`, `second`
+/// waiting its turn: the key forwards both copies to `first`, which takes the first and
+/// finishes; the second copy finds it finished. It must not go back to the key
+/// (`returned_by`), which has dropped `first` by then and would forward it to `second` (one
+/// event, taken by two executions: `correlation-once`): `first` has its id
+/// (`events_seen`), so it is a duplicate to drop (`Processor::receive_event`).
+#[test]
+fn correlation_duplicate_at_once_stays_with_its_holder() {
+    // One record per batch: the holder takes the first copy and finishes before it reads
+    // the second (in one batch, the second is dropped as a duplicate).
+    let (mut sim, _, _) = two_holders(1);
+    sim.send_keyed_event("order:0", "kev-1".into(), 1);
+    sim.send_keyed_event("order:0", "kev-1".into(), 1);
+    step(&mut sim, 30);
+    // Lets the second finish if kev-1 did not reach it.
+    sim.send_keyed_event("order:0", "kev-2".into(), 2);
+    assert_invariants(&mut sim);
+}
+
+/// An event sent again after its holder took it and finished (a client retrying after a
+/// time-out): the key remembers the id it forwarded and drops the copy. Without that (the
+/// bug `dst_correlation_duplicates` found) the copy reached the next holder (or waited for the
+/// next registrant): taken twice (`correlation-once`); also for two copies sent at once (the
+/// key reads `weir.events` and `weir.responses` in no fixed order, so the second copy may come
+/// after the first holder's `Unregister`), and for a copy sent back by a finished holder that
+/// never had it.
+#[test]
+fn correlation_duplicate_later_does_not_reach_the_next_holder() {
+    let (mut sim, first, second) = two_holders(500);
+    sim.send_keyed_event("order:0", "kev-1".into(), 1);
+    step(&mut sim, 30);
+    let holders = key_holders(&sim, "order:0");
+    ensure(
+        &sim,
+        holders == vec![second.clone()],
+        &format!("{first} took kev-1 and finished, {second} holds the key: {holders:?}"),
+    );
+    sim.send_keyed_event("order:0", "kev-1".into(), 1);
+    step(&mut sim, 30);
+    sim.send_keyed_event("order:0", "kev-2".into(), 2);
     assert_invariants(&mut sim);
 }
 

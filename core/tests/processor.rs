@@ -1188,6 +1188,7 @@ fn event_named(target: &ExecutionId, event_id: &str, name: &str, payload: i64) -
             },
             target: target.clone(),
             sent_at: now(),
+            correlation_key: None,
         })),
     }
 }
@@ -2370,5 +2371,253 @@ mod schedules {
         again.clear();
         assert_eq!(again.schedules().count(), 0);
         assert!(fire(&mut again, at(9_000)).is_empty());
+    }
+}
+
+/// Issue 13 item 2: correlation keys through `Processor::step` — the key's owner forwards,
+/// buffers, queues holders and takes back what a finished holder returns; the execution's
+/// owner returns a forwarded event it cannot take instead of dead-lettering it.
+mod correlation {
+    use super::*;
+    use weir_core::correlation::{
+        CorrelationAction, CorrelationCommand, CorrelationState, KeyedEvent,
+    };
+    use weir_core::records::{DlqReason, InboundEvent, ReceivedEvent};
+
+    const KEY: &str = "payment:order-42";
+
+    /// A processor of three partitions, so that keys and executions may sit apart.
+    fn processor() -> Processor<SimRunner> {
+        Processor::new(
+            SimRunner,
+            ProcessorConfig {
+                cache_bytes: 1 << 30,
+                cache_size: 16,
+                max_record_bytes: 1 << 20,
+                partitions: 3,
+            },
+        )
+    }
+
+    /// The input record of `body` keyed `key`, on the partition of `key`.
+    fn record(key: &str, body: Body) -> Input {
+        Input::Record {
+            index: 0,
+            partition: weir_core::partitioner::partition_for_key(key.as_bytes(), 3),
+            key: Some(key.to_owned()),
+            size: 100,
+            body: Ok(body),
+        }
+    }
+
+    fn keyed(event_id: &str, returned_by: Option<ExecutionId>) -> Body {
+        Body::KeyedEvent(KeyedEvent {
+            event: ReceivedEvent {
+                event_id: event_id.to_owned(),
+                name: "approved".to_owned(),
+                payload: json!(7),
+            },
+            key: KEY.to_owned(),
+            sent_at: now(),
+            returned_by,
+        })
+    }
+
+    fn command(id: &ExecutionId, action: CorrelationAction) -> Body {
+        Body::Correlation(CorrelationCommand {
+            key: KEY.to_owned(),
+            execution_id: id.clone(),
+            action,
+            sent_at: now(),
+        })
+    }
+
+    fn forwards(effects: &[Effect]) -> Vec<InboundEvent> {
+        effects
+            .iter()
+            .filter_map(|e| match e {
+                Effect::ForwardEvent(f) => Some(f.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn put(effects: &[Effect]) -> Option<Option<CorrelationState>> {
+        effects.iter().find_map(|e| match e {
+            Effect::PutCorrelation { key, state } if key == KEY => Some(state.clone()),
+            _ => None,
+        })
+    }
+
+    fn id() -> ExecutionId {
+        ExecutionId::top_level(ulid::Ulid::new())
+    }
+
+    #[test]
+    fn a_key_buffers_until_registered_then_forwards_and_queues_holders() {
+        let mut p = processor();
+        let (first, second) = (id(), id());
+        // Before any registration: buffered in the key's state, a duplicate kept once.
+        let early = step(&mut p, record(KEY, keyed("ev-1", None)));
+        let state = put(&early).flatten().expect("the key keeps the event");
+        assert_eq!(state.buffered.len(), 1);
+        assert!(forwards(&early).is_empty());
+        let twice = step(&mut p, record(KEY, keyed("ev-1", None)));
+        assert!(twice.is_empty(), "{twice:?}");
+        // The registration takes the buffer: forwarded, keyed by the holder, with the key.
+        let registered = step(
+            &mut p,
+            record(KEY, command(&first, CorrelationAction::Register)),
+        );
+        let sent = forwards(&registered);
+        assert_eq!(sent.len(), 1, "{registered:?}");
+        assert_eq!(sent[0].target, first);
+        assert_eq!(sent[0].correlation_key.as_deref(), Some(KEY));
+        assert_eq!(
+            put(&registered).flatten().expect("held").holders,
+            vec![first.clone()]
+        );
+        // A second registrant waits; events go to the first, and change no state.
+        step(
+            &mut p,
+            record(KEY, command(&second, CorrelationAction::Register)),
+        );
+        let next = step(&mut p, record(KEY, keyed("ev-2", None)));
+        assert_eq!(forwards(&next)[0].target, first);
+        let remembered = put(&next).flatten().expect("held");
+        assert_eq!(
+            remembered
+                .forwarded
+                .iter()
+                .map(|f| f.event_id.as_str())
+                .collect::<Vec<_>>(),
+            ["ev-1", "ev-2"],
+            "a forward remembers its id"
+        );
+        let resent = step(&mut p, record(KEY, keyed("ev-2", None)));
+        assert!(resent.is_empty(), "sent again: a duplicate {resent:?}");
+        // The first finishes: the second holds the key; the last one gone, the key is forgotten.
+        let done = step(
+            &mut p,
+            record(KEY, command(&first, CorrelationAction::Unregister)),
+        );
+        assert_eq!(
+            put(&done).flatten().expect("held").holders,
+            vec![second.clone()]
+        );
+        let after = step(&mut p, record(KEY, keyed("ev-3", None)));
+        assert_eq!(forwards(&after)[0].target, second);
+        let gone = step(
+            &mut p,
+            record(KEY, command(&second, CorrelationAction::Unregister)),
+        );
+        let remembering = put(&gone).flatten().expect("remembers what it forwarded");
+        assert!(remembering.holders.is_empty());
+        // The remembered ids expire after the window: then the key is a tombstone.
+        let due = remembering.expires_at().expect("an expiry");
+        assert!(!p.correlation_due(due - chrono::Duration::seconds(1)));
+        assert!(p.correlation_due(due));
+        let mut batch = Batch::new(due);
+        p.expire_correlations(&mut batch);
+        assert_eq!(put(&batch.effects), Some(None), "a tombstone");
+        assert_eq!(p.correlations().count(), 0);
+        assert_eq!(p.stats().keyed_events_forwarded, 3);
+    }
+
+    #[test]
+    fn an_event_returned_by_a_finished_holder_goes_to_the_next() {
+        let mut p = processor();
+        let (first, second) = (id(), id());
+        for holder in [&first, &second] {
+            step(
+                &mut p,
+                record(KEY, command(holder, CorrelationAction::Register)),
+            );
+        }
+        let back = step(&mut p, record(KEY, keyed("ev-1", Some(first.clone()))));
+        assert_eq!(forwards(&back)[0].target, second);
+        assert_eq!(
+            put(&back).flatten().expect("held").holders,
+            vec![second.clone()],
+            "the finished holder is dropped"
+        );
+        // A key restored at take-over goes on from its committed state.
+        let mut again = processor();
+        again.restore_correlations(p.correlations().cloned().collect::<Vec<_>>());
+        let next = step(&mut again, record(KEY, keyed("ev-2", None)));
+        assert_eq!(forwards(&next)[0].target, second);
+    }
+
+    #[test]
+    fn a_forwarded_event_an_execution_cannot_take_goes_back_to_its_key() {
+        let mut p = processor();
+        let holder = id();
+        let forwarded = |target: &ExecutionId, key: Option<&str>| {
+            Body::Event(InboundEvent {
+                event: ReceivedEvent {
+                    event_id: "ev-1".to_owned(),
+                    name: "approved".to_owned(),
+                    payload: json!(7),
+                },
+                target: target.clone(),
+                sent_at: now(),
+                correlation_key: key.map(str::to_owned),
+            })
+        };
+        let id_text = holder.to_string();
+        // Unknown: back to the key, not the DLQ.
+        let unknown = step(&mut p, record(&id_text, forwarded(&holder, Some(KEY))));
+        assert!(dead_letters(&unknown).is_empty(), "{unknown:?}");
+        assert!(
+            matches!(&unknown[..], [Effect::ReturnEvent(KeyedEvent { key, returned_by: Some(by), .. })]
+                if key == KEY && *by == holder),
+            "{unknown:?}"
+        );
+        // Finished: the same; an event sent to the id itself is still dead-lettered.
+        let mut input = submission_input(&holder, Workflow::Approval, json!([0]));
+        if let Input::Record { partition, .. } = &mut input {
+            *partition = p.partition_of(&holder);
+        }
+        step(&mut p, input);
+        let taken = step(&mut p, record(&id_text, forwarded(&holder, Some(KEY))));
+        assert_eq!(published(&taken), Some(ExecutionResult::Ok(json!(7))));
+        let mut late = forwarded(&holder, Some(KEY));
+        if let Body::Event(e) = &mut late {
+            e.event.event_id = "ev-2".to_owned();
+        }
+        let returned = step(&mut p, record(&id_text, late));
+        assert!(
+            matches!(&returned[..], [Effect::ReturnEvent(_)]),
+            "{returned:?}"
+        );
+        // One it took already is a duplicate: not given to the key's next holder.
+        let again = step(&mut p, record(&id_text, forwarded(&holder, Some(KEY))));
+        assert!(again.is_empty(), "{again:?}");
+        let direct = step(&mut p, record(&id_text, forwarded(&holder, None)));
+        assert_eq!(dead_letters(&direct)[0].0, DlqReason::Refused);
+        assert_eq!(p.stats().keyed_events_returned, 2);
+    }
+
+    #[test]
+    fn a_record_of_a_key_on_another_partition_is_misrouted() {
+        let mut p = processor();
+        let right = p.partition_of_key(KEY);
+        let wrong = (right + 1) % 3;
+        let input = Input::Record {
+            index: 0,
+            partition: wrong,
+            key: Some(KEY.to_owned()),
+            size: 100,
+            body: Ok(keyed("ev-1", None)),
+        };
+        let effects = step(&mut p, input);
+        assert_eq!(dead_letters(&effects)[0].0, DlqReason::Misrouted);
+        let other_key = record("payment:other", command(&id(), CorrelationAction::Register));
+        let effects = step(&mut p, other_key);
+        assert_eq!(
+            dead_letters(&effects)[0].0,
+            DlqReason::Misrouted,
+            "{effects:?}"
+        );
     }
 }

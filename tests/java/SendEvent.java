@@ -1,11 +1,11 @@
 // Sends an event into a running Weir execution with nothing but the Apache Kafka Java client
 // and Apache Avro: it knows Weir only through schemas/avro/event.avsc (README there). The
-// record is an `InboundEvent` in Avro single-object encoding, keyed by the target execution
-// id, so that Kafka's default partitioner (murmur2, as Weir's) puts it on the partition that
-// owns the execution.
+// record is an `InboundEvent` in Avro single-object encoding, keyed by its target (an
+// execution id, or a correlation key such as `payment:order-42`), so that Kafka's default
+// partitioner (murmur2, as Weir's) puts it on the partition that owns the target.
 //
 //   java -cp '<external-activity lib>/*' SendEvent.java \
-//        <bootstrap> <events topic> <schemas/avro dir> <execution id> <name> <payload JSON> <event id>
+//        <bootstrap> <events topic> <schemas/avro dir> <execution id or key> <name> <payload JSON> <event id>
 //
 // Prints `sent <topic>/<partition>@<offset>` once the broker has it.
 import java.io.File;

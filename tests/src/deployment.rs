@@ -386,6 +386,18 @@ impl Deployment {
         self.submit_with_headers(producer, ffqn, params, &[]).await
     }
 
+    /// [`submit`](Self::submit) as execution `id` (a test that needs to know the id first).
+    pub async fn submit_as(
+        &self,
+        producer: &FutureProducer,
+        id: &ExecutionId,
+        ffqn: &str,
+        params: Value,
+    ) {
+        self.submit_record_as(producer, id, ffqn, params, None, &[])
+            .await
+    }
+
     /// [`submit`](Self::submit) with Kafka headers on the record (`traceparent`, …).
     pub async fn submit_with_headers(
         &self,
@@ -419,9 +431,23 @@ impl Deployment {
         headers: &[(&str, &str)],
     ) -> ExecutionId {
         let id = ExecutionId::top_level(ulid::Ulid::new());
+        self.submit_record_as(producer, &id, ffqn, params, deadline, headers)
+            .await;
+        id
+    }
+
+    async fn submit_record_as(
+        &self,
+        producer: &FutureProducer,
+        id: &ExecutionId,
+        ffqn: &str,
+        params: Value,
+        deadline: Option<chrono::DateTime<chrono::Utc>>,
+        headers: &[(&str, &str)],
+    ) {
         let ffqn = ffqn.parse::<Ffqn>().expect("ffqn");
         let submission =
-            weir::kafka::submit::top_level(&id, ffqn, params, Default::default(), deadline);
+            weir::kafka::submit::top_level(id, ffqn, params, Default::default(), deadline);
         let topic = self.topic(TopicRole::Submissions);
         let value = self.codec.encode(&topic, &submission).expect("encode");
         let mut owned = rdkafka::message::OwnedHeaders::new();
@@ -442,7 +468,6 @@ impl Deployment {
             )
             .await
             .expect("produce");
-        id
     }
 
     /// Every committed record of a topic, decoded, read until `done` says enough.

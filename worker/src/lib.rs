@@ -22,7 +22,7 @@ pub mod metrics;
 pub mod options;
 pub mod present;
 // The pure core lives in `weir-core`; its modules keep their paths here.
-pub use weir_core::{model, projection, replay, schedule};
+pub use weir_core::{correlation, model, partitioner, projection, replay, schedule};
 pub mod store;
 pub mod telemetry;
 pub mod topology;

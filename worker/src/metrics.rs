@@ -99,6 +99,13 @@ pub struct Metrics {
     pub schedule_ticks_started: Counter,
     pub schedule_ticks_skipped: Counter,
     pub schedule_ticks_missed: Counter,
+    /// Events sent to correlation keys, by what their key's owner did: forwarded to the
+    /// execution holding the key, buffered in the key (no execution held it), returned (a
+    /// forwarded event that found its execution finished, back to its key):
+    /// `weir_keyed_events_total{outcome}`.
+    pub keyed_events_forwarded: Counter,
+    pub keyed_events_buffered: Counter,
+    pub keyed_events_returned: Counter,
     /// Activity requests a workflow worker answered itself, in the batch that made them.
     pub inline_activities_answered: Counter,
     /// Inline requests sent to their topics instead (not run, interrupted at the budget, or a
@@ -151,6 +158,21 @@ impl Metrics {
             let _ = writeln!(
                 out,
                 "weir_schedule_ticks_total{{outcome=\"{outcome}\"}} {}",
+                counter.get()
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP weir_keyed_events_total Events sent to correlation keys, by outcome: forwarded to the execution holding the key, buffered in the key (none held it), returned to the key by a holder that had finished.\n# TYPE weir_keyed_events_total counter"
+        );
+        for (outcome, counter) in [
+            ("forwarded", &self.keyed_events_forwarded),
+            ("buffered", &self.keyed_events_buffered),
+            ("returned", &self.keyed_events_returned),
+        ] {
+            let _ = writeln!(
+                out,
+                "weir_keyed_events_total{{outcome=\"{outcome}\"}} {}",
                 counter.get()
             );
         }
@@ -419,6 +441,7 @@ mod tests {
         metrics.activity_batches.seconds.observe(0.5);
         metrics.partitions_owned.set(2);
         metrics.activity_batches.client_restarts.inc();
+        metrics.keyed_events_buffered.add(2);
         let addr = serve(Arc::clone(&metrics), "127.0.0.1:0".parse().unwrap())
             .await
             .unwrap();
@@ -450,6 +473,14 @@ mod tests {
             "one family, two series: {response}"
         );
         assert!(response.contains("weir_partitions_owned 2"), "{response}");
+        assert!(
+            response.contains("weir_keyed_events_total{outcome=\"buffered\"} 2"),
+            "{response}"
+        );
+        assert!(
+            response.contains("weir_keyed_events_total{outcome=\"returned\"} 0"),
+            "{response}"
+        );
         assert!(
             response.contains("weir_kafka_client_restarts_total{worker=\"activity\"} 1"),
             "{response}"

@@ -19,6 +19,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::codec::{InboundEvent, ReceivedEvent, Submission};
+use crate::correlation::KeyedEvent;
 use crate::model::{ExecutionId, Ffqn, check_event_name};
 
 /// The parsed `triggers.toml`.
@@ -281,6 +282,8 @@ pub struct SourceRecord<'a> {
 pub enum Mapped {
     Submission(Submission),
     Event(InboundEvent),
+    /// An event for the execution holding a correlation key (the target field held a key).
+    KeyedEvent(KeyedEvent),
 }
 
 /// Why a record does not map (it goes to the DLQ with this).
@@ -400,24 +403,43 @@ impl Trigger {
                 target,
                 payload,
             } => {
-                let target_id = match take(target)? {
+                let target = match take(target)? {
                     Value::String(s) => s,
                     other => other.to_string(),
                 };
-                let target_id: ExecutionId = target_id.parse().map_err(|e| MapError::Invalid {
+                let invalid = |reason: String| MapError::Invalid {
                     trigger: self.name.clone(),
                     at: at.clone(),
-                    reason: format!("target `{target_id}` is not an execution id: {e}"),
-                })?;
+                    reason,
+                };
                 let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+                let event = ReceivedEvent {
+                    event_id: format!("trigger-{hex}"),
+                    name: name.clone(),
+                    payload: take(payload)?,
+                };
+                if !crate::correlation::targets_execution(&target) {
+                    crate::correlation::check_key(&target).map_err(|e| {
+                        invalid(format!(
+                            "target `{target}` is neither an execution id (`E_…`) nor a \
+                             correlation key: {e}"
+                        ))
+                    })?;
+                    return Ok(Mapped::KeyedEvent(KeyedEvent {
+                        event,
+                        key: target,
+                        sent_at: now,
+                        returned_by: None,
+                    }));
+                }
+                let target: ExecutionId = target.parse().map_err(|e| {
+                    invalid(format!("target `{target}` is not an execution id: {e}"))
+                })?;
                 Ok(Mapped::Event(InboundEvent {
-                    event: ReceivedEvent {
-                        event_id: format!("trigger-{hex}"),
-                        name: name.clone(),
-                        payload: take(payload)?,
-                    },
-                    target: target_id,
+                    event,
+                    target,
                     sent_at: now,
+                    correlation_key: None,
                 }))
             }
         }
@@ -544,6 +566,31 @@ payload = "/by"
             }
             other => panic!("{other:?}"),
         }
+        // A target that is no execution id is a correlation key; one that breaks the key
+        // rules does not map.
+        let keyed = |key: &str| {
+            t[2].map(
+                "ns",
+                &record(
+                    "shop.approvals",
+                    3,
+                    Some(key.as_bytes()),
+                    br#"{"by": "ann"}"#,
+                    &[],
+                ),
+                now,
+            )
+        };
+        match keyed("payment:order-42").expect("maps") {
+            Mapped::KeyedEvent(e) => {
+                assert_eq!(e.key, "payment:order-42");
+                assert_eq!(e.event.payload, json!("ann"));
+                assert_eq!(e.returned_by, None);
+            }
+            other => panic!("{other:?}"),
+        }
+        let refused = keyed("schedule:nightly").expect_err("a reserved prefix");
+        assert!(refused.to_string().contains("correlation key"), "{refused}");
     }
 
     #[test]
@@ -563,7 +610,7 @@ payload = "/by"
             (
                 &t[2],
                 br#"{"by": "x"}"#,
-                Some(b"nobody"),
+                Some(b"E_nobody"),
                 "not an execution id",
             ),
         ];

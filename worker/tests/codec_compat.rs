@@ -15,9 +15,11 @@ use apache_avro::writer::datum::GenericDatumWriter;
 use codec_samples::*;
 use weir::codec::schemas::{self, RecordSchema};
 use weir::codec::{
-    AvroRecord, Codec, Created, DlqEnvelope, DlqReason, ExecutionFinished, HistoryEntry,
-    HistoryRecord, InMemoryRegistry, RecordPosition, SchemaRegistry, Submission, value_subject,
+    AvroRecord, Codec, Created, DlqEnvelope, DlqReason, EventRecord, ExecutionFinished,
+    HistoryEntry, HistoryRecord, InMemoryRegistry, InboundEvent, RecordPosition, SchemaRegistry,
+    Submission, value_subject,
 };
+use weir::correlation::KeyedEvent;
 
 fn avro_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../schemas/avro")
@@ -198,6 +200,9 @@ fn resolution_matches_union_branches_by_name() {
     check_full_resolution(&activity_cancels());
     check_full_resolution(&execution_finished());
     check_full_resolution(&dlq_envelopes());
+    check_full_resolution(&event_records());
+    check_full_resolution(&correlation_commands());
+    check_full_resolution(&correlation_states());
 }
 
 #[test]
@@ -370,6 +375,7 @@ fn v1_records_read_as_current_unchanged() {
             && !text.contains("Upgraded")
             && !holds_events(&text)
             && !holds_deadline(&text)
+            && !holds_correlation(&text)
     }
     fn held<R: std::fmt::Debug>(records: Vec<R>) -> Vec<R> {
         let held: Vec<R> = records.into_iter().filter(v1_can_hold).collect();
@@ -409,6 +415,7 @@ fn v2_history_records_read_as_current_unpinned() {
                 && !text.contains("Upgraded")
                 && !holds_events(&text)
                 && !holds_deadline(&text)
+                && !holds_correlation(&text)
         })
         .collect();
     assert!(
@@ -433,7 +440,7 @@ fn v3_history_records_read_as_current_unchanged() {
         .into_iter()
         .filter(|r| {
             let text = format!("{r:?}");
-            !holds_events(&text) && !holds_deadline(&text)
+            !holds_events(&text) && !holds_deadline(&text) && !holds_correlation(&text)
         })
         .collect();
     assert!(
@@ -457,7 +464,7 @@ fn v4_records_read_as_current_without_deadlines() {
         deadline: None,
         ..s.clone()
     });
-    let records = history_records();
+    let records = held_before_correlation(history_records());
     assert!(holds_deadline(&format!("{records:?}")));
     check_old_records("v4", "weir.history", &records, |r| match &r.entry {
         HistoryEntry::Created(c) => HistoryRecord {
@@ -469,6 +476,58 @@ fn v4_records_read_as_current_without_deadlines() {
         },
         _ => r.clone(),
     });
+}
+
+/// Whether a sample (its `Debug` text) holds what only v6 has: a correlation key.
+fn holds_correlation(text: &str) -> bool {
+    text.contains("Correlate {") || text.contains("correlation_key: Some")
+}
+
+/// The history records v5 and earlier can hold (no `Correlate`).
+fn held_before_correlation(records: Vec<HistoryRecord>) -> Vec<HistoryRecord> {
+    let held: Vec<HistoryRecord> = records
+        .into_iter()
+        .filter(|r| !holds_correlation(&format!("{r:?}")))
+        .collect();
+    assert!(!held.is_empty());
+    held
+}
+
+/// v5 (before correlation keys) events read as current ones: for an execution, without a
+/// `correlation_key`; for a key (a target that is not an execution id: an older client could
+/// send it), without `returned_by`. Its history records (no `Correlate`) read unchanged.
+#[test]
+fn v5_records_read_as_current_without_correlation() {
+    let events = inbound_events();
+    assert!(holds_correlation(&format!("{events:?}")));
+    check_old_records("v5", "weir.events", &events, |e| InboundEvent {
+        correlation_key: None,
+        ..e.clone()
+    });
+    let keyed = keyed_events();
+    assert!(keyed.iter().any(|k| k.returned_by.is_some()));
+    check_old_records("v5", "weir.events", &keyed, |k| KeyedEvent {
+        returned_by: None,
+        ..k.clone()
+    });
+    check_old_records("v5", "weir.events", &event_records(), |r| match r {
+        EventRecord::Execution(e) => EventRecord::Execution(InboundEvent {
+            correlation_key: None,
+            ..e.clone()
+        }),
+        EventRecord::Keyed(k) => EventRecord::Keyed(KeyedEvent {
+            returned_by: None,
+            ..k.clone()
+        }),
+    });
+    let records = history_records();
+    assert!(holds_correlation(&format!("{records:?}")));
+    check_old_records(
+        "v5",
+        "weir.history",
+        &held_before_correlation(records),
+        Clone::clone,
+    );
 }
 
 /// Until Weir computed the Parsing Canonical Form itself, apache-avro's form (which keeps a

@@ -10,9 +10,11 @@ use chrono::DateTime;
 use codec_samples::*;
 use proptest::prelude::*;
 use weir::codec::{
-    AvroRecord, Codec, ExecutionFinished, HistoryEntry, HistoryRecord, InMemoryRegistry,
-    InboundEvent, RecordPosition, SchemaRegistry, Submission, WireFormat, dlq_headers,
+    AvroRecord, Codec, EventRecord, ExecutionFinished, HistoryEntry, HistoryRecord,
+    InMemoryRegistry, InboundEvent, RecordPosition, SchemaRegistry, Submission, WireFormat,
+    dlq_headers,
 };
+use weir::correlation::KeyedEvent;
 use weir::model::{HistoryEvent, PersistValue, Version};
 
 fn block_on<F: std::future::Future>(f: F) -> F::Output {
@@ -99,36 +101,156 @@ fn events_round_trip() {
     both("weir.events", &inbound_events());
 }
 
-/// An event that breaks the rules (its name, its id, its payload) is refused by the decoder:
-/// it never reaches an execution, and the DLQ says why.
 #[test]
-fn events_that_break_the_rules_do_not_decode() {
-    let position = RecordPosition::at("weir.events", 0, 7);
+fn events_for_correlation_keys_round_trip() {
+    both("weir.events", &keyed_events());
+}
+
+/// What the workflow worker reads from `weir.events`: the target tells an event for an
+/// execution from one for a correlation key, each read back as it was written (by
+/// `InboundEvent` or `KeyedEvent`, the same Avro record).
+#[test]
+fn event_records_round_trip_both_kinds() {
+    both("weir.events", &event_records());
     let codec = Codec::single_object();
-    for (field, bad) in [
-        ("name", "with space"),
-        ("event_id", ""),
-        ("payload", "{not json"),
-        ("target", "E_bad"),
-    ] {
-        let mut value = inbound_events().remove(0).to_avro().unwrap();
-        if let apache_avro::types::Value::Record(fields) = &mut value {
-            for (name, v) in fields.iter_mut() {
-                if name == field {
-                    *v = apache_avro::types::Value::String(bad.into());
-                }
+    let position = RecordPosition::at("weir.events", 0, 7);
+    for event in inbound_events() {
+        let bytes = codec.encode("weir.events", &event).unwrap();
+        assert_eq!(
+            codec.decode::<EventRecord>(&bytes, &position).unwrap(),
+            EventRecord::Execution(event)
+        );
+        let err = codec.decode::<KeyedEvent>(&bytes, &position).unwrap_err();
+        assert!(err.to_string().contains("not a correlation key"), "{err}");
+    }
+    for event in keyed_events() {
+        let bytes = codec.encode("weir.events", &event).unwrap();
+        assert_eq!(
+            codec.decode::<EventRecord>(&bytes, &position).unwrap(),
+            EventRecord::Keyed(event)
+        );
+        let err = codec.decode::<InboundEvent>(&bytes, &position).unwrap_err();
+        assert!(err.to_string().contains("is a correlation key"), "{err}");
+    }
+}
+
+#[test]
+fn correlation_commands_round_trip() {
+    both("weir.responses", &correlation_commands());
+}
+
+#[test]
+fn correlation_states_round_trip() {
+    both("weir.state", &correlation_states());
+}
+
+/// `value` (an `InboundEvent`'s) with `field` set to `bad`, framed in single-object encoding.
+fn event_bytes(
+    mut value: apache_avro::types::Value,
+    field: &str,
+    bad: apache_avro::types::Value,
+) -> Vec<u8> {
+    if let apache_avro::types::Value::Record(fields) = &mut value {
+        for (name, v) in fields.iter_mut() {
+            if name == field {
+                *v = bad.clone();
             }
         }
-        let schema = InboundEvent::schema();
-        let mut bytes = weir::codec::SINGLE_OBJECT_MAGIC.to_vec();
-        bytes.extend_from_slice(&schema.fingerprint.to_le_bytes());
-        apache_avro::writer::datum::GenericDatumWriter::builder(&schema.schema)
-            .build()
-            .unwrap()
-            .write_value_ref(&mut bytes, &value)
-            .unwrap();
-        let err = codec.decode::<InboundEvent>(&bytes, &position).unwrap_err();
-        assert!(err.to_string().contains(field), "{field}: {err}");
+    }
+    let schema = InboundEvent::schema();
+    let mut bytes = weir::codec::SINGLE_OBJECT_MAGIC.to_vec();
+    bytes.extend_from_slice(&schema.fingerprint.to_le_bytes());
+    apache_avro::writer::datum::GenericDatumWriter::builder(&schema.schema)
+        .build()
+        .unwrap()
+        .write_value_ref(&mut bytes, &value)
+        .unwrap();
+    bytes
+}
+
+/// An event that breaks the rules (its name, its id, its payload, its target) is refused by
+/// the decoder: it never reaches an execution or a key, and the DLQ says why.
+#[test]
+fn events_that_break_the_rules_do_not_decode() {
+    use apache_avro::types::Value;
+    let position = RecordPosition::at("weir.events", 0, 7);
+    let codec = Codec::single_object();
+    let some = |s: &str| Value::Union(1, Box::new(Value::String(s.into())));
+    let for_execution = || inbound_events().remove(0).to_avro().unwrap();
+    let for_key = || keyed_events().remove(0).to_avro().unwrap();
+    for (value, field, bad, why) in [
+        (
+            for_execution(),
+            "name",
+            Value::String("with space".into()),
+            "name",
+        ),
+        (
+            for_execution(),
+            "event_id",
+            Value::String("".into()),
+            "event_id",
+        ),
+        (
+            for_execution(),
+            "payload",
+            Value::String("{not json".into()),
+            "payload",
+        ),
+        (
+            for_execution(),
+            "target",
+            Value::String("E_bad".into()),
+            "target",
+        ),
+        (
+            for_key(),
+            "name",
+            Value::String("with space".into()),
+            "name",
+        ),
+        (
+            for_key(),
+            "target",
+            Value::String("with space".into()),
+            "field `target`: correlation key `with space` is not 1 to 128 bytes",
+        ),
+        (
+            for_key(),
+            "target",
+            Value::String("weir:x".into()),
+            "which Weir keeps for its own state",
+        ),
+        (for_key(), "target", Value::String("".into()), "target"),
+        // Only Weir sets these, each on its kind of event.
+        (
+            for_key(),
+            "correlation_key",
+            some("payment:order-42"),
+            "only an event forwarded to an execution names its key",
+        ),
+        (
+            for_execution(),
+            "returned_by",
+            some(&root().to_string()),
+            "only an event for a correlation key is returned",
+        ),
+        (
+            for_execution(),
+            "correlation_key",
+            some("bad key"),
+            "correlation_key",
+        ),
+        (for_key(), "returned_by", some("E_bad"), "returned_by"),
+    ] {
+        let bytes = event_bytes(value, field, bad);
+        let err = codec.decode::<EventRecord>(&bytes, &position).unwrap_err();
+        assert!(err.to_string().contains(why), "{field}: {err}");
+        assert_eq!(
+            err.dlq_reason(),
+            weir::codec::DlqReason::Undecodable,
+            "{err}"
+        );
     }
 }
 
@@ -155,7 +277,7 @@ fn history_records_round_trip_every_entry_and_event() {
         .collect();
     kinds.sort();
     kinds.dedup();
-    assert_eq!(kinds.len(), 6 + 10, "{kinds:?}");
+    assert_eq!(kinds.len(), 6 + 11, "{kinds:?}");
     both("weir.history", &records);
 }
 

@@ -1166,3 +1166,113 @@ fn a_workflow_declares_a_default_deadline_and_an_activity_cannot() {
         assert!(error.to_string().contains(needle), "{entry}: {error}");
     }
 }
+
+const AWAIT_PAYMENT: &str = "weir-examples:workflows/approval-event.await-payment";
+
+fn paid(key: &str, event_id: &str, amount: u32) -> Record {
+    Record::KeyedEvent(weir::correlation::KeyedEvent {
+        event: weir::codec::ReceivedEvent {
+            event_id: event_id.into(),
+            name: "paid".into(),
+            payload: json!({"amount": amount}),
+        },
+        key: key.into(),
+        sent_at: t0(),
+        returned_by: None,
+    })
+}
+
+fn payment(bus: &InMemoryBus, id: &ExecutionId) -> Option<Value> {
+    match bus.result(id)? {
+        ExecutionResult::Ok(Value::String(text)) => Some(serde_json::from_str(text).unwrap()),
+        other => panic!("{id}: {other:?}"),
+    }
+}
+
+/// Events sent to a correlation key reach the execution that registered it, through the
+/// bus's routing of the key's records (its commands, its state, forwarded and returned
+/// events): one sent before the registration waits in the key; a key held by one execution
+/// goes to the next when the first finishes, and an event forwarded to the first after it
+/// finished comes back to the key and reaches the next. Hot and cold alike.
+#[tokio::test]
+async fn correlation_keys_route_events_to_the_execution_that_registered_them() {
+    let host = host();
+    for hot in [true, false] {
+        let mut bus = InMemoryBus::new(host.clone(), t0());
+        bus.set_hot(hot);
+        // Sent before any execution registered the key: it waits there.
+        bus.send(paid("payment:order-1", "ev-1", 100));
+        bus.run_until_idle().await.unwrap();
+        let waiting = bus.correlation("payment:order-1").expect("kept");
+        assert!(waiting.holders.is_empty());
+        assert_eq!(waiting.buffered.len(), 1);
+        let first = bus
+            .submit(&ffqn(AWAIT_PAYMENT), json!(["order-1", 60]))
+            .unwrap();
+        bus.run_until_idle().await.unwrap();
+        assert_eq!(
+            payment(&bus, &first),
+            Some(json!({"amount": 100})),
+            "hot: {hot}"
+        );
+        assert!(
+            bus.execution(&first)
+                .unwrap()
+                .history
+                .contains(&HistoryEvent::Correlate {
+                    key: "payment:order-1".into()
+                }),
+            "hot: {hot}"
+        );
+        // Finished: the key holds nobody, and remembers the id it forwarded (a resend is a
+        // duplicate) until the deduplication window passes.
+        let remembering = bus.correlation("payment:order-1").expect("remembers ev-1");
+        assert!(remembering.holders.is_empty(), "hot: {hot}");
+        assert_eq!(
+            remembering
+                .forwarded
+                .iter()
+                .map(|f| f.event_id.as_str())
+                .collect::<Vec<_>>(),
+            ["ev-1"],
+            "hot: {hot}"
+        );
+
+        // Two executions register one key: the first holds it, the second waits its turn.
+        let a = bus
+            .submit(&ffqn(AWAIT_PAYMENT), json!(["order-2", 60]))
+            .unwrap();
+        let b = bus
+            .submit(&ffqn(AWAIT_PAYMENT), json!(["order-2", 60]))
+            .unwrap();
+        bus.run_until_idle().await.unwrap();
+        let key = bus.correlation("payment:order-2").expect("held");
+        assert_eq!(key.holders, vec![a.clone(), b.clone()], "hot: {hot}");
+        // Both reach `a` (its holder): `a` takes the first and finishes; the second, which
+        // finds it finished, goes back to the key, which gives it to `b`.
+        bus.send(paid("payment:order-2", "ev-2", 200));
+        bus.send(paid("payment:order-2", "ev-3", 300));
+        bus.run_until_idle().await.unwrap();
+        assert_eq!(
+            payment(&bus, &a),
+            Some(json!({"amount": 200})),
+            "hot: {hot}"
+        );
+        assert_eq!(
+            payment(&bus, &b),
+            Some(json!({"amount": 300})),
+            "hot: {hot}"
+        );
+        let key = bus.correlation("payment:order-2").expect("remembers what it forwarded");
+        assert!(key.holders.is_empty(), "hot: {hot}");
+        assert_eq!(key.forwarded.len(), 2, "hot: {hot}");
+        assert!(bus.dead_letters().is_empty(), "{:?}", bus.dead_letters());
+        let stats = bus.processor_stats();
+        assert_eq!(stats.keyed_events_buffered, 1, "hot: {hot}");
+        assert_eq!(stats.keyed_events_returned, 1, "hot: {hot}");
+        assert_eq!(stats.keyed_events_forwarded, 4, "hot: {hot}: {stats:?}");
+        for id in [&first, &a, &b] {
+            assert_replays_identically(&host, &bus, id).await;
+        }
+    }
+}

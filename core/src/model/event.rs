@@ -162,6 +162,11 @@ pub enum HistoryEvent {
         result: ExecutionResult,
         outcome: StubOutcome,
     },
+    /// The workflow registered a correlation key: events sent to the key reach it (when it
+    /// holds the key: one execution at a time, in the order they registered).
+    Correlate {
+        key: String,
+    },
 }
 
 impl HistoryEvent {
@@ -191,6 +196,7 @@ impl HistoryEvent {
             } => "Persist(RandomString)",
             HistoryEvent::Schedule { .. } => "Schedule",
             HistoryEvent::Stub { .. } => "Stub",
+            HistoryEvent::Correlate { .. } => "Correlate",
         }
     }
 }
@@ -291,6 +297,7 @@ impl fmt::Display for HistoryEvent {
                 result,
                 outcome,
             } => write!(f, "Stub({target_execution_id} = {result}, {outcome:?})"),
+            HistoryEvent::Correlate { key } => write!(f, "Correlate({key})"),
         }
     }
 }
@@ -384,6 +391,9 @@ mod tests {
                 target_execution_id: parent.child(&js, 3),
                 result: ExecutionResult::Err(json!("e")),
                 outcome: StubOutcome::Conflict,
+            },
+            HistoryEvent::Correlate {
+                key: "payment:order-42".into(),
             },
         ];
         for e in events {

@@ -219,6 +219,28 @@ impl Replay {
         })
     }
 
+    /// Registers the execution for the events sent to correlation key `key`
+    /// ([`crate::correlation`]): recorded, and emitted as [`Output::Correlate`] on the first
+    /// run. An invalid key is the workflow's bug, fatal like a trap
+    /// ([`UsageError::InvalidCorrelationKey`]).
+    pub fn correlate(&mut self, key: &str) -> Result<(), ReplayError> {
+        self.ensure_idle("correlate")?;
+        if let Err(e) = crate::correlation::check_key(key) {
+            return Err(UsageError::InvalidCorrelationKey(e.to_string()).into());
+        }
+        let event = HistoryEvent::Correlate {
+            key: key.to_owned(),
+        };
+        let recorded = self.replay_step(|r| matching::correlate(r, key), |_| event.clone())?;
+        if recorded.is_none() {
+            self.append(event);
+            self.outputs.push(Output::Correlate {
+                key: key.to_owned(),
+            });
+        }
+        Ok(())
+    }
+
     /// Writes `result` as the result of the stub activity child `target`. The first write is
     /// emitted as [`Output::StubWrite`]; writing the value already there is `Ok`, a different
     /// one is [`StubError::Conflict`]. The outcome is recorded (it can depend on whether a

@@ -25,6 +25,7 @@ pub enum Mismatch {
     /// The random draw's kind or range differs, or the recorded value is outside the range.
     RandomValue,
     StubValue,
+    CorrelationKey,
     /// `<f>-await-next` for another function, or a plain join-next where an await-next ran.
     RequestedFfqn,
     /// A closing join-next (from closing a join set) against a workflow's own, or vice versa.
@@ -48,6 +49,7 @@ impl fmt::Display for Mismatch {
             Mismatch::ScheduleIntention => "schedule intention",
             Mismatch::RandomValue => "random value",
             Mismatch::StubValue => "stub value",
+            Mismatch::CorrelationKey => "correlation key",
             Mismatch::RequestedFfqn => "requested function",
             Mismatch::Closing => "closing flag",
             Mismatch::UnprocessedHistory => "unprocessed history",
@@ -138,6 +140,8 @@ pub enum UsageError {
     RetryMismatch { blocked: String, call: String },
     #[error("{0}")]
     InvalidEventName(String),
+    #[error("{0}")]
+    InvalidCorrelationKey(String),
     #[error("invalid range [{min}, {max_exclusive}) for {what}")]
     InvalidRange {
         what: &'static str,

@@ -228,3 +228,10 @@ pub(crate) fn stub(
         _ => Err(Mismatch::Kind),
     }
 }
+
+pub(crate) fn correlate(recorded: &HistoryEvent, key: &str) -> Result<(), Mismatch> {
+    match recorded {
+        HistoryEvent::Correlate { key: rkey } => same(rkey != key, Mismatch::CorrelationKey),
+        _ => Err(Mismatch::Kind),
+    }
+}

@@ -176,6 +176,8 @@ pub enum Output {
     /// Cancel an unanswered wait for an event of a closed join set (an event that comes
     /// later stays buffered for another wait).
     CancelEvent { event_request_id: EventRequestId },
+    /// Register the execution for the events of a correlation key (with the key's owner).
+    Correlate { key: String },
     /// The execution finished; record it and notify the parent / `weir.results`.
     Finished { result: ExecutionResult },
 }

@@ -100,6 +100,12 @@ pub enum Payload {
     Schedule(Option<ScheduleState>),
     /// A command about a schedule, on `weir.responses`.
     ScheduleCommand(ScheduleCommand),
+    /// A correlation key's state on `weir.state` (`None`: a tombstone).
+    Correlation(Option<crate::correlation::CorrelationState>),
+    /// A registration of a correlation key or the end of one, on `weir.responses`.
+    CorrelationCommand(crate::correlation::CorrelationCommand),
+    /// An event sent to a correlation key, on `weir.events`.
+    KeyedEvent(crate::correlation::KeyedEvent),
     /// Bytes no codec can read (a poison record).
     Garbage(String),
 }

@@ -155,10 +155,20 @@ pub struct Faults {
     /// deleted or paused once their owners caught up after the faults. See
     /// `check::check_schedules` for what is checked.
     pub schedules: bool,
+    /// Correlation keys ([`crate::correlation`]): `order` executions register a key of a
+    /// small pool (several share one: the holder queue) and wait for an event `paid` (some
+    /// racing a timeout, some without, some not waiting at all); clients send events to the
+    /// keys before any registration, while held, after the holders finished. See
+    /// `check::check_correlation` for what is checked.
+    pub correlation: bool,
+    /// With `correlation`: clients send some events to keys twice, the same event id (at
+    /// once, as a producer's retry would, or later). It found an id sent twice reaching two
+    /// executions (`correlation-once`), fixed by the key remembering the ids it forwarded.
+    pub correlation_duplicates: bool,
 }
 
 impl Faults {
-    pub const NAMES: [&'static str; 18] = [
+    pub const NAMES: [&'static str; 20] = [
         "crashes",
         "hanging_txns",
         "rebalances",
@@ -177,6 +187,8 @@ impl Faults {
         "cancels",
         "deadlines",
         "schedules",
+        "correlation",
+        "correlation_duplicates",
     ];
 
     pub fn none() -> Self {
@@ -199,6 +211,8 @@ impl Faults {
             cancels: false,
             deadlines: false,
             schedules: false,
+            correlation: false,
+            correlation_duplicates: false,
         }
     }
 
@@ -211,10 +225,11 @@ impl Faults {
     }
 
     /// What `dst_short` runs: every class no open bug trips. Today that is all of them: the
-    /// classes that found issue 11 items 0, 1, 2, 5, 6 and the hanging-transaction catch-up
-    /// bug (`zombies`, `revoked_writes`, `hanging_txns`, `long_timers`, `long_idle`) joined
-    /// as their fixes landed. A class that finds a new bug leaves this set until its fix,
-    /// with an ignored test naming the seeds.
+    /// classes that found issue 11 items 0, 1, 2, 5, 6, the hanging-transaction catch-up bug
+    /// and the correlation duplicates (`zombies`, `revoked_writes`, `hanging_txns`,
+    /// `long_timers`, `long_idle`, `correlation_duplicates`) joined as their fixes landed. A
+    /// class that finds a new bug leaves this set until its fix, with an ignored test naming
+    /// the seeds.
     pub fn passing() -> Self {
         Faults::all()
     }
@@ -239,6 +254,8 @@ impl Faults {
             "cancels" => &mut self.cancels,
             "deadlines" => &mut self.deadlines,
             "schedules" => &mut self.schedules,
+            "correlation" => &mut self.correlation,
+            "correlation_duplicates" => &mut self.correlation_duplicates,
             _ => return None,
         })
     }

@@ -31,8 +31,8 @@ pub use check::Violation;
 pub use config::{Faults, SimConfig};
 pub use rng::Rng;
 pub use scheduler::{
-    EventCounts, Mix, Report, ScheduleCounts, ScheduleEnd, Sim, SimSchedule, Submitted, epoch,
-    run_seed,
+    CorrelationCounts, EventCounts, KeyedSend, Mix, Report, ScheduleCounts, ScheduleEnd, Sim,
+    SimSchedule, Submitted, epoch, run_seed,
 };
 pub use seams::{SimLog, SimMaterialiser, SimStore};
 pub use workflows::{SimRunner, Workflow};

@@ -52,6 +52,16 @@ pub struct Submitted {
     pub deadline: Option<SimTime>,
 }
 
+/// An event a client sent to a correlation key (`Faults::correlation`): `weir.events`, keyed
+/// by the key. The same event id may be sent more than once (always with the same payload).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyedSend {
+    pub key: String,
+    pub event_id: String,
+    pub payload: i64,
+    pub sent_at: SimTime,
+}
+
 /// A schedule a client created (`Faults::schedules`), and what it asked of it since.
 #[derive(Debug, Clone)]
 pub struct SimSchedule {
@@ -137,6 +147,13 @@ pub struct Sim {
     next_event: i64,
     /// The schedules clients created (`Faults::schedules`).
     schedules: Vec<SimSchedule>,
+    /// Events sent to correlation keys, in order (`Faults::correlation`).
+    keyed_events: Vec<KeyedSend>,
+    /// How many keys `order` executions register (`order:0` ..): drawn when the run starts.
+    order_keys: i64,
+    /// Violations found when the run first settled, before the events sent to let the
+    /// waiting executions finish (the correlation checks of that moment).
+    early: Vec<Violation>,
     next_command: u64,
     next_slot: u32,
     next_pid: u64,
@@ -169,6 +186,9 @@ impl Sim {
             stray_events: Vec::new(),
             next_event: 0,
             schedules: Vec::new(),
+            keyed_events: Vec::new(),
+            order_keys: 2,
+            early: Vec::new(),
             next_command: 0,
             next_slot: 1,
             next_pid: 1,
@@ -207,6 +227,10 @@ impl Sim {
 
     pub fn schedules(&self) -> &[SimSchedule] {
         &self.schedules
+    }
+
+    pub fn keyed_events(&self) -> &[KeyedSend] {
+        &self.keyed_events
     }
 
     // ---- workers ----
@@ -791,6 +815,7 @@ impl Sim {
             },
             target: target.clone(),
             sent_at: self.now(),
+            correlation_key: None,
         };
         let (partition, offset) = lock(&self.world).client_append(
             Topic::Events,
@@ -842,6 +867,83 @@ impl Sim {
             self.next_event += 1;
             let n = self.next_event;
             self.send_event(&target, format!("ev-{n}"), n);
+        }
+    }
+
+    /// A client sends the event `paid` with `payload` and `event_id` to correlation key `key`
+    /// (`weir.events`, keyed by the key).
+    pub fn send_keyed_event(&mut self, key: &str, event_id: String, payload: i64) {
+        let sent_at = self.now();
+        let event = crate::correlation::KeyedEvent {
+            event: crate::records::ReceivedEvent {
+                event_id: event_id.clone(),
+                name: super::workflows::ORDER_EVENT.to_owned(),
+                payload: json!(payload),
+            },
+            key: key.to_owned(),
+            sent_at,
+            returned_by: None,
+        };
+        let (partition, offset) = lock(&self.world).client_append(
+            Topic::Events,
+            key.to_owned(),
+            Payload::KeyedEvent(event),
+        );
+        let again = self.keyed_events.iter().any(|k| k.event_id == event_id);
+        self.keyed_events.push(KeyedSend {
+            key: key.to_owned(),
+            event_id: event_id.clone(),
+            payload,
+            sent_at,
+        });
+        self.note(format!(
+            "event {event_id} = {payload} for key `{key}`{} -> events/{partition}@{offset}",
+            if again { " (again)" } else { "" }
+        ));
+    }
+
+    /// A new keyed event's id and payload.
+    fn new_keyed_event(&mut self) -> (String, i64) {
+        self.next_event += 1;
+        let n = self.next_event;
+        (format!("kev-{n}"), n)
+    }
+
+    /// A random event for a correlation key: mostly a new one for a key of the pool (held,
+    /// waited for, or not registered yet), a few for a key nobody registers (buffered for
+    /// good); with `Faults::correlation_duplicates` some sent again (the same id: at once, as
+    /// a producer's retry would, or later, within the key's deduplication window: a resend
+    /// after [`crate::correlation::DEDUP_WINDOW`] is a new event by the rules).
+    fn random_keyed_event(&mut self) {
+        let duplicates = self.faults.correlation_duplicates;
+        let now = self.now();
+        let r = &mut self.rng;
+        if r.chance(200) && duplicates && !self.keyed_events.is_empty() {
+            let i = r.below(self.keyed_events.len() as u64) as usize;
+            let k = self.keyed_events[i].clone();
+            let first = self
+                .keyed_events
+                .iter()
+                .filter(|e| e.event_id == k.event_id)
+                .map(|e| e.sent_at)
+                .min()
+                .unwrap_or(k.sent_at);
+            if now < first + crate::correlation::DEDUP_WINDOW {
+                self.send_keyed_event(&k.key, k.event_id, k.payload);
+                return;
+            }
+        }
+        let r = &mut self.rng;
+        let key = if r.chance(60) {
+            "order:unclaimed".to_owned()
+        } else {
+            super::workflows::order_key(r.below(self.order_keys as u64) as i64)
+        };
+        let twice = r.chance(100) && duplicates;
+        let (id, payload) = self.new_keyed_event();
+        self.send_keyed_event(&key, id.clone(), payload);
+        if twice {
+            self.send_keyed_event(&key, id, payload);
         }
     }
 
@@ -1148,8 +1250,8 @@ impl Sim {
         false
     }
 
-    /// Executions of `approval` without a result on `weir.results` yet.
-    fn unanswered_approvals(&self) -> Vec<ExecutionId> {
+    /// Executions of `workflow` without a result on `weir.results` yet.
+    fn unanswered(&self, workflow: Workflow) -> Vec<ExecutionId> {
         let w = self.world();
         let answered: std::collections::BTreeSet<&ExecutionId> = w
             .cluster
@@ -1168,9 +1270,7 @@ impl Sim {
             .collect();
         self.submitted
             .iter()
-            .filter(|(id, s)| {
-                Workflow::of(&s.ffqn) == Some(Workflow::Approval) && !answered.contains(id)
-            })
+            .filter(|(id, s)| Workflow::of(&s.ffqn) == Some(workflow) && !answered.contains(id))
             .map(|(id, _)| id.clone())
             .collect()
     }
@@ -1382,14 +1482,55 @@ impl Sim {
     }
 
     pub fn check(&self, settled: bool) -> Vec<Violation> {
-        check(
+        let mut out = self.early.clone();
+        out.extend(check(
             &self.world(),
             &self.submitted,
             &self.poison,
             &self.stray_events,
             &self.schedules,
+            &self.keyed_events,
             settled,
-        )
+        ));
+        out
+    }
+
+    /// The correlation checks of the moment the run first settled (before the events that
+    /// let the waiting executions finish); kept for [`Sim::check`].
+    pub fn check_correlation_now(&mut self) {
+        let found = super::check::correlation_at_settle(&self.world(), &self.keyed_events);
+        self.early.extend(found);
+    }
+
+    /// Sends one new event to each key that an `order` without a result registered (each
+    /// lets the key's holder finish and the next take the key) and settles again, round
+    /// after round until none is left; returns whether the last round settled.
+    pub fn answer_orders(&mut self, budget_ms: i64) -> bool {
+        let mut settled = true;
+        for _ in 0..=self.submitted.len() {
+            let mut keys: Vec<String> = self
+                .unanswered(Workflow::Order)
+                .iter()
+                .filter_map(|id| {
+                    let params = self.submitted[id].params.get(0)?.as_i64()?;
+                    Some(super::workflows::order_key(params))
+                })
+                .collect();
+            keys.sort();
+            keys.dedup();
+            if keys.is_empty() {
+                break;
+            }
+            for key in keys {
+                let (id, payload) = self.new_keyed_event();
+                self.send_keyed_event(&key, id, payload);
+            }
+            settled = self.quiesce(budget_ms);
+            if !settled {
+                break;
+            }
+        }
+        settled
     }
 
     // ---- the random run ----
@@ -1402,7 +1543,7 @@ impl Sim {
         let new_ok = self.submitted.len() < self.config.executions;
         let session = self.config.session_timeout_ms;
         let m = self.mix;
-        let actions: [(&str, u64); 19] = [
+        let actions: [(&str, u64); 20] = [
             ("submit", if new_ok { 6 } else { 0 }),
             ("event", if f.events { 4 } else { 0 }),
             ("cancel", if f.cancels { 1 } else { 0 }),
@@ -1444,6 +1585,8 @@ impl Sim {
             ("load", if f.long_timers { 1 } else { 0 }),
             // Last, so that the draws of a run without schedules stay what they were.
             ("schedule", if f.schedules { 1 } else { 0 }),
+            // After it, for the same reason.
+            ("keyed", if f.correlation { 5 } else { 0 }),
         ];
         let weights: Vec<u64> = actions.iter().map(|(_, w)| *w).collect();
         let action = actions[self.rng.weighted(&weights)].0;
@@ -1567,6 +1710,7 @@ impl Sim {
                 self.steady_load(ms);
             }
             ("schedule", _) => self.random_schedule_command(),
+            ("keyed", _) => self.random_keyed_event(),
             _ => {}
         }
     }
@@ -1620,6 +1764,10 @@ impl Sim {
         if self.faults.events {
             choices.push(Workflow::Approval);
         }
+        if self.faults.correlation {
+            // Often: several share a key.
+            choices.extend([Workflow::Order; 4]);
+        }
         let workflow = *self.rng.pick(&choices);
         let r = &mut self.rng;
         let base = r.range(0, 999) as i64;
@@ -1633,6 +1781,15 @@ impl Sim {
             // A third wait with no timeout (`await-event`).
             Workflow::Approval if r.chance(333) => vec![0],
             Workflow::Approval => vec![r.range(50, 15_000) as i64],
+            Workflow::Order => {
+                let n = r.below(self.order_keys as u64) as i64;
+                let ms = match r.weighted(&[3, 1, 5]) {
+                    0 => 0,
+                    1 => -1,
+                    _ => r.range(50, 15_000) as i64,
+                };
+                vec![n, ms, r.range(0, 2) as i64]
+            }
             // Never chosen: nobody writes its stub.
             Workflow::Stubbed => vec![],
         };
@@ -1660,6 +1817,14 @@ impl Sim {
         if self.faults.schedules {
             self.create_random_schedules();
         }
+        if self.faults.correlation {
+            // Few keys: executions share them (the holder queue). Some events come before
+            // any execution registered their key.
+            self.order_keys = self.rng.range(1, 4) as i64;
+            for _ in 0..self.rng.range(0, 3) {
+                self.random_keyed_event();
+            }
+        }
         for _ in 0..self.config.steps {
             self.random_step();
             if !self.faults.revoked_writes {
@@ -1676,7 +1841,7 @@ impl Sim {
         let mut settled = self.quiesce(15 * 60 * 1_000);
         // An `approval` without a timeout waits until an event reaches it: those sent before
         // it existed went to the DLQ.
-        let waiting = self.unanswered_approvals();
+        let waiting = self.unanswered(Workflow::Approval);
         if settled && !waiting.is_empty() {
             for id in waiting {
                 self.next_event += 1;
@@ -1684,6 +1849,10 @@ impl Sim {
                 self.send_event(&id, format!("ev-{n}"), n);
             }
             settled = self.quiesce(15 * 60 * 1_000);
+        }
+        if self.faults.correlation && settled {
+            self.check_correlation_now();
+            settled = self.answer_orders(15 * 60 * 1_000);
         }
         let violations = self.check(settled);
         self.report(settled, violations)
@@ -1701,9 +1870,117 @@ impl Sim {
             stats: w.stats.clone(),
             events: EventCounts::of(&w),
             schedules: ScheduleCounts::of(&w),
+            correlation: CorrelationCounts::of(&w),
             executions: self.submitted.len(),
             findings: w.findings.clone(),
         }
+    }
+}
+
+/// What the correlation keys of a run did, read from the committed log: how much of the
+/// correlation rules a run exercised.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CorrelationCounts {
+    /// Events clients sent to keys (records; an id sent twice counts twice).
+    pub sent: u64,
+    /// Registrations (`Register` commands) and those of a key another execution held: they
+    /// queued.
+    pub registered: u64,
+    pub queued: u64,
+    /// Events a key forwarded to its holder, and those whose holder is on another partition
+    /// than the key.
+    pub forwarded: u64,
+    pub cross_partition: u64,
+    /// Forwarded events that found their holder finished and came back to the key.
+    pub returned: u64,
+    /// Distinct events that waited in a key's buffer at some point.
+    pub buffered: u64,
+    /// Events of keys taken by a wait (`EventDelivered` received), and kept by an execution
+    /// that finished without taking them.
+    pub taken: u64,
+    pub unclaimed: u64,
+}
+
+impl CorrelationCounts {
+    fn of(w: &World) -> Self {
+        use crate::model::{EventOutcome, Response};
+        use crate::records::HistoryEntry;
+        let mut counts = CorrelationCounts::default();
+        let partitions = w.cluster.partitions(Topic::History);
+        for (partition, r) in w.cluster.committed_records(Topic::Events) {
+            match &r.payload {
+                Some(Payload::KeyedEvent(e)) if e.returned_by.is_none() => counts.sent += 1,
+                Some(Payload::KeyedEvent(_)) => counts.returned += 1,
+                Some(Payload::Event(e)) if e.correlation_key.is_some() => {
+                    counts.forwarded += 1;
+                    let key = e.correlation_key.as_deref().unwrap_or_default();
+                    let home = crate::partitioner::partition_for_key(key.as_bytes(), partitions);
+                    if home != partition {
+                        counts.cross_partition += 1;
+                    }
+                }
+                _ => {}
+            }
+        }
+        let mut held: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut buffered = std::collections::BTreeSet::new();
+        for (_, r) in w.cluster.committed_records(Topic::State) {
+            if let (Some(key), Some(Payload::Correlation(state))) = (&r.key, &r.payload) {
+                let holders = state.as_ref().map_or(0, |s| s.holders.len());
+                if holders > held.get(key.as_str()).copied().unwrap_or(0) && holders > 1 {
+                    counts.queued += 1;
+                }
+                held.insert(key, holders);
+                for b in state.iter().flat_map(|s| &s.buffered) {
+                    buffered.insert((key.as_str(), b.event.event_id.as_str()));
+                }
+            }
+        }
+        counts.buffered = buffered.len() as u64;
+        counts.registered = w
+            .cluster
+            .committed_records(Topic::Responses)
+            .filter(|(_, r)| {
+                matches!(&r.payload, Some(Payload::CorrelationCommand(c))
+                    if c.action == crate::correlation::CorrelationAction::Register)
+            })
+            .count() as u64;
+        let mut seen = std::collections::BTreeSet::new();
+        let mut kept: BTreeMap<&ExecutionId, Vec<&str>> = BTreeMap::new();
+        let mut taken: std::collections::BTreeSet<(&ExecutionId, &str)> = Default::default();
+        let mut finished = std::collections::BTreeSet::new();
+        for (_, r) in w.cluster.committed_records(Topic::History) {
+            let Some(Payload::History(record)) = &r.payload else {
+                continue;
+            };
+            if !seen.insert((record.execution_id.clone(), record.seq)) {
+                continue;
+            }
+            let id = &record.execution_id;
+            match &record.entry {
+                HistoryEntry::EventReceived(e) if e.event_id.starts_with("kev-") => {
+                    kept.entry(id).or_default().push(&e.event_id);
+                }
+                HistoryEntry::ResponseAppended(Response::EventDelivered {
+                    outcome: EventOutcome::Received { event_id, .. },
+                    ..
+                }) if event_id.starts_with("kev-") => {
+                    counts.taken += 1;
+                    taken.insert((id, event_id.as_str()));
+                }
+                HistoryEntry::Finished { .. } => {
+                    finished.insert(id);
+                }
+                _ => {}
+            }
+        }
+        counts.unclaimed = kept
+            .iter()
+            .filter(|(id, _)| finished.contains(*id))
+            .flat_map(|(id, events)| events.iter().map(move |e| (*id, *e)))
+            .filter(|k| !taken.contains(k))
+            .count() as u64;
+        counts
     }
 }
 
@@ -1833,6 +2110,7 @@ pub struct Report {
     pub stats: Stats,
     pub events: EventCounts,
     pub schedules: ScheduleCounts,
+    pub correlation: CorrelationCounts,
     pub executions: usize,
     /// Known holes the run entered: `(tag, first occurrence, count)`.
     pub findings: Vec<(&'static str, String, u64)>,

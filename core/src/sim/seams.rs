@@ -85,18 +85,20 @@ impl Log for SimLog {
         }
     }
 
-    fn read_schedules(
+    fn read_keyed_state(
         &mut self,
         partitions: &std::collections::BTreeSet<i32>,
-    ) -> impl Future<Output = Result<Vec<crate::schedule::ScheduleState>, BoxError>> + Send {
+    ) -> impl Future<Output = Result<crate::driver::KeyedState, BoxError>> + Send {
         let (world, pid) = (self.world.clone(), self.pid);
         let partitions = partitions.clone();
         async move {
-            let mut all = Vec::new();
+            let mut all = crate::driver::KeyedState::default();
             for partition in partitions {
-                lock(&world).set_at(pid, "read-schedules");
+                lock(&world).set_at(pid, "read-keyed-state");
                 yield_now().await;
-                all.extend(wait_until(|| lock(&world).read_schedules(pid, partition)).await);
+                let state = wait_until(|| lock(&world).read_keyed_state(pid, partition)).await;
+                all.schedules.extend(state.schedules);
+                all.correlations.extend(state.correlations);
             }
             Ok(all)
         }

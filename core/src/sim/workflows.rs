@@ -73,7 +73,23 @@ pub enum Workflow {
     /// `[]`: a direct call of a stub child (`double`, never run): returns the value written
     /// for it from outside. Not in [`Self::ALL`]: it finishes only when someone writes it.
     Stubbed,
+    /// `[n, ms, steps]`: registers the correlation key [`order_key`]`(n)`, calls the activity
+    /// `steps` times (events of the key that come meanwhile wait in its history), then waits
+    /// for an event `paid` and returns its payload (a number): with `ms` 0 for as long as it
+    /// takes, with `ms` above 0 racing a delay of `ms` (a timeout: -1) in one join set closed
+    /// after the first response; with `ms` below 0 it does not wait at all (-2: what the key
+    /// forwards to it stays unclaimed, or comes back once it finished). Not in
+    /// [`Self::ALL`]: it finishes only when sent an event or given time.
+    Order,
 }
+
+/// The correlation key of an `order` with params `[n, ..]`.
+pub fn order_key(n: i64) -> String {
+    format!("order:{n}")
+}
+
+/// The name of the event an `order` waits for.
+pub const ORDER_EVENT: &str = "paid";
 
 impl Workflow {
     pub const ALL: [Workflow; 7] = [
@@ -97,6 +113,7 @@ impl Workflow {
             Workflow::Abandon => "abandon",
             Workflow::Approval => "approval",
             Workflow::Stubbed => "stubbed",
+            Workflow::Order => "order",
         }
     }
 
@@ -112,14 +129,14 @@ impl Workflow {
         }
         Workflow::ALL
             .into_iter()
-            .chain([Workflow::Approval, Workflow::Stubbed])
+            .chain([Workflow::Approval, Workflow::Stubbed, Workflow::Order])
             .find(|w| w.name() == ffqn.function())
     }
 
     fn arity(self) -> usize {
         match self {
             Workflow::Seq | Workflow::Fanout | Workflow::Parent => 2,
-            Workflow::Sleepy | Workflow::Mixed | Workflow::Abandon => 3,
+            Workflow::Sleepy | Workflow::Mixed | Workflow::Abandon | Workflow::Order => 3,
             Workflow::LongSleep | Workflow::Approval => 1,
             Workflow::Stubbed => 0,
         }
@@ -236,6 +253,36 @@ impl Workflow {
                     }) => Ok(ExecutionResult::Ok(payload)),
                     Ok(Joined::Delay { .. }) => Ok(ok(-1)),
                     other => Err(Halt::Unexpected(format!("approval: {other:?}"))),
+                }
+            }
+            (Workflow::Order, [n, ms, steps]) => {
+                ctx.engine.correlate(&order_key(*n))?;
+                for i in 0..*steps {
+                    ctx.activity(n * 100 + i)?;
+                }
+                match *ms {
+                    ms if ms < 0 => Ok(ok(-2)),
+                    0 => match ready(ctx.engine.await_event(ORDER_EVENT))? {
+                        Ok((_, payload)) => Ok(ExecutionResult::Ok(payload)),
+                        Err(cancelled) => {
+                            Err(Halt::Unexpected(format!("await-event: {cancelled}")))
+                        }
+                    },
+                    ms => {
+                        let js = ctx.engine.create_join_set()?;
+                        ctx.engine.submit_event(&js, ORDER_EVENT)?;
+                        ctx.submit_delay_ms(&js, ms as u64)?;
+                        let first = ready(ctx.engine.join_next(&js))?;
+                        ready(ctx.engine.close(&js))?;
+                        match first {
+                            Ok(Joined::Event {
+                                outcome: EventOutcome::Received { payload, .. },
+                                ..
+                            }) => Ok(ExecutionResult::Ok(payload)),
+                            Ok(Joined::Delay { .. }) => Ok(ok(-1)),
+                            other => Err(Halt::Unexpected(format!("order: {other:?}"))),
+                        }
+                    }
                 }
             }
             _ => Ok(ExecutionResult::Err(json!("bad params"))),

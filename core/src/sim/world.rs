@@ -532,13 +532,13 @@ impl World {
             .into()
     }
 
-    /// The schedules of `partition` of `weir.state`: the last committed record of each key,
-    /// once no transaction is open on it (`None` until then, as [`World::read_history`]).
-    pub fn read_schedules(
+    /// The keyed state of `partition` of `weir.state`: the last committed record of each
+    /// key, once no transaction is open on it (`None` until then, as [`World::read_history`]).
+    pub fn read_keyed_state(
         &mut self,
         pid: u64,
         partition: i32,
-    ) -> Option<Vec<crate::schedule::ScheduleState>> {
+    ) -> Option<crate::driver::KeyedState> {
         let blocked = self
             .cluster
             .txns
@@ -546,19 +546,29 @@ impl World {
             .any(|t| t.first.contains_key(&(Topic::State, partition)));
         if blocked {
             let proc = self.proc(pid);
-            proc.at = "read-schedules: waiting for an open transaction";
+            proc.at = "read-keyed-state: waiting for an open transaction";
             return None;
         }
         let (records, _) = self
             .cluster
             .read_committed(Topic::State, partition, 0, usize::MAX);
-        let mut last = std::collections::BTreeMap::new();
+        let mut schedules = std::collections::BTreeMap::new();
+        let mut correlations = std::collections::BTreeMap::new();
         for r in records {
-            if let (Some(key), Some(Payload::Schedule(state))) = (&r.key, &r.payload) {
-                last.insert(key.clone(), state.clone());
+            match (&r.key, &r.payload) {
+                (Some(key), Some(Payload::Schedule(state))) => {
+                    schedules.insert(key.clone(), state.clone());
+                }
+                (Some(key), Some(Payload::Correlation(state))) => {
+                    correlations.insert(key.clone(), state.clone());
+                }
+                _ => {}
             }
         }
-        Some(last.into_values().flatten().collect())
+        Some(crate::driver::KeyedState {
+            schedules: schedules.into_values().flatten().collect(),
+            correlations: correlations.into_values().flatten().collect(),
+        })
     }
 
     // ---- the producer ----
@@ -700,6 +710,26 @@ impl World {
                 crate::schedule::key(name),
                 Payload::Schedule(state.clone()),
             ),
+            Effect::PutCorrelation { key, state } => (
+                Topic::State,
+                key.clone(),
+                Payload::Correlation(state.clone()),
+            ),
+            Effect::Correlation(command) => (
+                Topic::Responses,
+                command.key.clone(),
+                Payload::CorrelationCommand(command.clone()),
+            ),
+            Effect::ForwardEvent(event) => (
+                Topic::Events,
+                event.target.to_string(),
+                Payload::Event(event.clone()),
+            ),
+            Effect::ReturnEvent(event) => (
+                Topic::Events,
+                event.key.clone(),
+                Payload::KeyedEvent(event.clone()),
+            ),
             Effect::ScheduleCommand(command) => (
                 Topic::Responses,
                 crate::schedule::key(&command.name),
@@ -715,7 +745,7 @@ impl World {
             self.cluster.partition_for(topic, &key)
         };
         let bytes = encode(&payload);
-        self.cluster.append(
+        let offset = self.cluster.append(
             topic,
             partition,
             Some(key),
@@ -725,6 +755,55 @@ impl World {
             Some(txn),
             now,
         );
+        // What a correlation key does is read from the records (the processor traces it only
+        // through `tracing`).
+        let what = match effect {
+            Effect::Correlation(c) => Some(format!(
+                "{} {} for `{}`",
+                c.action.as_str(),
+                c.execution_id,
+                c.key
+            )),
+            Effect::ForwardEvent(e) => Some(format!(
+                "forward {} of `{}` to {}",
+                e.event.event_id,
+                e.correlation_key.as_deref().unwrap_or_default(),
+                e.target
+            )),
+            Effect::ReturnEvent(e) => Some(format!(
+                "return {} of `{}` by {}",
+                e.event.event_id,
+                e.key,
+                e.returned_by
+                    .as_ref()
+                    .map_or_else(String::new, ToString::to_string)
+            )),
+            Effect::PutCorrelation { key, state } => Some(format!(
+                "state of `{key}`: {}",
+                state.as_ref().map_or_else(
+                    || "forgotten".to_owned(),
+                    |s| format!(
+                        "holders {:?}, buffered {:?}",
+                        s.holders
+                            .iter()
+                            .map(ToString::to_string)
+                            .collect::<Vec<_>>(),
+                        s.buffered
+                            .iter()
+                            .map(|b| b.event.event_id.as_str())
+                            .collect::<Vec<_>>()
+                    )
+                )
+            )),
+            _ => None,
+        };
+        if let Some(what) = what {
+            let name = self.procs[&pid].name();
+            self.event(format!(
+                "{name}: txn {txn}: {what} -> {}/{partition}@{offset}",
+                topic.name()
+            ));
+        }
     }
 
     /// `send_offsets_to_transaction` (nothing to send: nothing is checked).
@@ -1253,6 +1332,8 @@ fn decode(payload: Option<&Payload>) -> Result<Body, Undecodable> {
         Some(Payload::Event(e)) => Ok(Body::Event(e.clone())),
         Some(Payload::Cancel(c)) => Ok(Body::Cancel(c.clone())),
         Some(Payload::ScheduleCommand(c)) => Ok(Body::Schedule(c.clone())),
+        Some(Payload::KeyedEvent(e)) => Ok(Body::KeyedEvent(e.clone())),
+        Some(Payload::CorrelationCommand(c)) => Ok(Body::Correlation(c.clone())),
         Some(Payload::Garbage(why)) => Err(Undecodable {
             reason: DlqReason::Undecodable,
             error: why.clone(),

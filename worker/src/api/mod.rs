@@ -1,5 +1,5 @@
 //! The HTTP API (`weir serve`): a small JSON API over what a client can do with Kafka and the
-//! store. It can submit (idempotently, by key), send an event to an execution, write a
+//! store. It can submit (idempotently, by key), send an event to an execution or a correlation key, write a
 //! stub's value, cancel or terminate an execution, get an execution, read its history, list, and name the functions that have executions,
 //! and list, create, pause, resume and delete recurring schedules (`docs/openapi.yaml`). The web UI ([`ui`]) is
 //! served beside it and reads only this API.
@@ -25,7 +25,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::codec::Codec;
+use crate::codec::{Codec, EventRecord};
 use crate::model::{ExecutionId, Ffqn};
 use crate::store::{CqlStore, Store};
 use crate::topology::{TopicRole, Topology};
@@ -282,9 +282,13 @@ struct EventBody {
     event_id: Option<String>,
 }
 
-/// Sends an event to an execution (`weir.events`). One the store shows finished is refused
-/// at once (409); one the store does not know yet is sent (it may have been submitted an
-/// instant ago), and goes to the DLQ if the execution never comes.
+/// Sends an event to an execution, or to a correlation key (`weir.events`): the path's
+/// `{id}` is the target, an execution id (`E_…`) or a key (percent-encoded where it holds
+/// `/`, `?`, `#` or `%`). An execution the store shows finished is refused at once (409);
+/// one the store does not know yet is sent (it may have been submitted an instant ago), and
+/// goes to the DLQ if the execution never comes. An event for a key is sent as it is: the
+/// key's owner forwards it to the execution holding the key, or keeps it until one
+/// registers.
 async fn send_event(
     State(api): State<Arc<Api>>,
     headers: HeaderMap,
@@ -302,26 +306,34 @@ async fn send_event(
         chrono::Utc::now(),
     )
     .map_err(|e| ApiError::bad_request(e.to_string()))?;
-    let row = api
-        .store
-        .execution(&event.target)
-        .await
-        .map_err(ApiError::internal)?;
-    if row.is_some_and(|r| r.state == crate::store::ExecutionState::Finished) {
-        return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "finished",
-            format!("{} has finished: it takes no more events", event.target),
-        ));
+    if let EventRecord::Execution(inbound) = &event {
+        let row = api
+            .store
+            .execution(&inbound.target)
+            .await
+            .map_err(ApiError::internal)?;
+        if row.is_some_and(|r| r.state == crate::store::ExecutionState::Finished) {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "finished",
+                format!("{} has finished: it takes no more events", inbound.target),
+            ));
+        }
     }
     let topic = &api.topology.topic(TopicRole::Events).name;
     crate::kafka::submit::send_event(&api.producer, &api.codec, topic, &event)
         .await
         .map_err(ApiError::internal)?;
-    let accepted = json!({
-        "execution_id": event.target.to_string(),
-        "event_id": event.event.event_id,
-    });
+    let accepted = match &event {
+        EventRecord::Execution(inbound) => json!({
+            "execution_id": inbound.target.to_string(),
+            "event_id": inbound.event.event_id,
+        }),
+        EventRecord::Keyed(keyed) => json!({
+            "correlation_key": keyed.key,
+            "event_id": keyed.event.event_id,
+        }),
+    };
     Ok((StatusCode::ACCEPTED, Json(accepted)).into_response())
 }
 

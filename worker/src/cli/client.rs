@@ -45,14 +45,19 @@ pub struct SubmitArgs {
 pub struct SendEventArgs {
     #[command(flatten)]
     pub cluster: ClusterArgs,
-    /// The execution to send it to, `E_<ulid>…`.
+    /// Where to send it: an execution id (`E_<ulid>…`), or a correlation key (any other
+    /// target, e.g. `payment:order-42`: 1 to 128 bytes of printable ASCII without spaces, not
+    /// starting with `schedule:` or `weir:`), whose event reaches the execution that
+    /// registered the key (`correlate`), or waits in the key until one does.
+    #[arg(value_name = "TARGET")]
     pub execution_id: String,
     /// The event's name: what the workflow waits for (`await-event`, `submit-event`).
     pub name: String,
     /// Its payload, JSON text, e.g. `'{"approver": "ann"}'`.
     pub payload: String,
-    /// The idempotency key: an event id the execution has seen already is dropped. A new
-    /// ULID by default (sending twice then sends two events).
+    /// The idempotency key: an event id the execution has seen already is dropped (and a
+    /// key keeps one of those it holds for a later execution). A new ULID by default (sending
+    /// twice then sends two events).
     #[arg(long)]
     pub event_id: Option<String>,
 }
@@ -136,7 +141,7 @@ pub async fn send_event(args: SendEventArgs) -> ExitCode {
         let producer: FutureProducer = args.cluster.kafka()?.producer().create()?;
         let topic = &topology.topic(TopicRole::Events).name;
         crate::kafka::submit::send_event(&producer, &Codec::single_object(), topic, &event).await?;
-        println!("{}", event.event.event_id);
+        println!("{}", event.event().event_id);
         anyhow::Ok(())
     };
     match run.await {

@@ -47,8 +47,9 @@ pub enum Command {
     Worker(Box<worker::WorkerArgs>),
     /// Submit an execution (and with --follow, wait for its result).
     Submit(client::SubmitArgs),
-    /// Send an event to a running execution (weir.events): `weir send-event E_… approved
-    /// '"ann"' --event-id order-42-approval`.
+    /// Send an event to a running execution or to a correlation key (weir.events): `weir
+    /// send-event E_… approved '"ann"' --event-id order-42-approval`, or `weir send-event
+    /// payment:order-42 paid '{"amount": 1250}'` for the execution that registered the key.
     SendEvent(client::SendEventArgs),
     /// Write a stub activity's value from outside: `weir stub E_….o:1-request_1
     /// '{"ok": "ann"}'` (the same value again is ok, another is a conflict: exit code 6).

@@ -17,11 +17,16 @@ use super::records::{
     Submission, UpgradeRequest,
 };
 use super::schemas::{RecordSchema, current_named};
+use crate::model::ExecutionId;
 use crate::model::{
     ChildKind, DelayOutcome, EventOutcome, ExecutionError, ExecutionErrorKind, ExecutionResult,
     HistoryEvent, JoinSetRequest, PersistValue, Response, ScheduleAt, StubOutcome, Version,
 };
 use crate::model::{check_event_id, check_event_name};
+use weir_core::correlation::{
+    self, BufferedEvent, CorrelationAction, CorrelationCommand, CorrelationState, Forwarded,
+    KeyedEvent,
+};
 use weir_core::schedule::{
     Overlap, ScheduleAction, ScheduleCommand, ScheduleSpec, ScheduleState, Status,
 };
@@ -390,6 +395,7 @@ fn history_event(e: &HistoryEvent) -> Result<Value, FieldError> {
                 ),
             ]),
         ),
+        HistoryEvent::Correlate { key } => branch(7, record(vec![("key", string(key))])),
     })
 }
 
@@ -759,6 +765,9 @@ fn read_history_event(v: Value) -> Result<HistoryEvent, FieldError> {
                 s => Err(bad_symbol(s)),
             })?,
         },
+        7 => HistoryEvent::Correlate {
+            key: f.get("key", read_correlation_key)?,
+        },
         i => return Err(bad_branch(i)),
     })
 }
@@ -1029,27 +1038,174 @@ fn read_received_event(f: &mut Fields) -> Result<ReceivedEvent, FieldError> {
     })
 }
 
-impl AvroRecord for InboundEvent {
+/// The value of an `InboundEvent` record (`weir.events`) for `target`, an execution id or a
+/// correlation key.
+fn event_value(
+    event: &ReceivedEvent,
+    target: &str,
+    sent_at: &DateTime<Utc>,
+    correlation_key: Option<&String>,
+    returned_by: Option<&ExecutionId>,
+) -> Value {
+    let Value::Record(mut fields) = received_event(event) else {
+        unreachable!("record() builds a record")
+    };
+    fields.insert(1, ("target".to_owned(), string(target)));
+    fields.extend([
+        ("sent_at".to_owned(), instant(sent_at)),
+        (
+            "correlation_key".to_owned(),
+            optional(correlation_key, string),
+        ),
+        ("returned_by".to_owned(), optional(returned_by, string)),
+    ]);
+    Value::Record(fields)
+}
+
+fn read_correlation_key(v: Value) -> Result<String, FieldError> {
+    let key = read_string(v)?;
+    correlation::check_key(&key).map_err(|e| FieldError::new("", e.to_string()))?;
+    Ok(key)
+}
+
+/// A record of `weir.events` (`InboundEvent`), told apart by its target: an execution id
+/// (`E_…`) makes an event for that execution, anything else an event for a correlation key,
+/// which must pass [`correlation::check_key`] (else the record does not decode, and the DLQ
+/// says why).
+#[derive(Clone, Debug, PartialEq)]
+pub enum EventRecord {
+    /// For an execution (sent to it, or forwarded to it by a key: `correlation_key` set).
+    Execution(InboundEvent),
+    /// For a correlation key (sent to it, or sent back by a finished holder: `returned_by`).
+    Keyed(KeyedEvent),
+}
+
+impl EventRecord {
+    /// The target: the Kafka key of the record.
+    pub fn target(&self) -> String {
+        match self {
+            EventRecord::Execution(e) => e.target.to_string(),
+            EventRecord::Keyed(e) => e.key.clone(),
+        }
+    }
+
+    pub fn event(&self) -> &ReceivedEvent {
+        match self {
+            EventRecord::Execution(e) => &e.event,
+            EventRecord::Keyed(e) => &e.event,
+        }
+    }
+}
+
+impl AvroRecord for EventRecord {
     const NAME: &'static str = "InboundEvent";
 
     fn to_avro(&self) -> Result<Value, FieldError> {
-        let Value::Record(mut fields) = received_event(&self.event) else {
-            unreachable!("record() builds a record")
-        };
-        fields.insert(1, ("target".to_owned(), string(&self.target)));
-        fields.push(("sent_at".to_owned(), instant(&self.sent_at)));
-        Ok(Value::Record(fields))
+        match self {
+            EventRecord::Execution(e) => e.to_avro(),
+            EventRecord::Keyed(e) => e.to_avro(),
+        }
     }
 
     fn from_avro(value: Value) -> Result<Self, FieldError> {
         let mut f = Fields::of(value)?;
-        let target = f.get("target", read_parsed)?;
+        let target = f.get("target", read_string)?;
         let event = read_received_event(&mut f)?;
-        Ok(InboundEvent {
+        let sent_at = f.get("sent_at", read_instant)?;
+        let correlation_key = f.get("correlation_key", |v| {
+            read_optional(v, read_correlation_key)
+        })?;
+        let returned_by: Option<ExecutionId> =
+            f.get("returned_by", |v| read_optional(v, read_parsed))?;
+        if correlation::targets_execution(&target) {
+            let target = target
+                .parse()
+                .map_err(|e| FieldError::new("target", format!("`{target}`: {e}")))?;
+            if let Some(by) = returned_by {
+                return Err(FieldError::new(
+                    "returned_by",
+                    format!(
+                        "{by}: only an event for a correlation key is returned, and the target \
+                         is the execution {target}"
+                    ),
+                ));
+            }
+            return Ok(EventRecord::Execution(InboundEvent {
+                event,
+                target,
+                sent_at,
+                correlation_key,
+            }));
+        }
+        correlation::check_key(&target).map_err(|e| FieldError::new("target", e.to_string()))?;
+        if let Some(key) = correlation_key {
+            return Err(FieldError::new(
+                "correlation_key",
+                format!(
+                    "`{key}`: only an event forwarded to an execution names its key, and the \
+                     target is the correlation key `{target}`"
+                ),
+            ));
+        }
+        Ok(EventRecord::Keyed(KeyedEvent {
             event,
-            target,
-            sent_at: f.get("sent_at", read_instant)?,
-        })
+            key: target,
+            sent_at,
+            returned_by,
+        }))
+    }
+}
+
+impl AvroRecord for InboundEvent {
+    const NAME: &'static str = "InboundEvent";
+
+    fn to_avro(&self) -> Result<Value, FieldError> {
+        Ok(event_value(
+            &self.event,
+            &self.target.to_string(),
+            &self.sent_at,
+            self.correlation_key.as_ref(),
+            None,
+        ))
+    }
+
+    /// An event for an execution; one for a correlation key is an error (read those as an
+    /// [`EventRecord`]).
+    fn from_avro(value: Value) -> Result<Self, FieldError> {
+        match EventRecord::from_avro(value)? {
+            EventRecord::Execution(e) => Ok(e),
+            EventRecord::Keyed(e) => Err(FieldError::new(
+                "target",
+                format!("`{}` is a correlation key, not an execution id", e.key),
+            )),
+        }
+    }
+}
+
+/// An event for a correlation key: an `InboundEvent` whose target is the key.
+impl AvroRecord for KeyedEvent {
+    const NAME: &'static str = "InboundEvent";
+
+    fn to_avro(&self) -> Result<Value, FieldError> {
+        Ok(event_value(
+            &self.event,
+            &self.key,
+            &self.sent_at,
+            None,
+            self.returned_by.as_ref(),
+        ))
+    }
+
+    /// An event for a correlation key; one for an execution is an error (read those as an
+    /// [`EventRecord`]).
+    fn from_avro(value: Value) -> Result<Self, FieldError> {
+        match EventRecord::from_avro(value)? {
+            EventRecord::Keyed(e) => Ok(e),
+            EventRecord::Execution(e) => Err(FieldError::new(
+                "target",
+                format!("`{}` is an execution id, not a correlation key", e.target),
+            )),
+        }
     }
 }
 
@@ -1474,6 +1630,126 @@ impl AvroRecord for ScheduleState {
             skipped: f.get("skipped", read_u64_bits)?,
             missed: f.get("missed", read_u64_bits)?,
             updated_at: f.get("updated_at", read_instant)?,
+        })
+    }
+}
+
+impl AvroRecord for CorrelationCommand {
+    const NAME: &'static str = "CorrelationCommand";
+
+    /// `<topic>-dev.weir.v1.CorrelationCommand` (TopicRecordNameStrategy): the responses topic
+    /// carries `Response`s under `<topic>-value`.
+    fn subject(topic: &str) -> String {
+        format!("{topic}-{}.{}", super::schemas::NAMESPACE, Self::NAME)
+    }
+
+    fn to_avro(&self) -> Result<Value, FieldError> {
+        let action = match self.action {
+            CorrelationAction::Register => enum_value(0, "REGISTER"),
+            CorrelationAction::Unregister => enum_value(1, "UNREGISTER"),
+        };
+        Ok(record(vec![
+            ("key", string(&self.key)),
+            ("execution_id", string(&self.execution_id)),
+            ("action", action),
+            ("sent_at", instant(&self.sent_at)),
+        ]))
+    }
+
+    fn from_avro(value: Value) -> Result<Self, FieldError> {
+        let mut f = Fields::of(value)?;
+        Ok(CorrelationCommand {
+            key: f.get("key", read_correlation_key)?,
+            execution_id: f.get("execution_id", read_parsed)?,
+            action: f.get("action", |v| match read_symbol(v)?.as_str() {
+                "REGISTER" => Ok(CorrelationAction::Register),
+                "UNREGISTER" => Ok(CorrelationAction::Unregister),
+                other => Err(bad_symbol(other)),
+            })?,
+            sent_at: f.get("sent_at", read_instant)?,
+        })
+    }
+}
+
+impl AvroRecord for CorrelationState {
+    const NAME: &'static str = "CorrelationState";
+
+    /// `<topic>-dev.weir.v1.CorrelationState` (TopicRecordNameStrategy): the state topic
+    /// carries `ScheduleState`s under `<topic>-value`.
+    fn subject(topic: &str) -> String {
+        format!("{topic}-{}.{}", super::schemas::NAMESPACE, Self::NAME)
+    }
+
+    fn to_avro(&self) -> Result<Value, FieldError> {
+        let buffered = self
+            .buffered
+            .iter()
+            .map(|b| {
+                let Value::Record(mut fields) = received_event(&b.event) else {
+                    unreachable!("record() builds a record")
+                };
+                fields.push(("sent_at".to_owned(), instant(&b.sent_at)));
+                Value::Record(fields)
+            })
+            .collect();
+        Ok(record(vec![
+            ("key", string(&self.key)),
+            (
+                "holders",
+                Value::Array(self.holders.iter().map(string).collect()),
+            ),
+            ("buffered", Value::Array(buffered)),
+            (
+                "forwarded",
+                Value::Array(
+                    self.forwarded
+                        .iter()
+                        .map(|f| {
+                            record(vec![
+                                ("event_id", string(&f.event_id)),
+                                ("at", instant(&f.at)),
+                            ])
+                        })
+                        .collect(),
+                ),
+            ),
+        ]))
+    }
+
+    fn from_avro(value: Value) -> Result<Self, FieldError> {
+        let mut f = Fields::of(value)?;
+        Ok(CorrelationState {
+            key: f.get("key", read_correlation_key)?,
+            holders: f.get("holders", |v| match v {
+                Value::Array(items) => items.into_iter().map(read_parsed).collect(),
+                other => Err(unexpected("an array", &other)),
+            })?,
+            buffered: f.get("buffered", |v| match v {
+                Value::Array(items) => items
+                    .into_iter()
+                    .map(|item| {
+                        let mut b = Fields::of(item)?;
+                        Ok(BufferedEvent {
+                            event: read_received_event(&mut b)?,
+                            sent_at: b.get("sent_at", read_instant)?,
+                        })
+                    })
+                    .collect(),
+                other => Err(unexpected("an array", &other)),
+            })?,
+            forwarded: f.get("forwarded", |v| match v {
+                Value::Array(items) => items
+                    .into_iter()
+                    .map(|item| {
+                        let mut r = Fields::of(item)?;
+                        Ok(Forwarded {
+                            event_id: r.get("event_id", read_string)?,
+                            at: r.get("at", read_instant)?,
+                        })
+                    })
+                    .collect(),
+                other => Err(unexpected("an array", &other)),
+            })?,
         })
     }
 }

@@ -44,7 +44,7 @@ use apache_avro::reader::datum::GenericDatumReader;
 use apache_avro::types::Value;
 use apache_avro::writer::datum::GenericDatumWriter;
 
-pub use convert::{AvroRecord, ResponseInput, SubmissionInput};
+pub use convert::{AvroRecord, EventRecord, ResponseInput, SubmissionInput};
 pub use error::{
     DecodeError, DecodeErrorKind, EncodeError, FieldError, RecordPosition, RegistryError, SchemaRef,
 };
@@ -215,7 +215,8 @@ impl Codec {
     /// `ActivityRequest` on every activity route's topic, `ActivityCancel` on those Weir
     /// serves (subject `<topic>-dev.weir.v1.ActivityCancel`), `ScheduleState` on the state
     /// topic, and by record name the other records workflow workers write: `CancelRequest`
-    /// on the submissions topic, `ScheduleCommand` on the responses topic. Without it a codec with a
+    /// on the submissions topic, `ScheduleCommand` and `CorrelationCommand` on the responses
+    /// topic, `CorrelationState` on the state topic. Without it a codec with a
     /// registry can encode nothing; `weir worker` calls it at start-up. Returns (subject,
     /// record, id) of each; nothing without a registry. Idempotent.
     pub async fn register_topology(
@@ -304,12 +305,29 @@ impl Codec {
             self.register::<weir_core::schedule::ScheduleCommand>(&responses)
                 .await,
         )?;
+        // A key's owner's word to a correlation key (registration, a finished holder) on the
+        // responses topic, and the key's state on the state topic (whose own record type is
+        // `ScheduleState`).
+        note(
+            responses.clone(),
+            weir_core::correlation::CorrelationCommand::subject(&responses),
+            weir_core::correlation::CorrelationCommand::NAME,
+            self.register::<weir_core::correlation::CorrelationCommand>(&responses)
+                .await,
+        )?;
         let state = name(TopicRole::State);
         note(
             state.clone(),
             weir_core::schedule::ScheduleState::subject(&state),
             weir_core::schedule::ScheduleState::NAME,
             self.register::<weir_core::schedule::ScheduleState>(&state)
+                .await,
+        )?;
+        note(
+            state.clone(),
+            weir_core::correlation::CorrelationState::subject(&state),
+            weir_core::correlation::CorrelationState::NAME,
+            self.register::<weir_core::correlation::CorrelationState>(&state)
                 .await,
         )?;
         let mut routes: Vec<&str> = topology.routes.iter().map(|r| r.topic.as_str()).collect();

@@ -56,6 +56,8 @@ const CURRENT_FILES: &[(&str, &str, &str)] = &[
     avsc!("DlqEnvelope", "dlq_envelope.avsc"),
     avsc!("ScheduleCommand", "schedule_command.avsc"),
     avsc!("ScheduleState", "schedule_state.avsc"),
+    avsc!("CorrelationCommand", "correlation_command.avsc"),
+    avsc!("CorrelationState", "correlation_state.avsc"),
 ];
 
 /// Earlier versions, oldest first. When a schema changes, its current file is copied here first.
@@ -76,6 +78,10 @@ const PREVIOUS_FILES: &[(&str, &str, &str)] = &[
     // Before deadlines: Submission and Created gained `deadline`.
     avsc!("Submission", "history/v4/submission.avsc"),
     avsc!("HistoryRecord", "history/v4/history_record.avsc"),
+    // Before correlation keys: InboundEvent gained `correlation_key` and `returned_by` (its
+    // target may be a key), HistoryEvent the `Correlate` branch.
+    avsc!("InboundEvent", "history/v5/event.avsc"),
+    avsc!("HistoryRecord", "history/v5/history_record.avsc"),
 ];
 
 fn parse(files: &[(&'static str, &'static str, &'static str)]) -> Vec<RecordSchema> {

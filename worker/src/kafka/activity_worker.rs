@@ -97,6 +97,9 @@ pub const UPGRADE_KIND: &[u8] = b"upgrade";
 pub const CANCEL_EXECUTION_KIND: &[u8] = b"cancel-execution";
 /// [`KIND_HEADER`] of a `ScheduleCommand` (on `weir.responses`, keyed `schedule:<name>`).
 pub const SCHEDULE_KIND: &[u8] = b"schedule";
+/// [`KIND_HEADER`] of a `CorrelationCommand` (on `weir.responses`) and of a
+/// `CorrelationState` (on `weir.state`), each keyed by the correlation key.
+pub const CORRELATION_KIND: &[u8] = b"correlation";
 
 /// The loop turns at least this often while nothing happens (it polls the consumer meanwhile,
 /// which is what keeps the member in its group).
@@ -1513,7 +1516,7 @@ fn is_cancel(message: &OwnedMessage) -> bool {
 }
 
 /// Whether `message` carries [`KIND_HEADER`] `kind`.
-pub(crate) fn is_kind(message: &OwnedMessage, kind: &[u8]) -> bool {
+pub(crate) fn is_kind<M: Message>(message: &M, kind: &[u8]) -> bool {
     message.headers().is_some_and(|headers| {
         headers
             .iter()

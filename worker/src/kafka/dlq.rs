@@ -302,7 +302,8 @@ mod tests {
         }
         // What workflow workers write besides each topic's own record type encodes too: a
         // child workflow's cancellation on the submissions topic, a finished run's word to its
-        // schedule on the responses topic, a schedule's state on the state topic.
+        // schedule on the responses topic, a schedule's state on the state topic, and a
+        // correlation key's records.
         let at = Utc::now();
         let child_cancel = crate::codec::CancelRequest {
             execution_id: crate::model::ExecutionId::top_level(ulid::Ulid::new()),
@@ -350,6 +351,65 @@ mod tests {
         codec
             .encode(&topology.topic(TopicRole::State).name, &state)
             .expect("ScheduleState registered on the state topic");
+        // A correlation key's records: its commands on the responses topic and its state on
+        // the state topic, each under a subject of its own; its events on the events topic,
+        // the same record type (`InboundEvent`) whatever the target.
+        let state_topic = &topology.topic(TopicRole::State).name;
+        for subject in [
+            format!("{responses}-dev.weir.v1.CorrelationCommand"),
+            format!("{state_topic}-dev.weir.v1.CorrelationState"),
+        ] {
+            assert!(
+                subjects.contains(&subject.as_str()),
+                "{subject}: {subjects:?}"
+            );
+        }
+        let key = "payment:order-42".to_owned();
+        let command = weir_core::correlation::CorrelationCommand {
+            key: key.clone(),
+            execution_id: child_cancel.execution_id.clone(),
+            action: weir_core::correlation::CorrelationAction::Register,
+            sent_at: at,
+        };
+        codec
+            .encode(responses, &command)
+            .expect("CorrelationCommand registered on the responses topic");
+        let event = crate::codec::ReceivedEvent {
+            event_id: "e-1".into(),
+            name: "paid".into(),
+            payload: serde_json::json!({"amount": 1}),
+        };
+        let correlation = weir_core::correlation::CorrelationState {
+            key: key.clone(),
+            holders: Vec::new(),
+            buffered: vec![weir_core::correlation::BufferedEvent {
+                event: event.clone(),
+                sent_at: at,
+            }],
+            forwarded: Vec::new(),
+        };
+        codec
+            .encode(state_topic, &correlation)
+            .expect("CorrelationState registered on the state topic");
+        let events = &topology.topic(TopicRole::Events).name;
+        let keyed = weir_core::correlation::KeyedEvent {
+            event: event.clone(),
+            key: key.clone(),
+            sent_at: at,
+            returned_by: Some(child_cancel.execution_id.clone()),
+        };
+        codec
+            .encode(events, &keyed)
+            .expect("an event for a key encodes on the events topic");
+        let forwarded = crate::codec::InboundEvent {
+            event,
+            target: child_cancel.execution_id.clone(),
+            sent_at: at,
+            correlation_key: Some(key),
+        };
+        codec
+            .encode(events, &forwarded)
+            .expect("a forwarded event encodes on the events topic");
         // Without a registry there is nothing to register.
         assert!(
             Codec::single_object()

@@ -13,7 +13,7 @@ use crate::codec::{ActivityCancel, Codec, EncodeError, HistoryRecord};
 use crate::model::{ExecutionId, Ffqn};
 use crate::topology::{TopicRole, Topology};
 
-use super::activity_worker::{CANCEL_KIND, KIND_HEADER, NOT_BEFORE_HEADER};
+use super::activity_worker::{CANCEL_KIND, CORRELATION_KIND, KIND_HEADER, NOT_BEFORE_HEADER};
 use super::dlq::{DeadLetterError, try_dead_letter};
 use super::transaction::OutgoingRecord;
 
@@ -182,6 +182,49 @@ pub fn records(
                     )],
                 });
             }
+            // A correlation key's records: keyed by the key, on the key's partition of each
+            // co-partitioned topic. On the state topic the header `weir.kind = correlation`
+            // tells a key's state from a schedule's (and rides on its tombstone too).
+            Effect::Correlation(command) => {
+                let t = topic(TopicRole::Responses);
+                let value = codec.encode(&t, command)?;
+                records.push(OutgoingRecord {
+                    topic: t,
+                    key: command.key.clone(),
+                    value: Some(value),
+                    headers: vec![(KIND_HEADER.to_owned(), CORRELATION_KIND.to_vec())],
+                });
+            }
+            Effect::PutCorrelation { key, state } => {
+                let t = topic(TopicRole::State);
+                let value = match state {
+                    Some(state) => Some(codec.encode(&t, state)?),
+                    None => None,
+                };
+                records.push(OutgoingRecord {
+                    topic: t,
+                    key: key.clone(),
+                    value,
+                    headers: vec![(KIND_HEADER.to_owned(), CORRELATION_KIND.to_vec())],
+                });
+            }
+            // An event of a key for its holder, keyed by the holder (`correlation_key` set).
+            Effect::ForwardEvent(event) => {
+                let t = topic(TopicRole::Events);
+                let value = codec.encode(&t, event)?;
+                records.push(record(t, &event.target, value));
+            }
+            // Back to its key from a finished holder (`returned_by` set), keyed by the key.
+            Effect::ReturnEvent(event) => {
+                let t = topic(TopicRole::Events);
+                let value = codec.encode(&t, event)?;
+                records.push(OutgoingRecord {
+                    topic: t,
+                    key: event.key.clone(),
+                    value: Some(value),
+                    headers: Vec::new(),
+                });
+            }
             Effect::PutTimer(_) | Effect::DeleteTimer(_) => {}
         }
         if let Some(Some(trace)) = traces.get(index) {
@@ -207,4 +250,114 @@ pub fn cancellation_topics(topology: &Topology) -> Vec<String> {
     topics.sort();
     topics.dedup();
     topics
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::Utc;
+    use weir_core::correlation::{
+        BufferedEvent, CorrelationAction, CorrelationCommand, CorrelationState, KeyedEvent,
+    };
+
+    use super::*;
+    use crate::codec::{EventRecord, InboundEvent, ReceivedEvent, RecordPosition};
+
+    fn topology() -> Topology {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../topology");
+        Topology::load(&root).expect("the repository's topology")
+    }
+
+    fn kind(record: &OutgoingRecord) -> Option<&[u8]> {
+        record
+            .headers
+            .iter()
+            .find(|(k, _)| k == KIND_HEADER)
+            .map(|(_, v)| v.as_slice())
+    }
+
+    /// A correlation key's four effects: each on its topic, keyed by the key or by the
+    /// holder, with `weir.kind = correlation` where the topic carries other record types.
+    #[test]
+    fn correlation_effects_are_keyed_by_the_key_or_the_holder() {
+        let topology = topology();
+        let codec = Codec::single_object();
+        let at = Utc::now();
+        let key = "payment:order-42".to_owned();
+        let holder = ExecutionId::top_level(ulid::Ulid::new());
+        let event = ReceivedEvent {
+            event_id: "e-1".into(),
+            name: "paid".into(),
+            payload: serde_json::json!({"amount": 1250}),
+        };
+        let state = CorrelationState {
+            key: key.clone(),
+            holders: Vec::new(),
+            buffered: vec![BufferedEvent {
+                event: event.clone(),
+                sent_at: at,
+            }],
+            forwarded: Vec::new(),
+        };
+        let forwarded = InboundEvent {
+            event: event.clone(),
+            target: holder.clone(),
+            sent_at: at,
+            correlation_key: Some(key.clone()),
+        };
+        let returned = KeyedEvent {
+            event,
+            key: key.clone(),
+            sent_at: at,
+            returned_by: Some(holder.clone()),
+        };
+        let effects = [
+            Effect::Correlation(CorrelationCommand {
+                key: key.clone(),
+                execution_id: holder.clone(),
+                action: CorrelationAction::Register,
+                sent_at: at,
+            }),
+            Effect::PutCorrelation {
+                key: key.clone(),
+                state: Some(state.clone()),
+            },
+            Effect::PutCorrelation {
+                key: key.clone(),
+                state: None,
+            },
+            Effect::ForwardEvent(forwarded.clone()),
+            Effect::ReturnEvent(returned.clone()),
+        ];
+        let records =
+            records(&codec, &topology, &[], &effects, &[], &mut Vec::new()).expect("encoded");
+        let name = |role| topology.topic(role).name.clone();
+        let shape: Vec<(String, String, Option<&[u8]>, bool)> = records
+            .iter()
+            .map(|r| (r.topic.clone(), r.key.clone(), kind(r), r.value.is_some()))
+            .collect();
+        let correlation = Some(super::super::activity_worker::CORRELATION_KIND);
+        assert_eq!(
+            shape,
+            vec![
+                (name(TopicRole::Responses), key.clone(), correlation, true),
+                (name(TopicRole::State), key.clone(), correlation, true),
+                // A tombstone carries the header too.
+                (name(TopicRole::State), key.clone(), correlation, false),
+                (name(TopicRole::Events), holder.to_string(), None, true),
+                (name(TopicRole::Events), key.clone(), None, true),
+            ]
+        );
+        let position = RecordPosition::at("weir.events", 0, 0);
+        let decoded = |i: usize| -> EventRecord {
+            codec
+                .decode(records[i].value.as_deref().expect("a value"), &position)
+                .expect("decodes")
+        };
+        assert_eq!(decoded(3), EventRecord::Execution(forwarded));
+        assert_eq!(decoded(4), EventRecord::Keyed(returned));
+        let read: CorrelationState = codec
+            .decode(records[1].value.as_deref().expect("a value"), &position)
+            .expect("decodes");
+        assert_eq!(read, state);
+    }
 }

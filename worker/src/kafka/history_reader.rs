@@ -1,7 +1,7 @@
 //! Reads a partition of `weir.history` from an offset to its end, once no transaction is open
 //! on it: what a new owner's catch-up of the store needs (the rules of catch-up are the
 //! driver's, in `weir_core::driver`). The same read, from the beginning, restores the
-//! partition's schedules from `weir.state`.
+//! partition's keyed state (schedules, correlation keys) from `weir.state`.
 //!
 //! A `read_committed` consumer stops at the last stable offset (LSO), the first offset of the
 //! oldest open transaction. A worker killed inside a commit leaves its transaction open until
@@ -22,10 +22,12 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::{BorrowedMessage, Message};
 use rdkafka::{Offset, TopicPartitionList};
-use weir_core::driver::LoggedEntry;
+use weir_core::correlation::CorrelationState;
+use weir_core::driver::{KeyedState, LoggedEntry};
 use weir_core::schedule::ScheduleState;
 
 use super::KafkaConfig;
+use super::activity_worker::{CORRELATION_KIND, is_kind};
 use super::group::QuietEof;
 use super::recovery;
 use crate::codec::{Codec, HistoryRecord, RecordPosition};
@@ -130,12 +132,101 @@ pub enum Settle {
     ToStableOffset,
 }
 
-/// The schedules of `partitions` of the state topic `topic`: the last record of each key read
-/// from the beginning (after `settle`, partition by partition, then one read of them all),
-/// tombstones dropped. A record that does not decode is logged and left out (its schedule
-/// does not tick here until it is created again): one bad record must not keep the
-/// partitions from being taken over.
-pub fn read_schedules(
+/// Which records of the state topic a read of it keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wanted {
+    /// Schedules and correlation keys: what a new owner restores.
+    All,
+    /// Schedules only (a listing of them): correlation keys are skipped undecoded.
+    Schedules,
+}
+
+/// A record of the state topic, as the last one of its key.
+enum StateRecord {
+    Schedule(ScheduleState),
+    Correlation(CorrelationState),
+    /// A tombstone, a record left out (not wanted, or undecodable).
+    None,
+}
+
+/// The last record of each key of the state topic, as they are read.
+struct StateRecords<'a> {
+    codec: &'a Codec,
+    topic: &'a str,
+    wanted: Wanted,
+    last: BTreeMap<Vec<u8>, StateRecord>,
+}
+
+impl<'a> StateRecords<'a> {
+    fn new(codec: &'a Codec, topic: &'a str, wanted: Wanted) -> Self {
+        StateRecords {
+            codec,
+            topic,
+            wanted,
+            last: BTreeMap::new(),
+        }
+    }
+
+    /// The record at `partition`/`offset` with `key` and `payload` (`None`: a tombstone);
+    /// `correlation`: it carries `weir.kind = correlation`.
+    fn take(
+        &mut self,
+        key: &[u8],
+        partition: i32,
+        offset: i64,
+        payload: Option<&[u8]>,
+        correlation: bool,
+    ) {
+        let topic = self.topic;
+        let state = match payload {
+            None => StateRecord::None,
+            Some(_) if correlation && self.wanted == Wanted::Schedules => StateRecord::None,
+            Some(bytes) => {
+                let position = RecordPosition::at(topic, partition, offset);
+                if correlation {
+                    match self.codec.decode::<CorrelationState>(bytes, &position) {
+                        Ok(state) => StateRecord::Correlation(state),
+                        Err(e) => {
+                            tracing::error!(topic, partition, offset, error = %e, "a correlation key's state does not decode; the key is left out");
+                            StateRecord::None
+                        }
+                    }
+                } else {
+                    match self.codec.decode::<ScheduleState>(bytes, &position) {
+                        Ok(state) => StateRecord::Schedule(state),
+                        Err(e) => {
+                            tracing::error!(topic, partition, offset, error = %e, "a schedule's state does not decode; the schedule is left out");
+                            StateRecord::None
+                        }
+                    }
+                }
+            }
+        };
+        self.last.insert(key.to_vec(), state);
+    }
+
+    fn finish(self) -> KeyedState {
+        let mut state = KeyedState::default();
+        for record in self.last.into_values() {
+            match record {
+                StateRecord::Schedule(s) => state.schedules.push(s),
+                StateRecord::Correlation(c) => state.correlations.push(c),
+                StateRecord::None => {}
+            }
+        }
+        state
+    }
+}
+
+/// The keyed state of `partitions` of the state topic `topic` (`weir.state`): the last record
+/// of each key read from the beginning (after `settle`, partition by partition, then one read
+/// of them all), tombstones dropped. A correlation key's state carries the header
+/// `weir.kind = correlation`; a record without it is a schedule's (keyed `schedule:<name>`).
+/// A record that does not decode is logged and left out (its schedule does not tick here
+/// until it is created again; its key starts again from nothing): one bad record must not
+/// keep the partitions from being taken over.
+#[allow(clippy::too_many_arguments)]
+pub fn read_keyed_state(
     kafka: &KafkaConfig,
     codec: &Codec,
     owner: &str,
@@ -143,29 +234,21 @@ pub fn read_schedules(
     partitions: &[i32],
     patience: Duration,
     settle: Settle,
-) -> Result<Vec<ScheduleState>, HistoryReadError> {
-    let mut last: BTreeMap<Vec<u8>, Option<ScheduleState>> = BTreeMap::new();
+    wanted: Wanted,
+) -> Result<KeyedState, HistoryReadError> {
+    let mut records = StateRecords::new(codec, topic, wanted);
     let from: Vec<(i32, i64)> = partitions.iter().map(|&p| (p, 0)).collect();
     read_with(kafka, owner, topic, &from, patience, settle, |message| {
-        let key = message.key().unwrap_or_default().to_vec();
-        let state = match message.payload() {
-            None => None,
-            Some(bytes) => {
-                let partition = message.partition();
-                let position = RecordPosition::at(topic, partition, message.offset());
-                match codec.decode::<ScheduleState>(bytes, &position) {
-                    Ok(state) => Some(state),
-                    Err(e) => {
-                        tracing::error!(topic, partition, offset = message.offset(), error = %e, "a schedule's state does not decode; the schedule is left out");
-                        None
-                    }
-                }
-            }
-        };
-        last.insert(key, state);
+        records.take(
+            message.key().unwrap_or_default(),
+            message.partition(),
+            message.offset(),
+            message.payload(),
+            is_kind(message, CORRELATION_KIND),
+        );
         Ok(())
     })?;
-    Ok(last.into_values().flatten().collect())
+    Ok(records.finish())
 }
 
 /// Reads each `(partition, from)` of `topic` from `from` to its end, once settled if
@@ -354,5 +437,85 @@ pub fn wait_until_settled(
             warned = true;
         }
         std::thread::sleep(SETTLE_POLL);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use weir_core::correlation::CorrelationState;
+    use weir_core::schedule::{ScheduleSpec, ScheduleState, Status};
+
+    use super::*;
+
+    fn schedule(name: &str) -> ScheduleState {
+        let at = DateTime::from_timestamp(1_790_000_000, 123_456_789).expect("a time");
+        ScheduleState {
+            name: name.into(),
+            generation: "g".into(),
+            spec: ScheduleSpec {
+                cron: "0 0 2 * * *".into(),
+                timezone: "UTC".into(),
+                ffqn: "app:p/i.f".parse().expect("ffqn"),
+                params: serde_json::json!([]),
+                overlap: weir_core::schedule::Overlap::Skip,
+                catchup_window: weir_core::schedule::DEFAULT_CATCHUP_WINDOW,
+            },
+            status: Status::Active,
+            last_tick: None,
+            next_tick: Some(at),
+            running: Vec::new(),
+            started: 0,
+            skipped: 0,
+            missed: 0,
+            updated_at: at,
+        }
+    }
+
+    fn correlation(key: &str) -> CorrelationState {
+        CorrelationState {
+            key: key.into(),
+            holders: vec!["E_01ARZ3NDEKTSV4RRFFQ69G5FAV".parse().expect("an id")],
+            buffered: Vec::new(),
+            forwarded: Vec::new(),
+        }
+    }
+
+    /// `weir.state` holds both schedules and correlation keys: the header tells them apart,
+    /// the last record of a key wins, a tombstone forgets it, and a listing of schedules
+    /// skips the keys.
+    #[test]
+    fn the_state_topic_is_read_as_schedules_and_correlation_keys() {
+        let codec = Codec::single_object();
+        let topic = "weir.state";
+        let nightly = codec.encode(topic, &schedule("nightly")).expect("encodes");
+        let weekly = codec.encode(topic, &schedule("weekly")).expect("encodes");
+        let held = codec
+            .encode(topic, &correlation("payment:1"))
+            .expect("encodes");
+        let gone = codec
+            .encode(topic, &correlation("payment:2"))
+            .expect("encodes");
+        let feed = |records: &mut StateRecords<'_>| {
+            records.take(b"schedule:nightly", 0, 0, Some(&nightly), false);
+            records.take(b"payment:1", 0, 1, Some(&held), true);
+            records.take(b"payment:2", 1, 0, Some(&gone), true);
+            records.take(b"schedule:weekly", 1, 1, Some(&weekly), false);
+            records.take(b"payment:2", 1, 2, None, true);
+            records.take(b"schedule:weekly", 1, 3, None, false);
+            // A correlation key's state that does not decode is left out.
+            records.take(b"payment:3", 2, 0, Some(b"not avro"), true);
+            // A schedule's bytes under the correlation header do not decode as a key's.
+            records.take(b"payment:4", 2, 1, Some(&nightly), true);
+        };
+        let mut all = StateRecords::new(&codec, topic, Wanted::All);
+        feed(&mut all);
+        let state = all.finish();
+        assert_eq!(state.schedules, vec![schedule("nightly")]);
+        assert_eq!(state.correlations, vec![correlation("payment:1")]);
+        let mut listing = StateRecords::new(&codec, topic, Wanted::Schedules);
+        feed(&mut listing);
+        let state = listing.finish();
+        assert_eq!(state.schedules.len(), 1);
+        assert!(state.correlations.is_empty());
     }
 }

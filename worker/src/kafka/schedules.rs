@@ -1,7 +1,8 @@
 //! Schedules over Kafka, for clients (`weir schedule`, `weir topology apply`): a command is a
 //! `ScheduleCommand` on `weir.responses`, keyed `schedule:<name>`, header
 //! `weir.kind = schedule`; the states are read back from the compacted `weir.state`, whose
-//! records only the owning workflow workers write.
+//! records only the owning workflow workers write (a listing skips the correlation keys'
+//! states there, marked `weir.kind = correlation`).
 
 use std::time::Duration;
 
@@ -11,7 +12,7 @@ use weir_core::schedule::{self, ScheduleAction, ScheduleCommand, ScheduleState};
 
 use super::KafkaConfig;
 use super::activity_worker::{KIND_HEADER, SCHEDULE_KIND};
-use super::history_reader::{self, HistoryReadError, Settle};
+use super::history_reader::{self, HistoryReadError, Settle, Wanted};
 use crate::codec::{Codec, EncodeError};
 use crate::topology::{TopicRole, Topology};
 
@@ -100,7 +101,7 @@ pub fn list(
     let topic = topology.topic(TopicRole::State);
     let reader = format!("schedule-list-{}", ulid::Ulid::new());
     let partitions: Vec<i32> = (0..topic.partitions).collect();
-    let mut states = history_reader::read_schedules(
+    let mut states = history_reader::read_keyed_state(
         kafka,
         codec,
         &reader,
@@ -108,8 +109,10 @@ pub fn list(
         &partitions,
         LIST_PATIENCE,
         Settle::ToStableOffset,
+        Wanted::Schedules,
     )
-    .map_err(|e| ScheduleClientError::Read(Box::new(e)))?;
+    .map_err(|e| ScheduleClientError::Read(Box::new(e)))?
+    .schedules;
     states.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(states)
 }

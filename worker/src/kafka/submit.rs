@@ -1,8 +1,8 @@
 //! Records sent to a deployment from outside a worker: a top-level execution's `Submission`
 //! on `weir.submissions` (what `weir submit` and the HTTP API send), an `InboundEvent` on
 //! `weir.events` (`weir send-event`, the API), and an `UpgradeRequest` on `weir.responses`
-//! (what `weir replay --upgrade` sends), each keyed by the execution's id. Any Kafka client
-//! can send the same with only `schemas/avro/`.
+//! (what `weir replay --upgrade` sends), each keyed by the execution's id — an event for a
+//! correlation key by the key. Any Kafka client can send the same with only `schemas/avro/`.
 
 use std::time::Duration;
 
@@ -11,8 +11,10 @@ use rdkafka::producer::{FutureProducer, FutureRecord};
 use serde_json::Value;
 
 use crate::codec::{
-    AvroRecord, Codec, EncodeError, InboundEvent, ReceivedEvent, Submission, UpgradeRequest,
+    AvroRecord, Codec, EncodeError, EventRecord, InboundEvent, ReceivedEvent, Submission,
+    UpgradeRequest,
 };
+use crate::correlation::{self, KeyError, KeyedEvent};
 use crate::model::{EventNameError, ExecutionId, Ffqn, check_event_id, check_event_name};
 
 /// How long a submission waits for the broker's acknowledgement.
@@ -20,16 +22,14 @@ const SEND_TIMEOUT: Duration = Duration::from_secs(30);
 
 #[derive(Debug, thiserror::Error)]
 pub enum SubmitError {
-    #[error("cannot encode the record for {execution_id}: {source}")]
-    Encode {
-        execution_id: ExecutionId,
-        source: EncodeError,
-    },
+    /// `target`: the record's Kafka key (an execution id, or an event's correlation key).
+    #[error("cannot encode the record for {target}: {source}")]
+    Encode { target: String, source: EncodeError },
     #[error("{0} is a top-level execution: a stub is a child of the execution that made it")]
     NotAChild(ExecutionId),
-    #[error("cannot send to {topic} for {execution_id}: {source}")]
+    #[error("cannot send to {topic} for {target}: {source}")]
     Send {
-        execution_id: ExecutionId,
+        target: String,
         topic: String,
         source: rdkafka::error::KafkaError,
     },
@@ -38,8 +38,10 @@ pub enum SubmitError {
 /// Why an event cannot be sent: a field that breaks the rules of `schemas/avro/event.avsc`.
 #[derive(Debug, thiserror::Error)]
 pub enum EventError {
-    #[error("`{0}` is not an execution id: {1}")]
+    #[error("target `{0}` starts with `E_` but is not an execution id: {1}")]
     Target(String, crate::model::ParseIdError),
+    #[error("target `{0}` is neither an execution id (`E_…`) nor a correlation key: {1}")]
+    Key(String, KeyError),
     #[error(transparent)]
     Name(#[from] EventNameError),
     #[error("the payload is not JSON: {0}")]
@@ -48,40 +50,63 @@ pub enum EventError {
 
 /// The event `name` with `payload` (JSON text) for `target`, checked; `event_id` is the
 /// caller's idempotency key, a new ULID when `None` (then sending twice is two events).
+/// `target` is an execution id (`E_…`) or a correlation key ([`correlation::check_key`]):
+/// an event for a key reaches the execution that registered it (`correlate`), or waits in
+/// the key until one does.
 pub fn event(
     target: &str,
     name: &str,
     payload: &str,
     event_id: Option<String>,
     sent_at: chrono::DateTime<chrono::Utc>,
-) -> Result<InboundEvent, EventError> {
-    let target: ExecutionId = target
-        .parse()
-        .map_err(|e| EventError::Target(target.to_owned(), e))?;
+) -> Result<EventRecord, EventError> {
+    let execution = if correlation::targets_execution(target) {
+        let id: ExecutionId = target
+            .parse()
+            .map_err(|e| EventError::Target(target.to_owned(), e))?;
+        Some(id)
+    } else {
+        correlation::check_key(target).map_err(|e| EventError::Key(target.to_owned(), e))?;
+        None
+    };
     check_event_name(name)?;
     let event_id = event_id.unwrap_or_else(|| ulid::Ulid::new().to_string());
     check_event_id(&event_id)?;
     let payload = serde_json::from_str(payload).map_err(EventError::Payload)?;
-    Ok(InboundEvent {
-        event: ReceivedEvent {
-            event_id,
-            name: name.to_owned(),
-            payload,
-        },
-        target,
-        sent_at,
+    let event = ReceivedEvent {
+        event_id,
+        name: name.to_owned(),
+        payload,
+    };
+    Ok(match execution {
+        Some(target) => EventRecord::Execution(InboundEvent {
+            event,
+            target,
+            sent_at,
+            correlation_key: None,
+        }),
+        None => EventRecord::Keyed(KeyedEvent {
+            event,
+            key: target.to_owned(),
+            sent_at,
+            returned_by: None,
+        }),
     })
 }
 
-/// Sends `event` to `topic` (the deployment's `weir.events`), keyed by its target, and waits
-/// until the broker has it.
+/// Sends `event` to `topic` (the deployment's `weir.events`), keyed by its target (the
+/// execution id, or the correlation key), and waits until the broker has it.
 pub async fn send_event(
     producer: &FutureProducer,
     codec: &Codec,
     topic: &str,
-    event: &InboundEvent,
+    event: &EventRecord,
 ) -> Result<(), SubmitError> {
-    send_keyed(producer, codec, topic, &event.target, event, None).await
+    let key = event.target();
+    match event {
+        EventRecord::Execution(e) => send_keyed(producer, codec, topic, &key, e, None).await,
+        EventRecord::Keyed(e) => send_keyed(producer, codec, topic, &key, e, None).await,
+    }
 }
 
 /// Sends `result` as the value of stub child `child` to `topic` (the deployment's
@@ -102,7 +127,7 @@ pub async fn send_stub(
         child_execution_id: child.clone(),
         result,
     };
-    send_keyed(producer, codec, topic, &parent, &response, None).await
+    send_keyed(producer, codec, topic, &parent.to_string(), &response, None).await
 }
 
 /// Sends `request` to `topic` (the deployment's `weir.responses`), marked with the header
@@ -117,8 +142,8 @@ pub async fn send_cancel(
         key: super::activity_worker::KIND_HEADER,
         value: Some(super::activity_worker::CANCEL_EXECUTION_KIND),
     });
-    let id = &request.execution_id;
-    send_keyed(producer, codec, topic, id, request, Some(headers)).await
+    let id = request.execution_id.to_string();
+    send_keyed(producer, codec, topic, &id, request, Some(headers)).await
 }
 
 /// The submission of top-level execution `id` of `ffqn` with `params`, `metadata` and an
@@ -157,8 +182,8 @@ pub async fn submit(
     topic: &str,
     submission: &Submission,
 ) -> Result<(), SubmitError> {
-    let id = &submission.execution_id;
-    send_keyed(producer, codec, topic, id, submission, None).await
+    let id = submission.execution_id.to_string();
+    send_keyed(producer, codec, topic, &id, submission, None).await
 }
 
 /// Why a deadline as given cannot be taken.
@@ -217,28 +242,27 @@ pub async fn send_upgrade(
         key: super::activity_worker::KIND_HEADER,
         value: Some(super::activity_worker::UPGRADE_KIND),
     });
-    let id = &request.execution_id;
-    send_keyed(producer, codec, topic, id, request, Some(headers)).await
+    let id = request.execution_id.to_string();
+    send_keyed(producer, codec, topic, &id, request, Some(headers)).await
 }
 
-/// Encodes `record` for `topic`, sends it keyed by `id` (with `headers`), and waits until the
-/// broker has it.
+/// Encodes `record` for `topic`, sends it keyed by `key` (an execution id, or an event's
+/// correlation key; with `headers`), and waits until the broker has it.
 async fn send_keyed<R: AvroRecord>(
     producer: &FutureProducer,
     codec: &Codec,
     topic: &str,
-    id: &ExecutionId,
+    key: &str,
     record: &R,
     headers: Option<rdkafka::message::OwnedHeaders>,
 ) -> Result<(), SubmitError> {
     let value = codec
         .encode(topic, record)
         .map_err(|source| SubmitError::Encode {
-            execution_id: id.clone(),
+            target: key.to_owned(),
             source,
         })?;
-    let key = id.to_string();
-    let mut message = FutureRecord::to(topic).key(&key).payload(&value);
+    let mut message = FutureRecord::to(topic).key(key).payload(&value);
     if let Some(headers) = headers {
         message = message.headers(headers);
     }
@@ -246,7 +270,7 @@ async fn send_keyed<R: AvroRecord>(
         .send(message, SEND_TIMEOUT)
         .await
         .map_err(|(source, _)| SubmitError::Send {
-            execution_id: id.clone(),
+            target: key.to_owned(),
             topic: topic.to_owned(),
             source,
         })?;
@@ -269,13 +293,53 @@ mod tests {
             now,
         )
         .expect("a valid event");
+        let EventRecord::Execution(event) = event else {
+            panic!("an event for an execution: {event:?}")
+        };
         assert_eq!(event.target.to_string(), target);
+        assert_eq!(event.correlation_key, None);
         assert_eq!(event.event.event_id, "k-1");
         assert_eq!(event.event.payload, serde_json::json!({"by": "ann"}));
         let fresh = super::event(target, "approved", "1", None, now).expect("valid");
-        assert_eq!(fresh.event.event_id.len(), 26, "a ULID");
+        assert_eq!(fresh.event().event_id.len(), 26, "a ULID");
+        // A target that is not an execution id is a correlation key.
+        let keyed = super::event("payment:order-42", "paid", "{}", None, now).expect("a key");
+        assert_eq!(keyed.target(), "payment:order-42");
+        let EventRecord::Keyed(keyed) = keyed else {
+            panic!("an event for a correlation key: {keyed:?}")
+        };
+        assert_eq!(keyed.key, "payment:order-42");
+        assert_eq!(keyed.returned_by, None);
         for (target, name, payload, id, what) in [
-            ("E_x", "approved", "1", None, "not an execution id"),
+            (
+                "E_x",
+                "approved",
+                "1",
+                None,
+                "target `E_x` starts with `E_` but is not an execution id",
+            ),
+            (
+                "with space",
+                "approved",
+                "1",
+                None,
+                "target `with space` is neither an execution id",
+            ),
+            (
+                "schedule:nightly",
+                "approved",
+                "1",
+                None,
+                "which Weir keeps for its own state",
+            ),
+            (
+                &"k".repeat(129),
+                "approved",
+                "1",
+                None,
+                "not 1 to 128 bytes",
+            ),
+            ("payment:order-42", "no spaces", "1", None, "event name"),
             (target, "no spaces", "1", None, "event name"),
             (target, "approved", "{", None, "not JSON"),
             (target, "approved", "1", Some(String::new()), "event id"),

@@ -269,6 +269,9 @@ impl TriggerWorker {
                 Ok(Mapped::Event(event)) => {
                     out.push(self.encode(TopicRole::Events, event.target.to_string(), &event)?)
                 }
+                Ok(Mapped::KeyedEvent(event)) => {
+                    out.push(self.encode(TopicRole::Events, event.key.clone(), &event)?)
+                }
                 Err(error) => {
                     let reason = match error {
                         MapError::Undecodable { .. } => DlqReason::Undecodable,

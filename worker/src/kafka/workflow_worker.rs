@@ -25,12 +25,13 @@ use rdkafka::message::{Message, OwnedMessage};
 use rdkafka::{Offset, TopicPartitionList};
 use tokio::sync::watch;
 use tracing::{info, warn};
+use weir_core::correlation::CorrelationCommand;
 use weir_core::driver::{
-    BoxError, Commit, CommitError, Driver, DriverConfig, DriverError, InputTopic, Landed,
-    LoadError, Log, LoggedEntry, Polled, PolledRecord, Positions, Report, StoreRead,
+    BoxError, Commit, CommitError, Driver, DriverConfig, DriverError, InputTopic, KeyedState,
+    Landed, LoadError, Log, LoggedEntry, Polled, PolledRecord, Positions, Report, StoreRead,
 };
 use weir_core::processor::{Body, Input, Processor, ProcessorConfig, Undecodable};
-use weir_core::schedule::{ScheduleCommand, ScheduleState};
+use weir_core::schedule::ScheduleCommand;
 
 use super::KafkaConfig;
 use super::config::MemberSettings;
@@ -41,7 +42,7 @@ use super::materialiser::{MaterialiseError, Materialiser, QueueBound};
 use super::recovery::{self, ClusterTrouble, Failure, Recovery, Verdict};
 use super::transaction::{TransactionError, Transactor};
 use crate::codec::{
-    CancelRequest, Codec, HistoryRecord, InboundEvent, RecordPosition, ResponseInput,
+    CancelRequest, Codec, EventRecord, HistoryRecord, RecordPosition, ResponseInput,
     SubmissionInput, UpgradeRequest,
 };
 use crate::metrics::{Counter, Metrics};
@@ -622,12 +623,24 @@ impl KafkaLog {
                 });
             (InputTopic::Submissions, body)
         } else if on_events {
+            // Its target tells an event for an execution from one for a correlation key.
             let body = self
                 .codec
-                .decode_fetching::<InboundEvent>(payload, &position)
+                .decode_fetching::<EventRecord>(payload, &position)
                 .await
-                .map(Body::Event);
+                .map(|event| match event {
+                    EventRecord::Execution(event) => Body::Event(event),
+                    EventRecord::Keyed(event) => Body::KeyedEvent(event),
+                });
             (InputTopic::Events, body)
+        } else if super::activity_worker::is_kind(message, super::activity_worker::CORRELATION_KIND)
+        {
+            let body = self
+                .codec
+                .decode_fetching::<CorrelationCommand>(payload, &position)
+                .await
+                .map(Body::Correlation);
+            (InputTopic::Responses, body)
         } else if super::activity_worker::is_kind(message, super::activity_worker::SCHEDULE_KIND) {
             let body = self
                 .codec
@@ -828,17 +841,17 @@ impl Log for KafkaLog {
         Ok(entries)
     }
 
-    async fn read_schedules(
+    async fn read_keyed_state(
         &mut self,
         partitions: &BTreeSet<i32>,
-    ) -> Result<Vec<ScheduleState>, BoxError> {
+    ) -> Result<KeyedState, BoxError> {
         let topic = self.topology.topic(TopicRole::State).name.clone();
         let settle = self.config.transaction_timeout + TRANSACTION_CLEANUP_MARGIN;
         let started = Instant::now();
         let (kafka, codec, owner) = (&self.config.kafka, &self.codec, &self.config.instance_id);
         let partitions: Vec<i32> = partitions.iter().copied().collect();
-        let schedules = tokio::task::block_in_place(|| {
-            history_reader::read_schedules(
+        let state = tokio::task::block_in_place(|| {
+            history_reader::read_keyed_state(
                 kafka,
                 codec,
                 owner,
@@ -846,10 +859,11 @@ impl Log for KafkaLog {
                 &partitions,
                 settle,
                 history_reader::Settle::Wait,
+                history_reader::Wanted::All,
             )
         })?;
-        tracing::debug!(?partitions, schedules = schedules.len(), took = ?started.elapsed(), "schedules read for take-over");
-        Ok(schedules)
+        tracing::debug!(?partitions, schedules = state.schedules.len(), correlation_keys = state.correlations.len(), took = ?started.elapsed(), "keyed state read for take-over");
+        Ok(state)
     }
 
     async fn commit(&mut self, commit: Commit<'_>) -> Result<Vec<Landed>, CommitError> {
@@ -984,6 +998,18 @@ impl Log for KafkaLog {
             .add(now.ticks_skipped.saturating_sub(last.ticks_skipped));
         m.schedule_ticks_missed
             .add(now.ticks_missed.saturating_sub(last.ticks_missed));
+        m.keyed_events_forwarded.add(
+            now.keyed_events_forwarded
+                .saturating_sub(last.keyed_events_forwarded),
+        );
+        m.keyed_events_buffered.add(
+            now.keyed_events_buffered
+                .saturating_sub(last.keyed_events_buffered),
+        );
+        m.keyed_events_returned.add(
+            now.keyed_events_returned
+                .saturating_sub(last.keyed_events_returned),
+        );
         self.reported = now;
         m.inline_activities_answered.add(
             report

@@ -1,7 +1,7 @@
 //! An in-memory driver of the partition processor ([`weir_core::processor`]) over
 //! [`WasmHost`], without Kafka or a database: what the tests and benchmarks of the host use.
-//! It has no rules of its own: every submission, response and due timer is one
-//! [`Processor::step`], exactly as the Kafka worker's loop (`weir_core::driver`) steps it, and
+//! It has no rules of its own: every submission, response, event, correlation command and
+//! due timer is one [`Processor::step`], exactly as the Kafka worker's loop (`weir_core::driver`) steps it, and
 //! the bus only routes the effects in memory:
 //!
 //! | effect | here |
@@ -14,6 +14,14 @@
 //! | `PutTimer` / `DeleteTimer` | the timer list, fired by [`InMemoryBus::fire_next_timer`] |
 //! | `DeadLetter` | recorded with the typed record ([`InMemoryBus::dead_letters`]) |
 //! | `CancelActivity` | recorded ([`InMemoryBus::cancelled_activities`]) and, as the activity worker does it, an activity not answered yet (its request still queued: the bus runs each activity to its end at once) is dropped and its parent answered with `cancelled` |
+//! | `Correlation` | a command queued for the key's owner ([`Record::Correlation`], stepped as `Body::Correlation`) |
+//! | `ForwardEvent` | an event queued for the holder ([`Record::Event`], stepped as `Body::Event`) |
+//! | `ReturnEvent` | an event queued for its key ([`Record::KeyedEvent`], stepped as `Body::KeyedEvent`) |
+//! | `PutCorrelation` | the last state of each key ([`InMemoryBus::correlation`]), what `weir.state` keeps: given back to the processor whenever it forgets everything (cold mode, [`InMemoryBus::evict_all`]), as a new owner's take-over does |
+//! | `PutSchedule` / `ScheduleCommand` | refused ([`BusError::Inconsistent`]): schedules tick from the driver's loop, which the bus does not run |
+//!
+//! Events come in as [`Record::Event`] (for an execution) or [`Record::KeyedEvent`] (for a
+//! correlation key), sent with [`InMemoryBus::send`].
 //!
 //! Each input is a batch of its own: after its step the batch is "committed" and at once
 //! "materialised" (`committed(touched, n, now)`, then `evict(n)`), so the store never lags memory.
@@ -33,11 +41,13 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use ulid::Ulid;
+use weir_core::correlation::{CorrelationCommand, CorrelationState, KeyedEvent};
 use weir_core::processor::{
     Batch, Body, Effect, Input, Processor, ProcessorConfig, ProcessorError, ProcessorStats,
 };
 use weir_core::records::{
-    ActivityRequest, DlqReason, ExecutionFinished, HistoryEntry, HistoryRecord, Submission,
+    ActivityRequest, DlqReason, ExecutionFinished, HistoryEntry, HistoryRecord, InboundEvent,
+    Submission,
 };
 use weir_core::rows::{ExecutionState, TimerKey, TimerKind, TimerRow};
 
@@ -94,6 +104,13 @@ pub enum Record {
     ActivityRequest(ActivityRequest),
     /// `weir.responses` (`weir.kind = cancel-execution`), keyed by the execution.
     Cancel(crate::codec::CancelRequest),
+    /// `weir.events`, keyed by the target execution (sent to it, or forwarded by its key).
+    Event(InboundEvent),
+    /// `weir.events`, keyed by the correlation key (sent to it, or returned by a finished
+    /// holder).
+    KeyedEvent(KeyedEvent),
+    /// `weir.responses` (`weir.kind = correlation`), keyed by the correlation key.
+    Correlation(CorrelationCommand),
 }
 
 /// A record that went to the DLQ.
@@ -145,6 +162,8 @@ pub struct InMemoryBus {
     published: Vec<ExecutionFinished>,
     dead_letters: Vec<DeadLetter>,
     cancelled: Vec<CancelledActivity>,
+    /// The last state of each correlation key (`weir.state`; a tombstone removes it).
+    correlations: BTreeMap<String, CorrelationState>,
     fresh_starts: u64,
     hot_deliveries: u64,
     cold_deliveries: u64,
@@ -178,6 +197,7 @@ impl InMemoryBus {
             published: Vec::new(),
             dead_letters: Vec::new(),
             cancelled: Vec::new(),
+            correlations: BTreeMap::new(),
             fresh_starts: 0,
             hot_deliveries: 0,
             cold_deliveries: 0,
@@ -190,8 +210,16 @@ impl InMemoryBus {
     pub fn set_hot(&mut self, hot: bool) {
         self.hot = hot;
         if !hot {
-            self.processor.clear();
+            self.forget();
         }
+    }
+
+    /// The processor forgets everything, and gets the keyed state back as `weir.state` has
+    /// it (what a take-over does).
+    fn forget(&mut self) {
+        self.processor.clear();
+        self.processor
+            .restore_correlations(self.correlations.values().cloned());
     }
 
     pub fn host(&self) -> &Arc<WasmHost> {
@@ -259,6 +287,17 @@ impl InMemoryBus {
         &self.cancelled
     }
 
+    /// The last state of correlation key `key`, as `weir.state` would have it (`None`: the
+    /// key holds no execution and no event).
+    pub fn correlation(&self, key: &str) -> Option<&CorrelationState> {
+        self.correlations.get(key)
+    }
+
+    /// Every correlation key that holds an execution or an event.
+    pub fn correlations(&self) -> &BTreeMap<String, CorrelationState> {
+        &self.correlations
+    }
+
     /// Pending timers, earliest first (ties by id).
     pub fn pending_timers(&self) -> &[TimerRow] {
         &self.timers
@@ -267,7 +306,7 @@ impl InMemoryBus {
     /// Drops every parked run and cached execution (as an eviction or a restart would); the
     /// next input of each is processed after a rebuild from the store.
     pub fn evict_all(&mut self) {
-        self.processor.clear();
+        self.forget();
     }
 
     fn fresh_id(&mut self) -> ExecutionId {
@@ -390,13 +429,20 @@ impl InMemoryBus {
         }
     }
 
-    /// One submission or response, as one batch.
+    /// One record for the processor (a submission, a response, an event, a command), as one
+    /// batch, read with its Kafka key on that key's partition.
     async fn step_record(&mut self, record: Record) -> Result<(), BusError> {
         let (key, body) = match &record {
-            Record::Submission(s) => (s.execution_id.clone(), Body::Submission(s.clone())),
-            Record::Response { to, response } => (to.clone(), Body::Response(response.clone())),
-            Record::Cancel(request) => {
-                (request.execution_id.clone(), Body::Cancel(request.clone()))
+            Record::Submission(s) => (s.execution_id.to_string(), Body::Submission(s.clone())),
+            Record::Response { to, response } => (to.to_string(), Body::Response(response.clone())),
+            Record::Cancel(request) => (
+                request.execution_id.to_string(),
+                Body::Cancel(request.clone()),
+            ),
+            Record::Event(event) => (event.target.to_string(), Body::Event(event.clone())),
+            Record::KeyedEvent(event) => (event.key.clone(), Body::KeyedEvent(event.clone())),
+            Record::Correlation(command) => {
+                (command.key.clone(), Body::Correlation(command.clone()))
             }
             Record::ActivityRequest(_) => {
                 return Err(BusError::Inconsistent(
@@ -406,19 +452,24 @@ impl InMemoryBus {
         };
         let input = Input::Record {
             index: 0,
-            partition: self.processor.partition_of(&key),
-            key: Some(key.to_string()),
+            partition: self.processor.partition_of_key(&key),
+            key: Some(key),
             size: 0,
             body: Ok(body),
         };
         let mut batch = Batch::new(self.now);
         let stats = self.processor.stats();
         self.rehydrate_for(&mut batch, &input).await?;
-        let submitted = matches!(record, Record::Submission(_)) && self.state(&key).is_none();
+        let submitted = match &record {
+            Record::Submission(s) if self.state(&s.execution_id).is_none() => {
+                Some(s.execution_id.clone())
+            }
+            _ => None,
+        };
         self.processor.step(&mut batch, input).await?;
-        if submitted
+        if let Some(id) = submitted
             && self
-                .state(&key)
+                .state(&id)
                 .is_some_and(|state| state != ExecutionState::Scheduled)
             && !batch
                 .effects
@@ -468,6 +519,17 @@ impl InMemoryBus {
                     self.queue.push_back(Record::Response { to, response })
                 }
                 Effect::CancelExecution(request) => self.queue.push_back(Record::Cancel(request)),
+                Effect::Correlation(command) => self.queue.push_back(Record::Correlation(command)),
+                Effect::ForwardEvent(event) => self.queue.push_back(Record::Event(event)),
+                Effect::ReturnEvent(event) => self.queue.push_back(Record::KeyedEvent(event)),
+                Effect::PutCorrelation { key, state } => match state {
+                    Some(state) => {
+                        self.correlations.insert(key, state);
+                    }
+                    None => {
+                        self.correlations.remove(&key);
+                    }
+                },
                 Effect::PublishResult(finished) => self.published.push(finished),
                 Effect::PutTimer(timer) => {
                     let key = timer.key();
@@ -516,7 +578,7 @@ impl InMemoryBus {
             .committed(touched.iter(), self.batches, self.now);
         self.processor.evict(self.batches);
         if !self.hot {
-            self.processor.clear();
+            self.forget();
         }
         Ok(())
     }
@@ -568,7 +630,7 @@ impl InMemoryBus {
             }
             // The bus runs every execution on its host's registry: builds are not its concern.
             HistoryEntry::Upgraded { .. } => {}
-            // The bus sends no events: nothing is buffered for a wait.
+            // Kept in the changelog only (the processor's view holds the buffer).
             HistoryEntry::EventReceived(_) | HistoryEntry::CancelRequested { .. } => {}
         }
         self.changelog.entry(id.clone()).or_default().push((

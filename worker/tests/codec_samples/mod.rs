@@ -10,8 +10,11 @@ use serde_json::json;
 use ulid::Ulid;
 use weir::codec::{
     ActivityCancel, ActivityRequest, CancelRequest, Created, DlqEnvelope, DlqHeader, DlqReason,
-    ExecutionFinished, HistoryEntry, HistoryRecord, InboundEvent, ParentRef, ReceivedEvent,
-    Submission, UpgradeRequest,
+    EventRecord, ExecutionFinished, HistoryEntry, HistoryRecord, InboundEvent, ParentRef,
+    ReceivedEvent, Submission, UpgradeRequest,
+};
+use weir::correlation::{
+    BufferedEvent, CorrelationAction, CorrelationCommand, CorrelationState, KeyedEvent,
 };
 use weir::model::{
     ChildKind, DelayOutcome, EventOutcome, ExecutionError, ExecutionErrorKind, ExecutionId,
@@ -138,6 +141,9 @@ pub fn events() -> Vec<HistoryEvent> {
             target_execution_id: root().child(&one_off, 1),
             result: ExecutionResult::Err(json!({"code": 7})),
             outcome: StubOutcome::Conflict,
+        },
+        HistoryEvent::Correlate {
+            key: "payment:order-42".into(),
         },
     ];
     for (i, kind) in [ChildKind::Workflow, ChildKind::Activity, ChildKind::Stub]
@@ -270,6 +276,7 @@ pub fn inbound_events() -> Vec<InboundEvent> {
             },
             target: root(),
             sent_at: t0(),
+            correlation_key: None,
         },
         InboundEvent {
             event: ReceivedEvent {
@@ -279,6 +286,107 @@ pub fn inbound_events() -> Vec<InboundEvent> {
             },
             target: root().child(&js, 3),
             sent_at: DateTime::<Utc>::MAX_UTC,
+            correlation_key: None,
+        },
+        // Forwarded by its correlation key to the execution holding it.
+        InboundEvent {
+            event: ReceivedEvent {
+                event_id: "order-42:paid".into(),
+                name: "paid".into(),
+                payload: json!({"amount": 1250}),
+            },
+            target: root(),
+            sent_at: t0(),
+            correlation_key: Some("payment:order-42".into()),
+        },
+    ]
+}
+
+/// Events for correlation keys: sent by a client, and sent back by a finished holder.
+pub fn keyed_events() -> Vec<KeyedEvent> {
+    let js = JoinSetId::generated(1).unwrap();
+    vec![
+        KeyedEvent {
+            event: ReceivedEvent {
+                event_id: "order-42:paid".into(),
+                name: "paid".into(),
+                payload: json!({"amount": 1250, "note": "é"}),
+            },
+            key: "payment:order-42".into(),
+            sent_at: t0(),
+            returned_by: None,
+        },
+        KeyedEvent {
+            event: ReceivedEvent {
+                event_id: "x".repeat(128),
+                name: "a.b_c-9".into(),
+                payload: json!(null),
+            },
+            key: "k".repeat(128),
+            sent_at: DateTime::<Utc>::MAX_UTC,
+            returned_by: Some(root().child(&js, 3)),
+        },
+    ]
+}
+
+/// Every record of `weir.events`, both kinds.
+pub fn event_records() -> Vec<EventRecord> {
+    inbound_events()
+        .into_iter()
+        .map(EventRecord::Execution)
+        .chain(keyed_events().into_iter().map(EventRecord::Keyed))
+        .collect()
+}
+
+pub fn correlation_commands() -> Vec<CorrelationCommand> {
+    let js = JoinSetId::generated(1).unwrap();
+    vec![
+        CorrelationCommand {
+            key: "payment:order-42".into(),
+            execution_id: root(),
+            action: CorrelationAction::Register,
+            sent_at: t0(),
+        },
+        CorrelationCommand {
+            key: "~!\"#$%&'()*+,-./09:;<=>?@AZ[\\]^_`az{|}".into(),
+            execution_id: root().child(&js, 2),
+            action: CorrelationAction::Unregister,
+            sent_at: DateTime::<Utc>::MAX_UTC,
+        },
+    ]
+}
+
+pub fn correlation_states() -> Vec<CorrelationState> {
+    let js = JoinSetId::generated(1).unwrap();
+    vec![
+        // Held, others waiting.
+        CorrelationState {
+            key: "payment:order-42".into(),
+            holders: vec![root(), root().child(&js, 2)],
+            buffered: Vec::new(),
+            forwarded: vec![
+                weir_core::correlation::Forwarded {
+                    event_id: "pay-1".into(),
+                    at: t0(),
+                },
+                weir_core::correlation::Forwarded {
+                    event_id: "pay-2".into(),
+                    at: t0() + chrono::Duration::nanoseconds(1_234_567),
+                },
+            ],
+        },
+        // Nobody holds it: events wait.
+        CorrelationState {
+            key: "k".repeat(128),
+            holders: Vec::new(),
+            buffered: keyed_events()
+                .into_iter()
+                .map(|k| BufferedEvent {
+                    event: k.event,
+                    sent_at: k.sent_at,
+                })
+                .collect(),
+            forwarded: Vec::new(),
         },
     ]
 }

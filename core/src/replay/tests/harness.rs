@@ -430,6 +430,11 @@ impl Run {
         self.record(call, r)
     }
 
+    pub fn correlate(&mut self, key: &str) -> R<()> {
+        let r = self.engine.correlate(key).map_err(Stop::from);
+        self.record(format!("correlate {key}"), r)
+    }
+
     pub fn close(&mut self, js: &JoinSetId) -> R<()> {
         self.blocking(format!("close {js}"), |e| e.close(js))
     }

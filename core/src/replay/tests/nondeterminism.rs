@@ -404,3 +404,16 @@ fn nondeterminism_cancels_recorded_activities_and_delays() {
     assert_eq!(cancelled.len(), 2, "{outputs:?}");
     assert!(matches!(outputs.last(), Some(Output::Finished { .. })));
 }
+
+#[test]
+fn correlation_key() {
+    let program = |key: &'static str| {
+        move |run: &mut Run| {
+            run.correlate(key)?;
+            run.finish_ok().map(drop)
+        }
+    };
+    let rec = record(program("payment:1"));
+    let n = expect_nondeterminism(&rec, program("payment:2"), 0, Mismatch::CorrelationKey);
+    assert!(matches!(expected_event(&n), HistoryEvent::Correlate { key } if key == "payment:2"));
+}

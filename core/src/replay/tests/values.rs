@@ -207,3 +207,46 @@ fn stub_conflicts_with_a_result_written_by_someone_else() {
         run.finish_ok()
     });
 }
+
+#[test]
+fn correlate_is_recorded_and_emitted_once_per_call() {
+    let out = scenario(|run| {
+        run.correlate("payment:order-42")?;
+        let js = run.create_join_set()?;
+        run.submit(&js, "charge", json!([]), ChildKind::Activity)?;
+        run.join_next(&js)?.unwrap();
+        run.correlate("shipping:order-42")?;
+        run.finish_ok()
+    });
+    assert_eq!(
+        out.history[0],
+        HistoryEvent::Correlate {
+            key: "payment:order-42".into()
+        }
+    );
+    let keys: Vec<&str> = out
+        .outputs
+        .iter()
+        .filter_map(|o| match o {
+            Output::Correlate { key } => Some(key.as_str()),
+            _ => None,
+        })
+        .collect();
+    // Cold restarts replay the first call: it is emitted by the run that recorded it only.
+    assert_eq!(keys, ["payment:order-42", "shipping:order-42"]);
+}
+
+#[test]
+fn an_invalid_correlation_key_is_refused() {
+    let mut e = Replay::new(execution(), vec![], vec![], now()).unwrap();
+    for key in ["", "has space", "E_01JX", "schedule:x", "weir:x"] {
+        assert!(
+            matches!(
+                e.correlate(key),
+                Err(ReplayError::Usage(UsageError::InvalidCorrelationKey(_)))
+            ),
+            "{key}"
+        );
+    }
+    assert!(e.history().is_empty());
+}

@@ -6,6 +6,9 @@
 //! - `collect` sleeps, then takes `count` events named `item` one after another with the
 //!   blocking `await-event`, and returns their payloads in the order they were taken: events
 //!   sent during the sleep wait for it.
+//! - `await-payment` registers the correlation key `payment:<order-id>` and races the event
+//!   `paid` sent to that key against a timeout: the sender knows the order, not the
+//!   execution.
 
 wit_bindgen::generate!({
     path: "../../wit",
@@ -14,7 +17,7 @@ wit_bindgen::generate!({
 });
 
 use exports::weir_examples::workflows::approval_event::Guest;
-use weir::workflow::host::{await_event, log, sleep, JoinSet};
+use weir::workflow::host::{await_event, correlate, log, sleep, JoinSet};
 use weir::workflow::types::{Duration, EventOutcome, LogLevel, Response, ScheduleAt};
 
 struct ApprovalEvent;
@@ -47,6 +50,26 @@ impl Guest for ApprovalEvent {
             sleep(ScheduleAt::In(Duration::Milliseconds(after_ms)));
         }
         Ok((0..count).map(|_| await_event("item").payload).collect())
+    }
+
+    fn await_payment(order_id: String, timeout_secs: u64) -> Result<String, String> {
+        let key = format!("payment:{order_id}");
+        correlate(&key);
+        let join_set = JoinSet::create();
+        join_set.submit_event("paid");
+        join_set.submit_delay(ScheduleAt::In(Duration::Seconds(timeout_secs)));
+        log(LogLevel::Info, &format!("waiting for `paid` on {key} or {timeout_secs} s"));
+        let outcome = match join_set.join_next() {
+            Ok(Response::EventFinished(finished)) => match finished.outcome {
+                EventOutcome::Received(event) => Ok(event.payload),
+                EventOutcome::Cancelled => Err(format!("the wait {} was cancelled", finished.id.id)),
+            },
+            Ok(Response::DelayFinished(_)) => Err(format!("{key}: no payment within {timeout_secs} s")),
+            Ok(Response::ChildFinished(child)) => Err(format!("unexpected child {}", child.id.id)),
+            Err(e) => Err(format!("join-next failed: {e:?}")),
+        };
+        JoinSet::close(join_set);
+        outcome
     }
 }
 

@@ -545,6 +545,7 @@ fn define_host(
             "[static]join-set.close" => sig(vec![Shape::Own], vec![]),
             "sleep" => sig(vec![shapes::schedule_at()], vec![shapes::datetime()]),
             "await-event" => sig(vec![string()], vec![shapes::received_event()]),
+            "correlate" => sig(vec![string()], vec![]),
             "random-u64" => sig(vec![u64_(), u64_()], vec![u64_()]),
             "random-string" => sig(vec![u16_(), u16_()], vec![string()]),
             "log" => sig(vec![shapes::log_level(), string()], vec![]),
@@ -663,6 +664,17 @@ async fn host_call(
                 .await?
                 .map_err(|_| HostFailure::WaitCancelled)?;
             set_result(results, convert::datetime(until))
+        }
+        "correlate" => {
+            let Val::String(key) = param(params, 0)? else {
+                return Err(HostFailure::BadValue("correlate takes a string".into()));
+            };
+            let key = key.clone();
+            store
+                .data_mut()
+                .wait(|r| r.correlate(&key).map(Progress::Ready))
+                .await?;
+            Ok(())
         }
         "random-u64" => {
             let (Val::U64(min), Val::U64(max)) = (param(params, 0)?, param(params, 1)?) else {

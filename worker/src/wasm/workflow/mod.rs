@@ -112,7 +112,9 @@ impl WorkflowState {
                         "{what} called with an empty range [{min}, {max_exclusive})"
                     )));
                 }
-                Err(ReplayError::Usage(UsageError::InvalidEventName(why))) => {
+                Err(ReplayError::Usage(
+                    UsageError::InvalidEventName(why) | UsageError::InvalidCorrelationKey(why),
+                )) => {
                     return Err(HostFailure::GuestError(why));
                 }
                 Err(e) => return Err(e.into()),

@@ -1,0 +1,645 @@
+//! Correlation keys: how an event sent to a key (`payment:order-42`) reaches the execution
+//! that registered the key, and the pure rules of a key's state. The partition processor
+//! owns the states of its partitions' keys and calls these rules; it adds nothing to them.
+//!
+//! A key is owned like an execution: by the partition murmur2 gives it, on the co-partitioned
+//! topics. Its whole state ([`CorrelationState`]) is one record of the compacted topic
+//! `weir.state` under the key, written in the transaction of the input that changed it and
+//! read back by a new owner at take-over (as a schedule's is).
+//!
+//! - A workflow's `correlate(key)` (journalled as `Correlate`) sends the key's owner a
+//!   [`CorrelationCommand`] `Register` (on `weir.responses`, keyed by the key); when the
+//!   execution finishes, its owner sends `Unregister`.
+//! - A key is held by one execution at a time: the first registered, then the next in the
+//!   order they registered (a second execution registering a held key waits its turn; no
+//!   event ever reaches two executions, no registration is lost).
+//! - An event sent to the key (`weir.events`, keyed by the key) is forwarded to the holder
+//!   (an `InboundEvent` keyed by the holder's id, in the same transaction as the input's
+//!   offset); with no holder it waits in the key's buffer ([`MAX_BUFFERED_EVENTS`],
+//!   [`MAX_BUFFERED_EVENT_BYTES`]: the same bounds as an execution's), and the buffer goes to
+//!   the next holder when one registers.
+//! - Once: the key remembers the ids it forwarded for [`DEDUP_WINDOW`] (at most
+//!   [`MAX_REMEMBERED`]) and the ids in its buffer; the same id sent again is dropped,
+//!   whichever execution holds the key by then (and the holder deduplicates as well).
+//! - A forwarded event that finds its holder finished (the race with `Unregister`) comes back
+//!   to the key ([`KeyedEvent::returned_by`]): the key drops that holder (it takes nothing
+//!   more) and forwards the event to the next one, or buffers it.
+//! - A key with no holders, no buffer and no remembered ids is forgotten (a tombstone);
+//!   remembered ids expire ([`expire`], called by the processor each turn).
+
+use chrono::{DateTime, Duration, Utc};
+
+use crate::model::ExecutionId;
+use crate::records::{InboundEvent, ReceivedEvent};
+
+/// The longest correlation key, in bytes.
+pub const MAX_KEY_LEN: usize = 128;
+
+/// At most this many events wait in one key's buffer (as in an execution's).
+pub const MAX_BUFFERED_EVENTS: usize = crate::processor::MAX_BUFFERED_EVENTS;
+
+/// At most this many bytes of JSON payloads wait in one key's buffer.
+pub const MAX_BUFFERED_EVENT_BYTES: usize = crate::processor::MAX_BUFFERED_EVENT_BYTES;
+
+/// At most this many executions hold or wait for one key.
+pub const MAX_HOLDERS: usize = 100;
+
+/// Key prefixes Weir keeps for its own keyed state (a key may not start with one).
+pub const RESERVED_PREFIXES: [&str; 2] = [crate::schedule::KEY_PREFIX, "weir:"];
+
+/// Why a correlation key is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeyError {
+    #[error(
+        "correlation key `{0}` is not 1 to {MAX_KEY_LEN} bytes of printable ASCII without spaces"
+    )]
+    Syntax(String),
+    #[error("correlation key `{0}` starts with `E_`, which marks an execution id")]
+    ExecutionId(String),
+    #[error("correlation key `{0}` starts with `{1}`, which Weir keeps for its own state")]
+    Reserved(String, &'static str),
+}
+
+/// Checks a correlation key: 1 to 128 bytes of printable ASCII (no spaces), not starting with
+/// `E_` (an event's target that does is an execution id) nor with a prefix Weir keeps
+/// ([`RESERVED_PREFIXES`]), so that a key never names an execution or a schedule.
+pub fn check_key(key: &str) -> Result<(), KeyError> {
+    if key.is_empty() || key.len() > MAX_KEY_LEN || !key.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(KeyError::Syntax(key.to_owned()));
+    }
+    if key.starts_with("E_") {
+        return Err(KeyError::ExecutionId(key.to_owned()));
+    }
+    if let Some(prefix) = RESERVED_PREFIXES.iter().find(|p| key.starts_with(**p)) {
+        return Err(KeyError::Reserved(key.to_owned(), prefix));
+    }
+    Ok(())
+}
+
+/// Whether an event's target names an execution (`E_…`) rather than a correlation key.
+pub fn targets_execution(target: &str) -> bool {
+    target.starts_with("E_")
+}
+
+/// An event sent to a correlation key. Topic `weir.events`, key: the correlation key; the
+/// same Avro record as an event for an execution (`InboundEvent`, whose `target` is the key).
+#[derive(Debug, Clone, PartialEq)]
+pub struct KeyedEvent {
+    pub event: ReceivedEvent,
+    pub key: String,
+    pub sent_at: DateTime<Utc>,
+    /// Set when the key forwarded the event to this execution, which had finished and sent
+    /// it back.
+    pub returned_by: Option<ExecutionId>,
+}
+
+/// What a [`CorrelationCommand`] asks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CorrelationAction {
+    /// The execution wants the key's events (its `correlate(key)`).
+    Register,
+    /// The execution finished: it takes no more events.
+    Unregister,
+}
+
+impl CorrelationAction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CorrelationAction::Register => "register",
+            CorrelationAction::Unregister => "unregister",
+        }
+    }
+}
+
+/// A command for a key's owner. Topic `weir.responses`, key: the correlation key, Kafka
+/// header `weir.kind = correlation`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CorrelationCommand {
+    pub key: String,
+    pub execution_id: ExecutionId,
+    pub action: CorrelationAction,
+    pub sent_at: DateTime<Utc>,
+}
+
+/// An event waiting in a key's buffer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BufferedEvent {
+    pub event: ReceivedEvent,
+    pub sent_at: DateTime<Utc>,
+}
+
+/// An event id the key forwarded to a holder, and when: the same id sent to the key again
+/// within [`DEDUP_WINDOW`] is a duplicate, whoever holds the key by then.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Forwarded {
+    pub event_id: String,
+    pub at: DateTime<Utc>,
+}
+
+/// How long a key remembers the ids it forwarded: as long as `weir.events` keeps its records
+/// by default (`topology/topics.toml`), so a record read again or resent within its
+/// retention is a duplicate.
+pub const DEDUP_WINDOW: Duration = Duration::days(7);
+
+/// At most this many forwarded ids are remembered per key (the oldest are forgotten first).
+pub const MAX_REMEMBERED: usize = 1_000;
+
+/// The state of one key (`weir.state`, keyed by the key).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CorrelationState {
+    pub key: String,
+    /// The execution the key's events go to (the first), then those waiting for it, in the
+    /// order they registered.
+    pub holders: Vec<ExecutionId>,
+    /// Events sent while no execution held the key, oldest first (empty while one does).
+    pub buffered: Vec<BufferedEvent>,
+    /// The ids forwarded within the last [`DEDUP_WINDOW`], oldest first.
+    pub forwarded: Vec<Forwarded>,
+}
+
+impl CorrelationState {
+    fn new(key: &str) -> Self {
+        CorrelationState {
+            key: key.to_owned(),
+            holders: Vec::new(),
+            buffered: Vec::new(),
+            forwarded: Vec::new(),
+        }
+    }
+
+    /// The execution the key's events go to now.
+    pub fn holder(&self) -> Option<&ExecutionId> {
+        self.holders.first()
+    }
+
+    /// Bytes of JSON payloads in the buffer.
+    pub fn buffered_bytes(&self) -> usize {
+        self.buffered.iter().map(|b| payload_size(&b.event)).sum()
+    }
+
+    /// When the oldest remembered id is forgotten ([`expire`]).
+    pub fn expires_at(&self) -> Option<DateTime<Utc>> {
+        self.forwarded.first().map(|f| f.at + DEDUP_WINDOW)
+    }
+
+    fn is_empty(&self) -> bool {
+        self.holders.is_empty() && self.buffered.is_empty() && self.forwarded.is_empty()
+    }
+
+    fn has_seen(&self, event_id: &str) -> bool {
+        self.forwarded.iter().any(|f| f.event_id == event_id)
+            || self.buffered.iter().any(|b| b.event.event_id == event_id)
+    }
+
+    /// The event as forwarded to `holder` (keyed by the holder on `weir.events`), its id
+    /// remembered.
+    fn forward(
+        &mut self,
+        holder: &ExecutionId,
+        event: ReceivedEvent,
+        sent_at: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> InboundEvent {
+        if !self.forwarded.iter().any(|f| f.event_id == event.event_id) {
+            self.forwarded.push(Forwarded {
+                event_id: event.event_id.clone(),
+                at: now,
+            });
+            let excess = self.forwarded.len().saturating_sub(MAX_REMEMBERED);
+            self.forwarded.drain(..excess);
+        }
+        InboundEvent {
+            event,
+            target: holder.clone(),
+            sent_at,
+            correlation_key: Some(self.key.clone()),
+        }
+    }
+
+    fn forget_expired(&mut self, now: DateTime<Utc>) {
+        self.forwarded.retain(|f| f.at + DEDUP_WINDOW > now);
+    }
+}
+
+fn payload_size(event: &ReceivedEvent) -> usize {
+    event.payload.to_string().len()
+}
+
+/// A key's state after a rule, and the events to forward in the same transaction.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Changed {
+    /// The new state (`None`: forgotten, a tombstone).
+    pub state: Option<CorrelationState>,
+    pub forwards: Vec<InboundEvent>,
+}
+
+impl Changed {
+    fn of(state: CorrelationState, forwards: Vec<InboundEvent>) -> Self {
+        Changed {
+            state: (!state.is_empty()).then_some(state),
+            forwards,
+        }
+    }
+}
+
+/// What a command does to a key.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Applied {
+    Changed(Changed),
+    /// Nothing changes (a registration the key has, an unregistration it does not).
+    Unchanged,
+    /// Refused: why (the command goes to the DLQ).
+    Refused(String),
+}
+
+/// Folds `command` into the key's state (`None`: the key holds nothing) at `now`.
+pub fn apply(
+    current: Option<&CorrelationState>,
+    command: &CorrelationCommand,
+    now: DateTime<Utc>,
+) -> Applied {
+    let key = &command.key;
+    let id = &command.execution_id;
+    let mut state = current
+        .cloned()
+        .unwrap_or_else(|| CorrelationState::new(key));
+    match command.action {
+        CorrelationAction::Register => {
+            if state.holders.contains(id) {
+                return Applied::Unchanged;
+            }
+            if state.holders.len() >= MAX_HOLDERS {
+                return Applied::Refused(format!(
+                    "registration of {id} for correlation key `{key}`: {MAX_HOLDERS} executions \
+                     hold or wait for it already"
+                ));
+            }
+            state.forget_expired(now);
+            state.holders.push(id.clone());
+            let forwards = if state.holders.len() == 1 {
+                drain(&mut state, now)
+            } else {
+                Vec::new()
+            };
+            Applied::Changed(Changed::of(state, forwards))
+        }
+        CorrelationAction::Unregister => {
+            if !state.holders.contains(id) {
+                return Applied::Unchanged;
+            }
+            state.forget_expired(now);
+            Applied::Changed(drop_holder(state, id, now))
+        }
+    }
+}
+
+/// `id` takes no more events: removed from the holders; if it held the key, the buffer goes
+/// to the next holder (it is empty while a holder exists; kept for a state restored as is).
+fn drop_holder(mut state: CorrelationState, id: &ExecutionId, now: DateTime<Utc>) -> Changed {
+    state.holders.retain(|h| h != id);
+    let forwards = drain(&mut state, now);
+    Changed::of(state, forwards)
+}
+
+/// The buffer, forwarded to the holder (nothing without one).
+fn drain(state: &mut CorrelationState, now: DateTime<Utc>) -> Vec<InboundEvent> {
+    let Some(holder) = state.holder().cloned() else {
+        return Vec::new();
+    };
+    std::mem::take(&mut state.buffered)
+        .into_iter()
+        .map(|b| state.forward(&holder, b.event, b.sent_at, now))
+        .collect()
+}
+
+/// Forgets the ids forwarded longer than [`DEDUP_WINDOW`] ago (`None`: nothing to forget);
+/// a key left with nothing is a tombstone.
+pub fn expire(state: &CorrelationState, now: DateTime<Utc>) -> Option<Changed> {
+    if state.expires_at().is_none_or(|at| at > now) {
+        return None;
+    }
+    let mut state = state.clone();
+    state.forget_expired(now);
+    Some(Changed::of(state, Vec::new()))
+}
+
+/// What an event sent to a key does.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Received {
+    /// The key changed: the event forwarded to the holder (its id remembered), or buffered;
+    /// a returning holder dropped.
+    Changed(Changed),
+    /// The key forwarded this event id within [`DEDUP_WINDOW`], or holds it in its buffer.
+    Duplicate,
+    /// The buffer is full: why (the event goes to the DLQ).
+    Full(String),
+}
+
+/// An event sent to the key (`current`: its state, `None` if it holds nothing) at `now`.
+pub fn receive(
+    current: Option<&CorrelationState>,
+    keyed: KeyedEvent,
+    now: DateTime<Utc>,
+) -> Received {
+    let KeyedEvent {
+        event,
+        key,
+        sent_at,
+        returned_by,
+    } = keyed;
+    let mut state = current
+        .cloned()
+        .unwrap_or_else(|| CorrelationState::new(&key));
+    state.forget_expired(now);
+    match &returned_by {
+        // A copy its holder could not take: forwarded again (to the next holder), or kept,
+        // unless the buffer has the id already.
+        Some(returned_by) => {
+            if state.holders.contains(returned_by) {
+                let Changed {
+                    state: after,
+                    forwards,
+                } = drop_holder(state, returned_by, now);
+                debug_assert!(
+                    forwards.is_empty(),
+                    "the buffer is empty while a key has a holder"
+                );
+                state = after.unwrap_or_else(|| CorrelationState::new(&key));
+            }
+            if state
+                .buffered
+                .iter()
+                .any(|b| b.event.event_id == event.event_id)
+            {
+                return Received::Duplicate;
+            }
+        }
+        None if state.has_seen(&event.event_id) => return Received::Duplicate,
+        None => {}
+    }
+    if let Some(holder) = state.holder().cloned() {
+        let forwarded = state.forward(&holder, event, sent_at, now);
+        return Received::Changed(Changed::of(state, vec![forwarded]));
+    }
+    let bytes = state.buffered_bytes();
+    if state.buffered.len() >= MAX_BUFFERED_EVENTS
+        || bytes + payload_size(&event) > MAX_BUFFERED_EVENT_BYTES
+    {
+        return Received::Full(format!(
+            "event {} `{}` for correlation key `{key}`: no execution holds the key and its \
+             buffer holds {} events ({bytes} bytes); at most {MAX_BUFFERED_EVENTS} events and \
+             {MAX_BUFFERED_EVENT_BYTES} bytes wait",
+            event.event_id,
+            event.name,
+            state.buffered.len()
+        ));
+    }
+    state.buffered.push(BufferedEvent { event, sent_at });
+    Received::Changed(Changed::of(state, Vec::new()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn id(n: u8) -> ExecutionId {
+        ExecutionId::from_digest(&[n; 32])
+    }
+
+    fn at() -> DateTime<Utc> {
+        DateTime::from_timestamp(1_700_000_000, 0).expect("valid")
+    }
+
+    fn event(event_id: &str) -> KeyedEvent {
+        KeyedEvent {
+            event: ReceivedEvent {
+                event_id: event_id.to_owned(),
+                name: "paid".to_owned(),
+                payload: json!({"amount": 42}),
+            },
+            key: "payment:order-42".to_owned(),
+            sent_at: at(),
+            returned_by: None,
+        }
+    }
+
+    fn command(n: u8, action: CorrelationAction) -> CorrelationCommand {
+        CorrelationCommand {
+            key: "payment:order-42".to_owned(),
+            execution_id: id(n),
+            action,
+            sent_at: at(),
+        }
+    }
+
+    fn changed(applied: Applied) -> Changed {
+        match applied {
+            Applied::Changed(c) => c,
+            other => panic!("expected a change, got {other:?}"),
+        }
+    }
+
+    fn received(r: Received) -> Changed {
+        match r {
+            Received::Changed(c) => c,
+            other => panic!("expected a change, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn keys_that_are_refused() {
+        for (key, ok) in [
+            ("payment:order-42", true),
+            ("x", true),
+            ("", false),
+            ("with space", false),
+            ("E_01JX", false),
+            ("schedule:nightly", false),
+            ("weir:anything", false),
+            (&"k".repeat(128), true),
+            (&"k".repeat(129), false),
+            ("caf\u{e9}", false),
+        ] {
+            assert_eq!(check_key(key).is_ok(), ok, "{key}");
+        }
+        assert!(targets_execution("E_01JXYZ"));
+        assert!(!targets_execution("payment:order-42"));
+    }
+
+    fn later(secs: i64) -> DateTime<Utc> {
+        at() + Duration::seconds(secs)
+    }
+
+    fn held(holders: &[u8]) -> CorrelationState {
+        let mut state = None;
+        for n in holders {
+            state = changed(apply(
+                state.as_ref(),
+                &command(*n, CorrelationAction::Register),
+                at(),
+            ))
+            .state;
+        }
+        state.expect("held")
+    }
+
+    #[test]
+    fn an_event_before_the_registration_waits_and_goes_to_the_first_holder() {
+        let buffered = received(receive(None, event("ev-1"), at()))
+            .state
+            .expect("kept");
+        assert_eq!(buffered.buffered.len(), 1);
+        assert_eq!(
+            receive(Some(&buffered), event("ev-1"), at()),
+            Received::Duplicate
+        );
+        let registered = changed(apply(
+            Some(&buffered),
+            &command(1, CorrelationAction::Register),
+            at(),
+        ));
+        let state = registered.state.expect("held");
+        assert_eq!(state.holders, vec![id(1)]);
+        assert!(state.buffered.is_empty());
+        assert_eq!(registered.forwards.len(), 1);
+        assert_eq!(registered.forwards[0].target, id(1));
+        assert_eq!(registered.forwards[0].event.event_id, "ev-1");
+        assert_eq!(
+            registered.forwards[0].correlation_key.as_deref(),
+            Some("payment:order-42")
+        );
+        // The drained id is remembered: sent again, it is a duplicate.
+        assert_eq!(
+            receive(Some(&state), event("ev-1"), at()),
+            Received::Duplicate
+        );
+    }
+
+    #[test]
+    fn an_event_for_a_held_key_is_forwarded_once() {
+        let state = held(&[1]);
+        let forwarded = received(receive(Some(&state), event("ev-1"), at()));
+        assert_eq!(forwarded.forwards[0].target, id(1));
+        let after = forwarded.state.expect("held");
+        assert_eq!(
+            receive(Some(&after), event("ev-1"), later(5)),
+            Received::Duplicate
+        );
+        assert_eq!(
+            apply(Some(&after), &command(1, CorrelationAction::Register), at()),
+            Applied::Unchanged
+        );
+    }
+
+    #[test]
+    fn a_second_registration_waits_its_turn_and_gets_no_duplicate() {
+        let two = held(&[1, 2]);
+        assert_eq!(two.holder(), Some(&id(1)));
+        let sent = received(receive(Some(&two), event("ev-1"), at()));
+        assert_eq!(sent.forwards[0].target, id(1));
+        let after = changed(apply(
+            sent.state.as_ref(),
+            &command(1, CorrelationAction::Unregister),
+            later(1),
+        ));
+        let state = after.state.expect("held");
+        assert_eq!(state.holders, vec![id(2)]);
+        assert!(after.forwards.is_empty());
+        // The first holder took ev-1: sent again, it does not reach the second.
+        assert_eq!(
+            receive(Some(&state), event("ev-1"), later(2)),
+            Received::Duplicate
+        );
+    }
+
+    #[test]
+    fn the_key_is_forgotten_once_its_remembered_ids_expire() {
+        let sent = received(receive(Some(&held(&[1])), event("ev-1"), at()));
+        let gone = changed(apply(
+            sent.state.as_ref(),
+            &command(1, CorrelationAction::Unregister),
+            later(1),
+        ));
+        let remembering = gone.state.expect("remembers ev-1");
+        assert!(remembering.holders.is_empty());
+        assert_eq!(expire(&remembering, later(60)), None);
+        let due = remembering.expires_at().expect("an expiry");
+        assert_eq!(due, at() + DEDUP_WINDOW);
+        assert_eq!(
+            expire(&remembering, due),
+            Some(Changed {
+                state: None,
+                forwards: Vec::new()
+            })
+        );
+        // Past the window the id is new again.
+        assert!(matches!(
+            receive(Some(&remembering), event("ev-1"), due),
+            Received::Changed(_)
+        ));
+        assert_eq!(
+            apply(None, &command(1, CorrelationAction::Unregister), at()),
+            Applied::Unchanged
+        );
+    }
+
+    #[test]
+    fn at_most_max_remembered_ids_are_kept() {
+        let mut state = held(&[1]);
+        for n in 0..=MAX_REMEMBERED {
+            state = received(receive(Some(&state), event(&format!("ev-{n}")), at()))
+                .state
+                .expect("held");
+        }
+        assert_eq!(state.forwarded.len(), MAX_REMEMBERED);
+        assert_eq!(state.forwarded[0].event_id, "ev-1", "the oldest forgotten");
+    }
+
+    #[test]
+    fn an_event_returned_by_a_finished_holder_goes_to_the_next_or_waits() {
+        let two = held(&[1, 2]);
+        let first = received(receive(Some(&two), event("ev-1"), at()));
+        let mut returned = event("ev-1");
+        returned.returned_by = Some(id(1));
+        let next = received(receive(first.state.as_ref(), returned.clone(), later(1)));
+        assert_eq!(next.state.expect("held").holders, vec![id(2)]);
+        assert_eq!(next.forwards.len(), 1);
+        assert_eq!(next.forwards[0].target, id(2));
+        // With nobody left, it waits; a returned event is not a duplicate of its own forward,
+        // but one the buffer holds already is.
+        let alone = received(receive(Some(&held(&[1])), returned.clone(), at()))
+            .state
+            .expect("kept");
+        assert!(alone.holders.is_empty());
+        assert_eq!(alone.buffered.len(), 1);
+        let mut again = returned;
+        again.returned_by = Some(id(9));
+        assert_eq!(receive(Some(&alone), again, at()), Received::Duplicate);
+    }
+
+    #[test]
+    fn bounds_refuse_what_does_not_fit() {
+        let mut state = CorrelationState::new("payment:order-42");
+        for n in 0..MAX_BUFFERED_EVENTS {
+            state.buffered.push(BufferedEvent {
+                event: event(&format!("ev-{n}")).event,
+                sent_at: at(),
+            });
+        }
+        assert!(matches!(
+            receive(Some(&state), event("one-more"), at()),
+            Received::Full(_)
+        ));
+        let mut holders = CorrelationState::new("payment:order-42");
+        holders.holders = (0..MAX_HOLDERS).map(|n| id(n as u8)).collect();
+        assert!(matches!(
+            apply(
+                Some(&holders),
+                &command(200, CorrelationAction::Register),
+                at()
+            ),
+            Applied::Refused(_)
+        ));
+    }
+}

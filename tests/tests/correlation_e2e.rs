@@ -1,0 +1,236 @@
+//! Issue 13 item 2 on the real stack: events sent to a correlation key reach the execution
+//! that registered it, with the example `approval-event.await-payment` (it registers
+//! `payment:<order>` and races the event `paid` against a timeout).
+//!
+//! - an event sent to the key before any execution registered it waits in the key's state
+//!   and reaches the execution that registers it later;
+//! - the key's partition and the execution's differ; the event comes from a Java program that
+//!   knows Weir only by `schemas/avro/event.avsc`; the same event id sent again is taken once;
+//! - a worker killed (`kill -9`) after a registration: its successor restores the key from
+//!   `weir.state` and forwards the next event;
+//! - two executions registering one key: the first takes the key's events until it
+//!   finishes, then the second does;
+//! - none of these events is dead-lettered; a key that breaks the rules is refused by the CLI.
+//!
+//! The rules are the table tests of `core/src/correlation.rs` and `core/tests/processor.rs`
+//! (module `correlation`); crashes and rebalances are the simulation's (`dst_correlation`).
+
+use std::process::Output;
+use std::time::Duration;
+
+use serde_json::json;
+use weir::codec::{DlqEnvelope, HistoryEntry, HistoryRecord};
+use weir::model::{
+    EventOutcome, ExecutionId, ExecutionResult, HistoryEvent, JoinSetRequest, Response,
+};
+use weir::partitioner::partition_for_key;
+use weir::topology::TopicRole;
+use weir_e2e::deployment::Deployment;
+use weir_e2e::{brokers, external_classpath, java_program, repo_root, wait_for};
+
+const AWAIT_PAYMENT: &str = "weir-examples:workflows/approval-event.await-payment";
+const TIMEOUT: Duration = Duration::from_secs(120);
+/// Partitions of the co-partitioned topics (`topology/topics.toml`).
+const PARTITIONS: i32 = 6;
+
+fn send_with_cli(deployment: &Deployment, target: &str, payload: &str, event_id: &str) -> Output {
+    deployment
+        .command()
+        .args([
+            "send-event",
+            target,
+            "paid",
+            payload,
+            "--event-id",
+            event_id,
+        ])
+        .output()
+        .expect("run weir send-event")
+}
+
+fn sent(output: Output) {
+    assert!(
+        output.status.success(),
+        "weir send-event failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// Sends with `tests/java/SendEvent.java`: kafka-clients, Avro and `schemas/avro/` only.
+fn send_with_java(deployment: &Deployment, target: &str, payload: &str, event_id: &str) {
+    let output = java_program(&external_classpath(), "SendEvent.java")
+        .arg(brokers())
+        .arg(deployment.topic(TopicRole::Events))
+        .arg(repo_root().join("schemas/avro"))
+        .arg(target)
+        .arg("paid")
+        .arg(payload)
+        .arg(event_id)
+        .output()
+        .expect("run SendEvent.java (Java 17)");
+    assert!(
+        output.status.success(),
+        "SendEvent.java failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// The stored history of `id` once it has registered its key and waits for the event.
+async fn waiting(deployment: &Deployment, id: &ExecutionId) -> Vec<HistoryRecord> {
+    let store = deployment.store().await;
+    wait_for("the execution's registration and wait", TIMEOUT, || async {
+        let history = deployment.store_history(&store, id).await;
+        let correlated = history.iter().any(|r| {
+            matches!(
+                &r.entry,
+                HistoryEntry::Event {
+                    event: HistoryEvent::Correlate { .. },
+                    ..
+                }
+            )
+        });
+        let waits = history.iter().any(|r| {
+            matches!(
+                &r.entry,
+                HistoryEntry::Event {
+                    event: HistoryEvent::JoinSetRequest {
+                        request: JoinSetRequest::EventRequest { .. },
+                        ..
+                    },
+                    ..
+                }
+            )
+        });
+        (correlated && waits).then_some(history)
+    })
+    .await
+}
+
+fn delivered(history: &[HistoryRecord]) -> Vec<String> {
+    history
+        .iter()
+        .filter_map(|r| match &r.entry {
+            HistoryEntry::ResponseAppended(Response::EventDelivered {
+                outcome: EventOutcome::Received { event_id, .. },
+                ..
+            }) => Some(event_id.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// An execution id and an order whose key `payment:<order>` sits on another partition.
+fn apart(tag: &str) -> (ExecutionId, String) {
+    let id = ExecutionId::top_level(ulid::Ulid::new());
+    let home = partition_for_key(id.to_string().as_bytes(), PARTITIONS);
+    let order = (0..)
+        .map(|n| format!("{tag}-{n}"))
+        .find(|order| partition_for_key(format!("payment:{order}").as_bytes(), PARTITIONS) != home)
+        .expect("some order lands elsewhere");
+    (id, order)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn events_sent_to_a_key_reach_the_execution_holding_it_once() {
+    let deployment = Deployment::new("correlation");
+    let worker = deployment.start_worker("w1", &[]);
+    let producer = deployment.producer();
+
+    // Before the registration: the event waits in the key.
+    let (early, early_order) = apart("early");
+    sent(send_with_cli(
+        &deployment,
+        &format!("payment:{early_order}"),
+        "1",
+        "early-1",
+    ));
+    deployment
+        .submit_as(&producer, &early, AWAIT_PAYMENT, json!([early_order, 600]))
+        .await;
+
+    // After it, across partitions, from a Java client; the same event id again.
+    let (java, java_order) = apart("java");
+    let java_key = format!("payment:{java_order}");
+    deployment
+        .submit_as(&producer, &java, AWAIT_PAYMENT, json!([java_order, 600]))
+        .await;
+    waiting(&deployment, &java).await;
+    send_with_java(&deployment, &java_key, "2", "java-1");
+    sent(send_with_cli(&deployment, &java_key, "2", "java-1"));
+
+    let results = deployment.results(&[early.clone(), java.clone()], TIMEOUT);
+    assert_eq!(results[&early], ExecutionResult::Ok(json!("1")));
+    assert_eq!(results[&java], ExecutionResult::Ok(json!("2")));
+    let store = deployment.store().await;
+    assert_eq!(
+        delivered(&deployment.store_history(&store, &early).await),
+        ["early-1"]
+    );
+    assert_eq!(
+        delivered(&deployment.store_history(&store, &java).await),
+        ["java-1"],
+        "the same event id twice is taken once"
+    );
+
+    // A worker killed after a registration: its successor restores the key.
+    let (restored, restored_order) = apart("restored");
+    deployment
+        .submit_as(
+            &producer,
+            &restored,
+            AWAIT_PAYMENT,
+            json!([restored_order, 600]),
+        )
+        .await;
+    waiting(&deployment, &restored).await;
+    worker.signal("KILL");
+    drop(worker);
+    let _worker = deployment.start_worker("w2", &[]);
+    sent(send_with_cli(
+        &deployment,
+        &format!("payment:{restored_order}"),
+        "3",
+        "restored-1",
+    ));
+
+    // Two executions register one key: the first takes its events, then the second.
+    let (first, order) = apart("queue");
+    let queue_key = format!("payment:{order}");
+    deployment
+        .submit_as(&producer, &first, AWAIT_PAYMENT, json!([order, 600]))
+        .await;
+    waiting(&deployment, &first).await;
+    let second = deployment
+        .submit(&producer, AWAIT_PAYMENT, json!([order, 600]))
+        .await;
+    waiting(&deployment, &second).await;
+    sent(send_with_cli(&deployment, &queue_key, "4", "queue-1"));
+    let results = deployment.results(&[restored.clone(), first.clone()], TIMEOUT);
+    assert_eq!(results[&restored], ExecutionResult::Ok(json!("3")));
+    assert_eq!(results[&first], ExecutionResult::Ok(json!("4")));
+    sent(send_with_cli(&deployment, &queue_key, "5", "queue-2"));
+    let results = deployment.results(std::slice::from_ref(&second), TIMEOUT);
+    assert_eq!(results[&second], ExecutionResult::Ok(json!("5")));
+    assert_eq!(
+        delivered(&deployment.store_history(&store, &second).await),
+        ["queue-2"],
+        "the second holder got only what came after the first finished"
+    );
+
+    // Nothing of it was dead-lettered.
+    let dlq = deployment.read_to_end::<DlqEnvelope>(&deployment.topic(TopicRole::Dlq), TIMEOUT);
+    assert!(
+        dlq.iter()
+            .all(|(_, e)| !e.key.as_deref().is_some_and(|k| k.starts_with(b"payment:"))),
+        "{dlq:#?}"
+    );
+
+    // The CLI refuses a key that breaks the rules before anything is sent.
+    let bad = send_with_cli(&deployment, "schedule:nightly", "1", "x");
+    assert!(!bad.status.success());
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("correlation key"),
+        "{}",
+        String::from_utf8_lossy(&bad.stderr)
+    );
+}
