@@ -1263,7 +1263,9 @@ async fn correlation_keys_route_events_to_the_execution_that_registered_them() {
             Some(json!({"amount": 300})),
             "hot: {hot}"
         );
-        let key = bus.correlation("payment:order-2").expect("remembers what it forwarded");
+        let key = bus
+            .correlation("payment:order-2")
+            .expect("remembers what it forwarded");
         assert!(key.holders.is_empty(), "hot: {hot}");
         assert_eq!(key.forwarded.len(), 2, "hot: {hot}");
         assert!(bus.dead_letters().is_empty(), "{:?}", bus.dead_letters());
