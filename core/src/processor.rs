@@ -200,6 +200,9 @@ pub enum Effect {
     /// An event a key forwarded to an execution that had finished, sent back to the key
     /// (`weir.events`, keyed by the key).
     ReturnEvent(KeyedEvent),
+    /// A workflow writes the value of another execution's stub child: for the owner of the
+    /// stub's parent (`weir.responses`, keyed by the parent, header `weir.kind = stub-write`).
+    WriteStub(StubWrite),
     /// The input record `input` of the batch goes to the DLQ, byte for byte.
     DeadLetter {
         input: usize,
@@ -246,6 +249,18 @@ pub enum Body {
     KeyedEvent(KeyedEvent),
     /// An execution registering a correlation key, or finished (`weir.responses`).
     Correlation(CorrelationCommand),
+    /// A workflow writing the value of a stub child of an execution of this partition.
+    StubWrite(StubWrite),
+}
+
+/// A write of the value of `target`, a stub child of another execution, by the workflow whose
+/// request (a [`ChildKind::StubWrite`] child) `request` is; `ffqn` is the stub's function.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StubWrite {
+    pub request: ExecutionId,
+    pub target: ExecutionId,
+    pub ffqn: Ffqn,
+    pub result: ExecutionResult,
 }
 
 /// Bytes the driver could not decode.
@@ -554,6 +569,10 @@ impl<R: WorkflowRunner> Processor<R> {
             Body::Response(_) | Body::MalformedAnswer { .. } => Ok(response_owner(key)?),
             Body::Upgrade(u) => keyed_by("an upgrade", &u.execution_id),
             Body::Event(e) => keyed_by("an event", &e.target),
+            Body::StubWrite(w) => match w.target.parent() {
+                Some(parent) => keyed_by("a stub write", &parent),
+                None => Err(format!("a stub write of {}: not a child", w.target)),
+            },
             Body::Cancel(c) => keyed_by("a cancellation", &c.execution_id),
             Body::Schedule(c) => {
                 let what = format!("a command for schedule `{}`", c.name);
@@ -731,6 +750,7 @@ impl<R: WorkflowRunner> Processor<R> {
                         self.correlation_command(batch, index, command);
                         Ok(())
                     }
+                    Body::StubWrite(write) => self.write_stub(batch, write).await,
                 }
             }
         }
@@ -1017,6 +1037,64 @@ impl<R: WorkflowRunner> Processor<R> {
             state: Some(state.clone()),
         });
         self.schedules.insert(name, state);
+    }
+
+    /// A workflow writes the value of a stub child of an execution of this partition, with
+    /// the rules of a value written from outside (Obelisk's); the writer is answered `ok`,
+    /// `conflict` or `not-found` (a record it sent itself, so nothing is dead-lettered).
+    async fn write_stub(
+        &mut self,
+        batch: &mut Batch,
+        write: StubWrite,
+    ) -> Result<(), ProcessorError> {
+        let StubWrite {
+            request,
+            target,
+            ffqn,
+            result,
+        } = write;
+        let Some(writer) = request.parent() else {
+            return Ok(());
+        };
+        let owner = target.parent();
+        let outcome = match owner.as_ref().and_then(|o| self.cache.get(o)) {
+            None => StubWriteOutcome::NotFound,
+            Some(live) => match live.view.stub_child(&target) {
+                None => StubWriteOutcome::NotFound,
+                Some(Some(held)) if *held == result => StubWriteOutcome::Ok,
+                Some(Some(_)) => StubWriteOutcome::Conflict,
+                Some(None) => {
+                    let fits = live.view.pending_child(&target) == Some(&ffqn)
+                        && live.view.state != ExecutionState::Finished
+                        && self.runner.check_answer(&ffqn, &result).is_ok();
+                    if fits {
+                        StubWriteOutcome::Ok
+                    } else {
+                        StubWriteOutcome::NotFound
+                    }
+                }
+            },
+        };
+        tracing::info!(execution = %writer, stub = %target, ?outcome, "stub of another execution written");
+        if let (StubWriteOutcome::Ok, Some(owner)) = (outcome, &owner)
+            && self
+                .view(owner)
+                .is_some_and(|v| v.stub_child(&target) == Some(None))
+        {
+            let response = Response::ChildExecutionFinished {
+                child_execution_id: target,
+                result,
+            };
+            self.deliver(batch, owner, response, None, None).await?;
+        }
+        batch.effects.push(Effect::Respond {
+            to: writer,
+            response: Response::ChildExecutionFinished {
+                child_execution_id: request,
+                result: stub_write_answer(outcome),
+            },
+        });
+        Ok(())
     }
 
     /// An event sent to a correlation key of an owned partition; see [`crate::correlation`].
@@ -1482,7 +1560,11 @@ impl<R: WorkflowRunner> Processor<R> {
             Response::ChildExecutionFinished {
                 child_execution_id,
                 result,
-            } if index.is_some() && copy.is_none() => {
+            } if index.is_some()
+                && copy.is_none()
+                && live.view.pending_child_kind(&child_execution_id)
+                    != Some(ChildKind::StubWrite) =>
+            {
                 let misfit = live
                     .view
                     .pending_child(&child_execution_id)
@@ -1810,6 +1892,14 @@ impl<R: WorkflowRunner> Processor<R> {
             | Effect::PutCorrelation { .. }
             | Effect::ReturnEvent(_) => {
                 return None;
+            }
+            // In the trace of the workflow that writes.
+            Effect::WriteStub(write) => {
+                let writer = write
+                    .request
+                    .parent()
+                    .unwrap_or_else(|| write.request.clone());
+                TraceParent::for_execution(&writer, metadata(&writer))
             }
         })
     }
@@ -2320,7 +2410,7 @@ fn cancel_waits<Run>(batch: &mut Batch, live: &Live<Run>, stop: &Stop) -> Vec<Re
                 terminate: stop.terminate,
                 requested_at: batch.now,
             })),
-            ChildKind::Activity | ChildKind::Stub => {
+            ChildKind::Activity | ChildKind::Stub | ChildKind::StubWrite => {
                 if kind == ChildKind::Activity {
                     batch.effects.push(Effect::CancelActivity {
                         parent: id.clone(),
@@ -2372,6 +2462,7 @@ fn input_owner(key: Option<&str>, body: &Body) -> Option<ExecutionId> {
         Body::Upgrade(u) => u.execution_id.clone(),
         Body::Event(e) => e.target.clone(),
         Body::Cancel(c) => c.execution_id.clone(),
+        Body::StubWrite(w) => w.target.parent()?,
     })
 }
 
@@ -2670,6 +2761,54 @@ fn child_effect(
         })),
         // Never executed: the workflow writes its result with `<f>-stub`.
         ChildKind::Stub => None,
+        // The stub's owner writes it and answers; a target that is nobody's child (or params
+        // this host did not make) is answered `not-found` at once.
+        ChildKind::StubWrite => {
+            let target = params
+                .get(0)
+                .and_then(Value::as_str)
+                .and_then(|t| t.parse::<ExecutionId>().ok())
+                .filter(|t| t.parent().is_some());
+            let result = params
+                .get(1)
+                .and_then(|v| serde_json::from_value::<ExecutionResult>(v.clone()).ok());
+            match (target, result) {
+                (Some(target), Some(result)) => Some(Effect::WriteStub(StubWrite {
+                    request: child,
+                    target,
+                    ffqn,
+                    result,
+                })),
+                _ => Some(Effect::Respond {
+                    to: parent.clone(),
+                    response: Response::ChildExecutionFinished {
+                        child_execution_id: child,
+                        result: stub_write_answer(StubWriteOutcome::NotFound),
+                    },
+                }),
+            }
+        }
+    }
+}
+
+/// What a write of another execution's stub found (its answer to the writer).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StubWriteOutcome {
+    /// Written now, or the stub held this value already.
+    Ok,
+    /// The stub holds another value.
+    Conflict,
+    /// No execution made such a stub request (of this function), or it no longer waits.
+    NotFound,
+}
+
+/// The answer of a [`ChildKind::StubWrite`] request: `ok(null)`, `err("conflict")`,
+/// `err("not-found")`.
+pub fn stub_write_answer(outcome: StubWriteOutcome) -> ExecutionResult {
+    match outcome {
+        StubWriteOutcome::Ok => ExecutionResult::Ok(Value::Null),
+        StubWriteOutcome::Conflict => ExecutionResult::Err(Value::from("conflict")),
+        StubWriteOutcome::NotFound => ExecutionResult::Err(Value::from("not-found")),
     }
 }
 

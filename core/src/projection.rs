@@ -408,6 +408,13 @@ impl ExecutionView {
             .map(|(f, _)| f)
     }
 
+    /// What a child requested and not answered is.
+    pub fn pending_child_kind(&self, child: &ExecutionId) -> Option<ChildKind> {
+        self.pending_children
+            .get(&child.to_string())
+            .map(|(_, kind)| *kind)
+    }
+
     /// Everything the execution waits for, sorted by id: children (id, function, kind),
     /// delays and event waits. What a cancellation cancels.
     pub fn waiting_for(&self) -> Waits {

@@ -2621,3 +2621,134 @@ mod correlation {
         );
     }
 }
+
+/// Issue 13 item 4: a workflow writes the value of *another* execution's stub. The owner of
+/// the stub's parent applies the rules of a value written from outside and answers the
+/// writer's request `ok` (`null`), `conflict` or `not-found`; only a stub request (of that
+/// function, still waiting) can be written, never an activity's answer.
+#[test]
+fn a_workflow_writes_the_stub_of_another_execution() {
+    use weir_core::model::{ChildKind, JoinSetId, JoinSetRequest, Response};
+    use weir_core::processor::{StubWrite, StubWriteOutcome, stub_write_answer};
+
+    let mut processor = processor_of(ExternalRunner, 1 << 20);
+    let id = ExecutionId::top_level(ulid::Ulid::new());
+    let started = step(
+        &mut processor,
+        submission_input(&id, Workflow::Stubbed, json!([])),
+    );
+    let stub_of = |effects: &[Effect]| {
+        appended(effects)
+            .into_iter()
+            .find_map(|(_, entry)| match entry {
+                HistoryEntry::Event {
+                    event:
+                        weir_core::model::HistoryEvent::JoinSetRequest {
+                            request:
+                                JoinSetRequest::ChildExecutionRequest {
+                                    child_execution_id,
+                                    child_kind: ChildKind::Stub,
+                                    ..
+                                },
+                            ..
+                        },
+                    ..
+                } => Some(child_execution_id),
+                _ => None,
+            })
+            .expect("a stub child")
+    };
+    let stub = stub_of(&started);
+    let writer = ExecutionId::top_level(ulid::Ulid::new());
+    let js = JoinSetId::generated(1).expect("a join set id");
+    let mut n = 0;
+    let mut write = |target: &ExecutionId, ffqn: weir_core::model::Ffqn, value: i64| {
+        n += 1;
+        let request = writer.child(&js, n);
+        let input = Input::Record {
+            index: 0,
+            partition: 0,
+            key: target.parent().map(|p| p.to_string()),
+            size: 100,
+            body: Ok(Body::StubWrite(StubWrite {
+                request: request.clone(),
+                target: target.clone(),
+                ffqn,
+                result: ExecutionResult::Ok(json!(value)),
+            })),
+        };
+        (request, input)
+    };
+    let answer = |effects: &[Effect], request: &ExecutionId| {
+        effects.iter().find_map(|e| match e {
+            Effect::Respond {
+                to,
+                response:
+                    Response::ChildExecutionFinished {
+                        child_execution_id,
+                        result,
+                    },
+            } if child_execution_id == request => {
+                assert_eq!(Some(to), request.parent().as_ref());
+                Some(result.clone())
+            }
+            _ => None,
+        })
+    };
+    let double = weir_core::sim::workflows::double_ffqn();
+
+    // Written: the stub's execution takes it (and finishes with it); the writer hears `ok`.
+    let (first, input) = write(&stub, double.clone(), 21);
+    let effects = step(&mut processor, input);
+    assert_eq!(
+        answer(&effects, &first),
+        Some(stub_write_answer(StubWriteOutcome::Ok))
+    );
+    assert!(
+        appended(&effects).iter().any(|(_, e)| matches!(e,
+            HistoryEntry::ResponseAppended(Response::ChildExecutionFinished { child_execution_id, .. })
+                if *child_execution_id == stub)),
+        "{effects:?}"
+    );
+    assert!(
+        published(&effects).is_some(),
+        "the stub's workflow finished"
+    );
+    assert!(dead_letters(&effects).is_empty());
+    // The same value again: ok, nothing journalled; another: conflict.
+    let (again, input) = write(&stub, double.clone(), 21);
+    let effects = step(&mut processor, input);
+    assert_eq!(
+        answer(&effects, &again),
+        Some(stub_write_answer(StubWriteOutcome::Ok))
+    );
+    assert!(appended(&effects).is_empty(), "{effects:?}");
+    let (other, input) = write(&stub, double.clone(), 22);
+    let effects = step(&mut processor, input);
+    assert_eq!(
+        answer(&effects, &other),
+        Some(stub_write_answer(StubWriteOutcome::Conflict))
+    );
+    // Not a stub request of this execution (another function; an execution that does not
+    // exist): not-found, and nothing is written.
+    let mut waiting = processor_of(ExternalRunner, 1 << 20);
+    let id = ExecutionId::top_level(ulid::Ulid::new());
+    let stub_of_waiting = stub_of(&step(
+        &mut waiting,
+        submission_input(&id, Workflow::Stubbed, json!([])),
+    ));
+    let wrong_function = Workflow::Seq.ffqn();
+    for target in [
+        stub_of_waiting.clone(),
+        ExecutionId::top_level(ulid::Ulid::new()).child(&js, 1),
+    ] {
+        let (request, input) = write(&target, wrong_function.clone(), 1);
+        let effects = step(&mut waiting, input);
+        assert_eq!(
+            answer(&effects, &request),
+            Some(stub_write_answer(StubWriteOutcome::NotFound)),
+            "{effects:?}"
+        );
+        assert!(appended(&effects).is_empty(), "{effects:?}");
+    }
+}

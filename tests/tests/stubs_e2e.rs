@@ -194,3 +194,72 @@ async fn stubs_written_from_outside_are_taken_once_and_conflicts_are_refused() {
         .collect();
     assert_eq!(values, [&ExecutionResult::Ok(json!("ann"))]);
 }
+
+const APPROVE_OTHER: &str = "weir-examples:workflows/approval.approve-other";
+
+/// Issue 13 item 4, the rest: a workflow (`approval.approve-other`) writes the stub of
+/// another execution's request, with Obelisk's answers returned to it: `ok` (the other
+/// execution takes the value, on whatever partition it lives), `ok` for the same value
+/// again, `conflict` for another, `not-found` for an id that is no stub request (of an
+/// execution that does not exist; a top-level execution).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_workflow_writes_the_stub_of_another_execution() {
+    let deployment = Deployment::new("stubs_other");
+    let _worker = deployment.start_worker("w", &[]);
+    let producer = deployment.producer();
+    let waiting = deployment
+        .submit(&producer, MANUAL_APPROVAL, json!(["order-9", 50_000]))
+        .await;
+    let request = stub_request(&deployment, &waiting).await.to_string();
+
+    let write = async |approver: &str, target: String| {
+        let id = deployment
+            .submit(&producer, APPROVE_OTHER, json!([target, approver]))
+            .await;
+        let results = deployment.results(std::slice::from_ref(&id), TIMEOUT);
+        results[&id].clone()
+    };
+    assert_eq!(
+        write("ann", request.clone()).await,
+        ExecutionResult::Ok(json!("ok"))
+    );
+    let results = deployment.results(std::slice::from_ref(&waiting), TIMEOUT);
+    assert_eq!(
+        results[&waiting],
+        ExecutionResult::Ok(json!("approved by ann"))
+    );
+    assert_eq!(
+        write("ann", request.clone()).await,
+        ExecutionResult::Ok(json!("ok")),
+        "the same value again"
+    );
+    assert_eq!(
+        write("bob", request.clone()).await,
+        ExecutionResult::Ok(json!("conflict"))
+    );
+    let nobody = format!("{}.g:1_1", ExecutionId::top_level(ulid::Ulid::new()));
+    assert_eq!(
+        write("ann", nobody).await,
+        ExecutionResult::Ok(json!("not-found"))
+    );
+    assert_eq!(
+        write("ann", waiting.to_string()).await,
+        ExecutionResult::Ok(json!("not-found")),
+        "a top-level execution is nobody's stub"
+    );
+
+    // The stub holds the first value.
+    let store = deployment.store().await;
+    let history = deployment.store_history(&store, &waiting).await;
+    let answers: Vec<&ExecutionResult> = history
+        .iter()
+        .filter_map(|r| match &r.entry {
+            HistoryEntry::ResponseAppended(Response::ChildExecutionFinished {
+                child_execution_id,
+                result,
+            }) if child_execution_id.to_string() == request => Some(result),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(answers, [&ExecutionResult::Ok(json!("ann"))]);
+}

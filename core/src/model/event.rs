@@ -34,6 +34,11 @@ pub enum ChildKind {
     /// A stub activity: never executed, its result is written by the workflow's `stub` call;
     /// cancelled like an activity.
     Stub,
+    /// A write of the value of *another* execution's stub child (`<f>-stub` naming a stub
+    /// request the workflow did not make): never executed; the other execution's owner writes
+    /// the value and answers `ok` (`null`), or the error `"conflict"` / `"not-found"`.
+    /// Params: `[stub id, value]`. Cancelled like an activity.
+    StubWrite,
 }
 
 /// When something should happen, as the workflow expressed it. Replay compares this

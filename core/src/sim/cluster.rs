@@ -106,6 +106,8 @@ pub enum Payload {
     CorrelationCommand(crate::correlation::CorrelationCommand),
     /// An event sent to a correlation key, on `weir.events`.
     KeyedEvent(crate::correlation::KeyedEvent),
+    /// A workflow writing another execution's stub, on `weir.responses`.
+    StubWrite(crate::processor::StubWrite),
     /// Bytes no codec can read (a poison record).
     Garbage(String),
 }

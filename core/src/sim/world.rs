@@ -730,6 +730,15 @@ impl World {
                 event.key.clone(),
                 Payload::KeyedEvent(event.clone()),
             ),
+            // The simulation's workflows write no other execution's stub.
+            Effect::WriteStub(write) => (
+                Topic::Responses,
+                write
+                    .target
+                    .parent()
+                    .map_or_else(|| write.target.to_string(), |p| p.to_string()),
+                Payload::StubWrite(write.clone()),
+            ),
             Effect::ScheduleCommand(command) => (
                 Topic::Responses,
                 crate::schedule::key(&command.name),
@@ -1334,6 +1343,7 @@ fn decode(payload: Option<&Payload>) -> Result<Body, Undecodable> {
         Some(Payload::ScheduleCommand(c)) => Ok(Body::Schedule(c.clone())),
         Some(Payload::KeyedEvent(e)) => Ok(Body::KeyedEvent(e.clone())),
         Some(Payload::CorrelationCommand(c)) => Ok(Body::Correlation(c.clone())),
+        Some(Payload::StubWrite(w)) => Ok(Body::StubWrite(w.clone())),
         Some(Payload::Garbage(why)) => Err(Undecodable {
             reason: DlqReason::Undecodable,
             error: why.clone(),

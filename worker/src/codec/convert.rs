@@ -118,6 +118,7 @@ fn child_kind(k: ChildKind) -> Value {
         ChildKind::Workflow => enum_value(0, "WORKFLOW"),
         ChildKind::Activity => enum_value(1, "ACTIVITY"),
         ChildKind::Stub => enum_value(2, "STUB"),
+        ChildKind::StubWrite => enum_value(3, "STUB_WRITE"),
     }
 }
 
@@ -572,6 +573,7 @@ fn read_child_kind(v: Value) -> Result<ChildKind, FieldError> {
         "WORKFLOW" => Ok(ChildKind::Workflow),
         "ACTIVITY" => Ok(ChildKind::Activity),
         "STUB" => Ok(ChildKind::Stub),
+        "STUB_WRITE" => Ok(ChildKind::StubWrite),
         s => Err(bad_symbol(s)),
     }
 }

@@ -148,6 +148,12 @@ pub enum DecodeErrorKind {
         path: String,
         message: String,
     },
+    /// A Kafka header the record type needs is missing or does not parse.
+    #[error("header `{header}`: {message}")]
+    Header {
+        header: &'static str,
+        message: String,
+    },
 }
 
 /// A value that does not fit the record's schema, found while converting a model value.

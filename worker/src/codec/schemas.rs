@@ -82,6 +82,8 @@ const PREVIOUS_FILES: &[(&str, &str, &str)] = &[
     // target may be a key), HistoryEvent the `Correlate` branch.
     avsc!("InboundEvent", "history/v5/event.avsc"),
     avsc!("HistoryRecord", "history/v5/history_record.avsc"),
+    // Before ChildKind gained STUB_WRITE (a workflow writing another execution's stub).
+    avsc!("Submission", "history/v5/submission.avsc"),
 ];
 
 fn parse(files: &[(&'static str, &'static str, &'static str)]) -> Vec<RecordSchema> {

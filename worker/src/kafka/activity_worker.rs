@@ -100,6 +100,15 @@ pub const SCHEDULE_KIND: &[u8] = b"schedule";
 /// [`KIND_HEADER`] of a `CorrelationCommand` (on `weir.responses`) and of a
 /// `CorrelationState` (on `weir.state`), each keyed by the correlation key.
 pub const CORRELATION_KIND: &[u8] = b"correlation";
+/// [`KIND_HEADER`] of a workflow's write of another execution's stub: a `Response`
+/// (`ChildExecutionFinished` for the stub) on `weir.responses`, keyed by the stub's parent,
+/// with the writer's request in [`STUB_REQUEST_HEADER`] and the stub's function in
+/// [`STUB_FUNCTION_HEADER`].
+pub const STUB_WRITE_KIND: &[u8] = b"stub-write";
+/// The id of the writer's request (a `STUB_WRITE` child) on a stub write.
+pub const STUB_REQUEST_HEADER: &str = "weir.stub.request";
+/// The stub's function on a stub write.
+pub const STUB_FUNCTION_HEADER: &str = "weir.stub.function";
 
 /// The loop turns at least this often while nothing happens (it polls the consumer meanwhile,
 /// which is what keeps the member in its group).

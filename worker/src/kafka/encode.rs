@@ -27,6 +27,8 @@ pub enum EncodeEffectError {
     NoInput { input: usize },
     #[error(transparent)]
     DeadLetter(#[from] DeadLetterError),
+    #[error("a stub write of {target}, which is nobody's child (the processor answers those)")]
+    StubWithoutParent { target: String },
 }
 
 /// The records of a batch's effects, in order; `history` gets the index in the returned
@@ -185,6 +187,40 @@ pub fn records(
             // A correlation key's records: keyed by the key, on the key's partition of each
             // co-partitioned topic. On the state topic the header `weir.kind = correlation`
             // tells a key's state from a schedule's (and rides on its tombstone too).
+            Effect::WriteStub(write) => {
+                let t = topic(TopicRole::Responses);
+                let owner =
+                    write
+                        .target
+                        .parent()
+                        .ok_or_else(|| EncodeEffectError::StubWithoutParent {
+                            target: write.target.to_string(),
+                        })?;
+                let response = crate::model::Response::ChildExecutionFinished {
+                    child_execution_id: write.target.clone(),
+                    result: write.result.clone(),
+                };
+                let value = codec.encode(&t, &response)?;
+                records.push(OutgoingRecord {
+                    topic: t,
+                    key: owner.to_string(),
+                    value: Some(value),
+                    headers: vec![
+                        (
+                            KIND_HEADER.to_owned(),
+                            super::activity_worker::STUB_WRITE_KIND.to_vec(),
+                        ),
+                        (
+                            super::activity_worker::STUB_REQUEST_HEADER.to_owned(),
+                            write.request.to_string().into_bytes(),
+                        ),
+                        (
+                            super::activity_worker::STUB_FUNCTION_HEADER.to_owned(),
+                            write.ffqn.to_string().into_bytes(),
+                        ),
+                    ],
+                });
+            }
             Effect::Correlation(command) => {
                 let t = topic(TopicRole::Responses);
                 let value = codec.encode(&t, command)?;

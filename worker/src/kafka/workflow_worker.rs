@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use rdkafka::consumer::{Consumer, StreamConsumer};
-use rdkafka::message::{Message, OwnedMessage};
+use rdkafka::message::{Headers, Message, OwnedMessage};
 use rdkafka::{Offset, TopicPartitionList};
 use tokio::sync::watch;
 use tracing::{info, warn};
@@ -42,11 +42,11 @@ use super::materialiser::{MaterialiseError, Materialiser, QueueBound};
 use super::recovery::{self, ClusterTrouble, Failure, Recovery, Verdict};
 use super::transaction::{TransactionError, Transactor};
 use crate::codec::{
-    CancelRequest, Codec, EventRecord, HistoryRecord, RecordPosition, ResponseInput,
-    SubmissionInput, UpgradeRequest,
+    CancelRequest, Codec, DecodeError, DecodeErrorKind, EventRecord, HistoryRecord, RecordPosition,
+    ResponseInput, SubmissionInput, UpgradeRequest,
 };
 use crate::metrics::{Counter, Metrics};
-use crate::model::ExecutionId;
+use crate::model::{ExecutionId, Response};
 use crate::store::patience::{Patience, patiently};
 use crate::store::{Store, StoreError, TimerRow};
 use crate::topology::{TopicRole, Topology};
@@ -633,6 +633,14 @@ impl KafkaLog {
                     EventRecord::Keyed(event) => Body::KeyedEvent(event),
                 });
             (InputTopic::Events, body)
+        } else if super::activity_worker::is_kind(message, super::activity_worker::STUB_WRITE_KIND)
+        {
+            let body = self
+                .codec
+                .decode_fetching::<ResponseInput>(payload, &position)
+                .await
+                .and_then(|input| stub_write(message, input, &position));
+            (InputTopic::Responses, body)
         } else if super::activity_worker::is_kind(message, super::activity_worker::CORRELATION_KIND)
         {
             let body = self
@@ -1019,5 +1027,54 @@ impl Log for KafkaLog {
         m.inline_activities_spilled
             .add(report.inline_spilled.saturating_sub(self.inline_reported.1));
         self.inline_reported = (report.inline_answered, report.inline_spilled);
+    }
+}
+
+/// A workflow's write of another execution's stub: the `Response` of the stub with the
+/// writer's request and the stub's function in headers
+/// ([`super::activity_worker::STUB_WRITE_KIND`]).
+fn stub_write<M: Message>(
+    message: &M,
+    input: ResponseInput,
+    position: &RecordPosition,
+) -> Result<Body, DecodeError> {
+    use super::activity_worker::{STUB_FUNCTION_HEADER, STUB_REQUEST_HEADER};
+    let refused = |header: &'static str, message: String| DecodeError {
+        record: "Response",
+        position: position.clone(),
+        kind: Box::new(DecodeErrorKind::Header { header, message }),
+    };
+    let header = |name: &'static str| -> Result<String, DecodeError> {
+        message
+            .headers()
+            .and_then(|headers| headers.iter().find(|h| h.key == name))
+            .and_then(|h| h.value)
+            .map(|v| String::from_utf8_lossy(v).into_owned())
+            .ok_or_else(|| refused(name, "missing on a stub write".to_owned()))
+    };
+    let request: ExecutionId = header(STUB_REQUEST_HEADER)?
+        .parse()
+        .map_err(|e| refused(STUB_REQUEST_HEADER, format!("not an execution id: {e}")))?;
+    let ffqn: weir_core::model::Ffqn = header(STUB_FUNCTION_HEADER)?
+        .parse()
+        .map_err(|e| refused(STUB_FUNCTION_HEADER, format!("not a function name: {e}")))?;
+    match (input.response, input.value_error) {
+        (
+            Response::ChildExecutionFinished {
+                child_execution_id,
+                result,
+            },
+            None,
+        ) if request.parent().is_some() => Ok(Body::StubWrite(weir_core::processor::StubWrite {
+            request,
+            target: child_execution_id,
+            ffqn,
+            result,
+        })),
+        (_, Some(error)) => Err(refused(STUB_REQUEST_HEADER, format!("the value: {error}"))),
+        _ => Err(refused(
+            STUB_REQUEST_HEADER,
+            "a stub write is a child's result, written by a workflow's request".to_owned(),
+        )),
     }
 }

@@ -111,6 +111,8 @@ pub enum Record {
     KeyedEvent(KeyedEvent),
     /// `weir.responses` (`weir.kind = correlation`), keyed by the correlation key.
     Correlation(CorrelationCommand),
+    /// `weir.responses` (`weir.kind = stub-write`), keyed by the stub's parent.
+    StubWrite(weir_core::processor::StubWrite),
 }
 
 /// A record that went to the DLQ.
@@ -444,6 +446,13 @@ impl InMemoryBus {
             Record::Correlation(command) => {
                 (command.key.clone(), Body::Correlation(command.clone()))
             }
+            Record::StubWrite(write) => (
+                write
+                    .target
+                    .parent()
+                    .map_or_else(|| write.target.to_string(), |p| p.to_string()),
+                Body::StubWrite(write.clone()),
+            ),
             Record::ActivityRequest(_) => {
                 return Err(BusError::Inconsistent(
                     "an activity request is not an input of the processor".into(),
@@ -520,6 +529,7 @@ impl InMemoryBus {
                 }
                 Effect::CancelExecution(request) => self.queue.push_back(Record::Cancel(request)),
                 Effect::Correlation(command) => self.queue.push_back(Record::Correlation(command)),
+                Effect::WriteStub(write) => self.queue.push_back(Record::StubWrite(write)),
                 Effect::ForwardEvent(event) => self.queue.push_back(Record::Event(event)),
                 Effect::ReturnEvent(event) => self.queue.push_back(Record::KeyedEvent(event)),
                 Effect::PutCorrelation { key, state } => match state {

@@ -1,7 +1,8 @@
 //! `approval`: submits the stub activity `approval.request`, writes its result itself with
 //! the generated `request-stub`, checks that writing the same value again is accepted and a
 //! different value is a conflict, then awaits the stub's response with `request-await-next`.
-//! `manual-approval` leaves the writing to someone outside (`weir stub`).
+//! `manual-approval` leaves the writing to someone outside (`weir stub`) or to another
+//! workflow: `approve-other` writes the stub of another execution's request.
 
 wit_bindgen::generate!({
     path: "../../wit",
@@ -11,7 +12,7 @@ wit_bindgen::generate!({
 
 use exports::weir_examples::workflows::approval::{ApprovalReport, Guest};
 use weir::workflow::host::{log, JoinSet};
-use weir::workflow::types::{LogLevel, StubError};
+use weir::workflow::types::{ExecutionId, LogLevel, StubError};
 use weir_examples::approval_ext::approval::{request_await_next, request_submit};
 use weir_examples::approval_stub::approval::request_stub;
 
@@ -75,6 +76,17 @@ impl Guest for Approval {
             Ok(approver) => Ok(format!("approved by {approver}")),
             Err(reason) => Err(format!("rejected: {reason}")),
         }
+    }
+
+    fn approve_other(request_id: String, approver: String) -> Result<String, String> {
+        let request = ExecutionId { id: request_id };
+        let outcome = match request_stub(&request, Ok(&approver)) {
+            Ok(()) => "ok",
+            Err(StubError::Conflict) => "conflict",
+            Err(StubError::NotFound) => "not-found",
+        };
+        log(LogLevel::Info, &format!("stub {} = ok({approver}): {outcome}", request.id));
+        Ok(outcome.to_owned())
     }
 }
 

@@ -10,7 +10,7 @@ use serde_json::Value;
 use wasmtime::component::types::{ComponentFunc, ComponentInstance, ComponentItem, Type};
 use wasmtime::component::{Linker, LinkerInstance, Resource, ResourceAny, ResourceType, Val};
 
-use crate::model::{ExecutionId, ExecutionResult, HistoryEvent, JoinSetRequest};
+use crate::model::{ChildKind, ExecutionId, ExecutionResult, HistoryEvent, JoinSetRequest};
 use crate::replay::{AwaitNextError, CreateJoinSetError, GetError, Progress, StubError};
 use crate::wasm::registry::{FunctionInfo, LoadedComponent, Registry, RegistryError};
 use crate::wasm::values::{self, ProjectionError};
@@ -456,10 +456,28 @@ async fn stub(
     let value = values::return_to_result(param(params, 1)?, &f.result)
         .map_err(|e| HostFailure::BadValue(format!("return value of {}-stub: {e}", f.ffqn)))?;
     let state = store.data_mut();
+    let own = state.replay.execution_id().clone();
     let outcome = match text.parse::<ExecutionId>() {
         // The engine checks that the id is a stub child of this execution; that it is a
         // child of *this* function is checked here against the recorded request.
         Ok(id) if submitted_as(state, &id, f) => state.replay.stub(&id, value)?,
+        // Another execution's stub: a blocking request (`StubWrite`) its owner answers.
+        Ok(id) if id.parent().is_some_and(|p| p != own) => {
+            let params = serde_json::json!([
+                id.to_string(),
+                serde_json::to_value(&value).map_err(|e| HostFailure::BadValue(e.to_string()))?
+            ]);
+            let answer = state
+                .wait(|r| r.call(&f.ffqn, &params, ChildKind::StubWrite))
+                .await?;
+            match answer {
+                ExecutionResult::Ok(_) => Ok(()),
+                ExecutionResult::Err(Value::String(e)) if e == "conflict" => {
+                    Err(StubError::Conflict)
+                }
+                _ => Err(StubError::NotFound),
+            }
+        }
         _ => Err(StubError::NotFound),
     };
     let val = match outcome {
