@@ -1109,20 +1109,30 @@ impl Sim {
     }
 
     /// Pauses the schedules that are active (as their client knows them) and waits a minute
-    /// at most for their owners to take the pauses; returns them if they did, else resumes
-    /// them. They stay active in the client's view.
+    /// at most for their owners to take the pauses, and any pause their client sent before
+    /// (a pause still unread would let its schedule tick on through the days, as the owner
+    /// reads it only a few turns an hour); returns the schedules it paused if every pause was
+    /// taken, else resumes them. They stay active in the client's view.
     fn pause_schedules_for_idle(&mut self) -> Option<Vec<usize>> {
-        let active: Vec<usize> = (0..self.schedules.len())
-            .filter(|&i| self.schedules[i].end.is_none() && !self.schedules[i].paused)
+        let live: Vec<usize> = (0..self.schedules.len())
+            .filter(|&i| self.schedules[i].end.is_none())
+            .collect();
+        let active: Vec<usize> = live
+            .iter()
+            .copied()
+            .filter(|&i| !self.schedules[i].paused)
             .collect();
         for &i in &active {
             let name = self.schedules[i].name.clone();
             self.schedule_command(&name, ScheduleAction::Pause);
         }
         for _ in 0..60 {
-            let taken = active.iter().all(|&i| {
-                self.committed_schedule(&self.schedules[i].name)
-                    .is_some_and(|s| s.status == crate::schedule::Status::Paused)
+            let taken = live.iter().all(|&i| {
+                let s = &self.schedules[i];
+                self.committed_schedule(&s.name).is_some_and(|state| {
+                    state.status == crate::schedule::Status::Paused
+                        && s.generations.last() == Some(&state.generation)
+                })
             });
             if taken {
                 return Some(active);
