@@ -1887,6 +1887,46 @@ impl Sim {
     }
 }
 
+/// `+=` for a run's tallies, field by field: a test sums them over seeds.
+macro_rules! tally_sum {
+    ($t:ident { $($field:ident),* $(,)? }) => {
+        impl std::ops::AddAssign for $t {
+            fn add_assign(&mut self, other: $t) {
+                $(self.$field += other.$field;)*
+            }
+        }
+    };
+}
+
+tally_sum!(CorrelationCounts {
+    sent,
+    registered,
+    queued,
+    forwarded,
+    cross_partition,
+    returned,
+    buffered,
+    taken,
+    unclaimed,
+});
+tally_sum!(EventCounts {
+    sent,
+    kept,
+    taken,
+    cancelled,
+    executions_cancelled,
+    with_deadline,
+    timed_out,
+});
+tally_sum!(ScheduleCounts {
+    started,
+    skipped,
+    missed,
+    paused,
+    generations,
+    cancelled,
+});
+
 /// What the correlation keys of a run did, read from the committed log: how much of the
 /// correlation rules a run exercised.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
