@@ -1194,6 +1194,30 @@ fn event_named(target: &ExecutionId, event_id: &str, name: &str, payload: i64) -
 }
 
 /// The result `effects` publish for a top-level execution, if any.
+/// The stub child `effects` journalled (a `ChildExecutionRequest` of kind `Stub`).
+fn stub_child(effects: &[Effect]) -> ExecutionId {
+    use weir_core::model::{ChildKind, HistoryEvent, JoinSetRequest};
+    appended(effects)
+        .into_iter()
+        .find_map(|(_, entry)| match entry {
+            HistoryEntry::Event {
+                event:
+                    HistoryEvent::JoinSetRequest {
+                        request:
+                            JoinSetRequest::ChildExecutionRequest {
+                                child_execution_id,
+                                child_kind: ChildKind::Stub,
+                                ..
+                            },
+                        ..
+                    },
+                ..
+            } => Some(child_execution_id),
+            _ => None,
+        })
+        .expect("a stub child")
+}
+
 fn published(effects: &[Effect]) -> Option<ExecutionResult> {
     effects.iter().find_map(|e| match e {
         Effect::PublishResult(f) => Some(f.result.clone()),
@@ -1403,7 +1427,7 @@ fn an_event_delivery_on_the_responses_topic_is_refused() {
 /// still be written.
 #[test]
 fn a_stub_written_from_outside_follows_obelisks_rules() {
-    use weir_core::model::{ChildKind, JoinSetRequest, Response};
+    use weir_core::model::Response;
     use weir_core::records::DlqReason;
 
     let mut processor = processor_of(ExternalRunner, 1 << 20);
@@ -1412,25 +1436,7 @@ fn a_stub_written_from_outside_follows_obelisks_rules() {
         &mut processor,
         submission_input(&id, Workflow::Stubbed, json!([])),
     );
-    let stub = appended(&started)
-        .into_iter()
-        .find_map(|(_, entry)| match entry {
-            HistoryEntry::Event {
-                event:
-                    weir_core::model::HistoryEvent::JoinSetRequest {
-                        request:
-                            JoinSetRequest::ChildExecutionRequest {
-                                child_execution_id,
-                                child_kind: ChildKind::Stub,
-                                ..
-                            },
-                        ..
-                    },
-                ..
-            } => Some(child_execution_id),
-            _ => None,
-        })
-        .expect("a stub child");
+    let stub = stub_child(&started);
     assert!(
         !started
             .iter()
@@ -2628,7 +2634,7 @@ mod correlation {
 /// function, still waiting) can be written, never an activity's answer.
 #[test]
 fn a_workflow_writes_the_stub_of_another_execution() {
-    use weir_core::model::{ChildKind, JoinSetId, JoinSetRequest, Response};
+    use weir_core::model::{JoinSetId, Response};
     use weir_core::processor::{StubWrite, StubWriteOutcome, stub_write_answer};
 
     let mut processor = processor_of(ExternalRunner, 1 << 20);
@@ -2637,28 +2643,7 @@ fn a_workflow_writes_the_stub_of_another_execution() {
         &mut processor,
         submission_input(&id, Workflow::Stubbed, json!([])),
     );
-    let stub_of = |effects: &[Effect]| {
-        appended(effects)
-            .into_iter()
-            .find_map(|(_, entry)| match entry {
-                HistoryEntry::Event {
-                    event:
-                        weir_core::model::HistoryEvent::JoinSetRequest {
-                            request:
-                                JoinSetRequest::ChildExecutionRequest {
-                                    child_execution_id,
-                                    child_kind: ChildKind::Stub,
-                                    ..
-                                },
-                            ..
-                        },
-                    ..
-                } => Some(child_execution_id),
-                _ => None,
-            })
-            .expect("a stub child")
-    };
-    let stub = stub_of(&started);
+    let stub = stub_child(&started);
     let writer = ExecutionId::top_level(ulid::Ulid::new());
     let js = JoinSetId::generated(1).expect("a join set id");
     let mut n = 0;
@@ -2733,7 +2718,7 @@ fn a_workflow_writes_the_stub_of_another_execution() {
     // exist): not-found, and nothing is written.
     let mut waiting = processor_of(ExternalRunner, 1 << 20);
     let id = ExecutionId::top_level(ulid::Ulid::new());
-    let stub_of_waiting = stub_of(&step(
+    let stub_of_waiting = stub_child(&step(
         &mut waiting,
         submission_input(&id, Workflow::Stubbed, json!([])),
     ));

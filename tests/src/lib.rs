@@ -282,3 +282,20 @@ pub fn child_requests(
         })
         .collect()
 }
+
+/// The ids of the events an execution's `history` took (its `EventDelivered` received), in
+/// order.
+pub fn delivered_events(history: &[weir::codec::HistoryRecord]) -> Vec<String> {
+    use weir::codec::HistoryEntry;
+    use weir::model::{EventOutcome, Response};
+    history
+        .iter()
+        .filter_map(|r| match &r.entry {
+            HistoryEntry::ResponseAppended(Response::EventDelivered {
+                outcome: EventOutcome::Received { event_id, .. },
+                ..
+            }) => Some(event_id.clone()),
+            _ => None,
+        })
+        .collect()
+}

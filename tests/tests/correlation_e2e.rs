@@ -20,13 +20,11 @@ use std::time::Duration;
 
 use serde_json::json;
 use weir::codec::{DlqEnvelope, HistoryEntry, HistoryRecord};
-use weir::model::{
-    EventOutcome, ExecutionId, ExecutionResult, HistoryEvent, JoinSetRequest, Response,
-};
+use weir::model::{ExecutionId, ExecutionResult, HistoryEvent, JoinSetRequest};
 use weir::partitioner::partition_for_key;
 use weir::topology::TopicRole;
 use weir_e2e::deployment::Deployment;
-use weir_e2e::{brokers, external_classpath, java_program, repo_root, wait_for};
+use weir_e2e::{brokers, delivered_events, external_classpath, java_program, repo_root, wait_for};
 
 const AWAIT_PAYMENT: &str = "weir-examples:workflows/approval-event.await-payment";
 const TIMEOUT: Duration = Duration::from_secs(120);
@@ -106,19 +104,6 @@ async fn waiting(deployment: &Deployment, id: &ExecutionId) -> Vec<HistoryRecord
     .await
 }
 
-fn delivered(history: &[HistoryRecord]) -> Vec<String> {
-    history
-        .iter()
-        .filter_map(|r| match &r.entry {
-            HistoryEntry::ResponseAppended(Response::EventDelivered {
-                outcome: EventOutcome::Received { event_id, .. },
-                ..
-            }) => Some(event_id.clone()),
-            _ => None,
-        })
-        .collect()
-}
-
 /// An execution id and an order whose key `payment:<order>` sits on another partition.
 fn apart(tag: &str) -> (ExecutionId, String) {
     let id = ExecutionId::top_level(ulid::Ulid::new());
@@ -163,11 +148,11 @@ async fn events_sent_to_a_key_reach_the_execution_holding_it_once() {
     assert_eq!(results[&java], ExecutionResult::Ok(json!("2")));
     let store = deployment.store().await;
     assert_eq!(
-        delivered(&deployment.store_history(&store, &early).await),
+        delivered_events(&deployment.store_history(&store, &early).await),
         ["early-1"]
     );
     assert_eq!(
-        delivered(&deployment.store_history(&store, &java).await),
+        delivered_events(&deployment.store_history(&store, &java).await),
         ["java-1"],
         "the same event id twice is taken once"
     );
@@ -212,7 +197,7 @@ async fn events_sent_to_a_key_reach_the_execution_holding_it_once() {
     let results = deployment.results(std::slice::from_ref(&second), TIMEOUT);
     assert_eq!(results[&second], ExecutionResult::Ok(json!("5")));
     assert_eq!(
-        delivered(&deployment.store_history(&store, &second).await),
+        delivered_events(&deployment.store_history(&store, &second).await),
         ["queue-2"],
         "the second holder got only what came after the first finished"
     );

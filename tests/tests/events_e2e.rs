@@ -22,7 +22,7 @@ use weir::model::{
 };
 use weir::topology::TopicRole;
 use weir_e2e::deployment::Deployment;
-use weir_e2e::{brokers, external_classpath, java_program, repo_root, wait_for};
+use weir_e2e::{brokers, delivered_events, external_classpath, java_program, repo_root, wait_for};
 
 const AWAIT_APPROVAL: &str = "weir-examples:workflows/approval-event.await-approval";
 const COLLECT: &str = "weir-examples:workflows/approval-event.collect";
@@ -108,19 +108,6 @@ fn waits_for_an_event(history: &[HistoryRecord]) -> bool {
     })
 }
 
-fn delivered(history: &[HistoryRecord]) -> Vec<String> {
-    history
-        .iter()
-        .filter_map(|r| match &r.entry {
-            HistoryEntry::ResponseAppended(Response::EventDelivered {
-                outcome: EventOutcome::Received { event_id, .. },
-                ..
-            }) => Some(event_id.clone()),
-            _ => None,
-        })
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn events_reach_running_executions_once_and_the_rest_is_dead_lettered() {
     let deployment = Deployment::new("events");
@@ -191,7 +178,7 @@ async fn events_reach_running_executions_once_and_the_rest_is_dead_lettered() {
 
     let store = deployment.store().await;
     let history = deployment.store_history(&store, &approved).await;
-    assert_eq!(delivered(&history), ["order-1-ok"]);
+    assert_eq!(delivered_events(&history), ["order-1-ok"]);
     assert!(
         history.iter().any(|r| matches!(
             &r.entry,
@@ -226,7 +213,7 @@ async fn events_reach_running_executions_once_and_the_rest_is_dead_lettered() {
         ["item-1", "item-2"],
         "kept before any wait, the duplicate dropped"
     );
-    assert_eq!(delivered(&history), ["item-1", "item-2"]);
+    assert_eq!(delivered_events(&history), ["item-1", "item-2"]);
 
     // After the finish, and for an execution that does not exist: the DLQ, with why.
     sent(send_with_cli(

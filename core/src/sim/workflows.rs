@@ -236,25 +236,8 @@ impl Workflow {
                 )?;
                 Ok(ok(value_of(&result)?))
             }
-            (Workflow::Approval, [0]) => match ready(ctx.engine.await_event("approved"))? {
-                Ok((_, payload)) => Ok(ExecutionResult::Ok(payload)),
-                Err(cancelled) => Err(Halt::Unexpected(format!("await-event: {cancelled}"))),
-            },
-            (Workflow::Approval, [ms]) => {
-                let js = ctx.engine.create_join_set()?;
-                ctx.engine.submit_event(&js, "approved")?;
-                ctx.submit_delay_ms(&js, *ms as u64)?;
-                let first = ready(ctx.engine.join_next(&js))?;
-                ready(ctx.engine.close(&js))?;
-                match first {
-                    Ok(Joined::Event {
-                        outcome: EventOutcome::Received { payload, .. },
-                        ..
-                    }) => Ok(ExecutionResult::Ok(payload)),
-                    Ok(Joined::Delay { .. }) => Ok(ok(-1)),
-                    other => Err(Halt::Unexpected(format!("approval: {other:?}"))),
-                }
-            }
+            (Workflow::Approval, [0]) => ctx.await_event("approved"),
+            (Workflow::Approval, [ms]) => ctx.race_event("approved", *ms as u64),
             (Workflow::Order, [n, ms, steps]) => {
                 ctx.engine.correlate(&order_key(*n))?;
                 for i in 0..*steps {
@@ -262,27 +245,8 @@ impl Workflow {
                 }
                 match *ms {
                     ms if ms < 0 => Ok(ok(-2)),
-                    0 => match ready(ctx.engine.await_event(ORDER_EVENT))? {
-                        Ok((_, payload)) => Ok(ExecutionResult::Ok(payload)),
-                        Err(cancelled) => {
-                            Err(Halt::Unexpected(format!("await-event: {cancelled}")))
-                        }
-                    },
-                    ms => {
-                        let js = ctx.engine.create_join_set()?;
-                        ctx.engine.submit_event(&js, ORDER_EVENT)?;
-                        ctx.submit_delay_ms(&js, ms as u64)?;
-                        let first = ready(ctx.engine.join_next(&js))?;
-                        ready(ctx.engine.close(&js))?;
-                        match first {
-                            Ok(Joined::Event {
-                                outcome: EventOutcome::Received { payload, .. },
-                                ..
-                            }) => Ok(ExecutionResult::Ok(payload)),
-                            Ok(Joined::Delay { .. }) => Ok(ok(-1)),
-                            other => Err(Halt::Unexpected(format!("order: {other:?}"))),
-                        }
-                    }
+                    0 => ctx.await_event(ORDER_EVENT),
+                    ms => ctx.race_event(ORDER_EVENT, ms as u64),
                 }
             }
             _ => Ok(ExecutionResult::Err(json!("bad params"))),
@@ -370,6 +334,32 @@ impl Ctx {
 
     pub fn join_next(&mut self, js: &JoinSetId) -> Result<Result<Joined, AllProcessed>, Halt> {
         ready(self.engine.join_next(js))
+    }
+
+    /// Blocks until event `name` comes; its payload is the result.
+    pub fn await_event(&mut self, name: &str) -> Result<ExecutionResult, Halt> {
+        match ready(self.engine.await_event(name))? {
+            Ok((_, payload)) => Ok(ExecutionResult::Ok(payload)),
+            Err(cancelled) => Err(Halt::Unexpected(format!("await-event: {cancelled}"))),
+        }
+    }
+
+    /// Waits for event `name` racing a delay of `ms`: the event's payload, or `-1` if the
+    /// delay came first (the join set is closed either way).
+    pub fn race_event(&mut self, name: &str, ms: u64) -> Result<ExecutionResult, Halt> {
+        let js = self.engine.create_join_set()?;
+        self.engine.submit_event(&js, name)?;
+        self.submit_delay_ms(&js, ms)?;
+        let first = ready(self.engine.join_next(&js))?;
+        ready(self.engine.close(&js))?;
+        match first {
+            Ok(Joined::Event {
+                outcome: EventOutcome::Received { payload, .. },
+                ..
+            }) => Ok(ExecutionResult::Ok(payload)),
+            Ok(Joined::Delay { .. }) => Ok(ok(-1)),
+            other => Err(Halt::Unexpected(format!("{name}: {other:?}"))),
+        }
     }
 }
 

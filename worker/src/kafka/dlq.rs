@@ -328,26 +328,7 @@ mod tests {
         codec
             .encode(responses, &finished)
             .expect("ScheduleCommand registered on the responses topic");
-        let state = weir_core::schedule::ScheduleState {
-            name: "nightly".into(),
-            generation: "g".into(),
-            spec: weir_core::schedule::ScheduleSpec {
-                cron: "0 0 2 * * *".into(),
-                timezone: "UTC".into(),
-                ffqn: "app:p/i.f".parse().expect("ffqn"),
-                params: serde_json::json!([]),
-                overlap: weir_core::schedule::Overlap::Skip,
-                catchup_window: weir_core::schedule::DEFAULT_CATCHUP_WINDOW,
-            },
-            status: weir_core::schedule::Status::Active,
-            last_tick: None,
-            next_tick: Some(at),
-            running: Vec::new(),
-            started: 0,
-            skipped: 0,
-            missed: 0,
-            updated_at: at,
-        };
+        let state = crate::kafka::history_reader::tests::schedule("nightly");
         codec
             .encode(&topology.topic(TopicRole::State).name, &state)
             .expect("ScheduleState registered on the state topic");

@@ -9,7 +9,7 @@ use rdkafka::message::OwnedMessage;
 use weir_core::processor::Effect;
 use weir_core::trace::TraceParent;
 
-use crate::codec::{ActivityCancel, Codec, EncodeError, HistoryRecord};
+use crate::codec::{ActivityCancel, AvroRecord, Codec, EncodeError, HistoryRecord};
 use crate::model::{ExecutionId, Ffqn};
 use crate::topology::{TopicRole, Topology};
 
@@ -29,6 +29,24 @@ pub enum EncodeEffectError {
     DeadLetter(#[from] DeadLetterError),
     #[error("a stub write of {target}, which is nobody's child (the processor answers those)")]
     StubWithoutParent { target: String },
+}
+
+/// A record of `weir.state` under `key`: `state`, or a tombstone (`None`: the schedule or key
+/// is gone, and compaction forgets it).
+fn state_record<R: AvroRecord>(
+    codec: &Codec,
+    topic: String,
+    key: String,
+    state: Option<&R>,
+    headers: Vec<(String, Vec<u8>)>,
+) -> Result<OutgoingRecord, EncodeError> {
+    let value = state.map(|state| codec.encode(&topic, state)).transpose()?;
+    Ok(OutgoingRecord {
+        topic,
+        key,
+        value,
+        headers,
+    })
 }
 
 /// The records of a batch's effects, in order; `history` gets the index in the returned
@@ -157,20 +175,13 @@ pub fn records(
                 records.push(cancel_record);
                 tracing::debug!(execution = %parent, %child, topic = %route.topic, "activity cancelled");
             }
-            // A deleted schedule is a tombstone: compaction forgets its key.
-            Effect::PutSchedule { name, state } => {
-                let t = topic(TopicRole::State);
-                let value = match state {
-                    Some(state) => Some(codec.encode(&t, state)?),
-                    None => None,
-                };
-                records.push(OutgoingRecord {
-                    topic: t,
-                    key: weir_core::schedule::key(name),
-                    value,
-                    headers: Vec::new(),
-                });
-            }
+            Effect::PutSchedule { name, state } => records.push(state_record(
+                codec,
+                topic(TopicRole::State),
+                weir_core::schedule::key(name),
+                state.as_ref(),
+                Vec::new(),
+            )?),
             Effect::ScheduleCommand(command) => {
                 let t = topic(TopicRole::Responses);
                 let value = codec.encode(&t, command)?;
@@ -231,19 +242,13 @@ pub fn records(
                     headers: vec![(KIND_HEADER.to_owned(), CORRELATION_KIND.to_vec())],
                 });
             }
-            Effect::PutCorrelation { key, state } => {
-                let t = topic(TopicRole::State);
-                let value = match state {
-                    Some(state) => Some(codec.encode(&t, state)?),
-                    None => None,
-                };
-                records.push(OutgoingRecord {
-                    topic: t,
-                    key: key.clone(),
-                    value,
-                    headers: vec![(KIND_HEADER.to_owned(), CORRELATION_KIND.to_vec())],
-                });
-            }
+            Effect::PutCorrelation { key, state } => records.push(state_record(
+                codec,
+                topic(TopicRole::State),
+                key.clone(),
+                state.as_ref(),
+                vec![(KIND_HEADER.to_owned(), CORRELATION_KIND.to_vec())],
+            )?),
             // An event of a key for its holder, keyed by the holder (`correlation_key` set).
             Effect::ForwardEvent(event) => {
                 let t = topic(TopicRole::Events);

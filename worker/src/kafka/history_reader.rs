@@ -441,13 +441,14 @@ pub fn wait_until_settled(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use weir_core::correlation::CorrelationState;
     use weir_core::schedule::{ScheduleSpec, ScheduleState, Status};
 
     use super::*;
 
-    fn schedule(name: &str) -> ScheduleState {
+    /// A schedule's state with every field set (the dlq tests encode it too).
+    pub(crate) fn schedule(name: &str) -> ScheduleState {
         let at = DateTime::from_timestamp(1_790_000_000, 123_456_789).expect("a time");
         ScheduleState {
             name: name.into(),
