@@ -19,8 +19,8 @@ use weir::store::{CqlStore, Store, connect};
 use weir::topology::{TopicRole, Topology};
 
 use crate::{
-    Killed, brokers, cql_config, cql_contact_points, free_port, kafka_config, repo_root,
-    unique_name, wait_until, weir_binary,
+    Killed, brokers, cql_config, cql_contact_points, external_classpath, free_port, java_program,
+    kafka_config, repo_root, unique_name, wait_until, weir_binary,
 };
 
 /// Where `bash examples/build.sh` put the components.
@@ -377,6 +377,28 @@ impl Deployment {
     }
 
     /// Submits a top-level execution; returns its id.
+    /// Sends event `name` to `target` (an execution id or a correlation key) with
+    /// `tests/java/SendEvent.java`: a program that knows Weir only by kafka-clients, Avro and
+    /// `schemas/avro/`.
+    pub fn send_event_with_java(&self, target: &str, name: &str, payload: &str, event_id: &str) {
+        let output = java_program(&external_classpath(), "SendEvent.java")
+            .arg(brokers())
+            .arg(self.topic(TopicRole::Events))
+            .arg(repo_root().join("schemas/avro"))
+            .arg(target)
+            .arg(name)
+            .arg(payload)
+            .arg(event_id)
+            .output()
+            .expect("run SendEvent.java (Java 17)");
+        assert!(
+            output.status.success(),
+            "SendEvent.java failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert!(String::from_utf8_lossy(&output.stdout).starts_with("sent "));
+    }
+
     pub async fn submit(
         &self,
         producer: &FutureProducer,

@@ -24,7 +24,7 @@ use weir::model::{ExecutionId, ExecutionResult, HistoryEvent, JoinSetRequest};
 use weir::partitioner::partition_for_key;
 use weir::topology::TopicRole;
 use weir_e2e::deployment::Deployment;
-use weir_e2e::{brokers, delivered_events, external_classpath, java_program, repo_root, wait_for};
+use weir_e2e::{delivered_events, wait_for};
 
 const AWAIT_PAYMENT: &str = "weir-examples:workflows/approval-event.await-payment";
 const TIMEOUT: Duration = Duration::from_secs(120);
@@ -50,25 +50,6 @@ fn sent(output: Output) {
     assert!(
         output.status.success(),
         "weir send-event failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-}
-
-/// Sends with `tests/java/SendEvent.java`: kafka-clients, Avro and `schemas/avro/` only.
-fn send_with_java(deployment: &Deployment, target: &str, payload: &str, event_id: &str) {
-    let output = java_program(&external_classpath(), "SendEvent.java")
-        .arg(brokers())
-        .arg(deployment.topic(TopicRole::Events))
-        .arg(repo_root().join("schemas/avro"))
-        .arg(target)
-        .arg("paid")
-        .arg(payload)
-        .arg(event_id)
-        .output()
-        .expect("run SendEvent.java (Java 17)");
-    assert!(
-        output.status.success(),
-        "SendEvent.java failed: {}",
         String::from_utf8_lossy(&output.stderr)
     );
 }
@@ -140,7 +121,7 @@ async fn events_sent_to_a_key_reach_the_execution_holding_it_once() {
         .submit_as(&producer, &java, AWAIT_PAYMENT, json!([java_order, 600]))
         .await;
     waiting(&deployment, &java).await;
-    send_with_java(&deployment, &java_key, "2", "java-1");
+    deployment.send_event_with_java(&java_key, "paid", "2", "java-1");
     sent(send_with_cli(&deployment, &java_key, "2", "java-1"));
 
     let results = deployment.results(&[early.clone(), java.clone()], TIMEOUT);

@@ -22,7 +22,7 @@ use weir::model::{
 };
 use weir::topology::TopicRole;
 use weir_e2e::deployment::Deployment;
-use weir_e2e::{brokers, delivered_events, external_classpath, java_program, repo_root, wait_for};
+use weir_e2e::{delivered_events, wait_for};
 
 const AWAIT_APPROVAL: &str = "weir-examples:workflows/approval-event.await-approval";
 const COLLECT: &str = "weir-examples:workflows/approval-event.collect";
@@ -50,32 +50,6 @@ fn sent(output: Output) -> String {
         String::from_utf8_lossy(&output.stderr)
     );
     String::from_utf8_lossy(&output.stdout).trim().to_owned()
-}
-
-/// Sends with `tests/java/SendEvent.java`: kafka-clients, Avro and `schemas/avro/` only.
-fn send_with_java(
-    deployment: &Deployment,
-    id: &ExecutionId,
-    name: &str,
-    payload: &str,
-    event_id: &str,
-) {
-    let output = java_program(&external_classpath(), "SendEvent.java")
-        .arg(brokers())
-        .arg(deployment.topic(TopicRole::Events))
-        .arg(repo_root().join("schemas/avro"))
-        .arg(id.to_string())
-        .arg(name)
-        .arg(payload)
-        .arg(event_id)
-        .output()
-        .expect("run SendEvent.java (Java 17)");
-    assert!(
-        output.status.success(),
-        "SendEvent.java failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    assert!(String::from_utf8_lossy(&output.stdout).starts_with("sent "));
 }
 
 /// The stored history of `id` once `ready` holds for it.
@@ -149,7 +123,7 @@ async fn events_reach_running_executions_once_and_the_rest_is_dead_lettered() {
         h.len() >= 3
     })
     .await;
-    send_with_java(&deployment, &collector, "item", "1", "item-1");
+    deployment.send_event_with_java(&collector.to_string(), "item", "1", "item-1");
     sent(send_with_cli(
         &deployment,
         &collector,
