@@ -10,6 +10,9 @@
 //!   `weir.state` and forwards the next event;
 //! - two executions registering one key: the first takes the key's events until it
 //!   finishes, then the second does;
+//! - `weir correlation list` shows what the keys' owners committed: an event buffered before
+//!   any registration, a holder with another execution queued, a key nobody holds any more
+//!   that remembers the ids it forwarded;
 //! - none of these events is dead-lettered; a key that breaks the rules is refused by the CLI.
 //!
 //! The rules are the table tests of `core/src/correlation.rs` and `core/tests/processor.rs`
@@ -28,6 +31,8 @@ use weir_e2e::{delivered_events, wait_for};
 
 const AWAIT_PAYMENT: &str = "weir-examples:workflows/approval-event.await-payment";
 const TIMEOUT: Duration = Duration::from_secs(120);
+const READ: &str = "correlation-read-token-0123456789";
+const ADMIN: &str = "correlation-admin-token-0123456789";
 /// Partitions of the co-partitioned topics (`topology/topics.toml`).
 const PARTITIONS: i32 = 6;
 
@@ -52,6 +57,33 @@ fn sent(output: Output) {
         "weir send-event failed: {}",
         String::from_utf8_lossy(&output.stderr)
     );
+}
+
+/// `weir correlation list --key <key> --json`, polled until `want` holds of the key's entry
+/// (`None`: the key is not listed); the entry.
+async fn listed_until(
+    deployment: &Deployment,
+    key: &str,
+    what: &str,
+    want: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    wait_for(what, TIMEOUT, || async {
+        let output = deployment
+            .command()
+            .args(["correlation", "list", "--key", key, "--json"])
+            .output()
+            .expect("run weir correlation list");
+        assert!(
+            output.status.success(),
+            "weir correlation list failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let listed: Vec<serde_json::Value> =
+            serde_json::from_slice(&output.stdout).expect("a JSON array");
+        assert!(listed.len() <= 1, "--key {key} listed {listed:?}");
+        listed.into_iter().next().filter(|entry| want(entry))
+    })
+    .await
 }
 
 /// The stored history of `id` once it has registered its key and waits for the event.
@@ -110,6 +142,16 @@ async fn events_sent_to_a_key_reach_the_execution_holding_it_once() {
         "1",
         "early-1",
     ));
+    let entry = listed_until(
+        &deployment,
+        &format!("payment:{early_order}"),
+        "the event buffered in the key",
+        |e| e["buffered"].as_array().is_some_and(|b| !b.is_empty()),
+    )
+    .await;
+    assert_eq!(entry["holder"], serde_json::Value::Null, "{entry}");
+    assert_eq!(entry["buffered"][0]["event_id"], "early-1", "{entry}");
+    assert_eq!(entry["buffered"][0]["name"], "paid", "{entry}");
     deployment
         .submit_as(&producer, &early, AWAIT_PAYMENT, json!([early_order, 600]))
         .await;
@@ -170,6 +212,12 @@ async fn events_sent_to_a_key_reach_the_execution_holding_it_once() {
         .submit(&producer, AWAIT_PAYMENT, json!([order, 600]))
         .await;
     waiting(&deployment, &second).await;
+    let entry = listed_until(&deployment, &queue_key, "the second execution queued", |e| {
+        e["queued"].as_array().is_some_and(|q| !q.is_empty())
+    })
+    .await;
+    assert_eq!(entry["holder"], first.to_string(), "{entry}");
+    assert_eq!(entry["queued"], json!([second.to_string()]), "{entry}");
     sent(send_with_cli(&deployment, &queue_key, "4", "queue-1"));
     let results = deployment.results(&[restored.clone(), first.clone()], TIMEOUT);
     assert_eq!(results[&restored], ExecutionResult::Ok(json!("3")));
@@ -182,6 +230,38 @@ async fn events_sent_to_a_key_reach_the_execution_holding_it_once() {
         ["queue-2"],
         "the second holder got only what came after the first finished"
     );
+    // Nobody holds the key now; it remembers the two ids it forwarded.
+    let entry = listed_until(&deployment, &queue_key, "the key released", |e| {
+        e["holder"].is_null()
+    })
+    .await;
+    assert_eq!(entry["queued"], json!([]), "{entry}");
+    assert_eq!(entry["remembered"], 2, "{entry}");
+
+    // The API lists the same (read token); a key that breaks the rules is a 400.
+    let server = deployment.serve_api(READ, ADMIN);
+    let client = reqwest::Client::new();
+    let get = |query: &str| {
+        client
+            .get(format!("{}/v1/correlations{query}", server.base))
+            .bearer_auth(READ)
+            .send()
+    };
+    let listed = get(&format!("?key={queue_key}")).await.expect("get");
+    assert_eq!(listed.status().as_u16(), 200);
+    let listed: serde_json::Value = listed.json().await.expect("JSON");
+    assert_eq!(listed["correlations"], json!([entry]));
+    let all: serde_json::Value = get("").await.expect("get").json().await.expect("JSON");
+    let keys: Vec<&str> = all["correlations"]
+        .as_array()
+        .expect("an array")
+        .iter()
+        .filter_map(|k| k["key"].as_str())
+        .collect();
+    assert!(keys.contains(&queue_key.as_str()), "{all}");
+    assert!(keys.windows(2).all(|w| w[0] < w[1]), "sorted: {keys:?}");
+    let bad = get("?key=schedule:nightly").await.expect("get");
+    assert_eq!(bad.status().as_u16(), 400);
 
     // Nothing of it was dead-lettered.
     let dlq = deployment.read_to_end::<DlqEnvelope>(&deployment.topic(TopicRole::Dlq), TIMEOUT);

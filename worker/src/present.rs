@@ -189,6 +189,27 @@ pub fn schedule_json(s: &weir_core::schedule::ScheduleState) -> serde_json::Valu
     })
 }
 
+/// A correlation key's state as JSON (`weir correlation list --json`, the API): its holder
+/// (`null`: nobody holds it), the executions queued after it in registration order, the
+/// events buffered for the next holder, and how many event ids it remembers having forwarded.
+pub fn correlation_json(c: &weir_core::correlation::CorrelationState) -> serde_json::Value {
+    json!({
+        "key": c.key,
+        "holder": c.holders.first().map(|id| id.to_string()),
+        "queued": c.holders.iter().skip(1).map(|id| id.to_string()).collect::<Vec<_>>(),
+        "buffered": c
+            .buffered
+            .iter()
+            .map(|e| json!({
+                "event_id": e.event.event_id,
+                "name": e.event.name,
+                "sent_at": e.sent_at.to_rfc3339(),
+            }))
+            .collect::<Vec<_>>(),
+        "remembered": c.forwarded.len(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,7 +1,7 @@
 //! The HTTP API (`weir serve`): a small JSON API over what a client can do with Kafka and the
 //! store. It can submit (idempotently, by key), send an event to an execution or a correlation key, write a
 //! stub's value, cancel or terminate an execution, get an execution, read its history, list, and name the functions that have executions,
-//! and list, create, pause, resume and delete recurring schedules (`docs/openapi.yaml`). The web UI ([`ui`]) is
+//! list, create, pause, resume and delete recurring schedules, and list correlation keys (`docs/openapi.yaml`). The web UI ([`ui`]) is
 //! served beside it and reads only this API.
 //!
 //! - **Errors** are `{"error": {"code", "message"}}` with the HTTP status of the code.
@@ -190,6 +190,7 @@ pub fn router(api: Arc<Api>) -> Router {
         .route("/v1/executions/{id}/cancel", axum::routing::post(cancel))
         .route("/v1/functions", get(functions))
         .route("/v1/schedules", get(list_schedules))
+        .route("/v1/correlations", get(list_correlations))
         .route(
             "/v1/schedules/{name}",
             axum::routing::put(create_schedule).delete(delete_schedule),
@@ -503,6 +504,40 @@ async fn list_schedules(State(api): State<Arc<Api>>, headers: HeaderMap) -> ApiR
     .map_err(ApiError::internal)?;
     let shown: Vec<Value> = states.iter().map(crate::present::schedule_json).collect();
     Ok(Json(json!({ "schedules": shown })).into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CorrelationQuery {
+    key: Option<String>,
+}
+
+/// Every correlation key, as `weir.state` has them (`weir correlation list`).
+async fn list_correlations(
+    State(api): State<Arc<Api>>,
+    headers: HeaderMap,
+    query: Result<Query<CorrelationQuery>, axum::extract::rejection::QueryRejection>,
+) -> ApiResult {
+    authorize(&api, &headers, Scope::Read)?;
+    let Query(query) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    if let Some(key) = &query.key {
+        weir_core::correlation::check_key(key)
+            .map_err(|e| ApiError::bad_request(e.to_string()))?;
+    }
+    let api2 = Arc::clone(&api);
+    let keys = tokio::task::spawn_blocking(move || {
+        crate::kafka::correlations::list(
+            &api2.kafka,
+            &api2.codec,
+            &api2.topology,
+            query.key.as_deref(),
+        )
+    })
+    .await
+    .map_err(ApiError::internal)?
+    .map_err(ApiError::internal)?;
+    let shown: Vec<Value> = keys.iter().map(crate::present::correlation_json).collect();
+    Ok(Json(json!({ "correlations": shown })).into_response())
 }
 
 #[derive(Deserialize)]

@@ -7,6 +7,7 @@
 //! (`replay`), 6 a stub that holds another value (`stub`).
 
 mod client;
+mod correlation;
 pub mod deploy;
 mod digest;
 mod list;
@@ -61,6 +62,9 @@ pub enum Command {
     /// Manage recurring schedules: `weir schedule create|list|pause|resume|delete`.
     #[command(subcommand)]
     Schedule(schedule::ScheduleCommand),
+    /// Show correlation keys: `weir correlation list [--key payment:order-42]`.
+    #[command(subcommand)]
+    Correlation(correlation::CorrelationCommand),
     /// Show where an execution stands (from the CQL store).
     Status(client::ShowArgs),
     /// Show an execution's history (from the CQL store).
@@ -219,6 +223,7 @@ pub fn main() -> ExitCode {
             Command::Stub(args) => client::stub(args).await,
             Command::Cancel(args) => client::cancel(args).await,
             Command::Schedule(command) => schedule::run(command).await,
+            Command::Correlation(command) => correlation::run(command).await,
             Command::Status(args) => client::status(args).await,
             Command::History(args) => client::history(args).await,
             Command::Digest(args) => digest::run(args),

@@ -139,6 +139,37 @@ pub enum Wanted {
     All,
     /// Schedules only (a listing of them): correlation keys are skipped undecoded.
     Schedules,
+    /// Correlation keys only (a listing of them): schedules are skipped undecoded.
+    Correlations,
+}
+
+/// How long a client's listing of the state topic rides out a cluster that is away.
+const LISTING_PATIENCE: Duration = Duration::from_secs(30);
+
+/// What the owners committed to the deployment's `weir.state` (every partition), for a
+/// client's listing (`weir schedule list`, `weir correlation list`, the API). Blocking: it
+/// reads each partition to its last stable offset, without waiting for an open transaction
+/// (a worker killed inside one would hold a listing up until the transaction times out; the
+/// listing shows the states committed before it).
+pub fn list_keyed_state(
+    kafka: &KafkaConfig,
+    codec: &Codec,
+    topology: &crate::topology::Topology,
+    wanted: Wanted,
+) -> Result<KeyedState, HistoryReadError> {
+    let topic = topology.topic(crate::topology::TopicRole::State);
+    let reader = format!("state-list-{}", ulid::Ulid::new());
+    let partitions: Vec<i32> = (0..topic.partitions).collect();
+    read_keyed_state(
+        kafka,
+        codec,
+        &reader,
+        &topic.name,
+        &partitions,
+        LISTING_PATIENCE,
+        Settle::ToStableOffset,
+        wanted,
+    )
 }
 
 /// A record of the state topic, as the last one of its key.
@@ -181,6 +212,7 @@ impl<'a> StateRecords<'a> {
         let state = match payload {
             None => StateRecord::None,
             Some(_) if correlation && self.wanted == Wanted::Schedules => StateRecord::None,
+            Some(_) if !correlation && self.wanted == Wanted::Correlations => StateRecord::None,
             Some(bytes) => {
                 let position = RecordPosition::at(topic, partition, offset);
                 if correlation {
@@ -518,5 +550,10 @@ pub(crate) mod tests {
         let state = listing.finish();
         assert_eq!(state.schedules.len(), 1);
         assert!(state.correlations.is_empty());
+        let mut keys = StateRecords::new(&codec, topic, Wanted::Correlations);
+        feed(&mut keys);
+        let state = keys.finish();
+        assert!(state.schedules.is_empty());
+        assert_eq!(state.correlations, vec![correlation("payment:1")]);
     }
 }

@@ -5,6 +5,7 @@
 pub mod activity_worker;
 pub mod admin;
 pub mod config;
+pub mod correlations;
 pub mod dlq;
 pub mod encode;
 pub mod group;

@@ -12,15 +12,12 @@ use weir_core::schedule::{self, ScheduleAction, ScheduleCommand, ScheduleState};
 
 use super::KafkaConfig;
 use super::activity_worker::{KIND_HEADER, SCHEDULE_KIND};
-use super::history_reader::{self, HistoryReadError, Settle, Wanted};
+use super::history_reader::{self, HistoryReadError, Wanted};
 use crate::codec::{Codec, EncodeError};
 use crate::topology::{TopicRole, Topology};
 
 /// How long a send may take before it fails.
 const SEND_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// How long a listing rides out a cluster that is away.
-const LIST_PATIENCE: Duration = Duration::from_secs(30);
 
 #[derive(Debug, thiserror::Error)]
 pub enum ScheduleClientError {
@@ -90,29 +87,15 @@ pub async fn send(
 }
 
 /// Every schedule of the deployment, as `weir.state` has them (what the owners committed), by
-/// name. Blocking: it reads each partition to its last stable offset, without waiting for an
-/// open transaction (a worker killed inside one would hold a listing up until the
-/// transaction times out; the listing shows the states committed before it).
+/// name (see [`history_reader::list_keyed_state`]).
 pub fn list(
     kafka: &KafkaConfig,
     codec: &Codec,
     topology: &Topology,
 ) -> Result<Vec<ScheduleState>, ScheduleClientError> {
-    let topic = topology.topic(TopicRole::State);
-    let reader = format!("schedule-list-{}", ulid::Ulid::new());
-    let partitions: Vec<i32> = (0..topic.partitions).collect();
-    let mut states = history_reader::read_keyed_state(
-        kafka,
-        codec,
-        &reader,
-        &topic.name,
-        &partitions,
-        LIST_PATIENCE,
-        Settle::ToStableOffset,
-        Wanted::Schedules,
-    )
-    .map_err(|e| ScheduleClientError::Read(Box::new(e)))?
-    .schedules;
+    let mut states = history_reader::list_keyed_state(kafka, codec, topology, Wanted::Schedules)
+        .map_err(|e| ScheduleClientError::Read(Box::new(e)))?
+        .schedules;
     states.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(states)
 }
