@@ -212,9 +212,12 @@ async fn events_sent_to_a_key_reach_the_execution_holding_it_once() {
         .submit(&producer, AWAIT_PAYMENT, json!([order, 600]))
         .await;
     waiting(&deployment, &second).await;
-    let entry = listed_until(&deployment, &queue_key, "the second execution queued", |e| {
-        e["queued"].as_array().is_some_and(|q| !q.is_empty())
-    })
+    let entry = listed_until(
+        &deployment,
+        &queue_key,
+        "the second execution queued",
+        |e| e["queued"].as_array().is_some_and(|q| !q.is_empty()),
+    )
     .await;
     assert_eq!(entry["holder"], first.to_string(), "{entry}");
     assert_eq!(entry["queued"], json!([second.to_string()]), "{entry}");
