@@ -585,6 +585,15 @@ impl Deployment {
                         at_end.insert(p);
                         continue;
                     }
+                    // librdkafka reports a broker it lost touch with and reconnects by
+                    // itself: the worker's rule of what passes; the wait's timeout bounds it.
+                    Err(e)
+                        if e.rdkafka_error_code()
+                            .is_some_and(weir::kafka::recovery::is_transient) =>
+                    {
+                        eprintln!("consume {topic}: {e} (transient, reading on)");
+                        continue;
+                    }
                     Err(e) => panic!("consume {topic}: {e}"),
                 };
                 at_end.remove(&message.partition());
