@@ -19,10 +19,13 @@
 //!
 //! A known bug gets an `#[ignore]`d test naming the issue item and the seeds or the scripted
 //! scenario that shows it, un-ignored when its fix lands
-//! (`cargo test -p weir-core --features test-util --test dst -- --ignored`). None is open
-//! today; the tests of the bugs found so far (issue 11 items 0, 1, 2, 5, 6, a hanging
-//! transaction hiding batches from catch-up, a retried keyed event sent back by its finished
-//! holder, an event id sent twice to a correlation key reaching two executions) run in CI.
+//! (`cargo test -p weir-core --features test-util --test dst -- --ignored`). One is open
+//! today: a stub written through another function than its own, once it holds a value, is
+//! answered `conflict` / `ok` instead of `not-found` (`dst_stub_wrong_function`,
+//! `a_stub_written_through_another_function_is_not_found`). The tests of the bugs fixed so
+//! far (issue 11 items 0, 1, 2, 5, 6, a hanging transaction hiding batches from catch-up, a
+//! retried keyed event sent back by its finished holder, an event id sent twice to a
+//! correlation key reaching two executions) run in CI.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -133,8 +136,9 @@ const REGRESSION_SEEDS: &[u64] = &[
 ];
 
 /// A few hundred seeded runs with every fault class that no open bug trips
-/// (`Faults::passing`: all of them today), and the [`REGRESSION_SEEDS`]. `WEIR_DST_SEED`,
-/// `WEIR_DST_SEEDS`, `WEIR_DST_FIRST_SEED`, `WEIR_DST_FAULTS` as in the module docs.
+/// (`Faults::passing`: all of them but `stub_wrong_function` today), and the
+/// [`REGRESSION_SEEDS`]. `WEIR_DST_SEED`, `WEIR_DST_SEEDS`, `WEIR_DST_FIRST_SEED`,
+/// `WEIR_DST_FAULTS` as in the module docs.
 #[test]
 fn dst_short() {
     let faults = faults_from_env(Faults::passing());
@@ -219,11 +223,11 @@ fn passing_faults_do_happen() {
 // (`found_with`), so that a seed named below runs exactly the run that failed.
 
 /// The fault classes a seed of `class` ran with when its bug was found: every class but
-/// the five that each found one (and `inline`, `schedules` and `correlation`, which came
-/// after: with them a seed would run another run), plus `class`.
+/// the five that each found one (and `inline`, `schedules`, `correlation`, `stub_writes` and
+/// their sub-classes, which came after: with them a seed would run another run), plus `class`.
 fn found_with(class: &str) -> Faults {
     let spec = format!(
-        "all,-hanging_txns,-zombies,-revoked_writes,-long_timers,-long_idle,-inline,-schedules,-correlation,-correlation_duplicates,+{class}"
+        "all,-hanging_txns,-zombies,-revoked_writes,-long_timers,-long_idle,-inline,-schedules,-correlation,-correlation_duplicates,-stub_writes,-stub_wrong_function,+{class}"
     );
     Faults::parse(&spec).unwrap()
 }
@@ -387,6 +391,76 @@ fn dst_correlation_duplicates() {
         return;
     };
     assert_seeds_pass(&seeds, faults);
+}
+
+/// Stub values written by other workflows and from outside (`Faults::stub_writes`) among
+/// crashes, zombies, hanging transactions, rebalances, outages, pauses, events,
+/// cancellations and deadlines (the classes of `dst_correlation`, without correlation keys).
+/// `stubbed` executions wait for their stub, `stub-race` ones race it against a delay (the
+/// stub of one whose delay came first ends `cancelled`); once a stub request is committed,
+/// `stub-writer` executions write it (`ChildKind::StubWrite`): a new value, the value written
+/// before, after the parent finished; clients write some from outside (twice at once, some
+/// not a number); some writers name no stub request (a top-level id, a child of nobody, an
+/// activity, a stub through another function). Once the run settled, the stubs still waiting
+/// are written. `check_stubs`, from the committed log, with the writes of each stub in the
+/// order its owner took them: a stub holds at most one value, the first write's that fits
+/// (or a cancellation that came first), and its parent finished with it; each writer is
+/// answered once, what the rules say (`ok` for the first write and the same value again,
+/// `conflict` for another, `not-found` for no stub request of its function), journalled it
+/// and finished with it; an outside write is dead-lettered exactly when the rules say
+/// (`conflict`, `refused`); nothing is lost, everything finishes. The runs must exercise
+/// every outcome.
+#[test]
+fn dst_stub_writes() {
+    let faults = stub_faults();
+    let Some(seeds) = seeds_or_one(faults, 10_000) else {
+        return;
+    };
+    assert_seeds_pass(&seeds, faults);
+    let mut total = weir_core::sim::StubCounts::default();
+    for seed in seeds.iter().take(300) {
+        total += run_seed(*seed, faults).stubs;
+    }
+    println!("stubs of the first 300 seeds: {total:?}");
+    assert!(
+        total.written > 0
+            && total.cancelled > 0
+            && total.ok > 0
+            && total.ok_again > 0
+            && total.conflicts > 0
+            && total.not_found > 0
+            && total.outside_taken > 0
+            && total.outside_again > 0
+            && total.outside_conflicts > 0
+            && total.outside_refused > 0
+            && total.after_finish > 0,
+        "the runs do not exercise the stub rules: {total:?}"
+    );
+}
+
+/// `dst_stub_writes` with writers naming a stub through another function than the stub's
+/// (`Faults::stub_wrong_function`): `not-found` by the rules, but once the stub holds a value
+/// its owner answers such a write by the value alone (`conflict`, or `ok` for the value
+/// held): `stub-answer` in 30 of seeds 0..2000 (79, 110, 254, 337, 374, 383, 384, 405, 479,
+/// 544, …; every violation of them that one). See
+/// `a_stub_written_through_another_function_is_not_found`.
+#[test]
+#[ignore = "open: a write through another function of a stub that holds a value is answered ok/conflict, not not-found"]
+fn dst_stub_wrong_function() {
+    let mut faults = stub_faults();
+    faults.stub_wrong_function = true;
+    let Some(seeds) = seeds_or_one(faults, 2_000) else {
+        return;
+    };
+    assert_seeds_pass(&seeds, faults);
+}
+
+/// The classes of `dst_stub_writes`.
+fn stub_faults() -> Faults {
+    let mut faults = found_with("stub_writes");
+    faults.zombies = true;
+    faults.hanging_txns = true;
+    faults
 }
 
 /// Zombies: a worker frozen past its session timeout (and mostly back before its transaction
@@ -920,6 +994,128 @@ fn correlation_duplicate_later_does_not_reach_the_next_holder() {
     assert_invariants(&mut sim);
 }
 
+/// The results on `weir.results`, by execution.
+fn results_of(
+    sim: &Sim,
+) -> Vec<(
+    weir_core::model::ExecutionId,
+    weir_core::model::ExecutionResult,
+)> {
+    use weir_core::sim::cluster::{Payload, Topic};
+    let w = sim.world();
+    w.cluster
+        .committed_records(Topic::Results)
+        .filter_map(|(_, r)| match &r.payload {
+            Some(Payload::Result(f)) => Some((f.execution_id.clone(), f.result.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The stub of `parent`, once its request is committed.
+fn stub_of(sim: &Sim, parent: &weir_core::model::ExecutionId) -> weir_core::model::ExecutionId {
+    sim.stub_requests()
+        .into_iter()
+        .find(|(_, p)| p == parent)
+        .map(|(stub, _)| stub)
+        .unwrap_or_else(|| panic!("no stub request of {parent} is committed"))
+}
+
+/// Stubs written by `stub-writer`s and from outside, one step at a time (so that the order
+/// the owner takes them in is known): the first value is taken and the parent finishes with
+/// it; the same value again is `ok` (from outside: nothing); another is `conflict` (from
+/// outside: DLQ `conflict`); a value that does not fit, while the stub has none, is refused;
+/// a write of an id that is no stub is `not-found`; a stub cancelled by its race's delay
+/// keeps the cancellation.
+#[test]
+fn stubs_written_by_workflows_and_from_outside_follow_the_rules() {
+    use serde_json::json;
+    use weir_core::model::{ExecutionId, ExecutionResult, JoinSetId};
+    let mut sim = deployment(2, 1);
+    let p = sim.submit(Workflow::Stubbed, &[]);
+    let q = sim.submit(Workflow::Stubbed, &[]);
+    let r = sim.submit(Workflow::StubRace, &[200]);
+    step(&mut sim, 20);
+    let (sp, sq, sr) = (stub_of(&sim, &p), stub_of(&sim, &q), stub_of(&sim, &r));
+    let first = sim.submit_stub_writer(&sp, 7, false, false);
+    step(&mut sim, 20);
+    let again = sim.submit_stub_writer(&sp, 7, false, true);
+    step(&mut sim, 20);
+    sim.write_stub(&sp, ExecutionResult::Ok(json!(7)), true);
+    sim.write_stub(&sp, ExecutionResult::Ok(json!(8)), true);
+    let other = sim.submit_stub_writer(&sp, 9, false, true);
+    let nobody =
+        ExecutionId::top_level(ulid::Ulid::new()).child(&JoinSetId::generated(1).unwrap(), 1);
+    let nobodys = sim.submit_stub_writer(&nobody, 1, false, false);
+    let top = sim.submit_stub_writer(&ExecutionId::top_level(ulid::Ulid::new()), 1, false, false);
+    let late = sim.submit_stub_writer(&sr, 5, false, true);
+    sim.write_stub(&sq, ExecutionResult::Ok(json!("three")), false);
+    step(&mut sim, 5);
+    sim.write_stub(&sq, ExecutionResult::Ok(json!(3)), false);
+    assert_invariants(&mut sim);
+    let results = results_of(&sim);
+    let ok = ExecutionResult::Ok(serde_json::Value::Null);
+    let conflict = ExecutionResult::Err(json!("conflict"));
+    let not_found = ExecutionResult::Err(json!("not-found"));
+    for (id, result) in [
+        (&first, ok.clone()),
+        (&again, ok),
+        (&other, conflict.clone()),
+        (&nobodys, not_found.clone()),
+        (&top, not_found),
+        (&late, conflict),
+        (&p, ExecutionResult::Ok(json!(7))),
+        (&q, ExecutionResult::Ok(json!(3))),
+        (&r, ExecutionResult::Ok(json!(-1))),
+    ] {
+        assert!(
+            results.contains(&(id.clone(), result.clone())),
+            "{id} finished with {result}: {results:?}"
+        );
+    }
+    let c = sim.report(true, Vec::new()).stubs;
+    assert_eq!(
+        (c.ok, c.ok_again, c.conflicts, c.not_found),
+        (1, 1, 2, 2),
+        "{c:?}"
+    );
+    assert_eq!(
+        (
+            c.outside_taken,
+            c.outside_again,
+            c.outside_conflicts,
+            c.outside_refused
+        ),
+        (1, 1, 1, 1),
+        "{c:?}"
+    );
+    assert_eq!((c.stubs, c.written, c.cancelled), (3, 2, 1), "{c:?}");
+}
+
+/// A write through another function than the stub's names no stub request of that function:
+/// `not-found` by the rules (`StubWriteOutcome::NotFound`, "no execution made such a stub
+/// request (of this function)"), and so it is while the stub waits. But `Processor::write_stub`
+/// compares the function only in its arm for a stub without a value: once the stub holds
+/// one, the write is answered by the value alone, `ok` for the value held and `conflict` for
+/// another (`stub-answer`). Seeded: `dst_stub_wrong_function`.
+#[test]
+#[ignore = "open: a write through another function of a stub that holds a value is answered ok/conflict, not not-found"]
+fn a_stub_written_through_another_function_is_not_found() {
+    let mut sim = deployment(2, 1);
+    let p = sim.submit(Workflow::Stubbed, &[]);
+    step(&mut sim, 20);
+    let stub = stub_of(&sim, &p);
+    // While the stub waits: not-found.
+    sim.submit_stub_writer(&stub, 6, true, false);
+    step(&mut sim, 20);
+    sim.submit_stub_writer(&stub, 7, false, false);
+    step(&mut sim, 20);
+    // The value it holds, and another, through another function: not-found too.
+    sim.submit_stub_writer(&stub, 7, true, true);
+    sim.submit_stub_writer(&stub, 8, true, true);
+    assert_invariants(&mut sim);
+}
+
 /// Answers sent twice (after the parent journalled the first, or after it finished) and a
 /// submission sent twice are each journalled once.
 #[test]
@@ -1389,5 +1585,8 @@ fn issue11_item0_revoked_writes_seeds() {
 #[test]
 // Found by the DST before its fix: seed 504687 of dst_short (12 000 seeds from 500 000).
 fn a_zombie_take_overs_watermark_seeds() {
-    assert_seeds_pass(&[504_687], Faults::passing());
+    // The classes of `dst_short` then: `stub_writes` came later (with it the seed runs
+    // another run).
+    let faults = Faults::parse("passing,-stub_writes").unwrap();
+    assert_seeds_pass(&[504_687], faults);
 }

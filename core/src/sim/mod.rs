@@ -32,7 +32,7 @@ pub use config::{Faults, SimConfig};
 pub use rng::Rng;
 pub use scheduler::{
     CorrelationCounts, EventCounts, KeyedSend, Mix, Report, ScheduleCounts, ScheduleEnd, Sim,
-    SimSchedule, Submitted, epoch, run_seed,
+    SimSchedule, StubCounts, StubSend, Submitted, epoch, run_seed,
 };
 pub use seams::{SimLog, SimMaterialiser, SimStore};
 pub use workflows::{SimRunner, Workflow};

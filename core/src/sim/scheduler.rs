@@ -62,6 +62,33 @@ pub struct KeyedSend {
     pub sent_at: SimTime,
 }
 
+/// A write of a stub's value the scheduler made (`Faults::stub_writes`): from outside (a
+/// client's `Response` on `weir.responses`) or by a `stub-writer` execution it submitted.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StubSend {
+    /// What it names: a stub child, or (to be `not-found`) an id that is none.
+    pub target: ExecutionId,
+    pub result: ExecutionResult,
+    /// The `stub-writer` execution that writes it (`None`: from outside).
+    pub writer: Option<ExecutionId>,
+    /// The writer writes it through another function than the stub's.
+    pub wrong_function: bool,
+    /// The target's parent had finished (its `Finished` committed) when it was sent.
+    pub after_finish: bool,
+    pub sent_at: SimTime,
+}
+
+/// A stub request committed to `weir.history`, as the scheduler finds it.
+#[derive(Debug, Clone)]
+struct SeenStub {
+    stub: ExecutionId,
+    parent: ExecutionId,
+    /// A value for it is committed.
+    valued: bool,
+    /// Its parent's `Finished` is committed.
+    parent_finished: bool,
+}
+
 /// A schedule a client created (`Faults::schedules`), and what it asked of it since.
 #[derive(Debug, Clone)]
 pub struct SimSchedule {
@@ -151,6 +178,9 @@ pub struct Sim {
     keyed_events: Vec<KeyedSend>,
     /// How many keys `order` executions register (`order:0` ..): drawn when the run starts.
     order_keys: i64,
+    /// The stub writes the scheduler made, in order (`Faults::stub_writes`).
+    stub_sends: Vec<StubSend>,
+    next_stub_value: i64,
     /// Violations found when the run first settled, before the events sent to let the
     /// waiting executions finish (the correlation checks of that moment).
     early: Vec<Violation>,
@@ -188,6 +218,8 @@ impl Sim {
             schedules: Vec::new(),
             keyed_events: Vec::new(),
             order_keys: 2,
+            stub_sends: Vec::new(),
+            next_stub_value: 1_000,
             early: Vec::new(),
             next_command: 0,
             next_slot: 1,
@@ -231,6 +263,10 @@ impl Sim {
 
     pub fn keyed_events(&self) -> &[KeyedSend] {
         &self.keyed_events
+    }
+
+    pub fn stub_sends(&self) -> &[StubSend] {
+        &self.stub_sends
     }
 
     // ---- workers ----
@@ -947,6 +983,288 @@ impl Sim {
         }
     }
 
+    // ---- stubs (`Faults::stub_writes`) ----
+
+    /// Submitted executions that are not `stub-writer`s: the run's workload, which
+    /// [`SimConfig::executions`] bounds.
+    fn workload(&self) -> usize {
+        self.submitted
+            .values()
+            .filter(|s| Workflow::of(&s.ffqn) != Some(Workflow::StubWriter))
+            .count()
+    }
+
+    /// The stub requests committed to `weir.history` so far, in log order: (stub, parent).
+    pub fn stub_requests(&self) -> Vec<(ExecutionId, ExecutionId)> {
+        let (stubs, _) = self.committed_stubs();
+        stubs.into_iter().map(|s| (s.stub, s.parent)).collect()
+    }
+
+    /// Whether a `stubbed` or `stub-race` execution was submitted.
+    fn stubbing(&self) -> bool {
+        self.submitted.values().any(|s| {
+            matches!(
+                Workflow::of(&s.ffqn),
+                Some(Workflow::Stubbed | Workflow::StubRace)
+            )
+        })
+    }
+
+    /// The stub requests committed to `weir.history` so far, in log order, and a few ids of
+    /// activity requests (children that are no stubs).
+    fn committed_stubs(&self) -> (Vec<SeenStub>, Vec<ExecutionId>) {
+        use crate::model::{ChildKind, HistoryEvent, JoinSetRequest, Response};
+        use crate::records::HistoryEntry;
+        let w = self.world();
+        let mut stubs: IndexMap<ExecutionId, SeenStub> = IndexMap::new();
+        let mut finished = std::collections::BTreeSet::new();
+        let mut activities = Vec::new();
+        let mut seen = std::collections::BTreeSet::new();
+        for (_, r) in w.cluster.committed_records(Topic::History) {
+            let Some(Payload::History(record)) = &r.payload else {
+                continue;
+            };
+            if !seen.insert((&record.execution_id, record.seq)) {
+                continue;
+            }
+            match &record.entry {
+                HistoryEntry::Event {
+                    event:
+                        HistoryEvent::JoinSetRequest {
+                            request:
+                                JoinSetRequest::ChildExecutionRequest {
+                                    child_execution_id,
+                                    child_kind,
+                                    ..
+                                },
+                            ..
+                        },
+                    ..
+                } => match child_kind {
+                    ChildKind::Stub => {
+                        stubs.insert(
+                            child_execution_id.clone(),
+                            SeenStub {
+                                stub: child_execution_id.clone(),
+                                parent: record.execution_id.clone(),
+                                valued: false,
+                                parent_finished: false,
+                            },
+                        );
+                    }
+                    ChildKind::Activity if activities.len() < 20 => {
+                        activities.push(child_execution_id.clone());
+                    }
+                    _ => {}
+                },
+                HistoryEntry::ResponseAppended(Response::ChildExecutionFinished {
+                    child_execution_id,
+                    ..
+                }) => {
+                    if let Some(s) = stubs.get_mut(child_execution_id) {
+                        s.valued = true;
+                    }
+                }
+                HistoryEntry::Finished { .. } => {
+                    finished.insert(record.execution_id.clone());
+                }
+                _ => {}
+            }
+        }
+        let stubs = stubs
+            .into_values()
+            .map(|s| SeenStub {
+                parent_finished: finished.contains(&s.parent),
+                ..s
+            })
+            .collect();
+        (stubs, activities)
+    }
+
+    fn new_stub_value(&mut self) -> i64 {
+        self.next_stub_value += 1;
+        self.next_stub_value
+    }
+
+    /// A client writes `result` as the value of stub `stub` from outside: a `Response` on
+    /// `weir.responses`, keyed by the stub's parent (what `weir stub` sends).
+    pub fn write_stub(&mut self, stub: &ExecutionId, result: ExecutionResult, after_finish: bool) {
+        let Some(parent) = stub.parent() else {
+            return;
+        };
+        let response = crate::model::Response::ChildExecutionFinished {
+            child_execution_id: stub.clone(),
+            result: result.clone(),
+        };
+        let (partition, offset) = lock(&self.world).client_append(
+            Topic::Responses,
+            parent.to_string(),
+            Payload::Response(response),
+        );
+        let sent_at = self.now();
+        self.stub_sends.push(StubSend {
+            target: stub.clone(),
+            result: result.clone(),
+            writer: None,
+            wrong_function: false,
+            after_finish,
+            sent_at,
+        });
+        self.note(format!(
+            "stub {stub} = {result} from outside{} -> responses/{partition}@{offset}",
+            if after_finish {
+                " (its parent finished)"
+            } else {
+                ""
+            }
+        ));
+    }
+
+    /// A client submits a `stub-writer` that writes `ok(value)` as the value of `target`
+    /// (through another function than `double` if `wrong_function`).
+    pub fn submit_stub_writer(
+        &mut self,
+        target: &ExecutionId,
+        value: i64,
+        wrong_function: bool,
+        after_finish: bool,
+    ) -> ExecutionId {
+        let id = self.new_id();
+        let params = json!([target.to_string(), value, i64::from(wrong_function)]);
+        let expected = Workflow::StubWriter.expected(&[]);
+        let sent_at = self.now();
+        self.stub_sends.push(StubSend {
+            target: target.clone(),
+            result: ExecutionResult::Ok(json!(value)),
+            writer: Some(id.clone()),
+            wrong_function,
+            after_finish,
+            sent_at,
+        });
+        self.submit_execution(
+            id.clone(),
+            Workflow::StubWriter.ffqn(),
+            params,
+            (None, None),
+            expected,
+        );
+        id
+    }
+
+    /// A random write of a stub: mostly of a committed stub request (a new value, or one
+    /// written for it before: the same value again), by a `stub-writer` or from outside
+    /// (some twice at once, a few that do not fit), whether its parent still waits or has
+    /// finished; some by writers naming no stub request (`not-found`): a top-level id, a
+    /// child of nobody, an activity, a stub through another function
+    /// (`Faults::stub_wrong_function`).
+    fn random_stub_write(&mut self) {
+        let writers = self.submitted.len() - self.workload();
+        if writers >= 4 * self.config.executions + 8 {
+            return;
+        }
+        let (stubs, activities) = self.committed_stubs();
+        // Before the first stub request, mostly nothing to write.
+        let none = if stubs.is_empty() {
+            self.rng.chance(40)
+        } else {
+            self.rng.chance(120)
+        };
+        if stubs.is_empty() && !none {
+            return;
+        }
+        if none {
+            let value = self.new_stub_value();
+            let js = crate::model::JoinSetId::generated(1).expect("a join set id");
+            let (target, wrong, after) = match self.rng.below(4) {
+                0 => (self.new_id(), false, false),
+                2 if !activities.is_empty() => (self.rng.pick(&activities).clone(), false, false),
+                3 if !stubs.is_empty() && self.faults.stub_wrong_function => {
+                    let s = self.rng.pick(&stubs).clone();
+                    (s.stub, true, s.parent_finished)
+                }
+                _ => (self.new_id().child(&js, 1), false, false),
+            };
+            self.submit_stub_writer(&target, value, wrong, after);
+            return;
+        }
+        // Some of the stubs whose parent finished: the value they hold stays theirs.
+        let done: Vec<&SeenStub> = stubs.iter().filter(|s| s.parent_finished).collect();
+        let s = if !done.is_empty() && self.rng.chance(150) {
+            (*self.rng.pick(&done)).clone()
+        } else {
+            self.rng.pick(&stubs).clone()
+        };
+        let earlier: Vec<i64> = self
+            .stub_sends
+            .iter()
+            .filter(|x| x.target == s.stub && !x.wrong_function)
+            .filter_map(|x| match &x.result {
+                ExecutionResult::Ok(v) => v.as_i64(),
+                _ => None,
+            })
+            .collect();
+        let value = if !earlier.is_empty() && self.rng.chance(400) {
+            *self.rng.pick(&earlier)
+        } else {
+            self.new_stub_value()
+        };
+        if self.rng.chance(350) {
+            let result = if self.rng.chance(120) {
+                ExecutionResult::Ok(json!(format!("v{value}")))
+            } else {
+                ExecutionResult::Ok(json!(value))
+            };
+            // A value that does not fit before one that does, while the stub has none yet
+            // (as far as the client knows): refused, then taken.
+            if !s.valued && self.rng.chance(300) {
+                let misfit = ExecutionResult::Ok(json!(format!("v{value}")));
+                self.write_stub(&s.stub, misfit, s.parent_finished);
+            }
+            self.write_stub(&s.stub, result.clone(), s.parent_finished);
+            if self.rng.chance(200) {
+                self.write_stub(&s.stub, result, s.parent_finished);
+            }
+        } else {
+            self.submit_stub_writer(&s.stub, value, false, s.parent_finished);
+        }
+    }
+
+    /// Writes the stub of every `stubbed` execution without a result whose stub holds no
+    /// value (by a writer or from outside) and settles again, round after round until none
+    /// is left; returns whether the last round settled.
+    pub fn answer_stubs(&mut self, budget_ms: i64) -> bool {
+        let mut settled = true;
+        for _ in 0..3 {
+            let waiting: std::collections::BTreeSet<ExecutionId> =
+                self.unanswered(Workflow::Stubbed).into_iter().collect();
+            if waiting.is_empty() {
+                break;
+            }
+            let (stubs, _) = self.committed_stubs();
+            let open: Vec<ExecutionId> = stubs
+                .into_iter()
+                .filter(|s| !s.valued && waiting.contains(&s.parent))
+                .map(|s| s.stub)
+                .collect();
+            if open.is_empty() {
+                break;
+            }
+            for stub in open {
+                let value = self.new_stub_value();
+                if self.rng.chance(500) {
+                    self.write_stub(&stub, ExecutionResult::Ok(json!(value)), false);
+                } else {
+                    self.submit_stub_writer(&stub, value, false, false);
+                }
+            }
+            settled = self.quiesce(budget_ms);
+            if !settled {
+                break;
+            }
+        }
+        settled
+    }
+
     /// A client cancels (or terminates) a random submitted execution.
     fn random_cancel(&mut self) {
         if self.submitted.is_empty() {
@@ -1550,10 +1868,11 @@ impl Sim {
         let f = self.faults;
         let slots = self.slots();
         let staying = self.slots.values().filter(|s| !s.removing).count();
-        let new_ok = self.submitted.len() < self.config.executions;
+        // `stub-writer`s are the stub step's, not submissions of the run's workload.
+        let new_ok = self.workload() < self.config.executions;
         let session = self.config.session_timeout_ms;
         let m = self.mix;
-        let actions: [(&str, u64); 20] = [
+        let actions: [(&str, u64); 21] = [
             ("submit", if new_ok { 6 } else { 0 }),
             ("event", if f.events { 4 } else { 0 }),
             ("cancel", if f.cancels { 1 } else { 0 }),
@@ -1597,6 +1916,15 @@ impl Sim {
             ("schedule", if f.schedules { 1 } else { 0 }),
             // After it, for the same reason.
             ("keyed", if f.correlation { 5 } else { 0 }),
+            // Often once there is a stub to write.
+            (
+                "stub",
+                match (f.stub_writes, self.stubbing()) {
+                    (false, _) => 0,
+                    (true, false) => 1,
+                    (true, true) => 10,
+                },
+            ),
         ];
         let weights: Vec<u64> = actions.iter().map(|(_, w)| *w).collect();
         let action = actions[self.rng.weighted(&weights)].0;
@@ -1721,6 +2049,7 @@ impl Sim {
             }
             ("schedule", _) => self.random_schedule_command(),
             ("keyed", _) => self.random_keyed_event(),
+            ("stub", _) => self.random_stub_write(),
             _ => {}
         }
     }
@@ -1778,6 +2107,14 @@ impl Sim {
             // Often: several share a key.
             choices.extend([Workflow::Order; 4]);
         }
+        if self.faults.stub_writes {
+            choices.extend([
+                Workflow::Stubbed,
+                Workflow::Stubbed,
+                Workflow::StubRace,
+                Workflow::StubRace,
+            ]);
+        }
         let workflow = *self.rng.pick(&choices);
         let r = &mut self.rng;
         let base = r.range(0, 999) as i64;
@@ -1800,8 +2137,11 @@ impl Sim {
                 };
                 vec![n, ms, r.range(0, 2) as i64]
             }
-            // Never chosen: nobody writes its stub.
             Workflow::Stubbed => vec![],
+            // Often short enough that the delay wins.
+            Workflow::StubRace => vec![r.range(500, 30_000) as i64],
+            // Never chosen: the stub step submits them.
+            Workflow::StubWriter => vec![],
         };
         let at = if self.faults.scheduled && self.rng.chance(150) {
             let ms = self.rng.range(100, 20_000) as i64;
@@ -1860,6 +2200,9 @@ impl Sim {
             }
             settled = self.quiesce(15 * 60 * 1_000);
         }
+        if self.faults.stub_writes && settled {
+            settled = self.answer_stubs(15 * 60 * 1_000);
+        }
         if self.faults.correlation && settled {
             self.check_correlation_now();
             settled = self.answer_orders(15 * 60 * 1_000);
@@ -1881,6 +2224,7 @@ impl Sim {
             events: EventCounts::of(&w),
             schedules: ScheduleCounts::of(&w),
             correlation: CorrelationCounts::of(&w),
+            stubs: StubCounts::of(&w, &self.stub_sends),
             executions: self.submitted.len(),
             findings: w.findings.clone(),
         }
@@ -1926,6 +2270,95 @@ tally_sum!(ScheduleCounts {
     generations,
     cancelled,
 });
+
+tally_sum!(StubCounts {
+    stubs,
+    written,
+    cancelled,
+    ok,
+    ok_again,
+    conflicts,
+    not_found,
+    outside,
+    outside_taken,
+    outside_again,
+    outside_conflicts,
+    outside_refused,
+    after_finish,
+});
+
+/// What the stubs of a run did, read from the committed log (`check::stub_model`) and the
+/// writes the scheduler made: how much of the stub rules a run exercised.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StubCounts {
+    /// Stub requests committed; those that hold a written value; those that hold a
+    /// cancellation (a race's delay came first, the parent was cancelled or timed out).
+    pub stubs: u64,
+    pub written: u64,
+    pub cancelled: u64,
+    /// Writers' requests answered `ok` (the first write that fits), `ok` for the value held
+    /// already, `conflict`, `not-found`.
+    pub ok: u64,
+    pub ok_again: u64,
+    pub conflicts: u64,
+    pub not_found: u64,
+    /// Writes from outside; those journalled, those of the value held already (nothing),
+    /// those dead-lettered `conflict` and `refused`.
+    pub outside: u64,
+    pub outside_taken: u64,
+    pub outside_again: u64,
+    pub outside_conflicts: u64,
+    pub outside_refused: u64,
+    /// Writes sent once the target's parent had finished (its `Finished` committed).
+    pub after_finish: u64,
+}
+
+impl StubCounts {
+    fn of(w: &World, sends: &[StubSend]) -> Self {
+        use super::check::StubExpect;
+        use crate::records::DlqReason;
+        let model = super::check::stub_model(w);
+        let mut counts = StubCounts {
+            stubs: model.stubs.len() as u64,
+            after_finish: sends.iter().filter(|s| s.after_finish).count() as u64,
+            ..StubCounts::default()
+        };
+        for s in model.stubs.values() {
+            match s.values.first() {
+                Some(ExecutionResult::ExecutionError(e))
+                    if e.kind == ExecutionErrorKind::Cancelled =>
+                {
+                    counts.cancelled += 1
+                }
+                Some(_) => counts.written += 1,
+                None => {}
+            }
+        }
+        for write in &model.writes {
+            if write.request.is_some() {
+                match write.answers.first() {
+                    Some(ExecutionResult::Ok(_)) if write.expect == StubExpect::Again => {
+                        counts.ok_again += 1
+                    }
+                    Some(ExecutionResult::Ok(_)) => counts.ok += 1,
+                    Some(ExecutionResult::Err(v)) if v == "conflict" => counts.conflicts += 1,
+                    Some(ExecutionResult::Err(v)) if v == "not-found" => counts.not_found += 1,
+                    _ => {}
+                }
+                continue;
+            }
+            counts.outside += 1;
+            match (write.dead.first(), write.expect) {
+                (Some(DlqReason::Conflict), _) => counts.outside_conflicts += 1,
+                (Some(DlqReason::Refused), _) => counts.outside_refused += 1,
+                (None, StubExpect::Taken) => counts.outside_taken += 1,
+                (None, StubExpect::Again) => counts.outside_again += 1,
+                _ => {}
+            }
+        }
+        counts
+    }
+}
 
 /// What the correlation keys of a run did, read from the committed log: how much of the
 /// correlation rules a run exercised.
@@ -2161,6 +2594,7 @@ pub struct Report {
     pub events: EventCounts,
     pub schedules: ScheduleCounts,
     pub correlation: CorrelationCounts,
+    pub stubs: StubCounts,
     pub executions: usize,
     /// Known holes the run entered: `(tag, first occurrence, count)`.
     pub findings: Vec<(&'static str, String, u64)>,

@@ -71,8 +71,21 @@ pub enum Workflow {
     /// it finishes only when sent an event or given time.
     Approval,
     /// `[]`: a direct call of a stub child (`double`, never run): returns the value written
-    /// for it from outside. Not in [`Self::ALL`]: it finishes only when someone writes it.
+    /// for it from outside or by a [`Workflow::StubWriter`]. Not in [`Self::ALL`]: it
+    /// finishes only when someone writes it.
     Stubbed,
+    /// `[ms]`: a stub child (`double`) and a delay of `ms` in one join set, closed after the
+    /// first response, then one activity `[ms]`: returns the value written for the stub, or
+    /// -1 if the delay came first (the stub then ends `cancelled`: a value written later is a
+    /// conflict). Not in [`Self::ALL`]: its result is the value someone wrote.
+    StubRace,
+    /// `[target, value, how]`, `target` a string (an execution id, the one param that is not
+    /// an integer): writes `ok(value)` as the value of `target`, another execution's stub
+    /// child, through the function `double` (`how` 0) or another one (`how` 1: no stub
+    /// request of that function, so `not-found`), a blocking `StubWrite` request; returns
+    /// the answer: `ok(null)`, `err("conflict")` or `err("not-found")`. Not in
+    /// [`Self::ALL`]: its result depends on the other writers.
+    StubWriter,
     /// `[n, ms, steps]`: registers the correlation key [`order_key`]`(n)`, calls the activity
     /// `steps` times (events of the key that come meanwhile wait in its history), then waits
     /// for an event `paid` and returns its payload (a number): with `ms` 0 for as long as it
@@ -113,6 +126,8 @@ impl Workflow {
             Workflow::Abandon => "abandon",
             Workflow::Approval => "approval",
             Workflow::Stubbed => "stubbed",
+            Workflow::StubRace => "stub-race",
+            Workflow::StubWriter => "stub-writer",
             Workflow::Order => "order",
         }
     }
@@ -129,15 +144,25 @@ impl Workflow {
         }
         Workflow::ALL
             .into_iter()
-            .chain([Workflow::Approval, Workflow::Stubbed, Workflow::Order])
+            .chain([
+                Workflow::Approval,
+                Workflow::Stubbed,
+                Workflow::StubRace,
+                Workflow::StubWriter,
+                Workflow::Order,
+            ])
             .find(|w| w.name() == ffqn.function())
     }
 
     fn arity(self) -> usize {
         match self {
             Workflow::Seq | Workflow::Fanout | Workflow::Parent => 2,
-            Workflow::Sleepy | Workflow::Mixed | Workflow::Abandon | Workflow::Order => 3,
-            Workflow::LongSleep | Workflow::Approval => 1,
+            Workflow::Sleepy
+            | Workflow::Mixed
+            | Workflow::Abandon
+            | Workflow::Order
+            | Workflow::StubWriter => 3,
+            Workflow::LongSleep | Workflow::Approval | Workflow::StubRace => 1,
             Workflow::Stubbed => 0,
         }
     }
@@ -235,6 +260,37 @@ impl Workflow {
                         .call(&double_ffqn(), &json!([0]), ChildKind::Stub),
                 )?;
                 Ok(ok(value_of(&result)?))
+            }
+            (Workflow::StubRace, [ms]) => {
+                let js = ctx.engine.create_join_set()?;
+                ctx.engine
+                    .submit(&js, &double_ffqn(), &json!([0]), ChildKind::Stub)?;
+                ctx.submit_delay_ms(&js, *ms as u64)?;
+                let first = ctx.join_next(&js)?;
+                ready(ctx.engine.close(&js))?;
+                let value = match first {
+                    Ok(joined @ Joined::Child { .. }) => child_value(&joined)?,
+                    Ok(Joined::Delay { .. }) => -1,
+                    other => return Err(Halt::Unexpected(format!("stub-race: {other:?}"))),
+                };
+                // Still running: later writes find the stub's value held while it waits.
+                ctx.activity(*ms)?;
+                Ok(ok(value))
+            }
+            (Workflow::StubWriter, [value, how]) => {
+                let target = ctx.engine.execution().params.get(0).cloned();
+                let ffqn = if *how == 0 {
+                    double_ffqn()
+                } else {
+                    Workflow::Seq.ffqn()
+                };
+                let value = serde_json::to_value(ExecutionResult::Ok(json!(value)))
+                    .map_err(|e| Halt::Unexpected(e.to_string()))?;
+                Ok(ready(ctx.engine.call(
+                    &ffqn,
+                    &json!([target, value]),
+                    ChildKind::StubWrite,
+                ))?)
             }
             (Workflow::Approval, [0]) => ctx.await_event("approved"),
             (Workflow::Approval, [ms]) => ctx.race_event("approved", *ms as u64),
@@ -363,7 +419,9 @@ impl Ctx {
     }
 }
 
-/// The params of a workflow: a JSON array of integers of its arity.
+/// The params of a workflow: a JSON array of integers of its arity; for a
+/// [`Workflow::StubWriter`] the first is a string (its target, which its program reads from
+/// the execution's params) and the integers after it are what this returns.
 pub fn parse_params(workflow: Workflow, params: &Value) -> Result<Vec<i64>, String> {
     let items = params
         .as_array()
@@ -376,9 +434,14 @@ pub fn parse_params(workflow: Workflow, params: &Value) -> Result<Vec<i64>, Stri
             items.len()
         ));
     }
+    let skip = usize::from(workflow == Workflow::StubWriter);
+    if skip == 1 && !items[0].is_string() {
+        return Err(format!("param 1 of {} must be a string", workflow.name()));
+    }
     items
         .iter()
         .enumerate()
+        .skip(skip)
         .map(|(i, v)| {
             v.as_i64()
                 .ok_or_else(|| format!("param {} of {} must be an integer", i + 1, workflow.name()))
@@ -503,6 +566,18 @@ impl WorkflowRunner for SimRunner {
             .ok_or_else(|| Rejection::UnknownFunction(format!("no component exports {ffqn}")))?;
         parse_params(workflow, params).map_err(Rejection::InvalidParams)?;
         Ok(())
+    }
+
+    /// `double` returns a number: an `ok` of anything else does not fit (a stub value written
+    /// from outside that is not a number is refused). The activity service only ever answers
+    /// numbers or errors.
+    fn check_answer(&self, ffqn: &Ffqn, result: &ExecutionResult) -> Result<(), String> {
+        match result {
+            ExecutionResult::Ok(v) if *ffqn == double_ffqn() && !v.is_i64() => {
+                Err(format!("{v} is not a number"))
+            }
+            _ => Ok(()),
+        }
     }
 
     fn start(

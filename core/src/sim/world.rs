@@ -730,7 +730,7 @@ impl World {
                 event.key.clone(),
                 Payload::KeyedEvent(event.clone()),
             ),
-            // The simulation's workflows write no other execution's stub.
+            // A `stub-writer` writing another execution's stub: for the stub parent's owner.
             Effect::WriteStub(write) => (
                 Topic::Responses,
                 write
