@@ -1059,6 +1059,11 @@ impl<R: WorkflowRunner> Processor<R> {
         let owner = target.parent();
         let outcome = match owner.as_ref().and_then(|o| self.cache.get(o)) {
             None => StubWriteOutcome::NotFound,
+            // A write names the stub's function: through another it is not this stub, held
+            // value or not (before the value, and after, the same answer).
+            Some(live) if live.view.stub_function(&target) != Some(&ffqn) => {
+                StubWriteOutcome::NotFound
+            }
             Some(live) => match live.view.stub_child(&target) {
                 None => StubWriteOutcome::NotFound,
                 Some(Some(held)) if *held == result => StubWriteOutcome::Ok,

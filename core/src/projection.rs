@@ -134,9 +134,10 @@ pub struct ExecutionView {
     pending_children: HashMap<String, (Ffqn, ChildKind)>,
     /// Why the execution was asked to stop, once it was (`CancelRequested`).
     pub cancel_requested: Option<String>,
-    /// Stub children requested: child id → the value written (`None` until one is). Kept
-    /// after the finish, so a later write of another value is still a conflict.
-    stub_children: HashMap<String, Option<ExecutionResult>>,
+    /// Stub children requested: child id → the function of the request and the value
+    /// written (`None` until one is). Kept after the finish, so a later write of another
+    /// value is still a conflict, and one through another function is still not this stub.
+    stub_children: HashMap<String, (Ffqn, Option<ExecutionResult>)>,
     /// Ids of the events that reached the execution (buffered or delivered): a second send
     /// of one is dropped.
     pub events_seen: HashSet<String>,
@@ -275,7 +276,7 @@ impl ExecutionView {
                     );
                     if *child_kind == ChildKind::Stub {
                         self.stub_children
-                            .insert(child_execution_id.to_string(), None);
+                            .insert(child_execution_id.to_string(), (target_ffqn.clone(), None));
                     }
                 }
                 if let HistoryEvent::Correlate { key } = event {
@@ -338,7 +339,7 @@ impl ExecutionView {
                     }
                 }
                 if let Response::ChildExecutionFinished { result, .. } = response
-                    && let Some(written @ None) = self.stub_children.get_mut(&id)
+                    && let Some((_, written @ None)) = self.stub_children.get_mut(&id)
                 {
                     *written = Some(result.clone());
                 }
@@ -444,14 +445,21 @@ impl ExecutionView {
     pub fn stub_child(&self, child: &ExecutionId) -> Option<Option<&ExecutionResult>> {
         self.stub_children
             .get(&child.to_string())
-            .map(Option::as_ref)
+            .map(|(_, written)| written.as_ref())
+    }
+
+    /// The function stub child `child` was requested as (`None`: no such stub child).
+    pub fn stub_function(&self, child: &ExecutionId) -> Option<&Ffqn> {
+        self.stub_children
+            .get(&child.to_string())
+            .map(|(ffqn, _)| ffqn)
     }
 
     /// Stub children and the values written for them.
     pub fn stub_children(&self) -> impl Iterator<Item = (&str, Option<&ExecutionResult>)> {
         self.stub_children
             .iter()
-            .map(|(id, r)| (id.as_str(), r.as_ref()))
+            .map(|(id, (_, written))| (id.as_str(), written.as_ref()))
     }
 
     /// The next event to deliver: the oldest open wait whose name has a buffered event,

@@ -2737,3 +2737,45 @@ fn a_workflow_writes_the_stub_of_another_execution() {
         assert!(appended(&effects).is_empty(), "{effects:?}");
     }
 }
+
+/// A stub's value written from outside after its execution was terminated while the stub
+/// waited: the termination journalled the stub's cancellation, which is the value the stub
+/// holds, so every later write is dead-lettered `conflict` naming it (not dropped in
+/// silence).
+#[test]
+fn a_stub_written_after_its_execution_was_terminated_is_a_conflict() {
+    use weir_core::model::Response;
+    use weir_core::records::DlqReason;
+
+    let mut processor = processor_of(ExternalRunner, 1 << 20);
+    let id = ExecutionId::top_level(ulid::Ulid::new());
+    let started = step(
+        &mut processor,
+        submission_input(&id, Workflow::Stubbed, json!([])),
+    );
+    let stub = stub_child(&started);
+    let terminated = step(&mut processor, cancel_input(&id, true));
+    assert!(cancelled(published(&terminated)), "{terminated:?}");
+    let write = |value: i64| Input::Record {
+        index: 0,
+        partition: 0,
+        key: Some(id.to_string()),
+        size: 100,
+        body: Ok(Body::Response(Response::ChildExecutionFinished {
+            child_execution_id: stub.clone(),
+            result: ExecutionResult::Ok(json!(value)),
+        })),
+    };
+    for value in [7, 7] {
+        let late = step(&mut processor, write(value));
+        assert!(appended(&late).is_empty(), "{late:?}");
+        let dead = dead_letters(&late);
+        assert_eq!(dead.len(), 1, "{late:?}");
+        assert_eq!(dead[0].0, DlqReason::Conflict, "{late:?}");
+        assert!(
+            dead[0].1.contains(&stub.to_string()) && dead[0].1.contains("cancelled"),
+            "{}",
+            dead[0].1
+        );
+    }
+}
