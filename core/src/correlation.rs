@@ -26,11 +26,24 @@
 //!   more) and forwards the event to the next one, or buffers it.
 //! - A key with no holders, no buffer and no remembered ids is forgotten (a tombstone);
 //!   remembered ids expire ([`expire`], called by the processor each turn).
+//!
+//! **Early events.** An event for an execution that does not exist yet (its submission is on
+//! another topic and may come later) is kept the same way, in a state whose key is the
+//! execution's id (the id's partition is the execution's): [`hold_early`] buffers it until
+//! [`CorrelationState::waits_until`]; the submission that creates the execution takes the
+//! buffer ([`take_early`]) in its own transaction. If none comes in time, [`expire`] sends
+//! the events back to `weir.events` marked as having waited ([`InboundEvent::waited_until`]),
+//! and the execution's owner dead-letters them there if it still does not exist.
 
 use chrono::{DateTime, Duration, Utc};
 
 use crate::model::ExecutionId;
 use crate::records::{InboundEvent, ReceivedEvent};
+
+/// How long an event for an execution that does not exist waits for its submission by
+/// default (`ProcessorConfig::early_event_wait`): long enough for a submission sent before
+/// the event, or at the same time, to be read however far behind the submissions topic is.
+pub const EARLY_EVENT_WAIT: Duration = Duration::minutes(10);
 
 /// The longest correlation key, in bytes.
 pub const MAX_KEY_LEN: usize = 128;
@@ -74,6 +87,16 @@ pub fn check_key(key: &str) -> Result<(), KeyError> {
         return Err(KeyError::Reserved(key.to_owned(), prefix));
     }
     Ok(())
+}
+
+/// Checks the key of a state kept for events on `weir.state`: a correlation key
+/// ([`check_key`]), or the id of an execution that does not exist yet, whose early events it
+/// keeps ([`hold_early`]).
+pub fn check_state_key(key: &str) -> Result<(), KeyError> {
+    if targets_execution(key) && key.parse::<ExecutionId>().is_ok() {
+        return Ok(());
+    }
+    check_key(key)
 }
 
 /// Whether an event's target names an execution (`E_…`) rather than a correlation key.
@@ -155,6 +178,9 @@ pub struct CorrelationState {
     pub buffered: Vec<BufferedEvent>,
     /// The ids forwarded within the last [`DEDUP_WINDOW`], oldest first.
     pub forwarded: Vec<Forwarded>,
+    /// Set on the buffer of an execution that does not exist yet (the key is its id): when
+    /// its events stop waiting for the submission ([`hold_early`], [`expire`]).
+    pub waits_until: Option<DateTime<Utc>>,
 }
 
 impl CorrelationState {
@@ -164,6 +190,7 @@ impl CorrelationState {
             holders: Vec::new(),
             buffered: Vec::new(),
             forwarded: Vec::new(),
+            waits_until: None,
         }
     }
 
@@ -177,9 +204,14 @@ impl CorrelationState {
         self.buffered.iter().map(|b| payload_size(&b.event)).sum()
     }
 
-    /// When the oldest remembered id is forgotten ([`expire`]).
+    /// When [`expire`] has something to do: the oldest remembered id is forgotten, or the
+    /// events of an execution that does not exist stop waiting for it.
     pub fn expires_at(&self) -> Option<DateTime<Utc>> {
-        self.forwarded.first().map(|f| f.at + DEDUP_WINDOW)
+        let forgets = self.forwarded.first().map(|f| f.at + DEDUP_WINDOW);
+        match (forgets, self.waits_until) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     fn is_empty(&self) -> bool {
@@ -213,6 +245,7 @@ impl CorrelationState {
             target: holder.clone(),
             sent_at,
             correlation_key: Some(self.key.clone()),
+            waited_until: None,
         }
     }
 
@@ -312,15 +345,75 @@ fn drain(state: &mut CorrelationState, now: DateTime<Utc>) -> Vec<InboundEvent> 
         .collect()
 }
 
-/// Forgets the ids forwarded longer than [`DEDUP_WINDOW`] ago (`None`: nothing to forget);
-/// a key left with nothing is a tombstone.
+/// Forgets the ids forwarded longer than [`DEDUP_WINDOW`] ago; the buffer of an execution
+/// that did not come by [`CorrelationState::waits_until`] goes back to `weir.events`, each
+/// event marked as having waited ([`InboundEvent::waited_until`]), for its owner to dead-letter
+/// unless the execution exists by the time it reads them. `None`: nothing to do; a key left
+/// with nothing is a tombstone.
 pub fn expire(state: &CorrelationState, now: DateTime<Utc>) -> Option<Changed> {
     if state.expires_at().is_none_or(|at| at > now) {
         return None;
     }
     let mut state = state.clone();
     state.forget_expired(now);
-    Some(Changed::of(state, Vec::new()))
+    let mut forwards = Vec::new();
+    if let Some(waited_until) = state.waits_until.filter(|at| *at <= now) {
+        state.waits_until = None;
+        let buffered = std::mem::take(&mut state.buffered);
+        match state.key.parse::<ExecutionId>() {
+            Ok(target) => forwards.extend(buffered.into_iter().map(|b| InboundEvent {
+                event: b.event,
+                target: target.clone(),
+                sent_at: b.sent_at,
+                correlation_key: None,
+                waited_until: Some(waited_until),
+            })),
+            // Only an execution's id gets a wait (`hold_early`); a state read back with
+            // another key and a wait keeps its buffer, as any key's.
+            Err(_) => state.buffered = buffered,
+        }
+    }
+    Some(Changed::of(state, forwards))
+}
+
+/// An event for `target`, an execution that does not exist (yet), arriving at `now`: kept in
+/// the state under the execution's id (`current`), waiting for the submission until `wait`
+/// after the first such event came. The same id twice is kept once; the bounds are a key's.
+pub fn hold_early(
+    current: Option<&CorrelationState>,
+    target: &ExecutionId,
+    event: ReceivedEvent,
+    sent_at: DateTime<Utc>,
+    now: DateTime<Utc>,
+    wait: Duration,
+) -> Received {
+    let keyed = KeyedEvent {
+        event,
+        key: target.to_string(),
+        sent_at,
+        returned_by: None,
+    };
+    match receive(current, keyed, now) {
+        Received::Changed(mut changed) => {
+            if let Some(state) = &mut changed.state {
+                state.waits_until.get_or_insert(now + wait);
+            }
+            Received::Changed(changed)
+        }
+        other => other,
+    }
+}
+
+/// The events kept for an execution that did not exist, taken by the submission that creates
+/// it, oldest first; its state is forgotten (a tombstone).
+pub fn take_early(state: &CorrelationState) -> (Vec<BufferedEvent>, Changed) {
+    (
+        state.buffered.clone(),
+        Changed {
+            state: None,
+            forwards: Vec::new(),
+        },
+    )
 }
 
 /// What an event sent to a key does.

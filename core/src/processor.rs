@@ -126,7 +126,7 @@ use crate::model::{
 use crate::projection::{self, ExecutionView, ProjectionError, TimerChange};
 use crate::records::{
     ActivityRequest, CancelRequest, Created, DlqReason, ExecutionFinished, HistoryEntry,
-    HistoryRecord, InboundEvent, ParentRef, Submission, UpgradeRequest,
+    HistoryRecord, InboundEvent, ParentRef, ReceivedEvent, Submission, UpgradeRequest,
 };
 use crate::replay::{Effects, Execution, Output};
 use crate::rows::{ExecutionRow, ExecutionState, TimerKey, TimerKind, TimerRow};
@@ -327,6 +327,9 @@ pub struct ProcessorConfig {
     pub max_record_bytes: usize,
     /// Partitions of the co-partitioned topics (submissions, responses, history).
     pub partitions: i32,
+    /// How long an event for an execution that does not exist waits for its submission
+    /// (default [`correlation::EARLY_EVENT_WAIT`]) before it is dead-lettered.
+    pub early_event_wait: chrono::Duration,
 }
 
 impl ProcessorConfig {
@@ -355,6 +358,8 @@ pub struct ProcessorStats {
     pub events_received: u64,
     /// Events dropped because their execution had them already (same event id).
     pub events_duplicate: u64,
+    /// Events kept for an execution that did not exist yet (its submission still to come).
+    pub events_early: u64,
     /// Buffered events no wait took before their execution finished.
     pub events_unclaimed: u64,
     /// Executions cancelled or terminated.
@@ -914,6 +919,12 @@ impl<R: WorkflowRunner> Processor<R> {
         let event = inbound.event;
         let what = format!("event {} `{}` for {id}", event.event_id, event.name);
         let finished = match self.cache.get(&id) {
+            // Its submission may still be on its way (another topic, read in no fixed order
+            // with this one): kept until it comes, or for `early_event_wait`.
+            None if inbound.waited_until.is_none() && inbound.correlation_key.is_none() => {
+                self.hold_early(batch, index, &id, event, inbound.sent_at);
+                return Ok(());
+            }
             None => Some((DlqReason::Other, "the execution does not exist")),
             // One it took before it finished is a duplicate, not one to give the next holder.
             Some(live)
@@ -931,6 +942,15 @@ impl<R: WorkflowRunner> Processor<R> {
             Some(_) => None,
         };
         if let Some((reason, why)) = finished {
+            let why = match inbound.waited_until {
+                Some(at) if reason == DlqReason::Other => {
+                    format!(
+                        "{why} (the event waited for its submission until {})",
+                        rfc3339(at)
+                    )
+                }
+                _ => why.to_owned(),
+            };
             match inbound.correlation_key {
                 // Forwarded by its key before the key heard that the execution finished: it
                 // goes back, to the key's next holder or its buffer.
@@ -983,6 +1003,44 @@ impl<R: WorkflowRunner> Processor<R> {
         }
         self.stats.events_received += 1;
         append(batch, &mut live.view, HistoryEntry::EventReceived(event))
+    }
+
+    /// An event for `id`, an execution that does not exist: kept under its id until its
+    /// submission takes it ([`Processor::submit`]) or `early_event_wait` passes
+    /// ([`correlation::hold_early`], [`correlation::expire`]).
+    fn hold_early(
+        &mut self,
+        batch: &mut Batch,
+        index: usize,
+        id: &ExecutionId,
+        event: ReceivedEvent,
+        sent_at: DateTime<Utc>,
+    ) {
+        let key = id.to_string();
+        let event_id = event.event_id.clone();
+        let wait = self.config.early_event_wait;
+        match correlation::hold_early(
+            self.correlations.get(&key),
+            id,
+            event,
+            sent_at,
+            batch.now,
+            wait,
+        ) {
+            Received::Changed(changed) => {
+                tracing::debug!(execution = %id, event = %event_id, "event kept: the execution does not exist yet");
+                self.stats.events_early += 1;
+                self.put_correlation(batch, &key, changed);
+            }
+            Received::Duplicate => {
+                tracing::debug!(execution = %id, event = %event_id, "event dropped: kept for the execution already");
+                self.stats.events_duplicate += 1;
+            }
+            Received::Full(error) => {
+                let error = format!("{error} (the execution does not exist yet)");
+                self.dead_letter(batch, index, DlqReason::Refused, error);
+            }
+        }
     }
 
     /// A command about a schedule of an owned partition; see [`crate::schedule::apply`]. A
@@ -1360,6 +1418,23 @@ impl<R: WorkflowRunner> Processor<R> {
         push_timer_changes(batch, timers);
         batch.touched.insert(id.clone());
         self.stats.created += 1;
+        // Events that came before the submission are the execution's first, in the order
+        // they came; the run's first step finds them as any buffered event.
+        let key = id.to_string();
+        if let Some(state) = self.correlations.get(&key) {
+            let (early, changed) = correlation::take_early(state);
+            for kept in early {
+                if !live.view.events_seen.contains(&kept.event.event_id) {
+                    self.stats.events_received += 1;
+                    append(
+                        batch,
+                        &mut live.view,
+                        HistoryEntry::EventReceived(kept.event),
+                    )?;
+                }
+            }
+            self.put_correlation(batch, &key, changed);
+        }
         let checked = match unparsable {
             Some(error) => Err(Rejection::InvalidParams(format!(
                 "the params of {id} are not a JSON array: {error}"

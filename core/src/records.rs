@@ -169,6 +169,10 @@ pub struct InboundEvent {
     /// ([`crate::correlation`]): if the execution has finished, it goes back to the key
     /// instead of the DLQ.
     pub correlation_key: Option<String>,
+    /// Set by Weir on an event that came before its execution existed, waited for the
+    /// submission until then ([`crate::correlation::hold_early`]) and is sent back: if the
+    /// execution still does not exist, the event goes to the DLQ instead of waiting again.
+    pub waited_until: Option<DateTime<Utc>>,
 }
 
 /// A request to move an execution to another build of its workflow. Topic `weir.responses`,

@@ -231,9 +231,10 @@ fn found_with(class: &str) -> Faults {
 
 /// Events sent into executions (issue 13 item 1): waits raced against timeouts, events before
 /// the wait, the same event id twice, events after the finish and for executions that do not
-/// exist, with crashes, zombies-free rebalances and outages around them (`check_events`:
+/// exist (kept for them until their submission comes, or for the early-event wait), with crashes, zombies-free rebalances and outages around them (`check_events`:
 /// each id kept and taken at most once, only ids sent, none lost). The runs must exercise
-/// the rules: some events are kept before a wait, some taken, some waits cancelled.
+/// the rules: some events are kept before a wait, some taken, some waits cancelled, some
+/// kept for an execution not created yet and some sent back when that wait ran out.
 #[test]
 fn dst_events() {
     let faults = found_with("events");
@@ -247,7 +248,11 @@ fn dst_events() {
     }
     println!("events of the first 60 seeds: {total:?}");
     assert!(
-        total.kept > 0 && total.taken > 0 && total.cancelled > 0,
+        total.kept > 0
+            && total.taken > 0
+            && total.cancelled > 0
+            && total.held_early > 0
+            && total.waited > 0,
         "the runs do not exercise the event rules: {total:?}"
     );
 }

@@ -29,6 +29,7 @@ fn processor_of<R: weir_core::runner::WorkflowRunner>(
             cache_size: 16,
             max_record_bytes,
             partitions: 1,
+            early_event_wait: weir_core::correlation::EARLY_EVENT_WAIT,
         },
     )
 }
@@ -252,6 +253,7 @@ fn a_start_the_host_has_no_room_for_is_deferred_not_failed() {
         cache_size: 16,
         max_record_bytes: 1 << 20,
         partitions: 1,
+        early_event_wait: weir_core::correlation::EARLY_EVENT_WAIT,
     };
     let mut processor = Processor::new(runner(0), config);
     let id = ExecutionId::top_level(ulid::Ulid::new());
@@ -639,6 +641,7 @@ fn external_requests_carry_their_terms_and_misfit_answers_become_the_childs_erro
         cache_size: 16,
         max_record_bytes: 1 << 20,
         partitions: 1,
+        early_event_wait: weir_core::correlation::EARLY_EVENT_WAIT,
     };
     let mut processor = Processor::new(ExternalRunner, config);
     let request = seq_request(&mut processor);
@@ -896,6 +899,7 @@ fn the_byte_budget_bounds_what_the_cache_holds() {
             cache_size: weir_core::processor::ProcessorConfig::UNCAPPED,
             max_record_bytes: 1 << 20,
             partitions: 1,
+            early_event_wait: weir_core::correlation::EARLY_EVENT_WAIT,
         },
     );
     let mut batches = 0;
@@ -941,6 +945,7 @@ fn pinned_executions_outweigh_the_budget_until_materialised() {
             cache_size: weir_core::processor::ProcessorConfig::UNCAPPED,
             max_record_bytes: 1 << 20,
             partitions: 1,
+            early_event_wait: weir_core::correlation::EARLY_EVENT_WAIT,
         },
     );
     let ids: Vec<_> = (0..5)
@@ -1189,6 +1194,7 @@ fn event_named(target: &ExecutionId, event_id: &str, name: &str, payload: i64) -
             target: target.clone(),
             sent_at: now(),
             correlation_key: None,
+            waited_until: None,
         })),
     }
 }
@@ -1233,6 +1239,134 @@ fn dead_letters(effects: &[Effect]) -> Vec<(weir_core::records::DlqReason, Strin
             _ => None,
         })
         .collect()
+}
+
+/// The state the processor keeps for an execution that does not exist, from a batch's
+/// effects: `Some(None)` when it is forgotten.
+fn early_state(
+    effects: &[Effect],
+    id: &ExecutionId,
+) -> Option<Option<weir_core::correlation::CorrelationState>> {
+    effects.iter().find_map(|e| match e {
+        Effect::PutCorrelation { key, state } if *key == id.to_string() => Some(state.clone()),
+        _ => None,
+    })
+}
+
+/// An event sent before its execution's submission was read (another topic: Kafka orders
+/// them in no way) is kept under the execution's id, in `weir.state`: the submission takes
+/// it in its own batch (journalled first, in the order the events came, a duplicate once),
+/// and the run's wait finds it. Without a submission within `early_event_wait`, the events
+/// go back to `weir.events` marked as having waited, and are dead-lettered then, unless the
+/// execution has come meanwhile. A new owner restores what was kept.
+#[test]
+fn events_come_before_their_submission() {
+    use weir_core::model::{EventOutcome, Response};
+    use weir_core::records::DlqReason;
+
+    let mut processor = processor(1 << 20);
+    let id = ExecutionId::top_level(ulid::Ulid::new());
+    let first = step(&mut processor, event_input(&id, "ev-1", 7));
+    let kept = early_state(&first, &id)
+        .flatten()
+        .expect("kept under the id");
+    assert_eq!(kept.buffered.len(), 1);
+    assert_eq!(
+        kept.waits_until,
+        Some(now() + weir_core::correlation::EARLY_EVENT_WAIT)
+    );
+    let twice = step(&mut processor, event_input(&id, "ev-1", 7));
+    assert!(early_state(&twice, &id).is_none() && dead_letters(&twice).is_empty());
+    assert_eq!(processor.stats().events_duplicate, 1);
+    let other = step(&mut processor, event_named(&id, "ev-2", "rejected", 8));
+    assert_eq!(
+        early_state(&other, &id).flatten().map(|s| s.buffered.len()),
+        Some(2)
+    );
+
+    // A new owner (restored from `weir.state`) has them too; the submission takes them.
+    let mut owner = self::processor(1 << 20);
+    owner.restore_correlations(processor.correlations().cloned().collect::<Vec<_>>());
+    let created = step(
+        &mut owner,
+        submission_input(&id, Workflow::Approval, json!([0])),
+    );
+    let journal = appended(&created);
+    assert!(
+        matches!(&journal[0], (0, HistoryEntry::Created(_))),
+        "{journal:?}"
+    );
+    assert!(
+        matches!(&journal[1], (1, HistoryEntry::EventReceived(e)) if e.event_id == "ev-1")
+            && matches!(&journal[2], (2, HistoryEntry::EventReceived(e)) if e.event_id == "ev-2"),
+        "{journal:?}"
+    );
+    assert!(
+        journal.iter().any(
+            |(_, e)| matches!(e, HistoryEntry::ResponseAppended(Response::EventDelivered {
+            outcome: EventOutcome::Received { event_id, .. }, ..
+        }) if event_id == "ev-1")
+        ),
+        "the wait takes the early event: {journal:?}"
+    );
+    assert_eq!(published(&created), Some(ExecutionResult::Ok(json!(7))));
+    assert_eq!(early_state(&created, &id), Some(None), "forgotten");
+    assert_eq!(owner.correlations().count(), 0);
+    // A rebuild from the journal replays to the same place.
+    let mut rebuilt = self::processor(1 << 20);
+    let mut again = Batch::new(now());
+    block_on(rebuilt.rehydrate(&mut again, &id, Some(stored(&id, &created, now()))))
+        .expect("rebuilt");
+    assert!(again.effects.is_empty(), "{:?}", again.effects);
+    assert_eq!(rebuilt.row(&id), owner.row(&id));
+
+    // No submission in time: the events go back marked, and then to the DLQ with why.
+    let mut processor = self::processor(1 << 20);
+    let never = ExecutionId::top_level(ulid::Ulid::new());
+    step(&mut processor, event_input(&never, "ev-3", 1));
+    let early = now() + weir_core::correlation::EARLY_EVENT_WAIT - chrono::Duration::seconds(1);
+    assert!(!processor.correlation_due(early));
+    let late = now() + weir_core::correlation::EARLY_EVENT_WAIT;
+    assert!(processor.correlation_due(late));
+    let mut batch = Batch::new(late);
+    processor.expire_correlations(&mut batch);
+    let back: Vec<_> = batch
+        .effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::ForwardEvent(f) => Some(f.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(back.len(), 1);
+    assert_eq!(back[0].target, never);
+    assert_eq!(back[0].waited_until, Some(late));
+    assert_eq!(early_state(&batch.effects, &never), Some(None));
+    let returned = Input::Record {
+        index: 0,
+        partition: 0,
+        key: Some(never.to_string()),
+        size: 100,
+        body: Ok(Body::Event(back[0].clone())),
+    };
+    let dead = step(&mut processor, returned.clone());
+    assert_eq!(dead_letters(&dead)[0].0, DlqReason::Other);
+    assert!(
+        dead_letters(&dead)[0].1.contains("does not exist")
+            && dead_letters(&dead)[0]
+                .1
+                .contains("waited for its submission"),
+        "{dead:?}"
+    );
+    assert!(early_state(&dead, &never).is_none(), "not kept again");
+    // Had the submission come meanwhile, the marked event is taken as any other.
+    step(
+        &mut processor,
+        submission_input(&never, Workflow::Approval, json!([0])),
+    );
+    let taken = step(&mut processor, returned);
+    assert!(dead_letters(&taken).is_empty());
+    assert_eq!(published(&taken), Some(ExecutionResult::Ok(json!(1))));
 }
 
 /// Issue 13 item 1, the processor's event rules in a table: an event after the wait, before
@@ -1315,11 +1449,15 @@ fn events_reach_their_wait_once_whenever_they_come() {
     assert!(again.effects.is_empty(), "{:?}", again.effects);
     assert_eq!(rebuilt.row(&id), processor.row(&id));
 
-    // An unknown execution: dead-lettered.
+    // An execution that does not exist (yet): kept for it, not dead-lettered
+    // (`events_come_before_their_submission` follows it to the end).
     let unknown = ExecutionId::top_level(ulid::Ulid::new());
-    let lost = step(&mut processor, event_input(&unknown, "x", 1));
-    assert_eq!(dead_letters(&lost)[0].0, DlqReason::Other);
-    assert!(dead_letters(&lost)[0].1.contains("does not exist"));
+    let kept = step(&mut processor, event_input(&unknown, "x", 1));
+    assert!(
+        dead_letters(&kept).is_empty() && appended(&kept).is_empty(),
+        "{kept:?}"
+    );
+    assert_eq!(processor.stats().events_early, 1);
 
     // Racing a timeout, the event first: the payload, and the delay is cancelled.
     let mut processor = self::processor(1 << 20);
@@ -2261,6 +2399,7 @@ mod schedules {
                 cache_size: 16,
                 max_record_bytes: 1 << 20,
                 partitions: 4,
+                early_event_wait: weir_core::correlation::EARLY_EVENT_WAIT,
             },
         );
         let key = schedule::key(NAME);
@@ -2401,6 +2540,7 @@ mod correlation {
                 cache_size: 16,
                 max_record_bytes: 1 << 20,
                 partitions: 3,
+                early_event_wait: weir_core::correlation::EARLY_EVENT_WAIT,
             },
         )
     }
@@ -2568,6 +2708,7 @@ mod correlation {
                 target: target.clone(),
                 sent_at: now(),
                 correlation_key: key.map(str::to_owned),
+                waited_until: None,
             })
         };
         let id_text = holder.to_string();

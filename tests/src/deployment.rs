@@ -336,14 +336,59 @@ impl Deployment {
         let consumer: BaseConsumer = config.create().expect("consumer");
         let mut list = TopicPartitionList::new();
         list.add_partition(topic, partition);
-        let committed = consumer
-            .committed_offsets(list, Duration::from_secs(30))
-            .expect("committed offsets");
+        // The group's coordinator can move or be loading (`NotCoordinator`, seen in CI right
+        // after a worker restart): asked again, by the worker's rule of what passes, within
+        // the call's 30 s.
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        let committed = loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match consumer.committed_offsets(list.clone(), left) {
+                Ok(committed) => break committed,
+                Err(e)
+                    if !left.is_zero()
+                        && e.rdkafka_error_code()
+                            .is_some_and(weir::kafka::recovery::is_transient) =>
+                {
+                    eprintln!(
+                        "committed offsets of {group} on {topic}/{partition}: {e} (transient, asking again)"
+                    );
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+                Err(e) => panic!("committed offsets of {group} on {topic}/{partition}: {e}"),
+            }
+        };
         let element = committed.find_partition(topic, partition)?;
         match element.offset() {
             Offset::Offset(offset) => Some((offset, element.metadata().to_owned())),
             _ => None,
         }
+    }
+
+    /// `weir correlation list --key <key> --json` (a correlation key, or the id of an
+    /// execution that does not exist yet), polled until `want` holds of the key's entry; the
+    /// entry.
+    pub async fn correlation_listed_until(
+        &self,
+        key: &str,
+        what: &str,
+        want: impl Fn(&Value) -> bool,
+    ) -> Value {
+        crate::wait_for(what, Duration::from_secs(120), || async {
+            let output = self
+                .command()
+                .args(["correlation", "list", "--key", key, "--json"])
+                .output()
+                .expect("run weir correlation list");
+            assert!(
+                output.status.success(),
+                "weir correlation list failed: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+            let listed: Vec<Value> = serde_json::from_slice(&output.stdout).expect("a JSON array");
+            assert!(listed.len() <= 1, "--key {key} listed {listed:?}");
+            listed.into_iter().next().filter(|entry| want(entry))
+        })
+        .await
     }
 
     /// The folder of this deployment's worker logs.

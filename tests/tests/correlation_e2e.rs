@@ -59,33 +59,6 @@ fn sent(output: Output) {
     );
 }
 
-/// `weir correlation list --key <key> --json`, polled until `want` holds of the key's entry
-/// (`None`: the key is not listed); the entry.
-async fn listed_until(
-    deployment: &Deployment,
-    key: &str,
-    what: &str,
-    want: impl Fn(&serde_json::Value) -> bool,
-) -> serde_json::Value {
-    wait_for(what, TIMEOUT, || async {
-        let output = deployment
-            .command()
-            .args(["correlation", "list", "--key", key, "--json"])
-            .output()
-            .expect("run weir correlation list");
-        assert!(
-            output.status.success(),
-            "weir correlation list failed: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        let listed: Vec<serde_json::Value> =
-            serde_json::from_slice(&output.stdout).expect("a JSON array");
-        assert!(listed.len() <= 1, "--key {key} listed {listed:?}");
-        listed.into_iter().next().filter(|entry| want(entry))
-    })
-    .await
-}
-
 /// The stored history of `id` once it has registered its key and waits for the event.
 async fn waiting(deployment: &Deployment, id: &ExecutionId) -> Vec<HistoryRecord> {
     let store = deployment.store().await;
@@ -142,13 +115,13 @@ async fn events_sent_to_a_key_reach_the_execution_holding_it_once() {
         "1",
         "early-1",
     ));
-    let entry = listed_until(
-        &deployment,
-        &format!("payment:{early_order}"),
-        "the event buffered in the key",
-        |e| e["buffered"].as_array().is_some_and(|b| !b.is_empty()),
-    )
-    .await;
+    let entry = deployment
+        .correlation_listed_until(
+            &format!("payment:{early_order}"),
+            "the event buffered in the key",
+            |e| e["buffered"].as_array().is_some_and(|b| !b.is_empty()),
+        )
+        .await;
     assert_eq!(entry["holder"], serde_json::Value::Null, "{entry}");
     assert_eq!(entry["buffered"][0]["event_id"], "early-1", "{entry}");
     assert_eq!(entry["buffered"][0]["name"], "paid", "{entry}");
@@ -212,13 +185,11 @@ async fn events_sent_to_a_key_reach_the_execution_holding_it_once() {
         .submit(&producer, AWAIT_PAYMENT, json!([order, 600]))
         .await;
     waiting(&deployment, &second).await;
-    let entry = listed_until(
-        &deployment,
-        &queue_key,
-        "the second execution queued",
-        |e| e["queued"].as_array().is_some_and(|q| !q.is_empty()),
-    )
-    .await;
+    let entry = deployment
+        .correlation_listed_until(&queue_key, "the second execution queued", |e| {
+            e["queued"].as_array().is_some_and(|q| !q.is_empty())
+        })
+        .await;
     assert_eq!(entry["holder"], first.to_string(), "{entry}");
     assert_eq!(entry["queued"], json!([second.to_string()]), "{entry}");
     sent(send_with_cli(&deployment, &queue_key, "4", "queue-1"));
@@ -234,10 +205,9 @@ async fn events_sent_to_a_key_reach_the_execution_holding_it_once() {
         "the second holder got only what came after the first finished"
     );
     // Nobody holds the key now; it remembers the two ids it forwarded.
-    let entry = listed_until(&deployment, &queue_key, "the key released", |e| {
-        e["holder"].is_null()
-    })
-    .await;
+    let entry = deployment
+        .correlation_listed_until(&queue_key, "the key released", |e| e["holder"].is_null())
+        .await;
     assert_eq!(entry["queued"], json!([]), "{entry}");
     assert_eq!(entry["remembered"], 2, "{entry}");
 

@@ -7,7 +7,11 @@
 //! - events before the wait (during the sleep) are kept, and the same event id twice is taken
 //!   once; one of them comes from a Java program that knows Weir only by
 //!   `schemas/avro/event.avsc`;
-//! - an event for an execution that does not exist goes to the DLQ.
+//! - an event sent before its execution's submission (from the Java client) is kept under the
+//!   execution's id, shown by `weir correlation list`, and journalled first when the
+//!   submission comes; the wait takes it;
+//! - an event for an execution whose submission never comes goes to the DLQ once the worker's
+//!   early-event wait (5 s here) has passed.
 //!
 //! The rules themselves are the processor's table tests (`core/tests/processor.rs`).
 
@@ -85,8 +89,24 @@ fn waits_for_an_event(history: &[HistoryRecord]) -> bool {
 #[tokio::test(flavor = "multi_thread")]
 async fn events_reach_running_executions_once_and_the_rest_is_dead_lettered() {
     let deployment = Deployment::new("events");
-    let _worker = deployment.start_worker("w", &[]);
+    let _worker = deployment.start_worker("w", &["--early-event-wait-secs", "5"]);
     let producer = deployment.producer();
+
+    // Before its submission: the event is kept under the execution's id until it comes.
+    let early = ExecutionId::top_level(ulid::Ulid::new());
+    deployment.send_event_with_java(&early.to_string(), "approved", r#""bea""#, "order-3-early");
+    let kept = deployment
+        .correlation_listed_until(
+            &early.to_string(),
+            "the event kept for its execution",
+            |e| e["buffered"].as_array().is_some_and(|b| b.len() == 1),
+        )
+        .await;
+    assert_eq!(kept["buffered"][0]["event_id"], "order-3-early", "{kept}");
+    assert!(kept["waits_until"].is_string(), "{kept}");
+    deployment
+        .submit_as(&producer, &early, AWAIT_APPROVAL, json!(["order-3", 600]))
+        .await;
 
     let approved = deployment
         .submit(&producer, AWAIT_APPROVAL, json!(["order-1", 600]))
@@ -140,9 +160,15 @@ async fn events_reach_running_executions_once_and_the_rest_is_dead_lettered() {
     ));
 
     let results = deployment.results(
-        &[approved.clone(), timed_out.clone(), collector.clone()],
+        &[
+            approved.clone(),
+            timed_out.clone(),
+            collector.clone(),
+            early.clone(),
+        ],
         TIMEOUT,
     );
+    assert_eq!(results[&early], ExecutionResult::Ok(json!("bea")));
     assert_eq!(results[&approved], ExecutionResult::Ok(json!("ann")));
     assert_eq!(
         results[&timed_out],
@@ -163,6 +189,22 @@ async fn events_reach_running_executions_once_and_the_rest_is_dead_lettered() {
         )),
         "the timeout was cancelled: {history:#?}"
     );
+    let history = deployment.store_history(&store, &early).await;
+    assert!(
+        matches!(&history[1].entry, HistoryEntry::EventReceived(e) if e.event_id == "order-3-early"),
+        "the early event is journalled right after Created: {history:#?}"
+    );
+    assert_eq!(delivered_events(&history), ["order-3-early"]);
+    // Taken in the transaction that created the execution: gone from `weir.state` before the
+    // result was published.
+    let listed = deployment
+        .command()
+        .args(["correlation", "list", "--json", "--key", &early.to_string()])
+        .output()
+        .expect("run weir correlation list");
+    assert!(listed.status.success());
+    let listed: serde_json::Value = serde_json::from_slice(&listed.stdout).expect("JSON");
+    assert_eq!(listed, json!([]), "the kept event is forgotten once taken");
     let history = deployment.store_history(&store, &timed_out).await;
     assert!(
         history.iter().any(|r| matches!(
@@ -225,7 +267,12 @@ async fn events_reach_running_executions_once_and_the_rest_is_dead_lettered() {
         .find(|e| e.key.as_deref() == Some(unknown.to_string().as_bytes()))
         .expect("the event for nobody is dead-lettered");
     assert_eq!(lost.reason, DlqReason::Other);
-    assert!(lost.error.contains("does not exist"), "{}", lost.error);
+    assert!(
+        lost.error.contains("does not exist") && lost.error.contains("waited for its submission"),
+        "{}",
+        lost.error
+    );
+    assert_eq!(lost.original_topic, deployment.topic(TopicRole::Events));
 
     // The CLI refuses what breaks the rules before anything is sent.
     let bad = send_with_cli(&deployment, &approved, "not a name", "1", "x");

@@ -290,6 +290,7 @@ fn parked_executions(
             cache_size: weir::options::DEFAULT_CACHE_SIZE,
             max_record_bytes: weir::options::DEFAULT_MAX_RECORD_BYTES,
             partitions: BUS_PARTITIONS,
+            early_event_wait: weir_core::correlation::EARLY_EVENT_WAIT,
         };
         let mut bus = InMemoryBus::with_config(host.clone(), now, config);
         let t = Instant::now();

@@ -140,6 +140,12 @@ pub const DEFAULT_TRANSACTION_TIMEOUT_MS: u64 = 30_000;
 /// `--store-patience-secs` / `WEIR_STORE_PATIENCE_SECS`: how long a store outage is ridden out
 /// (failed calls retried with backoff) before the worker gives up and stops.
 pub const DEFAULT_STORE_PATIENCE_SECS: u64 = 300;
+/// `--early-event-wait-secs` / `WEIR_EARLY_EVENT_WAIT_SECS`: how long an event for an execution
+/// that does not exist waits for its submission before it is dead-lettered (the core's
+/// default, `weir_core::correlation::EARLY_EVENT_WAIT`).
+pub const DEFAULT_EARLY_EVENT_WAIT_SECS: u64 = weir_core::correlation::EARLY_EVENT_WAIT
+    .num_seconds()
+    .unsigned_abs();
 /// `--session-timeout-ms` / `WEIR_SESSION_TIMEOUT_MS`: how long a worker that stopped
 /// heartbeating (killed, frozen) keeps its partitions (Kafka's default; the broker bounds it by
 /// `group.min.session.timeout.ms` and `group.max.session.timeout.ms`, 6 s and 30 min).

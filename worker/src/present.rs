@@ -191,7 +191,8 @@ pub fn schedule_json(s: &weir_core::schedule::ScheduleState) -> serde_json::Valu
 
 /// A correlation key's state as JSON (`weir correlation list --json`, the API): its holder
 /// (`null`: nobody holds it), the executions queued after it in registration order, the
-/// events buffered for the next holder, and how many event ids it remembers having forwarded.
+/// events buffered for the next holder, and how many event ids it remembers having forwarded;
+/// for the events kept for an execution not created yet (the key is its id), until when.
 pub fn correlation_json(c: &weir_core::correlation::CorrelationState) -> serde_json::Value {
     json!({
         "key": c.key,
@@ -207,6 +208,9 @@ pub fn correlation_json(c: &weir_core::correlation::CorrelationState) -> serde_j
             }))
             .collect::<Vec<_>>(),
         "remembered": c.forwarded.len(),
+        // Events kept for an execution that does not exist yet (the key is its id): when
+        // they stop waiting for its submission.
+        "waits_until": c.waits_until.map(|at| at.to_rfc3339()),
     })
 }
 

@@ -440,6 +440,7 @@ impl Trigger {
                     target,
                     sent_at: now,
                     correlation_key: None,
+                    waited_until: None,
                 }))
             }
         }

@@ -19,7 +19,7 @@ use weir::codec::{
     HistoryEntry, HistoryRecord, InMemoryRegistry, InboundEvent, RecordPosition, SchemaRegistry,
     Submission, value_subject,
 };
-use weir::correlation::KeyedEvent;
+use weir::correlation::{CorrelationState, KeyedEvent};
 
 fn avro_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../schemas/avro")
@@ -502,6 +502,7 @@ fn v5_records_read_as_current_without_correlation() {
     assert!(holds_correlation(&format!("{events:?}")));
     check_old_records("v5", "weir.events", &events, |e| InboundEvent {
         correlation_key: None,
+        waited_until: None,
         ..e.clone()
     });
     let keyed = keyed_events();
@@ -513,6 +514,7 @@ fn v5_records_read_as_current_without_correlation() {
     check_old_records("v5", "weir.events", &event_records(), |r| match r {
         EventRecord::Execution(e) => EventRecord::Execution(InboundEvent {
             correlation_key: None,
+            waited_until: None,
             ..e.clone()
         }),
         EventRecord::Keyed(k) => EventRecord::Keyed(KeyedEvent {
@@ -528,6 +530,25 @@ fn v5_records_read_as_current_without_correlation() {
         &held_before_correlation(records),
         Clone::clone,
     );
+}
+
+/// v6 (before events could come before their execution) events read as current ones without
+/// `waited_until`, correlation states without `waits_until`; a v6 reader (an older worker
+/// in a rolling deploy) reads current records, ignoring both.
+#[test]
+fn v6_records_read_as_current_without_early_waits() {
+    let events = inbound_events();
+    assert!(events.iter().any(|e| e.waited_until.is_some()));
+    check_old_records("v6", "weir.events", &events, |e| InboundEvent {
+        waited_until: None,
+        ..e.clone()
+    });
+    let states = correlation_states();
+    assert!(states.iter().any(|s| s.waits_until.is_some()));
+    check_old_records("v6", "weir.state", &states, |s| CorrelationState {
+        waits_until: None,
+        ..s.clone()
+    });
 }
 
 /// Until Weir computed the Parsing Canonical Form itself, apache-avro's form (which keeps a

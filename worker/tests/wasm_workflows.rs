@@ -715,6 +715,7 @@ async fn hot_and_cold_paths_give_identical_histories_and_results() {
                     cache_size: 1,
                     max_record_bytes: weir::options::DEFAULT_MAX_RECORD_BYTES,
                     partitions: BUS_PARTITIONS,
+                    early_event_wait: weir_core::correlation::EARLY_EVENT_WAIT,
                 },
             ),
             Path::Hot | Path::Cold => InMemoryBus::new(host.clone(), t0()),

@@ -780,6 +780,31 @@ fn check_events(
         .iter()
         .map(|(e, id)| (e.as_str(), id))
         .collect();
+    // An event kept for an execution that did not exist yet: if none came in time, its copy
+    // sent back marked (`waited_until`) is what the DLQ gets; one still kept is in the last
+    // committed state under its target's id.
+    let mut waited_dead: BTreeSet<(&ExecutionId, &str)> = BTreeSet::new();
+    for (partition, r) in w.cluster.committed_records(Topic::Events) {
+        if let Some(Payload::Event(event)) = &r.payload
+            && event.waited_until.is_some()
+            && dead.contains_key(&(Topic::Events.name().to_owned(), partition, r.offset))
+        {
+            waited_dead.insert((&event.target, event.event.event_id.as_str()));
+        }
+    }
+    let mut last_state = BTreeMap::new();
+    for (_, r) in w.cluster.committed_records(Topic::State) {
+        if let (Some(key), Some(Payload::Correlation(state))) = (&r.key, &r.payload) {
+            last_state.insert(key.as_str(), state.as_ref());
+        }
+    }
+    let kept_for = |target: &ExecutionId, event_id: &str| {
+        last_state
+            .get(target.to_string().as_str())
+            .copied()
+            .flatten()
+            .is_some_and(|s| s.buffered.iter().any(|b| b.event.event_id == event_id))
+    };
     for (partition, r) in w.cluster.committed_records(Topic::Events) {
         let Some(Payload::Event(event)) = &r.payload else {
             continue;
@@ -791,8 +816,9 @@ fn check_events(
             .get(&event.target)
             .is_some_and(|ids| ids.contains(event.event.event_id.as_str()));
         let dead_lettered =
-            dead.contains_key(&(Topic::Events.name().to_owned(), partition, r.offset));
-        if !in_history && !dead_lettered {
+            dead.contains_key(&(Topic::Events.name().to_owned(), partition, r.offset))
+                || waited_dead.contains(&(&event.target, event.event.event_id.as_str()));
+        if !in_history && !dead_lettered && !kept_for(&event.target, &event.event.event_id) {
             let known = submitted.contains_key(&event.target)
                 || stray.contains(&(event.event.event_id.as_str(), &event.target));
             add(

@@ -42,6 +42,10 @@ pub struct SimConfig {
     /// seeds: the odd ones; not drawn from the seed's generator, so that every other seed's
     /// run stays what it was).
     pub inline_activities: bool,
+    /// How long an event for an execution that does not exist waits for its submission
+    /// (production: `--early-event-wait-secs`, 600 s; short here, so that runs see both the
+    /// submission that takes the kept events and the wait that runs out).
+    pub early_event_wait_ms: i64,
 }
 
 impl SimConfig {
@@ -91,6 +95,7 @@ impl Default for SimConfig {
             store_patience_ms: 300_000,
             materialise_queue: 10_000,
             inline_activities: false,
+            early_event_wait_ms: 20_000,
         }
     }
 }

@@ -321,6 +321,7 @@ impl Sim {
                 cache_size: self.config.cache_size,
                 max_record_bytes: 1 << 20,
                 partitions: self.config.partitions,
+                early_event_wait: chrono::Duration::milliseconds(self.config.early_event_wait_ms),
             },
         );
         let log = SimLog {
@@ -852,6 +853,7 @@ impl Sim {
             target: target.clone(),
             sent_at: self.now(),
             correlation_key: None,
+            waited_until: None,
         };
         let (partition, offset) = lock(&self.world).client_append(
             Topic::Events,
@@ -888,6 +890,10 @@ impl Sim {
             } else {
                 None
             };
+            if target.is_none() && self.rng.chance(400) {
+                self.early_approval();
+                return;
+            }
             let target = target.unwrap_or_else(|| self.new_id());
             self.next_event += 1;
             let n = self.next_event;
@@ -903,6 +909,32 @@ impl Sim {
             self.next_event += 1;
             let n = self.next_event;
             self.send_event(&target, format!("ev-{n}"), n);
+        }
+    }
+
+    /// A client sends an event to an execution it has not submitted yet, then submits it (an
+    /// `approval`): the worker may read the two in either order (they are on two topics), and
+    /// an event read first is kept for the execution until its submission comes.
+    fn early_approval(&mut self) {
+        let id = self.new_id();
+        self.next_event += 1;
+        let n = self.next_event;
+        self.send_event(&id, format!("ev-{n}"), n);
+        self.stray_events.retain(|(_, target)| *target != id);
+        let params = if self.rng.chance(333) {
+            vec![0]
+        } else {
+            vec![self.rng.range(50, 15_000) as i64]
+        };
+        self.submit_execution(
+            id.clone(),
+            Workflow::Approval.ffqn(),
+            json!(params),
+            (None, None),
+            Workflow::Approval.expected(&params),
+        );
+        if let Some(s) = self.submitted.get_mut(&id) {
+            s.events.push((format!("ev-{n}"), n));
         }
     }
 
@@ -2261,6 +2293,8 @@ tally_sum!(EventCounts {
     executions_cancelled,
     with_deadline,
     timed_out,
+    held_early,
+    waited,
 });
 tally_sum!(ScheduleCounts {
     started,
@@ -2484,6 +2518,10 @@ pub struct EventCounts {
     /// Executions with a deadline (their `Created`), and those timed out by it.
     pub with_deadline: u64,
     pub timed_out: u64,
+    /// States written for executions that did not exist yet (an event came first).
+    pub held_early: u64,
+    /// Events sent back after waiting for their execution's submission in vain.
+    pub waited: u64,
 }
 
 impl EventCounts {
@@ -2492,6 +2530,19 @@ impl EventCounts {
         use crate::records::HistoryEntry;
         let mut counts = EventCounts {
             sent: w.cluster.committed_records(Topic::Events).count() as u64,
+            waited: w
+                .cluster
+                .committed_records(Topic::Events)
+                .filter(|(_, r)| matches!(&r.payload, Some(Payload::Event(e)) if e.waited_until.is_some()))
+                .count() as u64,
+            held_early: w
+                .cluster
+                .committed_records(Topic::State)
+                .filter(|(_, r)| {
+                    r.key.as_deref().is_some_and(|k| k.starts_with("E_"))
+                        && matches!(&r.payload, Some(Payload::Correlation(Some(_))))
+                })
+                .count() as u64,
             ..EventCounts::default()
         };
         let mut seen = std::collections::BTreeSet::new();

@@ -22,7 +22,8 @@ pub enum CorrelationCommand {
 pub struct ListArgs {
     #[command(flatten)]
     pub cluster: ClusterArgs,
-    /// Only this key, e.g. `payment:order-42`.
+    /// Only this key, e.g. `payment:order-42` (or an execution id: the events kept for it
+    /// before it existed).
     #[arg(long)]
     pub key: Option<String>,
     /// Print JSON instead of a table.
@@ -45,7 +46,7 @@ pub async fn run(command: CorrelationCommand) -> ExitCode {
 
 async fn list(args: ListArgs) -> anyhow::Result<()> {
     if let Some(key) = &args.key {
-        weir_core::correlation::check_key(key)?;
+        weir_core::correlation::check_state_key(key)?;
     }
     let topology = topology(&args.cluster)?;
     let kafka = args.cluster.kafka()?;

@@ -86,6 +86,14 @@ pub struct WorkerArgs {
         default_value_t = options::DEFAULT_STORE_PATIENCE_SECS
     )]
     pub store_patience_secs: u64,
+    /// How long an event sent to an execution that does not exist yet (its submission may
+    /// still be on its way) is kept for it before it goes to the DLQ.
+    #[arg(
+        long,
+        env = "WEIR_EARLY_EVENT_WAIT_SECS",
+        default_value_t = options::DEFAULT_EARLY_EVENT_WAIT_SECS
+    )]
+    pub early_event_wait_secs: u64,
     /// Activity attempts running at once in this worker.
     #[arg(
         long,
@@ -362,6 +370,7 @@ async fn serve(args: WorkerArgs) -> anyhow::Result<()> {
         config.max_record_bytes = args.max_record_bytes;
         config.transaction_timeout = Duration::from_millis(args.transaction_timeout_ms);
         config.store_patience = Duration::from_secs(args.store_patience_secs);
+        config.early_event_wait = Duration::from_secs(args.early_event_wait_secs);
         config.session_timeout = Duration::from_millis(args.session_timeout_ms);
         config.static_membership = static_membership;
         config.departure = departure.clone();

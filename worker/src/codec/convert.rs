@@ -1048,6 +1048,7 @@ fn event_value(
     sent_at: &DateTime<Utc>,
     correlation_key: Option<&String>,
     returned_by: Option<&ExecutionId>,
+    waited_until: Option<&DateTime<Utc>>,
 ) -> Value {
     let Value::Record(mut fields) = received_event(event) else {
         unreachable!("record() builds a record")
@@ -1060,8 +1061,17 @@ fn event_value(
             optional(correlation_key, string),
         ),
         ("returned_by".to_owned(), optional(returned_by, string)),
+        ("waited_until".to_owned(), optional(waited_until, instant)),
     ]);
     Value::Record(fields)
+}
+
+/// The key of a `CorrelationState`: a correlation key, or the id of an execution that does
+/// not exist yet, for which events are kept ([`correlation::hold_early`]).
+fn read_state_key(v: Value) -> Result<String, FieldError> {
+    let key = read_string(v)?;
+    correlation::check_state_key(&key).map_err(|e| FieldError::new("", e.to_string()))?;
+    Ok(key)
 }
 
 fn read_correlation_key(v: Value) -> Result<String, FieldError> {
@@ -1119,6 +1129,7 @@ impl AvroRecord for EventRecord {
         })?;
         let returned_by: Option<ExecutionId> =
             f.get("returned_by", |v| read_optional(v, read_parsed))?;
+        let waited_until = f.get("waited_until", |v| read_optional(v, read_instant))?;
         if correlation::targets_execution(&target) {
             let target = target
                 .parse()
@@ -1137,7 +1148,17 @@ impl AvroRecord for EventRecord {
                 target,
                 sent_at,
                 correlation_key,
+                waited_until,
             }));
+        }
+        if let Some(at) = waited_until {
+            return Err(FieldError::new(
+                "waited_until",
+                format!(
+                    "{at}: only an event kept for an execution waits for its submission, and \
+                     the target is the correlation key `{target}`"
+                ),
+            ));
         }
         correlation::check_key(&target).map_err(|e| FieldError::new("target", e.to_string()))?;
         if let Some(key) = correlation_key {
@@ -1168,6 +1189,7 @@ impl AvroRecord for InboundEvent {
             &self.sent_at,
             self.correlation_key.as_ref(),
             None,
+            self.waited_until.as_ref(),
         ))
     }
 
@@ -1195,6 +1217,7 @@ impl AvroRecord for KeyedEvent {
             &self.sent_at,
             None,
             self.returned_by.as_ref(),
+            None,
         ))
     }
 
@@ -1715,13 +1738,14 @@ impl AvroRecord for CorrelationState {
                         .collect(),
                 ),
             ),
+            ("waits_until", optional(self.waits_until.as_ref(), instant)),
         ]))
     }
 
     fn from_avro(value: Value) -> Result<Self, FieldError> {
         let mut f = Fields::of(value)?;
         Ok(CorrelationState {
-            key: f.get("key", read_correlation_key)?,
+            key: f.get("key", read_state_key)?,
             holders: f.get("holders", |v| match v {
                 Value::Array(items) => items.into_iter().map(read_parsed).collect(),
                 other => Err(unexpected("an array", &other)),
@@ -1752,6 +1776,7 @@ impl AvroRecord for CorrelationState {
                     .collect(),
                 other => Err(unexpected("an array", &other)),
             })?,
+            waits_until: f.get("waits_until", |v| read_optional(v, read_instant))?,
         })
     }
 }

@@ -84,6 +84,10 @@ const PREVIOUS_FILES: &[(&str, &str, &str)] = &[
     avsc!("HistoryRecord", "history/v5/history_record.avsc"),
     // Before ChildKind gained STUB_WRITE (a workflow writing another execution's stub).
     avsc!("Submission", "history/v5/submission.avsc"),
+    // Before events could come before their execution: InboundEvent gained `waited_until`,
+    // CorrelationState `waits_until` (its key may be an execution id).
+    avsc!("InboundEvent", "history/v6/event.avsc"),
+    avsc!("CorrelationState", "history/v6/correlation_state.avsc"),
 ];
 
 fn parse(files: &[(&'static str, &'static str, &'static str)]) -> Vec<RecordSchema> {

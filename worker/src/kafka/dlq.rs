@@ -368,6 +368,7 @@ mod tests {
                 sent_at: at,
             }],
             forwarded: Vec::new(),
+            waits_until: None,
         };
         codec
             .encode(state_topic, &correlation)
@@ -387,6 +388,7 @@ mod tests {
             target: child_cancel.execution_id.clone(),
             sent_at: at,
             correlation_key: Some(key),
+            waited_until: None,
         };
         codec
             .encode(events, &forwarded)

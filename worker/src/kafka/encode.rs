@@ -338,12 +338,14 @@ mod tests {
                 sent_at: at,
             }],
             forwarded: Vec::new(),
+            waits_until: None,
         };
         let forwarded = InboundEvent {
             event: event.clone(),
             target: holder.clone(),
             sent_at: at,
             correlation_key: Some(key.clone()),
+            waited_until: None,
         };
         let returned = KeyedEvent {
             event,

@@ -510,6 +510,7 @@ pub(crate) mod tests {
             holders: vec!["E_01ARZ3NDEKTSV4RRFFQ69G5FAV".parse().expect("an id")],
             buffered: Vec::new(),
             forwarded: Vec::new(),
+            waits_until: None,
         }
     }
 

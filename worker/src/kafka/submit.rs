@@ -84,6 +84,7 @@ pub fn event(
             target,
             sent_at,
             correlation_key: None,
+            waited_until: None,
         }),
         None => EventRecord::Keyed(KeyedEvent {
             event,

@@ -98,6 +98,8 @@ pub struct WorkerConfig {
     pub transaction_timeout: Duration,
     /// How long a store outage is ridden out before the worker stops.
     pub store_patience: Duration,
+    /// How long an event for an execution that does not exist waits for its submission.
+    pub early_event_wait: Duration,
     /// Signs that this process lost the cluster itself, shared by the process's members (see
     /// [`super::recovery`]).
     pub trouble: ClusterTrouble,
@@ -139,6 +141,7 @@ impl WorkerConfig {
                 crate::options::DEFAULT_TRANSACTION_TIMEOUT_MS,
             ),
             store_patience: Duration::from_secs(crate::options::DEFAULT_STORE_PATIENCE_SECS),
+            early_event_wait: Duration::from_secs(crate::options::DEFAULT_EARLY_EVENT_WAIT_SECS),
             static_membership: false,
             session_timeout: Duration::from_millis(crate::options::DEFAULT_SESSION_TIMEOUT_MS),
             departure: Departure::default(),
@@ -424,6 +427,8 @@ impl<S: Store + 'static> WorkflowWorker<S> {
                 cache_size: self.config.cache_size,
                 max_record_bytes: self.config.max_record_bytes,
                 partitions: self.topology.topic(TopicRole::Submissions).partitions,
+                early_event_wait: chrono::Duration::from_std(self.config.early_event_wait)
+                    .unwrap_or(weir_core::correlation::EARLY_EVENT_WAIT),
             },
         );
         let mut driver = Driver::with_inline(

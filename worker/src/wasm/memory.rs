@@ -181,6 +181,7 @@ impl InMemoryBus {
             cache_size: crate::options::DEFAULT_CACHE_SIZE,
             max_record_bytes: crate::options::DEFAULT_MAX_RECORD_BYTES,
             partitions: BUS_PARTITIONS,
+            early_event_wait: weir_core::correlation::EARLY_EVENT_WAIT,
         };
         Self::with_config(host, now, config)
     }

@@ -277,6 +277,7 @@ pub fn inbound_events() -> Vec<InboundEvent> {
             target: root(),
             sent_at: t0(),
             correlation_key: None,
+            waited_until: None,
         },
         InboundEvent {
             event: ReceivedEvent {
@@ -287,6 +288,7 @@ pub fn inbound_events() -> Vec<InboundEvent> {
             target: root().child(&js, 3),
             sent_at: DateTime::<Utc>::MAX_UTC,
             correlation_key: None,
+            waited_until: None,
         },
         // Forwarded by its correlation key to the execution holding it.
         InboundEvent {
@@ -298,6 +300,19 @@ pub fn inbound_events() -> Vec<InboundEvent> {
             target: root(),
             sent_at: t0(),
             correlation_key: Some("payment:order-42".into()),
+            waited_until: None,
+        },
+        // Kept for an execution that did not exist, sent back when none came in time.
+        InboundEvent {
+            event: ReceivedEvent {
+                event_id: "early".into(),
+                name: "approved".into(),
+                payload: json!(1),
+            },
+            target: root(),
+            sent_at: t0(),
+            correlation_key: None,
+            waited_until: Some(t0() + chrono::Duration::nanoseconds(600_000_000_123)),
         },
     ]
 }
@@ -374,6 +389,7 @@ pub fn correlation_states() -> Vec<CorrelationState> {
                     at: t0() + chrono::Duration::nanoseconds(1_234_567),
                 },
             ],
+            waits_until: None,
         },
         // Nobody holds it: events wait.
         CorrelationState {
@@ -387,6 +403,22 @@ pub fn correlation_states() -> Vec<CorrelationState> {
                 })
                 .collect(),
             forwarded: Vec::new(),
+            waits_until: None,
+        },
+        // Events kept for an execution that does not exist yet, under its id.
+        CorrelationState {
+            key: root().to_string(),
+            holders: Vec::new(),
+            buffered: inbound_events()
+                .into_iter()
+                .take(2)
+                .map(|e| BufferedEvent {
+                    event: e.event,
+                    sent_at: e.sent_at,
+                })
+                .collect(),
+            forwarded: Vec::new(),
+            waits_until: Some(t0() + chrono::Duration::minutes(10)),
         },
     ]
 }
