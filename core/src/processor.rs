@@ -53,8 +53,11 @@
 //!   request made, or one of the other kind: what a buggy external service sends) is
 //!   dead-lettered (`refused`) and the run goes on as if it never came. An accepted response
 //!   is journalled, then the run's new events; a run that fails on it finishes with `trap`.
-//! - **Event** (`weir.events`, keyed by its target execution): for an execution that does
-//!   not exist or has finished it is dead-lettered (`other` / `refused`, with why); an event
+//! - **Event** (`weir.events`, keyed by its target execution): for an execution that has
+//!   finished it is dead-lettered (`refused`, with why); for one that does not exist it is
+//!   kept under the execution's id until the submission creates it (journalled right after
+//!   `Created`) or `early_event_wait` passes (then it comes back marked `waited_until` and
+//!   is dead-lettered `other`, [`correlation::hold_early`]); an event
 //!   id the execution has seen is dropped (counted); one whose name has an open wait is
 //!   delivered to the oldest such wait as `EventDelivered` (journalled as a response, like
 //!   any other); otherwise it is journalled as `EventReceived` and kept until a wait of its

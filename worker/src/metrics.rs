@@ -106,6 +106,9 @@ pub struct Metrics {
     pub keyed_events_forwarded: Counter,
     pub keyed_events_buffered: Counter,
     pub keyed_events_returned: Counter,
+    /// Events kept for an execution that did not exist yet (its submission not read):
+    /// `weir_events_early_total`.
+    pub events_early: Counter,
     /// Activity requests a workflow worker answered itself, in the batch that made them.
     pub inline_activities_answered: Counter,
     /// Inline requests sent to their topics instead (not run, interrupted at the budget, or a
@@ -201,6 +204,11 @@ impl Metrics {
             "executions_finished_total",
             "Executions finished.",
             self.executions_finished.get(),
+        );
+        counter(
+            "events_early_total",
+            "Events kept for an execution that did not exist yet, to wait for its submission.",
+            self.events_early.get(),
         );
         counter(
             "executions_replayed_total",

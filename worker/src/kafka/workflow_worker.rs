@@ -1019,6 +1019,8 @@ impl Log for KafkaLog {
             now.keyed_events_buffered
                 .saturating_sub(last.keyed_events_buffered),
         );
+        m.events_early
+            .add(now.events_early.saturating_sub(last.events_early));
         m.keyed_events_returned.add(
             now.keyed_events_returned
                 .saturating_sub(last.keyed_events_returned),
