@@ -2337,7 +2337,7 @@ async fn apply_step<R: WorkflowRunner>(
 }
 
 /// Delivers responses the execution gives itself (`own`: what closing a join set or a
-/// cancellation cancelled), then every event match, each journalled then delivered; a step
+/// cancellation cancelled, the values it wrote for its own stubs), then every event match, each journalled then delivered; a step
 /// they cause is taken and its own responses delivered too.
 async fn deliver_own<R: WorkflowRunner>(
     rules: Rules<'_, R>,
@@ -2658,7 +2658,8 @@ fn json_size(value: &Value) -> usize {
     count.0
 }
 
-/// The effect of one output; a cancellation returns the response that answers it.
+/// The effect of one output; a cancellation, or a stub value the workflow writes for its own
+/// stub child, returns the response that answers it (the execution answers itself).
 fn output_effect<R: WorkflowRunner>(
     rules: Rules<'_, R>,
     stats: &mut ProcessorStats,
@@ -2718,18 +2719,21 @@ fn output_effect<R: WorkflowRunner>(
             metadata: crate::trace::inherited(&id, &live.view.created.metadata),
             deadline: None,
         })),
-        // The stub's value answers this very execution through `weir.responses`, like any
-        // child's result, so that it is journalled in arrival order.
+        // The stub's value answers this very execution at once, in the batch of the call that
+        // wrote it: journalled, then delivered to the run like a cancellation's answer. The
+        // call answered `ok` because the stub held nothing; taken now, it is the value the
+        // stub holds, and a value from outside read later is a conflict. (Sent through
+        // `weir.responses`, as it was, an outside value read in between won, and the
+        // workflow had been told `ok` for the value that lost.)
         Output::StubWrite {
             execution_id,
             result,
-        } => batch.effects.push(Effect::Respond {
-            to: id,
-            response: Response::ChildExecutionFinished {
+        } => {
+            return Ok(Some(Response::ChildExecutionFinished {
                 child_execution_id: execution_id,
                 result,
-            },
-        }),
+            }));
+        }
         // An unawaited activity or stub of a closed join set ends `cancelled`, and a delay
         // `DelayFinished` with outcome `cancelled` (its timer is deleted by the projection):
         // the execution's history says what it cancelled, and a late answer is a duplicate.

@@ -6,7 +6,8 @@ mod wasm_common;
 use serde_json::{Value, json};
 use wasm_common::*;
 use weir::model::{
-    DelayOutcome, ExecutionErrorKind, ExecutionId, ExecutionResult, HistoryEvent, Response,
+    ChildKind, DelayOutcome, ExecutionErrorKind, ExecutionId, ExecutionResult, HistoryEvent,
+    JoinSetRequest, Response,
 };
 use weir::replay::Execution;
 use weir::wasm::memory::{BUS_PARTITIONS, InMemoryBus, Record};
@@ -683,6 +684,73 @@ async fn approval_writes_the_stub_result_idempotently() {
         assert!(bus.execution(stub).is_none(), "{stub}");
         assert_replays_identically(&host, &bus, id).await;
     }
+}
+
+/// A workflow's own stub write and an outside writer's for the same stub at the same moment:
+/// the outside value is read first (queued before the workflow's submission is stepped), yet
+/// the workflow has already been told `ok` by its `stub` call. Its own write is taken in the
+/// batch of the call, so the stub holds the value the workflow was told it wrote, and the
+/// outside value is the conflict. (Before, the own write went through `weir.responses` behind
+/// the outside one: the stub took the outside value and the workflow finished "approved by
+/// mallory" after its call had answered `ok` for "auto-approver".)
+#[tokio::test]
+async fn a_workflows_own_stub_write_wins_over_an_outside_write_read_after_it() {
+    let host = host();
+    let approve = ffqn("weir-examples:workflows/approval.auto-approve");
+    // The stub's id, from a run alone (the bus numbers executions deterministically).
+    let mut alone = InMemoryBus::new(host.clone(), t0());
+    let id = alone.submit(&approve, json!(["o1", 5000])).unwrap();
+    alone.run_until_idle().await.unwrap();
+    let stub = alone
+        .execution(&id)
+        .unwrap()
+        .history
+        .iter()
+        .find_map(|e| match e {
+            HistoryEvent::JoinSetRequest {
+                request:
+                    JoinSetRequest::ChildExecutionRequest {
+                        child_execution_id,
+                        child_kind: ChildKind::Stub,
+                        ..
+                    },
+                ..
+            } => Some(child_execution_id.clone()),
+            _ => None,
+        })
+        .expect("the stub request");
+
+    let mut bus = InMemoryBus::new(host.clone(), t0());
+    assert_eq!(bus.submit(&approve, json!(["o1", 5000])).unwrap(), id);
+    let outside = Record::Response {
+        to: id.clone(),
+        response: Response::ChildExecutionFinished {
+            child_execution_id: stub.clone(),
+            result: ExecutionResult::Ok(json!("mallory")),
+        },
+    };
+    bus.send(outside.clone());
+    bus.run_until_idle().await.unwrap();
+    let Some(ExecutionResult::Ok(report)) = bus.result(&id) else {
+        panic!("{:?}", bus.result(&id));
+    };
+    assert_eq!(
+        report["decision"],
+        json!("approved by auto-approver"),
+        "{report}"
+    );
+    let dead = bus.dead_letters();
+    assert!(
+        matches!(dead, [d] if d.reason == DlqReason::Conflict && d.record == outside),
+        "the outside value is the conflict: {dead:?}"
+    );
+    let responses = &bus.execution(&id).unwrap().responses;
+    assert!(
+        matches!(responses.as_slice(), [Response::ChildExecutionFinished { result, .. }]
+            if *result == ExecutionResult::Ok(json!("auto-approver"))),
+        "{responses:?}"
+    );
+    assert_replays_identically(&host, &bus, &id).await;
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
