@@ -2539,7 +2539,7 @@ impl EventCounts {
                 .cluster
                 .committed_records(Topic::State)
                 .filter(|(_, r)| {
-                    r.key.as_deref().is_some_and(|k| k.starts_with("E_"))
+                    r.key.as_deref().is_some_and(crate::correlation::targets_execution)
                         && matches!(&r.payload, Some(Payload::Correlation(Some(_))))
                 })
                 .count() as u64,
