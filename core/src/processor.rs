@@ -1426,15 +1426,14 @@ impl<R: WorkflowRunner> Processor<R> {
         let key = id.to_string();
         if let Some(state) = self.correlations.get(&key) {
             let (early, changed) = correlation::take_early(state);
+            // The buffer holds each event id once (`correlation::receive`).
             for kept in early {
-                if !live.view.events_seen.contains(&kept.event.event_id) {
-                    self.stats.events_received += 1;
-                    append(
-                        batch,
-                        &mut live.view,
-                        HistoryEntry::EventReceived(kept.event),
-                    )?;
-                }
+                self.stats.events_received += 1;
+                append(
+                    batch,
+                    &mut live.view,
+                    HistoryEntry::EventReceived(kept.event),
+                )?;
             }
             self.put_correlation(batch, &key, changed);
         }
@@ -2337,8 +2336,9 @@ async fn apply_step<R: WorkflowRunner>(
 }
 
 /// Delivers responses the execution gives itself (`own`: what closing a join set or a
-/// cancellation cancelled, the values it wrote for its own stubs), then every event match, each journalled then delivered; a step
-/// they cause is taken and its own responses delivered too.
+/// cancellation cancelled, the values it wrote for its own stubs), then every event match,
+/// each journalled then delivered; a step they cause is taken and its own responses delivered
+/// too.
 async fn deliver_own<R: WorkflowRunner>(
     rules: Rules<'_, R>,
     stats: &mut ProcessorStats,

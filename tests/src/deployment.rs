@@ -365,8 +365,25 @@ impl Deployment {
     }
 
     /// `weir correlation list --key <key> --json` (a correlation key, or the id of an
-    /// execution that does not exist yet), polled until `want` holds of the key's entry; the
-    /// entry.
+    /// execution that does not exist yet): the key's entry, if it is listed.
+    pub fn correlation_listed(&self, key: &str) -> Option<Value> {
+        let output = self
+            .command()
+            .args(["correlation", "list", "--key", key, "--json"])
+            .output()
+            .expect("run weir correlation list");
+        assert!(
+            output.status.success(),
+            "weir correlation list failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let listed: Vec<Value> = serde_json::from_slice(&output.stdout).expect("a JSON array");
+        assert!(listed.len() <= 1, "--key {key} listed {listed:?}");
+        listed.into_iter().next()
+    }
+
+    /// [`correlation_listed`](Self::correlation_listed), polled until `want` holds of the
+    /// key's entry; the entry.
     pub async fn correlation_listed_until(
         &self,
         key: &str,
@@ -374,19 +391,7 @@ impl Deployment {
         want: impl Fn(&Value) -> bool,
     ) -> Value {
         crate::wait_for(what, Duration::from_secs(120), || async {
-            let output = self
-                .command()
-                .args(["correlation", "list", "--key", key, "--json"])
-                .output()
-                .expect("run weir correlation list");
-            assert!(
-                output.status.success(),
-                "weir correlation list failed: {}",
-                String::from_utf8_lossy(&output.stderr)
-            );
-            let listed: Vec<Value> = serde_json::from_slice(&output.stdout).expect("a JSON array");
-            assert!(listed.len() <= 1, "--key {key} listed {listed:?}");
-            listed.into_iter().next().filter(|entry| want(entry))
+            self.correlation_listed(key).filter(|entry| want(entry))
         })
         .await
     }
