@@ -48,11 +48,12 @@ pub const EARLY_EVENT_WAIT: Duration = Duration::minutes(10);
 /// The longest correlation key, in bytes.
 pub const MAX_KEY_LEN: usize = 128;
 
-/// At most this many events wait in one key's buffer (as in an execution's).
-pub const MAX_BUFFERED_EVENTS: usize = crate::processor::MAX_BUFFERED_EVENTS;
+/// At most this many events wait in one buffer: a key's, or an execution's (events no wait
+/// has taken yet, [`crate::processor`]).
+pub const MAX_BUFFERED_EVENTS: usize = 1_000;
 
-/// At most this many bytes of JSON payloads wait in one key's buffer.
-pub const MAX_BUFFERED_EVENT_BYTES: usize = crate::processor::MAX_BUFFERED_EVENT_BYTES;
+/// At most this many bytes of JSON payloads wait in one buffer (a key's, an execution's).
+pub const MAX_BUFFERED_EVENT_BYTES: usize = 1 << 20;
 
 /// At most this many executions hold or wait for one key.
 pub const MAX_HOLDERS: usize = 100;

@@ -1,0 +1,115 @@
+//! TODO(doc effect)
+
+use chrono::{DateTime, Utc};
+use indexmap::IndexSet;
+
+use crate::correlation::{CorrelationCommand, CorrelationState, KeyedEvent};
+use crate::model::{ExecutionId, Ffqn, Response};
+use crate::records::{
+    ActivityRequest, CancelRequest, DlqReason, ExecutionFinished, HistoryEntry, InboundEvent,
+    Submission,
+};
+use crate::rows::{TimerKey, TimerRow};
+use crate::schedule::{ScheduleCommand, ScheduleState};
+
+use super::input::StubWrite;
+
+/// What the processor emits; the driver encodes and commits it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    /// The changelog entry at `seq` of an execution (`weir.history`, keyed by its id).
+    Append {
+        execution_id: ExecutionId,
+        seq: u64,
+        entry: HistoryEntry,
+    },
+    /// A submission (`weir.submissions`, keyed by its id): a child workflow, or a top-level
+    /// execution scheduled by a workflow.
+    Submit(Submission),
+    /// An activity request (its route's topic, keyed by the activity's id).
+    RequestActivity(ActivityRequest),
+    /// A later attempt of an activity whose earlier one ran inline and failed
+    /// ([`crate::inline`]): its route's topic like [`Effect::RequestActivity`], to run no
+    /// earlier than `not_before` (its retry's backoff).
+    RetryActivity {
+        request: ActivityRequest,
+        not_before: DateTime<Utc>,
+    },
+    /// A response for `to` (`weir.responses`, keyed by `to`): a child answering its parent,
+    /// or a stub's value answering the execution that wrote it.
+    Respond {
+        to: ExecutionId,
+        response: Response,
+    },
+    /// A top-level execution's result (`weir.results`).
+    PublishResult(ExecutionFinished),
+    PutTimer(TimerRow),
+    DeleteTimer(TimerKey),
+    /// An unawaited activity of a closed join set, calling `ffqn`: a running attempt is
+    /// interrupted, a pending retry dropped. The parent has journalled its cancellation
+    /// already (a `cancelled` execution error), so an answer that still comes is ignored.
+    CancelActivity {
+        parent: ExecutionId,
+        child: ExecutionId,
+        ffqn: Ffqn,
+    },
+    /// A child workflow of an execution being cancelled is cancelled too: a `CancelRequest`
+    /// on `weir.submissions` (header `weir.kind = cancel-execution`), keyed by the child, so
+    /// that it lands after the child's own submission.
+    CancelExecution(CancelRequest),
+    /// The new state of a schedule of an owned partition (`None`: deleted), on `weir.state`
+    /// (compacted), keyed `schedule:<name>`: a new owner restores it from there.
+    PutSchedule {
+        name: String,
+        state: Option<ScheduleState>,
+    },
+    /// A command for a schedule's owner (`weir.responses`, keyed `schedule:<name>`, header
+    /// `weir.kind = schedule`): an execution a tick started has finished.
+    ScheduleCommand(ScheduleCommand),
+    /// A command for a correlation key's owner (`weir.responses`, keyed by the key, header
+    /// `weir.kind = correlation`): an execution registers the key, or has finished.
+    Correlation(CorrelationCommand),
+    /// The new state of a correlation key of an owned partition (`None`: forgotten), on
+    /// `weir.state` (compacted), keyed by the key.
+    PutCorrelation {
+        key: String,
+        state: Option<CorrelationState>,
+    },
+    /// An event sent to a key, forwarded to the execution holding it (`weir.events`, keyed
+    /// by the execution).
+    ForwardEvent(InboundEvent),
+    /// An event a key forwarded to an execution that had finished, sent back to the key
+    /// (`weir.events`, keyed by the key).
+    ReturnEvent(KeyedEvent),
+    /// A workflow writes the value of another execution's stub child: for the owner of the
+    /// stub's parent (`weir.responses`, keyed by the parent, header `weir.kind = stub-write`).
+    WriteStub(StubWrite),
+    /// The input record `input` of the batch goes to the DLQ, byte for byte.
+    DeadLetter {
+        input: usize,
+        reason: DlqReason,
+        error: String,
+    },
+}
+
+/// The effects of one batch, in order, and the executions it touched.
+#[derive(Debug, Clone)]
+pub struct Batch {
+    pub now: DateTime<Utc>,
+    pub effects: Vec<Effect>,
+    pub touched: IndexSet<ExecutionId>,
+}
+
+impl Batch {
+    pub fn new(now: DateTime<Utc>) -> Self {
+        Batch {
+            now,
+            effects: Vec::new(),
+            touched: IndexSet::new(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.effects.is_empty()
+    }
+}

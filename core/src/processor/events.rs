@@ -1,0 +1,270 @@
+//! TODO(doc events)
+
+use chrono::{DateTime, Utc};
+
+use crate::correlation;
+use crate::correlation::{
+    CorrelationCommand, CorrelationState, KeyedEvent, MAX_BUFFERED_EVENT_BYTES,
+    MAX_BUFFERED_EVENTS, Received,
+};
+use crate::model::{EventOutcome, ExecutionId, Response};
+use crate::records::{DlqReason, HistoryEntry, InboundEvent, ReceivedEvent};
+use crate::rows::ExecutionState;
+use crate::runner::WorkflowRunner;
+
+use super::Processor;
+use super::cancel::rfc3339;
+use super::config::ProcessorError;
+use super::effect::{Batch, Effect};
+use super::run::append;
+use super::size::json_size;
+
+impl<R: WorkflowRunner> Processor<R> {
+    /// An event sent to an execution; see the module docs.
+    pub(super) async fn receive_event(
+        &mut self,
+        batch: &mut Batch,
+        index: usize,
+        inbound: InboundEvent,
+    ) -> Result<(), ProcessorError> {
+        let id = inbound.target;
+        let event = inbound.event;
+        let what = format!("event {} `{}` for {id}", event.event_id, event.name);
+        let finished = match self.cache.get(&id) {
+            // Its submission may still be on its way (another topic, read in no fixed order
+            // with this one): kept until it comes, or for `early_event_wait`.
+            None if inbound.waited_until.is_none() && inbound.correlation_key.is_none() => {
+                self.hold_early(batch, index, &id, event, inbound.sent_at);
+                return Ok(());
+            }
+            None => Some((DlqReason::Other, "the execution does not exist")),
+            // One it took before it finished is a duplicate, not one to give the next holder.
+            Some(live)
+                if live.view.state == ExecutionState::Finished
+                    && inbound.correlation_key.is_some()
+                    && live.view.events_seen.contains(&event.event_id) =>
+            {
+                tracing::debug!(execution = %id, event = %event.event_id, "event dropped: the execution had it already");
+                self.stats.events_duplicate += 1;
+                return Ok(());
+            }
+            Some(live) if live.view.state == ExecutionState::Finished => {
+                Some((DlqReason::Refused, "the execution has finished"))
+            }
+            Some(_) => None,
+        };
+        if let Some((reason, why)) = finished {
+            let why = match inbound.waited_until {
+                Some(at) if reason == DlqReason::Other => {
+                    format!(
+                        "{why} (the event waited for its submission until {})",
+                        rfc3339(at)
+                    )
+                }
+                _ => why.to_owned(),
+            };
+            match inbound.correlation_key {
+                // Forwarded by its key before the key heard that the execution finished: it
+                // goes back, to the key's next holder or its buffer.
+                Some(key) => {
+                    tracing::debug!(execution = %id, event = %event.event_id, %key, "event of a correlation key returned: {why}");
+                    self.stats.keyed_events_returned += 1;
+                    batch.effects.push(Effect::ReturnEvent(KeyedEvent {
+                        event,
+                        key,
+                        sent_at: inbound.sent_at,
+                        returned_by: Some(id),
+                    }));
+                }
+                None => self.dead_letter(batch, index, reason, format!("{what}: {why}")),
+            }
+            return Ok(());
+        }
+        let Some(live) = self.cache.get_mut(&id) else {
+            return Ok(());
+        };
+        self.accessed.insert(id.clone());
+        if live.view.events_seen.contains(&event.event_id) {
+            tracing::debug!(execution = %id, event = %event.event_id, "event dropped: the execution has it already");
+            self.stats.events_duplicate += 1;
+            return Ok(());
+        }
+        if let Some(request) = live.view.open_event_request(&event.name) {
+            let response = Response::EventDelivered {
+                event_request_id: request.clone(),
+                outcome: EventOutcome::Received {
+                    event_id: event.event_id,
+                    payload: event.payload,
+                },
+            };
+            self.stats.events_received += 1;
+            return self.deliver(batch, &id, response, Some(index), None).await;
+        }
+        let buffered = live.view.buffered_events();
+        let bytes: usize = buffered.iter().map(|e| json_size(&e.payload)).sum();
+        if buffered.len() >= MAX_BUFFERED_EVENTS
+            || bytes + json_size(&event.payload) > MAX_BUFFERED_EVENT_BYTES
+        {
+            let error = format!(
+                "{what}: the execution holds {} events ({bytes} bytes) no wait has taken; at \
+                 most {MAX_BUFFERED_EVENTS} events and {MAX_BUFFERED_EVENT_BYTES} bytes wait",
+                buffered.len()
+            );
+            self.dead_letter(batch, index, DlqReason::Refused, error);
+            return Ok(());
+        }
+        self.stats.events_received += 1;
+        append(batch, &mut live.view, HistoryEntry::EventReceived(event))
+    }
+
+    /// An event for `id`, an execution that does not exist: kept under its id until its
+    /// submission takes it ([`Processor::submit`]) or `early_event_wait` passes
+    /// ([`correlation::hold_early`], [`correlation::expire`]).
+    fn hold_early(
+        &mut self,
+        batch: &mut Batch,
+        index: usize,
+        id: &ExecutionId,
+        event: ReceivedEvent,
+        sent_at: DateTime<Utc>,
+    ) {
+        let key = id.to_string();
+        let event_id = event.event_id.clone();
+        let wait = self.config.early_event_wait;
+        match correlation::hold_early(
+            self.correlations.get(&key),
+            id,
+            event,
+            sent_at,
+            batch.now,
+            wait,
+        ) {
+            Received::Changed(changed) => {
+                tracing::debug!(execution = %id, event = %event_id, "event kept: the execution does not exist yet");
+                self.stats.events_early += 1;
+                self.put_correlation(batch, &key, changed);
+            }
+            Received::Duplicate => {
+                tracing::debug!(execution = %id, event = %event_id, "event dropped: kept for the execution already");
+                self.stats.events_duplicate += 1;
+            }
+            Received::Full(error) => {
+                let error = format!("{error} (the execution does not exist yet)");
+                self.dead_letter(batch, index, DlqReason::Refused, error);
+            }
+        }
+    }
+
+    /// An event sent to a correlation key of an owned partition; see [`crate::correlation`].
+    pub(super) fn receive_keyed_event(
+        &mut self,
+        batch: &mut Batch,
+        index: usize,
+        event: KeyedEvent,
+    ) {
+        let key = event.key.clone();
+        match correlation::receive(self.correlations.get(&key), event, batch.now) {
+            Received::Changed(changed) => {
+                match changed.forwards.first() {
+                    Some(f) => {
+                        tracing::debug!(%key, execution = %f.target, event = %f.event.event_id, "event of a correlation key forwarded")
+                    }
+                    None => {
+                        tracing::debug!(%key, "event of a correlation key buffered: no execution holds the key");
+                        self.stats.keyed_events_buffered += 1;
+                    }
+                }
+                self.put_correlation(batch, &key, changed);
+            }
+            Received::Duplicate => {
+                tracing::debug!(%key, "event dropped: the key has this event id already");
+                self.stats.events_duplicate += 1;
+            }
+            Received::Full(error) => {
+                tracing::warn!(%key, %error, "event of a correlation key refused");
+                self.dead_letter(batch, index, DlqReason::Refused, error);
+            }
+        }
+    }
+
+    /// A registration of a correlation key of an owned partition, or the end of one.
+    pub(super) fn correlation_command(
+        &mut self,
+        batch: &mut Batch,
+        index: usize,
+        command: CorrelationCommand,
+    ) {
+        let key = command.key.clone();
+        match correlation::apply(self.correlations.get(&key), &command, batch.now) {
+            correlation::Applied::Unchanged => {
+                tracing::debug!(%key, execution = %command.execution_id, action = command.action.as_str(), "correlation command changes nothing");
+            }
+            correlation::Applied::Refused(error) => {
+                tracing::warn!(%key, %error, "correlation command refused");
+                self.dead_letter(batch, index, DlqReason::Refused, error);
+            }
+            correlation::Applied::Changed(changed) => {
+                tracing::info!(%key, execution = %command.execution_id, action = command.action.as_str(), forwarded = changed.forwards.len(), "correlation key changed");
+                self.put_correlation(batch, &key, changed);
+            }
+        }
+    }
+
+    /// Writes a key's new state and forwards what the rule forwards, in this batch.
+    pub(super) fn put_correlation(
+        &mut self,
+        batch: &mut Batch,
+        key: &str,
+        changed: correlation::Changed,
+    ) {
+        self.stats.keyed_events_forwarded += changed.forwards.len() as u64;
+        batch
+            .effects
+            .extend(changed.forwards.into_iter().map(Effect::ForwardEvent));
+        match &changed.state {
+            Some(state) => {
+                self.correlations.insert(key.to_owned(), state.clone());
+            }
+            None => {
+                self.correlations.remove(key);
+            }
+        }
+        batch.effects.push(Effect::PutCorrelation {
+            key: key.to_owned(),
+            state: changed.state,
+        });
+    }
+
+    /// Whether a correlation key has an event id to forget at `now` (the driver makes a batch
+    /// for it).
+    pub fn correlation_due(&self, now: DateTime<Utc>) -> bool {
+        self.correlations
+            .values()
+            .any(|c| c.expires_at().is_some_and(|at| at <= now))
+    }
+
+    /// Forgets the event ids the keys forwarded longer than
+    /// [`correlation::DEDUP_WINDOW`] ago; a key left with nothing is a tombstone.
+    pub fn expire_correlations(&mut self, batch: &mut Batch) {
+        let expired: Vec<(String, correlation::Changed)> = self
+            .correlations
+            .values()
+            .filter_map(|c| Some((c.key.clone(), correlation::expire(c, batch.now)?)))
+            .collect();
+        for (key, changed) in expired {
+            self.put_correlation(batch, &key, changed);
+        }
+    }
+
+    /// Adopts the correlation keys of a partition taken over, as `weir.state` has them.
+    pub fn restore_correlations(&mut self, states: impl IntoIterator<Item = CorrelationState>) {
+        for state in states {
+            self.correlations.insert(state.key.clone(), state);
+        }
+    }
+
+    /// The correlation keys of the owned partitions that hold something.
+    pub fn correlations(&self) -> impl Iterator<Item = &CorrelationState> {
+        self.correlations.values()
+    }
+}

@@ -1,0 +1,82 @@
+//! TODO(doc input)
+
+use crate::correlation::{CorrelationCommand, KeyedEvent};
+use crate::model::{ExecutionId, ExecutionResult, Ffqn, Response};
+use crate::records::{CancelRequest, DlqReason, InboundEvent, Submission, UpgradeRequest};
+use crate::rows::TimerRow;
+use crate::schedule::ScheduleCommand;
+
+/// The body of an input record, as the driver decoded it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Body {
+    Submission(Submission),
+    Response(Response),
+    /// A submission whose every field decoded except its params, which are not JSON text (or
+    /// not an array): `params` holds that text as a JSON string. It still creates its
+    /// execution, which finishes at once with `invalid-params`, so that its caller hears.
+    UnparsableParams {
+        submission: Submission,
+        error: String,
+    },
+    /// A submission whose function name does not parse (`submission.ffqn` is
+    /// [`unparsable_ffqn`](crate::records::unparsable_ffqn)): nothing is created; it is
+    /// dead-lettered and answered `unknown-function`, so that its caller hears.
+    UnparsableFfqn {
+        submission: Submission,
+        error: String,
+    },
+    /// A child's answer whose child id decoded but whose value is not JSON text: `response`
+    /// is that child's `invalid-response` error. It is delivered (so that the parent hears)
+    /// and the record is copied to the DLQ (`undecodable`, `error`), so nothing is lost.
+    MalformedAnswer {
+        response: Response,
+        error: String,
+    },
+    /// A request to move an execution to another build (`weir upgrade`).
+    Upgrade(UpgradeRequest),
+    /// An event sent to an execution (`weir.events`).
+    Event(InboundEvent),
+    /// A request to stop an execution (`weir cancel`, or its parent's cancellation).
+    Cancel(CancelRequest),
+    /// A command about a schedule (`weir schedule`, `weir topology apply`, a finished run).
+    Schedule(ScheduleCommand),
+    /// An event sent to a correlation key (`weir.events`, keyed by the key).
+    KeyedEvent(KeyedEvent),
+    /// An execution registering a correlation key, or finished (`weir.responses`).
+    Correlation(CorrelationCommand),
+    /// A workflow writing the value of a stub child of an execution of this partition.
+    StubWrite(StubWrite),
+}
+
+/// A write of the value of `target`, a stub child of another execution, by the workflow whose
+/// request (a [`ChildKind::StubWrite`] child) `request` is; `ffqn` is the stub's function.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StubWrite {
+    pub request: ExecutionId,
+    pub target: ExecutionId,
+    pub ffqn: Ffqn,
+    pub result: ExecutionResult,
+}
+
+/// Bytes the driver could not decode.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Undecodable {
+    pub reason: DlqReason,
+    pub error: String,
+}
+
+/// One input of a batch.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Input {
+    /// A record of `weir.submissions` or `weir.responses`; `index` names it in
+    /// [`Effect::DeadLetter`].
+    Record {
+        index: usize,
+        partition: i32,
+        key: Option<String>,
+        size: usize,
+        body: Result<Body, Undecodable>,
+    },
+    /// A due timer of an owned partition.
+    TimerDue(TimerRow),
+}

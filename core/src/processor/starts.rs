@@ -1,0 +1,104 @@
+//! TODO(doc starts)
+
+use crate::model::ExecutionId;
+use crate::rows::{ExecutionState, TimerKind, TimerRow};
+use crate::runner::{RunError, WorkflowRunner};
+
+use super::Processor;
+use super::config::ProcessorError;
+use super::effect::{Batch, Effect};
+use super::run::{Rules, Start, start_run};
+
+impl<R: WorkflowRunner> Processor<R> {
+    /// Starts a scheduled execution whose time has come (its timer fired, or a deferred start
+    /// is due).
+    pub(super) async fn start_scheduled(
+        &mut self,
+        batch: &mut Batch,
+        id: &ExecutionId,
+    ) -> Result<(), ProcessorError> {
+        let limit = self.value_limit();
+        let Some(live) = self.cache.get_mut(id) else {
+            return Ok(());
+        };
+        if live.view.state != ExecutionState::Scheduled || live.run.is_some() {
+            return Ok(());
+        }
+        self.accessed.insert(id.clone());
+        let deferred = start_run(
+            Rules::new(&self.runner, limit),
+            &mut self.stats,
+            batch,
+            live,
+            Start::Scheduled,
+        )
+        .await?;
+        self.note_start(id, deferred, batch);
+        Ok(())
+    }
+
+    /// A deferred start is due (its `retry` timer fired). A running execution was rebuilt
+    /// (and its run started, or deferred again) by the rehydration [`Processor::needs`] asked
+    /// for; a scheduled one starts now; one that started or finished meanwhile is left.
+    pub(super) async fn retry_start(
+        &mut self,
+        batch: &mut Batch,
+        id: ExecutionId,
+    ) -> Result<(), ProcessorError> {
+        match self.cache.get(&id).map(|live| live.view.state) {
+            Some(ExecutionState::Scheduled) => self.start_scheduled(batch, &id).await,
+            Some(ExecutionState::Running) => Ok(()),
+            Some(ExecutionState::Finished) | None => {
+                self.deferred.shift_remove(&id);
+                Ok(())
+            }
+        }
+    }
+
+    /// After a start of `id`: forgets a deferral that succeeded, or puts the `retry` timer of
+    /// the next try (the timer that fired, if any, is deleted by the driver).
+    pub(super) fn note_start(
+        &mut self,
+        id: &ExecutionId,
+        deferred: Option<RunError>,
+        batch: &mut Batch,
+    ) {
+        let Some(error) = deferred else {
+            self.deferred.shift_remove(id);
+            return;
+        };
+        let reason = error.to_string();
+        if let RunError::NoCapacity { .. } = error {
+            // What the pool really parks (its instances less the attempts running and the
+            // memories a component needs): admission keeps below it from now on.
+            let parked = self.parked();
+            self.capacity_seen = Some(self.capacity_seen.map_or(parked, |c| c.min(parked)));
+            self.make_room(id, batch);
+        }
+        let attempt = self.deferred.entry(id.clone()).or_insert(0);
+        *attempt += 1;
+        let delay = start_retry_delay(*attempt);
+        tracing::warn!(execution = %id, attempt = *attempt, retry_in = %delay, %reason, "the run cannot start now; it is parked and tried again");
+        self.stats.deferred_starts += 1;
+        batch.effects.push(Effect::PutTimer(TimerRow {
+            kafka_partition: self.partition_of(id),
+            due_at: batch.now + delay,
+            timer_id: format!("retry:{id}"),
+            execution_id: id.clone(),
+            kind: TimerKind::Retry,
+            payload: Vec::new(),
+        }));
+    }
+
+    /// Executions parked with a deferred start.
+    pub fn deferred(&self) -> usize {
+        self.deferred.len()
+    }
+}
+
+/// The delay before retrying a deferred start, after `attempt` failed tries: 1 s, doubling,
+/// at most a minute.
+pub fn start_retry_delay(attempt: u32) -> chrono::Duration {
+    let secs = 1i64 << attempt.saturating_sub(1).min(6);
+    chrono::Duration::seconds(secs.min(60))
+}

@@ -1,0 +1,246 @@
+//! TODO(doc submit)
+
+use chrono::{DateTime, Utc};
+
+use crate::correlation;
+use crate::model::{ExecutionErrorKind, ExecutionResult, Response};
+use crate::projection::ExecutionView;
+use crate::records::{Created, DlqReason, ExecutionFinished, HistoryEntry, Submission};
+use crate::rows::ExecutionState;
+use crate::runner::{Rejection, WorkflowRunner};
+
+use super::config::ProcessorError;
+use super::effect::{Batch, Effect};
+use super::run::{Rules, Start, append, error_result, finish, push_timer_changes, start_run};
+use super::{Live, Processor};
+
+impl<R: WorkflowRunner> Processor<R> {
+    /// A submission (`flaw`: a field that did not parse, and why); see the module docs.
+    pub(super) async fn submit(
+        &mut self,
+        batch: &mut Batch,
+        index: usize,
+        submission: Submission,
+        flaw: Option<Flaw>,
+    ) -> Result<(), ProcessorError> {
+        let id = submission.execution_id.clone();
+        if let Some(problem) = id_problem(&submission) {
+            self.refuse_submission(batch, index, &submission, problem);
+            return Ok(());
+        }
+        if let Some(live) = self.cache.get(&id) {
+            let created = &live.view.created;
+            if created.ffqn != submission.ffqn || created.params != submission.params {
+                let problem = format!(
+                    "execution {id} exists: {} with params {} (this submission: {} with params \
+                     {}); an execution id can be used once",
+                    created.ffqn, created.params, submission.ffqn, submission.params
+                );
+                self.refuse_submission(batch, index, &submission, problem);
+                return Ok(());
+            }
+            // Idempotent: the caller hears the result, now if there is one.
+            match (&created.parent, &live.view.result, live.view.finished_at) {
+                (None, Some(result), Some(finished_at)) => {
+                    tracing::debug!(execution = %id, "resubmission of a finished execution: its result is published again");
+                    batch.effects.push(Effect::PublishResult(ExecutionFinished {
+                        execution_id: id.clone(),
+                        ffqn: created.ffqn.clone(),
+                        result: result.clone(),
+                        finished_at,
+                        correlation_id: created.correlation_id.clone(),
+                    }));
+                }
+                _ => tracing::debug!(execution = %id, "duplicate submission ignored"),
+            }
+            return Ok(());
+        }
+        // A name that does not parse names no function: nothing to create. The caller hears.
+        let unparsable = match flaw {
+            Some(Flaw::Ffqn(error)) => {
+                let error = format!("the function name of {id} does not parse: {error}");
+                tracing::warn!(execution = %id, %error, "submission refused");
+                self.dead_letter(batch, index, DlqReason::UnknownFfqn, error.clone());
+                let result = error_result(ExecutionErrorKind::UnknownFunction, error);
+                match &submission.parent {
+                    None => answer_refused(batch, &submission, result),
+                    Some(parent) => batch.effects.push(Effect::Respond {
+                        to: parent.execution_id.clone(),
+                        response: Response::ChildExecutionFinished {
+                            child_execution_id: id,
+                            result,
+                        },
+                    }),
+                }
+                return Ok(());
+            }
+            Some(Flaw::Params(error)) => Some(error),
+            None => None,
+        };
+        let created = Created {
+            ffqn: submission.ffqn.clone(),
+            params: submission.params.clone(),
+            parent: submission.parent.clone(),
+            scheduled_at: submission.scheduled_at,
+            correlation_id: submission.correlation_id.clone(),
+            metadata: submission.metadata.clone(),
+            created_at: batch.now,
+            component: self.runner.component_of(&submission.ffqn),
+            deadline: effective_deadline(
+                submission.deadline,
+                self.runner.default_deadline(&submission.ffqn),
+                batch.now,
+            ),
+        };
+        let partition = self.partition_of(&id);
+        let (view, timers) = ExecutionView::new(id.clone(), partition, created.clone(), batch.now);
+        let mut live = Live {
+            view,
+            run: None,
+            pinned_until: 0,
+            stepped_at: None,
+        };
+        batch.effects.push(Effect::Append {
+            execution_id: id.clone(),
+            seq: 0,
+            entry: HistoryEntry::Created(created),
+        });
+        push_timer_changes(batch, timers);
+        batch.touched.insert(id.clone());
+        self.stats.created += 1;
+        // Events that came before the submission are the execution's first, in the order
+        // they came; the run's first step finds them as any buffered event.
+        let key = id.to_string();
+        if let Some(state) = self.correlations.get(&key) {
+            let (early, changed) = correlation::take_early(state);
+            // The buffer holds each event id once (`correlation::receive`).
+            for kept in early {
+                self.stats.events_received += 1;
+                append(
+                    batch,
+                    &mut live.view,
+                    HistoryEntry::EventReceived(kept.event),
+                )?;
+            }
+            self.put_correlation(batch, &key, changed);
+        }
+        let checked = match unparsable {
+            Some(error) => Err(Rejection::InvalidParams(format!(
+                "the params of {id} are not a JSON array: {error}"
+            ))),
+            None => self
+                .runner
+                .check_submission(&submission.ffqn, &submission.params),
+        };
+        match checked {
+            Err(rejection) => {
+                let (reason, kind, error) = match rejection {
+                    Rejection::UnknownFunction(e) => (
+                        DlqReason::UnknownFfqn,
+                        ExecutionErrorKind::UnknownFunction,
+                        e,
+                    ),
+                    Rejection::InvalidParams(e) => (
+                        DlqReason::InvalidParams,
+                        ExecutionErrorKind::InvalidParams,
+                        e,
+                    ),
+                };
+                self.dead_letter(batch, index, reason, error.clone());
+                finish(&mut self.stats, batch, &mut live, error_result(kind, error))?;
+            }
+            // Past its deadline before it could start: it never runs (timed out below).
+            Ok(()) if live.view.created.deadline.is_some_and(|d| d <= batch.now) => {}
+            Ok(()) if live.view.state == ExecutionState::Scheduled => {}
+            Ok(()) => {
+                let deferred = start_run(
+                    Rules::new(&self.runner, self.value_limit()),
+                    &mut self.stats,
+                    batch,
+                    &mut live,
+                    Start::Fresh,
+                )
+                .await?;
+                self.note_start(&id, deferred, batch);
+            }
+        }
+        self.accessed.insert(id.clone());
+        self.cache.insert(id.clone(), live);
+        self.enforce_deadline(batch, &id)
+    }
+
+    /// Dead-letters a submission that cannot create its execution and, if it is top-level,
+    /// answers it on `weir.results` with a `conflict` error (nothing is appended: the id is
+    /// another execution's, or not an execution's at all).
+    fn refuse_submission(
+        &mut self,
+        batch: &mut Batch,
+        index: usize,
+        submission: &Submission,
+        problem: String,
+    ) {
+        tracing::warn!(execution = %submission.execution_id, %problem, "submission refused");
+        self.dead_letter(batch, index, DlqReason::Conflict, problem.clone());
+        if submission.parent.is_none() {
+            let result = error_result(ExecutionErrorKind::Conflict, problem);
+            answer_refused(batch, submission, result);
+        }
+    }
+}
+
+/// Why `submission`'s id cannot be its execution's, if it cannot: a top-level submission
+/// needs a top-level id (or a client could take a future child's id and strand its parent),
+/// a child's id must be a child of the parent it names.
+fn id_problem(submission: &Submission) -> Option<String> {
+    let id = &submission.execution_id;
+    match &submission.parent {
+        None if !id.is_top_level() => Some(format!(
+            "{id} is a child's id (of {}); a top-level execution id is `E_` and a ULID",
+            id.parent()
+                .map_or_else(|| "?".to_owned(), |p| p.to_string())
+        )),
+        Some(parent) if !id.is_child_of(&parent.execution_id) => Some(format!(
+            "{id} is not a child of its parent {}",
+            parent.execution_id
+        )),
+        _ => None,
+    }
+}
+
+/// Answers a top-level submission that created no execution, on `weir.results`, with why.
+pub(super) fn answer_refused(batch: &mut Batch, submission: &Submission, result: ExecutionResult) {
+    batch.effects.push(Effect::PublishResult(ExecutionFinished {
+        execution_id: submission.execution_id.clone(),
+        ffqn: submission.ffqn.clone(),
+        result,
+        finished_at: batch.now,
+        correlation_id: submission.correlation_id.clone(),
+    }));
+}
+
+/// A field of a submission that did not parse, and why.
+pub(super) enum Flaw {
+    Params(String),
+    Ffqn(String),
+}
+
+/// The deadline a new execution keeps: the earlier of the one its submission asks for and
+/// its component's default counted from `now`.
+fn effective_deadline(
+    asked: Option<DateTime<Utc>>,
+    default: Option<std::time::Duration>,
+    now: DateTime<Utc>,
+) -> Option<DateTime<Utc>> {
+    let default = default
+        .and_then(|d| chrono::Duration::from_std(d).ok())
+        .and_then(|d| now.checked_add_signed(d));
+    earlier(asked, default)
+}
+
+/// The earlier of two optional instants.
+pub(super) fn earlier(a: Option<DateTime<Utc>>, b: Option<DateTime<Utc>>) -> Option<DateTime<Utc>> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}

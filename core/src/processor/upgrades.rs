@@ -1,0 +1,62 @@
+//! TODO(doc upgrades)
+
+use crate::records::{DlqReason, HistoryEntry, UpgradeRequest};
+use crate::rows::ExecutionState;
+use crate::runner::WorkflowRunner;
+
+use super::Processor;
+use super::config::ProcessorError;
+use super::effect::Batch;
+use super::run::append;
+
+impl<R: WorkflowRunner> Processor<R> {
+    /// Moves an execution to another build, if nothing happened to it since its history was
+    /// verified on that build (see [`UpgradeRequest`]); else dead-letters the request with
+    /// why. The parked run is dropped: the next input rebuilds it on the new build.
+    pub(super) fn upgrade(
+        &mut self,
+        batch: &mut Batch,
+        index: usize,
+        request: UpgradeRequest,
+    ) -> Result<(), ProcessorError> {
+        let id = &request.execution_id;
+        let Some(live) = self.cache.get_mut(id) else {
+            let error = format!("upgrade of {id}: the execution does not exist");
+            self.dead_letter(batch, index, DlqReason::Other, error);
+            return Ok(());
+        };
+        self.accessed.insert(id.clone());
+        let refusal = if live.view.state == ExecutionState::Finished {
+            Some((DlqReason::Refused, "it has finished".to_owned()))
+        } else if live.view.next_seq != request.expected_seq {
+            Some((
+                DlqReason::Conflict,
+                format!(
+                    "its history has {} records, the build was checked against {}: replay it \
+                     on the build again",
+                    live.view.next_seq, request.expected_seq
+                ),
+            ))
+        } else {
+            None
+        };
+        if let Some((reason, why)) = refusal {
+            let error = format!("upgrade of {id} to {} refused: {why}", request.component);
+            tracing::warn!(execution = %id, %error, "upgrade refused");
+            self.dead_letter(batch, index, reason, error);
+            return Ok(());
+        }
+        if live.view.component.as_deref() == Some(request.component.as_str()) {
+            tracing::debug!(execution = %id, component = %request.component, "upgrade to the build it runs on: nothing to do");
+            return Ok(());
+        }
+        tracing::info!(execution = %id, from = ?live.view.component, to = %request.component, "execution upgraded");
+        let entry = HistoryEntry::Upgraded {
+            from: live.view.component.clone(),
+            to: request.component,
+        };
+        append(batch, &mut live.view, entry)?;
+        live.run = None;
+        Ok(())
+    }
+}
