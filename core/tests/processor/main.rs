@@ -1,0 +1,16 @@
+//! The partition processor's rules driven directly, with the simulation's scripted workflows:
+//! inputs in, effects out, no log and no store. One module per concern of the processor, around
+//! the shared fixtures.
+
+mod fixtures;
+
+mod admit;
+mod cache;
+mod cancel;
+mod deliver;
+mod events;
+mod run;
+mod schedules;
+mod stubs;
+mod submit;
+mod upgrades;
