@@ -1,15 +1,17 @@
 //! TODO(doc admit)
 
+use super::Processor;
+use super::effect::Batch;
+use super::effect::Effect;
+use super::input::Body;
+use super::input::Input;
 use crate::model::ExecutionId;
+use crate::projection;
 use crate::projection::ExecutionView;
 use crate::records::DlqReason;
 use crate::runner::WorkflowRunner;
-use crate::{projection, schedule};
+use crate::schedule;
 use std::str::FromStr;
-
-use super::Processor;
-use super::effect::{Batch, Effect};
-use super::input::{Body, Input};
 
 impl<R: WorkflowRunner> Processor<R> {
     /// Why a record read on `partition` with `key` does not belong to this partition's

@@ -1,15 +1,17 @@
 //! TODO(doc cache)
 
-use chrono::{DateTime, Utc};
-use serde_json::Value;
-
-use crate::model::{ExecutionId, ExecutionResult};
+use super::Live;
+use super::Processor;
+use super::effect::Batch;
+use crate::model::ExecutionId;
+use crate::model::ExecutionResult;
 use crate::projection::ExecutionView;
 use crate::rows::ExecutionState;
-use crate::runner::{WorkflowRun, WorkflowRunner};
-
-use super::effect::Batch;
-use super::{Live, Processor};
+use crate::runner::WorkflowRun;
+use crate::runner::WorkflowRunner;
+use chrono::DateTime;
+use chrono::Utc;
+use serde_json::Value;
 
 impl<R: WorkflowRunner> Processor<R> {
     /// The host had no room for `id`'s run: drops the parked run the cache policy would evict

@@ -1,20 +1,105 @@
-//! TODO(doc cancel)
+//! Cancellation and deadlines: an execution stops waiting for what it waits for.
+//!
+//! - **Cancel** (`CancelRequest`, on `weir.responses` from outside, on `weir.submissions` for
+//!   a child): for an unknown execution dead-lettered; for a finished one, or one cancelled
+//!   already, nothing. Otherwise `CancelRequested` is appended and everything the execution
+//!   waits for is cancelled: activities (with `CancelActivity`) and stubs answered
+//!   `cancelled`, delays and event waits answered cancelled, child workflows sent a
+//!   `CancelRequest` of their own; the answers are journalled and delivered to the run, which
+//!   may compensate. Once cancelled, an execution finishes `cancelled` whatever it returns
+//!   ([`StepCtx::finish`]). `terminate` (or a still scheduled execution) finishes at once.
+//! - **Deadline**: before any input of an execution is taken, an execution past its deadline
+//!   (`Created.deadline`: the earlier of its submission's and its component's default) that
+//!   has not finished stops waiting as a terminated one does (activities interrupted and
+//!   answered `cancelled`, child workflows terminated, delays and event waits cancelled, all
+//!   journalled) and finishes `timed-out`; the input then finds it finished. One submitted
+//!   past its deadline never runs. A child workflow's submission carries its parent's
+//!   deadline, and an activity request's deadline is never later than its parent's.
 
-use chrono::{DateTime, Utc};
-
-use crate::model::{
-    ChildKind, DelayOutcome, EventOutcome, ExecutionErrorKind, ExecutionId, ExecutionResult,
-    Response,
-};
+use super::Live;
+use super::Processor;
+use super::config::ProcessorError;
+use super::ctx::StepCtx;
+use super::ctx::error_result;
+use super::effect::Batch;
+use super::effect::Effect;
+use crate::model::ChildKind;
+use crate::model::DelayOutcome;
+use crate::model::EventOutcome;
+use crate::model::ExecutionErrorKind;
+use crate::model::ExecutionId;
+use crate::model::ExecutionResult;
+use crate::model::Response;
 use crate::projection::ExecutionView;
-use crate::records::{CancelRequest, DlqReason, HistoryEntry};
+use crate::records::CancelRequest;
+use crate::records::DlqReason;
+use crate::records::HistoryEntry;
 use crate::rows::ExecutionState;
 use crate::runner::WorkflowRunner;
+use chrono::DateTime;
+use chrono::Utc;
 
-use super::config::ProcessorError;
-use super::effect::{Batch, Effect};
-use super::run::{Rules, append, deliver_own, error_result, finish_with, journal_all};
-use super::{Live, Processor};
+impl<R: WorkflowRunner> StepCtx<'_, R> {
+    /// The effects and the self-answers that cancel everything `live` waits for: its activities
+    /// and stubs end `cancelled` (an activity's running attempt is interrupted, a pending retry
+    /// dropped: [`Effect::CancelActivity`]), its delays and event waits are answered cancelled,
+    /// and its child workflows are cancelled in turn (they answer when they finish).
+    fn cancel_waits(&mut self, live: &Live<R::Run>, stop: &Stop) -> Vec<Response> {
+        let reason = &stop.reason;
+        let id = &live.view.id;
+        let waits = live.view.waiting_for();
+        let mut own = Vec::new();
+        for (child, ffqn, kind) in waits.children {
+            match kind {
+                ChildKind::Workflow => {
+                    self.batch
+                        .effects
+                        .push(Effect::CancelExecution(CancelRequest {
+                            execution_id: child,
+                            reason: format!("its parent {id} {reason}"),
+                            terminate: stop.terminate,
+                            requested_at: self.batch.now,
+                        }))
+                }
+                ChildKind::Activity | ChildKind::Stub | ChildKind::StubWrite => {
+                    if kind == ChildKind::Activity {
+                        self.batch.effects.push(Effect::CancelActivity {
+                            parent: id.clone(),
+                            child: child.clone(),
+                            ffqn,
+                        });
+                    }
+                    own.push(Response::ChildExecutionFinished {
+                        result: error_result(
+                            ExecutionErrorKind::Cancelled,
+                            format!("{child} was cancelled: {id} {reason}"),
+                        ),
+                        child_execution_id: child,
+                    });
+                }
+            }
+        }
+        own.extend(
+            waits
+                .delays
+                .into_iter()
+                .map(|delay_id| Response::DelayFinished {
+                    delay_id,
+                    outcome: DelayOutcome::Cancelled,
+                }),
+        );
+        own.extend(
+            waits
+                .events
+                .into_iter()
+                .map(|event_request_id| Response::EventDelivered {
+                    event_request_id,
+                    outcome: EventOutcome::Cancelled,
+                }),
+        );
+        own
+    }
+}
 
 impl<R: WorkflowRunner> Processor<R> {
     /// A request to stop an execution; see the module docs.
@@ -25,23 +110,11 @@ impl<R: WorkflowRunner> Processor<R> {
         request: CancelRequest,
     ) -> Result<(), ProcessorError> {
         let id = request.execution_id.clone();
-        if !self.cache.contains_key(&id) {
+        let Some((mut ctx, live)) = self.ctx_of(batch, &id) else {
             let error = format!("cancellation of {id}: the execution does not exist");
             self.dead_letter(batch, index, DlqReason::Other, error);
             return Ok(());
-        }
-        let limit = self.value_limit();
-        let Processor {
-            stats,
-            cache,
-            runner,
-            accessed,
-            ..
-        } = self;
-        let Some(live) = cache.get_mut(&id) else {
-            return Ok(());
         };
-        accessed.insert(id.clone());
         let reason = if request.reason.is_empty() {
             "cancelled".to_owned()
         } else {
@@ -54,45 +127,36 @@ impl<R: WorkflowRunner> Processor<R> {
             return Ok(());
         }
         tracing::info!(execution = %id, %reason, terminate = request.terminate, "execution cancelled");
-        stats.cancelled += 1;
-        let rules = Rules::new(runner, limit);
+        ctx.stats.cancelled += 1;
         if live.view.cancel_requested.is_none() {
-            append(
-                batch,
-                &mut live.view,
-                HistoryEntry::CancelRequested {
-                    reason: reason.clone(),
-                },
-            )?;
+            let entry = HistoryEntry::CancelRequested {
+                reason: reason.clone(),
+            };
+            ctx.append(&mut live.view, entry)?;
         }
         let stop = Stop {
             reason: format!("was cancelled: {reason}"),
             terminate: request.terminate,
         };
-        let own = cancel_waits(batch, live, &stop);
+        let own = ctx.cancel_waits(live, &stop);
         if request.terminate || live.view.state == ExecutionState::Scheduled {
             // Nothing waits for the workflow: what it waited for is journalled cancelled,
             // and it finishes now.
-            journal_all(batch, live, own)?;
+            ctx.journal_all(live, own)?;
             let why = if request.terminate {
                 format!("terminated: {reason}")
             } else {
                 format!("cancelled before it started: {reason}")
             };
-            return finish_with(
-                stats,
-                batch,
-                live,
-                error_result(ExecutionErrorKind::Cancelled, why),
-            );
+            return ctx.finish_with(live, error_result(ExecutionErrorKind::Cancelled, why));
         }
         if live.run.is_none() {
             // Not running now (its start was deferred): the journal has the cancellations for
             // when it starts.
-            journal_all(batch, live, own)?;
+            ctx.journal_all(live, own)?;
             return Ok(());
         }
-        deliver_own(rules, stats, batch, live, own).await
+        ctx.deliver_own(live, own).await
     }
 
     /// Before any input of execution `id` is taken: if it has passed its deadline and has not
@@ -105,86 +169,32 @@ impl<R: WorkflowRunner> Processor<R> {
         batch: &mut Batch,
         id: &ExecutionId,
     ) -> Result<(), ProcessorError> {
-        let Some(live) = self.cache.get_mut(id) else {
-            return Ok(());
+        let now = batch.now;
+        let passed = |live: &Live<R::Run>| {
+            live.view.state != ExecutionState::Finished
+                && live.view.created.deadline.is_some_and(|d| d <= now)
         };
-        let Some(deadline) = live.view.created.deadline else {
-            return Ok(());
-        };
-        if live.view.state == ExecutionState::Finished || deadline > batch.now {
+        if !self.cache.get(id).is_some_and(passed) {
             return Ok(());
         }
-        self.accessed.insert(id.clone());
-        let result = deadline_result(&live.view, batch.now);
+        let Some((mut ctx, live)) = self.ctx_of(batch, id) else {
+            return Ok(());
+        };
+        let deadline = live.view.created.deadline.unwrap_or(now);
+        let result = deadline_result(&live.view, now);
         tracing::info!(execution = %id, deadline = %deadline, "deadline passed: the execution timed out");
-        self.stats.deadlines_passed += 1;
+        ctx.stats.deadlines_passed += 1;
         let stop = Stop {
             reason: format!("passed its deadline {}", rfc3339(deadline)),
             terminate: true,
         };
-        let own = cancel_waits(batch, live, &stop);
-        journal_all(batch, live, own)?;
-        finish_with(&mut self.stats, batch, live, result)
+        let own = ctx.cancel_waits(live, &stop);
+        ctx.journal_all(live, own)?;
+        ctx.finish_with(live, result)
     }
 }
 
-/// The effects and the self-answers that cancel everything `live` waits for: its activities
-/// and stubs end `cancelled` (an activity's running attempt is interrupted, a pending retry
-/// dropped: [`Effect::CancelActivity`]), its delays and event waits are answered cancelled,
-/// and its child workflows are cancelled in turn (they answer when they finish).
-fn cancel_waits<Run>(batch: &mut Batch, live: &Live<Run>, stop: &Stop) -> Vec<Response> {
-    let reason = &stop.reason;
-    let id = &live.view.id;
-    let waits = live.view.waiting_for();
-    let mut own = Vec::new();
-    for (child, ffqn, kind) in waits.children {
-        match kind {
-            ChildKind::Workflow => batch.effects.push(Effect::CancelExecution(CancelRequest {
-                execution_id: child,
-                reason: format!("its parent {id} {reason}"),
-                terminate: stop.terminate,
-                requested_at: batch.now,
-            })),
-            ChildKind::Activity | ChildKind::Stub | ChildKind::StubWrite => {
-                if kind == ChildKind::Activity {
-                    batch.effects.push(Effect::CancelActivity {
-                        parent: id.clone(),
-                        child: child.clone(),
-                        ffqn,
-                    });
-                }
-                own.push(Response::ChildExecutionFinished {
-                    result: error_result(
-                        ExecutionErrorKind::Cancelled,
-                        format!("{child} was cancelled: {id} {reason}"),
-                    ),
-                    child_execution_id: child,
-                });
-            }
-        }
-    }
-    own.extend(
-        waits
-            .delays
-            .into_iter()
-            .map(|delay_id| Response::DelayFinished {
-                delay_id,
-                outcome: DelayOutcome::Cancelled,
-            }),
-    );
-    own.extend(
-        waits
-            .events
-            .into_iter()
-            .map(|event_request_id| Response::EventDelivered {
-                event_request_id,
-                outcome: EventOutcome::Cancelled,
-            }),
-    );
-    own
-}
-
-/// Why an execution stops waiting, as [`cancel_waits`] tells its children: `reason` follows
+/// Why an execution stops waiting, as [`StepCtx::cancel_waits`] tells its children: `reason` follows
 /// the execution's id ("was cancelled: …", "passed its deadline …"); `terminate` child
 /// workflows rather than let them compensate.
 struct Stop {
@@ -205,6 +215,7 @@ fn deadline_result(view: &ExecutionView, now: DateTime<Utc>) -> ExecutionResult 
     )
 }
 
+/// An instant as the texts of errors and dead letters show it.
 pub(super) fn rfc3339(at: DateTime<Utc>) -> String {
     at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }

@@ -1,20 +1,47 @@
-//! TODO(doc deliver)
+//! Responses: answers of children and activities (`weir.responses`, or inline), due delays,
+//! delivered to the execution they answer.
+//!
+//! A response is keyed by the execution it answers; a key that is not an execution id, or a
+//! response that answers no request of the key, or one for an execution that does not exist
+//! is dead-lettered. A duplicate (same child or delay id) or one for a finished execution is
+//! ignored. An answer whose value is not JSON (read as the child's `invalid-response` error),
+//! or one for a child calling an external function that does not fit its result type
+//! ([`WorkflowRunner::check_answer`]), is taken as that error and the record copied to the
+//! DLQ. Otherwise it is delivered to the run; a response the run refuses (it answers no
+//! request made, or one of the other kind: what a buggy external service sends) is
+//! dead-lettered (`refused`) and the run goes on as if it never came. An accepted response
+//! is journalled, then the run's new events; a run that fails on it finishes with `trap`. An
+//! `EventDelivered` on `weir.responses` is dead-lettered: events come only through
+//! `weir.events`, where they are deduplicated.
+//!
+//! A due delay timer becomes a `DelayFinished` response (as above, with no record to
+//! dead-letter); a schedule timer starts its execution if it is still scheduled.
 
-use crate::model::{
-    ChildKind, DelayId, DelayOutcome, ExecutionErrorKind, ExecutionId, ExecutionResult, Response,
-};
-use crate::projection;
-use crate::records::{ActivityRequest, DlqReason, HistoryEntry};
-use crate::rows::{ExecutionState, TimerKind, TimerRow};
-use crate::runner::WorkflowRun;
-use crate::runner::{RunError, WorkflowRunner};
-use std::str::FromStr;
-
+use super::Live;
 use super::Processor;
 use super::admit::response_owner;
-use super::config::{ProcessorError, ProcessorStats};
-use super::effect::{Batch, Effect};
-use super::run::{Rules, append, apply_step, error_result, finish};
+use super::config::ProcessorError;
+use super::ctx::StepCtx;
+use super::ctx::error_result;
+use super::effect::Batch;
+use crate::model::ChildKind;
+use crate::model::DelayId;
+use crate::model::DelayOutcome;
+use crate::model::ExecutionErrorKind;
+use crate::model::ExecutionId;
+use crate::model::ExecutionResult;
+use crate::model::Response;
+use crate::projection;
+use crate::records::ActivityRequest;
+use crate::records::DlqReason;
+use crate::records::HistoryEntry;
+use crate::rows::ExecutionState;
+use crate::rows::TimerKind;
+use crate::rows::TimerRow;
+use crate::runner::RunError;
+use crate::runner::WorkflowRun;
+use crate::runner::WorkflowRunner;
+use std::str::FromStr;
 
 impl<R: WorkflowRunner> Processor<R> {
     /// A response record, keyed by the execution it answers; `copy`: the record also goes to
@@ -69,17 +96,17 @@ impl<R: WorkflowRunner> Processor<R> {
     }
 
     /// Delivers `response` to `owner`: from the input record `index` (`None`: a due timer, or
-    /// an inline answer);
-    /// `copy`: see [`Processor::answer`].
+    /// an inline answer); `copy`: see [`Processor::answer`]. A record for an execution that
+    /// does not exist is dead-lettered.
     pub(super) async fn deliver(
         &mut self,
         batch: &mut Batch,
         owner: &ExecutionId,
         response: Response,
         index: Option<usize>,
-        mut copy: Option<(DlqReason, String)>,
+        copy: Option<(DlqReason, String)>,
     ) -> Result<(), ProcessorError> {
-        if !self.cache.contains_key(owner) {
+        let Some((mut ctx, live)) = self.ctx_of(batch, owner) else {
             match index {
                 Some(index) => {
                     let error = format!("execution {owner} does not exist");
@@ -88,163 +115,8 @@ impl<R: WorkflowRunner> Processor<R> {
                 None => tracing::warn!(execution = %owner, "timer of an unknown execution dropped"),
             }
             return Ok(());
-        }
-        let limit = self.value_limit();
-        let Processor {
-            stats,
-            cache,
-            runner,
-            accessed,
-            ..
-        } = self;
-        let Some(live) = cache.get_mut(owner) else {
-            return Ok(());
         };
-        accessed.insert(owner.clone());
-        let id = projection::response_id(&response);
-        // A stub's value from a record (`weir stub`, any client): the same value again is
-        // nothing new, another one is a conflict, one that does not fit the stub's result
-        // type is refused; none is journalled, and the stub keeps its value.
-        if let (
-            Some(index),
-            Response::ChildExecutionFinished {
-                child_execution_id,
-                result,
-            },
-        ) = (index, &response)
-            && let Some(written) = live.view.stub_child(child_execution_id)
-        {
-            let refusal = match written {
-                Some(written) if written == result => {
-                    tracing::debug!(execution = %owner, stub = %child_execution_id, "the stub holds this value already");
-                    return Ok(());
-                }
-                Some(written) => Some((
-                    DlqReason::Conflict,
-                    format!("stub {child_execution_id} holds {written}: {result} is not written"),
-                )),
-                None => live
-                    .view
-                    .pending_child(child_execution_id)
-                    .and_then(|ffqn| Some((ffqn, runner.check_answer(ffqn, result).err()?)))
-                    .map(|(ffqn, why)| {
-                        (
-                            DlqReason::Refused,
-                            format!(
-                                "the value for stub {child_execution_id} does not fit the \
-                                 result type of {ffqn}: {why}"
-                            ),
-                        )
-                    }),
-            };
-            if let Some((reason, error)) = refusal {
-                tracing::warn!(execution = %owner, %error, "a stub value refused");
-                stats.dead_letters += 1;
-                batch.effects.push(Effect::DeadLetter {
-                    input: index,
-                    reason,
-                    error,
-                });
-                return Ok(());
-            }
-        }
-        if live.view.responses_seen.contains(&id) || live.view.state == ExecutionState::Finished {
-            tracing::debug!(execution = %owner, response = %id, "response ignored: duplicate or execution finished");
-            return Ok(());
-        }
-        // An answer from outside for a child that calls an external function is checked
-        // against that function's result type: one that does not fit becomes the child's
-        // `invalid-response` error (instead of a trap of the parent when it reads it).
-        let response = match response {
-            Response::ChildExecutionFinished {
-                child_execution_id,
-                result,
-            } if index.is_some()
-                && copy.is_none()
-                && live.view.pending_child_kind(&child_execution_id)
-                    != Some(ChildKind::StubWrite) =>
-            {
-                let misfit = live
-                    .view
-                    .pending_child(&child_execution_id)
-                    .and_then(|ffqn| Some((ffqn, runner.check_answer(ffqn, &result).err()?)));
-                let result = match misfit {
-                    Some((ffqn, why)) => {
-                        let reason = format!(
-                            "the answer for {child_execution_id} does not fit the result type \
-                             of {ffqn}: {why}"
-                        );
-                        tracing::warn!(execution = %owner, %reason, "an invalid answer");
-                        copy = Some((DlqReason::Refused, reason.clone()));
-                        error_result(ExecutionErrorKind::InvalidResponse, reason)
-                    }
-                    None => result,
-                };
-                Response::ChildExecutionFinished {
-                    child_execution_id,
-                    result,
-                }
-            }
-            other => other,
-        };
-        let copy_to_dlq = |stats: &mut ProcessorStats, batch: &mut Batch, copy| {
-            if let (Some(input), Some((reason, error))) = (index, copy) {
-                stats.dead_letters += 1;
-                batch.effects.push(Effect::DeadLetter {
-                    input,
-                    reason,
-                    error,
-                });
-            }
-        };
-        let Some(run) = live.run.as_mut() else {
-            // A scheduled execution has no requests to answer yet.
-            tracing::warn!(execution = %owner, response = %id, "response for an execution that has not started");
-            copy_to_dlq(stats, batch, copy);
-            return append(
-                batch,
-                &mut live.view,
-                HistoryEntry::ResponseAppended(response),
-            );
-        };
-        // Delivered first, journalled only if taken: the run checks a response against the
-        // requests it made before it runs any code, and leaves itself as it was if it
-        // refuses one.
-        let delivered = run.deliver(response.clone(), batch.now).await;
-        if let Err(RunError::Delivery { source, .. }) = &delivered {
-            let error = format!("{owner} refuses the response: {source}");
-            tracing::warn!(execution = %owner, response = %id, %error, "response refused");
-            match index {
-                Some(index) => {
-                    stats.dead_letters += 1;
-                    batch.effects.push(Effect::DeadLetter {
-                        input: index,
-                        reason: DlqReason::Refused,
-                        error,
-                    });
-                }
-                None => {
-                    tracing::warn!(execution = %owner, "a response of no record (a timer's, an inline answer) refused; dropped")
-                }
-            }
-            return Ok(());
-        }
-        copy_to_dlq(stats, batch, copy);
-        append(
-            batch,
-            &mut live.view,
-            HistoryEntry::ResponseAppended(response),
-        )?;
-        stats.hot_deliveries += 1;
-        match delivered {
-            Ok(step) => apply_step(Rules::new(runner, limit), stats, batch, live, step).await,
-            Err(e) => {
-                tracing::warn!(execution = %owner, error = %e, "response could not be delivered");
-                live.run = None;
-                let result = error_result(ExecutionErrorKind::Trap, e.to_string());
-                finish(stats, batch, live, result)
-            }
-        }
+        ctx.deliver(live, response, index, copy).await
     }
 
     pub(super) async fn fire_timer(
@@ -269,6 +141,119 @@ impl<R: WorkflowRunner> Processor<R> {
             TimerKind::Retry => self.retry_start(batch, timer.execution_id).await,
             // Enforced by `step` before any input of the execution, this one included.
             TimerKind::Deadline => Ok(()),
+        }
+    }
+}
+
+impl<R: WorkflowRunner> StepCtx<'_, R> {
+    /// Delivers `response` to the execution `live` (see [`Processor::deliver`]): a stub's
+    /// value from a record follows the stub rules ([`StepCtx::stub_value_refused`]); a
+    /// duplicate, or one for a finished execution, is ignored; an answer from outside that
+    /// does not fit its function's result type becomes the child's `invalid-response` error;
+    /// a response the run refuses is dead-lettered (`refused`) and the run goes on as if it
+    /// never came; else it is journalled and the run's step taken.
+    pub(super) async fn deliver(
+        &mut self,
+        live: &mut Live<R::Run>,
+        response: Response,
+        index: Option<usize>,
+        mut copy: Option<(DlqReason, String)>,
+    ) -> Result<(), ProcessorError> {
+        let owner = live.view.id.clone();
+        if let Some(index) = index
+            && self.stub_value_refused(live, index, &response)
+        {
+            return Ok(());
+        }
+        let id = projection::response_id(&response);
+        if live.view.responses_seen.contains(&id) || live.view.state == ExecutionState::Finished {
+            tracing::debug!(execution = %owner, response = %id, "response ignored: duplicate or execution finished");
+            return Ok(());
+        }
+        let response = match index {
+            Some(_) if copy.is_none() => self.fit_answer(live, response, &mut copy),
+            _ => response,
+        };
+        let Some(run) = live.run.as_mut() else {
+            // A scheduled execution has no requests to answer yet.
+            tracing::warn!(execution = %owner, response = %id, "response for an execution that has not started");
+            self.copy_to_dlq(index, copy);
+            return self.append(&mut live.view, HistoryEntry::ResponseAppended(response));
+        };
+        // Delivered first, journalled only if taken: the run checks a response against the
+        // requests it made before it runs any code, and leaves itself as it was if it
+        // refuses one.
+        let delivered = run.deliver(response.clone(), self.batch.now).await;
+        if let Err(RunError::Delivery { source, .. }) = &delivered {
+            let error = format!("{owner} refuses the response: {source}");
+            tracing::warn!(execution = %owner, response = %id, %error, "response refused");
+            match index {
+                Some(index) => self.dead_letter(index, DlqReason::Refused, error),
+                None => {
+                    tracing::warn!(execution = %owner, "a response of no record (a timer's, an inline answer) refused; dropped")
+                }
+            }
+            return Ok(());
+        }
+        self.copy_to_dlq(index, copy);
+        self.append(&mut live.view, HistoryEntry::ResponseAppended(response))?;
+        self.stats.hot_deliveries += 1;
+        match delivered {
+            Ok(step) => self.apply_step(live, step).await,
+            Err(e) => {
+                tracing::warn!(execution = %owner, error = %e, "response could not be delivered");
+                live.run = None;
+                let result = error_result(ExecutionErrorKind::Trap, e.to_string());
+                self.finish(live, result)
+            }
+        }
+    }
+
+    /// An answer from outside for a child that calls an external function, checked against
+    /// that function's result type: one that does not fit becomes the child's
+    /// `invalid-response` error (instead of a trap of the parent when it reads it), and the
+    /// record is to be copied to the DLQ (`copy`). A stub write's answer is Weir's own.
+    fn fit_answer(
+        &self,
+        live: &Live<R::Run>,
+        response: Response,
+        copy: &mut Option<(DlqReason, String)>,
+    ) -> Response {
+        let Response::ChildExecutionFinished {
+            child_execution_id,
+            result,
+        } = response
+        else {
+            return response;
+        };
+        let view = &live.view;
+        let misfit = view
+            .pending_child(&child_execution_id)
+            .filter(|_| view.pending_child_kind(&child_execution_id) != Some(ChildKind::StubWrite))
+            .and_then(|ffqn| Some((ffqn, self.runner.check_answer(ffqn, &result).err()?)));
+        let result = match misfit {
+            Some((ffqn, why)) => {
+                let reason = format!(
+                    "the answer for {child_execution_id} does not fit the result type of \
+                     {ffqn}: {why}"
+                );
+                tracing::warn!(execution = %view.id, %reason, "an invalid answer");
+                *copy = Some((DlqReason::Refused, reason.clone()));
+                error_result(ExecutionErrorKind::InvalidResponse, reason)
+            }
+            None => result,
+        };
+        Response::ChildExecutionFinished {
+            child_execution_id,
+            result,
+        }
+    }
+
+    /// The input record `index` also goes to the DLQ, with `copy`'s reason (an answer Weir
+    /// took in another form).
+    fn copy_to_dlq(&mut self, index: Option<usize>, copy: Option<(DlqReason, String)>) {
+        if let (Some(input), Some((reason, error))) = (index, copy) {
+            self.dead_letter(input, reason, error);
         }
     }
 }

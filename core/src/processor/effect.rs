@@ -1,18 +1,26 @@
 //! TODO(doc effect)
 
-use chrono::{DateTime, Utc};
-use indexmap::IndexSet;
-
-use crate::correlation::{CorrelationCommand, CorrelationState, KeyedEvent};
-use crate::model::{ExecutionId, Ffqn, Response};
-use crate::records::{
-    ActivityRequest, CancelRequest, DlqReason, ExecutionFinished, HistoryEntry, InboundEvent,
-    Submission,
-};
-use crate::rows::{TimerKey, TimerRow};
-use crate::schedule::{ScheduleCommand, ScheduleState};
-
 use super::input::StubWrite;
+use crate::correlation::CorrelationCommand;
+use crate::correlation::CorrelationState;
+use crate::correlation::KeyedEvent;
+use crate::model::ExecutionId;
+use crate::model::Ffqn;
+use crate::model::Response;
+use crate::records::ActivityRequest;
+use crate::records::CancelRequest;
+use crate::records::DlqReason;
+use crate::records::ExecutionFinished;
+use crate::records::HistoryEntry;
+use crate::records::InboundEvent;
+use crate::records::Submission;
+use crate::rows::TimerKey;
+use crate::rows::TimerRow;
+use crate::schedule::ScheduleCommand;
+use crate::schedule::ScheduleState;
+use chrono::DateTime;
+use chrono::Utc;
+use indexmap::IndexSet;
 
 /// What the processor emits; the driver encodes and commits it.
 #[derive(Debug, Clone, PartialEq)]

@@ -1,23 +1,29 @@
 //! TODO(doc events)
 
-use chrono::{DateTime, Utc};
-
-use crate::correlation;
-use crate::correlation::{
-    CorrelationCommand, CorrelationState, KeyedEvent, MAX_BUFFERED_EVENT_BYTES,
-    MAX_BUFFERED_EVENTS, Received,
-};
-use crate::model::{EventOutcome, ExecutionId, Response};
-use crate::records::{DlqReason, HistoryEntry, InboundEvent, ReceivedEvent};
-use crate::rows::ExecutionState;
-use crate::runner::WorkflowRunner;
-
 use super::Processor;
 use super::cancel::rfc3339;
 use super::config::ProcessorError;
-use super::effect::{Batch, Effect};
-use super::run::append;
+use super::effect::Batch;
+use super::effect::Effect;
 use super::size::json_size;
+use crate::correlation;
+use crate::correlation::CorrelationCommand;
+use crate::correlation::CorrelationState;
+use crate::correlation::KeyedEvent;
+use crate::correlation::Received;
+use crate::correlation::{MAX_BUFFERED_EVENT_BYTES, MAX_BUFFERED_EVENTS};
+use crate::model::EventOutcome;
+use crate::model::ExecutionId;
+use crate::model::Response;
+use crate::records::DlqReason;
+use crate::records::HistoryEntry;
+use crate::records::InboundEvent;
+use crate::records::ReceivedEvent;
+use crate::rows::ExecutionState;
+
+use crate::runner::WorkflowRunner;
+use chrono::DateTime;
+use chrono::Utc;
 
 impl<R: WorkflowRunner> Processor<R> {
     /// An event sent to an execution; see the module docs.
@@ -80,13 +86,12 @@ impl<R: WorkflowRunner> Processor<R> {
             }
             return Ok(());
         }
-        let Some(live) = self.cache.get_mut(&id) else {
+        let Some((mut ctx, live)) = self.ctx_of(batch, &id) else {
             return Ok(());
         };
-        self.accessed.insert(id.clone());
         if live.view.events_seen.contains(&event.event_id) {
             tracing::debug!(execution = %id, event = %event.event_id, "event dropped: the execution has it already");
-            self.stats.events_duplicate += 1;
+            ctx.stats.events_duplicate += 1;
             return Ok(());
         }
         if let Some(request) = live.view.open_event_request(&event.name) {
@@ -97,8 +102,8 @@ impl<R: WorkflowRunner> Processor<R> {
                     payload: event.payload,
                 },
             };
-            self.stats.events_received += 1;
-            return self.deliver(batch, &id, response, Some(index), None).await;
+            ctx.stats.events_received += 1;
+            return ctx.deliver(live, response, Some(index), None).await;
         }
         let buffered = live.view.buffered_events();
         let bytes: usize = buffered.iter().map(|e| json_size(&e.payload)).sum();
@@ -110,11 +115,11 @@ impl<R: WorkflowRunner> Processor<R> {
                  most {MAX_BUFFERED_EVENTS} events and {MAX_BUFFERED_EVENT_BYTES} bytes wait",
                 buffered.len()
             );
-            self.dead_letter(batch, index, DlqReason::Refused, error);
+            ctx.dead_letter(index, DlqReason::Refused, error);
             return Ok(());
         }
-        self.stats.events_received += 1;
-        append(batch, &mut live.view, HistoryEntry::EventReceived(event))
+        ctx.stats.events_received += 1;
+        ctx.append(&mut live.view, HistoryEntry::EventReceived(event))
     }
 
     /// An event for `id`, an execution that does not exist: kept under its id until its

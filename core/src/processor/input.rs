@@ -1,8 +1,16 @@
 //! TODO(doc input)
 
-use crate::correlation::{CorrelationCommand, KeyedEvent};
-use crate::model::{ExecutionId, ExecutionResult, Ffqn, Response};
-use crate::records::{CancelRequest, DlqReason, InboundEvent, Submission, UpgradeRequest};
+use crate::correlation::CorrelationCommand;
+use crate::correlation::KeyedEvent;
+use crate::model::ExecutionId;
+use crate::model::ExecutionResult;
+use crate::model::Ffqn;
+use crate::model::Response;
+use crate::records::CancelRequest;
+use crate::records::DlqReason;
+use crate::records::InboundEvent;
+use crate::records::Submission;
+use crate::records::UpgradeRequest;
 use crate::rows::TimerRow;
 use crate::schedule::ScheduleCommand;
 

@@ -115,9 +115,11 @@ mod admit;
 mod cache;
 mod cancel;
 mod config;
+mod ctx;
 mod deliver;
 mod effect;
 mod events;
+mod finish;
 mod input;
 mod outputs;
 mod run;
@@ -152,7 +154,8 @@ use crate::runner::WorkflowRunner;
 use crate::schedule::ScheduleState;
 
 use self::admit::{input_owner, is_duplicate, response_owner};
-use self::run::{Rules, Start, error_result, start_run};
+use self::ctx::error_result;
+use self::run::Start;
 use self::size::ENVELOPE_ALLOWANCE;
 use self::submit::{Flaw, answer_refused};
 
@@ -245,14 +248,8 @@ impl<R: WorkflowRunner> Processor<R> {
         };
         if running {
             self.stats.replayed += 1;
-            let deferred = start_run(
-                Rules::new(&self.runner, self.value_limit()),
-                &mut self.stats,
-                batch,
-                &mut live,
-                Start::Rebuild(rebuilt.events, rebuilt.responses),
-            )
-            .await?;
+            let start = Start::Rebuild(rebuilt.events, rebuilt.responses);
+            let deferred = self.ctx(batch).start_run(&mut live, start).await?;
             self.note_start(id, deferred, batch);
         }
         self.cache.insert(id.clone(), live);

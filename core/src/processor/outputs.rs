@@ -1,141 +1,153 @@
 //! TODO(doc outputs)
 
+use super::Live;
+use super::config::ProcessorError;
+use super::ctx::StepCtx;
+use super::ctx::error_result;
+use super::effect::Effect;
+use super::input::StubWrite;
+use super::stubs::StubWriteOutcome;
+use super::stubs::stub_write_answer;
+use super::submit::earlier;
+use crate::correlation::CorrelationAction;
+use crate::correlation::CorrelationCommand;
+use crate::model::ChildKind;
+use crate::model::DelayOutcome;
+use crate::model::EventOutcome;
+use crate::model::ExecutionErrorKind;
+use crate::model::ExecutionId;
+use crate::model::ExecutionResult;
+use crate::model::Ffqn;
+use crate::model::Response;
+use crate::records::ActivityRequest;
+use crate::records::ParentRef;
+use crate::records::Submission;
+use crate::replay::Output;
+use crate::runner::RequestTerms;
+use crate::runner::WorkflowRunner;
+use chrono::DateTime;
+use chrono::Utc;
+use serde_json::Value;
 use std::collections::BTreeMap;
 
-use chrono::{DateTime, Utc};
-use serde_json::Value;
-
-use crate::correlation::{CorrelationAction, CorrelationCommand};
-use crate::model::{
-    ChildKind, DelayOutcome, EventOutcome, ExecutionErrorKind, ExecutionId, ExecutionResult, Ffqn,
-    Response,
-};
-use crate::records::{ActivityRequest, ParentRef, Submission};
-use crate::replay::Output;
-use crate::runner::{RequestTerms, WorkflowRunner};
-
-use super::Live;
-use super::config::{ProcessorError, ProcessorStats};
-use super::effect::{Batch, Effect};
-use super::input::StubWrite;
-use super::run::{Rules, error_result, finish};
-use super::stubs::{StubWriteOutcome, stub_write_answer};
-use super::submit::earlier;
-
-/// The effect of one output; a cancellation, or a stub value the workflow writes for its own
-/// stub child, returns the response that answers it (the execution answers itself).
-pub(super) fn output_effect<R: WorkflowRunner>(
-    rules: Rules<'_, R>,
-    stats: &mut ProcessorStats,
-    batch: &mut Batch,
-    live: &mut Live<R::Run>,
-    output: Output,
-) -> Result<Option<Response>, ProcessorError> {
-    let id = live.view.id.clone();
-    match output {
-        Output::SubmitChild {
-            child_execution_id,
-            ffqn,
-            params,
-            kind,
-        } => {
-            let terms = match kind {
-                ChildKind::Activity => rules.runner.request_terms(&ffqn),
-                _ => RequestTerms::default(),
-            };
-            let child = Child {
-                id: child_execution_id,
+impl<R: WorkflowRunner> StepCtx<'_, R> {
+    /// The effect of one output; a cancellation, or a stub value the workflow writes for its own
+    /// stub child, returns the response that answers it (the execution answers itself).
+    pub(super) fn output_effect(
+        &mut self,
+        live: &mut Live<R::Run>,
+        output: Output,
+    ) -> Result<Option<Response>, ProcessorError> {
+        let id = live.view.id.clone();
+        match output {
+            Output::SubmitChild {
+                child_execution_id,
                 ffqn,
                 params,
                 kind,
-            };
-            let parent = Parent {
-                id: &id,
-                deadline: live.view.created.deadline,
-                trace: crate::trace::inherited(&id, &live.view.created.metadata),
-            };
-            if let Some(effect) = child_effect(parent, child, terms, batch.now) {
-                batch.effects.push(effect);
-            }
-        }
-        // The projection puts the timer of the delay's `DelayRequest` event.
-        Output::RequestDelay { .. } => {}
-        Output::Correlate { key } => batch.effects.push(Effect::Correlation(CorrelationCommand {
-            key,
-            execution_id: id,
-            action: CorrelationAction::Register,
-            sent_at: batch.now,
-        })),
-        Output::Schedule {
-            execution_id,
-            ffqn,
-            params,
-            at,
-        } => batch.effects.push(Effect::Submit(Submission {
-            execution_id,
-            ffqn,
-            params,
-            parent: None,
-            scheduled_at: Some(at),
-            correlation_id: None,
-            // A scheduled execution is its own top-level execution, in its scheduler's trace,
-            // not bound by its scheduler's deadline.
-            metadata: crate::trace::inherited(&id, &live.view.created.metadata),
-            deadline: None,
-        })),
-        // The stub's value answers this very execution at once, in the batch of the call that
-        // wrote it: journalled, then delivered to the run like a cancellation's answer. The
-        // call answered `ok` because the stub held nothing; taken now, it is the value the
-        // stub holds, and a value from outside read later is a conflict. (Sent through
-        // `weir.responses`, as it was, an outside value read in between won, and the
-        // workflow had been told `ok` for the value that lost.)
-        Output::StubWrite {
-            execution_id,
-            result,
-        } => {
-            return Ok(Some(Response::ChildExecutionFinished {
-                child_execution_id: execution_id,
-                result,
-            }));
-        }
-        // An unawaited activity or stub of a closed join set ends `cancelled`, and a delay
-        // `DelayFinished` with outcome `cancelled` (its timer is deleted by the projection):
-        // the execution's history says what it cancelled, and a late answer is a duplicate.
-        Output::CancelChild {
-            child_execution_id,
-            ffqn,
-            kind,
-        } => {
-            if kind == ChildKind::Activity {
-                batch.effects.push(Effect::CancelActivity {
-                    parent: id,
-                    child: child_execution_id.clone(),
+            } => {
+                let terms = match kind {
+                    ChildKind::Activity => self.runner.request_terms(&ffqn),
+                    _ => RequestTerms::default(),
+                };
+                let child = Child {
+                    id: child_execution_id,
                     ffqn,
-                });
+                    params,
+                    kind,
+                };
+                let parent = Parent {
+                    id: &id,
+                    deadline: live.view.created.deadline,
+                    trace: crate::trace::inherited(&id, &live.view.created.metadata),
+                };
+                if let Some(effect) = child_effect(parent, child, terms, self.batch.now) {
+                    self.batch.effects.push(effect);
+                }
             }
-            let reason = format!(
-                "{child_execution_id} was cancelled: its join set was closed before it answered"
-            );
-            return Ok(Some(Response::ChildExecutionFinished {
+            // The projection puts the timer of the delay's `DelayRequest` event.
+            Output::RequestDelay { .. } => {}
+            Output::Correlate { key } => {
+                self.batch
+                    .effects
+                    .push(Effect::Correlation(CorrelationCommand {
+                        key,
+                        execution_id: id,
+                        action: CorrelationAction::Register,
+                        sent_at: self.batch.now,
+                    }))
+            }
+            Output::Schedule {
+                execution_id,
+                ffqn,
+                params,
+                at,
+            } => self.batch.effects.push(Effect::Submit(Submission {
+                execution_id,
+                ffqn,
+                params,
+                parent: None,
+                scheduled_at: Some(at),
+                correlation_id: None,
+                // A scheduled execution is its own top-level execution, in its scheduler's trace,
+                // not bound by its scheduler's deadline.
+                metadata: crate::trace::inherited(&id, &live.view.created.metadata),
+                deadline: None,
+            })),
+            // The stub's value answers this very execution at once, in the batch of the call that
+            // wrote it: journalled, then delivered to the run like a cancellation's answer. The
+            // call answered `ok` because the stub held nothing; taken now, it is the value the
+            // stub holds, and a value from outside read later is a conflict. (Sent through
+            // `weir.responses`, as it was, an outside value read in between won, and the
+            // workflow had been told `ok` for the value that lost.)
+            Output::StubWrite {
+                execution_id,
+                result,
+            } => {
+                return Ok(Some(Response::ChildExecutionFinished {
+                    child_execution_id: execution_id,
+                    result,
+                }));
+            }
+            // An unawaited activity or stub of a closed join set ends `cancelled`, and a delay
+            // `DelayFinished` with outcome `cancelled` (its timer is deleted by the projection):
+            // the execution's history says what it cancelled, and a late answer is a duplicate.
+            Output::CancelChild {
                 child_execution_id,
-                result: error_result(ExecutionErrorKind::Cancelled, reason),
-            }));
+                ffqn,
+                kind,
+            } => {
+                if kind == ChildKind::Activity {
+                    self.batch.effects.push(Effect::CancelActivity {
+                        parent: id,
+                        child: child_execution_id.clone(),
+                        ffqn,
+                    });
+                }
+                let reason = format!(
+                    "{child_execution_id} was cancelled: its join set was closed before it answered"
+                );
+                return Ok(Some(Response::ChildExecutionFinished {
+                    child_execution_id,
+                    result: error_result(ExecutionErrorKind::Cancelled, reason),
+                }));
+            }
+            Output::CancelDelay { delay_id } => {
+                return Ok(Some(Response::DelayFinished {
+                    delay_id,
+                    outcome: DelayOutcome::Cancelled,
+                }));
+            }
+            Output::CancelEvent { event_request_id } => {
+                return Ok(Some(Response::EventDelivered {
+                    event_request_id,
+                    outcome: EventOutcome::Cancelled,
+                }));
+            }
+            Output::Finished { result } => self.finish(live, result)?,
         }
-        Output::CancelDelay { delay_id } => {
-            return Ok(Some(Response::DelayFinished {
-                delay_id,
-                outcome: DelayOutcome::Cancelled,
-            }));
-        }
-        Output::CancelEvent { event_request_id } => {
-            return Ok(Some(Response::EventDelivered {
-                event_request_id,
-                outcome: EventOutcome::Cancelled,
-            }));
-        }
-        Output::Finished { result } => finish(stats, batch, live, result)?,
+        Ok(None)
     }
-    Ok(None)
 }
 
 /// A child a run submitted.

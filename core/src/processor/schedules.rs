@@ -1,14 +1,18 @@
 //! TODO(doc schedules)
 
-use chrono::{DateTime, Utc};
-
-use crate::records::DlqReason;
-use crate::runner::{Rejection, WorkflowRunner};
-use crate::schedule;
-use crate::schedule::{Applied, ScheduleAction, ScheduleCommand, ScheduleState};
-
 use super::Processor;
-use super::effect::{Batch, Effect};
+use super::effect::Batch;
+use super::effect::Effect;
+use crate::records::DlqReason;
+use crate::runner::Rejection;
+use crate::runner::WorkflowRunner;
+use crate::schedule;
+use crate::schedule::Applied;
+use crate::schedule::ScheduleAction;
+use crate::schedule::ScheduleCommand;
+use crate::schedule::ScheduleState;
+use chrono::DateTime;
+use chrono::Utc;
 
 impl<R: WorkflowRunner> Processor<R> {
     /// A command about a schedule of an owned partition; see [`crate::schedule::apply`]. A

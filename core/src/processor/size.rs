@@ -1,9 +1,8 @@
 //! TODO(doc size)
 
-use serde_json::Value;
-
 use crate::model::ExecutionResult;
 use crate::replay::Output;
+use serde_json::Value;
 
 /// Room a record needs around the largest value it carries (ids, names, framing).
 pub(super) const ENVELOPE_ALLOWANCE: usize = 16 * 1024;

@@ -1,13 +1,17 @@
 //! TODO(doc starts)
 
-use crate::model::ExecutionId;
-use crate::rows::{ExecutionState, TimerKind, TimerRow};
-use crate::runner::{RunError, WorkflowRunner};
-
+use super::Live;
 use super::Processor;
 use super::config::ProcessorError;
-use super::effect::{Batch, Effect};
-use super::run::{Rules, Start, start_run};
+use super::effect::Batch;
+use super::effect::Effect;
+use super::run::Start;
+use crate::model::ExecutionId;
+use crate::rows::ExecutionState;
+use crate::rows::TimerKind;
+use crate::rows::TimerRow;
+use crate::runner::RunError;
+use crate::runner::WorkflowRunner;
 
 impl<R: WorkflowRunner> Processor<R> {
     /// Starts a scheduled execution whose time has come (its timer fired, or a deferred start
@@ -17,22 +21,16 @@ impl<R: WorkflowRunner> Processor<R> {
         batch: &mut Batch,
         id: &ExecutionId,
     ) -> Result<(), ProcessorError> {
-        let limit = self.value_limit();
-        let Some(live) = self.cache.get_mut(id) else {
-            return Ok(());
+        let startable = |live: &Live<R::Run>| {
+            live.view.state == ExecutionState::Scheduled && live.run.is_none()
         };
-        if live.view.state != ExecutionState::Scheduled || live.run.is_some() {
+        if !self.cache.get(id).is_some_and(startable) {
             return Ok(());
         }
-        self.accessed.insert(id.clone());
-        let deferred = start_run(
-            Rules::new(&self.runner, limit),
-            &mut self.stats,
-            batch,
-            live,
-            Start::Scheduled,
-        )
-        .await?;
+        let Some((mut ctx, live)) = self.ctx_of(batch, id) else {
+            return Ok(());
+        };
+        let deferred = ctx.start_run(live, Start::Scheduled).await?;
         self.note_start(id, deferred, batch);
         Ok(())
     }

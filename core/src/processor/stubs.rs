@@ -1,15 +1,26 @@
-//! TODO(doc stubs)
+//! Stubs: values written for an execution's stub children, from outside (a record on
+//! `weir.responses`: `weir stub`, any client) or by another workflow (a `stub-write` request),
+//! with Obelisk's rules: the value the stub holds again is nothing new (ignored; a writer is
+//! answered `ok`); another value is a conflict (the stub keeps its value, even after the
+//! execution finished); one that does not fit the stub function's result type is refused
+//! (nothing is journalled, so a fitting value can still be written); a write through another
+//! function, or of a child that is no stub, is `not-found`. A workflow's write of its own stub
+//! is taken in the batch of its call ([`super::outputs`]).
 
-use serde_json::Value;
-
-use crate::model::{ExecutionResult, Response};
-use crate::rows::ExecutionState;
-use crate::runner::WorkflowRunner;
-
+use super::Live;
 use super::Processor;
 use super::config::ProcessorError;
-use super::effect::{Batch, Effect};
+use super::ctx::StepCtx;
+use super::effect::Batch;
+use super::effect::Effect;
 use super::input::StubWrite;
+use crate::model::ExecutionResult;
+use crate::model::Response;
+use crate::records::DlqReason;
+use crate::rows::ExecutionState;
+
+use crate::runner::WorkflowRunner;
+use serde_json::Value;
 
 impl<R: WorkflowRunner> Processor<R> {
     /// A workflow writes the value of a stub child of an execution of this partition, with
@@ -94,5 +105,59 @@ pub fn stub_write_answer(outcome: StubWriteOutcome) -> ExecutionResult {
         StubWriteOutcome::Ok => ExecutionResult::Ok(Value::Null),
         StubWriteOutcome::Conflict => ExecutionResult::Err(Value::from("conflict")),
         StubWriteOutcome::NotFound => ExecutionResult::Err(Value::from("not-found")),
+    }
+}
+
+impl<R: WorkflowRunner> StepCtx<'_, R> {
+    /// Whether the record `index` carrying `response` is a stub's value that is not to be
+    /// journalled: the value the stub holds already (ignored), another one (dead-lettered
+    /// `conflict`), or one that does not fit the stub's result type (dead-lettered
+    /// `refused`). `false` for any other response, and for a fitting first value.
+    pub(super) fn stub_value_refused(
+        &mut self,
+        live: &Live<R::Run>,
+        index: usize,
+        response: &Response,
+    ) -> bool {
+        let Response::ChildExecutionFinished {
+            child_execution_id,
+            result,
+        } = response
+        else {
+            return false;
+        };
+        let Some(written) = live.view.stub_child(child_execution_id) else {
+            return false;
+        };
+        let owner = &live.view.id;
+        let refusal = match written {
+            Some(written) if written == result => {
+                tracing::debug!(execution = %owner, stub = %child_execution_id, "the stub holds this value already");
+                return true;
+            }
+            Some(written) => Some((
+                DlqReason::Conflict,
+                format!("stub {child_execution_id} holds {written}: {result} is not written"),
+            )),
+            None => live
+                .view
+                .pending_child(child_execution_id)
+                .and_then(|ffqn| Some((ffqn, self.runner.check_answer(ffqn, result).err()?)))
+                .map(|(ffqn, why)| {
+                    (
+                        DlqReason::Refused,
+                        format!(
+                            "the value for stub {child_execution_id} does not fit the result \
+                             type of {ffqn}: {why}"
+                        ),
+                    )
+                }),
+        };
+        let Some((reason, error)) = refusal else {
+            return false;
+        };
+        tracing::warn!(execution = %owner, %error, "a stub value refused");
+        self.dead_letter(index, reason, error);
+        true
     }
 }

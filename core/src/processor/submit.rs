@@ -1,18 +1,42 @@
-//! TODO(doc submit)
+//! Submissions (`weir.submissions`): a new execution is created, and its run started.
+//!
+//! A top-level submission (no parent) must have a top-level id (`E_<ulid>`), and a child's
+//! id must be a child of its parent; otherwise it is dead-lettered (`conflict`) and, if
+//! top-level, answered on `weir.results` with a `conflict` error. A known id with the same
+//! function and params is idempotent: nothing is appended, and a top-level execution that
+//! has finished publishes its result again (one that has not will publish it when it does).
+//! A known id with another function or other params is a conflict: dead-lettered, and
+//! (top-level) answered with a `conflict` error naming the existing execution. A function
+//! name that does not parse creates nothing: dead-lettered and answered `unknown-function`.
+//! Otherwise `Created` is appended; a function that does not exist, params that do not
+//! type-check or are not JSON at all dead-letter the record and finish the execution with
+//! `unknown-function` / `invalid-params` (so its caller hears); a start time in the future
+//! waits for the schedule timer (put by the projection); else the run starts.
 
-use chrono::{DateTime, Utc};
-
-use crate::correlation;
-use crate::model::{ExecutionErrorKind, ExecutionResult, Response};
-use crate::projection::ExecutionView;
-use crate::records::{Created, DlqReason, ExecutionFinished, HistoryEntry, Submission};
-use crate::rows::ExecutionState;
-use crate::runner::{Rejection, WorkflowRunner};
-
+use super::Live;
+use super::Processor;
 use super::config::ProcessorError;
-use super::effect::{Batch, Effect};
-use super::run::{Rules, Start, append, error_result, finish, push_timer_changes, start_run};
-use super::{Live, Processor};
+use super::ctx::error_result;
+use super::ctx::push_timer_changes;
+use super::effect::Batch;
+use super::effect::Effect;
+use super::run::Start;
+use crate::correlation;
+use crate::model::ExecutionErrorKind;
+use crate::model::ExecutionResult;
+
+use crate::model::Response;
+use crate::projection::ExecutionView;
+use crate::records::Created;
+use crate::records::DlqReason;
+use crate::records::ExecutionFinished;
+use crate::records::HistoryEntry;
+use crate::records::Submission;
+use crate::rows::ExecutionState;
+use crate::runner::Rejection;
+use crate::runner::WorkflowRunner;
+use chrono::DateTime;
+use chrono::Utc;
 
 impl<R: WorkflowRunner> Processor<R> {
     /// A submission (`flaw`: a field that did not parse, and why); see the module docs.
@@ -28,55 +52,134 @@ impl<R: WorkflowRunner> Processor<R> {
             self.refuse_submission(batch, index, &submission, problem);
             return Ok(());
         }
-        if let Some(live) = self.cache.get(&id) {
-            let created = &live.view.created;
-            if created.ffqn != submission.ffqn || created.params != submission.params {
-                let problem = format!(
-                    "execution {id} exists: {} with params {} (this submission: {} with params \
-                     {}); an execution id can be used once",
-                    created.ffqn, created.params, submission.ffqn, submission.params
-                );
-                self.refuse_submission(batch, index, &submission, problem);
-                return Ok(());
-            }
-            // Idempotent: the caller hears the result, now if there is one.
-            match (&created.parent, &live.view.result, live.view.finished_at) {
-                (None, Some(result), Some(finished_at)) => {
-                    tracing::debug!(execution = %id, "resubmission of a finished execution: its result is published again");
-                    batch.effects.push(Effect::PublishResult(ExecutionFinished {
-                        execution_id: id.clone(),
-                        ffqn: created.ffqn.clone(),
-                        result: result.clone(),
-                        finished_at,
-                        correlation_id: created.correlation_id.clone(),
-                    }));
-                }
-                _ => tracing::debug!(execution = %id, "duplicate submission ignored"),
-            }
+        if self.cache.contains_key(&id) {
+            self.resubmitted(batch, index, &submission);
             return Ok(());
         }
-        // A name that does not parse names no function: nothing to create. The caller hears.
         let unparsable = match flaw {
             Some(Flaw::Ffqn(error)) => {
-                let error = format!("the function name of {id} does not parse: {error}");
-                tracing::warn!(execution = %id, %error, "submission refused");
-                self.dead_letter(batch, index, DlqReason::UnknownFfqn, error.clone());
-                let result = error_result(ExecutionErrorKind::UnknownFunction, error);
-                match &submission.parent {
-                    None => answer_refused(batch, &submission, result),
-                    Some(parent) => batch.effects.push(Effect::Respond {
-                        to: parent.execution_id.clone(),
-                        response: Response::ChildExecutionFinished {
-                            child_execution_id: id,
-                            result,
-                        },
-                    }),
-                }
+                self.refuse_unparsable_ffqn(batch, index, &submission, error);
                 return Ok(());
             }
             Some(Flaw::Params(error)) => Some(error),
             None => None,
         };
+        let mut live = self.create(batch, &submission)?;
+        let checked = match unparsable {
+            Some(error) => Err(Rejection::InvalidParams(format!(
+                "the params of {id} are not a JSON array: {error}"
+            ))),
+            None => self
+                .runner
+                .check_submission(&submission.ffqn, &submission.params),
+        };
+        let mut ctx = self.ctx(batch);
+        let deferred = match checked {
+            Err(rejection) => {
+                let (reason, kind, error) = match rejection {
+                    Rejection::UnknownFunction(e) => (
+                        DlqReason::UnknownFfqn,
+                        ExecutionErrorKind::UnknownFunction,
+                        e,
+                    ),
+                    Rejection::InvalidParams(e) => (
+                        DlqReason::InvalidParams,
+                        ExecutionErrorKind::InvalidParams,
+                        e,
+                    ),
+                };
+                ctx.dead_letter(index, reason, error.clone());
+                ctx.finish(&mut live, error_result(kind, error))?;
+                None
+            }
+            // Past its deadline before it could start: it never runs (timed out below).
+            Ok(())
+                if live
+                    .view
+                    .created
+                    .deadline
+                    .is_some_and(|d| d <= ctx.batch.now) =>
+            {
+                None
+            }
+            Ok(()) if live.view.state == ExecutionState::Scheduled => None,
+            Ok(()) => ctx.start_run(&mut live, Start::Fresh).await?,
+        };
+        self.accessed.insert(id.clone());
+        self.cache.insert(id.clone(), live);
+        self.note_start(&id, deferred, batch);
+        self.enforce_deadline(batch, &id)
+    }
+
+    /// A submission of an id that exists: with the same function and params it is
+    /// idempotent (a top-level execution that has finished publishes its result again; one
+    /// that has not will when it does), with others a conflict.
+    fn resubmitted(&mut self, batch: &mut Batch, index: usize, submission: &Submission) {
+        let id = &submission.execution_id;
+        let Some(live) = self.cache.get(id) else {
+            return;
+        };
+        let created = &live.view.created;
+        if created.ffqn != submission.ffqn || created.params != submission.params {
+            let problem = format!(
+                "execution {id} exists: {} with params {} (this submission: {} with params {}); \
+                 an execution id can be used once",
+                created.ffqn, created.params, submission.ffqn, submission.params
+            );
+            self.refuse_submission(batch, index, submission, problem);
+            return;
+        }
+        match (&created.parent, &live.view.result, live.view.finished_at) {
+            (None, Some(result), Some(finished_at)) => {
+                tracing::debug!(execution = %id, "resubmission of a finished execution: its result is published again");
+                batch.effects.push(Effect::PublishResult(ExecutionFinished {
+                    execution_id: id.clone(),
+                    ffqn: created.ffqn.clone(),
+                    result: result.clone(),
+                    finished_at,
+                    correlation_id: created.correlation_id.clone(),
+                }));
+            }
+            _ => tracing::debug!(execution = %id, "duplicate submission ignored"),
+        }
+    }
+
+    /// A function name that does not parse names no function: nothing is created. The caller
+    /// hears (`unknown-function`), and the record is dead-lettered.
+    fn refuse_unparsable_ffqn(
+        &mut self,
+        batch: &mut Batch,
+        index: usize,
+        submission: &Submission,
+        error: String,
+    ) {
+        let id = &submission.execution_id;
+        let error = format!("the function name of {id} does not parse: {error}");
+        tracing::warn!(execution = %id, %error, "submission refused");
+        self.dead_letter(batch, index, DlqReason::UnknownFfqn, error.clone());
+        let result = error_result(ExecutionErrorKind::UnknownFunction, error);
+        match &submission.parent {
+            None => answer_refused(batch, submission, result),
+            Some(parent) => batch.effects.push(Effect::Respond {
+                to: parent.execution_id.clone(),
+                response: Response::ChildExecutionFinished {
+                    child_execution_id: id.clone(),
+                    result,
+                },
+            }),
+        }
+    }
+
+    /// Creates the execution of `submission`: `Created` at seq 0 (its deadline the earlier of
+    /// the submission's and its component's default), then the events kept for it before it
+    /// existed, in the order they came (the run's first step finds them as any buffered
+    /// event), and their buffer forgotten.
+    fn create(
+        &mut self,
+        batch: &mut Batch,
+        submission: &Submission,
+    ) -> Result<Live<R::Run>, ProcessorError> {
+        let id = &submission.execution_id;
         let created = Created {
             ffqn: submission.ffqn.clone(),
             params: submission.params.clone(),
@@ -92,7 +195,7 @@ impl<R: WorkflowRunner> Processor<R> {
                 batch.now,
             ),
         };
-        let partition = self.partition_of(&id);
+        let partition = self.partition_of(id);
         let (view, timers) = ExecutionView::new(id.clone(), partition, created.clone(), batch.now);
         let mut live = Live {
             view,
@@ -108,65 +211,18 @@ impl<R: WorkflowRunner> Processor<R> {
         push_timer_changes(batch, timers);
         batch.touched.insert(id.clone());
         self.stats.created += 1;
-        // Events that came before the submission are the execution's first, in the order
-        // they came; the run's first step finds them as any buffered event.
         let key = id.to_string();
         if let Some(state) = self.correlations.get(&key) {
             let (early, changed) = correlation::take_early(state);
+            let mut ctx = self.ctx(batch);
             // The buffer holds each event id once (`correlation::receive`).
             for kept in early {
-                self.stats.events_received += 1;
-                append(
-                    batch,
-                    &mut live.view,
-                    HistoryEntry::EventReceived(kept.event),
-                )?;
+                ctx.stats.events_received += 1;
+                ctx.append(&mut live.view, HistoryEntry::EventReceived(kept.event))?;
             }
             self.put_correlation(batch, &key, changed);
         }
-        let checked = match unparsable {
-            Some(error) => Err(Rejection::InvalidParams(format!(
-                "the params of {id} are not a JSON array: {error}"
-            ))),
-            None => self
-                .runner
-                .check_submission(&submission.ffqn, &submission.params),
-        };
-        match checked {
-            Err(rejection) => {
-                let (reason, kind, error) = match rejection {
-                    Rejection::UnknownFunction(e) => (
-                        DlqReason::UnknownFfqn,
-                        ExecutionErrorKind::UnknownFunction,
-                        e,
-                    ),
-                    Rejection::InvalidParams(e) => (
-                        DlqReason::InvalidParams,
-                        ExecutionErrorKind::InvalidParams,
-                        e,
-                    ),
-                };
-                self.dead_letter(batch, index, reason, error.clone());
-                finish(&mut self.stats, batch, &mut live, error_result(kind, error))?;
-            }
-            // Past its deadline before it could start: it never runs (timed out below).
-            Ok(()) if live.view.created.deadline.is_some_and(|d| d <= batch.now) => {}
-            Ok(()) if live.view.state == ExecutionState::Scheduled => {}
-            Ok(()) => {
-                let deferred = start_run(
-                    Rules::new(&self.runner, self.value_limit()),
-                    &mut self.stats,
-                    batch,
-                    &mut live,
-                    Start::Fresh,
-                )
-                .await?;
-                self.note_start(&id, deferred, batch);
-            }
-        }
-        self.accessed.insert(id.clone());
-        self.cache.insert(id.clone(), live);
-        self.enforce_deadline(batch, &id)
+        Ok(live)
     }
 
     /// Dead-letters a submission that cannot create its execution and, if it is top-level,

@@ -1,12 +1,10 @@
 //! TODO(doc trace)
 
-use std::collections::BTreeMap;
-
-use crate::model::ExecutionId;
-use crate::runner::WorkflowRunner;
-
 use super::Processor;
 use super::effect::Effect;
+use crate::model::ExecutionId;
+use crate::runner::WorkflowRunner;
+use std::collections::BTreeMap;
 
 impl<R: WorkflowRunner> Processor<R> {
     /// The trace context of the activity `child` of `parent`: the parent's trace, the

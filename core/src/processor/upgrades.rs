@@ -1,13 +1,13 @@
 //! TODO(doc upgrades)
 
-use crate::records::{DlqReason, HistoryEntry, UpgradeRequest};
-use crate::rows::ExecutionState;
-use crate::runner::WorkflowRunner;
-
 use super::Processor;
 use super::config::ProcessorError;
 use super::effect::Batch;
-use super::run::append;
+use crate::records::DlqReason;
+use crate::records::HistoryEntry;
+use crate::records::UpgradeRequest;
+use crate::rows::ExecutionState;
+use crate::runner::WorkflowRunner;
 
 impl<R: WorkflowRunner> Processor<R> {
     /// Moves an execution to another build, if nothing happened to it since its history was
@@ -20,12 +20,11 @@ impl<R: WorkflowRunner> Processor<R> {
         request: UpgradeRequest,
     ) -> Result<(), ProcessorError> {
         let id = &request.execution_id;
-        let Some(live) = self.cache.get_mut(id) else {
+        let Some((mut ctx, live)) = self.ctx_of(batch, id) else {
             let error = format!("upgrade of {id}: the execution does not exist");
             self.dead_letter(batch, index, DlqReason::Other, error);
             return Ok(());
         };
-        self.accessed.insert(id.clone());
         let refusal = if live.view.state == ExecutionState::Finished {
             Some((DlqReason::Refused, "it has finished".to_owned()))
         } else if live.view.next_seq != request.expected_seq {
@@ -43,7 +42,7 @@ impl<R: WorkflowRunner> Processor<R> {
         if let Some((reason, why)) = refusal {
             let error = format!("upgrade of {id} to {} refused: {why}", request.component);
             tracing::warn!(execution = %id, %error, "upgrade refused");
-            self.dead_letter(batch, index, reason, error);
+            ctx.dead_letter(index, reason, error);
             return Ok(());
         }
         if live.view.component.as_deref() == Some(request.component.as_str()) {
@@ -55,7 +54,7 @@ impl<R: WorkflowRunner> Processor<R> {
             from: live.view.component.clone(),
             to: request.component,
         };
-        append(batch, &mut live.view, entry)?;
+        ctx.append(&mut live.view, entry)?;
         live.run = None;
         Ok(())
     }
