@@ -1,11 +1,29 @@
-//! TODO(doc admit)
+//! Admission: what every input record passes before the rules of its kind read it.
+//!
+//! - **Oversize** records (more than `max_record_bytes`) and undecodable ones are
+//!   dead-lettered. Whoever waits for an oversize one still hears: a child's answer reaches
+//!   its parent as a `value-too-large` error of that child; a new top-level submission is
+//!   answered `value-too-large`.
+//! - **Misrouted** records are dead-lettered (`misrouted`) before anything reads them: a
+//!   submission must be keyed by its execution id, a response by the execution it answers,
+//!   keyed state (a schedule, a correlation key) by its key, and each must sit on the
+//!   partition murmur2 gives its key. Any other record names an execution that another worker
+//!   owns, and acting on it would let two workers act on one execution.
+//! - **Deadlines** are enforced before any input of an execution is taken
+//!   ([`super::cancel`]).
 
 use super::Processor;
+use super::config::ProcessorError;
+use super::ctx::error_result;
 use super::effect::Batch;
 use super::effect::Effect;
 use super::input::Body;
 use super::input::Input;
+use super::input::Undecodable;
+use super::submit::answer_refused;
+use crate::model::ExecutionErrorKind;
 use crate::model::ExecutionId;
+use crate::model::Response;
 use crate::projection;
 use crate::projection::ExecutionView;
 use crate::records::DlqReason;
@@ -14,6 +32,102 @@ use crate::schedule;
 use std::str::FromStr;
 
 impl<R: WorkflowRunner> Processor<R> {
+    /// Admits the input record `record` with `body`: the body for the rules of its kind, or
+    /// `None` when admission took care of it (dead-lettered, answered).
+    pub(super) async fn admit(
+        &mut self,
+        batch: &mut Batch,
+        record: Record<'_>,
+        body: Result<Body, Undecodable>,
+    ) -> Result<Option<Body>, ProcessorError> {
+        let Record {
+            index,
+            partition,
+            key,
+            size,
+        } = record;
+        if size > self.config.max_record_bytes {
+            self.oversize(batch, record, body).await?;
+            return Ok(None);
+        }
+        let body = match body {
+            Err(e) => {
+                self.dead_letter(batch, index, e.reason, e.error);
+                return Ok(None);
+            }
+            Ok(body) => body,
+        };
+        if let Some(error) = self.misrouted(partition, key, &body) {
+            self.dead_letter(batch, index, DlqReason::Misrouted, error);
+            return Ok(None);
+        }
+        if let Some(owner) = input_owner(key, &body) {
+            self.enforce_deadline(batch, &owner)?;
+        }
+        Ok(Some(body))
+    }
+
+    /// A record larger than `max_record_bytes`: dead-lettered, and whoever waits for it told
+    /// why (see the module docs).
+    async fn oversize(
+        &mut self,
+        batch: &mut Batch,
+        record: Record<'_>,
+        body: Result<Body, Undecodable>,
+    ) -> Result<(), ProcessorError> {
+        let Record {
+            index,
+            partition,
+            key,
+            size,
+        } = record;
+        let error = format!(
+            "{size} bytes exceed the limit of {}",
+            self.config.max_record_bytes
+        );
+        self.dead_letter(batch, index, DlqReason::Oversize, error.clone());
+        match body {
+            // A child's answer too large to take (an external service's) still
+            // answers its parent, with why: a parent must not wait forever.
+            Ok(Body::Response(Response::ChildExecutionFinished {
+                child_execution_id, ..
+            })) => {
+                if let Some(owner) = response_owner(key)
+                    && self.wrong_partition(partition, &owner).is_none()
+                    && child_execution_id.is_child_of(&owner)
+                {
+                    let response = Response::ChildExecutionFinished {
+                        child_execution_id,
+                        result: error_result(
+                            ExecutionErrorKind::ValueTooLarge,
+                            format!("the answer was not taken: {error}"),
+                        ),
+                    };
+                    self.enforce_deadline(batch, &owner)?;
+                    self.deliver(batch, &owner, response, None, None).await?;
+                }
+            }
+            // A top-level submission too large to take is answered with why,
+            // unless its id is an existing execution's (whose answer comes as it
+            // will).
+            Ok(Body::Submission(submission)) => {
+                let id = &submission.execution_id;
+                if submission.parent.is_none()
+                    && id.is_top_level()
+                    && key == Some(id.to_string().as_str())
+                    && self.wrong_partition(partition, id).is_none()
+                    && !self.cache.contains_key(id)
+                {
+                    let reason = format!("the submission was not taken: {error}");
+                    let result = error_result(ExecutionErrorKind::ValueTooLarge, reason);
+                    answer_refused(batch, &submission, result);
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
     /// Why a record read on `partition` with `key` does not belong to this partition's
     /// executions, if it does not.
     pub(super) fn misrouted(
@@ -173,4 +287,14 @@ pub(super) fn input_owner(key: Option<&str>, body: &Body) -> Option<ExecutionId>
         Body::Cancel(c) => c.execution_id.clone(),
         Body::StubWrite(w) => w.target.parent()?,
     })
+}
+
+/// Where an input record was read, and how large it is.
+#[derive(Clone, Copy)]
+pub(super) struct Record<'k> {
+    /// Its place in the batch's inputs (what [`Effect::DeadLetter`] names).
+    pub(super) index: usize,
+    pub(super) partition: i32,
+    pub(super) key: Option<&'k str>,
+    pub(super) size: usize,
 }

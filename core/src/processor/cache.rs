@@ -1,4 +1,16 @@
-//! TODO(doc cache)
+//! The execution cache of the owned partitions: what it holds, what it weighs, and what is
+//! dropped.
+//!
+//! The cache is bounded by bytes (`cache_bytes`): each cached execution weighs its view
+//! ([`view_bytes`]) plus its parked run's [`WorkflowRun::resident_bytes`]; between batches
+//! [`Processor::evict`] drops whole executions, as the [cache policy](crate::cache) (a weighted
+//! S3-FIFO, which keeps hitting under cyclic access where LRU never does) picks them.
+//!
+//! Invariant: an execution touched by a batch the store does not hold yet is *pinned* (its
+//! `pinned_until` is later than the materialiser's last job): it is never evicted and never
+//! rebuilt from the store, which would read a history that is behind memory. A run is dropped
+//! for room ([`Processor::make_room`]) only if it can be rebuilt: not pinned, not touched by
+//! the batch being built.
 
 use super::Live;
 use super::Processor;
@@ -113,10 +125,15 @@ impl<R: WorkflowRunner> Processor<R> {
             let Some((id, _)) = victim else {
                 break; // all pinned
             };
-            if let Some(live) = self.cache.swap_remove(&id)
-                && live.run.is_some()
-            {
-                parked -= 1;
+            if let Some(live) = self.cache.swap_remove(&id) {
+                debug_assert!(
+                    live.pinned_until <= materialised,
+                    "{id}: evicted while batch {} is not in the store",
+                    live.pinned_until
+                );
+                if live.run.is_some() {
+                    parked -= 1;
+                }
             }
         }
     }

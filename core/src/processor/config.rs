@@ -1,4 +1,4 @@
-//! TODO(doc config)
+//! The processor's settings, counters and error.
 
 use crate::projection::ProjectionError;
 

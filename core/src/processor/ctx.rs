@@ -73,6 +73,12 @@ impl<R: WorkflowRunner> StepCtx<'_, R> {
     ) -> Result<(), ProcessorError> {
         let seq = view.next_seq;
         let timers = view.apply(seq, &entry, self.batch.now)?;
+        debug_assert_eq!(
+            view.next_seq,
+            seq + 1,
+            "{}: the projection did not move past seq {seq}",
+            view.id
+        );
         self.batch.effects.push(Effect::Append {
             execution_id: view.id.clone(),
             seq,

@@ -1,4 +1,6 @@
-//! TODO(doc effect)
+//! What the processor emits ([`Effect`]) into the batch being built ([`Batch`]). The driver
+//! encodes each effect and commits the batch in one Kafka transaction; nothing here is
+//! encoded or sent.
 
 use super::input::StubWrite;
 use crate::correlation::CorrelationCommand;

@@ -1,4 +1,23 @@
-//! TODO(doc events)
+//! Events (`weir.events`) and correlation keys: the processor's glue to the rules of
+//! [`crate::correlation`].
+//!
+//! An event keyed by its target execution: for an execution that has finished it is
+//! dead-lettered (`refused`, with why); for one that does not exist it is kept under the
+//! execution's id until the submission creates it (journalled right after `Created`,
+//! [`super::submit`]) or `early_event_wait` passes (then it comes back marked `waited_until`
+//! and is dead-lettered `other`, [`correlation::hold_early`]); an event id the execution has
+//! seen is dropped (counted); one whose name has an open wait is delivered to the oldest such
+//! wait as `EventDelivered` (journalled as a response, like any other); otherwise it is
+//! journalled as `EventReceived` and kept until a wait of its name takes it (the projection's
+//! buffer, at most [`MAX_BUFFERED_EVENTS`] events and [`MAX_BUFFERED_EVENT_BYTES`] of payloads
+//! per execution; beyond, dead-lettered `refused`). After every step of a run, an open wait
+//! whose name has a buffered event takes the oldest one ([`super::run`]), so an event sent
+//! before the workflow waits is not lost. Events still buffered when the execution finishes
+//! are dropped (counted: `events_unclaimed`).
+//!
+//! An event sent to a correlation key, a key's registration and its end are folded into the
+//! key's state by [`crate::correlation`]; the processor writes the new state (`weir.state`)
+//! and forwards what the rule forwards, in the same batch.
 
 use super::Processor;
 use super::cancel::rfc3339;

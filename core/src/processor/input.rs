@@ -1,4 +1,5 @@
-//! TODO(doc input)
+//! What the processor takes: one [`Input`] at a time, a decoded record ([`Body`]) or a due
+//! timer.
 
 use crate::correlation::CorrelationCommand;
 use crate::correlation::KeyedEvent;

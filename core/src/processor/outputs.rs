@@ -1,4 +1,12 @@
-//! TODO(doc outputs)
+//! What a run's outputs become: child submissions, activity requests (with the terms of the
+//! function's declaration, and a deadline never later than the parent's), stub writes,
+//! correlation registrations, scheduled executions, and the answers an execution gives itself
+//! (what closing a join set cancels, the values it writes for its own stubs).
+//!
+//! Closing a join set cancels its unawaited activities and delays: the execution answers each
+//! itself (`cancelled`, `DelayFinished{cancelled}`), journalled and delivered to the run in
+//! that order, and an activity's `CancelActivity` names its function. An unanswered event
+//! wait is answered `EventDelivered{cancelled}`.
 
 use super::Live;
 use super::config::ProcessorError;

@@ -40,6 +40,11 @@ impl<R: WorkflowRunner> StepCtx<'_, R> {
         live: &mut Live<R::Run>,
         start: Start,
     ) -> Result<Option<RunError>, ProcessorError> {
+        debug_assert!(
+            live.run.is_none(),
+            "{}: a run starts where one is parked",
+            live.view.id
+        );
         let execution = Execution {
             id: live.view.id.clone(),
             ffqn: live.view.created.ffqn.clone(),

@@ -1,4 +1,15 @@
-//! TODO(doc schedules)
+//! Schedules of the owned partitions: the processor's glue to the rules of
+//! [`crate::schedule`].
+//!
+//! A command (`weir.responses`, keyed `schedule:<name>` on that key's partition, else
+//! `misrouted`, [`super::admit`]) is folded into the schedule's state, a refused one
+//! dead-lettered with why (a `create` whose function the host does not have, or whose params
+//! do not fit it, as a submission would be). Each batch takes the due ticks of the owned
+//! schedules: a submission per tick that starts an execution (its id derived from the schedule
+//! and the tick), the cancellations `cancel-previous` makes, and the new state
+//! (`PutSchedule`, on `weir.state`), all in the batch's transaction. A tick's execution, when
+//! it finishes, tells its schedule (`RUN_FINISHED`, [`super::finish`]), which `skip` waits
+//! for.
 
 use super::Processor;
 use super::effect::Batch;

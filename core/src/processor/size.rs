@@ -1,4 +1,6 @@
-//! TODO(doc size)
+//! Sizes of the values a run's step would put into records: a step with a value larger than
+//! a record can carry is not taken (the execution ends `value-too-large`), so that no batch
+//! can fail forever on a record the producer refuses.
 
 use crate::model::ExecutionResult;
 use crate::replay::Output;

@@ -1,4 +1,9 @@
-//! TODO(doc starts)
+//! Starts that wait: a scheduled execution whose time came, and a run that cannot start now.
+//!
+//! A run that cannot start for a reason that passes (a full instance pool, a component a
+//! rolling deploy has not brought yet, an incomplete read of its journal) is parked, not
+//! finished: its start is tried again after 1 s, doubling to a minute, by a `retry` timer
+//! (durable: a new owner of the partition tries it too), and at its next input.
 
 use super::Live;
 use super::Processor;

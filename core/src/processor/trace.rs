@@ -1,4 +1,5 @@
-//! TODO(doc trace)
+//! The trace context each record carries ([`crate::trace`]): that of the execution it is
+//! written for.
 
 use super::Processor;
 use super::effect::Effect;

@@ -1,4 +1,5 @@
-//! TODO(doc upgrades)
+//! Upgrades: moving an execution to another build (`weir upgrade`), if nothing happened to
+//! it since its history was verified on that build ([`UpgradeRequest`]).
 
 use super::Processor;
 use super::config::ProcessorError;
