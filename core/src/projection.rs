@@ -47,6 +47,21 @@ pub fn deadline_timer_id(execution_id: &ExecutionId) -> String {
     format!("deadline:{execution_id}")
 }
 
+/// The timer that rebuilds a running execution and starts its run (a start deferred, an
+/// upgrade, a take-over that found batches the store lacked), due at `due_at`: one per
+/// execution, a later put moves it. Not the projection's: the processor and the catch-up put
+/// it.
+pub fn retry_timer(partition: i32, execution_id: &ExecutionId, due_at: DateTime<Utc>) -> TimerRow {
+    TimerRow {
+        kafka_partition: partition,
+        due_at,
+        timer_id: format!("retry:{execution_id}"),
+        execution_id: execution_id.clone(),
+        kind: TimerKind::Retry,
+        payload: Vec::new(),
+    }
+}
+
 /// The id that deduplicates a response: the child execution's, the delay's or the event
 /// request's.
 pub fn response_id(response: &Response) -> String {

@@ -116,7 +116,7 @@ impl<R: WorkflowRunner> Processor<R> {
     /// The execution `input` is about, if it must be read from the store before
     /// [`Processor::step`]: with the materialiser's batch number that must be in the store
     /// first.
-    pub fn needs(&self, input: &Input) -> Option<(ExecutionId, u64)> {
+    pub fn needs(&self, batch: &Batch, input: &Input) -> Option<(ExecutionId, u64)> {
         let id = match input {
             // An oversize response or submission is still answered (see `step`): the
             // execution it names is read first.
@@ -139,6 +139,10 @@ impl<R: WorkflowRunner> Processor<R> {
             // A duplicate answer is ignored by the view alone: no rebuild for it (an answer
             // sent again must not cost a replay of its execution).
             Some(live) if is_duplicate(&live.view, input) => None,
+            // What this batch appended is not in the store: a rebuild from the store would
+            // lose it and append at the same seqs again. The view in memory is the one to
+            // take the input; a start the batch deferred is tried again after its commit.
+            Some(_) if batch.touched.contains(&id) => None,
             Some(live) if live.view.state == ExecutionState::Running && live.run.is_none() => {
                 Some((id, live.pinned_until))
             }
@@ -164,7 +168,11 @@ impl<R: WorkflowRunner> Processor<R> {
             .cache
             .get(id)
             .map_or((0, None), |l| (l.pinned_until, l.stepped_at));
-        let running = rebuilt.view.state == ExecutionState::Running;
+        // One past its deadline is not run again: the input that asked for it finds it
+        // timed out ([`Processor::step`] enforces the deadline first). A rebuild may take
+        // steps (responses journalled while its start was deferred): none past the deadline.
+        let running = rebuilt.view.state == ExecutionState::Running
+            && rebuilt.view.created.deadline.is_none_or(|d| d > batch.now);
         let mut live = Live {
             view: rebuilt.view,
             run: None,

@@ -11,10 +11,11 @@ use super::config::ProcessorError;
 use super::effect::Batch;
 use super::effect::Effect;
 use super::run::Start;
+use chrono::{DateTime, Utc};
+
 use crate::model::ExecutionId;
+use crate::projection;
 use crate::rows::ExecutionState;
-use crate::rows::TimerKind;
-use crate::rows::TimerRow;
 use crate::runner::RunError;
 use crate::runner::WorkflowRunner;
 
@@ -48,10 +49,20 @@ impl<R: WorkflowRunner> Processor<R> {
         batch: &mut Batch,
         id: ExecutionId,
     ) -> Result<(), ProcessorError> {
-        match self.cache.get(&id).map(|live| live.view.state) {
-            Some(ExecutionState::Scheduled) => self.start_scheduled(batch, &id).await,
-            Some(ExecutionState::Running) => Ok(()),
-            Some(ExecutionState::Finished) | None => {
+        match self
+            .cache
+            .get(&id)
+            .map(|live| (live.view.state, live.run.is_some()))
+        {
+            Some((ExecutionState::Scheduled, _)) => self.start_scheduled(batch, &id).await,
+            Some((ExecutionState::Running, true)) => Ok(()),
+            // Not rebuilt: this batch appended to it, and the store lacks that until the
+            // batch commits. Tried again once it has.
+            Some((ExecutionState::Running, false)) => {
+                self.retry_at(batch, &id, batch.now);
+                Ok(())
+            }
+            Some((ExecutionState::Finished, _)) | None => {
                 self.deferred.shift_remove(&id);
                 Ok(())
             }
@@ -83,14 +94,14 @@ impl<R: WorkflowRunner> Processor<R> {
         let delay = start_retry_delay(*attempt);
         tracing::warn!(execution = %id, attempt = *attempt, retry_in = %delay, %reason, "the run cannot start now; it is parked and tried again");
         self.stats.deferred_starts += 1;
-        batch.effects.push(Effect::PutTimer(TimerRow {
-            kafka_partition: self.partition_of(id),
-            due_at: batch.now + delay,
-            timer_id: format!("retry:{id}"),
-            execution_id: id.clone(),
-            kind: TimerKind::Retry,
-            payload: Vec::new(),
-        }));
+        self.retry_at(batch, id, batch.now + delay);
+    }
+
+    /// Puts the `retry` timer of `id` (one per execution: a later put moves it): when it
+    /// fires, the execution is rebuilt from the store and its run started.
+    pub(super) fn retry_at(&self, batch: &mut Batch, id: &ExecutionId, due_at: DateTime<Utc>) {
+        let timer = projection::retry_timer(self.partition_of(id), id, due_at);
+        batch.effects.push(Effect::PutTimer(timer));
     }
 
     /// Executions parked with a deferred start.

@@ -57,6 +57,10 @@ impl<R: WorkflowRunner> Processor<R> {
         };
         ctx.append(&mut live.view, entry)?;
         live.run = None;
+        // Rebuilt on the new build once this batch is in the store, whether another input
+        // comes or not (one in this batch is journalled for it: the store lacks the batch).
+        let now = batch.now;
+        self.retry_at(batch, id, now);
         Ok(())
     }
 }

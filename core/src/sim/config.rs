@@ -186,10 +186,17 @@ pub struct Faults {
     /// `conflict` (`ok` for the same value) (`stub-answer`: 30 of seeds 0..2000 of
     /// `dst_stub_wrong_function`; `a_stub_written_through_another_function_is_not_found`).
     pub stub_wrong_function: bool,
+    /// Starts the host cannot make now (issue 32 item 5): a quarter of the starts and
+    /// rebuilds of runs, chosen by the seed, the execution and the instant, fail as a full
+    /// instance pool (`NoCapacity`) or a build a rolling deploy has not brought yet
+    /// (`VersionUnavailable`) would, so executions are parked with a deferred start while
+    /// their answers, events and cancellations keep coming — several of them in one batch.
+    /// See [`super::host::SimHost`].
+    pub deferrals: bool,
 }
 
 impl Faults {
-    pub const NAMES: [&'static str; 22] = [
+    pub const NAMES: [&'static str; 23] = [
         "crashes",
         "hanging_txns",
         "rebalances",
@@ -212,6 +219,7 @@ impl Faults {
         "correlation_duplicates",
         "stub_writes",
         "stub_wrong_function",
+        "deferrals",
     ];
 
     pub fn none() -> Self {
@@ -238,6 +246,7 @@ impl Faults {
             correlation_duplicates: false,
             stub_writes: false,
             stub_wrong_function: false,
+            deferrals: false,
         }
     }
 
@@ -284,6 +293,7 @@ impl Faults {
             "correlation_duplicates" => &mut self.correlation_duplicates,
             "stub_writes" => &mut self.stub_writes,
             "stub_wrong_function" => &mut self.stub_wrong_function,
+            "deferrals" => &mut self.deferrals,
             _ => return None,
         })
     }

@@ -20,6 +20,7 @@ pub mod check;
 pub mod cluster;
 pub mod config;
 pub mod exec;
+pub mod host;
 pub mod rng;
 mod scheduler;
 mod seams;
@@ -29,6 +30,7 @@ pub mod world;
 
 pub use check::Violation;
 pub use config::{Faults, SimConfig};
+pub use host::SimHost;
 pub use rng::Rng;
 pub use scheduler::{
     CorrelationCounts, EventCounts, KeyedSend, Mix, Report, ScheduleCounts, ScheduleEnd, Sim,

@@ -25,10 +25,11 @@ use super::check::{Violation, check};
 use super::cluster::{Payload, SimTime, Topic};
 use super::config::{Faults, SimConfig};
 use super::exec::{ProcFuture, poll_once};
+use super::host::SimHost;
 use super::rng::Rng;
 use super::seams::{SimInline, SimLog, SimMaterialiser, SimStore};
 use super::store::MaterialiserQueue;
-use super::workflows::{SimRunner, Workflow, unknown_ffqn};
+use super::workflows::{Workflow, unknown_ffqn};
 use super::world::{Consumer, Proc, Shared, Stats, Status, World, lock};
 
 /// A top-level execution a client submitted, and what it must finish with.
@@ -315,7 +316,7 @@ impl Sim {
             );
         }
         let processor = Processor::new(
-            SimRunner,
+            SimHost::new(self.faults.deferrals, self.seed),
             ProcessorConfig {
                 cache_bytes: self.config.cache_bytes,
                 cache_size: self.config.cache_size,

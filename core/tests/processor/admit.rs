@@ -86,7 +86,7 @@ fn an_oversize_submission_is_dead_lettered_and_answered() {
         })),
     };
     let mut batch = Batch::new(now());
-    assert_eq!(processor.needs(&input), Some((id.clone(), 0)));
+    assert_eq!(processor.needs(&batch, &input), Some((id.clone(), 0)));
     block_on(processor.rehydrate(&mut batch, &id, None)).expect("nothing stored");
     block_on(processor.step(&mut batch, input)).expect("no processor error");
     assert!(

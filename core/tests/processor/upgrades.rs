@@ -125,7 +125,7 @@ fn an_upgrade_is_taken_only_for_the_history_it_was_checked_against() {
         .expect("the delay's timer");
     let due = Input::TimerDue(timer.clone());
     let mut batch = Batch::new(now());
-    if processor.needs(&due).is_some() {
+    if processor.needs(&batch, &due).is_some() {
         block_on(processor.rehydrate(&mut batch, &id, Some(history.clone()))).expect("rebuilt");
     }
     block_on(processor.step(&mut batch, due)).expect("no processor error");

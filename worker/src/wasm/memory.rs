@@ -414,7 +414,7 @@ impl InMemoryBus {
     /// What the driver does before a step: rebuild from the store the execution the
     /// processor names. (The store is never behind: every batch is materialised at once.)
     async fn rehydrate_for(&mut self, batch: &mut Batch, input: &Input) -> Result<(), BusError> {
-        if let Some((id, _)) = self.processor.needs(input) {
+        if let Some((id, _)) = self.processor.needs(batch, input) {
             let stored = self.changelog.get(&id).cloned();
             self.processor.rehydrate(batch, &id, stored).await?;
         }
