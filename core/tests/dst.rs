@@ -224,7 +224,7 @@ fn passing_faults_do_happen() {
 /// their sub-classes, which came after: with them a seed would run another run), plus `class`.
 fn found_with(class: &str) -> Faults {
     let spec = format!(
-        "all,-hanging_txns,-zombies,-revoked_writes,-long_timers,-long_idle,-inline,-schedules,-correlation,-correlation_duplicates,-stub_writes,-stub_wrong_function,-deferrals,+{class}"
+        "all,-hanging_txns,-zombies,-revoked_writes,-long_timers,-long_idle,-inline,-schedules,-correlation,-correlation_duplicates,-stub_writes,-stub_wrong_function,-deferrals,-upgrades,+{class}"
     );
     Faults::parse(&spec).unwrap()
 }
@@ -483,6 +483,30 @@ fn dst_deferrals() {
         return;
     };
     assert_seeds_pass(&seeds, faults);
+}
+
+/// Upgrades (issue 32 item 5): clients move running executions to other builds with the
+/// history length they read (a stale one is refused as a conflict), while the executions'
+/// answers keep coming, some in the same batch, with deferred starts, crashes, rebalances and
+/// outages around them (`upgrade`: an `Upgraded` entry only where a request asked, at its
+/// seq; every other invariant of the run).
+#[test]
+fn dst_upgrades() {
+    let mut faults = found_with("upgrades");
+    faults.deferrals = true;
+    let Some(seeds) = seeds_or_one(faults, 300) else {
+        return;
+    };
+    assert_seeds_pass(&seeds, faults);
+    let mut total = weir_core::sim::check::UpgradeCounts::default();
+    for seed in seeds.iter().take(100) {
+        total += run_seed(*seed, faults).upgrades;
+    }
+    println!("upgrades of the first 100 seeds: {total:?}");
+    assert!(
+        total.taken > 0 && total.sent > total.taken,
+        "the runs do not exercise upgrades, taken and refused: {total:?}"
+    );
 }
 
 /// Zombies: a worker frozen past its session timeout (and mostly back before its transaction

@@ -138,6 +138,34 @@ pub fn check(
 
     let logs = committed_histories(w);
 
+    // Upgrades: an execution moves to a build only as a request asked, at the history length
+    // the request was checked against (`weir upgrade`'s rule; a stale one is a conflict).
+    let upgrades: Vec<&crate::records::UpgradeRequest> = w
+        .cluster
+        .committed_records(Topic::Responses)
+        .filter_map(|(_, r)| match &r.payload {
+            Some(Payload::Upgrade(u)) => Some(u),
+            _ => None,
+        })
+        .collect();
+    for (id, entries) in &logs {
+        for e in entries {
+            if let HistoryEntry::Upgraded { to, .. } = &e.record.entry
+                && !upgrades.iter().any(|u| {
+                    u.execution_id == *id && u.component == *to && u.expected_seq == e.record.seq
+                })
+            {
+                add(
+                    "upgrade",
+                    format!(
+                        "{id}: Upgraded({to}) at seq {}, which no upgrade request asked for",
+                        e.record.seq
+                    ),
+                );
+            }
+        }
+    }
+
     for (id, entries) in &logs {
         let home = w.cluster.partition_for(Topic::History, &id.to_string());
         if let Some(e) = entries.iter().find(|e| e.partition != home) {
@@ -2589,5 +2617,37 @@ fn check_stubs(
             ),
             _ => {}
         }
+    }
+}
+
+/// What the upgrades of a run did: requests sent, and `Upgraded` entries journalled.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct UpgradeCounts {
+    pub sent: u64,
+    pub taken: u64,
+}
+
+impl UpgradeCounts {
+    pub fn of(w: &World) -> Self {
+        let sent = w
+            .cluster
+            .committed_records(Topic::Responses)
+            .filter(|(_, r)| matches!(r.payload, Some(Payload::Upgrade(_))))
+            .count() as u64;
+        let taken = w
+            .cluster
+            .committed_records(Topic::History)
+            .filter(|(_, r)| {
+                matches!(&r.payload, Some(Payload::History(h)) if matches!(h.entry, HistoryEntry::Upgraded { .. }))
+            })
+            .count() as u64;
+        UpgradeCounts { sent, taken }
+    }
+}
+
+impl std::ops::AddAssign for UpgradeCounts {
+    fn add_assign(&mut self, other: Self) {
+        self.sent += other.sent;
+        self.taken += other.taken;
     }
 }

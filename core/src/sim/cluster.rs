@@ -108,6 +108,8 @@ pub enum Payload {
     KeyedEvent(crate::correlation::KeyedEvent),
     /// A workflow writing another execution's stub, on `weir.responses`.
     StubWrite(crate::processor::StubWrite),
+    /// A request to move an execution to another build (`weir upgrade`), on `weir.responses`.
+    Upgrade(crate::records::UpgradeRequest),
     /// Bytes no codec can read (a poison record).
     Garbage(String),
 }

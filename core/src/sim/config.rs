@@ -193,10 +193,15 @@ pub struct Faults {
     /// their answers, events and cancellations keep coming — several of them in one batch.
     /// See [`super::host::SimHost`].
     pub deferrals: bool,
+    /// Executions moved to another build (`weir upgrade`, issue 32 item 5): a client sends an
+    /// upgrade of a running execution with the history length it read (sometimes stale: a
+    /// conflict, dead-lettered); the owner appends `Upgraded` and rebuilds the run on the new
+    /// build, while its answers keep coming — in the same batch too.
+    pub upgrades: bool,
 }
 
 impl Faults {
-    pub const NAMES: [&'static str; 23] = [
+    pub const NAMES: [&'static str; 24] = [
         "crashes",
         "hanging_txns",
         "rebalances",
@@ -220,6 +225,7 @@ impl Faults {
         "stub_writes",
         "stub_wrong_function",
         "deferrals",
+        "upgrades",
     ];
 
     pub fn none() -> Self {
@@ -247,6 +253,7 @@ impl Faults {
             stub_writes: false,
             stub_wrong_function: false,
             deferrals: false,
+            upgrades: false,
         }
     }
 
@@ -294,6 +301,7 @@ impl Faults {
             "stub_writes" => &mut self.stub_writes,
             "stub_wrong_function" => &mut self.stub_wrong_function,
             "deferrals" => &mut self.deferrals,
+            "upgrades" => &mut self.upgrades,
             _ => return None,
         })
     }

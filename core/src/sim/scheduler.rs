@@ -1328,6 +1328,52 @@ impl Sim {
         ));
     }
 
+    /// A client upgrades a random submitted execution to another build, with the length of
+    /// its history it read in the log (committed records: it may be behind, then the owner
+    /// refuses it as a conflict).
+    fn random_upgrade(&mut self) {
+        // Mostly a running execution (as `weir upgrade` is used); sometimes any one.
+        let running_only = !self.rng.chance(5);
+        let world = lock(&self.world);
+        let mut lengths: IndexMap<ExecutionId, (u64, bool)> = IndexMap::new();
+        for (_, r) in world.cluster.committed_records(Topic::History) {
+            if let Some(Payload::History(h)) = &r.payload {
+                let seen = lengths.entry(h.execution_id.clone()).or_default();
+                seen.0 += 1;
+                seen.1 |= matches!(h.entry, crate::records::HistoryEntry::Finished { .. });
+            }
+        }
+        let now = world.now;
+        drop(world);
+        let candidates: Vec<(ExecutionId, u64)> = self
+            .submitted
+            .keys()
+            .filter_map(|id| {
+                let (len, finished) = lengths.get(id).copied().unwrap_or_default();
+                (!running_only || (len > 0 && !finished)).then(|| (id.clone(), len))
+            })
+            .collect();
+        if candidates.is_empty() {
+            return;
+        }
+        let (id, expected_seq) = self.rng.pick(&candidates).clone();
+        let build = self.rng.range(2, 5);
+        let request = crate::records::UpgradeRequest {
+            execution_id: id.clone(),
+            component: format!("sim-v{build}"),
+            expected_seq,
+            requested_at: now,
+        };
+        let (partition, offset) = lock(&self.world).client_append(
+            Topic::Responses,
+            id.to_string(),
+            Payload::Upgrade(request),
+        );
+        self.note(format!(
+            "upgrade {id} to sim-v{build} at seq {expected_seq} -> responses/{partition}@{offset}"
+        ));
+    }
+
     /// A client sends `action` about schedule `name` (`weir.responses`, keyed
     /// `schedule:<name>`, on the partition murmur2 gives the key); returns the command's id.
     pub fn schedule_command(&mut self, name: &str, action: ScheduleAction) -> String {
@@ -1905,7 +1951,7 @@ impl Sim {
         let new_ok = self.workload() < self.config.executions;
         let session = self.config.session_timeout_ms;
         let m = self.mix;
-        let actions: [(&str, u64); 21] = [
+        let actions: [(&str, u64); 22] = [
             ("submit", if new_ok { 6 } else { 0 }),
             ("event", if f.events { 4 } else { 0 }),
             ("cancel", if f.cancels { 1 } else { 0 }),
@@ -1958,6 +2004,8 @@ impl Sim {
                     (true, true) => 10,
                 },
             ),
+            // Last, so that the draws of a run without upgrades stay what they were.
+            ("upgrade", if f.upgrades { 2 } else { 0 }),
         ];
         let weights: Vec<u64> = actions.iter().map(|(_, w)| *w).collect();
         let action = actions[self.rng.weighted(&weights)].0;
@@ -1970,6 +2018,7 @@ impl Sim {
             ("submit", _) => self.random_submission(),
             ("event", _) => self.random_event(),
             ("cancel", _) => self.random_cancel(),
+            ("upgrade", _) => self.random_upgrade(),
             ("run", Some(slot)) => {
                 let polls = self.rng.range(1, 12) as usize;
                 self.run(slot, polls);
@@ -2258,6 +2307,7 @@ impl Sim {
             schedules: ScheduleCounts::of(&w),
             correlation: CorrelationCounts::of(&w),
             stubs: StubCounts::of(&w, &self.stub_sends),
+            upgrades: super::check::UpgradeCounts::of(&w),
             executions: self.submitted.len(),
             findings: w.findings.clone(),
         }
@@ -2647,6 +2697,7 @@ pub struct Report {
     pub schedules: ScheduleCounts,
     pub correlation: CorrelationCounts,
     pub stubs: StubCounts,
+    pub upgrades: super::check::UpgradeCounts,
     pub executions: usize,
     /// Known holes the run entered: `(tag, first occurrence, count)`.
     pub findings: Vec<(&'static str, String, u64)>,

@@ -1344,6 +1344,7 @@ fn decode(payload: Option<&Payload>) -> Result<Body, Undecodable> {
         Some(Payload::KeyedEvent(e)) => Ok(Body::KeyedEvent(e.clone())),
         Some(Payload::CorrelationCommand(c)) => Ok(Body::Correlation(c.clone())),
         Some(Payload::StubWrite(w)) => Ok(Body::StubWrite(w.clone())),
+        Some(Payload::Upgrade(u)) => Ok(Body::Upgrade(u.clone())),
         Some(Payload::Garbage(why)) => Err(Undecodable {
             reason: DlqReason::Undecodable,
             error: why.clone(),
