@@ -35,31 +35,14 @@ use crate::model::{
     JoinSetRequest, Response,
 };
 use crate::records::{Created, HistoryEntry, HistoryRecord, ReceivedEvent};
-use crate::rows::{EntryKind, ExecutionRow, ExecutionState, TimerKey, TimerKind, TimerRow};
-
-/// The id of the timer that starts a scheduled execution.
-pub fn schedule_timer_id(execution_id: &ExecutionId) -> String {
-    format!("schedule:{execution_id}")
-}
-
-/// The id of the timer that finishes an execution past its deadline.
-pub fn deadline_timer_id(execution_id: &ExecutionId) -> String {
-    format!("deadline:{execution_id}")
-}
+use crate::rows::{EntryKind, ExecutionRow, ExecutionState, TimerId, TimerKey, TimerRow};
 
 /// The timer that rebuilds a running execution and starts its run (a start deferred, an
 /// upgrade, a take-over that found batches the store lacked), due at `due_at`: one per
 /// execution, a later put moves it. Not the projection's: the processor and the catch-up put
 /// it.
 pub fn retry_timer(partition: i32, execution_id: &ExecutionId, due_at: DateTime<Utc>) -> TimerRow {
-    TimerRow {
-        kafka_partition: partition,
-        due_at,
-        timer_id: format!("retry:{execution_id}"),
-        execution_id: execution_id.clone(),
-        kind: TimerKind::Retry,
-        payload: Vec::new(),
-    }
+    TimerId::Retry(execution_id.clone()).row(partition, execution_id, due_at)
 }
 
 /// The id that deduplicates a response: the child execution's, the delay's or the event
@@ -211,25 +194,12 @@ impl ExecutionView {
     }
 
     fn deadline_timer(&self) -> Option<TimerRow> {
-        Some(TimerRow {
-            kafka_partition: self.partition,
-            due_at: self.created.deadline?,
-            timer_id: deadline_timer_id(&self.id),
-            execution_id: self.id.clone(),
-            kind: TimerKind::Deadline,
-            payload: Vec::new(),
-        })
+        let due_at = self.created.deadline?;
+        Some(TimerId::Deadline(self.id.clone()).row(self.partition, &self.id, due_at))
     }
 
     fn schedule_timer(&self, due_at: DateTime<Utc>) -> TimerRow {
-        TimerRow {
-            kafka_partition: self.partition,
-            due_at,
-            timer_id: schedule_timer_id(&self.id),
-            execution_id: self.id.clone(),
-            kind: TimerKind::Schedule,
-            payload: Vec::new(),
-        }
+        TimerId::Schedule(self.id.clone()).row(self.partition, &self.id, due_at)
     }
 
     fn schedule_timer_key(&self) -> Option<TimerKey> {
@@ -321,14 +291,9 @@ impl ExecutionView {
                 {
                     self.pending_delays
                         .insert(delay_id.to_string(), *expires_at);
-                    timers.push(TimerChange::Put(TimerRow {
-                        kafka_partition: self.partition,
-                        due_at: *expires_at,
-                        timer_id: delay_id.to_string(),
-                        execution_id: self.id.clone(),
-                        kind: TimerKind::Delay,
-                        payload: Vec::new(),
-                    }));
+                    let timer = TimerId::Delay(delay_id.clone());
+                    let row = timer.row(self.partition, &self.id, *expires_at);
+                    timers.push(TimerChange::Put(row));
                 }
             }
             HistoryEntry::ResponseAppended(response) => {
@@ -587,6 +552,7 @@ mod tests {
 
     use super::*;
     use crate::model::{DelayId, DelayOutcome, Ffqn, JoinSetId, ScheduleAt, Version};
+    use crate::rows::TimerKind;
 
     const ID: &str = "E_01ARZ3NDEKTSV4RRFFQ69G5FAV";
 
@@ -703,7 +669,7 @@ mod tests {
         let key = TimerKey {
             kafka_partition: 3,
             due_at: at,
-            timer_id: schedule_timer_id(&id()),
+            timer_id: TimerId::Schedule(id()).to_string(),
         };
         assert!(
             matches!(&timers[..], [TimerChange::Put(t)] if t.key() == key && t.kind == TimerKind::Schedule)
@@ -724,7 +690,7 @@ mod tests {
         let key = TimerKey {
             kafka_partition: 3,
             due_at: deadline,
-            timer_id: deadline_timer_id(&id()),
+            timer_id: TimerId::Deadline(id()).to_string(),
         };
         assert!(
             matches!(&timers[..], [TimerChange::Put(t)] if t.key() == key && t.kind == TimerKind::Deadline),

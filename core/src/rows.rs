@@ -91,6 +91,69 @@ named_enum!(
     }
 );
 
+/// What a timer is, by kind and the execution or delay it is for: the one rule that makes
+/// a stored `timer_id` ([`TimerRow::timer_id`]) and reads it back ([`TimerRow::id`]).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum TimerId {
+    /// A workflow's delay, by its id (which names its execution).
+    Delay(crate::model::DelayId),
+    /// The start of a scheduled execution.
+    Schedule(ExecutionId),
+    /// The next try of a start that was deferred (or a rebuild that is owed).
+    Retry(ExecutionId),
+    /// The deadline of an execution.
+    Deadline(ExecutionId),
+}
+
+impl TimerId {
+    pub fn kind(&self) -> TimerKind {
+        match self {
+            TimerId::Delay(_) => TimerKind::Delay,
+            TimerId::Schedule(_) => TimerKind::Schedule,
+            TimerId::Retry(_) => TimerKind::Retry,
+            TimerId::Deadline(_) => TimerKind::Deadline,
+        }
+    }
+
+    /// The timer row of this timer for `execution_id`, owned by `partition`, due at `due_at`.
+    pub fn row(
+        &self,
+        partition: i32,
+        execution_id: &ExecutionId,
+        due_at: DateTime<Utc>,
+    ) -> TimerRow {
+        TimerRow {
+            kafka_partition: partition,
+            due_at,
+            timer_id: self.to_string(),
+            execution_id: execution_id.clone(),
+            kind: self.kind(),
+            payload: Vec::new(),
+        }
+    }
+}
+
+impl fmt::Display for TimerId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TimerId::Delay(id) => write!(f, "{id}"),
+            TimerId::Schedule(id) => write!(f, "schedule:{id}"),
+            TimerId::Retry(id) => write!(f, "retry:{id}"),
+            TimerId::Deadline(id) => write!(f, "deadline:{id}"),
+        }
+    }
+}
+
+/// A stored timer whose id does not read as its kind's.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("timer `{timer_id}` of {execution_id} ({kind}) is not a {kind} timer id: {reason}")]
+pub struct TimerIdError {
+    pub timer_id: String,
+    pub execution_id: ExecutionId,
+    pub kind: TimerKind,
+    pub reason: String,
+}
+
 /// One record of an execution's changelog (`weir.history`), materialised.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HistoryRow {
@@ -141,6 +204,31 @@ pub struct TimerRow {
 }
 
 impl TimerRow {
+    /// What this timer is, read from its kind and id.
+    pub fn id(&self) -> Result<TimerId, TimerIdError> {
+        let fail = |reason: String| TimerIdError {
+            timer_id: self.timer_id.clone(),
+            execution_id: self.execution_id.clone(),
+            kind: self.kind,
+            reason,
+        };
+        let of_execution = |prefix: &str| -> Result<ExecutionId, TimerIdError> {
+            let rest = self
+                .timer_id
+                .strip_prefix(prefix)
+                .ok_or_else(|| fail(format!("it does not start with `{prefix}`")))?;
+            ExecutionId::from_str(rest).map_err(|e| fail(e.to_string()))
+        };
+        Ok(match self.kind {
+            TimerKind::Delay => TimerId::Delay(
+                crate::model::DelayId::from_str(&self.timer_id).map_err(|e| fail(e.to_string()))?,
+            ),
+            TimerKind::Schedule => TimerId::Schedule(of_execution("schedule:")?),
+            TimerKind::Retry => TimerId::Retry(of_execution("retry:")?),
+            TimerKind::Deadline => TimerId::Deadline(of_execution("deadline:")?),
+        })
+    }
+
     pub fn key(&self) -> TimerKey {
         TimerKey {
             kafka_partition: self.kafka_partition,
@@ -583,7 +671,7 @@ impl ListQuery {
 
 #[cfg(test)]
 mod outcome_tests {
-    use super::outcome_of;
+    use super::{DateTime, ExecutionId, TimerId, TimerKind, outcome_of};
 
     #[test]
     fn the_outcome_is_read_from_the_stored_result() {
@@ -599,5 +687,30 @@ mod outcome_tests {
         );
         assert_eq!(outcome_of("not json"), None);
         assert_eq!(outcome_of(r#"{"other":1}"#), None);
+    }
+
+    /// Every kind of timer reads back as the id it was made from; an id of another kind's
+    /// shape is an error naming the timer, not a timer of the wrong kind.
+    #[test]
+    fn timer_ids_read_back_as_they_were_made() {
+        let execution: ExecutionId = "E_01ARZ3NDEKTSV4RRFFQ69G5FAV".parse().expect("an id");
+        let delay: crate::model::DelayId = "Delay_01ARZ3NDEKTSV4RRFFQ69G5FAV.o:1-sleep_1"
+            .parse()
+            .expect("a delay id");
+        let at = DateTime::from_timestamp(1_800_000_000, 0).expect("a time");
+        for id in [
+            TimerId::Delay(delay),
+            TimerId::Schedule(execution.clone()),
+            TimerId::Retry(execution.clone()),
+            TimerId::Deadline(execution.clone()),
+        ] {
+            let row = id.row(3, &execution, at);
+            assert_eq!(row.kind, id.kind());
+            assert_eq!(row.id(), Ok(id));
+        }
+        let mut wrong = TimerId::Retry(execution.clone()).row(3, &execution, at);
+        wrong.kind = TimerKind::Deadline;
+        let error = wrong.id().expect_err("a retry id read as a deadline's");
+        assert!(error.to_string().contains("retry:E_"), "{error}");
     }
 }

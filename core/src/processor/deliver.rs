@@ -25,7 +25,6 @@ use super::ctx::StepCtx;
 use super::ctx::error_result;
 use super::effect::Batch;
 use crate::model::ChildKind;
-use crate::model::DelayId;
 use crate::model::DelayOutcome;
 use crate::model::ExecutionErrorKind;
 use crate::model::ExecutionId;
@@ -36,12 +35,10 @@ use crate::records::ActivityRequest;
 use crate::records::DlqReason;
 use crate::records::HistoryEntry;
 use crate::rows::ExecutionState;
-use crate::rows::TimerKind;
-use crate::rows::TimerRow;
+use crate::rows::{TimerId, TimerRow};
 use crate::runner::RunError;
 use crate::runner::WorkflowRun;
 use crate::runner::WorkflowRunner;
-use std::str::FromStr;
 
 impl<R: WorkflowRunner> Processor<R> {
     /// A response record, keyed by the execution it answers; `copy`: the record also goes to
@@ -124,12 +121,8 @@ impl<R: WorkflowRunner> Processor<R> {
         batch: &mut Batch,
         timer: TimerRow,
     ) -> Result<(), ProcessorError> {
-        match timer.kind {
-            TimerKind::Delay => {
-                let Ok(delay_id) = DelayId::from_str(&timer.timer_id) else {
-                    tracing::warn!(timer = %timer.timer_id, "malformed delay timer dropped");
-                    return Ok(());
-                };
+        match timer.id() {
+            Ok(TimerId::Delay(delay_id)) => {
                 let response = Response::DelayFinished {
                     delay_id,
                     outcome: DelayOutcome::Ok,
@@ -137,10 +130,14 @@ impl<R: WorkflowRunner> Processor<R> {
                 self.deliver(batch, &timer.execution_id, response, None, None)
                     .await
             }
-            TimerKind::Schedule => self.start_scheduled(batch, &timer.execution_id).await,
-            TimerKind::Retry => self.retry_start(batch, timer.execution_id).await,
+            Ok(TimerId::Schedule(_)) => self.start_scheduled(batch, &timer.execution_id).await,
+            Ok(TimerId::Retry(_)) => self.retry_start(batch, timer.execution_id).await,
             // Enforced by `step` before any input of the execution, this one included.
-            TimerKind::Deadline => Ok(()),
+            Ok(TimerId::Deadline(_)) => Ok(()),
+            Err(error) => {
+                tracing::warn!(%error, "malformed timer dropped");
+                Ok(())
+            }
         }
     }
 }
