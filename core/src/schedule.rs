@@ -41,6 +41,11 @@ pub const DEFAULT_TIMEZONE: &str = "UTC";
 /// workers were down) are counted as missed, not started.
 pub const DEFAULT_CATCHUP_WINDOW: Duration = Duration::minutes(1);
 
+/// The longest catch-up window a schedule may have, in days: every duration a user gives is
+/// bounded where it enters (a window of 300 000 years made `now - window` overflow and
+/// panicked every owner of the partition).
+pub const MAX_CATCHUP_WINDOW_DAYS: i64 = 366;
+
 /// At most this many ticks are taken per schedule and batch (the rest in the next batches).
 pub const MAX_TICKS_PER_STEP: usize = 100;
 
@@ -75,8 +80,10 @@ pub enum ScheduleError {
     Params { name: String, params: String },
     #[error("schedule `{name}`: overlap `{overlap}`: one of skip, allow, cancel-previous")]
     Overlap { name: String, overlap: String },
-    #[error("schedule `{name}`: the catch-up window must not be negative")]
-    CatchupWindow { name: String },
+    #[error(
+        "schedule `{name}`: the catch-up window {window} is not between 0 and {MAX_CATCHUP_WINDOW_DAYS} days"
+    )]
+    CatchupWindow { name: String, window: String },
 }
 
 /// Checks a schedule name: 1 to 128 of `[A-Za-z0-9_.-]`.
@@ -172,9 +179,12 @@ impl ScheduleSpec {
                 params: self.params.to_string(),
             });
         }
-        if self.catchup_window < Duration::zero() {
+        if self.catchup_window < Duration::zero()
+            || self.catchup_window > Duration::days(MAX_CATCHUP_WINDOW_DAYS)
+        {
             return Err(ScheduleError::CatchupWindow {
                 name: name.to_owned(),
+                window: format!("{} s", self.catchup_window.num_seconds()),
             });
         }
         Ok(Cron { schedule, tz })
@@ -447,7 +457,10 @@ pub fn fire(state: &ScheduleState, now: DateTime<Utc>) -> Option<Fired> {
             return None;
         }
     };
-    let window_start = now - state.spec.catchup_window;
+    // Checked: a window from a record (not from `compile`) may be anything.
+    let window_start = now
+        .checked_sub_signed(state.spec.catchup_window)
+        .unwrap_or(DateTime::<Utc>::MIN_UTC);
     let mut fired = Fired {
         state: state.clone(),
         starts: Vec::new(),
@@ -869,6 +882,23 @@ mod tests {
             state = fired.state;
         }
         assert_eq!((started, skipped), (1, 9));
+    }
+
+    /// Issue 33 F5: a catch-up window of 300 000 years made `now - window` overflow: the
+    /// owner of the schedule's partition panicked at every batch. Such a window is refused
+    /// where it enters (every edge compiles the spec), and a state that carries one anyway
+    /// (a record written by hand) is kept without ticking, as any spec that does not compile.
+    #[test]
+    fn a_catch_up_window_beyond_the_bound_is_refused_and_never_overflows() {
+        let mut huge = spec("* * * * * *", "UTC", Overlap::Allow);
+        huge.catchup_window = Duration::days(365 * 300_000);
+        let error = huge.compile("nightly").expect_err("beyond the bound");
+        assert!(matches!(error, ScheduleError::CatchupWindow { .. }), "{error}");
+        huge.catchup_window = Duration::days(MAX_CATCHUP_WINDOW_DAYS);
+        huge.compile("nightly").expect("the bound itself is a window");
+        let mut state = created(Overlap::Allow, "2026-03-01T10:00:00.2Z");
+        state.spec.catchup_window = Duration::MAX;
+        assert!(fire(&state, utc("2026-03-01T10:00:05Z")).is_none());
     }
 
     #[test]
