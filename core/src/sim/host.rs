@@ -47,11 +47,11 @@ impl SimHost {
             execution.id.to_string().as_bytes(),
             &now.timestamp_millis().to_le_bytes(),
         ]);
-        if h % 4 != 0 {
+        if !h.is_multiple_of(4) {
             return None;
         }
         let id = execution.id.to_string();
-        Some(if (h >> 8) % 2 == 0 {
+        Some(if (h >> 8).is_multiple_of(2) {
             RunError::NoCapacity {
                 execution: id,
                 reason: "the simulated instance pool is full".to_owned(),
