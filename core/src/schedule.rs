@@ -893,9 +893,13 @@ mod tests {
         let mut huge = spec("* * * * * *", "UTC", Overlap::Allow);
         huge.catchup_window = Duration::days(365 * 300_000);
         let error = huge.compile("nightly").expect_err("beyond the bound");
-        assert!(matches!(error, ScheduleError::CatchupWindow { .. }), "{error}");
+        assert!(
+            matches!(error, ScheduleError::CatchupWindow { .. }),
+            "{error}"
+        );
         huge.catchup_window = Duration::days(MAX_CATCHUP_WINDOW_DAYS);
-        huge.compile("nightly").expect("the bound itself is a window");
+        huge.compile("nightly")
+            .expect("the bound itself is a window");
         let mut state = created(Overlap::Allow, "2026-03-01T10:00:00.2Z");
         state.spec.catchup_window = Duration::MAX;
         assert!(fire(&state, utc("2026-03-01T10:00:05Z")).is_none());

@@ -485,6 +485,24 @@ fn dst_deferrals() {
     assert_seeds_pass(&seeds, faults);
 }
 
+/// Deferred starts and upgrades with every other fault class (`dst_short`'s and theirs). Not
+/// passing yet, so not in `Faults::passing`: of seeds 0..300, 10 fail (10, 21, 25, 144, 158,
+/// 193, 221, 250, 263, 295): a fenced former owner's `retry` timer lands in the store behind
+/// the next owner's timer watermark (issue 11 item 5's hole: a retry timer is in no history
+/// record, so no owner derives it and deletes it again), left in the store (`timers-left`);
+/// in 144 and 221 an execution also never finishes (`unfinished`).
+#[test]
+#[ignore = "open: retry timers of fenced owners behind the watermark (seeds in the docs)"]
+fn dst_deferrals_with_every_fault() {
+    let mut faults = Faults::all();
+    faults.deferrals = true;
+    faults.upgrades = true;
+    let Some(seeds) = seeds_or_one(faults, 300) else {
+        return;
+    };
+    assert_seeds_pass(&seeds, faults);
+}
+
 /// Upgrades (issue 32 item 5): clients move running executions to other builds with the
 /// history length they read (a stale one is refused as a conflict), while the executions'
 /// answers keep coming, some in the same batch, with deferred starts, crashes, rebalances and

@@ -265,15 +265,24 @@ impl Faults {
         f
     }
 
-    /// What `dst_short` runs: every class no open bug trips. Today that is all of them: the
+    /// What `dst_short` runs: every class no open bug trips. Today that is all but two: the
     /// classes that found issue 11 items 0, 1, 2, 5, 6, the hanging-transaction catch-up
     /// bug, the correlation duplicates and the stub written through another function
     /// (`zombies`, `revoked_writes`, `hanging_txns`, `long_timers`, `long_idle`,
     /// `correlation_duplicates`, `stub_wrong_function`) joined as their fixes landed. A class
     /// that finds a new bug leaves this set until its fix, with an ignored test naming the
     /// seeds.
+    ///
+    /// `deferrals` and `upgrades` (issue 32) are not in it yet: with zombies and long idles
+    /// they leave `retry` timers a fenced former owner wrote behind the next owner's timer
+    /// watermark (issue 11 item 5's hole; a retry timer is in no history record, so no owner
+    /// derives and deletes it again), and in two of the seeds an execution that never
+    /// finishes (`dst_deferrals_with_every_fault`). Their own classes run without zombies.
     pub fn passing() -> Self {
-        Faults::all()
+        let mut faults = Faults::all();
+        faults.deferrals = false;
+        faults.upgrades = false;
+        faults
     }
 
     fn flag(&mut self, name: &str) -> Option<&mut bool> {
