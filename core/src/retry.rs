@@ -7,7 +7,7 @@
 //! No I/O and no clock: the time the attempt ended and the random draw for the jitter are
 //! arguments.
 //!
-//! The rules (`docs/design.md#activities`):
+//! The rules (`docs/design/activities.md#retries`):
 //! - `ok` is the answer, never retried.
 //! - `err` is retried while attempts are left if the policy's `retry_on_err` says so; when it
 //!   is not retried (by policy, or because no attempt or time is left) the `err` itself is the

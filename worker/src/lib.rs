@@ -1,5 +1,5 @@
 //! Weir: durable workflows, written as WebAssembly components, run by stateless workers
-//! behind Kafka. See `docs/design.md` and the README for the architecture.
+//! behind Kafka. See `docs/design/README.md` and the README for the architecture.
 //!
 //! Modules, one job each:
 //! - [`model`], [`replay`]: re-exported from the pure core crate `weir-core`.
@@ -10,7 +10,7 @@
 //! - [`topology`]: the declarative description of topics, routes and components (`topology/`).
 //! - [`failpoints`]: named pauses for fault-injection tests (`WEIR_FAILPOINTS`).
 //! - [`metrics`]: the worker's counters and gauges and their Prometheus endpoint.
-//! - [`options`]: the default of every setting, one source for clap, the library and the README.
+//! - [`options`]: the default of every setting, one source for clap, the library and `docs/cli.md`.
 //! - [`cli`]: the `weir` command line.
 
 pub mod api;

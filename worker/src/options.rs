@@ -8,11 +8,11 @@
 //! - clap's `default_value`s in [`crate::cli`] are these constants (so `--help` shows them),
 //! - [`WorkerConfig::new`](crate::kafka::workflow_worker::WorkerConfig::new) and
 //!   [`EngineConfig::default`](crate::wasm::EngineConfig) take their values from them,
-//! - `worker/tests/readme_defaults.rs` checks the README's configuration tables against clap's
+//! - `worker/tests/cli_defaults.rs` checks the configuration tables of `docs/cli.md` against clap's
 //!   defaults, and the library defaults against clap's.
 //!
 //! Constants are in the unit the flag takes (`…_MS` in milliseconds, `…_SECS` in seconds), so
-//! that clap shows exactly what the README says. Only the command line reads the environment
+//! that clap shows exactly what `docs/cli.md` says. Only the command line reads the environment
 //! (clap's `env` arguments and `WEIR_LOG`); library code takes everything as parameters.
 
 // ------------------------------------------------------------ every subcommand (`ClusterArgs`)

@@ -1,4 +1,4 @@
-//! The vocabulary of Weir (`docs/design.md`, "Vocabulary"): execution and delay ids, join set ids, function names,
+//! The vocabulary of Weir (`docs/design/vocabulary.md`): execution and delay ids, join set ids, function names,
 //! history events, responses and results. Pure data, no I/O.
 //!
 //! Every type is `Clone + PartialEq + Debug` and serde-serialisable (ids and FFQNs as their

@@ -1,4 +1,4 @@
-//! The deterministic history engine (`docs/design.md`, "Vocabulary" and "The partition processor"): turns a workflow's host calls into history
+//! The deterministic history engine (`docs/design/vocabulary.md` and `docs/design/partition-processor.md`): turns a workflow's host calls into history
 //! events, matches them against the recorded history on replay, detects nondeterminism, and
 //! yields the new events and the outputs to emit. Pure: no I/O, no clock (the host passes
 //! `now`), no threads; the WASM host and the Kafka worker drive it.

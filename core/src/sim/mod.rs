@@ -3,7 +3,7 @@
 //! cluster (topics, transactions, `read_committed`, a consumer group with generations), a
 //! simulated CQL store with a background materialiser, a scripted [`WorkflowRunner`] and an
 //! activity service — all in one thread, driven step by step by a seeded scheduler, so that
-//! a failing seed replays exactly. See `docs/design.md#deterministic-simulation`.
+//! a failing seed replays exactly. See `docs/design/simulation.md`.
 //!
 //! - [`cluster`]: the Kafka model (what `read_committed` sees, the LSO, transactions and
 //!   their fencing, committed offsets, the eager-protocol consumer group).

@@ -142,7 +142,7 @@ pub struct Options {
     /// Executions (the first ones) that sleep 65–80 s, past the 60 s timer horizon.
     pub long_sleeps: usize,
     pub session_timeout: Duration,
-    /// The workers' transaction timeout; by default the session timeout (as the README
+    /// The workers' transaction timeout; by default the session timeout (as docs/operating.md
     /// advises), and three times it for `freeze` (so that a window exists between the new
     /// owner's assignment and the zombie's transaction timing out).
     pub transaction_timeout: Option<Duration>,

@@ -1,6 +1,6 @@
 //! The activity worker: consumes the request topics of the activity routes, runs each request
 //! of a WASM activity as attempts of its component, and answers the parent (on
-//! `weir.responses`, keyed by the parent's id) exactly once (`docs/design.md#activities`).
+//! `weir.responses`, keyed by the parent's id) exactly once (`docs/design/activities.md`).
 //!
 //! **Nothing waits for anything else.** Attempts run concurrently, up to
 //! [`ActivitySettings::concurrency`], as tasks of their own, while the loop keeps polling the

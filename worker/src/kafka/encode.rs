@@ -3,7 +3,7 @@
 //! record; they are materialised into the store after the commit. A cancelled activity becomes
 //! an [`ActivityCancel`] on its route's request topic if Weir's activity workers serve it,
 //! keyed by the activity's id so that it lands on its request's partition, after it
-//! (`docs/design.md#activities`).
+//! (`docs/design/activities.md#cancellation`).
 
 use rdkafka::message::OwnedMessage;
 use weir_core::processor::Effect;
@@ -279,7 +279,7 @@ pub fn records(
 
 /// The request topics that Weir's activity workers serve: a topic with an external route is
 /// left alone (its service reads `ActivityRequest`s only; external activities are not
-/// cancelled, see the external contract in `docs/design.md#external-activities`).
+/// cancelled, see the external contract in `docs/design/external-activities.md`).
 pub fn cancellation_topics(topology: &Topology) -> Vec<String> {
     let mut topics: Vec<String> = topology
         .routes

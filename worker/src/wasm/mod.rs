@@ -1,4 +1,4 @@
-//! The wasmtime host for workflow and activity components (`docs/design.md`, "The WIT surface";
+//! The wasmtime host for workflow and activity components (`docs/design/wit.md`;
 //! schemas/wit/README.md for the contract with the guests).
 //!
 //! - [`engine`]: the wasmtime `Engine` (component model, fuel, pooling allocator) and the

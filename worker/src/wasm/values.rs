@@ -1,4 +1,4 @@
-//! Conversions between JSON (how params and results travel; `docs/design.md`, "JSON mapping of
+//! Conversions between JSON (how params and results travel; `docs/design/json-mapping.md`, "JSON mapping of
 //! WIT values") and component-model values ([`Val`]), always driven by the WIT type ([`Type`]) of the function concerned, plus
 //! a WIT-syntax printer for types used in error messages and typed values.
 //!

@@ -1,9 +1,9 @@
-//! The README's configuration tables (`| flag | variable | default | meaning |`) against the
+//! `docs/cli.md`'s configuration tables (`| flag | variable | default | meaning |`) against the
 //! command line clap really builds, and the library's defaults against clap's. Every default is
-//! defined once, in `weir::options`; a default changed in one place only (the README, a clap
+//! defined once, in `weir::options`; a default changed in one place only (`docs/cli.md`, a clap
 //! attribute, `WorkerConfig::new`, `EngineConfig::default`) fails here.
 //!
-//! How the README is read: in its `## Configuration` section, a table under the section heading
+//! How `docs/cli.md` is read: in its `## Configuration` section, a table under the section heading
 //! holds the settings every subcommand that talks to the cluster (has `--brokers`) shares, a table under ``### `weir <command>` `` those of
 //! that command. A flag cell is `` `--name` `` (anything after the name, like `k=v`, is
 //! ignored), a variable cell `` `WEIR_…` `` or empty; a default cell is `` `value` `` (clap's
@@ -27,19 +27,19 @@ const OUTSIDE_CLAP: [(&str, &str); 1] = [("WEIR_LOG", options::DEFAULT_LOG_FILTE
 /// One row of a configuration table.
 #[derive(Debug)]
 struct Row {
-    /// 1-based line in the README, for messages.
+    /// 1-based line in `docs/cli.md`, for messages.
     line: usize,
     /// The command the table is about (`["worker"]`); empty: every subcommand.
     command: Vec<String>,
     /// The long flag without `--`.
     flag: Option<String>,
     variable: Option<String>,
-    /// `None`: the README says there is no default value.
+    /// `None`: `docs/cli.md` says there is no default value.
     default: Option<String>,
 }
 
-fn readme() -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md");
+fn cli_doc() -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/cli.md");
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
@@ -63,7 +63,7 @@ fn heading_command(heading: &str) -> Option<Vec<String>> {
     (words.next() == Some("weir")).then(|| words.map(str::to_owned).collect())
 }
 
-/// The rows of the configuration tables of `text` (a README).
+/// The rows of the configuration tables of `text` (`docs/cli.md`).
 fn parse_rows(text: &str) -> Vec<Row> {
     let mut rows = Vec::new();
     let mut in_configuration = false;
@@ -104,21 +104,21 @@ fn parse_rows(text: &str) -> Vec<Row> {
         assert_eq!(
             cells.len(),
             4,
-            "README.md:{line_no}: a configuration row has four cells: {line}"
+            "docs/cli.md:{line_no}: a configuration row has four cells: {line}"
         );
         let command = command.clone().unwrap_or_else(|| {
-            panic!("README.md:{line_no}: a configuration table under a heading that names no `weir` command")
+            panic!("docs/cli.md:{line_no}: a configuration table under a heading that names no `weir` command")
         });
         let flag = (!cells[0].is_empty()).then(|| {
             let flag = code(cells[0])
                 .and_then(|c| c.split_whitespace().next())
                 .and_then(|c| c.strip_prefix("--"))
-                .unwrap_or_else(|| panic!("README.md:{line_no}: flag cell `{}`", cells[0]));
+                .unwrap_or_else(|| panic!("docs/cli.md:{line_no}: flag cell `{}`", cells[0]));
             flag.to_owned()
         });
         let variable = (!cells[1].is_empty()).then(|| {
             code(cells[1])
-                .unwrap_or_else(|| panic!("README.md:{line_no}: variable cell `{}`", cells[1]))
+                .unwrap_or_else(|| panic!("docs/cli.md:{line_no}: variable cell `{}`", cells[1]))
                 .to_owned()
         });
         let default = match cells[2] {
@@ -174,7 +174,7 @@ fn default_of(arg: &clap::Arg) -> Option<String> {
     })
 }
 
-/// Everything on which the README and clap disagree, one message each.
+/// Everything on which `docs/cli.md` and clap disagree, one message each.
 fn disagreements(rows: &[Row]) -> Vec<String> {
     let leaves = leaf_commands();
     let mut errors = Vec::new();
@@ -196,7 +196,7 @@ fn disagreements(rows: &[Row]) -> Vec<String> {
     };
     let mut seen = BTreeSet::new();
     for row in rows {
-        let at = format!("README.md:{}", row.line);
+        let at = format!("docs/cli.md:{}", row.line);
         let Some(flag) = &row.flag else {
             // A variable the command line reads itself.
             let variable = row.variable.as_deref().unwrap_or("");
@@ -207,7 +207,7 @@ fn disagreements(rows: &[Row]) -> Vec<String> {
                 )),
                 Some((_, default)) if row.default.as_deref() != Some(default) => {
                     errors.push(format!(
-                        "{at}: `{variable}` defaults to `{default}`, the README says {:?}",
+                        "{at}: `{variable}` defaults to `{default}`, docs/cli.md says {:?}",
                         row.default
                     ))
                 }
@@ -233,14 +233,14 @@ fn disagreements(rows: &[Row]) -> Vec<String> {
             };
             if env_of(arg) != row.variable {
                 errors.push(format!(
-                    "{at}: `{name} --{flag}` reads {:?}, the README says {:?}",
+                    "{at}: `{name} --{flag}` reads {:?}, docs/cli.md says {:?}",
                     env_of(arg),
                     row.variable
                 ));
             }
             if default_of(arg) != row.default {
                 errors.push(format!(
-                    "{at}: `{name} --{flag}` defaults to {:?}, the README says {:?}",
+                    "{at}: `{name} --{flag}` defaults to {:?}, docs/cli.md says {:?}",
                     default_of(arg),
                     row.default
                 ));
@@ -258,7 +258,7 @@ fn disagreements(rows: &[Row]) -> Vec<String> {
                 .any(|row| covers(row, path) && row.flag.as_deref() == arg.get_long());
             if !documented {
                 errors.push(format!(
-                    "`weir {} --{}` ({variable}) is in no configuration table of the README",
+                    "`weir {} --{}` ({variable}) is in no configuration table of docs/cli.md",
                     path.join(" "),
                     arg.get_long().unwrap_or(arg.get_id().as_str()),
                 ));
@@ -280,26 +280,26 @@ fn disagreements(rows: &[Row]) -> Vec<String> {
 }
 
 #[test]
-fn the_readme_tables_are_what_clap_declares() {
-    let rows = parse_rows(&readme());
+fn the_cli_doc_tables_are_what_clap_declares() {
+    let rows = parse_rows(&cli_doc());
     assert!(
         rows.iter().any(|r| r.command.is_empty()) && rows.iter().any(|r| r.command == ["worker"]),
-        "the README's configuration tables were not found: {rows:#?}"
+        "the configuration tables of docs/cli.md were not found: {rows:#?}"
     );
     let errors = disagreements(&rows);
     assert!(
         errors.is_empty(),
-        "the README's configuration tables and the command line disagree:\n{}",
+        "the configuration tables of docs/cli.md and the command line disagree:\n{}",
         errors.join("\n")
     );
 }
 
-/// The check itself: a default changed in the README only, or a flag left out, is caught.
+/// The check itself: a default changed in `docs/cli.md` only, or a flag left out, is caught.
 #[test]
 fn a_default_changed_in_one_place_is_caught() {
-    let text = readme();
+    let text = cli_doc();
     let row = "| `--cache-size` | `WEIR_CACHE_SIZE` | `100000` |";
-    assert!(text.contains(row), "the README has no row `{row}`");
+    assert!(text.contains(row), "docs/cli.md has no row `{row}`");
     let changed = text.replace(row, "| `--cache-size` | `WEIR_CACHE_SIZE` | `10000` |");
     let errors = disagreements(&parse_rows(&changed));
     assert!(
