@@ -21,7 +21,7 @@
 //! - an execution a batch touched that the store does not hold yet is never evicted nor
 //!   rebuilt from the store ([`cache`]).
 //!
-//! The rules, one module per concern (the design: `docs/design/`):
+//! The rules, one module per concern (the design: `docs/design/partition-processor.md`):
 //! - [`admit`]: oversize, undecodable and misrouted records, deadlines first;
 //! - [`submit`]: submissions create executions;
 //! - [`deliver`]: responses and due delays reach the run;
