@@ -53,11 +53,10 @@ use crate::correlation::CorrelationState;
 use crate::inline::{self, InlineActivities, InlineOutcome, NoInline};
 use crate::model::ExecutionId;
 use crate::processor::{Batch, Effect, Input, Processor, ProcessorError, ProcessorStats};
-use crate::projection::{ExecutionView, TimerChange, entry_kind, rebuild, retry_timer};
+use crate::projection::{ExecutionView, entry_kind, rebuild};
 use crate::records::{HistoryEntry, HistoryRecord};
 use crate::rows::{
-    Checkpoint, ExecutionState, HistoryRow, MaterialiseJob, TimerChanges, TimerRow, TimerWatermark,
-    WriteStamp,
+    Checkpoint, HistoryRow, MaterialiseJob, TimerChanges, TimerRow, TimerWatermark, WriteStamp,
 };
 use crate::runner::WorkflowRunner;
 use crate::schedule::ScheduleState;
@@ -1111,19 +1110,6 @@ where
                 recorded_at: timestamp,
             });
             if job.history.len() >= CATCHUP_FLUSH_EVERY || i + 1 == read {
-                if i + 1 == read {
-                    // The batches read here were committed, but what their owner wrote
-                    // beside the history may be lost with it: a `retry` timer of a deferred
-                    // start or an upgrade is in no history record. Each running execution
-                    // they touched is rebuilt (and its run started) once: without it, one
-                    // whose start was deferred would wait forever.
-                    for view in views.values() {
-                        if view.state == ExecutionState::Running {
-                            let timer = retry_timer(view.partition, &view.id, self.log.now());
-                            TimerChange::Put(timer).add_to(&mut timers);
-                        }
-                    }
-                }
                 timers.write_into(&mut job);
                 job.executions = views.values().map(ExecutionView::row).collect();
                 let now = self.log.now();
