@@ -809,6 +809,7 @@ impl Sim {
         let (partition, offset) = lock(&self.world).client_append(
             Topic::Submissions,
             id.to_string(),
+            None,
             Payload::Submission(submission),
         );
         let entry = self.submitted.entry(id.clone()).or_insert(Submitted {
@@ -858,6 +859,7 @@ impl Sim {
         let (partition, offset) = lock(&self.world).client_append(
             Topic::Events,
             target.to_string(),
+            None,
             Payload::Event(event),
         );
         match self.submitted.get_mut(target) {
@@ -955,6 +957,7 @@ impl Sim {
         let (partition, offset) = lock(&self.world).client_append(
             Topic::Events,
             key.to_owned(),
+            None,
             Payload::KeyedEvent(event),
         );
         let again = self.keyed_events.iter().any(|k| k.event_id == event_id);
@@ -1131,6 +1134,7 @@ impl Sim {
         let (partition, offset) = lock(&self.world).client_append(
             Topic::Responses,
             parent.to_string(),
+            None,
             Payload::Response(response),
         );
         let sent_at = self.now();
@@ -1316,6 +1320,7 @@ impl Sim {
         let (partition, offset) = lock(&self.world).client_append(
             Topic::Responses,
             id.to_string(),
+            Some(crate::wire::RecordKind::CancelExecution),
             Payload::Cancel(request),
         );
         if let Some(s) = self.submitted.get_mut(&id) {
@@ -1353,6 +1358,7 @@ impl Sim {
         let (partition, offset) = lock(&self.world).client_append(
             Topic::Responses,
             crate::schedule::key(name),
+            Some(crate::wire::RecordKind::Schedule),
             Payload::ScheduleCommand(command),
         );
         self.note(format!(
@@ -1662,6 +1668,7 @@ impl Sim {
         let (partition, offset) = lock(&self.world).client_append(
             Topic::Submissions,
             key.clone(),
+            None,
             Payload::Garbage(format!("{key}: not Avro")),
         );
         self.poison.push((partition, offset));
@@ -1697,6 +1704,7 @@ impl Sim {
             Topic::Submissions,
             partition,
             key.clone(),
+            None,
             Payload::Submission(submission),
         );
         drop(w);
@@ -1726,6 +1734,7 @@ impl Sim {
         let (partition, offset) = lock(&self.world).client_append(
             Topic::Submissions,
             id.to_string(),
+            None,
             Payload::Submission(submission),
         );
         self.poison.push((partition, offset));
