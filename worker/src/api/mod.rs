@@ -214,7 +214,7 @@ pub fn router(api: Arc<Api>) -> Router {
 /// submits the same execution, which Weir runs once.
 pub fn idempotent_id(namespace: &str, key: &str) -> ExecutionId {
     let digest = Sha256::digest(format!("weir-idempotency-key\0{namespace}\0{key}").as_bytes());
-    crate::kafka::submit::id_from_digest(&digest.into())
+    ExecutionId::from_digest(&digest.into())
 }
 
 #[derive(Deserialize)]
@@ -259,7 +259,7 @@ async fn submit(
         .map(|d| crate::kafka::submit::parse_deadline(d, chrono::Utc::now()))
         .transpose()
         .map_err(|e| ApiError::bad_request(e.to_string()))?;
-    let submission = crate::kafka::submit::top_level(
+    let submission = crate::codec::Submission::top_level(
         &id,
         ffqn,
         body.params,
