@@ -194,6 +194,11 @@ pub const DEFAULT_MATERIALISE_QUEUE_BYTES: usize = 128 * 1024 * 1024;
 /// `weir submit --follow --timeout`: how long to wait for the result, in seconds.
 pub const DEFAULT_FOLLOW_TIMEOUT_SECS: u64 = 120;
 
+// -------------------------------------------------------------------------------- `weir list`
+
+/// `weir list --limit` (and the HTTP API's `limit`): rows a page of a listing shows.
+pub const DEFAULT_LIST_LIMIT: usize = 50;
+
 #[cfg(test)]
 mod tests {
     use super::*;

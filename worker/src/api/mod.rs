@@ -708,7 +708,7 @@ async fn list(
 ) -> ApiResult {
     authorize(&api, &headers, Scope::Read)?;
     let Query(p) = params.map_err(|e| ApiError::bad_request(e.body_text()))?;
-    let filter = crate::cli::ListFilter {
+    let filter = crate::store::list::ListFilter {
         function: p.function,
         parent: p.parent,
         state: p.state,
@@ -720,7 +720,7 @@ async fn list(
     };
     let limit = p
         .limit
-        .unwrap_or(crate::cli::DEFAULT_LIST_LIMIT)
+        .unwrap_or(crate::options::DEFAULT_LIST_LIMIT)
         .clamp(1, 1000);
     let query = filter
         .query(limit, p.after.as_deref())
