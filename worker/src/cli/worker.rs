@@ -248,7 +248,7 @@ async fn serve(args: WorkerArgs) -> anyhow::Result<()> {
     let static_membership = args.instance_id.is_some();
     let instance_id = args.instance_id.clone().unwrap_or_else(default_instance_id);
     // The pool never caps the parked runs below what the byte budget holds (issue 12 goal 3).
-    let needed = options::parkable_runs(args.cache_bytes)
+    let needed = crate::wasm::workflow::parkable_runs(args.cache_bytes)
         .saturating_add(u32::try_from(args.activity_concurrency).unwrap_or(u32::MAX));
     // …nor above what the kernel's mapping limit lets the process map (every allocation of the
     // process fails beyond it).
