@@ -6,7 +6,7 @@
 //! 10 000 in `WorkerConfig::new`; the instance pool 1024 in the CLI and 256 in
 //! `EngineConfig::default()`). Now each default is one constant here, and
 //! - clap's `default_value`s in [`crate::cli`] are these constants (so `--help` shows them),
-//! - [`WorkerConfig::new`](crate::kafka::workflow_worker::WorkerConfig::new) and
+//! - [`WorkerConfig::new`](crate::kafka::member::WorkerConfig::new) and
 //!   [`EngineConfig::default`](crate::wasm::EngineConfig) take their values from them,
 //! - `worker/tests/readme_defaults.rs` checks the README's configuration tables against clap's
 //!   defaults, and the library defaults against clap's.

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use rdkafka::producer::{FutureProducer, FutureRecord};
+use weir_core::wire::RecordKind;
 
 use crate::codec::{
     AvroRecord, Codec, EncodeError, EventRecord, InboundEvent, ReceivedEvent, Submission,
@@ -138,10 +139,7 @@ pub async fn send_cancel(
     topic: &str,
     request: &crate::codec::CancelRequest,
 ) -> Result<(), SubmitError> {
-    let headers = rdkafka::message::OwnedHeaders::new().insert(rdkafka::message::Header {
-        key: super::activity_worker::KIND_HEADER,
-        value: Some(super::activity_worker::CANCEL_EXECUTION_KIND),
-    });
+    let headers = super::headers::of_kind(RecordKind::CancelExecution);
     let id = request.execution_id.to_string();
     send_keyed(producer, codec, topic, &id, request, Some(headers)).await
 }
@@ -210,10 +208,7 @@ pub async fn send_upgrade(
     topic: &str,
     request: &UpgradeRequest,
 ) -> Result<(), SubmitError> {
-    let headers = rdkafka::message::OwnedHeaders::new().insert(rdkafka::message::Header {
-        key: super::activity_worker::KIND_HEADER,
-        value: Some(super::activity_worker::UPGRADE_KIND),
-    });
+    let headers = super::headers::of_kind(RecordKind::Upgrade);
     let id = request.execution_id.to_string();
     send_keyed(producer, codec, topic, &id, request, Some(headers)).await
 }
