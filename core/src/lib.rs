@@ -21,6 +21,8 @@
 //!   holding it, and the rules of a key's state.
 //! - [`schedule`]: recurring schedules: their ticks and the rules of their state.
 //! - [`retry`]: the one retry decision of an activity (retry when, or give up answering what).
+//! - [`wire`]: the wire-address table: the topic, key, kind and headers of every record an
+//!   effect writes, and what a record read from a topic is.
 
 pub mod cache;
 pub mod correlation;
@@ -40,3 +42,4 @@ pub mod schedule;
 pub mod sim;
 pub mod timers;
 pub mod trace;
+pub mod wire;

@@ -52,6 +52,32 @@ pub struct Submission {
     pub deadline: Option<DateTime<Utc>>,
 }
 
+impl Submission {
+    /// The submission of top-level execution `id` of `ffqn` with `params`, `metadata` and an
+    /// optional `deadline`, to run now: what every client outside a workflow sends (`weir
+    /// submit`, the HTTP API, a trigger). A top-level execution has no parent and no
+    /// correlation id; one whose name must always mean the same execution takes its id from a
+    /// digest ([`ExecutionId::from_digest`]).
+    pub fn top_level(
+        id: &ExecutionId,
+        ffqn: Ffqn,
+        params: Value,
+        metadata: BTreeMap<String, String>,
+        deadline: Option<DateTime<Utc>>,
+    ) -> Submission {
+        Submission {
+            execution_id: id.clone(),
+            ffqn,
+            params,
+            parent: None,
+            scheduled_at: None,
+            correlation_id: None,
+            metadata,
+            deadline,
+        }
+    }
+}
+
 /// A request to run an activity. Topic `weir.activity.<route>`, key: `execution_id` (the
 /// activity's own id). Answered by a [`Response::ChildExecutionFinished`] on `weir.responses`
 /// keyed by `parent_execution_id`.

@@ -519,7 +519,7 @@ impl Deployment {
     ) {
         let ffqn = ffqn.parse::<Ffqn>().expect("ffqn");
         let submission =
-            weir::kafka::submit::top_level(id, ffqn, params, Default::default(), deadline);
+            weir::codec::Submission::top_level(id, ffqn, params, Default::default(), deadline);
         let topic = self.topic(TopicRole::Submissions);
         let value = self.codec.encode(&topic, &submission).expect("encode");
         let mut owned = rdkafka::message::OwnedHeaders::new();

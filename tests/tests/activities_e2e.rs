@@ -18,13 +18,14 @@ use rdkafka::producer::{FutureProducer, FutureRecord};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 use weir::codec::{ActivityCancel, ActivityRequest, HistoryEntry, RecordPosition};
-use weir::kafka::activity_worker::{ActivitySettings, ActivityWorker, CANCEL_KIND, KIND_HEADER};
+use weir::kafka::activity_worker::{ActivitySettings, ActivityWorker};
+use weir::kafka::member::WorkerConfig;
 use weir::kafka::partitioner::partition_for_key;
-use weir::kafka::workflow_worker::WorkerConfig;
 use weir::metrics::Metrics;
 use weir::model::{ExecutionErrorKind, ExecutionId, ExecutionResult, JoinSetId, Response};
 use weir::topology::TopicRole;
 use weir::wasm::{EngineConfig, WasmHost};
+use weir::wire::{KIND_HEADER, RecordKind};
 use weir_e2e::deployment::{Deployment, WorkerProcess, committed_reader, components_dir};
 use weir_e2e::{kafka_config, repo_root, wait_for, wait_until};
 
@@ -123,7 +124,7 @@ async fn send_cancel(
     let value = deployment.codec.encode(topic, &cancel).expect("encode");
     let headers = OwnedHeaders::new().insert(Header {
         key: KIND_HEADER,
-        value: Some(CANCEL_KIND),
+        value: Some(RecordKind::Cancel.header_value()),
     });
     send(
         deployment,

@@ -92,7 +92,7 @@ impl AvroRecord for RawAnswer {
 }
 
 fn submission(id: &ExecutionId, ffqn: &str, params: Value) -> Submission {
-    weir::kafka::submit::top_level(
+    weir::codec::Submission::top_level(
         id,
         ffqn.parse().expect("ffqn"),
         params,

@@ -9,9 +9,9 @@ use std::time::Duration;
 use chrono::Utc;
 use serde_json::json;
 use weir::codec::{ActivityRequest, HistoryEntry, HistoryRecord};
-use weir::kafka::activity_worker::NOT_BEFORE_HEADER;
 use weir::model::{ExecutionId, ExecutionResult, HistoryEvent};
 use weir::topology::TopicRole;
+use weir::wire::NOT_BEFORE_HEADER;
 use weir_e2e::deployment::{Deployment, ReadRecord, WorkerProcess};
 
 const STEPS: &str = "weir-examples:workflows/steps.fibonacci-chain";

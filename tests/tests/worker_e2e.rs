@@ -12,10 +12,10 @@ use rdkafka::message::{Header, Headers, Message, OwnedHeaders};
 use rdkafka::producer::FutureRecord;
 use serde_json::{Value, json};
 use weir::codec::{ActivityRequest, DlqEnvelope, DlqReason, HistoryEntry, HistoryRecord};
-use weir::kafka::activity_worker::{CANCEL_KIND, KIND_HEADER, NOT_BEFORE_HEADER};
 use weir::kafka::partitioner::partition_for_key;
 use weir::model::{ExecutionErrorKind, ExecutionId, ExecutionResult, Response};
 use weir::topology::TopicRole;
+use weir::wire::{KIND_HEADER, NOT_BEFORE_HEADER, RecordKind};
 use weir_e2e::deployment::{Deployment, committed_reader};
 use weir_e2e::{wait_for, wait_until};
 
@@ -329,9 +329,10 @@ fn assert_no_duplicate_outputs(deployment: &Deployment) {
                 Some(Ok(m)) => {
                     idle = 0;
                     let cancel = m.headers().is_some_and(|headers| {
-                        headers
-                            .iter()
-                            .any(|h| h.key == KIND_HEADER && h.value == Some(CANCEL_KIND))
+                        headers.iter().any(|h| {
+                            h.key == KIND_HEADER
+                                && h.value == Some(RecordKind::Cancel.header_value())
+                        })
                     });
                     if cancel {
                         continue;

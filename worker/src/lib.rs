@@ -2,7 +2,8 @@
 //! behind Kafka. See `docs/design/README.md` and the README for the architecture.
 //!
 //! Modules, one job each:
-//! - [`model`], [`replay`]: re-exported from the pure core crate `weir-core`.
+//! - [`model`], [`replay`], [`wire`] (the wire-address table of every record): re-exported
+//!   from the pure core crate `weir-core`.
 //! - [`wasm`]: the wasmtime host for workflow and activity components.
 //! - [`kafka`]: clients, the murmur2 partitioner, topic administration, the partition processor.
 //! - [`store`]: the CQL store (ScyllaDB / Cassandra): schema, history, state, timers.
@@ -22,7 +23,7 @@ pub mod metrics;
 pub mod options;
 pub mod present;
 // The pure core lives in `weir-core`; its modules keep their paths here.
-pub use weir_core::{correlation, model, partitioner, projection, replay, schedule};
+pub use weir_core::{correlation, model, partitioner, projection, replay, schedule, wire};
 pub mod store;
 pub mod telemetry;
 pub mod topology;

@@ -6,7 +6,7 @@
 //! 10 000 in `WorkerConfig::new`; the instance pool 1024 in the CLI and 256 in
 //! `EngineConfig::default()`). Now each default is one constant here, and
 //! - clap's `default_value`s in [`crate::cli`] are these constants (so `--help` shows them),
-//! - [`WorkerConfig::new`](crate::kafka::workflow_worker::WorkerConfig::new) and
+//! - [`WorkerConfig::new`](crate::kafka::member::WorkerConfig::new) and
 //!   [`EngineConfig::default`](crate::wasm::EngineConfig) take their values from them,
 //! - `worker/tests/cli_defaults.rs` checks the configuration tables of `docs/cli.md` against clap's
 //!   defaults, and the library defaults against clap's.
@@ -57,9 +57,10 @@ pub const DEFAULT_CACHE_BYTES: u64 = 1 << 30;
 /// weight (a backstop: the byte budget is the rule; the default is above what it holds).
 pub const DEFAULT_CACHE_SIZE: usize = 100_000;
 /// `--max-instances` / `WEIR_MAX_INSTANCES`: WASM instances the pooling allocator holds.
-/// `weir worker` raises it at start-up to what `--cache-bytes` can park ([`parkable_runs`])
-/// plus `--activity-concurrency`, up to [`MAX_POOLED_INSTANCES`]; this default is what a
-/// library host (`EngineConfig::default()`, every test's) reserves.
+/// `weir worker` raises it at start-up to what `--cache-bytes` can park
+/// (`wasm::workflow::parkable_runs`) plus `--activity-concurrency`, up to
+/// [`MAX_POOLED_INSTANCES`]; this default is what a library host (`EngineConfig::default()`,
+/// every test's) reserves.
 pub const DEFAULT_MAX_INSTANCES: u32 = 1024;
 /// The most instances `weir worker` raises its pool to: each linear-memory slot reserves
 /// ~4.3 GiB of address space (wasmtime's 4 GiB reservation for 32-bit memories, which spares
@@ -113,16 +114,6 @@ pub fn admission_limit(cache_size: usize, max_batch: usize) -> usize {
     weir_core::driver::admission_limit(cache_size, max_batch)
 }
 
-/// The most parked runs `cache_bytes` can hold: each weighs at least
-/// [`PARKED_INSTANCE_BYTES`](crate::wasm::workflow::PARKED_INSTANCE_BYTES).
-pub const fn parkable_runs(cache_bytes: u64) -> u32 {
-    let runs = cache_bytes / crate::wasm::workflow::PARKED_INSTANCE_BYTES as u64;
-    if runs > u32::MAX as u64 / 2 {
-        u32::MAX / 2
-    } else {
-        runs as u32
-    }
-}
 /// `--max-record-bytes` / `WEIR_MAX_RECORD_BYTES`: larger input records go to the DLQ.
 pub const DEFAULT_MAX_RECORD_BYTES: usize = MAX_INPUT_RECORD_BYTES;
 /// The most `--max-record-bytes` may be: an accepted input record becomes a record of about
@@ -193,6 +184,11 @@ pub const DEFAULT_MATERIALISE_QUEUE_BYTES: usize = 128 * 1024 * 1024;
 
 /// `weir submit --follow --timeout`: how long to wait for the result, in seconds.
 pub const DEFAULT_FOLLOW_TIMEOUT_SECS: u64 = 120;
+
+// -------------------------------------------------------------------------------- `weir list`
+
+/// `weir list --limit` (and the HTTP API's `limit`): rows a page of a listing shows.
+pub const DEFAULT_LIST_LIMIT: usize = 50;
 
 #[cfg(test)]
 mod tests {

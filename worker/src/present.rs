@@ -5,7 +5,8 @@
 use serde_json::{Value, json};
 
 use crate::codec::{Codec, DecodeError, HistoryEntry, HistoryRecord, RecordPosition};
-use crate::store::rows::{ExecutionRow, HistoryRow, ListCursor, ListPage, ListedExecution};
+use crate::store::list::cursor_text;
+use crate::store::rows::{ExecutionRow, HistoryRow, ListPage, ListedExecution};
 
 /// An execution row: params and result as JSON values (the row keeps them as text).
 pub fn execution_json(row: &ExecutionRow) -> Value {
@@ -94,24 +95,6 @@ pub fn page_json(page: &ListPage) -> Value {
     json!({
         "executions": page.executions.iter().map(listed_json).collect::<Vec<_>>(),
         "next": page.next.as_ref().map(cursor_text),
-    })
-}
-
-/// A list cursor as text: the creation time in milliseconds and the id, `<millis>.<id>`.
-pub fn cursor_text(cursor: &ListCursor) -> String {
-    format!(
-        "{}.{}",
-        cursor.created_at.timestamp_millis(),
-        cursor.execution_id
-    )
-}
-
-/// The cursor [`cursor_text`] wrote, if `text` is one.
-pub fn parse_cursor(text: &str) -> Option<ListCursor> {
-    let (millis, id) = text.split_once('.')?;
-    Some(ListCursor {
-        created_at: chrono::DateTime::from_timestamp_millis(millis.parse().ok()?)?,
-        execution_id: id.parse().ok()?,
     })
 }
 
@@ -212,23 +195,4 @@ pub fn correlation_json(c: &weir_core::correlation::CorrelationState) -> serde_j
         // they stop waiting for its submission.
         "waits_until": c.waits_until.map(|at| at.to_rfc3339()),
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_cursor_reads_back_as_written_and_nothing_else_is_one() {
-        let cursor = ListCursor {
-            created_at: chrono::DateTime::from_timestamp_millis(1_790_000_000_123).expect("time"),
-            execution_id: "E_01ARZ3NDEKTSV4RRFFQ69G5FAV.o:1-child_1"
-                .parse()
-                .expect("id"),
-        };
-        assert_eq!(parse_cursor(&cursor_text(&cursor)), Some(cursor));
-        assert_eq!(parse_cursor("1790000000123"), None);
-        assert_eq!(parse_cursor("x.E_01ARZ3NDEKTSV4RRFFQ69G5FAV"), None);
-        assert_eq!(parse_cursor("1.not-an-id"), None);
-    }
 }

@@ -384,13 +384,13 @@ impl Trigger {
         match &self.action {
             Action::Start { ffqn, params } => {
                 let params: Vec<Value> = params.iter().map(take).collect::<Result<_, _>>()?;
-                let id = crate::kafka::submit::id_from_digest(&digest.into());
+                let id = ExecutionId::from_digest(&digest.into());
                 let metadata = [
                     ("weir.trigger".to_owned(), self.name.clone()),
                     ("weir.trigger.source".to_owned(), at.clone()),
                 ]
                 .into();
-                Ok(Mapped::Submission(crate::kafka::submit::top_level(
+                Ok(Mapped::Submission(Submission::top_level(
                     &id,
                     ffqn.clone(),
                     Value::Array(params),

@@ -17,7 +17,7 @@ use std::time::Duration;
 use clap::CommandFactory;
 use weir::cli::Cli;
 use weir::kafka::KafkaConfig;
-use weir::kafka::workflow_worker::WorkerConfig;
+use weir::kafka::member::WorkerConfig;
 use weir::options;
 use weir::wasm::EngineConfig;
 

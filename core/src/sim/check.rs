@@ -13,7 +13,7 @@ use crate::rows::ExecutionState;
 use crate::runner::RunStep;
 
 use super::cluster::{Payload, Producer, SimTime, Topic};
-use super::scheduler::{KeyedSend, SimSchedule, Submitted};
+use super::sent::{KeyedSend, SimSchedule, Submitted};
 use super::workflows::{ORDER_EVENT, Workflow, order_key, parse_params, run_fresh};
 use super::world::World;
 

@@ -33,6 +33,7 @@ use crate::records::{
     Submission,
 };
 use crate::schedule::{ScheduleCommand, ScheduleState};
+use crate::wire::{Destination, RecordKind, TopicRole};
 
 pub type SimTime = DateTime<Utc>;
 
@@ -77,10 +78,39 @@ impl Topic {
     }
 
     pub fn of_input(topic: InputTopic) -> Topic {
-        match topic {
-            InputTopic::Submissions => Topic::Submissions,
-            InputTopic::Responses => Topic::Responses,
-            InputTopic::Events => Topic::Events,
+        Topic::of_role(topic.into())
+    }
+
+    /// The simulated topic of `role` (every activity route's requests share one topic).
+    pub fn of_role(role: TopicRole) -> Topic {
+        match role {
+            TopicRole::Submissions => Topic::Submissions,
+            TopicRole::Responses => Topic::Responses,
+            TopicRole::Events => Topic::Events,
+            TopicRole::History => Topic::History,
+            TopicRole::Results => Topic::Results,
+            TopicRole::Activity => Topic::Activity,
+            TopicRole::Dlq => Topic::Dlq,
+            TopicRole::State => Topic::State,
+        }
+    }
+
+    /// The simulated topic a record of [`crate::wire::address`] goes to.
+    pub fn of_destination(destination: &Destination) -> Topic {
+        Topic::of_role(destination.role())
+    }
+
+    /// The role of the topic (the inverse of [`Topic::of_role`]).
+    pub fn role(self) -> TopicRole {
+        match self {
+            Topic::Submissions => TopicRole::Submissions,
+            Topic::Responses => TopicRole::Responses,
+            Topic::Events => TopicRole::Events,
+            Topic::History => TopicRole::History,
+            Topic::Results => TopicRole::Results,
+            Topic::Activity => TopicRole::Activity,
+            Topic::Dlq => TopicRole::Dlq,
+            Topic::State => TopicRole::State,
         }
     }
 }
@@ -140,6 +170,8 @@ pub enum State {
 pub struct Record {
     pub offset: i64,
     pub key: Option<String>,
+    /// Its `weir.kind` header ([`crate::wire::KIND_HEADER`]): what its reader takes it for.
+    pub kind: Option<RecordKind>,
     /// `None` for markers.
     pub payload: Option<Payload>,
     /// The value's bytes (what the DLQ copies, what history rows keep).
@@ -446,6 +478,7 @@ impl Cluster {
         topic: Topic,
         partition: i32,
         key: Option<String>,
+        kind: Option<RecordKind>,
         payload: Payload,
         bytes: Vec<u8>,
         producer: Producer,
@@ -457,6 +490,7 @@ impl Cluster {
         log.push(Record {
             offset,
             key,
+            kind,
             payload: Some(payload),
             bytes,
             producer,
@@ -595,6 +629,7 @@ impl Cluster {
             log.push(Record {
                 offset,
                 key: None,
+                kind: None,
                 payload: None,
                 bytes: Vec::new(),
                 producer: Producer::Worker { pid: txn.pid },

@@ -12,6 +12,8 @@
 //! - [`workflows`]: scripted workflows on the replay engine, and [`SimRunner`].
 //! - [`Sim`]: the scheduler (workers, crashes, freezes, rebalances, outages, the clock);
 //!   [`run_seed`] is one random run, [`check`](Sim::check) the invariants.
+//! - [`sent`]: what the simulated clients sent (the scheduler records it, [`check`] holds
+//!   the outcome against it).
 //! - `exec`: the hand-written single-threaded executor (no async runtime).
 //!
 //! [`WorkflowRunner`]: crate::runner::WorkflowRunner
@@ -24,6 +26,7 @@ pub mod host;
 pub mod rng;
 mod scheduler;
 mod seams;
+pub mod sent;
 pub mod store;
 pub mod workflows;
 pub mod world;
@@ -33,8 +36,8 @@ pub use config::{Faults, SimConfig};
 pub use host::SimHost;
 pub use rng::Rng;
 pub use scheduler::{
-    CorrelationCounts, EventCounts, KeyedSend, Mix, Report, ScheduleCounts, ScheduleEnd, Sim,
-    SimSchedule, StubCounts, StubSend, Submitted, epoch, run_seed,
+    CorrelationCounts, EventCounts, Mix, Report, ScheduleCounts, Sim, StubCounts, epoch, run_seed,
 };
 pub use seams::{SimLog, SimMaterialiser, SimStore};
+pub use sent::{KeyedSend, ScheduleEnd, SimSchedule, StubSend, Submitted};
 pub use workflows::{SimRunner, Workflow};

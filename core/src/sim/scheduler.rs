@@ -28,56 +28,10 @@ use super::exec::{ProcFuture, poll_once};
 use super::host::SimHost;
 use super::rng::Rng;
 use super::seams::{SimInline, SimLog, SimMaterialiser, SimStore};
+use super::sent::{KeyedSend, ScheduleEnd, SimSchedule, StubSend, Submitted};
 use super::store::MaterialiserQueue;
 use super::workflows::{Workflow, unknown_ffqn};
 use super::world::{Consumer, Proc, Shared, Stats, Status, World, lock};
-
-/// A top-level execution a client submitted, and what it must finish with.
-#[derive(Debug, Clone)]
-pub struct Submitted {
-    pub ffqn: Ffqn,
-    pub params: Value,
-    pub scheduled_at: Option<SimTime>,
-    pub expected: ExecutionResult,
-    /// How many times it was submitted.
-    pub times: u32,
-    /// How many submissions of its id with other params were made (each is dead-lettered
-    /// and answered with a `conflict` error).
-    pub conflicts: u32,
-    /// The events sent to it, in order: (event id, payload). An `approval` finishes with the
-    /// payload of one of them (or -1, its timeout), not with `expected`.
-    pub events: Vec<(String, i64)>,
-    /// A cancellation (or termination) was sent for it: it may finish `cancelled`.
-    pub cancelled: bool,
-    /// Its submission's deadline: it may finish `timed-out`.
-    pub deadline: Option<SimTime>,
-}
-
-/// An event a client sent to a correlation key (`Faults::correlation`): `weir.events`, keyed
-/// by the key. The same event id may be sent more than once (always with the same payload).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KeyedSend {
-    pub key: String,
-    pub event_id: String,
-    pub payload: i64,
-    pub sent_at: SimTime,
-}
-
-/// A write of a stub's value the scheduler made (`Faults::stub_writes`): from outside (a
-/// client's `Response` on `weir.responses`) or by a `stub-writer` execution it submitted.
-#[derive(Debug, Clone, PartialEq)]
-pub struct StubSend {
-    /// What it names: a stub child, or (to be `not-found`) an id that is none.
-    pub target: ExecutionId,
-    pub result: ExecutionResult,
-    /// The `stub-writer` execution that writes it (`None`: from outside).
-    pub writer: Option<ExecutionId>,
-    /// The writer writes it through another function than the stub's.
-    pub wrong_function: bool,
-    /// The target's parent had finished (its `Finished` committed) when it was sent.
-    pub after_finish: bool,
-    pub sent_at: SimTime,
-}
 
 /// A stub request committed to `weir.history`, as the scheduler finds it.
 #[derive(Debug, Clone)]
@@ -88,31 +42,6 @@ struct SeenStub {
     valued: bool,
     /// Its parent's `Finished` is committed.
     parent_finished: bool,
-}
-
-/// A schedule a client created (`Faults::schedules`), and what it asked of it since.
-#[derive(Debug, Clone)]
-pub struct SimSchedule {
-    pub name: String,
-    /// Never changed: a create again is the same spec.
-    pub spec: ScheduleSpec,
-    /// The ids of the creates that defined it, one per generation (a create after a delete
-    /// starts a new one), in order.
-    pub generations: Vec<String>,
-    /// Its last pause or resume was a pause.
-    pub paused: bool,
-    /// The command that ended it before the run settled.
-    pub end: Option<ScheduleEnd>,
-}
-
-/// How a client ended a schedule before the run settled (so that nothing ticks forever).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ScheduleEnd {
-    /// Deleted (else paused).
-    pub deleted: bool,
-    /// The schedule was paused already (the pause changes nothing).
-    pub was_paused: bool,
-    pub sent_at: SimTime,
 }
 
 /// The weights of a run's steps, drawn per seed ("swarm testing": a run heavy in one kind of
@@ -810,6 +739,7 @@ impl Sim {
         let (partition, offset) = lock(&self.world).client_append(
             Topic::Submissions,
             id.to_string(),
+            None,
             Payload::Submission(submission),
         );
         let entry = self.submitted.entry(id.clone()).or_insert(Submitted {
@@ -859,6 +789,7 @@ impl Sim {
         let (partition, offset) = lock(&self.world).client_append(
             Topic::Events,
             target.to_string(),
+            None,
             Payload::Event(event),
         );
         match self.submitted.get_mut(target) {
@@ -956,6 +887,7 @@ impl Sim {
         let (partition, offset) = lock(&self.world).client_append(
             Topic::Events,
             key.to_owned(),
+            None,
             Payload::KeyedEvent(event),
         );
         let again = self.keyed_events.iter().any(|k| k.event_id == event_id);
@@ -1132,6 +1064,7 @@ impl Sim {
         let (partition, offset) = lock(&self.world).client_append(
             Topic::Responses,
             parent.to_string(),
+            None,
             Payload::Response(response),
         );
         let sent_at = self.now();
@@ -1317,6 +1250,7 @@ impl Sim {
         let (partition, offset) = lock(&self.world).client_append(
             Topic::Responses,
             id.to_string(),
+            Some(crate::wire::RecordKind::CancelExecution),
             Payload::Cancel(request),
         );
         if let Some(s) = self.submitted.get_mut(&id) {
@@ -1367,6 +1301,7 @@ impl Sim {
         let (partition, offset) = lock(&self.world).client_append(
             Topic::Responses,
             id.to_string(),
+            Some(crate::wire::RecordKind::Upgrade),
             Payload::Upgrade(request),
         );
         self.note(format!(
@@ -1400,6 +1335,7 @@ impl Sim {
         let (partition, offset) = lock(&self.world).client_append(
             Topic::Responses,
             crate::schedule::key(name),
+            Some(crate::wire::RecordKind::Schedule),
             Payload::ScheduleCommand(command),
         );
         self.note(format!(
@@ -1709,6 +1645,7 @@ impl Sim {
         let (partition, offset) = lock(&self.world).client_append(
             Topic::Submissions,
             key.clone(),
+            None,
             Payload::Garbage(format!("{key}: not Avro")),
         );
         self.poison.push((partition, offset));
@@ -1744,6 +1681,7 @@ impl Sim {
             Topic::Submissions,
             partition,
             key.clone(),
+            None,
             Payload::Submission(submission),
         );
         drop(w);
@@ -1773,6 +1711,7 @@ impl Sim {
         let (partition, offset) = lock(&self.world).client_append(
             Topic::Submissions,
             id.to_string(),
+            None,
             Payload::Submission(submission),
         );
         self.poison.push((partition, offset));

@@ -12,8 +12,9 @@ use crate::driver::{CommitError, InputTopic, Landed, LoggedEntry, Polled, Polled
 use crate::model::{ExecutionId, ExecutionResult, Response};
 use crate::processor::{Body, Effect, Input, Undecodable};
 use crate::records::{DlqEnvelope, DlqReason, HistoryRecord};
+use crate::wire::{self, Key, RecordKind, RecordType, TopicRole};
 
-use super::cluster::{Cluster, Payload, Producer, SimTime, Topic, TxnRefused};
+use super::cluster::{Cluster, Payload, Producer, Record, SimTime, Topic, TxnRefused};
 use super::config::{Faults, SimConfig};
 use super::rng::Rng;
 use super::store::{Codec, MaterialiserQueue, Store};
@@ -408,7 +409,7 @@ impl World {
                                 partition,
                                 key: record.key.clone(),
                                 size: record.bytes.len(),
-                                body: decode(record.payload.as_ref()),
+                                body: decode(topic, record),
                             },
                         });
                         consumer.last_poll.push(PolledCopy {
@@ -555,11 +556,20 @@ impl World {
         let mut schedules = std::collections::BTreeMap::new();
         let mut correlations = std::collections::BTreeMap::new();
         for r in records {
-            match (&r.key, &r.payload) {
-                (Some(key), Some(Payload::Schedule(state))) => {
+            // Its kind says which state it is, as the worker's reader of `weir.state` reads it.
+            match (
+                wire::record_type(TopicRole::State, r.kind),
+                &r.key,
+                &r.payload,
+            ) {
+                (Ok(RecordType::ScheduleState), Some(key), Some(Payload::Schedule(state))) => {
                     schedules.insert(key.clone(), state.clone());
                 }
-                (Some(key), Some(Payload::Correlation(state))) => {
+                (
+                    Ok(RecordType::CorrelationState),
+                    Some(key),
+                    Some(Payload::Correlation(state)),
+                ) => {
                     correlations.insert(key.clone(), state.clone());
                 }
                 _ => {}
@@ -616,67 +626,60 @@ impl World {
         Ok((txn, landed))
     }
 
+    /// Produces the record of `effect` (if it writes one) into `txn`, where
+    /// [`wire::address`] says, as the worker's encoder does.
     fn produce(&mut self, pid: u64, txn: u64, effect: &Effect, landed: &mut Vec<Landed>) {
         let now = self.now;
         let producer = Producer::Worker { pid };
-        let (topic, key, payload) = match effect {
+        let address = match wire::address(effect) {
+            Ok(Some(address)) => address,
+            Ok(None) => return,
+            Err(e) => {
+                let name = self.procs[&pid].name();
+                self.anomalies
+                    .push(format!("{name}: an effect without an address: {e}"));
+                return;
+            }
+        };
+        // The simulated activity service is an outside service: like the worker's encoder
+        // for an external route, the worker does not tell it of a cancellation.
+        if address.kind == Some(RecordKind::Cancel) {
+            return;
+        }
+        let topic = Topic::of_destination(&address.destination);
+        let key = match address.key {
+            Key::Exactly(key) => key,
+            Key::OfInput(input) => match self.procs[&pid].consumer.last_poll.get(input) {
+                Some(original) => original.key.clone().unwrap_or_default(),
+                None => {
+                    let name = self.procs[&pid].name();
+                    self.anomalies.push(format!(
+                        "{name}: DeadLetter names input {input}, which its last poll does not have"
+                    ));
+                    return;
+                }
+            },
+        };
+        // The value, as the simulation keeps it (its "encoding").
+        let payload = match effect {
             Effect::Append {
                 execution_id,
                 seq,
                 entry,
-            } => {
-                let record = HistoryRecord {
-                    execution_id: execution_id.clone(),
-                    seq: *seq,
-                    entry: entry.clone(),
-                };
-                let bytes = self.codec.encode(&record);
-                let key = execution_id.to_string();
-                let partition = self.cluster.partition_for(Topic::History, &key);
-                let offset = self.cluster.append(
-                    Topic::History,
-                    partition,
-                    Some(key),
-                    Payload::History(record),
-                    bytes.clone(),
-                    producer,
-                    Some(txn),
-                    now,
-                );
-                landed.push(Landed {
-                    partition,
-                    offset,
-                    bytes,
-                });
-                return;
-            }
-            Effect::Submit(s) => (
-                Topic::Submissions,
-                s.execution_id.to_string(),
-                Payload::Submission(s.clone()),
-            ),
+            } => Payload::History(HistoryRecord {
+                execution_id: execution_id.clone(),
+                seq: *seq,
+                entry: entry.clone(),
+            }),
+            Effect::Submit(s) => Payload::Submission(s.clone()),
             // The simulated activity service answers when it chooses: a retry's backoff is
             // not modelled.
-            Effect::RequestActivity(r) | Effect::RetryActivity { request: r, .. } => (
-                Topic::Activity,
-                r.execution_id.to_string(),
-                Payload::Activity(r.clone()),
-            ),
-            Effect::Respond { to, response } => (
-                Topic::Responses,
-                to.to_string(),
-                Payload::Response(response.clone()),
-            ),
-            Effect::CancelExecution(request) => (
-                Topic::Submissions,
-                request.execution_id.to_string(),
-                Payload::Cancel(request.clone()),
-            ),
-            Effect::PublishResult(f) => (
-                Topic::Results,
-                f.execution_id.to_string(),
-                Payload::Result(f.clone()),
-            ),
+            Effect::RequestActivity(r) | Effect::RetryActivity { request: r, .. } => {
+                Payload::Activity(r.clone())
+            }
+            Effect::Respond { response, .. } => Payload::Response(response.clone()),
+            Effect::CancelExecution(request) => Payload::Cancel(request.clone()),
+            Effect::PublishResult(f) => Payload::Result(f.clone()),
             Effect::DeadLetter {
                 input,
                 reason,
@@ -684,13 +687,9 @@ impl World {
             } => {
                 let Some(original) = self.procs[&pid].consumer.last_poll.get(*input).cloned()
                 else {
-                    let name = self.procs[&pid].name();
-                    self.anomalies.push(format!(
-                        "{name}: DeadLetter names input {input}, which its last poll does not have"
-                    ));
                     return;
                 };
-                let envelope = DlqEnvelope {
+                Payload::Dlq(Box::new(DlqEnvelope {
                     original_topic: original.topic.name().to_owned(),
                     original_partition: original.partition,
                     original_offset: original.offset,
@@ -701,49 +700,16 @@ impl World {
                     reason: *reason,
                     error: error.clone(),
                     failed_at: now,
-                };
-                let key = original.key.unwrap_or_default();
-                (Topic::Dlq, key, Payload::Dlq(Box::new(envelope)))
+                }))
             }
-            Effect::PutSchedule { name, state } => (
-                Topic::State,
-                crate::schedule::key(name),
-                Payload::Schedule(state.clone()),
-            ),
-            Effect::PutCorrelation { key, state } => (
-                Topic::State,
-                key.clone(),
-                Payload::Correlation(state.clone()),
-            ),
-            Effect::Correlation(command) => (
-                Topic::Responses,
-                command.key.clone(),
-                Payload::CorrelationCommand(command.clone()),
-            ),
-            Effect::ForwardEvent(event) => (
-                Topic::Events,
-                event.target.to_string(),
-                Payload::Event(event.clone()),
-            ),
-            Effect::ReturnEvent(event) => (
-                Topic::Events,
-                event.key.clone(),
-                Payload::KeyedEvent(event.clone()),
-            ),
-            // A `stub-writer` writing another execution's stub: for the stub parent's owner.
-            Effect::WriteStub(write) => (
-                Topic::Responses,
-                write
-                    .target
-                    .parent()
-                    .map_or_else(|| write.target.to_string(), |p| p.to_string()),
-                Payload::StubWrite(write.clone()),
-            ),
-            Effect::ScheduleCommand(command) => (
-                Topic::Responses,
-                crate::schedule::key(&command.name),
-                Payload::ScheduleCommand(command.clone()),
-            ),
+            Effect::PutSchedule { state, .. } => Payload::Schedule(state.clone()),
+            Effect::PutCorrelation { state, .. } => Payload::Correlation(state.clone()),
+            Effect::Correlation(command) => Payload::CorrelationCommand(command.clone()),
+            Effect::ForwardEvent(event) => Payload::Event(event.clone()),
+            Effect::ReturnEvent(event) => Payload::KeyedEvent(event.clone()),
+            Effect::WriteStub(write) => Payload::StubWrite(write.clone()),
+            Effect::ScheduleCommand(command) => Payload::ScheduleCommand(command.clone()),
+            // Routed above: no record, or none the simulated activity service is told of.
             Effect::PutTimer(_) | Effect::DeleteTimer(_) | Effect::CancelActivity { .. } => {
                 return;
             }
@@ -753,17 +719,29 @@ impl World {
         } else {
             self.cluster.partition_for(topic, &key)
         };
-        let bytes = encode(&payload);
+        let bytes = match &payload {
+            Payload::History(record) => self.codec.encode(record),
+            payload => encode(payload),
+        };
         let offset = self.cluster.append(
             topic,
             partition,
             Some(key),
+            address.kind,
             payload,
-            bytes,
+            bytes.clone(),
             producer,
             Some(txn),
             now,
         );
+        if topic == Topic::History {
+            landed.push(Landed {
+                partition,
+                offset,
+                bytes,
+            });
+            return;
+        }
         // What a correlation key does is read from the records (the processor traces it only
         // through `tracing`).
         let what = match effect {
@@ -1116,6 +1094,7 @@ impl World {
                 Topic::Responses,
                 partition,
                 Some(key),
+                None,
                 payload,
                 bytes,
                 Producer::ActivityService,
@@ -1141,10 +1120,17 @@ impl World {
 
     // ---- clients ----
 
-    /// A record from outside (not transactional): a client's submission or a poison record.
-    pub fn client_append(&mut self, topic: Topic, key: String, payload: Payload) -> (i32, i64) {
+    /// A record from outside (not transactional): a client's submission or a poison record,
+    /// with its `weir.kind` header (`kind`) as the client writes it.
+    pub fn client_append(
+        &mut self,
+        topic: Topic,
+        key: String,
+        kind: Option<RecordKind>,
+        payload: Payload,
+    ) -> (i32, i64) {
         let partition = self.cluster.partition_for(topic, &key);
-        self.client_append_at(topic, partition, key, payload)
+        self.client_append_at(topic, partition, key, kind, payload)
     }
 
     /// A record a client appends to `partition`, whatever its key says (a producer that does
@@ -1154,6 +1140,7 @@ impl World {
         topic: Topic,
         partition: i32,
         key: String,
+        kind: Option<RecordKind>,
         payload: Payload,
     ) -> (i32, i64) {
         let bytes = encode(&payload);
@@ -1161,6 +1148,7 @@ impl World {
             topic,
             partition,
             Some(key),
+            kind,
             payload,
             bytes,
             Producer::Client,
@@ -1333,25 +1321,171 @@ pub const INPUTS: [InputTopic; 3] = [
     InputTopic::Events,
 ];
 
-/// What the driver's decoder makes of a record's value.
-fn decode(payload: Option<&Payload>) -> Result<Body, Undecodable> {
-    match payload {
-        Some(Payload::Submission(s)) => Ok(Body::Submission(s.clone())),
-        Some(Payload::Response(r)) => Ok(Body::Response(r.clone())),
-        Some(Payload::Event(e)) => Ok(Body::Event(e.clone())),
-        Some(Payload::Cancel(c)) => Ok(Body::Cancel(c.clone())),
-        Some(Payload::ScheduleCommand(c)) => Ok(Body::Schedule(c.clone())),
-        Some(Payload::KeyedEvent(e)) => Ok(Body::KeyedEvent(e.clone())),
-        Some(Payload::CorrelationCommand(c)) => Ok(Body::Correlation(c.clone())),
-        Some(Payload::StubWrite(w)) => Ok(Body::StubWrite(w.clone())),
-        Some(Payload::Upgrade(u)) => Ok(Body::Upgrade(u.clone())),
-        Some(Payload::Garbage(why)) => Err(Undecodable {
-            reason: DlqReason::Undecodable,
-            error: why.clone(),
-        }),
-        other => Err(Undecodable {
-            reason: DlqReason::Undecodable,
-            error: format!("not an input record: {other:?}"),
-        }),
+/// What the driver's decoder makes of a record read from `topic`: the type its topic and
+/// kind say ([`wire::record_type`], as the worker's decoder reads it), which its value must be.
+fn decode(topic: InputTopic, record: &Record) -> Result<Body, Undecodable> {
+    let undecodable = |error: String| Undecodable {
+        reason: DlqReason::Undecodable,
+        error,
+    };
+    let expected =
+        wire::record_type(topic.into(), record.kind).map_err(|e| undecodable(e.to_string()))?;
+    match (expected, &record.payload) {
+        (_, Some(Payload::Garbage(why))) => Err(undecodable(why.clone())),
+        (RecordType::Submission, Some(Payload::Submission(s))) => Ok(Body::Submission(s.clone())),
+        (RecordType::Response, Some(Payload::Response(r))) => Ok(Body::Response(r.clone())),
+        (RecordType::Event, Some(Payload::Event(e))) => Ok(Body::Event(e.clone())),
+        (RecordType::Event, Some(Payload::KeyedEvent(e))) => Ok(Body::KeyedEvent(e.clone())),
+        (RecordType::CancelRequest, Some(Payload::Cancel(c))) => Ok(Body::Cancel(c.clone())),
+        (RecordType::ScheduleCommand, Some(Payload::ScheduleCommand(c))) => {
+            Ok(Body::Schedule(c.clone()))
+        }
+        (RecordType::CorrelationCommand, Some(Payload::CorrelationCommand(c))) => {
+            Ok(Body::Correlation(c.clone()))
+        }
+        (RecordType::StubWrite, Some(Payload::StubWrite(w))) => Ok(Body::StubWrite(w.clone())),
+        (RecordType::UpgradeRequest, Some(Payload::Upgrade(u))) => Ok(Body::Upgrade(u.clone())),
+        (expected, other) => Err(undecodable(format!(
+            "not a {expected:?}, as its topic and kind say: {other:?}"
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::cluster::State;
+    use crate::wire::examples;
+
+    fn world_with_a_worker(start: SimTime) -> World {
+        let mut world = World::new(SimConfig::default(), Faults::none(), Rng::new(1), start);
+        let epoch = world.cluster.init_producer("w0", start);
+        world.procs.insert(
+            1,
+            Proc {
+                pid: 1,
+                slot: 0,
+                instance: "w0-p1".into(),
+                status: Status::Running,
+                transactional_id: "w0".into(),
+                epoch,
+                consumer: Consumer::default(),
+                mat: MaterialiserQueue::default(),
+                at: "start",
+                idle: false,
+                shutdown: false,
+                open_txn: None,
+                commits: 0,
+                refused: false,
+            },
+        );
+        world
+    }
+
+    /// The simulation's producer routes every effect by `wire::address` (the worker's
+    /// encoder does too: `weir::kafka::encode`'s tests): each record lands on the topic, with
+    /// the key and kind, the table gives, and its reader takes it for what it was written
+    /// as. Changing the table, or routing here by anything else, fails this.
+    #[test]
+    fn the_simulated_producer_appends_where_the_wire_table_says() {
+        let start = chrono::DateTime::from_timestamp_millis(1_767_225_600_000).expect("a time");
+        let mut world = world_with_a_worker(start);
+        // The input a dead letter copies.
+        world.proc(1).consumer.last_poll.push(PolledCopy {
+            topic: Topic::Submissions,
+            partition: 0,
+            offset: 7,
+            key: Some("poison".into()),
+            bytes: b"not Avro".to_vec(),
+            timestamp: start,
+        });
+        let effects = examples::one_of_each(start);
+        let (txn, landed) = world.commit_begin(1, &effects).expect("a transaction");
+        let written: Vec<(Topic, i32, &Record)> = world.cluster.txns[&txn]
+            .written
+            .iter()
+            .map(|&(topic, partition, offset)| {
+                (
+                    topic,
+                    partition,
+                    &world.cluster.log(topic, partition)[offset as usize],
+                )
+            })
+            .collect();
+        let expected: Vec<(Topic, Option<String>, Option<RecordKind>)> = effects
+            .iter()
+            .filter_map(|effect| wire::address(effect).expect("an address"))
+            // The simulated activity service is not told of cancellations (see `produce`).
+            .filter(|address| address.kind != Some(RecordKind::Cancel))
+            .map(|address| {
+                let key = match address.key {
+                    Key::Exactly(key) => key,
+                    Key::OfInput(0) => "poison".to_owned(),
+                    Key::OfInput(other) => panic!("no input {other}"),
+                };
+                (
+                    Topic::of_destination(&address.destination),
+                    Some(key),
+                    address.kind,
+                )
+            })
+            .collect();
+        let appended: Vec<(Topic, Option<String>, Option<RecordKind>)> = written
+            .iter()
+            .map(|(topic, _, record)| (*topic, record.key.clone(), record.kind))
+            .collect();
+        assert_eq!(appended, expected);
+        for (topic, partition, record) in &written {
+            assert_eq!(record.state, State::Pending(txn));
+            if *topic != Topic::Dlq {
+                let key = record.key.as_deref().expect("a key");
+                assert_eq!(
+                    *partition,
+                    world.cluster.partition_for(*topic, key),
+                    "{key}"
+                );
+            }
+            // Every record on an input topic reads back as an input.
+            let input = match topic {
+                Topic::Submissions => Some(InputTopic::Submissions),
+                Topic::Responses => Some(InputTopic::Responses),
+                Topic::Events => Some(InputTopic::Events),
+                _ => None,
+            };
+            if let Some(input) = input {
+                assert!(decode(input, record).is_ok(), "{record:?}");
+            }
+        }
+        assert_eq!(landed.len(), 1, "the one history record");
+        assert!(world.anomalies.is_empty(), "{:?}", world.anomalies);
+    }
+
+    /// A record is read as what its topic and kind say, as the worker's decoder reads it: a
+    /// command without its kind is not taken for one.
+    #[test]
+    fn the_simulated_decoder_reads_by_topic_and_kind() {
+        let start = chrono::DateTime::from_timestamp_millis(1_767_225_600_000).expect("a time");
+        let command = crate::schedule::ScheduleCommand {
+            name: "nightly".into(),
+            command_id: "c-1".into(),
+            action: crate::schedule::ScheduleAction::Pause,
+            sent_at: start,
+        };
+        let record = |kind| Record {
+            offset: 0,
+            key: Some("schedule:nightly".into()),
+            kind,
+            payload: Some(Payload::ScheduleCommand(command.clone())),
+            bytes: Vec::new(),
+            producer: Producer::Client,
+            state: State::Committed,
+            timestamp: start,
+        };
+        assert_eq!(
+            decode(InputTopic::Responses, &record(Some(RecordKind::Schedule))),
+            Ok(Body::Schedule(command.clone()))
+        );
+        assert!(decode(InputTopic::Responses, &record(None)).is_err());
+        assert!(decode(InputTopic::Submissions, &record(Some(RecordKind::Schedule))).is_err());
     }
 }

@@ -214,7 +214,7 @@ pub fn router(api: Arc<Api>) -> Router {
 /// submits the same execution, which Weir runs once.
 pub fn idempotent_id(namespace: &str, key: &str) -> ExecutionId {
     let digest = Sha256::digest(format!("weir-idempotency-key\0{namespace}\0{key}").as_bytes());
-    crate::kafka::submit::id_from_digest(&digest.into())
+    ExecutionId::from_digest(&digest.into())
 }
 
 #[derive(Deserialize)]
@@ -259,7 +259,7 @@ async fn submit(
         .map(|d| crate::kafka::submit::parse_deadline(d, chrono::Utc::now()))
         .transpose()
         .map_err(|e| ApiError::bad_request(e.to_string()))?;
-    let submission = crate::kafka::submit::top_level(
+    let submission = crate::codec::Submission::top_level(
         &id,
         ffqn,
         body.params,
@@ -708,7 +708,7 @@ async fn list(
 ) -> ApiResult {
     authorize(&api, &headers, Scope::Read)?;
     let Query(p) = params.map_err(|e| ApiError::bad_request(e.body_text()))?;
-    let filter = crate::cli::ListFilter {
+    let filter = crate::store::list::ListFilter {
         function: p.function,
         parent: p.parent,
         state: p.state,
@@ -720,7 +720,7 @@ async fn list(
     };
     let limit = p
         .limit
-        .unwrap_or(crate::cli::DEFAULT_LIST_LIMIT)
+        .unwrap_or(crate::options::DEFAULT_LIST_LIMIT)
         .clamp(1, 1000);
     let query = filter
         .query(limit, p.after.as_deref())

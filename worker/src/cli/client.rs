@@ -313,7 +313,7 @@ async fn submit_inner(args: SubmitArgs) -> anyhow::Result<ExitCode> {
     let submissions = &topology.topic(TopicRole::Submissions).name;
     let producer: FutureProducer = kafka.producer().create()?;
     let submission =
-        crate::kafka::submit::top_level(&id, ffqn, params, Default::default(), deadline);
+        crate::codec::Submission::top_level(&id, ffqn, params, Default::default(), deadline);
     crate::kafka::submit::submit(&producer, &codec, submissions, &submission).await?;
     println!("{id}");
     let Some(consumer) = listener else {

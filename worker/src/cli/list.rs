@@ -5,84 +5,13 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use chrono::{DateTime, Utc};
 use clap::Args;
 
 use super::ClusterArgs;
+use crate::options::DEFAULT_LIST_LIMIT;
 use crate::store::Store;
-use weir_core::rows::{ExecutionState, ListBy, ListPage, ListQuery};
-
-/// Rows a page shows unless `--limit` says otherwise.
-pub const DEFAULT_LIST_LIMIT: usize = 50;
-
-/// Which executions to list and how; shared by `weir list` and `weir replay --function`.
-#[derive(Debug, Clone, Args)]
-pub struct ListFilter {
-    /// Executions of this function (`namespace:package/interface.function`).
-    #[arg(long, conflicts_with = "parent")]
-    pub function: Option<String>,
-    /// Children of this execution.
-    #[arg(long)]
-    pub parent: Option<String>,
-    /// Only executions in this state: `scheduled`, `running` or `finished`.
-    #[arg(long)]
-    pub state: Option<String>,
-    /// Only finished executions with this outcome: `ok`, `err` or an execution error kind
-    /// (`trap`, `timed-out`, `nondeterminism-detected`, …).
-    #[arg(long)]
-    pub outcome: Option<String>,
-    /// Created at or after (RFC 3339; a function's list looks back 30 days by default).
-    #[arg(long)]
-    pub since: Option<DateTime<Utc>>,
-    /// Created before (RFC 3339).
-    #[arg(long)]
-    pub until: Option<DateTime<Utc>>,
-    /// Finished at or after (RFC 3339).
-    #[arg(long)]
-    pub finished_since: Option<DateTime<Utc>>,
-    /// Finished before (RFC 3339).
-    #[arg(long)]
-    pub finished_until: Option<DateTime<Utc>>,
-}
-
-impl ListFilter {
-    /// The query of the first page of `limit` rows; `after` a cursor printed by a previous
-    /// page.
-    pub fn query(&self, limit: usize, after: Option<&str>) -> anyhow::Result<ListQuery> {
-        let by = match (&self.function, &self.parent) {
-            (Some(function), None) => ListBy::Function(function.clone()),
-            (None, Some(parent)) => ListBy::Parent(
-                parent
-                    .parse()
-                    .map_err(|e| anyhow::anyhow!("--parent `{parent}`: {e}"))?,
-            ),
-            _ => anyhow::bail!("say which executions: --function FFQN or --parent ID"),
-        };
-        let state = self
-            .state
-            .as_deref()
-            .map(str::parse::<ExecutionState>)
-            .transpose()
-            .map_err(|e| anyhow::anyhow!("--state: {e} (scheduled, running or finished)"))?;
-        Ok(ListQuery {
-            by,
-            state,
-            outcome: self.outcome.clone(),
-            created_from: self.since,
-            created_until: self.until,
-            finished_from: self.finished_since,
-            finished_until: self.finished_until,
-            limit: limit.max(1),
-            after: after
-                .map(|text| {
-                    crate::present::parse_cursor(text).ok_or_else(|| {
-                        anyhow::anyhow!("--after `{text}` is not a cursor printed by `weir list`")
-                    })
-                })
-                .transpose()?,
-        })
-    }
-}
+use crate::store::list::{ListFilter, cursor_text};
+use weir_core::rows::ListPage;
 
 #[derive(Debug, Clone, Args)]
 pub struct ListArgs {
@@ -128,11 +57,7 @@ pub async fn run(args: ListArgs) -> ExitCode {
                 )?;
             }
             if let Some(next) = &page.next {
-                writeln!(
-                    out,
-                    "next page: --after {}",
-                    crate::present::cursor_text(next)
-                )?;
+                writeln!(out, "next page: --after {}", cursor_text(next))?;
             }
         }
         anyhow::Ok(())

@@ -16,7 +16,6 @@ mod schedule;
 mod security;
 mod serve;
 
-pub use list::{DEFAULT_LIST_LIMIT, ListFilter};
 mod topology;
 mod worker;
 

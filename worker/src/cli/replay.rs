@@ -46,7 +46,7 @@ pub struct ReplayArgs {
     /// the filters list (as `weir list` does).
     pub execution_ids: Vec<String>,
     #[command(flatten)]
-    pub filter: super::list::ListFilter,
+    pub filter: crate::store::list::ListFilter,
     /// One JSON object per execution instead of a table.
     #[arg(long)]
     pub json: bool,

@@ -17,7 +17,8 @@ use crate::failpoints;
 use crate::kafka::activity_worker::{ActivitySettings, ActivityWorker};
 use crate::kafka::config::check_codecs;
 use crate::kafka::group::Departure;
-use crate::kafka::workflow_worker::{WorkerConfig, WorkflowWorker};
+use crate::kafka::member::WorkerConfig;
+use crate::kafka::workflow_worker::WorkflowWorker;
 use crate::metrics::{self, Metrics};
 use crate::options;
 use crate::store::{CqlStore, Retention, connect};
@@ -248,7 +249,7 @@ async fn serve(args: WorkerArgs) -> anyhow::Result<()> {
     let static_membership = args.instance_id.is_some();
     let instance_id = args.instance_id.clone().unwrap_or_else(default_instance_id);
     // The pool never caps the parked runs below what the byte budget holds (issue 12 goal 3).
-    let needed = options::parkable_runs(args.cache_bytes)
+    let needed = crate::wasm::workflow::parkable_runs(args.cache_bytes)
         .saturating_add(u32::try_from(args.activity_concurrency).unwrap_or(u32::MAX));
     // …nor above what the kernel's mapping limit lets the process map (every allocation of the
     // process fails beyond it).

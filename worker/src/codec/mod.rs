@@ -343,7 +343,7 @@ impl Codec {
         }
         // Cancellations go to the topics Weir's activity workers serve, under a subject of
         // their own (`<topic>-dev.weir.v1.ActivityCancel`).
-        for topic in crate::kafka::encode::cancellation_topics(topology) {
+        for topic in topology.cancellation_topics() {
             note(
                 topic.clone(),
                 ActivityCancel::subject(&topic),

@@ -66,12 +66,14 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::AbortHandle;
 use tracing::{debug, info, warn};
 use weir_core::retry::{self, Decision};
+use weir_core::wire::{KIND_HEADER, NOT_BEFORE_HEADER, RecordKind};
 
 use super::dlq::dead_letter;
 use super::group::{MemberContext, RebalanceTracker};
+use super::member::{GroupMember, WorkerConfig, WorkerError};
+use super::outgoing::OutgoingRecord;
 use super::recovery::{Failure, Recovery};
-use super::transaction::{OutgoingRecord, TransactionError, Transactor};
-use super::workflow_worker::{GroupMember, WorkerConfig, WorkerError};
+use super::transaction::{TransactionError, Transactor};
 use crate::codec::{ActivityCancel, ActivityRequest, Codec, DlqReason, RecordPosition};
 use crate::metrics::Metrics;
 use crate::model::{ExecutionErrorKind, ExecutionResult, Response};
@@ -80,35 +82,8 @@ use crate::topology::{Route, TopicRole, Topology};
 use crate::wasm::activity::jitter_unit;
 use crate::wasm::{AttemptReport, RetryPolicy, WasmHost};
 
-/// Header of a request that is a later attempt (`attempt > 1`): do not run it before this
-/// instant (epoch milliseconds). A workflow worker writes it when an inline attempt failed
-/// and is retried here (`weir_core::inline`); earlier versions of this worker published their
-/// retries so.
-pub const NOT_BEFORE_HEADER: &str = "weir.not-before";
-
-/// Header that tells a control record from the topic's own record type: on a route's topic
-/// from an `ActivityRequest`, on `weir.responses` from a `Response`.
-pub const KIND_HEADER: &str = "weir.kind";
-/// [`KIND_HEADER`] of an [`ActivityCancel`].
-pub const CANCEL_KIND: &[u8] = b"cancel";
-/// [`KIND_HEADER`] of an `UpgradeRequest` (on `weir.responses`).
-pub const UPGRADE_KIND: &[u8] = b"upgrade";
-/// [`KIND_HEADER`] of a `CancelRequest` (on `weir.responses`).
-pub const CANCEL_EXECUTION_KIND: &[u8] = b"cancel-execution";
-/// [`KIND_HEADER`] of a `ScheduleCommand` (on `weir.responses`, keyed `schedule:<name>`).
-pub const SCHEDULE_KIND: &[u8] = b"schedule";
-/// [`KIND_HEADER`] of a `CorrelationCommand` (on `weir.responses`) and of a
-/// `CorrelationState` (on `weir.state`), each keyed by the correlation key.
-pub const CORRELATION_KIND: &[u8] = b"correlation";
-/// [`KIND_HEADER`] of a workflow's write of another execution's stub: a `Response`
-/// (`ChildExecutionFinished` for the stub) on `weir.responses`, keyed by the stub's parent,
-/// with the writer's request in [`STUB_REQUEST_HEADER`] and the stub's function in
-/// [`STUB_FUNCTION_HEADER`].
-pub const STUB_WRITE_KIND: &[u8] = b"stub-write";
-/// The id of the writer's request (a `STUB_WRITE` child) on a stub write.
-pub const STUB_REQUEST_HEADER: &str = "weir.stub.request";
-/// The stub's function on a stub write.
-pub const STUB_FUNCTION_HEADER: &str = "weir.stub.function";
+/// [`KIND_HEADER`] of an [`ActivityCancel`]: the wire table's ([`weir_core::wire`]).
+const CANCEL_KIND: &[u8] = RecordKind::Cancel.header_value();
 
 /// The loop turns at least this often while nothing happens (it polls the consumer meanwhile,
 /// which is what keeps the member in its group).

@@ -19,7 +19,7 @@ use tracing::{error, warn};
 use sha2::{Digest, Sha256};
 
 use super::config::MAX_PRODUCED_RECORD_BYTES;
-use super::transaction::OutgoingRecord;
+use super::outgoing::OutgoingRecord;
 use crate::codec::{Codec, DlqEnvelope, DlqHeader, DlqReason, EncodeError, dlq_headers};
 use crate::metrics::Metrics;
 use crate::topology::{TopicRole, Topology};
@@ -285,7 +285,7 @@ mod tests {
         );
         // A cancellation on a topic Weir's activity workers serve encodes too (it has a
         // subject of its own there).
-        let topics = crate::kafka::encode::cancellation_topics(&topology);
+        let topics = topology.cancellation_topics();
         assert!(!topics.is_empty());
         let parent = crate::model::ExecutionId::top_level(ulid::Ulid::new());
         let join_set = crate::model::JoinSetId::generated(1).expect("join set");

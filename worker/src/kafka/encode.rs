@@ -1,21 +1,25 @@
-//! How the partition processor's effects become Kafka records: each [`Effect`] of a batch is
-//! encoded (Avro, see [`crate::codec`]) for its topic with its key. Timer changes produce no
-//! record; they are materialised into the store after the commit. A cancelled activity becomes
-//! an [`ActivityCancel`] on its route's request topic if Weir's activity workers serve it,
-//! keyed by the activity's id so that it lands on its request's partition, after it
+//! How the partition processor's effects become Kafka records: each [`Effect`] of a batch goes
+//! where the core's wire-address table ([`weir_core::wire::address`]) says — topic, key,
+//! kind and headers — with its value encoded (Avro, see [`crate::codec`]) for that topic.
+//! What is decided here is the Kafka side only: the topic of a role or route
+//! ([`Topology`]), the value, a dead letter's envelope ([`super::dlq`]) and the trace
+//! context. Timer changes produce no record; they are materialised into the store after the
+//! commit. A cancelled activity becomes an [`ActivityCancel`] on its route's request topic if
+//! Weir's activity workers serve it (an external service is not told), keyed by the
+//! activity's id so that it lands on its request's partition, after it
 //! (`docs/design/activities.md#cancellation`).
 
-use rdkafka::message::OwnedMessage;
+use rdkafka::message::{Message, OwnedMessage};
 use weir_core::processor::Effect;
 use weir_core::trace::TraceParent;
+use weir_core::wire::{self, AddressError, Destination, Key};
 
 use crate::codec::{ActivityCancel, AvroRecord, Codec, EncodeError, HistoryRecord};
 use crate::model::{ExecutionId, Ffqn};
-use crate::topology::{TopicRole, Topology};
+use crate::topology::Topology;
 
-use super::activity_worker::{CANCEL_KIND, CORRELATION_KIND, KIND_HEADER, NOT_BEFORE_HEADER};
 use super::dlq::{DeadLetterError, try_dead_letter};
-use super::transaction::OutgoingRecord;
+use super::outgoing::OutgoingRecord;
 
 #[derive(Debug, thiserror::Error)]
 pub enum EncodeEffectError {
@@ -27,26 +31,8 @@ pub enum EncodeEffectError {
     NoInput { input: usize },
     #[error(transparent)]
     DeadLetter(#[from] DeadLetterError),
-    #[error("a stub write of {target}, which is nobody's child (the processor answers those)")]
-    StubWithoutParent { target: String },
-}
-
-/// A record of `weir.state` under `key`: `state`, or a tombstone (`None`: the schedule or key
-/// is gone, and compaction forgets it).
-fn state_record<R: AvroRecord>(
-    codec: &Codec,
-    topic: String,
-    key: String,
-    state: Option<&R>,
-    headers: Vec<(String, Vec<u8>)>,
-) -> Result<OutgoingRecord, EncodeError> {
-    let value = state.map(|state| codec.encode(&topic, state)).transpose()?;
-    Ok(OutgoingRecord {
-        topic,
-        key,
-        value,
-        headers,
-    })
+    #[error(transparent)]
+    Address(#[from] AddressError),
 }
 
 /// The records of a batch's effects, in order; `history` gets the index in the returned
@@ -60,237 +46,180 @@ pub fn records(
     traces: &[Option<TraceParent>],
     history: &mut Vec<usize>,
 ) -> Result<Vec<OutgoingRecord>, EncodeEffectError> {
-    let topic = |role: TopicRole| topology.topic(role).name.clone();
     let mut records = Vec::with_capacity(effects.len());
-    let record = |topic: String, key: &ExecutionId, value: Vec<u8>| -> OutgoingRecord {
-        OutgoingRecord {
-            topic,
-            key: key.to_string(),
-            value: Some(value),
-            headers: Vec::new(),
-        }
-    };
     for (index, effect) in effects.iter().enumerate() {
-        let before = records.len();
-        match effect {
-            Effect::Append {
-                execution_id,
-                seq,
-                entry,
-            } => {
-                let history_topic = topic(TopicRole::History);
-                let value = codec.encode(
-                    &history_topic,
-                    &HistoryRecord {
-                        execution_id: execution_id.clone(),
-                        seq: *seq,
-                        entry: entry.clone(),
-                    },
-                )?;
-                history.push(records.len());
-                records.push(record(history_topic, execution_id, value));
-            }
-            Effect::Submit(submission) => {
-                let t = topic(TopicRole::Submissions);
-                let value = codec.encode(&t, submission)?;
-                records.push(record(t, &submission.execution_id, value));
-            }
-            Effect::RequestActivity(request) | Effect::RetryActivity { request, .. } => {
-                let Some(route) = topology.route(request.ffqn.ifc_fqn()) else {
-                    return Err(EncodeEffectError::NoRoute {
-                        execution: request.parent_execution_id.to_string(),
-                        ffqn: request.ffqn.clone(),
-                    });
-                };
-                let value = codec.encode(&route.topic, request)?;
-                let mut request_record = record(route.topic.clone(), &request.execution_id, value);
-                if let Effect::RetryActivity { not_before, .. } = effect {
-                    // The activity worker waits until then (see `NOT_BEFORE_HEADER`).
-                    request_record.headers.push((
-                        NOT_BEFORE_HEADER.to_owned(),
-                        not_before.timestamp_millis().to_string().into_bytes(),
-                    ));
-                }
-                records.push(request_record);
-            }
-            Effect::Respond { to, response } => {
-                let t = topic(TopicRole::Responses);
-                let value = codec.encode(&t, response)?;
-                records.push(record(t, to, value));
-            }
-            // On the submissions topic, after the child's own submission (same key, same
-            // partition, a later offset): a child cannot see its cancellation before it exists.
-            Effect::CancelExecution(request) => {
-                let t = topic(TopicRole::Submissions);
-                let value = codec.encode(&t, request)?;
-                let mut cancel_record = record(t, &request.execution_id, value);
-                cancel_record.headers.push((
-                    KIND_HEADER.to_owned(),
-                    super::activity_worker::CANCEL_EXECUTION_KIND.to_vec(),
-                ));
-                records.push(cancel_record);
-            }
-            Effect::PublishResult(finished) => {
-                let t = topic(TopicRole::Results);
-                let value = codec.encode(&t, finished)?;
-                records.push(record(t, &finished.execution_id, value));
-            }
-            Effect::DeadLetter {
-                input,
-                reason,
-                error,
-            } => {
-                let message = inputs
-                    .get(*input)
-                    .ok_or(EncodeEffectError::NoInput { input: *input })?;
-                records.push(try_dead_letter(
-                    topology,
-                    codec,
-                    message,
-                    *reason,
-                    error.clone(),
-                )?);
-            }
-            Effect::CancelActivity {
-                parent,
-                child,
-                ffqn,
-            } => {
-                // Only a route Weir serves: an external service reads requests only (its
-                // contract has no cancellation; the parent ignores its late answer).
-                let Some(route) = topology.route(ffqn.ifc_fqn()).filter(|r| !r.external) else {
+        let Some(address) = wire::address(effect)? else {
+            continue;
+        };
+        let topic = match &address.destination {
+            Destination::Topic(role) => topology.topic(*role).name.clone(),
+            Destination::Route(ffqn) => {
+                let route = topology.route(ffqn.ifc_fqn());
+                // Only a route Weir serves hears of a cancellation: an external service reads
+                // requests only (its contract has no cancellation; the parent ignores its late
+                // answer).
+                if let Effect::CancelActivity { parent, child, .. } = effect
+                    && route.is_none_or(|r| r.external)
+                {
                     tracing::debug!(execution = %parent, %child, %ffqn, "activity cancelled (external: not told)");
                     continue;
-                };
-                let cancel = ActivityCancel {
-                    execution_id: child.clone(),
-                    parent_execution_id: parent.clone(),
-                    cancelled_at: chrono::Utc::now(),
-                };
-                let value = codec.encode(&route.topic, &cancel)?;
-                let mut cancel_record = record(route.topic.clone(), child, value);
-                cancel_record
-                    .headers
-                    .push((KIND_HEADER.to_owned(), CANCEL_KIND.to_vec()));
-                records.push(cancel_record);
-                tracing::debug!(execution = %parent, %child, topic = %route.topic, "activity cancelled");
+                }
+                match route {
+                    Some(route) => route.topic.clone(),
+                    None => {
+                        return Err(EncodeEffectError::NoRoute {
+                            execution: requester(effect)
+                                .map(ToString::to_string)
+                                .unwrap_or_default(),
+                            ffqn: ffqn.clone(),
+                        });
+                    }
+                }
             }
-            Effect::PutSchedule { name, state } => records.push(state_record(
-                codec,
-                topic(TopicRole::State),
-                weir_core::schedule::key(name),
-                state.as_ref(),
-                Vec::new(),
-            )?),
-            Effect::ScheduleCommand(command) => {
-                let t = topic(TopicRole::Responses);
-                let value = codec.encode(&t, command)?;
-                records.push(OutgoingRecord {
-                    topic: t,
-                    key: weir_core::schedule::key(&command.name),
-                    value: Some(value),
-                    headers: vec![(
-                        KIND_HEADER.to_owned(),
-                        super::activity_worker::SCHEDULE_KIND.to_vec(),
-                    )],
-                });
+        };
+        let key = match &address.key {
+            Key::Exactly(key) => key.clone(),
+            Key::OfInput(input) => {
+                let original = inputs
+                    .get(*input)
+                    .ok_or(EncodeEffectError::NoInput { input: *input })?;
+                String::from_utf8_lossy(original.key().unwrap_or_default()).into_owned()
             }
-            // A correlation key's records: keyed by the key, on the key's partition of each
-            // co-partitioned topic. On the state topic the header `weir.kind = correlation`
-            // tells a key's state from a schedule's (and rides on its tombstone too).
-            Effect::WriteStub(write) => {
-                let t = topic(TopicRole::Responses);
-                let owner =
-                    write
-                        .target
-                        .parent()
-                        .ok_or_else(|| EncodeEffectError::StubWithoutParent {
-                            target: write.target.to_string(),
-                        })?;
-                let response = crate::model::Response::ChildExecutionFinished {
-                    child_execution_id: write.target.clone(),
-                    result: write.result.clone(),
-                };
-                let value = codec.encode(&t, &response)?;
-                records.push(OutgoingRecord {
-                    topic: t,
-                    key: owner.to_string(),
-                    value: Some(value),
-                    headers: vec![
-                        (
-                            KIND_HEADER.to_owned(),
-                            super::activity_worker::STUB_WRITE_KIND.to_vec(),
-                        ),
-                        (
-                            super::activity_worker::STUB_REQUEST_HEADER.to_owned(),
-                            write.request.to_string().into_bytes(),
-                        ),
-                        (
-                            super::activity_worker::STUB_FUNCTION_HEADER.to_owned(),
-                            write.ffqn.to_string().into_bytes(),
-                        ),
-                    ],
-                });
+        };
+        let mut headers: Vec<(String, Vec<u8>)> = address
+            .all_headers()
+            .map(|(name, value)| (name.to_owned(), value.to_vec()))
+            .collect();
+        let value = match value(codec, topology, &topic, inputs, effect)? {
+            Value::Of(value) => value,
+            // A dead letter's value is its envelope, with the reason in headers of its own.
+            Value::DeadLetter(letter) => {
+                headers.extend(letter.headers);
+                letter.value
             }
-            Effect::Correlation(command) => {
-                let t = topic(TopicRole::Responses);
-                let value = codec.encode(&t, command)?;
-                records.push(OutgoingRecord {
-                    topic: t,
-                    key: command.key.clone(),
-                    value: Some(value),
-                    headers: vec![(KIND_HEADER.to_owned(), CORRELATION_KIND.to_vec())],
-                });
-            }
-            Effect::PutCorrelation { key, state } => records.push(state_record(
-                codec,
-                topic(TopicRole::State),
-                key.clone(),
-                state.as_ref(),
-                vec![(KIND_HEADER.to_owned(), CORRELATION_KIND.to_vec())],
-            )?),
-            // An event of a key for its holder, keyed by the holder (`correlation_key` set).
-            Effect::ForwardEvent(event) => {
-                let t = topic(TopicRole::Events);
-                let value = codec.encode(&t, event)?;
-                records.push(record(t, &event.target, value));
-            }
-            // Back to its key from a finished holder (`returned_by` set), keyed by the key.
-            Effect::ReturnEvent(event) => {
-                let t = topic(TopicRole::Events);
-                let value = codec.encode(&t, event)?;
-                records.push(OutgoingRecord {
-                    topic: t,
-                    key: event.key.clone(),
-                    value: Some(value),
-                    headers: Vec::new(),
-                });
-            }
-            Effect::PutTimer(_) | Effect::DeleteTimer(_) => {}
+        };
+        let mut record = OutgoingRecord {
+            topic,
+            key,
+            value,
+            headers,
+        };
+        if let Effect::Append { .. } = effect {
+            history.push(records.len());
         }
         if let Some(Some(trace)) = traces.get(index) {
-            for record in &mut records[before..] {
-                record.headers.push(super::trace_headers::header_of(trace));
-            }
+            record.headers.push(super::trace_headers::header_of(trace));
         }
+        records.push(record);
     }
     Ok(records)
 }
 
-/// The request topics that Weir's activity workers serve: a topic with an external route is
-/// left alone (its service reads `ActivityRequest`s only; external activities are not
-/// cancelled, see the external contract in `docs/design/external-activities.md`).
-pub fn cancellation_topics(topology: &Topology) -> Vec<String> {
-    let mut topics: Vec<String> = topology
-        .routes
-        .iter()
-        .filter(|r| !r.external)
-        .map(|r| r.topic.clone())
-        .filter(|t| !topology.routes.iter().any(|r| r.external && r.topic == *t))
-        .collect();
-    topics.sort();
-    topics.dedup();
-    topics
+/// The execution an activity request is for (what a missing route names).
+fn requester(effect: &Effect) -> Option<&ExecutionId> {
+    match effect {
+        Effect::RequestActivity(request) | Effect::RetryActivity { request, .. } => {
+            Some(&request.parent_execution_id)
+        }
+        _ => None,
+    }
+}
+
+/// A record's value.
+enum Value {
+    /// Encoded for its topic (`None`: a tombstone).
+    Of(Option<Vec<u8>>),
+    /// A dead letter: the DLQ's record of its input (its envelope, and the headers that
+    /// give the reason).
+    DeadLetter(OutgoingRecord),
+}
+
+/// The value `effect` writes to `topic` (one arm per effect that writes a record).
+fn value(
+    codec: &Codec,
+    topology: &Topology,
+    topic: &str,
+    inputs: &[OwnedMessage],
+    effect: &Effect,
+) -> Result<Value, EncodeEffectError> {
+    fn encoded<R: AvroRecord>(
+        codec: &Codec,
+        topic: &str,
+        record: &R,
+    ) -> Result<Value, EncodeEffectError> {
+        Ok(Value::Of(Some(codec.encode(topic, record)?)))
+    }
+    match effect {
+        Effect::Append {
+            execution_id,
+            seq,
+            entry,
+        } => encoded(
+            codec,
+            topic,
+            &HistoryRecord {
+                execution_id: execution_id.clone(),
+                seq: *seq,
+                entry: entry.clone(),
+            },
+        ),
+        Effect::Submit(submission) => encoded(codec, topic, submission),
+        Effect::RequestActivity(request) | Effect::RetryActivity { request, .. } => {
+            encoded(codec, topic, request)
+        }
+        Effect::Respond { response, .. } => encoded(codec, topic, response),
+        Effect::CancelExecution(request) => encoded(codec, topic, request),
+        Effect::PublishResult(finished) => encoded(codec, topic, finished),
+        Effect::DeadLetter {
+            input,
+            reason,
+            error,
+        } => {
+            let message = inputs
+                .get(*input)
+                .ok_or(EncodeEffectError::NoInput { input: *input })?;
+            Ok(Value::DeadLetter(try_dead_letter(
+                topology,
+                codec,
+                message,
+                *reason,
+                error.clone(),
+            )?))
+        }
+        Effect::CancelActivity { parent, child, .. } => {
+            tracing::debug!(execution = %parent, %child, %topic, "activity cancelled");
+            encoded(
+                codec,
+                topic,
+                &ActivityCancel {
+                    execution_id: child.clone(),
+                    parent_execution_id: parent.clone(),
+                    cancelled_at: chrono::Utc::now(),
+                },
+            )
+        }
+        Effect::PutSchedule { state, .. } => Ok(Value::Of(
+            state.as_ref().map(|s| codec.encode(topic, s)).transpose()?,
+        )),
+        Effect::ScheduleCommand(command) => encoded(codec, topic, command),
+        // The stub's value as its parent reads a child's: `ChildExecutionFinished`.
+        Effect::WriteStub(write) => encoded(
+            codec,
+            topic,
+            &crate::model::Response::ChildExecutionFinished {
+                child_execution_id: write.target.clone(),
+                result: write.result.clone(),
+            },
+        ),
+        Effect::Correlation(command) => encoded(codec, topic, command),
+        Effect::PutCorrelation { state, .. } => Ok(Value::Of(
+            state.as_ref().map(|s| codec.encode(topic, s)).transpose()?,
+        )),
+        Effect::ForwardEvent(event) => encoded(codec, topic, event),
+        Effect::ReturnEvent(event) => encoded(codec, topic, event),
+        // No record (`wire::address` says so first).
+        Effect::PutTimer(_) | Effect::DeleteTimer(_) => Ok(Value::Of(None)),
+    }
 }
 
 #[cfg(test)]
@@ -302,6 +231,9 @@ mod tests {
 
     use super::*;
     use crate::codec::{EventRecord, InboundEvent, ReceivedEvent, RecordPosition};
+    use weir_core::wire::{KIND_HEADER, RecordKind, examples};
+
+    use crate::topology::TopicRole;
 
     fn topology() -> Topology {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../topology");
@@ -378,7 +310,7 @@ mod tests {
             .iter()
             .map(|r| (r.topic.clone(), r.key.clone(), kind(r), r.value.is_some()))
             .collect();
-        let correlation = Some(super::super::activity_worker::CORRELATION_KIND);
+        let correlation = Some(RecordKind::Correlation.header_value());
         assert_eq!(
             shape,
             vec![
@@ -402,5 +334,94 @@ mod tests {
             .decode(records[1].value.as_deref().expect("a value"), &position)
             .expect("decodes");
         assert_eq!(read, state);
+    }
+
+    /// The encoder routes every effect by `wire::address` (the simulation's producer does
+    /// too: `weir_core::sim::world`'s tests): each record goes to the topic of the address's
+    /// role or route, with its key, its kind and its headers. Routing anything here by
+    /// another rule, or changing the table without this encoder following, fails this.
+    #[test]
+    fn every_effect_goes_where_the_wire_table_says() {
+        use rdkafka::Timestamp;
+        let topology = topology();
+        let codec = Codec::single_object();
+        let effects = examples::one_of_each(Utc::now());
+        // The input a dead letter copies.
+        let input = OwnedMessage::new(
+            Some(b"not Avro".to_vec()),
+            Some(b"poison".to_vec()),
+            topology.topic(TopicRole::Submissions).name.clone(),
+            Timestamp::NotAvailable,
+            0,
+            7,
+            None,
+        );
+        let records =
+            records(&codec, &topology, &[input], &effects, &[], &mut Vec::new()).expect("encoded");
+        let expected: Vec<(String, String, Option<&[u8]>)> = effects
+            .iter()
+            .filter_map(|effect| wire::address(effect).expect("an address"))
+            .map(|address| {
+                let topic = match &address.destination {
+                    Destination::Topic(role) => topology.topic(*role).name.clone(),
+                    Destination::Route(ffqn) => topology
+                        .route(ffqn.ifc_fqn())
+                        .expect("a route")
+                        .topic
+                        .clone(),
+                };
+                let key = match &address.key {
+                    Key::Exactly(key) => key.clone(),
+                    Key::OfInput(0) => "poison".to_owned(),
+                    Key::OfInput(other) => panic!("no input {other}"),
+                };
+                (topic, key, address.kind.map(RecordKind::header_value))
+            })
+            .collect();
+        let written: Vec<(String, String, Option<&[u8]>)> = records
+            .iter()
+            .map(|r| (r.topic.clone(), r.key.clone(), kind(r)))
+            .collect();
+        assert_eq!(written, expected);
+        // And every other header of the address, with its value.
+        let addressed = effects
+            .iter()
+            .filter_map(|effect| wire::address(effect).expect("an address"));
+        for (record, address) in records.iter().zip(addressed) {
+            for (name, value) in &address.headers {
+                assert!(
+                    record.headers.iter().any(|(n, v)| n == name && v == value),
+                    "{name} on {record:?}"
+                );
+            }
+        }
+    }
+
+    /// A cancellation is not written for an external route (its service is not told).
+    #[test]
+    fn an_external_route_hears_of_no_cancellation() {
+        let topology = topology();
+        let external = topology
+            .routes
+            .iter()
+            .find(|r| r.external)
+            .expect("an external route in the repository's topology");
+        let cancel = Effect::CancelActivity {
+            parent: examples::PARENT.parse().expect("an id"),
+            child: examples::ACTIVITY.parse().expect("an id"),
+            ffqn: format!("{}.rate", external.interface)
+                .parse()
+                .expect("a function name"),
+        };
+        let records = records(
+            &Codec::single_object(),
+            &topology,
+            &[],
+            &[cancel],
+            &[],
+            &mut Vec::new(),
+        )
+        .expect("encoded");
+        assert_eq!(records, Vec::new());
     }
 }

@@ -29,7 +29,7 @@ use tracing::{error, info, warn};
 
 use super::KafkaConfig;
 use super::recovery::ClusterTrouble;
-use super::unfetchable;
+use super::unfetchable::{self, Skip};
 use crate::metrics::Metrics;
 
 /// The process's request to its group members to leave their groups, and how many have.
@@ -108,15 +108,6 @@ pub trait MemberContext: ConsumerContext + Sized + 'static {
 }
 
 impl MemberContext for rdkafka::consumer::DefaultConsumerContext {}
-
-/// Where a member skips an unfetchable batch: `topic`/`partition` from `from` to `to`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Skip {
-    pub topic: String,
-    pub partition: i32,
-    pub from: i64,
-    pub to: i64,
-}
 
 /// What the worker needs to know about its group membership.
 #[derive(Debug, Default)]

@@ -25,9 +25,9 @@ use rdkafka::{Offset, TopicPartitionList};
 use weir_core::correlation::CorrelationState;
 use weir_core::driver::{KeyedState, LoggedEntry};
 use weir_core::schedule::ScheduleState;
+use weir_core::wire::{KindError, RecordType, TopicRole};
 
 use super::KafkaConfig;
-use super::activity_worker::{CORRELATION_KIND, is_kind};
 use super::group::QuietEof;
 use super::recovery;
 use crate::codec::{Codec, HistoryRecord, RecordPosition};
@@ -157,7 +157,7 @@ pub fn list_keyed_state(
     topology: &crate::topology::Topology,
     wanted: Wanted,
 ) -> Result<KeyedState, HistoryReadError> {
-    let topic = topology.topic(crate::topology::TopicRole::State);
+    let topic = topology.topic(TopicRole::State);
     let reader = format!("state-list-{}", ulid::Ulid::new());
     let partitions: Vec<i32> = (0..topic.partitions).collect();
     read_keyed_state(
@@ -198,31 +198,23 @@ impl<'a> StateRecords<'a> {
         }
     }
 
-    /// The record at `partition`/`offset` with `key` and `payload` (`None`: a tombstone);
-    /// `correlation`: it carries `weir.kind = correlation`.
+    /// The record at `partition`/`offset` with `key` and `payload` (`None`: a tombstone),
+    /// which its kind says is `record` ([`weir_core::wire::record_type`] on the state topic).
     fn take(
         &mut self,
         key: &[u8],
         partition: i32,
         offset: i64,
         payload: Option<&[u8]>,
-        correlation: bool,
+        record: Result<RecordType, KindError>,
     ) {
         let topic = self.topic;
-        let state = match payload {
-            None => StateRecord::None,
-            Some(_) if correlation && self.wanted == Wanted::Schedules => StateRecord::None,
-            Some(_) if !correlation && self.wanted == Wanted::Correlations => StateRecord::None,
-            Some(bytes) => {
-                let position = RecordPosition::at(topic, partition, offset);
-                if correlation {
-                    match self.codec.decode::<CorrelationState>(bytes, &position) {
-                        Ok(state) => StateRecord::Correlation(state),
-                        Err(e) => {
-                            tracing::error!(topic, partition, offset, error = %e, "a correlation key's state does not decode; the key is left out");
-                            StateRecord::None
-                        }
-                    }
+        let position = RecordPosition::at(topic, partition, offset);
+        let state = match (payload, record) {
+            (None, _) => StateRecord::None,
+            (Some(bytes), Ok(RecordType::ScheduleState)) => {
+                if self.wanted == Wanted::Correlations {
+                    StateRecord::None
                 } else {
                     match self.codec.decode::<ScheduleState>(bytes, &position) {
                         Ok(state) => StateRecord::Schedule(state),
@@ -232,6 +224,27 @@ impl<'a> StateRecords<'a> {
                         }
                     }
                 }
+            }
+            (Some(bytes), Ok(RecordType::CorrelationState)) => {
+                if self.wanted == Wanted::Schedules {
+                    StateRecord::None
+                } else {
+                    match self.codec.decode::<CorrelationState>(bytes, &position) {
+                        Ok(state) => StateRecord::Correlation(state),
+                        Err(e) => {
+                            tracing::error!(topic, partition, offset, error = %e, "a correlation key's state does not decode; the key is left out");
+                            StateRecord::None
+                        }
+                    }
+                }
+            }
+            (Some(_), Ok(other)) => {
+                tracing::error!(topic, partition, offset, record = ?other, "not a state; left out");
+                StateRecord::None
+            }
+            (Some(_), Err(e)) => {
+                tracing::error!(topic, partition, offset, error = %e, "a state of no kind Weir knows; left out");
+                StateRecord::None
             }
         };
         self.last.insert(key.to_vec(), state);
@@ -276,7 +289,7 @@ pub fn read_keyed_state(
             message.partition(),
             message.offset(),
             message.payload(),
-            is_kind(message, CORRELATION_KIND),
+            super::headers::record_type(message, TopicRole::State),
         );
         Ok(())
     })?;
@@ -529,17 +542,41 @@ pub(crate) mod tests {
         let gone = codec
             .encode(topic, &correlation("payment:2"))
             .expect("encodes");
+        let schedule_kind = Ok(RecordType::ScheduleState);
+        let correlation_kind = || Ok(RecordType::CorrelationState);
         let feed = |records: &mut StateRecords<'_>| {
-            records.take(b"schedule:nightly", 0, 0, Some(&nightly), false);
-            records.take(b"payment:1", 0, 1, Some(&held), true);
-            records.take(b"payment:2", 1, 0, Some(&gone), true);
-            records.take(b"schedule:weekly", 1, 1, Some(&weekly), false);
-            records.take(b"payment:2", 1, 2, None, true);
-            records.take(b"schedule:weekly", 1, 3, None, false);
+            records.take(
+                b"schedule:nightly",
+                0,
+                0,
+                Some(&nightly),
+                schedule_kind.clone(),
+            );
+            records.take(b"payment:1", 0, 1, Some(&held), correlation_kind());
+            records.take(b"payment:2", 1, 0, Some(&gone), correlation_kind());
+            records.take(
+                b"schedule:weekly",
+                1,
+                1,
+                Some(&weekly),
+                schedule_kind.clone(),
+            );
+            records.take(b"payment:2", 1, 2, None, correlation_kind());
+            records.take(b"schedule:weekly", 1, 3, None, schedule_kind.clone());
             // A correlation key's state that does not decode is left out.
-            records.take(b"payment:3", 2, 0, Some(b"not avro"), true);
+            records.take(b"payment:3", 2, 0, Some(b"not avro"), correlation_kind());
             // A schedule's bytes under the correlation header do not decode as a key's.
-            records.take(b"payment:4", 2, 1, Some(&nightly), true);
+            records.take(b"payment:4", 2, 1, Some(&nightly), correlation_kind());
+            // A record of no kind Weir knows is left out.
+            records.take(
+                b"payment:5",
+                2,
+                2,
+                Some(&held),
+                Err(KindError::Unknown {
+                    value: "telepathy".into(),
+                }),
+            );
         };
         let mut all = StateRecords::new(&codec, topic, Wanted::All);
         feed(&mut all);

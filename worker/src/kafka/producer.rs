@@ -23,7 +23,7 @@ use rdkafka::message::{Message, OwnedHeaders};
 use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, ProducerContext};
 use tokio::sync::oneshot;
 
-use super::transaction::Landed;
+use super::outgoing::Landed;
 
 /// How long one poll of the serving thread waits for delivery reports; also how long the
 /// thread (and the producer it holds) outlives the last [`Served`] handle at most.

@@ -6,12 +6,11 @@
 
 use std::time::Duration;
 
-use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use weir_core::schedule::{self, ScheduleAction, ScheduleCommand, ScheduleState};
+use weir_core::wire::RecordKind;
 
 use super::KafkaConfig;
-use super::activity_worker::{KIND_HEADER, SCHEDULE_KIND};
 use super::history_reader::{self, HistoryReadError, Wanted};
 use crate::codec::{Codec, EncodeError};
 use crate::topology::{TopicRole, Topology};
@@ -66,10 +65,7 @@ pub async fn send(
             source: Box::new(source),
         })?;
     let key = schedule::key(&command.name);
-    let headers = OwnedHeaders::new().insert(Header {
-        key: KIND_HEADER,
-        value: Some(SCHEDULE_KIND),
-    });
+    let headers = super::headers::of_kind(RecordKind::Schedule);
     let record = FutureRecord::to(topic)
         .key(&key)
         .payload(&value)

@@ -8,14 +8,14 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use rdkafka::producer::{FutureProducer, FutureRecord};
-use serde_json::Value;
+use weir_core::wire::RecordKind;
 
 use crate::codec::{
     AvroRecord, Codec, EncodeError, EventRecord, InboundEvent, ReceivedEvent, Submission,
     UpgradeRequest,
 };
 use crate::correlation::{self, KeyError, KeyedEvent};
-use crate::model::{EventNameError, ExecutionId, Ffqn, check_event_id, check_event_name};
+use crate::model::{EventNameError, ExecutionId, check_event_id, check_event_name};
 
 /// How long a submission waits for the broker's acknowledgement.
 const SEND_TIMEOUT: Duration = Duration::from_secs(30);
@@ -139,40 +139,9 @@ pub async fn send_cancel(
     topic: &str,
     request: &crate::codec::CancelRequest,
 ) -> Result<(), SubmitError> {
-    let headers = rdkafka::message::OwnedHeaders::new().insert(rdkafka::message::Header {
-        key: super::activity_worker::KIND_HEADER,
-        value: Some(super::activity_worker::CANCEL_EXECUTION_KIND),
-    });
+    let headers = super::headers::of_kind(RecordKind::CancelExecution);
     let id = request.execution_id.to_string();
     send_keyed(producer, codec, topic, &id, request, Some(headers)).await
-}
-
-/// The submission of top-level execution `id` of `ffqn` with `params`, `metadata` and an
-/// optional `deadline`, to run now.
-pub fn top_level(
-    id: &ExecutionId,
-    ffqn: Ffqn,
-    params: Value,
-    metadata: std::collections::BTreeMap<String, String>,
-    deadline: Option<DateTime<Utc>>,
-) -> Submission {
-    Submission {
-        execution_id: id.clone(),
-        ffqn,
-        params,
-        parent: None,
-        scheduled_at: None,
-        correlation_id: None,
-        metadata,
-        deadline,
-    }
-}
-
-/// The top-level execution id a digest stands for (its first 16 bytes as the ULID): how a
-/// name that must always mean the same execution — an idempotency key, a trigger record's
-/// identity — becomes one.
-pub fn id_from_digest(digest: &[u8; 32]) -> ExecutionId {
-    ExecutionId::from_digest(digest)
 }
 
 /// Sends `submission` to `topic` (the deployment's `weir.submissions`), keyed by its id, and
@@ -239,10 +208,7 @@ pub async fn send_upgrade(
     topic: &str,
     request: &UpgradeRequest,
 ) -> Result<(), SubmitError> {
-    let headers = rdkafka::message::OwnedHeaders::new().insert(rdkafka::message::Header {
-        key: super::activity_worker::KIND_HEADER,
-        value: Some(super::activity_worker::UPGRADE_KIND),
-    });
+    let headers = super::headers::of_kind(RecordKind::Upgrade);
     let id = request.execution_id.to_string();
     send_keyed(producer, codec, topic, &id, request, Some(headers)).await
 }

@@ -16,25 +16,9 @@ use rdkafka::producer::Producer;
 
 use super::KafkaConfig;
 use super::dlq::is_dead_letter;
+use super::outgoing::{Landed, OutgoingRecord};
 use super::producer::Served;
 use crate::metrics::Metrics;
-
-/// A record to produce inside a transaction.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OutgoingRecord {
-    pub topic: String,
-    pub key: String,
-    /// `None`: a tombstone (a compacted topic forgets the key).
-    pub value: Option<Vec<u8>>,
-    pub headers: Vec<(String, Vec<u8>)>,
-}
-
-/// Where a record of a committed batch landed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Landed {
-    pub partition: i32,
-    pub offset: i64,
-}
 
 #[derive(Debug, thiserror::Error)]
 pub enum TransactionError {

@@ -19,9 +19,10 @@ use tracing::{info, warn};
 
 use super::dlq;
 use super::group::{MemberContext, collect_batch, leave, rewind_to_committed};
+use super::member::{GroupMember, WorkerConfig, WorkerError};
+use super::outgoing::OutgoingRecord;
 use super::recovery::{Failure, Recovery};
-use super::transaction::{OutgoingRecord, TransactionError};
-use super::workflow_worker::{GroupMember, WorkerConfig, WorkerError};
+use super::transaction::TransactionError;
 use crate::codec::{AvroRecord, Codec, DlqReason};
 use crate::metrics::Metrics;
 use crate::topology::{TopicRole, Topology};

@@ -26,7 +26,15 @@ use rdkafka::{ClientContext, Offset, TopicPartitionList};
 use tracing::{debug, error, warn};
 
 use super::KafkaConfig;
-use super::group::Skip;
+
+/// Where a member skips an unfetchable batch: `topic`/`partition` from `from` to `to`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Skip {
+    pub topic: String,
+    pub partition: i32,
+    pub from: i64,
+    pub to: i64,
+}
 
 /// Whether `error`, surfaced by a consumer, means a batch could not be fetched: decompressed,
 /// parsed or checked.

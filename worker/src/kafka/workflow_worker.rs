@@ -20,327 +20,38 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use rdkafka::consumer::{Consumer, StreamConsumer};
-use rdkafka::message::{Headers, Message, OwnedMessage};
+use rdkafka::consumer::Consumer;
+use rdkafka::message::{Message, OwnedMessage};
 use rdkafka::{Offset, TopicPartitionList};
 use tokio::sync::watch;
-use tracing::{info, warn};
+use tracing::info;
 use weir_core::correlation::CorrelationCommand;
 use weir_core::driver::{
-    BoxError, Commit, CommitError, Driver, DriverConfig, DriverError, InputTopic, KeyedState,
-    Landed, LoadError, Log, LoggedEntry, Polled, PolledRecord, Positions, Report, StoreRead,
+    BoxError, Commit, CommitError, Driver, DriverConfig, InputTopic, KeyedState, Landed, LoadError,
+    Log, LoggedEntry, Polled, PolledRecord, Positions, Report, StoreRead,
 };
 use weir_core::processor::{Body, Input, Processor, ProcessorConfig, Undecodable};
 use weir_core::schedule::ScheduleCommand;
+use weir_core::wire::{KIND_HEADER, RecordType, STUB_FUNCTION_HEADER, STUB_REQUEST_HEADER};
 
-use super::KafkaConfig;
-use super::config::MemberSettings;
 use super::encode::{self, EncodeEffectError};
-use super::group::{Departure, RebalanceTracker, collect_batch, rewind_to_committed};
+use super::group::{collect_batch, rewind_to_committed};
 use super::history_reader;
-use super::materialiser::{MaterialiseError, Materialiser, QueueBound};
-use super::recovery::{self, ClusterTrouble, Failure, Recovery, Verdict};
-use super::transaction::{TransactionError, Transactor};
+use super::materialiser::Materialiser;
+use super::member::{GroupMember, WorkerConfig, WorkerError};
+use super::recovery::{self, Failure, Recovery};
+use super::transaction::TransactionError;
 use crate::codec::{
     CancelRequest, Codec, DecodeError, DecodeErrorKind, EventRecord, HistoryRecord, RecordPosition,
     ResponseInput, SubmissionInput, UpgradeRequest,
 };
-use crate::metrics::{Counter, Metrics};
+use crate::metrics::Metrics;
 use crate::model::{ExecutionId, Response};
 use crate::store::patience::{Patience, patiently};
 use crate::store::{Store, StoreError, TimerRow};
 use crate::topology::{TopicRole, Topology};
-use crate::wasm::inline::{InlineConfig, WasmInline};
+use crate::wasm::inline::WasmInline;
 use crate::wasm::{WasmHost, WasmRunner};
-
-/// How a workflow worker runs.
-#[derive(Debug, Clone)]
-pub struct WorkerConfig {
-    pub kafka: KafkaConfig,
-    /// Unique among the live processes of a deployment: part of the transactional id and the
-    /// checkpoint owner, and with [`static_membership`](Self::static_membership) the
-    /// `group.instance.id` of its consumers.
-    pub instance_id: String,
-    /// The instance id is the process's stable identity (a StatefulSet pod name, a container
-    /// name), the same after a restart: its consumers are static members of their groups
-    /// (`group.instance.id` = the instance id, KIP-345), so a worker restarted within its
-    /// session gets its partitions back without a rebalance, and its transactional id (which
-    /// holds the instance id) fences the dead process's open transaction at once. `false`: a
-    /// dynamic member, whose partitions wait for the dead member's session to expire and for
-    /// its transaction to time out.
-    pub static_membership: bool,
-    /// How long a member that stopped heartbeating keeps its partitions.
-    pub session_timeout: Duration,
-    /// The process's request to leave the groups (on SIGTERM / SIGINT), shared by its members.
-    pub departure: Departure,
-    /// Where the group member's consumer and producer count (unfetchable records, committed
-    /// dead letters): the same as the worker's.
-    pub metrics: Arc<Metrics>,
-    pub group_id: String,
-    /// How long a batch waits for more input after its first record (zero: it is committed
-    /// as soon as nothing more is ready; see [`collect_batch`]), at most `max_batch_records`.
-    pub commit_interval: Duration,
-    pub max_batch_records: usize,
-    /// The bytes the cached executions may hold (`--cache-bytes`).
-    pub cache_bytes: u64,
-    /// At most this many parked workflow runs (`--cache-size`).
-    pub cache_size: usize,
-    /// Input records larger than this go to the DLQ.
-    pub max_record_bytes: usize,
-    /// The store is written at most once per this (see [`Materialiser::spawn`]).
-    pub materialise_linger: Duration,
-    /// Committed batches that may wait for the store before the worker waits for it.
-    pub materialise_queue: QueueBound,
-    /// Timers due within this horizon are held in memory.
-    pub timer_horizon: Duration,
-    /// Activities the workflow worker answers itself (`weir_core::inline`).
-    pub inline: InlineConfig,
-    pub transaction_timeout: Duration,
-    /// How long a store outage is ridden out before the worker stops.
-    pub store_patience: Duration,
-    /// How long an event for an execution that does not exist waits for its submission.
-    pub early_event_wait: Duration,
-    /// Signs that this process lost the cluster itself, shared by the process's members (see
-    /// [`super::recovery`]).
-    pub trouble: ClusterTrouble,
-}
-
-/// A worker's place in its consumer group: the subscribed consumer, what its rebalances did,
-/// and the transactional producer that commits its batches.
-pub(super) struct GroupMember {
-    pub consumer: StreamConsumer<RebalanceTracker>,
-    pub tracker: RebalanceTracker,
-    pub transactor: Transactor,
-}
-
-impl WorkerConfig {
-    pub fn new(
-        kafka: KafkaConfig,
-        group_id: impl Into<String>,
-        instance_id: impl Into<String>,
-    ) -> Self {
-        WorkerConfig {
-            kafka,
-            instance_id: instance_id.into(),
-            group_id: group_id.into(),
-            commit_interval: Duration::from_millis(crate::options::DEFAULT_COMMIT_INTERVAL_MS),
-            max_batch_records: crate::options::DEFAULT_MAX_BATCH,
-            cache_bytes: crate::options::DEFAULT_CACHE_BYTES,
-            cache_size: crate::options::DEFAULT_CACHE_SIZE,
-            max_record_bytes: crate::options::DEFAULT_MAX_RECORD_BYTES,
-            materialise_linger: Duration::from_millis(
-                crate::options::DEFAULT_MATERIALISE_LINGER_MS,
-            ),
-            materialise_queue: QueueBound::default(),
-            timer_horizon: Duration::from_secs(crate::options::DEFAULT_TIMER_HORIZON_SECS),
-            inline: InlineConfig {
-                enabled: crate::options::DEFAULT_INLINE_ACTIVITIES,
-                budget: Duration::from_millis(crate::options::DEFAULT_INLINE_BUDGET_MS),
-            },
-            transaction_timeout: Duration::from_millis(
-                crate::options::DEFAULT_TRANSACTION_TIMEOUT_MS,
-            ),
-            store_patience: Duration::from_secs(crate::options::DEFAULT_STORE_PATIENCE_SECS),
-            early_event_wait: Duration::from_secs(crate::options::DEFAULT_EARLY_EVENT_WAIT_SECS),
-            static_membership: false,
-            session_timeout: Duration::from_millis(crate::options::DEFAULT_SESSION_TIMEOUT_MS),
-            departure: Departure::default(),
-            metrics: Arc::new(Metrics::default()),
-            trouble: ClusterTrouble::default(),
-        }
-    }
-
-    /// How this worker's consumers are members of their groups.
-    pub fn member_settings(&self) -> MemberSettings {
-        MemberSettings {
-            session_timeout: Some(self.session_timeout),
-            static_instance_id: self.static_membership.then(|| self.instance_id.clone()),
-        }
-    }
-
-    /// Subscribes to `topics` in the group (with a partition assignment strategy, if given)
-    /// and registers the transactional producer `<group>-<instance>` — namespaced by the
-    /// group, so that deployments sharing a cluster never fence each other — which fences any
-    /// earlier producer with that id.
-    pub(super) async fn join_group(
-        &self,
-        topics: &[String],
-        assignment_strategy: Option<&str>,
-    ) -> Result<GroupMember, WorkerError> {
-        let consumer_error = |source| WorkerError::Consumer {
-            group: self.group_id.clone(),
-            source,
-        };
-        let tracker = RebalanceTracker::new(
-            self.departure.clone(),
-            self.kafka.clone(),
-            Arc::clone(&self.metrics),
-            self.trouble.clone(),
-        );
-        let mut consumer_config = self.kafka.member(&self.group_id, &self.member_settings());
-        if let Some(strategy) = assignment_strategy {
-            consumer_config.set("partition.assignment.strategy", strategy);
-        }
-        let consumer: StreamConsumer<RebalanceTracker> = consumer_config
-            .create_with_context(tracker.clone())
-            .map_err(consumer_error)?;
-        let names: Vec<&str> = topics.iter().map(String::as_str).collect();
-        consumer.subscribe(&names).map_err(consumer_error)?;
-        let transactor = Transactor::new(
-            &self.kafka,
-            &format!("{}-{}", self.group_id, self.instance_id),
-            self.transaction_timeout,
-        )
-        .await?
-        .with_metrics(Arc::clone(&self.metrics));
-        Ok(GroupMember {
-            consumer,
-            tracker,
-            transactor,
-        })
-    }
-
-    /// Replaces `member`, one of whose clients failed with `failure` (`cause`), by a new
-    /// member of the same group with the same identity (`group.instance.id`, transactional
-    /// id): see [`super::recovery`]. Waits the backoff first, and again while the new clients
-    /// cannot be built (the broker still away). Counts the restart in `restarts`. `Ok(false)`:
-    /// the process is stopping, nothing was replaced. Errs when the rule says that another live
-    /// process holds this identity.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) async fn restart_member(
-        &self,
-        member: &mut GroupMember,
-        topics: &[String],
-        assignment_strategy: Option<&str>,
-        recovery: &mut Recovery,
-        failure: Failure,
-        cause: String,
-        restarts: &Counter,
-        shutdown: &mut watch::Receiver<bool>,
-    ) -> Result<bool, WorkerError> {
-        let transactional_id = member.transactor.transactional_id().to_owned();
-        let mut cause = cause;
-        let mut failure = failure;
-        loop {
-            let after = match recovery.decide(failure, self.trouble.last(), Instant::now()) {
-                Verdict::Restart { after } => after,
-                Verdict::Stop => {
-                    return Err(WorkerError::IdentityTaken {
-                        group: self.group_id.clone(),
-                        instance_id: self.instance_id.clone(),
-                        fencings: recovery.unexplained_fencings(),
-                        cause,
-                    });
-                }
-            };
-            warn!(
-                group = %self.group_id,
-                %transactional_id,
-                instance = %self.instance_id,
-                failure = recovery::describe(failure),
-                %cause,
-                ?after,
-                "a Kafka client of this worker failed; rebuilding its consumer and transactional producer in process (uncommitted work is dropped and taken over again)"
-            );
-            tokio::select! {
-                () = tokio::time::sleep(after) => {}
-                _ = shutdown.changed() => return Ok(false),
-            }
-            if *shutdown.borrow() {
-                return Ok(false);
-            }
-            match self.join_group(topics, assignment_strategy).await {
-                Ok(new) => {
-                    let old = std::mem::replace(member, new);
-                    retire(old);
-                    restarts.inc();
-                    info!(group = %self.group_id, %transactional_id, "Kafka clients rebuilt; rejoining the group");
-                    return Ok(true);
-                }
-                Err(e) => {
-                    cause = format!("cannot rebuild the clients: {e}");
-                    failure = Failure::Broken;
-                }
-            }
-        }
-    }
-}
-
-/// Drops a member's failed clients (off the async threads: closing a consumer blocks), and
-/// counts it as gone for the process's [`Departure`]. Its open transaction, if any, was
-/// already aborted and its producer fenced by the new producer's `init_transactions`.
-fn retire(old: GroupMember) {
-    use super::group::MemberContext;
-    old.consumer.context().left();
-    tokio::task::spawn_blocking(move || drop(old));
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum WorkerError {
-    #[error("cannot create the consumer of group `{group}`: {source}")]
-    Consumer {
-        group: String,
-        source: rdkafka::error::KafkaError,
-    },
-    /// The consumer cannot go on (librdkafka's fatal error); the worker rebuilds it (see
-    /// [`super::recovery`]). A fencing here is most often this process's own rejoin after its
-    /// session timed out (a broker away longer than the session).
-    #[error(
-        "the consumer of group `{group}` (instance id `{instance_id}`) failed fatally \
-         ({code:?}: {reason})"
-    )]
-    ConsumerFatal {
-        group: String,
-        instance_id: String,
-        code: rdkafka::types::RDKafkaErrorCode,
-        reason: String,
-    },
-    /// Fenced again and again without this process having lost the cluster first (see
-    /// [`super::recovery`]): another live process most likely uses the instance id.
-    #[error(
-        "the identity of this worker in group `{group}` was taken {fencings} times within \
-         10 minutes although this process had not lost the cluster: another live worker most \
-         likely uses the instance id `{instance_id}` (instance ids must be unique); last: {cause}"
-    )]
-    IdentityTaken {
-        group: String,
-        instance_id: String,
-        fencings: usize,
-        cause: String,
-    },
-    #[error(transparent)]
-    Transaction(Box<TransactionError>),
-    /// The schema registry did not answer (the trigger worker reading an Avro record's
-    /// schema); nothing of the batch was committed.
-    #[error("schema registry: {0}")]
-    Registry(Box<crate::codec::RegistryError>),
-    /// A record cannot be encoded for `topic` (with a schema registry: its schema is not
-    /// registered there).
-    #[error("cannot encode a record for `{topic}`: {source}")]
-    Encode {
-        topic: String,
-        source: Box<crate::codec::EncodeError>,
-    },
-    #[error("store: {0}")]
-    Store(Box<StoreError>),
-    #[error(transparent)]
-    Materialise(#[from] MaterialiseError),
-    #[error(transparent)]
-    Driver(#[from] DriverError),
-}
-
-// Boxed: the errors of librdkafka and the CQL driver are large.
-impl From<TransactionError> for WorkerError {
-    fn from(e: TransactionError) -> Self {
-        WorkerError::Transaction(Box::new(e))
-    }
-}
-
-impl From<StoreError> for WorkerError {
-    fn from(e: StoreError) -> Self {
-        WorkerError::Store(Box::new(e))
-    }
-}
 
 /// How much longer than the transaction timeout catch-up waits for an open transaction on
 /// its history partition: the broker's check for timed-out transactions runs every 10 s by
@@ -586,101 +297,18 @@ impl KafkaLog {
     async fn decode(&self, message: &OwnedMessage, index: usize) -> PolledRecord {
         let position = RecordPosition::at(message.topic(), message.partition(), message.offset());
         let payload = message.payload().unwrap_or_default();
-        let submissions = &self.topology.topic(TopicRole::Submissions).name;
-        let on_submissions = message.topic() == submissions;
-        let on_events = message.topic() == self.topology.topic(TopicRole::Events).name;
-        // A cancellation: on weir.responses from outside, on weir.submissions for a child.
-        let (topic, body) = if !on_events
-            && super::activity_worker::is_kind(
-                message,
-                super::activity_worker::CANCEL_EXECUTION_KIND,
-            ) {
-            let body = self
-                .codec
-                .decode_fetching::<CancelRequest>(payload, &position)
-                .await
-                .map(Body::Cancel);
-            let topic = if on_submissions {
-                InputTopic::Submissions
-            } else {
-                InputTopic::Responses
-            };
-            (topic, body)
-        } else if on_submissions {
-            let body = self
-                .codec
-                .decode_fetching::<SubmissionInput>(payload, &position)
-                .await
-                .map(|input| match (input.ffqn_error, input.params_error) {
-                    (Some(error), _) => Body::UnparsableFfqn {
-                        submission: input.submission,
-                        error,
-                    },
-                    (None, Some(error)) => Body::UnparsableParams {
-                        submission: input.submission,
-                        error,
-                    },
-                    (None, None) => {
-                        let mut submission = input.submission;
-                        super::trace_headers::adopt(&mut submission, message);
-                        Body::Submission(submission)
-                    }
-                });
-            (InputTopic::Submissions, body)
-        } else if on_events {
-            // Its target tells an event for an execution from one for a correlation key.
-            let body = self
-                .codec
-                .decode_fetching::<EventRecord>(payload, &position)
-                .await
-                .map(|event| match event {
-                    EventRecord::Execution(event) => Body::Event(event),
-                    EventRecord::Keyed(event) => Body::KeyedEvent(event),
-                });
-            (InputTopic::Events, body)
-        } else if super::activity_worker::is_kind(message, super::activity_worker::STUB_WRITE_KIND)
-        {
-            let body = self
-                .codec
-                .decode_fetching::<ResponseInput>(payload, &position)
-                .await
-                .and_then(|input| stub_write(message, input, &position));
-            (InputTopic::Responses, body)
-        } else if super::activity_worker::is_kind(message, super::activity_worker::CORRELATION_KIND)
-        {
-            let body = self
-                .codec
-                .decode_fetching::<CorrelationCommand>(payload, &position)
-                .await
-                .map(Body::Correlation);
-            (InputTopic::Responses, body)
-        } else if super::activity_worker::is_kind(message, super::activity_worker::SCHEDULE_KIND) {
-            let body = self
-                .codec
-                .decode_fetching::<ScheduleCommand>(payload, &position)
-                .await
-                .map(Body::Schedule);
-            (InputTopic::Responses, body)
-        } else if super::activity_worker::is_kind(message, super::activity_worker::UPGRADE_KIND) {
-            let body = self
-                .codec
-                .decode_fetching::<UpgradeRequest>(payload, &position)
-                .await
-                .map(Body::Upgrade);
-            (InputTopic::Responses, body)
-        } else {
-            let body = self
-                .codec
-                .decode_fetching::<ResponseInput>(payload, &position)
-                .await
-                .map(|input| match input.value_error {
-                    None => Body::Response(input.response),
-                    Some(error) => Body::MalformedAnswer {
-                        response: input.response,
-                        error,
-                    },
-                });
-            (InputTopic::Responses, body)
+        let topic = self.input_topic(message.topic());
+        // What it is, by its topic and kind: one match of the wire table.
+        let body = match super::headers::record_type(message, topic.into()) {
+            Ok(record) => self.decode_as(record, message, payload, &position).await,
+            Err(e) => Err(DecodeError {
+                record: "record",
+                position: position.clone(),
+                kind: Box::new(DecodeErrorKind::Header {
+                    header: KIND_HEADER,
+                    message: e.to_string(),
+                }),
+            }),
         };
         PolledRecord {
             topic,
@@ -702,13 +330,101 @@ impl KafkaLog {
         }
     }
 
+    /// The value of `message` as a `record`, the body the processor takes.
+    async fn decode_as(
+        &self,
+        record: RecordType,
+        message: &OwnedMessage,
+        payload: &[u8],
+        position: &RecordPosition,
+    ) -> Result<Body, DecodeError> {
+        let codec = &self.codec;
+        match record {
+            RecordType::Submission => codec
+                .decode_fetching::<SubmissionInput>(payload, position)
+                .await
+                .map(|input| match (input.ffqn_error, input.params_error) {
+                    (Some(error), _) => Body::UnparsableFfqn {
+                        submission: input.submission,
+                        error,
+                    },
+                    (None, Some(error)) => Body::UnparsableParams {
+                        submission: input.submission,
+                        error,
+                    },
+                    (None, None) => {
+                        let mut submission = input.submission;
+                        super::trace_headers::adopt(&mut submission, message);
+                        Body::Submission(submission)
+                    }
+                }),
+            // A cancellation: on weir.responses from outside, on weir.submissions for a child.
+            RecordType::CancelRequest => codec
+                .decode_fetching::<CancelRequest>(payload, position)
+                .await
+                .map(Body::Cancel),
+            RecordType::UpgradeRequest => codec
+                .decode_fetching::<UpgradeRequest>(payload, position)
+                .await
+                .map(Body::Upgrade),
+            RecordType::Response => codec
+                .decode_fetching::<ResponseInput>(payload, position)
+                .await
+                .map(|input| match input.value_error {
+                    None => Body::Response(input.response),
+                    Some(error) => Body::MalformedAnswer {
+                        response: input.response,
+                        error,
+                    },
+                }),
+            RecordType::StubWrite => codec
+                .decode_fetching::<ResponseInput>(payload, position)
+                .await
+                .and_then(|input| stub_write(message, input, position)),
+            RecordType::ScheduleCommand => codec
+                .decode_fetching::<ScheduleCommand>(payload, position)
+                .await
+                .map(Body::Schedule),
+            RecordType::CorrelationCommand => codec
+                .decode_fetching::<CorrelationCommand>(payload, position)
+                .await
+                .map(Body::Correlation),
+            // Its target tells an event for an execution from one for a correlation key.
+            RecordType::Event => codec
+                .decode_fetching::<EventRecord>(payload, position)
+                .await
+                .map(|event| match event {
+                    EventRecord::Execution(event) => Body::Event(event),
+                    EventRecord::Keyed(event) => Body::KeyedEvent(event),
+                }),
+            // Not on an input topic (the table puts none there).
+            RecordType::HistoryRecord
+            | RecordType::ExecutionFinished
+            | RecordType::DlqEnvelope
+            | RecordType::ScheduleState
+            | RecordType::CorrelationState
+            | RecordType::ActivityRequest
+            | RecordType::ActivityCancel => Err(DecodeError {
+                record: "record",
+                position: position.clone(),
+                kind: Box::new(DecodeErrorKind::Header {
+                    header: KIND_HEADER,
+                    message: format!("a {record:?} is no input of the workflow worker"),
+                }),
+            }),
+        }
+    }
+
+    /// The input topic named `name` (what the consumer subscribed to).
+    fn input_topic(&self, name: &str) -> InputTopic {
+        [InputTopic::Submissions, InputTopic::Events]
+            .into_iter()
+            .find(|&topic| self.topic_name(topic) == name)
+            .unwrap_or(InputTopic::Responses)
+    }
+
     fn topic_name(&self, topic: InputTopic) -> &str {
-        let role = match topic {
-            InputTopic::Submissions => TopicRole::Submissions,
-            InputTopic::Responses => TopicRole::Responses,
-            InputTopic::Events => TopicRole::Events,
-        };
-        &self.topology.topic(role).name
+        &self.topology.topic(topic.into()).name
     }
 
     /// Rebuilds the member's clients after `failure` (see [`super::recovery`]); `Ok(false)`
@@ -1038,24 +754,19 @@ impl Log for KafkaLog {
 }
 
 /// A workflow's write of another execution's stub: the `Response` of the stub with the
-/// writer's request and the stub's function in headers
-/// ([`super::activity_worker::STUB_WRITE_KIND`]).
+/// writer's request and the stub's function in headers ([`RecordKind::StubWrite`]).
 fn stub_write<M: Message>(
     message: &M,
     input: ResponseInput,
     position: &RecordPosition,
 ) -> Result<Body, DecodeError> {
-    use super::activity_worker::{STUB_FUNCTION_HEADER, STUB_REQUEST_HEADER};
     let refused = |header: &'static str, message: String| DecodeError {
         record: "Response",
         position: position.clone(),
         kind: Box::new(DecodeErrorKind::Header { header, message }),
     };
     let header = |name: &'static str| -> Result<String, DecodeError> {
-        message
-            .headers()
-            .and_then(|headers| headers.iter().find(|h| h.key == name))
-            .and_then(|h| h.value)
+        super::headers::header(message, name)
             .map(|v| String::from_utf8_lossy(v).into_owned())
             .ok_or_else(|| refused(name, "missing on a stub write".to_owned()))
     };

@@ -2,11 +2,12 @@
 //! execution state, timers and checkpoints behind one [`Store`] trait, with the real
 //! [`CqlStore`], an `InMemoryStore` for fast tests, and one `conformance` suite that both
 //! must pass (those two with the `test-util` feature only, never in the binary). Also the
-//! schema of `schemas/cql/` and its drift check.
+//! schema of `schemas/cql/` and its drift check, and what a listing asks ([`list`]).
 
 #[cfg(any(test, feature = "test-util"))]
 pub mod conformance;
 pub mod cql;
+pub mod list;
 #[cfg(any(test, feature = "test-util"))]
 pub mod memory;
 pub mod patience;

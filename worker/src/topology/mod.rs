@@ -11,36 +11,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-/// What a topic is used for; each role except `Activity` names exactly one topic.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum TopicRole {
-    Submissions,
-    Responses,
-    /// Events sent into running executions (`Event`, keyed by the target execution).
-    Events,
-    History,
-    Results,
-    Dlq,
-    /// Requests of the activities of one route (`weir.activity.<route>`).
-    Activity,
-    /// The schedules' states (`ScheduleState`, keyed `schedule:<name>`): compacted, and
-    /// co-partitioned, since a schedule's owner restores it from its own partition.
-    State,
-}
-
-impl TopicRole {
-    /// The roles a topology must define exactly once.
-    pub const REQUIRED: [TopicRole; 7] = [
-        TopicRole::Submissions,
-        TopicRole::Responses,
-        TopicRole::Events,
-        TopicRole::History,
-        TopicRole::Results,
-        TopicRole::Dlq,
-        TopicRole::State,
-    ];
-}
+/// What a topic is used for: the core's, one table with the records' addresses.
+pub use weir_core::wire::TopicRole;
 
 /// A topic as it must exist in Kafka.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -301,6 +273,23 @@ impl Topology {
     /// Every activity request topic (routes may share one), sorted, each once.
     pub fn route_topics(&self) -> Vec<String> {
         let mut topics: Vec<String> = self.routes.iter().map(|r| r.topic.clone()).collect();
+        topics.sort();
+        topics.dedup();
+        topics
+    }
+
+    /// The request topics that Weir's activity workers serve, sorted, each once: the topics
+    /// a cancelled activity's `ActivityCancel` may go to. A topic with an external route is
+    /// left out (its service reads `ActivityRequest`s only; external activities are not
+    /// cancelled, see the external contract in `docs/design/external-activities.md`).
+    pub fn cancellation_topics(&self) -> Vec<String> {
+        let mut topics: Vec<String> = self
+            .routes
+            .iter()
+            .filter(|r| !r.external)
+            .map(|r| r.topic.clone())
+            .filter(|t| !self.routes.iter().any(|r| r.external && r.topic == *t))
+            .collect();
         topics.sort();
         topics.dedup();
         topics

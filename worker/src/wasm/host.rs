@@ -14,12 +14,12 @@ use crate::replay::Execution;
 use super::activity::{self, ActivityOutcome, ActivityTemplate, AttemptReport, Cancellation};
 use super::engine::{EngineConfig, WasmEngine};
 use super::registry::{
-    ComponentKind, ComponentSpec, ComponentsFile, Limits, LoadedComponent, Registry, RegistryError,
-    RetryPolicy, SubmitError,
+    ComponentKind, ComponentSpec, ComponentsFile, Limits, Registry, RegistryError, RetryPolicy,
+    SubmitError,
 };
 use super::secrets::Secrets;
 use super::versions::{BuildSource, OlderBuilds};
-use super::workflow::linker::workflow_linker;
+use super::workflow::linker::workflow_templates;
 use super::workflow::{RunError, RunStep, WorkflowRun, WorkflowTemplate};
 
 #[derive(Debug, thiserror::Error)]
@@ -46,35 +46,6 @@ pub struct WasmHost {
     activities: HashMap<Ffqn, ActivityTemplate>,
     /// The builds executions are pinned to that are not the registry's (see `versions.rs`).
     older: OlderBuilds,
-}
-
-/// The templates of a workflow component's functions: the component linked against the
-/// registry and pre-instantiated.
-pub(crate) fn workflow_templates(
-    engine: &WasmEngine,
-    registry: &Registry,
-    component: &LoadedComponent,
-) -> Result<Vec<(Ffqn, WorkflowTemplate)>, RegistryError> {
-    let linker = workflow_linker(engine.engine(), registry, component)?;
-    let pre = linker
-        .instantiate_pre(&component.component)
-        .map_err(|e| RegistryError::Link {
-            component: component.spec.name.clone(),
-            reason: format!("{e:#}"),
-        })?;
-    Ok(component
-        .exports
-        .iter()
-        .map(|f| {
-            let template = WorkflowTemplate {
-                pre: pre.clone(),
-                function: f.clone(),
-                limits: component.spec.limits.clone(),
-                fuel_yield_interval: engine.config().fuel_yield_interval,
-            };
-            (f.ffqn.clone(), template)
-        })
-        .collect())
 }
 
 impl WasmHost {

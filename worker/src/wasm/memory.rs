@@ -2,7 +2,9 @@
 //! [`WasmHost`], without Kafka or a database: what the tests and benchmarks of the host use.
 //! It has no rules of its own: every submission, response, event, correlation command and
 //! due timer is one [`Processor::step`], exactly as the Kafka worker's loop (`weir_core::driver`) steps it, and
-//! the bus only routes the effects in memory:
+//! the bus only routes the effects in memory, each record read with the key the core's wire
+//! table gives it ([`weir_core::wire::address`], as the Kafka encoder and the simulation
+//! route them):
 //!
 //! | effect | here |
 //! |---|---|
@@ -50,6 +52,7 @@ use weir_core::records::{
     Submission,
 };
 use weir_core::rows::{ExecutionState, TimerKey, TimerKind, TimerRow};
+use weir_core::wire::{self, Address, AddressError, Key};
 
 use crate::model::{
     ChildKind, ExecutionErrorKind, ExecutionId, ExecutionResult, Ffqn, HistoryEvent, Response,
@@ -88,6 +91,8 @@ pub enum BusError {
     #[error(transparent)]
     Submit(#[from] SubmitError),
     #[error(transparent)]
+    Address(#[from] AddressError),
+    #[error(transparent)]
     Processor(#[from] ProcessorError),
     #[error("the store is inconsistent: {0}")]
     Inconsistent(String),
@@ -102,7 +107,8 @@ pub enum Record {
     Response { to: ExecutionId, response: Response },
     /// An activity topic, keyed by the activity's id.
     ActivityRequest(ActivityRequest),
-    /// `weir.responses` (`weir.kind = cancel-execution`), keyed by the execution.
+    /// A `CancelRequest` (`weir.kind = cancel-execution`; on `weir.submissions` from a
+    /// parent, on `weir.responses` from outside), keyed by the execution.
     Cancel(crate::codec::CancelRequest),
     /// `weir.events`, keyed by the target execution (sent to it, or forwarded by its key).
     Event(InboundEvent),
@@ -113,6 +119,36 @@ pub enum Record {
     Correlation(CorrelationCommand),
     /// `weir.responses` (`weir.kind = stub-write`), keyed by the stub's parent.
     StubWrite(weir_core::processor::StubWrite),
+}
+
+impl Record {
+    /// The effect that writes this record.
+    fn effect(&self) -> Effect {
+        match self.clone() {
+            Record::Submission(submission) => Effect::Submit(submission),
+            Record::Response { to, response } => Effect::Respond { to, response },
+            Record::ActivityRequest(request) => Effect::RequestActivity(request),
+            Record::Cancel(request) => Effect::CancelExecution(request),
+            Record::Event(event) => Effect::ForwardEvent(event),
+            Record::KeyedEvent(event) => Effect::ReturnEvent(event),
+            Record::Correlation(command) => Effect::Correlation(command),
+            Record::StubWrite(write) => Effect::WriteStub(write),
+        }
+    }
+
+    /// Its Kafka key, as the wire table ([`weir_core::wire::address`]) routes it (which
+    /// partition, so which owner, it is read by).
+    pub fn key(&self) -> Result<String, BusError> {
+        match wire::address(&self.effect())? {
+            Some(Address {
+                key: Key::Exactly(key),
+                ..
+            }) => Ok(key),
+            other => Err(BusError::Inconsistent(format!(
+                "{self:?} has no key of its own: {other:?}"
+            ))),
+        }
+    }
 }
 
 /// A record that went to the DLQ.
@@ -435,31 +471,21 @@ impl InMemoryBus {
     /// One record for the processor (a submission, a response, an event, a command), as one
     /// batch, read with its Kafka key on that key's partition.
     async fn step_record(&mut self, record: Record) -> Result<(), BusError> {
-        let (key, body) = match &record {
-            Record::Submission(s) => (s.execution_id.to_string(), Body::Submission(s.clone())),
-            Record::Response { to, response } => (to.to_string(), Body::Response(response.clone())),
-            Record::Cancel(request) => (
-                request.execution_id.to_string(),
-                Body::Cancel(request.clone()),
-            ),
-            Record::Event(event) => (event.target.to_string(), Body::Event(event.clone())),
-            Record::KeyedEvent(event) => (event.key.clone(), Body::KeyedEvent(event.clone())),
-            Record::Correlation(command) => {
-                (command.key.clone(), Body::Correlation(command.clone()))
-            }
-            Record::StubWrite(write) => (
-                write
-                    .target
-                    .parent()
-                    .map_or_else(|| write.target.to_string(), |p| p.to_string()),
-                Body::StubWrite(write.clone()),
-            ),
+        let body = match &record {
+            Record::Submission(s) => Body::Submission(s.clone()),
+            Record::Response { response, .. } => Body::Response(response.clone()),
+            Record::Cancel(request) => Body::Cancel(request.clone()),
+            Record::Event(event) => Body::Event(event.clone()),
+            Record::KeyedEvent(event) => Body::KeyedEvent(event.clone()),
+            Record::Correlation(command) => Body::Correlation(command.clone()),
+            Record::StubWrite(write) => Body::StubWrite(write.clone()),
             Record::ActivityRequest(_) => {
                 return Err(BusError::Inconsistent(
                     "an activity request is not an input of the processor".into(),
                 ));
             }
         };
+        let key = record.key()?;
         let input = Input::Record {
             index: 0,
             partition: self.processor.partition_of_key(&key),

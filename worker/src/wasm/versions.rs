@@ -21,6 +21,7 @@ use crate::replay::Execution;
 
 use super::engine::{WasmEngine, component_digest};
 use super::registry::{ComponentKind, LoadedComponent, Registry, exported_functions};
+use super::workflow::linker::workflow_templates;
 use super::workflow::{RunError, WorkflowTemplate};
 
 /// A stored build: the registry name it was deployed under, and the file.
@@ -133,7 +134,7 @@ impl OlderBuilds {
             loaded_from,
             exports,
         };
-        let templates = super::host::workflow_templates(engine, registry, &loaded)
+        let templates = workflow_templates(engine, registry, &loaded)
             .map_err(|e| format!("it does not link against the registry now: {e}"))?;
         tracing::info!(component = %name, %digest, "an older build of a workflow is loaded for the executions pinned to it");
         Ok(templates.into_iter().collect())

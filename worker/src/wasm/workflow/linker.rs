@@ -10,15 +10,16 @@ use serde_json::Value;
 use wasmtime::component::types::{ComponentFunc, ComponentInstance, ComponentItem, Type};
 use wasmtime::component::{Linker, LinkerInstance, Resource, ResourceAny, ResourceType, Val};
 
-use crate::model::{ChildKind, ExecutionId, ExecutionResult, HistoryEvent, JoinSetRequest};
+use crate::model::{ChildKind, ExecutionId, ExecutionResult, Ffqn, HistoryEvent, JoinSetRequest};
 use crate::replay::{AwaitNextError, CreateJoinSetError, GetError, Progress, StubError};
+use crate::wasm::engine::WasmEngine;
 use crate::wasm::registry::{FunctionInfo, LoadedComponent, Registry, RegistryError};
 use crate::wasm::values::{self, ProjectionError};
 use wasmtime::StoreContextMut;
 
 use super::convert::{self, case, id_record};
 use super::shapes::{self, Shape, Signature};
-use super::{HostFailure, JoinSetResource, WorkflowState};
+use super::{HostFailure, JoinSetResource, WorkflowState, WorkflowTemplate};
 
 const TYPES_PREFIX: &str = "weir:workflow/types@0.1.";
 const HOST_PREFIX: &str = "weir:workflow/host@0.1.";
@@ -43,6 +44,35 @@ fn parse_import(name: &str) -> (String, Mode) {
         }
     }
     (name.to_owned(), Mode::Direct)
+}
+
+/// The templates of a workflow component's functions: the component linked against the
+/// registry ([`workflow_linker`]) and pre-instantiated.
+pub(crate) fn workflow_templates(
+    engine: &WasmEngine,
+    registry: &Registry,
+    component: &LoadedComponent,
+) -> Result<Vec<(Ffqn, WorkflowTemplate)>, RegistryError> {
+    let linker = workflow_linker(engine.engine(), registry, component)?;
+    let pre = linker
+        .instantiate_pre(&component.component)
+        .map_err(|e| RegistryError::Link {
+            component: component.spec.name.clone(),
+            reason: format!("{e:#}"),
+        })?;
+    Ok(component
+        .exports
+        .iter()
+        .map(|f| {
+            let template = WorkflowTemplate {
+                pre: pre.clone(),
+                function: f.clone(),
+                limits: component.spec.limits.clone(),
+                fuel_yield_interval: engine.config().fuel_yield_interval,
+            };
+            (f.ffqn.clone(), template)
+        })
+        .collect())
 }
 
 /// Builds the linker that satisfies every import of workflow `component`.

@@ -190,6 +190,17 @@ impl WorkflowState {
 /// task and channels. Calibrated by `cargo bench -p weir --bench wasm` (docs/benchmarks.md,
 /// "Parked executions: memory and eviction").
 pub const PARKED_INSTANCE_BYTES: usize = 32 << 10;
+
+/// The most parked runs `cache_bytes` can hold: each weighs at least
+/// [`PARKED_INSTANCE_BYTES`] (`weir worker` raises `--cache-size` to it at start-up).
+pub const fn parkable_runs(cache_bytes: u64) -> u32 {
+    let runs = cache_bytes / PARKED_INSTANCE_BYTES as u64;
+    if runs > u32::MAX as u64 / 2 {
+        u32::MAX / 2
+    } else {
+        runs as u32
+    }
+}
 /// A linear memory is mapped in full but its pages are committed only when touched: a Rust
 /// guest's 1 MiB stack region and unused heap are mostly untouched. Its accessible size
 /// (kept by the store's limiter) over this is the estimate of its committed pages.

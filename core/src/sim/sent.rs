@@ -1,0 +1,84 @@
+//! What the simulated clients sent, as the scheduler records it: the submissions and what
+//! each must finish with, the events sent to correlation keys, the stub writes, the
+//! schedules and the commands that ended them. The scheduler writes these as it sends; the
+//! invariants ([`super::check`]) hold the run's outcome against them. Plain data: neither
+//! side's rules live here.
+
+use serde_json::Value;
+
+use crate::model::{ExecutionId, ExecutionResult, Ffqn};
+use crate::schedule::ScheduleSpec;
+
+use super::cluster::SimTime;
+
+/// A top-level execution a client submitted, and what it must finish with.
+#[derive(Debug, Clone)]
+pub struct Submitted {
+    pub ffqn: Ffqn,
+    pub params: Value,
+    pub scheduled_at: Option<SimTime>,
+    pub expected: ExecutionResult,
+    /// How many times it was submitted.
+    pub times: u32,
+    /// How many submissions of its id with other params were made (each is dead-lettered
+    /// and answered with a `conflict` error).
+    pub conflicts: u32,
+    /// The events sent to it, in order: (event id, payload). An `approval` finishes with the
+    /// payload of one of them (or -1, its timeout), not with `expected`.
+    pub events: Vec<(String, i64)>,
+    /// A cancellation (or termination) was sent for it: it may finish `cancelled`.
+    pub cancelled: bool,
+    /// Its submission's deadline: it may finish `timed-out`.
+    pub deadline: Option<SimTime>,
+}
+
+/// An event a client sent to a correlation key (`Faults::correlation`): `weir.events`, keyed
+/// by the key. The same event id may be sent more than once (always with the same payload).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyedSend {
+    pub key: String,
+    pub event_id: String,
+    pub payload: i64,
+    pub sent_at: SimTime,
+}
+
+/// A write of a stub's value the scheduler made (`Faults::stub_writes`): from outside (a
+/// client's `Response` on `weir.responses`) or by a `stub-writer` execution it submitted.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StubSend {
+    /// What it names: a stub child, or (to be `not-found`) an id that is none.
+    pub target: ExecutionId,
+    pub result: ExecutionResult,
+    /// The `stub-writer` execution that writes it (`None`: from outside).
+    pub writer: Option<ExecutionId>,
+    /// The writer writes it through another function than the stub's.
+    pub wrong_function: bool,
+    /// The target's parent had finished (its `Finished` committed) when it was sent.
+    pub after_finish: bool,
+    pub sent_at: SimTime,
+}
+
+/// A schedule a client created (`Faults::schedules`), and what it asked of it since.
+#[derive(Debug, Clone)]
+pub struct SimSchedule {
+    pub name: String,
+    /// Never changed: a create again is the same spec.
+    pub spec: ScheduleSpec,
+    /// The ids of the creates that defined it, one per generation (a create after a delete
+    /// starts a new one), in order.
+    pub generations: Vec<String>,
+    /// Its last pause or resume was a pause.
+    pub paused: bool,
+    /// The command that ended it before the run settled.
+    pub end: Option<ScheduleEnd>,
+}
+
+/// How a client ended a schedule before the run settled (so that nothing ticks forever).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScheduleEnd {
+    /// Deleted (else paused).
+    pub deleted: bool,
+    /// The schedule was paused already (the pause changes nothing).
+    pub was_paused: bool,
+    pub sent_at: SimTime,
+}

@@ -1,0 +1,841 @@
+//! The wire-address table: where every record Weir writes goes, and what a record read from a
+//! topic is. One table, both ways, for every writer and reader of the log:
+//!
+//! - **Writing**: [`address`] takes an [`Effect`] of the partition processor to its
+//!   [`Address`] — the topic (by its [`TopicRole`], or the route of an activity's function),
+//!   the key, the [`RecordKind`] and the other headers. The Kafka encoder
+//!   (`weir::kafka::encode`), the simulation's Kafka model (`sim::world`) and the in-memory
+//!   bus (`weir::wasm::memory`) all route by it; what each of them adds is the value's
+//!   encoding (and, in the encoder, the trace context and a DLQ copy's envelope).
+//! - **Reading**: [`record_type`] takes a record's topic role and its kind (the header
+//!   [`KIND_HEADER`], read by [`RecordKind::of_header`]) to the type of its value. The
+//!   workflow worker, the state-topic readers and the simulation decide what a record is by
+//!   that one match.
+//!
+//! Invariants, each held by a test below:
+//! - what is written is read back as what it is: for every effect,
+//!   `record_type(address.role(), address.kind)` is the type of the effect's value;
+//! - a topic's own record type carries no kind; every other type on it carries exactly one,
+//!   and one kind never means two types on one topic;
+//! - a record is keyed for the partition of its reader: an execution's records by its id, an
+//!   answer by the execution it answers, a stub write by the stub's parent, a schedule's by
+//!   `schedule:<name>`, a correlation key's by the key, a dead letter by its original's key;
+//! - [`address`] matches every [`Effect`] variant without a wildcard, so a new effect does
+//!   not compile until it is routed here.
+//!
+//! Pure: no I/O, no clock (a retry's not-before instant comes with its effect).
+
+use std::fmt;
+
+use serde::Deserialize;
+
+use crate::driver::InputTopic;
+use crate::model::{ExecutionId, Ffqn};
+use crate::processor::Effect;
+
+/// The header that tells a record of another type from the topic's own ([`RecordKind`]).
+pub const KIND_HEADER: &str = "weir.kind";
+/// On a later attempt of an activity (`attempt > 1`): do not run it before this instant
+/// (epoch milliseconds, as decimal text). A workflow worker writes it when an inline attempt
+/// failed and is retried by the activity workers ([`crate::inline`]).
+pub const NOT_BEFORE_HEADER: &str = "weir.not-before";
+/// On a stub write ([`RecordKind::StubWrite`]): the id of the writer's request (its
+/// `stub-write` child).
+pub const STUB_REQUEST_HEADER: &str = "weir.stub.request";
+/// On a stub write ([`RecordKind::StubWrite`]): the stub's function.
+pub const STUB_FUNCTION_HEADER: &str = "weir.stub.function";
+
+/// What a topic is used for; each role except [`TopicRole::Activity`] names exactly one topic
+/// of a deployment (`topology/topics.toml`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TopicRole {
+    Submissions,
+    Responses,
+    /// Events sent into running executions (`Event`, keyed by the target execution).
+    Events,
+    History,
+    Results,
+    Dlq,
+    /// Requests of the activities of one route (`weir.activity.<route>`).
+    Activity,
+    /// The schedules' states (`ScheduleState`, keyed `schedule:<name>`) and the correlation
+    /// keys' (`CorrelationState`): compacted, and co-partitioned, since an owner restores
+    /// them from its own partition.
+    State,
+}
+
+impl TopicRole {
+    /// Every role.
+    pub const ALL: [TopicRole; 8] = [
+        TopicRole::Submissions,
+        TopicRole::Responses,
+        TopicRole::Events,
+        TopicRole::History,
+        TopicRole::Results,
+        TopicRole::Dlq,
+        TopicRole::Activity,
+        TopicRole::State,
+    ];
+
+    /// The roles a topology must define exactly once.
+    pub const REQUIRED: [TopicRole; 7] = [
+        TopicRole::Submissions,
+        TopicRole::Responses,
+        TopicRole::Events,
+        TopicRole::History,
+        TopicRole::Results,
+        TopicRole::Dlq,
+        TopicRole::State,
+    ];
+
+    /// The role as `topics.toml` spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TopicRole::Submissions => "submissions",
+            TopicRole::Responses => "responses",
+            TopicRole::Events => "events",
+            TopicRole::History => "history",
+            TopicRole::Results => "results",
+            TopicRole::Dlq => "dlq",
+            TopicRole::Activity => "activity",
+            TopicRole::State => "state",
+        }
+    }
+}
+
+impl fmt::Display for TopicRole {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl From<InputTopic> for TopicRole {
+    fn from(topic: InputTopic) -> Self {
+        match topic {
+            InputTopic::Submissions => TopicRole::Submissions,
+            InputTopic::Responses => TopicRole::Responses,
+            InputTopic::Events => TopicRole::Events,
+        }
+    }
+}
+
+/// The value of [`KIND_HEADER`]: a record that is not of its topic's own type says which it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum RecordKind {
+    /// An `ActivityCancel` on an activity route's topic.
+    Cancel,
+    /// An `UpgradeRequest` on `weir.responses`.
+    Upgrade,
+    /// A `CancelRequest`: on `weir.submissions` (a parent cancelling its child, after the
+    /// child's submission) or on `weir.responses` (`weir cancel`).
+    CancelExecution,
+    /// A `ScheduleCommand` on `weir.responses` (keyed `schedule:<name>`).
+    Schedule,
+    /// A `CorrelationCommand` on `weir.responses`, a `CorrelationState` on `weir.state`; each
+    /// keyed by the correlation key.
+    Correlation,
+    /// A workflow's write of another execution's stub on `weir.responses`: a `Response`
+    /// (`ChildExecutionFinished` of the stub) keyed by the stub's parent, with
+    /// [`STUB_REQUEST_HEADER`] and [`STUB_FUNCTION_HEADER`].
+    StubWrite,
+}
+
+impl RecordKind {
+    /// Every kind.
+    pub const ALL: [RecordKind; 6] = [
+        RecordKind::Cancel,
+        RecordKind::Upgrade,
+        RecordKind::CancelExecution,
+        RecordKind::Schedule,
+        RecordKind::Correlation,
+        RecordKind::StubWrite,
+    ];
+
+    /// The header's value for this kind.
+    pub const fn header_value(self) -> &'static [u8] {
+        match self {
+            RecordKind::Cancel => b"cancel",
+            RecordKind::Upgrade => b"upgrade",
+            RecordKind::CancelExecution => b"cancel-execution",
+            RecordKind::Schedule => b"schedule",
+            RecordKind::Correlation => b"correlation",
+            RecordKind::StubWrite => b"stub-write",
+        }
+    }
+
+    /// The kind a record's [`KIND_HEADER`] value names (`None`: the record has no such
+    /// header, so it is of its topic's own type).
+    pub fn of_header(value: Option<&[u8]>) -> Result<Option<RecordKind>, KindError> {
+        let Some(value) = value else {
+            return Ok(None);
+        };
+        RecordKind::ALL
+            .into_iter()
+            .find(|kind| kind.header_value() == value)
+            .map(Some)
+            .ok_or_else(|| KindError::Unknown {
+                value: String::from_utf8_lossy(value).into_owned(),
+            })
+    }
+}
+
+impl fmt::Display for RecordKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&String::from_utf8_lossy(self.header_value()))
+    }
+}
+
+/// The type of a record's value (its Avro record; `schemas/avro/`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum RecordType {
+    Submission,
+    CancelRequest,
+    UpgradeRequest,
+    Response,
+    /// A `Response` written as another execution's stub value (with its stub headers).
+    StubWrite,
+    ScheduleCommand,
+    CorrelationCommand,
+    /// An event: an `InboundEvent` for an execution or a `KeyedEvent` for a correlation key,
+    /// one union on `weir.events`, told apart by its target.
+    Event,
+    HistoryRecord,
+    ExecutionFinished,
+    DlqEnvelope,
+    ScheduleState,
+    CorrelationState,
+    ActivityRequest,
+    ActivityCancel,
+}
+
+/// Why a record's kind cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KindError {
+    #[error("header `{KIND_HEADER}` = `{value}` names no kind of record Weir knows")]
+    Unknown { value: String },
+    #[error(
+        "a record of kind `{kind}` (header `{KIND_HEADER}`) does not belong on the {role} topic"
+    )]
+    OffTopic { role: TopicRole, kind: RecordKind },
+}
+
+/// What a record on a topic of `role` with `kind` holds: the reading half of the table.
+pub fn record_type(role: TopicRole, kind: Option<RecordKind>) -> Result<RecordType, KindError> {
+    use RecordKind as K;
+    use RecordType as T;
+    use TopicRole as R;
+    Ok(match (role, kind) {
+        (R::Submissions, None) => T::Submission,
+        (R::Submissions, Some(K::CancelExecution)) => T::CancelRequest,
+        (R::Responses, None) => T::Response,
+        (R::Responses, Some(K::CancelExecution)) => T::CancelRequest,
+        (R::Responses, Some(K::Upgrade)) => T::UpgradeRequest,
+        (R::Responses, Some(K::Schedule)) => T::ScheduleCommand,
+        (R::Responses, Some(K::Correlation)) => T::CorrelationCommand,
+        (R::Responses, Some(K::StubWrite)) => T::StubWrite,
+        (R::Events, None) => T::Event,
+        (R::History, None) => T::HistoryRecord,
+        (R::Results, None) => T::ExecutionFinished,
+        (R::Dlq, None) => T::DlqEnvelope,
+        (R::State, None) => T::ScheduleState,
+        (R::State, Some(K::Correlation)) => T::CorrelationState,
+        (R::Activity, None) => T::ActivityRequest,
+        (R::Activity, Some(K::Cancel)) => T::ActivityCancel,
+        (role, Some(kind)) => return Err(KindError::OffTopic { role, kind }),
+    })
+}
+
+/// The topic a record goes to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Destination {
+    /// The one topic of this role (never [`TopicRole::Activity`]).
+    Topic(TopicRole),
+    /// The request topic of the route that serves this function's interface
+    /// ([`TopicRole::Activity`]; `topology/routes.toml`).
+    Route(Ffqn),
+}
+
+impl Destination {
+    pub fn role(&self) -> TopicRole {
+        match self {
+            Destination::Topic(role) => *role,
+            Destination::Route(_) => TopicRole::Activity,
+        }
+    }
+}
+
+/// A record's key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Key {
+    /// This key.
+    Exactly(String),
+    /// The key of the batch's input at this index (a dead letter keeps its original's key,
+    /// none as empty).
+    OfInput(usize),
+}
+
+/// Where a record goes and what it carries besides its value: the writing half of the table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Address {
+    pub destination: Destination,
+    pub key: Key,
+    /// Its [`KIND_HEADER`], when its value is not of its topic's own type.
+    pub kind: Option<RecordKind>,
+    /// The headers it carries besides [`KIND_HEADER`].
+    pub headers: Vec<(&'static str, Vec<u8>)>,
+}
+
+impl Address {
+    pub fn role(&self) -> TopicRole {
+        self.destination.role()
+    }
+
+    /// Every header of the record: [`KIND_HEADER`] (when it has a kind) first.
+    pub fn all_headers(&self) -> impl Iterator<Item = (&'static str, &[u8])> {
+        self.kind
+            .map(|kind| (KIND_HEADER, kind.header_value()))
+            .into_iter()
+            .chain(
+                self.headers
+                    .iter()
+                    .map(|(name, value)| (*name, value.as_slice())),
+            )
+    }
+
+    fn to(role: TopicRole, key: impl ToString) -> Self {
+        Address {
+            destination: Destination::Topic(role),
+            key: Key::Exactly(key.to_string()),
+            kind: None,
+            headers: Vec::new(),
+        }
+    }
+
+    fn of_kind(mut self, kind: RecordKind) -> Self {
+        self.kind = Some(kind);
+        self
+    }
+}
+
+/// Why an effect has no address.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AddressError {
+    #[error("a stub write of {target}, which is nobody's child (the processor answers those)")]
+    StubWithoutParent { target: ExecutionId },
+}
+
+/// The address of the record `effect` writes; `None` for an effect that writes no record (a
+/// timer change: the store keeps timers).
+pub fn address(effect: &Effect) -> Result<Option<Address>, AddressError> {
+    use TopicRole as R;
+    let address = match effect {
+        Effect::Append { execution_id, .. } => Address::to(R::History, execution_id),
+        Effect::Submit(submission) => Address::to(R::Submissions, &submission.execution_id),
+        Effect::RequestActivity(request) => Address {
+            destination: Destination::Route(request.ffqn.clone()),
+            key: Key::Exactly(request.execution_id.to_string()),
+            kind: None,
+            headers: Vec::new(),
+        },
+        Effect::RetryActivity {
+            request,
+            not_before,
+        } => Address {
+            destination: Destination::Route(request.ffqn.clone()),
+            key: Key::Exactly(request.execution_id.to_string()),
+            kind: None,
+            headers: vec![(
+                NOT_BEFORE_HEADER,
+                not_before.timestamp_millis().to_string().into_bytes(),
+            )],
+        },
+        Effect::Respond { to, .. } => Address::to(R::Responses, to),
+        Effect::PublishResult(finished) => Address::to(R::Results, &finished.execution_id),
+        Effect::PutTimer(_) | Effect::DeleteTimer(_) => return Ok(None),
+        // Keyed by the activity: on its request's partition, after it.
+        Effect::CancelActivity { child, ffqn, .. } => Address {
+            destination: Destination::Route(ffqn.clone()),
+            key: Key::Exactly(child.to_string()),
+            kind: Some(RecordKind::Cancel),
+            headers: Vec::new(),
+        },
+        // On the submissions topic, after the child's own submission (same key, same
+        // partition, a later offset): a child cannot see its cancellation before it exists.
+        Effect::CancelExecution(request) => {
+            Address::to(R::Submissions, &request.execution_id).of_kind(RecordKind::CancelExecution)
+        }
+        Effect::PutSchedule { name, .. } => Address::to(R::State, crate::schedule::key(name)),
+        Effect::ScheduleCommand(command) => {
+            Address::to(R::Responses, crate::schedule::key(&command.name))
+                .of_kind(RecordKind::Schedule)
+        }
+        Effect::Correlation(command) => {
+            Address::to(R::Responses, &command.key).of_kind(RecordKind::Correlation)
+        }
+        // The kind tells a key's state from a schedule's, and rides on its tombstone too.
+        Effect::PutCorrelation { key, .. } => {
+            Address::to(R::State, key).of_kind(RecordKind::Correlation)
+        }
+        // For the holder, keyed by it (`correlation_key` set).
+        Effect::ForwardEvent(event) => Address::to(R::Events, &event.target),
+        // Back to its key from a finished holder (`returned_by` set), keyed by the key.
+        Effect::ReturnEvent(event) => Address::to(R::Events, &event.key),
+        // For the owner of the stub's parent, which takes it by the stub rules.
+        Effect::WriteStub(write) => {
+            let parent = write
+                .target
+                .parent()
+                .ok_or_else(|| AddressError::StubWithoutParent {
+                    target: write.target.clone(),
+                })?;
+            let mut address = Address::to(R::Responses, parent).of_kind(RecordKind::StubWrite);
+            address.headers = vec![
+                (STUB_REQUEST_HEADER, write.request.to_string().into_bytes()),
+                (STUB_FUNCTION_HEADER, write.ffqn.to_string().into_bytes()),
+            ];
+            address
+        }
+        Effect::DeadLetter { input, .. } => Address {
+            destination: Destination::Topic(R::Dlq),
+            key: Key::OfInput(*input),
+            kind: None,
+            headers: Vec::new(),
+        },
+    };
+    Ok(Some(address))
+}
+
+/// One effect of each variant, for the tests that hold every router to [`address`] (here,
+/// in the simulation and in the worker's encoder).
+#[cfg(any(test, feature = "test-util"))]
+pub mod examples {
+    use chrono::{DateTime, Utc};
+    use serde_json::json;
+
+    use crate::correlation::{CorrelationAction, CorrelationCommand, CorrelationState, KeyedEvent};
+    use crate::model::{ExecutionId, ExecutionResult, Ffqn, Response};
+    use crate::processor::{Effect, StubWrite};
+    use crate::records::{
+        ActivityRequest, CancelRequest, DlqReason, ExecutionFinished, HistoryEntry, InboundEvent,
+        ReceivedEvent, Submission,
+    };
+    use crate::rows::{TimerKind, TimerRow};
+    use crate::schedule::{ScheduleAction, ScheduleCommand};
+
+    /// How many variants [`Effect`] has; [`variant`] numbers them.
+    pub const EFFECT_VARIANTS: usize = 18;
+
+    /// The number of `effect`'s variant, below [`EFFECT_VARIANTS`] (no wildcard: a new
+    /// variant does not compile until it is numbered, and then the examples must have it).
+    pub fn variant(effect: &Effect) -> usize {
+        match effect {
+            Effect::Append { .. } => 0,
+            Effect::Submit(_) => 1,
+            Effect::RequestActivity(_) => 2,
+            Effect::RetryActivity { .. } => 3,
+            Effect::Respond { .. } => 4,
+            Effect::PublishResult(_) => 5,
+            Effect::PutTimer(_) => 6,
+            Effect::DeleteTimer(_) => 7,
+            Effect::CancelActivity { .. } => 8,
+            Effect::CancelExecution(_) => 9,
+            Effect::PutSchedule { .. } => 10,
+            Effect::ScheduleCommand(_) => 11,
+            Effect::Correlation(_) => 12,
+            Effect::PutCorrelation { .. } => 13,
+            Effect::ForwardEvent(_) => 14,
+            Effect::ReturnEvent(_) => 15,
+            Effect::WriteStub(_) => 16,
+            Effect::DeadLetter { .. } => 17,
+        }
+    }
+
+    fn id(text: &str) -> ExecutionId {
+        text.parse().expect("an execution id")
+    }
+
+    fn ffqn(text: &str) -> Ffqn {
+        text.parse().expect("a function name")
+    }
+
+    /// A parent, its activity child and its stub child.
+    pub const PARENT: &str = "E_01ARZ3NDEKTSV4RRFFQ69G5FAV";
+    pub const ACTIVITY: &str = "E_01ARZ3NDEKTSV4RRFFQ69G5FAV.g:1_1";
+    pub const STUB: &str = "E_01ARZ3NDEKTSV4RRFFQ69G5FAV.g:2_1";
+    /// The execution that writes the stub, and its `stub-write` request.
+    pub const WRITER: &str = "E_01BX5ZZKBKACTAV9WEVGEMMVRZ";
+    pub const WRITE_REQUEST: &str = "E_01BX5ZZKBKACTAV9WEVGEMMVRZ.g:1_1";
+    /// The activity's function (its interface must have a route).
+    pub const ACTIVITY_FFQN: &str = "weir-examples:compute/math.fibo";
+    pub const CORRELATION_KEY: &str = "payment:order-42";
+    pub const SCHEDULE: &str = "nightly";
+
+    /// At least one effect of every variant (two of `PutCorrelation`: a state and a
+    /// tombstone), each with values the codecs accept, at `at`.
+    pub fn one_of_each(at: DateTime<Utc>) -> Vec<Effect> {
+        let parent = id(PARENT);
+        let activity = id(ACTIVITY);
+        let request = ActivityRequest {
+            execution_id: activity.clone(),
+            parent_execution_id: parent.clone(),
+            ffqn: ffqn(ACTIVITY_FFQN),
+            params: json!([10]),
+            attempt: 1,
+            timeout_millis: None,
+            deadline: None,
+        };
+        let result = ExecutionResult::Ok(json!(55));
+        let event = ReceivedEvent {
+            event_id: "e-1".into(),
+            name: "paid".into(),
+            payload: json!({"amount": 1250}),
+        };
+        vec![
+            Effect::Append {
+                execution_id: parent.clone(),
+                seq: 3,
+                entry: HistoryEntry::Finished {
+                    result: result.clone(),
+                    finished_at: at,
+                },
+            },
+            Effect::Submit(Submission {
+                execution_id: id(WRITER),
+                ffqn: ffqn("weir-examples:workflows/workflow.fibo"),
+                params: json!([10]),
+                parent: None,
+                scheduled_at: None,
+                correlation_id: None,
+                metadata: Default::default(),
+                deadline: None,
+            }),
+            Effect::RequestActivity(request.clone()),
+            Effect::RetryActivity {
+                request: ActivityRequest {
+                    attempt: 2,
+                    ..request
+                },
+                not_before: at,
+            },
+            Effect::Respond {
+                to: parent.clone(),
+                response: Response::ChildExecutionFinished {
+                    child_execution_id: activity.clone(),
+                    result: result.clone(),
+                },
+            },
+            Effect::PublishResult(ExecutionFinished {
+                execution_id: parent.clone(),
+                ffqn: ffqn("weir-examples:workflows/workflow.fibo"),
+                result: result.clone(),
+                finished_at: at,
+                correlation_id: None,
+            }),
+            Effect::PutTimer(TimerRow {
+                kafka_partition: 0,
+                due_at: at,
+                timer_id: "delay".into(),
+                execution_id: parent.clone(),
+                kind: TimerKind::Delay,
+                payload: Vec::new(),
+            }),
+            Effect::DeleteTimer(crate::rows::TimerKey {
+                kafka_partition: 0,
+                due_at: at,
+                timer_id: "delay".into(),
+            }),
+            Effect::CancelActivity {
+                parent: parent.clone(),
+                child: activity.clone(),
+                ffqn: ffqn(ACTIVITY_FFQN),
+            },
+            Effect::CancelExecution(CancelRequest {
+                execution_id: activity.clone(),
+                reason: "its parent was cancelled".into(),
+                terminate: false,
+                requested_at: at,
+            }),
+            Effect::PutSchedule {
+                name: SCHEDULE.into(),
+                state: None,
+            },
+            Effect::ScheduleCommand(ScheduleCommand {
+                name: SCHEDULE.into(),
+                command_id: "c-1".into(),
+                action: ScheduleAction::RunFinished(parent.clone()),
+                sent_at: at,
+            }),
+            Effect::Correlation(CorrelationCommand {
+                key: CORRELATION_KEY.into(),
+                execution_id: parent.clone(),
+                action: CorrelationAction::Register,
+                sent_at: at,
+            }),
+            Effect::PutCorrelation {
+                key: CORRELATION_KEY.into(),
+                state: Some(CorrelationState {
+                    key: CORRELATION_KEY.into(),
+                    holders: vec![parent.clone()],
+                    buffered: Vec::new(),
+                    forwarded: Vec::new(),
+                    waits_until: None,
+                }),
+            },
+            Effect::PutCorrelation {
+                key: CORRELATION_KEY.into(),
+                state: None,
+            },
+            Effect::ForwardEvent(InboundEvent {
+                event: event.clone(),
+                target: parent.clone(),
+                sent_at: at,
+                correlation_key: Some(CORRELATION_KEY.into()),
+                waited_until: None,
+            }),
+            Effect::ReturnEvent(KeyedEvent {
+                event,
+                key: CORRELATION_KEY.into(),
+                sent_at: at,
+                returned_by: Some(parent.clone()),
+            }),
+            Effect::WriteStub(StubWrite {
+                request: id(WRITE_REQUEST),
+                target: id(STUB),
+                ffqn: ffqn("weir-examples:approval/approval.decide"),
+                result,
+            }),
+            Effect::DeadLetter {
+                input: 0,
+                reason: DlqReason::Undecodable,
+                error: "not Avro".into(),
+            },
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::examples::{self, EFFECT_VARIANTS, variant};
+    use super::*;
+
+    fn at() -> chrono::DateTime<chrono::Utc> {
+        chrono::DateTime::from_timestamp_millis(1_767_225_600_000).expect("an instant")
+    }
+
+    #[test]
+    fn the_examples_have_every_variant() {
+        let effects = examples::one_of_each(at());
+        for v in 0..EFFECT_VARIANTS {
+            assert!(
+                effects.iter().any(|e| variant(e) == v),
+                "no example of variant {v}"
+            );
+        }
+    }
+
+    /// The type of the value `effect` writes.
+    fn written(effect: &Effect) -> Option<RecordType> {
+        Some(match effect {
+            Effect::Append { .. } => RecordType::HistoryRecord,
+            Effect::Submit(_) => RecordType::Submission,
+            Effect::RequestActivity(_) | Effect::RetryActivity { .. } => {
+                RecordType::ActivityRequest
+            }
+            Effect::Respond { .. } => RecordType::Response,
+            Effect::PublishResult(_) => RecordType::ExecutionFinished,
+            Effect::PutTimer(_) | Effect::DeleteTimer(_) => return None,
+            Effect::CancelActivity { .. } => RecordType::ActivityCancel,
+            Effect::CancelExecution(_) => RecordType::CancelRequest,
+            Effect::PutSchedule { .. } => RecordType::ScheduleState,
+            Effect::ScheduleCommand(_) => RecordType::ScheduleCommand,
+            Effect::Correlation(_) => RecordType::CorrelationCommand,
+            Effect::PutCorrelation { .. } => RecordType::CorrelationState,
+            Effect::ForwardEvent(_) | Effect::ReturnEvent(_) => RecordType::Event,
+            Effect::WriteStub(_) => RecordType::StubWrite,
+            Effect::DeadLetter { .. } => RecordType::DlqEnvelope,
+        })
+    }
+
+    #[test]
+    fn what_is_written_reads_back_as_what_it_is() {
+        for effect in examples::one_of_each(at()) {
+            let address = address(&effect).expect("an address");
+            let expected = written(&effect);
+            assert_eq!(address.is_some(), expected.is_some(), "{effect:?}");
+            if let (Some(address), Some(expected)) = (address, expected) {
+                assert_eq!(
+                    record_type(address.role(), address.kind),
+                    Ok(expected),
+                    "{effect:?}"
+                );
+            }
+        }
+    }
+
+    /// What a test compares of an address: role, key, kind and the names of its headers.
+    type Shape = (TopicRole, Key, Option<RecordKind>, Vec<&'static str>);
+
+    #[test]
+    fn the_routing_of_every_effect() {
+        use examples::*;
+        let shape: Vec<Option<Shape>> = one_of_each(at())
+            .iter()
+            .map(|effect| {
+                address(effect).expect("an address").map(|a| {
+                    let headers = a.headers.iter().map(|(name, _)| *name).collect();
+                    (a.role(), a.key, a.kind, headers)
+                })
+            })
+            .collect();
+        let exactly = |key: &str| Key::Exactly(key.to_owned());
+        use RecordKind as K;
+        use TopicRole as R;
+        assert_eq!(
+            shape,
+            vec![
+                Some((R::History, exactly(PARENT), None, vec![])),
+                Some((R::Submissions, exactly(WRITER), None, vec![])),
+                Some((R::Activity, exactly(ACTIVITY), None, vec![])),
+                Some((
+                    R::Activity,
+                    exactly(ACTIVITY),
+                    None,
+                    vec![NOT_BEFORE_HEADER]
+                )),
+                Some((R::Responses, exactly(PARENT), None, vec![])),
+                Some((R::Results, exactly(PARENT), None, vec![])),
+                None,
+                None,
+                Some((R::Activity, exactly(ACTIVITY), Some(K::Cancel), vec![])),
+                Some((
+                    R::Submissions,
+                    exactly(ACTIVITY),
+                    Some(K::CancelExecution),
+                    vec![]
+                )),
+                Some((R::State, exactly("schedule:nightly"), None, vec![])),
+                Some((
+                    R::Responses,
+                    exactly("schedule:nightly"),
+                    Some(K::Schedule),
+                    vec![]
+                )),
+                Some((
+                    R::Responses,
+                    exactly(CORRELATION_KEY),
+                    Some(K::Correlation),
+                    vec![]
+                )),
+                Some((
+                    R::State,
+                    exactly(CORRELATION_KEY),
+                    Some(K::Correlation),
+                    vec![]
+                )),
+                Some((
+                    R::State,
+                    exactly(CORRELATION_KEY),
+                    Some(K::Correlation),
+                    vec![]
+                )),
+                Some((R::Events, exactly(PARENT), None, vec![])),
+                Some((R::Events, exactly(CORRELATION_KEY), None, vec![])),
+                Some((
+                    R::Responses,
+                    exactly(PARENT),
+                    Some(K::StubWrite),
+                    vec![STUB_REQUEST_HEADER, STUB_FUNCTION_HEADER]
+                )),
+                Some((R::Dlq, Key::OfInput(0), None, vec![])),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_retry_says_when_and_a_stub_write_says_whose() {
+        let effects = examples::one_of_each(at());
+        let headers = |v: usize| -> Vec<(&'static str, Vec<u8>)> {
+            let effect = effects.iter().find(|e| variant(e) == v).expect("one");
+            let address = address(effect).expect("an address").expect("a record");
+            address
+                .all_headers()
+                .map(|(name, value)| (name, value.to_vec()))
+                .collect()
+        };
+        assert_eq!(
+            headers(3),
+            vec![(NOT_BEFORE_HEADER, b"1767225600000".to_vec())]
+        );
+        assert_eq!(
+            headers(16),
+            vec![
+                (KIND_HEADER, b"stub-write".to_vec()),
+                (
+                    STUB_REQUEST_HEADER,
+                    examples::WRITE_REQUEST.as_bytes().to_vec()
+                ),
+                (
+                    STUB_FUNCTION_HEADER,
+                    b"weir-examples:approval/approval.decide".to_vec()
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_stub_write_of_a_top_level_execution_has_no_address() {
+        let write = Effect::WriteStub(crate::processor::StubWrite {
+            request: examples::WRITE_REQUEST.parse().expect("an id"),
+            target: examples::PARENT.parse().expect("an id"),
+            ffqn: "weir-examples:approval/approval.decide"
+                .parse()
+                .expect("a name"),
+            result: crate::model::ExecutionResult::Ok(serde_json::Value::Null),
+        });
+        assert!(matches!(
+            address(&write),
+            Err(AddressError::StubWithoutParent { .. })
+        ));
+    }
+
+    #[test]
+    fn kinds_read_as_they_are_written_and_others_are_refused() {
+        for kind in RecordKind::ALL {
+            assert_eq!(
+                RecordKind::of_header(Some(kind.header_value())),
+                Ok(Some(kind))
+            );
+        }
+        assert_eq!(RecordKind::of_header(None), Ok(None));
+        assert_eq!(
+            RecordKind::of_header(Some(b"telepathy")),
+            Err(KindError::Unknown {
+                value: "telepathy".into()
+            })
+        );
+        // Every role has its own type; a kind is read on the topics that carry it only, and
+        // one kind never means two types on one topic (the table is a function).
+        for role in TopicRole::ALL {
+            assert!(record_type(role, None).is_ok(), "{role}");
+        }
+        assert_eq!(
+            record_type(TopicRole::Events, Some(RecordKind::Correlation)),
+            Err(KindError::OffTopic {
+                role: TopicRole::Events,
+                kind: RecordKind::Correlation
+            })
+        );
+        assert_eq!(
+            record_type(TopicRole::Submissions, Some(RecordKind::Schedule)),
+            Err(KindError::OffTopic {
+                role: TopicRole::Submissions,
+                kind: RecordKind::Schedule
+            })
+        );
+        assert_eq!(
+            KindError::Unknown { value: "x".into() }.to_string(),
+            "header `weir.kind` = `x` names no kind of record Weir knows"
+        );
+    }
+}

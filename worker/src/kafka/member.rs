@@ -1,0 +1,319 @@
+//! A worker's place in its consumer group, shared by the workflow, activity and trigger
+//! workers: how a worker runs ([`WorkerConfig`], whose defaults are [`crate::options`]'s),
+//! its member ([`GroupMember`]: the subscribed consumer, what its rebalances did, the
+//! transactional producer that commits its batches), how a member joins and is rebuilt
+//! after one of its clients failed ([`super::recovery`]), and what a worker stops with
+//! ([`WorkerError`]).
+//!
+//! A member's identity is fixed by its config: the transactional id is
+//! `<group>-<instance id>` (namespaced by the group, so that deployments sharing a cluster
+//! never fence each other), and a rebuilt member keeps it, so that its new producer fences
+//! whatever the old one left open.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rdkafka::consumer::{Consumer, StreamConsumer};
+use tokio::sync::watch;
+use tracing::{info, warn};
+use weir_core::driver::DriverError;
+
+use super::KafkaConfig;
+use super::config::MemberSettings;
+use super::group::{Departure, RebalanceTracker};
+use super::materialiser::{MaterialiseError, QueueBound};
+use super::recovery::{self, ClusterTrouble, Failure, Recovery, Verdict};
+use super::transaction::{TransactionError, Transactor};
+use crate::metrics::{Counter, Metrics};
+use crate::store::StoreError;
+use crate::wasm::inline::InlineConfig;
+
+/// How a worker runs (the workflow worker; the activity and trigger workers take the group
+/// membership part).
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    pub kafka: KafkaConfig,
+    /// Unique among the live processes of a deployment: part of the transactional id and the
+    /// checkpoint owner, and with [`static_membership`](Self::static_membership) the
+    /// `group.instance.id` of its consumers.
+    pub instance_id: String,
+    /// The instance id is the process's stable identity (a StatefulSet pod name, a container
+    /// name), the same after a restart: its consumers are static members of their groups
+    /// (`group.instance.id` = the instance id, KIP-345), so a worker restarted within its
+    /// session gets its partitions back without a rebalance, and its transactional id (which
+    /// holds the instance id) fences the dead process's open transaction at once. `false`: a
+    /// dynamic member, whose partitions wait for the dead member's session to expire and for
+    /// its transaction to time out.
+    pub static_membership: bool,
+    /// How long a member that stopped heartbeating keeps its partitions.
+    pub session_timeout: Duration,
+    /// The process's request to leave the groups (on SIGTERM / SIGINT), shared by its members.
+    pub departure: Departure,
+    /// Where the group member's consumer and producer count (unfetchable records, committed
+    /// dead letters): the same as the worker's.
+    pub metrics: Arc<Metrics>,
+    pub group_id: String,
+    /// How long a batch waits for more input after its first record (zero: it is committed
+    /// as soon as nothing more is ready; see [`super::group::collect_batch`]), at most `max_batch_records`.
+    pub commit_interval: Duration,
+    pub max_batch_records: usize,
+    /// The bytes the cached executions may hold (`--cache-bytes`).
+    pub cache_bytes: u64,
+    /// At most this many parked workflow runs (`--cache-size`).
+    pub cache_size: usize,
+    /// Input records larger than this go to the DLQ.
+    pub max_record_bytes: usize,
+    /// The store is written at most once per this (see [`super::materialiser::Materialiser::spawn`]).
+    pub materialise_linger: Duration,
+    /// Committed batches that may wait for the store before the worker waits for it.
+    pub materialise_queue: QueueBound,
+    /// Timers due within this horizon are held in memory.
+    pub timer_horizon: Duration,
+    /// Activities the workflow worker answers itself (`weir_core::inline`).
+    pub inline: InlineConfig,
+    pub transaction_timeout: Duration,
+    /// How long a store outage is ridden out before the worker stops.
+    pub store_patience: Duration,
+    /// How long an event for an execution that does not exist waits for its submission.
+    pub early_event_wait: Duration,
+    /// Signs that this process lost the cluster itself, shared by the process's members (see
+    /// [`super::recovery`]).
+    pub trouble: ClusterTrouble,
+}
+
+/// A worker's place in its consumer group: the subscribed consumer, what its rebalances did,
+/// and the transactional producer that commits its batches.
+pub(super) struct GroupMember {
+    pub consumer: StreamConsumer<RebalanceTracker>,
+    pub tracker: RebalanceTracker,
+    pub transactor: Transactor,
+}
+
+impl WorkerConfig {
+    pub fn new(
+        kafka: KafkaConfig,
+        group_id: impl Into<String>,
+        instance_id: impl Into<String>,
+    ) -> Self {
+        WorkerConfig {
+            kafka,
+            instance_id: instance_id.into(),
+            group_id: group_id.into(),
+            commit_interval: Duration::from_millis(crate::options::DEFAULT_COMMIT_INTERVAL_MS),
+            max_batch_records: crate::options::DEFAULT_MAX_BATCH,
+            cache_bytes: crate::options::DEFAULT_CACHE_BYTES,
+            cache_size: crate::options::DEFAULT_CACHE_SIZE,
+            max_record_bytes: crate::options::DEFAULT_MAX_RECORD_BYTES,
+            materialise_linger: Duration::from_millis(
+                crate::options::DEFAULT_MATERIALISE_LINGER_MS,
+            ),
+            materialise_queue: QueueBound::default(),
+            timer_horizon: Duration::from_secs(crate::options::DEFAULT_TIMER_HORIZON_SECS),
+            inline: InlineConfig {
+                enabled: crate::options::DEFAULT_INLINE_ACTIVITIES,
+                budget: Duration::from_millis(crate::options::DEFAULT_INLINE_BUDGET_MS),
+            },
+            transaction_timeout: Duration::from_millis(
+                crate::options::DEFAULT_TRANSACTION_TIMEOUT_MS,
+            ),
+            store_patience: Duration::from_secs(crate::options::DEFAULT_STORE_PATIENCE_SECS),
+            early_event_wait: Duration::from_secs(crate::options::DEFAULT_EARLY_EVENT_WAIT_SECS),
+            static_membership: false,
+            session_timeout: Duration::from_millis(crate::options::DEFAULT_SESSION_TIMEOUT_MS),
+            departure: Departure::default(),
+            metrics: Arc::new(Metrics::default()),
+            trouble: ClusterTrouble::default(),
+        }
+    }
+
+    /// How this worker's consumers are members of their groups.
+    pub fn member_settings(&self) -> MemberSettings {
+        MemberSettings {
+            session_timeout: Some(self.session_timeout),
+            static_instance_id: self.static_membership.then(|| self.instance_id.clone()),
+        }
+    }
+
+    /// Subscribes to `topics` in the group (with a partition assignment strategy, if given)
+    /// and registers the transactional producer `<group>-<instance>` — namespaced by the
+    /// group, so that deployments sharing a cluster never fence each other — which fences any
+    /// earlier producer with that id.
+    pub(super) async fn join_group(
+        &self,
+        topics: &[String],
+        assignment_strategy: Option<&str>,
+    ) -> Result<GroupMember, WorkerError> {
+        let consumer_error = |source| WorkerError::Consumer {
+            group: self.group_id.clone(),
+            source,
+        };
+        let tracker = RebalanceTracker::new(
+            self.departure.clone(),
+            self.kafka.clone(),
+            Arc::clone(&self.metrics),
+            self.trouble.clone(),
+        );
+        let mut consumer_config = self.kafka.member(&self.group_id, &self.member_settings());
+        if let Some(strategy) = assignment_strategy {
+            consumer_config.set("partition.assignment.strategy", strategy);
+        }
+        let consumer: StreamConsumer<RebalanceTracker> = consumer_config
+            .create_with_context(tracker.clone())
+            .map_err(consumer_error)?;
+        let names: Vec<&str> = topics.iter().map(String::as_str).collect();
+        consumer.subscribe(&names).map_err(consumer_error)?;
+        let transactor = Transactor::new(
+            &self.kafka,
+            &format!("{}-{}", self.group_id, self.instance_id),
+            self.transaction_timeout,
+        )
+        .await?
+        .with_metrics(Arc::clone(&self.metrics));
+        Ok(GroupMember {
+            consumer,
+            tracker,
+            transactor,
+        })
+    }
+
+    /// Replaces `member`, one of whose clients failed with `failure` (`cause`), by a new
+    /// member of the same group with the same identity (`group.instance.id`, transactional
+    /// id): see [`super::recovery`]. Waits the backoff first, and again while the new clients
+    /// cannot be built (the broker still away). Counts the restart in `restarts`. `Ok(false)`:
+    /// the process is stopping, nothing was replaced. Errs when the rule says that another live
+    /// process holds this identity.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn restart_member(
+        &self,
+        member: &mut GroupMember,
+        topics: &[String],
+        assignment_strategy: Option<&str>,
+        recovery: &mut Recovery,
+        failure: Failure,
+        cause: String,
+        restarts: &Counter,
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> Result<bool, WorkerError> {
+        let transactional_id = member.transactor.transactional_id().to_owned();
+        let mut cause = cause;
+        let mut failure = failure;
+        loop {
+            let after = match recovery.decide(failure, self.trouble.last(), Instant::now()) {
+                Verdict::Restart { after } => after,
+                Verdict::Stop => {
+                    return Err(WorkerError::IdentityTaken {
+                        group: self.group_id.clone(),
+                        instance_id: self.instance_id.clone(),
+                        fencings: recovery.unexplained_fencings(),
+                        cause,
+                    });
+                }
+            };
+            warn!(
+                group = %self.group_id,
+                %transactional_id,
+                instance = %self.instance_id,
+                failure = recovery::describe(failure),
+                %cause,
+                ?after,
+                "a Kafka client of this worker failed; rebuilding its consumer and transactional producer in process (uncommitted work is dropped and taken over again)"
+            );
+            tokio::select! {
+                () = tokio::time::sleep(after) => {}
+                _ = shutdown.changed() => return Ok(false),
+            }
+            if *shutdown.borrow() {
+                return Ok(false);
+            }
+            match self.join_group(topics, assignment_strategy).await {
+                Ok(new) => {
+                    let old = std::mem::replace(member, new);
+                    retire(old);
+                    restarts.inc();
+                    info!(group = %self.group_id, %transactional_id, "Kafka clients rebuilt; rejoining the group");
+                    return Ok(true);
+                }
+                Err(e) => {
+                    cause = format!("cannot rebuild the clients: {e}");
+                    failure = Failure::Broken;
+                }
+            }
+        }
+    }
+}
+
+/// Drops a member's failed clients (off the async threads: closing a consumer blocks), and
+/// counts it as gone for the process's [`Departure`]. Its open transaction, if any, was
+/// already aborted and its producer fenced by the new producer's `init_transactions`.
+fn retire(old: GroupMember) {
+    use super::group::MemberContext;
+    old.consumer.context().left();
+    tokio::task::spawn_blocking(move || drop(old));
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    #[error("cannot create the consumer of group `{group}`: {source}")]
+    Consumer {
+        group: String,
+        source: rdkafka::error::KafkaError,
+    },
+    /// The consumer cannot go on (librdkafka's fatal error); the worker rebuilds it (see
+    /// [`super::recovery`]). A fencing here is most often this process's own rejoin after its
+    /// session timed out (a broker away longer than the session).
+    #[error(
+        "the consumer of group `{group}` (instance id `{instance_id}`) failed fatally \
+         ({code:?}: {reason})"
+    )]
+    ConsumerFatal {
+        group: String,
+        instance_id: String,
+        code: rdkafka::types::RDKafkaErrorCode,
+        reason: String,
+    },
+    /// Fenced again and again without this process having lost the cluster first (see
+    /// [`super::recovery`]): another live process most likely uses the instance id.
+    #[error(
+        "the identity of this worker in group `{group}` was taken {fencings} times within \
+         10 minutes although this process had not lost the cluster: another live worker most \
+         likely uses the instance id `{instance_id}` (instance ids must be unique); last: {cause}"
+    )]
+    IdentityTaken {
+        group: String,
+        instance_id: String,
+        fencings: usize,
+        cause: String,
+    },
+    #[error(transparent)]
+    Transaction(Box<TransactionError>),
+    /// The schema registry did not answer (the trigger worker reading an Avro record's
+    /// schema); nothing of the batch was committed.
+    #[error("schema registry: {0}")]
+    Registry(Box<crate::codec::RegistryError>),
+    /// A record cannot be encoded for `topic` (with a schema registry: its schema is not
+    /// registered there).
+    #[error("cannot encode a record for `{topic}`: {source}")]
+    Encode {
+        topic: String,
+        source: Box<crate::codec::EncodeError>,
+    },
+    #[error("store: {0}")]
+    Store(Box<StoreError>),
+    #[error(transparent)]
+    Materialise(#[from] MaterialiseError),
+    #[error(transparent)]
+    Driver(#[from] DriverError),
+}
+
+// Boxed: the errors of librdkafka and the CQL driver are large.
+impl From<TransactionError> for WorkerError {
+    fn from(e: TransactionError) -> Self {
+        WorkerError::Transaction(Box::new(e))
+    }
+}
+
+impl From<StoreError> for WorkerError {
+    fn from(e: StoreError) -> Self {
+        WorkerError::Store(Box::new(e))
+    }
+}

@@ -1,0 +1,20 @@
+//! What a Weir producer writes and where it landed: plain records, shared by the encoder,
+//! the DLQ, the transactional producer and its delivery thread (none of which the others
+//! need to know of for these).
+
+/// A record to produce inside a transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutgoingRecord {
+    pub topic: String,
+    pub key: String,
+    /// `None`: a tombstone (a compacted topic forgets the key).
+    pub value: Option<Vec<u8>>,
+    pub headers: Vec<(String, Vec<u8>)>,
+}
+
+/// Where a record of a committed batch landed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Landed {
+    pub partition: i32,
+    pub offset: i64,
+}
