@@ -49,10 +49,14 @@ pub enum Topic {
     /// `weir.state`: the schedules' states (compaction is modelled by readers taking the
     /// last record per key).
     State,
+    /// An external route's topic (`Faults::activity_workers`): requests the activity workers
+    /// watch until their deadline and an outside service answers; as many partitions as
+    /// [`Topic::Activity`].
+    External,
 }
 
 impl Topic {
-    pub const ALL: [Topic; 8] = [
+    pub const ALL: [Topic; 9] = [
         Topic::Submissions,
         Topic::Responses,
         Topic::Events,
@@ -61,7 +65,11 @@ impl Topic {
         Topic::Activity,
         Topic::Dlq,
         Topic::State,
+        Topic::External,
     ];
+
+    /// The route topics the activity workers consume.
+    pub const ROUTES: [Topic; 2] = [Topic::Activity, Topic::External];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -73,6 +81,7 @@ impl Topic {
             Topic::Activity => "weir.activity.sim",
             Topic::Dlq => "weir.dlq",
             Topic::State => "weir.state",
+            Topic::External => "weir.activity.ext",
         }
     }
 
@@ -108,6 +117,9 @@ pub enum Payload {
     KeyedEvent(crate::correlation::KeyedEvent),
     /// A workflow writing another execution's stub, on `weir.responses`.
     StubWrite(crate::processor::StubWrite),
+    /// A parent closed the join set of an unawaited activity (`Faults::activity_workers`):
+    /// on the activity topic, keyed by the activity, after its request.
+    ActivityCancel(crate::records::ActivityCancel),
     /// Bytes no codec can read (a poison record).
     Garbage(String),
 }
@@ -121,6 +133,8 @@ pub enum Producer {
     ActivityService,
     /// A workflow worker process.
     Worker { pid: u64 },
+    /// An activity worker process (`Faults::activity_workers`).
+    ActivityWorker { pid: u64 },
 }
 
 /// Where a record stands for a `read_committed` reader.
@@ -167,6 +181,9 @@ pub struct Txn {
     /// Offsets sent with `send_offsets_to_transaction` (held until the end of the
     /// transaction; KIP-447 readers wait for them).
     pub offsets: Vec<(InputTopic, i32, i64)>,
+    /// Offsets (with their metadata) of the activity workers' group sent with the
+    /// transaction.
+    pub route_offsets: Vec<(Topic, i32, i64, String)>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -348,13 +365,18 @@ pub fn range_assignment(
     out
 }
 
-/// The topics, their records, the transactions and the group.
+/// The topics, their records, the transactions and the groups.
 #[derive(Debug, Clone)]
 pub struct Cluster {
     pub topics: BTreeMap<Topic, Vec<Vec<Record>>>,
     pub txns: BTreeMap<u64, Txn>,
     pub producers: BTreeMap<String, ProducerId>,
     pub group: Group,
+    /// The activity workers' group (`Faults::activity_workers`), over the partitions of
+    /// the route topics ([`Topic::ROUTES`], co-partitioned).
+    pub activity_group: Group,
+    /// The activity workers' committed offsets, with their metadata.
+    pub route_committed: BTreeMap<(Topic, i32), (i64, String)>,
     next_txn: u64,
 }
 
@@ -364,7 +386,7 @@ impl Cluster {
             .into_iter()
             .map(|t| {
                 let n = match t {
-                    Topic::Activity => activity_partitions,
+                    Topic::Activity | Topic::External => activity_partitions,
                     Topic::Dlq => 1,
                     _ => partitions,
                 };
@@ -376,6 +398,8 @@ impl Cluster {
             txns: BTreeMap::new(),
             producers: BTreeMap::new(),
             group: Group::new(partitions),
+            activity_group: Group::new(activity_partitions),
+            route_committed: BTreeMap::new(),
             next_txn: 1,
         }
     }
@@ -524,6 +548,7 @@ impl Cluster {
                 first: BTreeMap::new(),
                 written: Vec::new(),
                 offsets: Vec::new(),
+                route_offsets: Vec::new(),
             },
         );
         if let Some(p) = self.producers.get_mut(transactional_id) {
@@ -574,6 +599,46 @@ impl Cluster {
         Ok(())
     }
 
+    /// `send_offsets_to_transaction` of an activity worker: validated against the activity
+    /// workers' group.
+    pub fn send_route_offsets(
+        &mut self,
+        number: u64,
+        offsets: &[(Topic, i32, i64, String)],
+        member: Option<u64>,
+        generation: u64,
+    ) -> Result<(), TxnRefused> {
+        let group = &self.activity_group;
+        let Some(member) = member.filter(|m| group.members.contains_key(m)) else {
+            return Err(TxnRefused::Generation(format!(
+                "UNKNOWN_MEMBER_ID: member {member:?} is not in the activity workers' group"
+            )));
+        };
+        if generation != group.generation {
+            return Err(TxnRefused::Generation(format!(
+                "ILLEGAL_GENERATION: member {member} sent generation {generation}, the activity workers' group is at {}",
+                group.generation
+            )));
+        }
+        if let Some(t) = self.txns.get_mut(&number) {
+            t.route_offsets.extend_from_slice(offsets);
+        }
+        Ok(())
+    }
+
+    /// Whether an open transaction holds offsets of the activity workers' group for one of
+    /// `partitions` of the route topics.
+    pub fn route_offsets_pending(&self, partitions: &BTreeSet<i32>) -> Option<u64> {
+        self.txns
+            .values()
+            .find(|t| {
+                t.route_offsets
+                    .iter()
+                    .any(|(_, p, _, _)| partitions.contains(p))
+            })
+            .map(|t| t.number)
+    }
+
     /// Commits or aborts an open transaction: markers on its partitions, its offsets
     /// committed (on commit). Returns the transaction, if it was open.
     pub fn end(&mut self, number: u64, commit: bool, now: SimTime) -> Option<Txn> {
@@ -603,6 +668,10 @@ impl Cluster {
         if commit {
             for &(topic, partition, offset) in &txn.offsets {
                 self.group.committed.insert((topic, partition), offset);
+            }
+            for (topic, partition, offset, metadata) in &txn.route_offsets {
+                self.route_committed
+                    .insert((*topic, *partition), (*offset, metadata.clone()));
             }
         }
         if let Some(p) = self.producers.get_mut(&txn.transactional_id)

@@ -186,10 +186,18 @@ pub struct Faults {
     /// `conflict` (`ok` for the same value) (`stub-answer`: 30 of seeds 0..2000 of
     /// `dst_stub_wrong_function`; `a_stub_written_through_another_function_is_not_found`).
     pub stub_wrong_function: bool,
+    /// The activity requests are served by simulated activity worker processes running the
+    /// real activity core (`crate::activity`) instead of the simple activity service: attempts
+    /// that fail and are retried (across take-overs: the next owner resumes from the committed
+    /// metadata), workers killed with attempts in flight, zombies whose answers are produced
+    /// again and aborted, cancellations racing answers, an external route watched until its
+    /// deadline (`watched` executions; the simple service plays the outside service). See
+    /// `check_activity` for what is checked.
+    pub activity_workers: bool,
 }
 
 impl Faults {
-    pub const NAMES: [&'static str; 22] = [
+    pub const NAMES: [&'static str; 23] = [
         "crashes",
         "hanging_txns",
         "rebalances",
@@ -212,6 +220,7 @@ impl Faults {
         "correlation_duplicates",
         "stub_writes",
         "stub_wrong_function",
+        "activity_workers",
     ];
 
     pub fn none() -> Self {
@@ -238,6 +247,7 @@ impl Faults {
             correlation_duplicates: false,
             stub_writes: false,
             stub_wrong_function: false,
+            activity_workers: false,
         }
     }
 
@@ -284,6 +294,7 @@ impl Faults {
             "correlation_duplicates" => &mut self.correlation_duplicates,
             "stub_writes" => &mut self.stub_writes,
             "stub_wrong_function" => &mut self.stub_wrong_function,
+            "activity_workers" => &mut self.activity_workers,
             _ => return None,
         })
     }

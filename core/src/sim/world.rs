@@ -13,11 +13,12 @@ use crate::model::{ExecutionId, ExecutionResult, Response};
 use crate::processor::{Body, Effect, Input, Undecodable};
 use crate::records::{DlqEnvelope, DlqReason, HistoryRecord};
 
+use super::activity::ActivityWorkers;
 use super::cluster::{Cluster, Payload, Producer, SimTime, Topic, TxnRefused};
 use super::config::{Faults, SimConfig};
 use super::rng::Rng;
 use super::store::{Codec, MaterialiserQueue, Store};
-use super::workflows::activity_result;
+use super::workflows::{activity_result, double_ffqn, external_ffqn};
 use crate::rows::MaterialiseJob;
 
 pub type Shared = Arc<Mutex<World>>;
@@ -151,6 +152,8 @@ pub struct World {
     pub codec: Codec,
     pub procs: BTreeMap<u64, Proc>,
     pub activities: ActivityService,
+    /// The activity workers and the external route's service (`Faults::activity_workers`).
+    pub act: ActivityWorkers,
     pub rng: Rng,
     pub trace: Vec<String>,
     /// Things a seam saw that no correct driver does (checked as an invariant).
@@ -161,7 +164,7 @@ pub struct World {
     pub stats: Stats,
 }
 
-fn encode<T: std::fmt::Debug>(value: &T) -> Vec<u8> {
+pub(super) fn encode<T: std::fmt::Debug>(value: &T) -> Vec<u8> {
     format!("{value:?}").into_bytes()
 }
 
@@ -177,6 +180,7 @@ impl World {
             codec: Codec::default(),
             procs: BTreeMap::new(),
             activities: ActivityService::default(),
+            act: ActivityWorkers::default(),
             rng,
             trace: Vec::new(),
             anomalies: Vec::new(),
@@ -656,11 +660,33 @@ impl World {
                 Payload::Submission(s.clone()),
             ),
             // The simulated activity service answers when it chooses: a retry's backoff is
-            // not modelled.
-            Effect::RequestActivity(r) | Effect::RetryActivity { request: r, .. } => (
+            // not modelled. The activity workers (`Faults::activity_workers`) honour it: it
+            // is recorded as the record's not-before header.
+            Effect::RequestActivity(r) | Effect::RetryActivity { request: r, .. } => {
+                let topic = if self.faults.activity_workers && r.ffqn == external_ffqn() {
+                    Topic::External
+                } else {
+                    Topic::Activity
+                };
+                (
+                    topic,
+                    r.execution_id.to_string(),
+                    Payload::Activity(r.clone()),
+                )
+            }
+            // To every route topic Weir serves (not the external one), keyed by the activity.
+            Effect::CancelActivity {
+                parent,
+                child,
+                ffqn,
+            } if self.faults.activity_workers && *ffqn == double_ffqn() => (
                 Topic::Activity,
-                r.execution_id.to_string(),
-                Payload::Activity(r.clone()),
+                child.to_string(),
+                Payload::ActivityCancel(crate::records::ActivityCancel {
+                    execution_id: child.clone(),
+                    parent_execution_id: parent.clone(),
+                    cancelled_at: now,
+                }),
             ),
             Effect::Respond { to, response } => (
                 Topic::Responses,
@@ -764,6 +790,14 @@ impl World {
             Some(txn),
             now,
         );
+        if let Effect::RetryActivity { not_before, .. } = effect
+            && self.faults.activity_workers
+        {
+            self.act
+                .log
+                .headers
+                .insert((topic, partition, offset), *not_before);
+        }
         // What a correlation key does is read from the records (the processor traces it only
         // through `tracing`).
         let what = match effect {
@@ -1045,7 +1079,13 @@ impl World {
     // ---- the activity service ----
 
     /// Reads new committed requests and schedules their answers; sends the answers due.
+    /// With `Faults::activity_workers` it is the external route's service instead
+    /// ([`World::service_step`]): the activity workers serve the requests.
     pub fn activity_step(&mut self) {
+        if self.faults.activity_workers {
+            self.service_step();
+            return;
+        }
         let now = self.now;
         let duplicates = self.faults.duplicate_answers;
         for partition in 0..self.cluster.partitions(Topic::Activity) {
@@ -1127,6 +1167,9 @@ impl World {
 
     /// Whether the activity service has read every committed request and sent every answer.
     pub fn activities_idle(&self) -> bool {
+        if self.faults.activity_workers {
+            return self.service_idle() && self.unfinished_routes().is_empty();
+        }
         self.activities.pending.is_empty()
             && (0..self.cluster.partitions(Topic::Activity)).all(|p| {
                 let (unread, _) = self.cluster.read_committed(
@@ -1191,7 +1234,15 @@ impl World {
             .cluster
             .next_transaction_deadline(self.ms(self.config.transaction_timeout_ms));
         let store = self.store.down_until;
-        [unfreeze, group, txn, store].into_iter().flatten().min()
+        let activity_workers = self
+            .cluster
+            .activity_group
+            .next_deadline(self.ms(self.config.rebalance_timeout_ms));
+        let act_unfreeze = self.act_next_resume();
+        [unfreeze, group, txn, store, activity_workers, act_unfreeze]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// Does what is due at `now`.
@@ -1215,6 +1266,15 @@ impl World {
             self.stats.rebalances += 1;
             let done = rebalance_done(&self.cluster.group);
             self.event(done);
+        }
+        self.act_resume_due();
+        let generation = self.cluster.activity_group.generation;
+        for e in self.cluster.activity_group.tick(now, rebalance_timeout) {
+            self.event(format!("activity workers' {e}"));
+        }
+        if self.cluster.activity_group.generation != generation {
+            let done = rebalance_done(&self.cluster.activity_group);
+            self.event(format!("activity workers' {done}"));
         }
         let timeout = self.ms(self.config.transaction_timeout_ms);
         for txn in self.cluster.expire_transactions(now, timeout) {

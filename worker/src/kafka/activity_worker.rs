@@ -601,7 +601,7 @@ impl ActivityWorker {
             )
             .map_err(|e| self.consumer_error(e))?;
             if let Some(mut element) = list.find_partition(&partition.topic, partition.partition) {
-                element.set_metadata(&progress.metadata());
+                element.set_metadata(progress.metadata());
             }
         }
         let records: Vec<OutgoingRecord> =
