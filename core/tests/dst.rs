@@ -609,6 +609,47 @@ fn activity_deployment() -> Sim {
     )
 }
 
+/// An activity worker frozen inside a commit that carries an answer (its offsets not sent
+/// yet) past its session: the other worker takes the partition over, runs the request again
+/// and commits the answer; the zombie, back, has its offsets refused and its transaction —
+/// the same answer, produced twice — aborted. The parent journals one answer.
+#[test]
+fn a_zombie_activity_workers_answer_is_aborted_and_the_next_owners_commits() {
+    let mut sim = activity_deployment();
+    sim.add_activity_worker();
+    step(&mut sim, 10);
+    sim.submit(Workflow::Seq, &[1, 5]);
+    let answering = |p: &weir_core::sim::activity::ActProc| {
+        p.open_txn
+            .as_ref()
+            .is_some_and(|(_, c)| c.records.iter().any(|r| r.answered().is_some()))
+    };
+    let mut zombie = None;
+    'find: for _ in 0..300 {
+        for slot in sim.slots() {
+            sim.run(slot, 20);
+        }
+        sim.materialise_all();
+        for slot in sim.act_slots() {
+            if sim.act_run_until(slot, 2, answering) {
+                zombie = Some(slot);
+                break 'find;
+            }
+        }
+    }
+    let zombie = zombie.expect("an activity worker commits the answer");
+    sim.act_freeze(zombie, 15_000);
+    step(&mut sim, 250);
+    assert_invariants(&mut sim);
+    let report = sim.report(true, Vec::new());
+    assert!(
+        report.activity.refused_commits >= 1 && report.activity.produced_twice >= 1,
+        "{:?}",
+        report.activity
+    );
+    assert_eq!(sim.results(), 1);
+}
+
 /// The activity workers answer every request once, through failed attempts and retries.
 #[test]
 fn activity_workers_answer_with_retries() {
