@@ -4,6 +4,8 @@
 //! seams defined here; the deterministic simulation (`sim`, feature `test-util`) plugs in
 //! simulated ones and drives the very same code.
 //!
+//! - [`activity`]: **the activity worker's rules** — requests, attempts, retries, cancellations,
+//!   external deadlines, and the progress committed with the answers.
 //! - [`processor`]: **the partition processor** — the rules that turn inputs into effects.
 //! - [`cache`]: the eviction policy of the processor's execution cache (weighted S3-FIFO).
 //! - [`projection`]: the one projection from an execution's changelog to its state and rows.
@@ -24,6 +26,7 @@
 //! - [`wire`]: the wire-address table: the topic, key, kind and headers of every record an
 //!   effect writes, and what a record read from a topic is.
 
+pub mod activity;
 pub mod cache;
 pub mod correlation;
 pub mod driver;

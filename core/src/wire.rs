@@ -325,6 +325,13 @@ pub enum AddressError {
     StubWithoutParent { target: ExecutionId },
 }
 
+/// The address of an activity worker's answer to `parent` (the activity core's
+/// `Outgoing::Answer`): on `weir.responses`, keyed by the parent, as a workflow worker's
+/// [`Effect::Respond`] is, so that it lands on the partition of its owner.
+pub fn answer(parent: &ExecutionId) -> Address {
+    Address::to(TopicRole::Responses, parent)
+}
+
 /// The address of the record `effect` writes; `None` for an effect that writes no record (a
 /// timer change: the store keeps timers).
 pub fn address(effect: &Effect) -> Result<Option<Address>, AddressError> {
@@ -350,7 +357,7 @@ pub fn address(effect: &Effect) -> Result<Option<Address>, AddressError> {
                 not_before.timestamp_millis().to_string().into_bytes(),
             )],
         },
-        Effect::Respond { to, .. } => Address::to(R::Responses, to),
+        Effect::Respond { to, .. } => answer(to),
         Effect::PublishResult(finished) => Address::to(R::Results, &finished.execution_id),
         Effect::PutTimer(_) | Effect::DeleteTimer(_) => return Ok(None),
         // Keyed by the activity: on its request's partition, after it.

@@ -220,11 +220,12 @@ fn passing_faults_do_happen() {
 // (`found_with`), so that a seed named below runs exactly the run that failed.
 
 /// The fault classes a seed of `class` ran with when its bug was found: every class but
-/// the five that each found one (and `inline`, `schedules`, `correlation`, `stub_writes` and
-/// their sub-classes, which came after: with them a seed would run another run), plus `class`.
+/// the five that each found one (and `inline`, `schedules`, `correlation`, `stub_writes`,
+/// `activity_workers` and their sub-classes, which came after: with them a seed would run
+/// another run), plus `class`.
 fn found_with(class: &str) -> Faults {
     let spec = format!(
-        "all,-hanging_txns,-zombies,-revoked_writes,-long_timers,-long_idle,-inline,-schedules,-correlation,-correlation_duplicates,-stub_writes,-stub_wrong_function,-deferrals,-upgrades,+{class}"
+        "all,-hanging_txns,-zombies,-revoked_writes,-long_timers,-long_idle,-inline,-schedules,-correlation,-correlation_duplicates,-stub_writes,-stub_wrong_function,-deferrals,-upgrades,-activity_workers,+{class}"
     );
     Faults::parse(&spec).unwrap()
 }
@@ -552,6 +553,58 @@ fn dst_upgrades() {
     );
 }
 
+/// The activity workers (`Faults::activity_workers`, issue 32 item 2): simulated activity
+/// worker processes run the very activity core the Kafka activity worker runs
+/// (`weir_core::activity`), among the classes of `found_with` plus inline attempts (retries
+/// sent to the topic with their not-before header), zombies and hanging transactions of the
+/// workflow workers. Their own faults: kills with attempts in flight (the next owner runs them
+/// again from the committed metadata), zombies frozen inside a commit (their answers produced
+/// again by the next owner, their own aborted with their refused offsets), kills inside a
+/// commit (a hanging transaction), rebalances; attempts fail and are retried across all that;
+/// cancellations race the answers (`abandon`); `watched` executions call an external route,
+/// watched until its deadline while an outside service answers late, twice or never.
+/// `check_activity`: each activity answered at most once by the workers and exactly once in
+/// its parent's history, none lost, no attempt started after its answer committed, no retry
+/// before its not-before, no route partition stuck. The runs must exercise all of it.
+#[test]
+fn dst_activity_workers() {
+    let faults = activity_faults();
+    let Some(seeds) = seeds_or_one(faults, 200) else {
+        return;
+    };
+    assert_seeds_pass(&seeds, faults);
+    let mut total = weir_core::sim::activity::ActivityCounts::default();
+    for seed in seeds.iter().take(60) {
+        total += run_seed(*seed, faults).activity;
+    }
+    println!("activity workers of the first 60 seeds: {total:?}");
+    assert!(
+        total.attempts > 0
+            && total.failures > 0
+            && total.lost_in_flight > 0
+            && total.refused_commits > 0
+            && total.produced_twice > 0
+            && total.cancel_aborts > 0
+            && total.restored_retries > 0
+            && total.retried_elsewhere > 0
+            && total.pauses > 0
+            && total.service_not_answered + total.service_answered > 0,
+        "the runs do not exercise the activity workers: {total:?}"
+    );
+}
+
+/// The classes of `dst_activity_workers`: its own, with inline attempts, cancellations,
+/// deadlines, short pauses and scheduled submissions around them — not the workflow
+/// workers' kills and zombies: where they come at the rate of `found_with`, the workflow
+/// workers hardly commit during the faults, and the activity workers get their requests
+/// only once the faults stopped (`dst_short` runs the class with all of them).
+fn activity_faults() -> Faults {
+    Faults::parse(
+        "activity_workers,inline,cancels,deadlines,pauses,scheduled,duplicate_submissions",
+    )
+    .unwrap()
+}
+
 /// Zombies: a worker frozen past its session timeout (and mostly back before its transaction
 /// times out) that goes on after its partitions were given away.
 /// Before ea2188f 8 of seeds 0..2000 failed: 485, 1821 (item 1), 797, 1375, 200 (item 2),
@@ -629,6 +682,76 @@ fn dst_long_idle() {
 
 // ---- scripted scenarios ----
 
+/// A deployment with activity workers (`Faults::activity_workers`), no random faults.
+fn activity_deployment() -> Sim {
+    let mut faults = Faults::none();
+    faults.activity_workers = true;
+    deployment_with(
+        SimConfig {
+            partitions: 2,
+            workers: 1,
+            activity_partitions: 2,
+            ..SimConfig::default()
+        },
+        faults,
+    )
+}
+
+/// An activity worker frozen inside a commit that carries an answer (its offsets not sent
+/// yet) past its session: the other worker takes the partition over, runs the request again
+/// and commits the answer; the zombie, back, has its offsets refused and its transaction —
+/// the same answer, produced twice — aborted. The parent journals one answer.
+#[test]
+fn a_zombie_activity_workers_answer_is_aborted_and_the_next_owners_commits() {
+    let mut sim = activity_deployment();
+    sim.add_activity_worker();
+    step(&mut sim, 10);
+    sim.submit(Workflow::Seq, &[1, 5]);
+    let answering = |p: &weir_core::sim::activity::ActProc| {
+        p.open_txn
+            .as_ref()
+            .is_some_and(|(_, c)| c.records.iter().any(|r| r.answered().is_some()))
+    };
+    let mut zombie = None;
+    'find: for _ in 0..300 {
+        for slot in sim.slots() {
+            sim.run(slot, 20);
+        }
+        sim.materialise_all();
+        for slot in sim.act_slots() {
+            if sim.act_run_until(slot, 2, answering) {
+                zombie = Some(slot);
+                break 'find;
+            }
+        }
+    }
+    let zombie = zombie.expect("an activity worker commits the answer");
+    sim.act_freeze(zombie, 15_000);
+    step(&mut sim, 250);
+    assert_invariants(&mut sim);
+    let report = sim.report(true, Vec::new());
+    assert!(
+        report.activity.refused_commits >= 1 && report.activity.produced_twice >= 1,
+        "{:?}",
+        report.activity
+    );
+    assert_eq!(sim.results(), 1);
+}
+
+/// The activity workers answer every request once, through failed attempts and retries.
+#[test]
+fn activity_workers_answer_with_retries() {
+    let mut sim = activity_deployment();
+    let ids: Vec<_> = (0..4)
+        .map(|i| sim.submit(Workflow::Fanout, &[3, 10 * i]))
+        .collect();
+    step(&mut sim, 100);
+    assert_invariants(&mut sim);
+    let report = sim.report(true, Vec::new());
+    assert!(report.activity.failures > 0, "{:?}", report.activity);
+    assert_eq!(sim.results(), ids.len());
+}
+
 /// A deployment of `workers` worker slots over `partitions` partitions, no random faults.
 fn deployment(partitions: i32, workers: u32) -> Sim {
     deployment_with(
@@ -658,6 +781,7 @@ fn step(sim: &mut Sim, rounds: usize) {
         }
         sim.materialise_all();
         sim.activities();
+        sim.act_all(5);
         sim.advance(100);
     }
 }

@@ -526,7 +526,7 @@ async fn an_unknown_activity_is_answered_after_its_grace() {
     )
     .with_settings(ActivitySettings {
         unknown_grace: Duration::from_secs(3),
-        ..ActivitySettings::default()
+        ..weir::kafka::activity_worker::default_settings()
     })
     .expect("valid settings");
     let (stop, stopped) = watch::channel(false);

@@ -26,7 +26,9 @@ pub struct Violation {
     /// `deadline`, `schedule-state`, `schedule-ticks`, `schedule-runs`, `schedule-liveness`,
     /// `correlation-once`, `correlation-delivery`, `correlation-lost`, `correlation-state`,
     /// `correlation-liveness`, `stub-once`, `stub-value`, `stub-answer`, `stub-lost`,
-    /// `stub-liveness`.
+    /// `stub-liveness`; with `Faults::activity_workers` (`check_activity`):
+    /// `activity-once`, `activity-lost`, `activity-journal`, `activity-rerun`,
+    /// `activity-not-before`, `activity-stuck`.
     pub invariant: &'static str,
     pub detail: String,
 }
@@ -575,6 +577,11 @@ pub fn check(
                                 }
                                 _ => false,
                             },
+                            // The external service's answer, or -1 (timed out first).
+                            Some(Workflow::Watched) => {
+                                **result == s.expected
+                                    || **result == ExecutionResult::Ok(serde_json::json!(-1))
+                            }
                             // What their stubs got and the order of the writes say:
                             // `check_stubs` (`stub-value`, `stub-answer`).
                             Some(Workflow::Stubbed | Workflow::StubRace | Workflow::StubWriter) => {
@@ -636,9 +643,11 @@ pub fn check(
         }
     }
     let mut requests: BTreeMap<String, usize> = BTreeMap::new();
-    for (_, r) in w.cluster.committed_records(Topic::Activity) {
-        if let Some(Payload::Activity(a)) = &r.payload {
-            *requests.entry(a.execution_id.to_string()).or_default() += 1;
+    for topic in Topic::ROUTES {
+        for (_, r) in w.cluster.committed_records(topic) {
+            if let Some(Payload::Activity(a)) = &r.payload {
+                *requests.entry(a.execution_id.to_string()).or_default() += 1;
+            }
         }
     }
     let mut answers: BTreeMap<String, usize> = BTreeMap::new();
@@ -703,6 +712,9 @@ pub fn check(
     check_schedules(&mut add, w, &logs, &results, schedules, settled);
     check_correlation(&mut add, w, &logs, keyed, settled);
     check_stubs(&mut add, w, &logs, settled);
+    if w.faults.activity_workers {
+        super::check_activity::check_activity(&mut add, w, settled);
+    }
 
     {
         for stuck in unconsumed_inputs(w) {

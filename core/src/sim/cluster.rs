@@ -50,10 +50,14 @@ pub enum Topic {
     /// `weir.state`: the schedules' states (compaction is modelled by readers taking the
     /// last record per key).
     State,
+    /// An external route's topic (`Faults::activity_workers`): requests the activity workers
+    /// watch until their deadline and an outside service answers; as many partitions as
+    /// [`Topic::Activity`].
+    External,
 }
 
 impl Topic {
-    pub const ALL: [Topic; 8] = [
+    pub const ALL: [Topic; 9] = [
         Topic::Submissions,
         Topic::Responses,
         Topic::Events,
@@ -62,7 +66,11 @@ impl Topic {
         Topic::Activity,
         Topic::Dlq,
         Topic::State,
+        Topic::External,
     ];
+
+    /// The route topics the activity workers consume.
+    pub const ROUTES: [Topic; 2] = [Topic::Activity, Topic::External];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -74,6 +82,7 @@ impl Topic {
             Topic::Activity => "weir.activity.sim",
             Topic::Dlq => "weir.dlq",
             Topic::State => "weir.state",
+            Topic::External => "weir.activity.ext",
         }
     }
 
@@ -111,6 +120,7 @@ impl Topic {
             Topic::Activity => TopicRole::Activity,
             Topic::Dlq => TopicRole::Dlq,
             Topic::State => TopicRole::State,
+            Topic::External => TopicRole::Activity,
         }
     }
 }
@@ -140,6 +150,9 @@ pub enum Payload {
     StubWrite(crate::processor::StubWrite),
     /// A request to move an execution to another build (`weir upgrade`), on `weir.responses`.
     Upgrade(crate::records::UpgradeRequest),
+    /// A parent closed the join set of an unawaited activity (`Faults::activity_workers`):
+    /// on the activity topic, keyed by the activity, after its request.
+    ActivityCancel(crate::records::ActivityCancel),
     /// Bytes no codec can read (a poison record).
     Garbage(String),
 }
@@ -153,6 +166,8 @@ pub enum Producer {
     ActivityService,
     /// A workflow worker process.
     Worker { pid: u64 },
+    /// An activity worker process (`Faults::activity_workers`).
+    ActivityWorker { pid: u64 },
 }
 
 /// Where a record stands for a `read_committed` reader.
@@ -201,6 +216,9 @@ pub struct Txn {
     /// Offsets sent with `send_offsets_to_transaction` (held until the end of the
     /// transaction; KIP-447 readers wait for them).
     pub offsets: Vec<(InputTopic, i32, i64)>,
+    /// Offsets (with their metadata) of the activity workers' group sent with the
+    /// transaction.
+    pub route_offsets: Vec<(Topic, i32, i64, String)>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -382,13 +400,18 @@ pub fn range_assignment(
     out
 }
 
-/// The topics, their records, the transactions and the group.
+/// The topics, their records, the transactions and the groups.
 #[derive(Debug, Clone)]
 pub struct Cluster {
     pub topics: BTreeMap<Topic, Vec<Vec<Record>>>,
     pub txns: BTreeMap<u64, Txn>,
     pub producers: BTreeMap<String, ProducerId>,
     pub group: Group,
+    /// The activity workers' group (`Faults::activity_workers`), over the partitions of
+    /// the route topics ([`Topic::ROUTES`], co-partitioned).
+    pub activity_group: Group,
+    /// The activity workers' committed offsets, with their metadata.
+    pub route_committed: BTreeMap<(Topic, i32), (i64, String)>,
     next_txn: u64,
 }
 
@@ -398,7 +421,7 @@ impl Cluster {
             .into_iter()
             .map(|t| {
                 let n = match t {
-                    Topic::Activity => activity_partitions,
+                    Topic::Activity | Topic::External => activity_partitions,
                     Topic::Dlq => 1,
                     _ => partitions,
                 };
@@ -410,6 +433,8 @@ impl Cluster {
             txns: BTreeMap::new(),
             producers: BTreeMap::new(),
             group: Group::new(partitions),
+            activity_group: Group::new(activity_partitions),
+            route_committed: BTreeMap::new(),
             next_txn: 1,
         }
     }
@@ -560,6 +585,7 @@ impl Cluster {
                 first: BTreeMap::new(),
                 written: Vec::new(),
                 offsets: Vec::new(),
+                route_offsets: Vec::new(),
             },
         );
         if let Some(p) = self.producers.get_mut(transactional_id) {
@@ -610,6 +636,46 @@ impl Cluster {
         Ok(())
     }
 
+    /// `send_offsets_to_transaction` of an activity worker: validated against the activity
+    /// workers' group.
+    pub fn send_route_offsets(
+        &mut self,
+        number: u64,
+        offsets: &[(Topic, i32, i64, String)],
+        member: Option<u64>,
+        generation: u64,
+    ) -> Result<(), TxnRefused> {
+        let group = &self.activity_group;
+        let Some(member) = member.filter(|m| group.members.contains_key(m)) else {
+            return Err(TxnRefused::Generation(format!(
+                "UNKNOWN_MEMBER_ID: member {member:?} is not in the activity workers' group"
+            )));
+        };
+        if generation != group.generation {
+            return Err(TxnRefused::Generation(format!(
+                "ILLEGAL_GENERATION: member {member} sent generation {generation}, the activity workers' group is at {}",
+                group.generation
+            )));
+        }
+        if let Some(t) = self.txns.get_mut(&number) {
+            t.route_offsets.extend_from_slice(offsets);
+        }
+        Ok(())
+    }
+
+    /// Whether an open transaction holds offsets of the activity workers' group for one of
+    /// `partitions` of the route topics.
+    pub fn route_offsets_pending(&self, partitions: &BTreeSet<i32>) -> Option<u64> {
+        self.txns
+            .values()
+            .find(|t| {
+                t.route_offsets
+                    .iter()
+                    .any(|(_, p, _, _)| partitions.contains(p))
+            })
+            .map(|t| t.number)
+    }
+
     /// Commits or aborts an open transaction: markers on its partitions, its offsets
     /// committed (on commit). Returns the transaction, if it was open.
     pub fn end(&mut self, number: u64, commit: bool, now: SimTime) -> Option<Txn> {
@@ -640,6 +706,10 @@ impl Cluster {
         if commit {
             for &(topic, partition, offset) in &txn.offsets {
                 self.group.committed.insert((topic, partition), offset);
+            }
+            for (topic, partition, offset, metadata) in &txn.route_offsets {
+                self.route_committed
+                    .insert((*topic, *partition), (*offset, metadata.clone()));
             }
         }
         if let Some(p) = self.producers.get_mut(&txn.transactional_id)

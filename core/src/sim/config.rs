@@ -198,10 +198,18 @@ pub struct Faults {
     /// conflict, dead-lettered); the owner appends `Upgraded` and rebuilds the run on the new
     /// build, while its answers keep coming — in the same batch too.
     pub upgrades: bool,
+    /// The activity requests are served by simulated activity worker processes running the
+    /// real activity core (`crate::activity`) instead of the simple activity service: attempts
+    /// that fail and are retried (across take-overs: the next owner resumes from the committed
+    /// metadata), workers killed with attempts in flight, zombies whose answers are produced
+    /// again and aborted, cancellations racing answers, an external route watched until its
+    /// deadline (`watched` executions; the simple service plays the outside service). See
+    /// `check_activity` for what is checked.
+    pub activity_workers: bool,
 }
 
 impl Faults {
-    pub const NAMES: [&'static str; 24] = [
+    pub const NAMES: [&'static str; 25] = [
         "crashes",
         "hanging_txns",
         "rebalances",
@@ -226,6 +234,7 @@ impl Faults {
         "stub_wrong_function",
         "deferrals",
         "upgrades",
+        "activity_workers",
     ];
 
     pub fn none() -> Self {
@@ -254,6 +263,7 @@ impl Faults {
             stub_wrong_function: false,
             deferrals: false,
             upgrades: false,
+            activity_workers: false,
         }
     }
 
@@ -311,6 +321,7 @@ impl Faults {
             "stub_wrong_function" => &mut self.stub_wrong_function,
             "deferrals" => &mut self.deferrals,
             "upgrades" => &mut self.upgrades,
+            "activity_workers" => &mut self.activity_workers,
             _ => return None,
         })
     }

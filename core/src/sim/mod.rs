@@ -5,6 +5,9 @@
 //! activity service — all in one thread, driven step by step by a seeded scheduler, so that
 //! a failing seed replays exactly. See `docs/design/simulation.md`.
 //!
+//! - [`activity`]: the activity workers (`Faults::activity_workers`): processes running the
+//!   real activity core ([`crate::activity`]), and the external route's service;
+//!   `check_activity` their invariants.
 //! - [`cluster`]: the Kafka model (what `read_committed` sees, the LSO, transactions and
 //!   their fencing, committed offsets, the eager-protocol consumer group).
 //! - [`store`]: the store's tables (upserts, last write wins) and the materialiser queue.
@@ -18,7 +21,10 @@
 //!
 //! [`WorkflowRunner`]: crate::runner::WorkflowRunner
 
+pub mod activity;
+mod activity_effects;
 pub mod check;
+mod check_activity;
 pub mod cluster;
 pub mod config;
 pub mod exec;
@@ -27,6 +33,7 @@ pub mod rng;
 mod scheduler;
 mod seams;
 pub mod sent;
+mod service;
 pub mod store;
 pub mod workflows;
 pub mod world;

@@ -90,6 +90,8 @@ pub struct Sim {
     world: Shared,
     futures: BTreeMap<u64, ProcFuture>,
     slots: BTreeMap<u32, Slot>,
+    /// The activity workers' slots (`Faults::activity_workers`).
+    act_slots: BTreeMap<u32, Slot>,
     rng: Rng,
     pub seed: u64,
     pub config: SimConfig,
@@ -136,6 +138,7 @@ impl Sim {
             world: std::sync::Arc::new(std::sync::Mutex::new(world)),
             futures: BTreeMap::new(),
             slots: BTreeMap::new(),
+            act_slots: BTreeMap::new(),
             rng,
             seed,
             config,
@@ -159,6 +162,12 @@ impl Sim {
         sim.note(format!("seed {seed}: {:?}; faults {faults}", sim.config));
         for _ in 0..workers {
             sim.add_worker();
+        }
+        if faults.activity_workers {
+            lock(&sim.world).act_configure();
+            for _ in 0..sim.rng.range(1, 2) {
+                sim.add_activity_worker();
+            }
         }
         sim
     }
@@ -498,6 +507,165 @@ impl Sim {
         }
     }
 
+    // ---- activity workers ----
+
+    /// A new activity worker slot, with a process started in it.
+    pub fn add_activity_worker(&mut self) -> u32 {
+        let slot = self.next_slot;
+        self.next_slot += 1;
+        self.act_slots.insert(slot, Slot::default());
+        let pid = self.start_activity_process(slot);
+        self.note(format!("add activity worker a{slot} (p{pid})"));
+        slot
+    }
+
+    fn start_activity_process(&mut self, slot: u32) -> u64 {
+        let pid = self.next_pid;
+        self.next_pid += 1;
+        lock(&self.world).act_spawn(pid, slot);
+        let s = self.act_slots.get_mut(&slot).expect("a slot");
+        s.pid = Some(pid);
+        s.restart_at = None;
+        pid
+    }
+
+    pub fn act_slots(&self) -> Vec<u32> {
+        self.act_slots.keys().copied().collect()
+    }
+
+    pub fn act_pid(&self, slot: u32) -> Option<u64> {
+        self.act_slots.get(&slot).and_then(|s| s.pid)
+    }
+
+    /// Runs `steps` turns of `slot`'s activity worker (fewer if it is not running); restarts
+    /// it later if it exited.
+    pub fn act_run(&mut self, slot: u32, steps: usize) {
+        let Some(pid) = self.act_pid(slot) else {
+            return;
+        };
+        for _ in 0..steps {
+            let status = {
+                let mut w = lock(&self.world);
+                w.act_step(pid);
+                w.act.procs.get(&pid).map_or(Status::Dead, |p| p.status)
+            };
+            match status {
+                Status::Running => {}
+                Status::Frozen { .. } => return,
+                Status::Dead => {
+                    self.act_vacate(slot);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Runs every activity worker `steps` turns.
+    pub fn act_all(&mut self, steps: usize) {
+        for slot in self.act_slots() {
+            self.act_run(slot, steps);
+        }
+    }
+
+    /// Runs `slot`'s activity worker until `at` holds of it (at most `max` turns); true if
+    /// it does.
+    pub fn act_run_until(
+        &mut self,
+        slot: u32,
+        max: usize,
+        at: impl Fn(&super::activity::ActProc) -> bool,
+    ) -> bool {
+        for _ in 0..max {
+            let holds = self
+                .act_pid(slot)
+                .is_some_and(|pid| self.world().act.procs.get(&pid).is_some_and(&at));
+            if holds {
+                return true;
+            }
+            self.act_run(slot, 1);
+            // Attempts and commit intervals take time.
+            let ms = self.rng.range(10, 300) as i64;
+            self.advance(ms);
+        }
+        false
+    }
+
+    /// Runs `slot`'s activity worker until it has a transaction open (at most `max` turns).
+    pub fn act_run_until_committing(&mut self, slot: u32, max: usize) -> bool {
+        self.act_run_until(slot, max, |p| p.open_txn.is_some())
+    }
+
+    /// Runs `slot`'s activity worker until it has attempts in flight (at most `max` turns).
+    pub fn act_run_until_attempting(&mut self, slot: u32, max: usize) -> bool {
+        self.act_run_until(slot, max, |p| !p.running.is_empty())
+    }
+
+    fn act_vacate(&mut self, slot: u32) {
+        let delay = self.rng.range(500, 3_000) as i64;
+        let now = self.now();
+        let Some(s) = self.act_slots.get_mut(&slot) else {
+            return;
+        };
+        s.pid = None;
+        if s.removing {
+            self.act_slots.remove(&slot);
+        } else {
+            s.restart_at = Some(now + Duration::milliseconds(delay));
+        }
+    }
+
+    /// kill -9 of `slot`'s activity worker, wherever it stands (attempts in flight are lost,
+    /// an open transaction hangs).
+    pub fn act_crash(&mut self, slot: u32) {
+        let Some(pid) = self.act_pid(slot) else {
+            return;
+        };
+        let (name, at, running, txn) = {
+            let w = self.world();
+            let p = &w.act.procs[&pid];
+            (
+                p.name(),
+                p.at,
+                p.running.len(),
+                p.open_txn.as_ref().map(|t| t.0),
+            )
+        };
+        self.note(format!(
+            "kill -9 {name} at `{at}` ({running} attempts in flight, open txn {txn:?})"
+        ));
+        self.world().stats.crashes += 1;
+        lock(&self.world).act_bury(pid, true);
+        self.act_vacate(slot);
+    }
+
+    pub fn act_freeze(&mut self, slot: u32, ms: i64) {
+        if let Some(pid) = self.act_pid(slot) {
+            self.note(format!("freeze a{slot} for {ms} ms"));
+            lock(&self.world).act_freeze(pid, ms);
+        }
+    }
+
+    /// Asks `slot`'s activity worker to shut down (it commits what is finished and leaves).
+    pub fn act_remove(&mut self, slot: u32) {
+        let Some(s) = self.act_slots.get_mut(&slot) else {
+            return;
+        };
+        s.removing = true;
+        match s.pid {
+            Some(pid) => {
+                self.note(format!(
+                    "remove activity worker a{slot} (shutdown requested)"
+                ));
+                if let Some(p) = lock(&self.world).act.procs.get_mut(&pid) {
+                    p.shutdown = true;
+                }
+            }
+            None => {
+                self.act_slots.remove(&slot);
+            }
+        }
+    }
+
     /// Lets `slot`'s writer write up to `jobs` queued jobs.
     pub fn materialise(&mut self, slot: u32, jobs: usize) {
         if let Some(pid) = self.pid(slot) {
@@ -644,6 +812,9 @@ impl Sim {
             }
             self.materialise_all();
             self.activities();
+            if self.faults.activity_workers {
+                self.act_all(2);
+            }
             let ms = self.rng.range(20, 300) as i64;
             self.advance(ms);
         }
@@ -652,6 +823,7 @@ impl Sim {
     fn next_restart(&self) -> Option<SimTime> {
         self.slots
             .values()
+            .chain(self.act_slots.values())
             .filter(|s| s.pid.is_none() && !s.removing)
             .filter_map(|s| s.restart_at)
             .min()
@@ -670,6 +842,18 @@ impl Sim {
         for slot in due {
             let pid = self.start_process(slot);
             self.note(format!("supervisor restarts w{slot} as p{pid}"));
+        }
+        let due: Vec<u32> = self
+            .act_slots
+            .iter()
+            .filter(|(_, s)| {
+                s.pid.is_none() && !s.removing && s.restart_at.is_some_and(|t| t <= now)
+            })
+            .map(|(slot, _)| *slot)
+            .collect();
+        for slot in due {
+            let pid = self.start_activity_process(slot);
+            self.note(format!("supervisor restarts a{slot} as p{pid}"));
         }
     }
 
@@ -1776,6 +1960,7 @@ impl Sim {
                 }
                 self.materialise_all();
                 self.activities();
+                self.act_all(10);
             }
             if self.settled() {
                 calm += 1;
@@ -1815,6 +2000,15 @@ impl Sim {
         }
         if self.slots.values().all(|s| s.removing) {
             self.add_worker();
+        }
+        if self.faults.activity_workers {
+            let frozen: Vec<u64> = self.act_slots.values().filter_map(|s| s.pid).collect();
+            for pid in frozen {
+                lock(&self.world).act_resume(pid);
+            }
+            if self.act_slots.values().all(|s| s.removing) {
+                self.add_activity_worker();
+            }
         }
     }
 
@@ -1890,7 +2084,9 @@ impl Sim {
         let new_ok = self.workload() < self.config.executions;
         let session = self.config.session_timeout_ms;
         let m = self.mix;
-        let actions: [(&str, u64); 22] = [
+        let act = f.activity_workers;
+        let act_staying = self.act_slots.values().filter(|s| !s.removing).count();
+        let actions: [(&str, u64); 27] = [
             ("submit", if new_ok { 6 } else { 0 }),
             ("event", if f.events { 4 } else { 0 }),
             ("cancel", if f.cancels { 1 } else { 0 }),
@@ -1945,6 +2141,26 @@ impl Sim {
             ),
             // Last, so that the draws of a run without upgrades stay what they were.
             ("upgrade", if f.upgrades { 2 } else { 0 }),
+            // The activity workers, after it for the same reason.
+            ("act-run", if act { 40 } else { 0 }),
+            ("act-crash", if act { m.crash } else { 0 }),
+            ("act-zombie", if act { m.zombie } else { 0 }),
+            (
+                "act-add",
+                if act && self.act_slots.len() < 4 {
+                    m.rebalance
+                } else {
+                    0
+                },
+            ),
+            (
+                "act-remove",
+                if act && act_staying > 1 {
+                    m.rebalance
+                } else {
+                    0
+                },
+            ),
         ];
         let weights: Vec<u64> = actions.iter().map(|(_, w)| *w).collect();
         let action = actions[self.rng.weighted(&weights)].0;
@@ -2069,8 +2285,83 @@ impl Sim {
                 self.steady_load(ms);
             }
             ("schedule", _) => self.random_schedule_command(),
+            ("act-run" | "act-crash" | "act-zombie" | "act-add" | "act-remove", _) => {
+                self.random_activity_step(action);
+            }
             ("keyed", _) => self.random_keyed_event(),
             ("stub", _) => self.random_stub_write(),
+            _ => {}
+        }
+    }
+
+    /// One step of the activity workers' faults (`Faults::activity_workers`).
+    fn random_activity_step(&mut self, action: &str) {
+        // A fault mostly hits a worker with work in hand (attempts running or retries
+        // waiting): most of a run's workers are idle most of the time.
+        let busy: Vec<u32> = {
+            let w = self.world();
+            self.act_slots
+                .iter()
+                .filter(|(_, s)| {
+                    s.pid
+                        .and_then(|pid| w.act.procs.get(&pid))
+                        .is_some_and(|p| {
+                            let g = p.core.gauges();
+                            g.running + g.waiting > 0 || p.open_txn.is_some()
+                        })
+                })
+                .map(|(slot, _)| *slot)
+                .collect()
+        };
+        let slots = if busy.is_empty() || action == "act-run" || self.rng.chance(250) {
+            self.act_slots()
+        } else {
+            busy
+        };
+        let slot = (!slots.is_empty()).then(|| *self.rng.pick(&slots));
+        let session = self.config.session_timeout_ms;
+        match (action, slot) {
+            ("act-run", Some(slot)) => {
+                let steps = self.rng.range(1, 12) as usize;
+                self.act_run(slot, steps);
+            }
+            ("act-crash", Some(slot)) => {
+                // Mostly with attempts in flight; sometimes inside a commit (it hangs).
+                // (Where it has nothing in hand, mostly not: a kill costs the group a session
+                // timeout.)
+                let turns = self.rng.range(1, 30) as usize;
+                let there = if self.rng.chance(250) {
+                    self.act_run_until_committing(slot, turns)
+                } else {
+                    self.act_run_until_attempting(slot, turns)
+                };
+                if there || self.rng.chance(200) {
+                    self.act_crash(slot);
+                }
+            }
+            ("act-zombie", Some(slot)) => {
+                // Mostly inside a commit: its answers are produced, its offsets not sent.
+                let turns = self.rng.range(1, 30) as usize;
+                let there = if self.rng.chance(750) {
+                    self.act_run_until_committing(slot, turns)
+                } else {
+                    self.act_run_until_attempting(slot, turns)
+                };
+                if !there && !self.rng.chance(200) {
+                    return;
+                }
+                let txn = self.config.transaction_timeout_ms;
+                let ms = if self.rng.chance(750) {
+                    self.rng.range((session + 500) as u64, (txn - 2_000) as u64)
+                } else {
+                    self.rng.range((txn - 2_000) as u64, (txn + 10_000) as u64)
+                } as i64;
+                self.act_freeze(slot, ms);
+            }
+            ("act-add", _) => {
+                self.add_activity_worker();
+            }
+            ("act-remove", Some(slot)) => self.act_remove(slot),
             _ => {}
         }
     }
@@ -2128,6 +2419,9 @@ impl Sim {
             // Often: several share a key.
             choices.extend([Workflow::Order; 4]);
         }
+        if self.faults.activity_workers {
+            choices.extend([Workflow::Watched, Workflow::Watched]);
+        }
         if self.faults.stub_writes {
             choices.extend([
                 Workflow::Stubbed,
@@ -2145,6 +2439,7 @@ impl Sim {
             Workflow::Sleepy => vec![r.range(1, 3) as i64, r.range(50, 20_000) as i64, base],
             Workflow::Mixed => vec![r.range(1, 4) as i64, r.range(50, 15_000) as i64, base],
             Workflow::LongSleep => vec![r.range(70, 180) as i64],
+            Workflow::Watched => vec![base],
             Workflow::Abandon => vec![r.range(0, 3) as i64, r.range(50, 15_000) as i64, base],
             // A third wait with no timeout (`await-event`).
             Workflow::Approval if r.chance(333) => vec![0],
@@ -2247,6 +2542,7 @@ impl Sim {
             correlation: CorrelationCounts::of(&w),
             stubs: StubCounts::of(&w, &self.stub_sends),
             upgrades: super::check::UpgradeCounts::of(&w),
+            activity: w.act_counts(),
             executions: self.submitted.len(),
             findings: w.findings.clone(),
         }
@@ -2637,6 +2933,8 @@ pub struct Report {
     pub correlation: CorrelationCounts,
     pub stubs: StubCounts,
     pub upgrades: super::check::UpgradeCounts,
+    /// What the activity workers did (`Faults::activity_workers`).
+    pub activity: super::activity::ActivityCounts,
     pub executions: usize,
     /// Known holes the run entered: `(tag, first occurrence, count)`.
     pub findings: Vec<(&'static str, String, u64)>,

@@ -41,6 +41,13 @@ pub fn activity_result(params: &Value) -> ExecutionResult {
     }
 }
 
+/// The function of the external route (`Faults::activity_workers`): an outside service
+/// answers it (`2x + 1`, like [`double`]) — or not, or late, or twice; the activity workers
+/// answer `timed-out` at its deadline unless the service's group committed past it.
+pub fn external_ffqn() -> Ffqn {
+    "sim:ext/service.double".parse().expect("a valid ffqn")
+}
+
 /// A function no component exports.
 pub fn unknown_ffqn() -> Ffqn {
     "sim:wf/flows.nope".parse().expect("a valid ffqn")
@@ -94,6 +101,10 @@ pub enum Workflow {
     /// forwards to it stays unclaimed, or comes back once it finished). Not in
     /// [`Self::ALL`]: it finishes only when sent an event or given time.
     Order,
+    /// `[x]`: calls the external route's function ([`external_ffqn`]) with `[x]`: returns
+    /// its value (`2x + 1`), or -1 if it failed (timed out: the service did not answer by the
+    /// deadline). Not in [`Self::ALL`]: only with `Faults::activity_workers`.
+    Watched,
 }
 
 /// The correlation key of an `order` with params `[n, ..]`.
@@ -129,6 +140,7 @@ impl Workflow {
             Workflow::StubRace => "stub-race",
             Workflow::StubWriter => "stub-writer",
             Workflow::Order => "order",
+            Workflow::Watched => "watched",
         }
     }
 
@@ -150,6 +162,7 @@ impl Workflow {
                 Workflow::StubRace,
                 Workflow::StubWriter,
                 Workflow::Order,
+                Workflow::Watched,
             ])
             .find(|w| w.name() == ffqn.function())
     }
@@ -162,7 +175,7 @@ impl Workflow {
             | Workflow::Abandon
             | Workflow::Order
             | Workflow::StubWriter => 3,
-            Workflow::LongSleep | Workflow::Approval | Workflow::StubRace => 1,
+            Workflow::LongSleep | Workflow::Approval | Workflow::StubRace | Workflow::Watched => 1,
             Workflow::Stubbed => 0,
         }
     }
@@ -176,6 +189,7 @@ impl Workflow {
             (Workflow::Parent, [n, base]) => sum(*n, *base) + double(base + 1000),
             (Workflow::LongSleep, [secs]) => *secs,
             (Workflow::Abandon, [_, _, base]) => double(*base),
+            (Workflow::Watched, [x]) => double(*x),
             _ => return ExecutionResult::Err(json!("bad params")),
         };
         ExecutionResult::Ok(json!(value))
@@ -291,6 +305,14 @@ impl Workflow {
                     &json!([target, value]),
                     ChildKind::StubWrite,
                 ))?)
+            }
+            (Workflow::Watched, [x]) => {
+                let result = ready(ctx.engine.call(
+                    &external_ffqn(),
+                    &json!([x]),
+                    ChildKind::Activity,
+                ))?;
+                Ok(ok(value_of(&result).unwrap_or(-1)))
             }
             (Workflow::Approval, [0]) => ctx.await_event("approved"),
             (Workflow::Approval, [ms]) => ctx.race_event("approved", *ms as u64),

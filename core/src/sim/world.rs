@@ -14,11 +14,12 @@ use crate::processor::{Body, Effect, Input, Undecodable};
 use crate::records::{DlqEnvelope, DlqReason, HistoryRecord};
 use crate::wire::{self, Key, RecordKind, RecordType, TopicRole};
 
+use super::activity::ActivityWorkers;
 use super::cluster::{Cluster, Payload, Producer, Record, SimTime, Topic, TxnRefused};
 use super::config::{Faults, SimConfig};
 use super::rng::Rng;
 use super::store::{Codec, MaterialiserQueue, Store};
-use super::workflows::activity_result;
+use super::workflows::{activity_result, double_ffqn, external_ffqn};
 use crate::rows::MaterialiseJob;
 
 pub type Shared = Arc<Mutex<World>>;
@@ -152,6 +153,8 @@ pub struct World {
     pub codec: Codec,
     pub procs: BTreeMap<u64, Proc>,
     pub activities: ActivityService,
+    /// The activity workers and the external route's service (`Faults::activity_workers`).
+    pub act: ActivityWorkers,
     pub rng: Rng,
     pub trace: Vec<String>,
     /// Things a seam saw that no correct driver does (checked as an invariant).
@@ -162,7 +165,7 @@ pub struct World {
     pub stats: Stats,
 }
 
-fn encode<T: std::fmt::Debug>(value: &T) -> Vec<u8> {
+pub(super) fn encode<T: std::fmt::Debug>(value: &T) -> Vec<u8> {
     format!("{value:?}").into_bytes()
 }
 
@@ -178,6 +181,7 @@ impl World {
             codec: Codec::default(),
             procs: BTreeMap::new(),
             activities: ActivityService::default(),
+            act: ActivityWorkers::default(),
             rng,
             trace: Vec::new(),
             anomalies: Vec::new(),
@@ -642,11 +646,32 @@ impl World {
             }
         };
         // The simulated activity service is an outside service: like the worker's encoder
-        // for an external route, the worker does not tell it of a cancellation.
-        if address.kind == Some(RecordKind::Cancel) {
-            return;
-        }
-        let topic = Topic::of_destination(&address.destination);
+        // for an external route, the worker does not tell it of a cancellation. The activity
+        // workers (`Faults::activity_workers`) serve the route of `double` and are told; the
+        // external route has a topic of its own, which they watch.
+        let served =
+            |ffqn: &crate::model::Ffqn| self.faults.activity_workers && *ffqn == double_ffqn();
+        let topic = match &address.destination {
+            wire::Destination::Route(ffqn)
+                if self.faults.activity_workers && *ffqn == external_ffqn() =>
+            {
+                Topic::External
+            }
+            wire::Destination::Route(ffqn)
+                if address.kind == Some(RecordKind::Cancel) && !served(ffqn) =>
+            {
+                return;
+            }
+            destination => Topic::of_destination(destination),
+        };
+        // A retry's backoff, as the table's header says it (the activity workers honour it).
+        let not_before = address
+            .headers
+            .iter()
+            .find(|(name, _)| *name == wire::NOT_BEFORE_HEADER)
+            .filter(|_| self.faults.activity_workers)
+            .and_then(|(_, value)| std::str::from_utf8(value).ok()?.parse::<i64>().ok())
+            .and_then(chrono::DateTime::from_timestamp_millis);
         let key = match address.key {
             Key::Exactly(key) => key,
             Key::OfInput(input) => match self.procs[&pid].consumer.last_poll.get(input) {
@@ -673,9 +698,17 @@ impl World {
             }),
             Effect::Submit(s) => Payload::Submission(s.clone()),
             // The simulated activity service answers when it chooses: a retry's backoff is
-            // not modelled.
+            // not modelled. The activity workers (`Faults::activity_workers`) honour it: the
+            // table's not-before header is kept with the record.
             Effect::RequestActivity(r) | Effect::RetryActivity { request: r, .. } => {
                 Payload::Activity(r.clone())
+            }
+            Effect::CancelActivity { parent, child, .. } => {
+                Payload::ActivityCancel(crate::records::ActivityCancel {
+                    execution_id: child.clone(),
+                    parent_execution_id: parent.clone(),
+                    cancelled_at: now,
+                })
             }
             Effect::Respond { response, .. } => Payload::Response(response.clone()),
             Effect::CancelExecution(request) => Payload::Cancel(request.clone()),
@@ -709,10 +742,8 @@ impl World {
             Effect::ReturnEvent(event) => Payload::KeyedEvent(event.clone()),
             Effect::WriteStub(write) => Payload::StubWrite(write.clone()),
             Effect::ScheduleCommand(command) => Payload::ScheduleCommand(command.clone()),
-            // Routed above: no record, or none the simulated activity service is told of.
-            Effect::PutTimer(_) | Effect::DeleteTimer(_) | Effect::CancelActivity { .. } => {
-                return;
-            }
+            // Routed above: no record.
+            Effect::PutTimer(_) | Effect::DeleteTimer(_) => return,
         };
         let partition = if topic == Topic::Dlq {
             0
@@ -741,6 +772,12 @@ impl World {
                 bytes,
             });
             return;
+        }
+        if let Some(not_before) = not_before {
+            self.act
+                .log
+                .headers
+                .insert((topic, partition, offset), not_before);
         }
         // What a correlation key does is read from the records (the processor traces it only
         // through `tracing`).
@@ -1023,7 +1060,13 @@ impl World {
     // ---- the activity service ----
 
     /// Reads new committed requests and schedules their answers; sends the answers due.
+    /// With `Faults::activity_workers` it is the external route's service instead
+    /// ([`World::service_step`]): the activity workers serve the requests.
     pub fn activity_step(&mut self) {
+        if self.faults.activity_workers {
+            self.service_step();
+            return;
+        }
         let now = self.now;
         let duplicates = self.faults.duplicate_answers;
         for partition in 0..self.cluster.partitions(Topic::Activity) {
@@ -1106,6 +1149,9 @@ impl World {
 
     /// Whether the activity service has read every committed request and sent every answer.
     pub fn activities_idle(&self) -> bool {
+        if self.faults.activity_workers {
+            return self.service_idle() && self.unfinished_routes().is_empty();
+        }
         self.activities.pending.is_empty()
             && (0..self.cluster.partitions(Topic::Activity)).all(|p| {
                 let (unread, _) = self.cluster.read_committed(
@@ -1179,7 +1225,15 @@ impl World {
             .cluster
             .next_transaction_deadline(self.ms(self.config.transaction_timeout_ms));
         let store = self.store.down_until;
-        [unfreeze, group, txn, store].into_iter().flatten().min()
+        let activity_workers = self
+            .cluster
+            .activity_group
+            .next_deadline(self.ms(self.config.rebalance_timeout_ms));
+        let act_unfreeze = self.act_next_resume();
+        [unfreeze, group, txn, store, activity_workers, act_unfreeze]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// Does what is due at `now`.
@@ -1203,6 +1257,15 @@ impl World {
             self.stats.rebalances += 1;
             let done = rebalance_done(&self.cluster.group);
             self.event(done);
+        }
+        self.act_resume_due();
+        let generation = self.cluster.activity_group.generation;
+        for e in self.cluster.activity_group.tick(now, rebalance_timeout) {
+            self.event(format!("activity workers' {e}"));
+        }
+        if self.cluster.activity_group.generation != generation {
+            let done = rebalance_done(&self.cluster.activity_group);
+            self.event(format!("activity workers' {done}"));
         }
         let timeout = self.ms(self.config.transaction_timeout_ms);
         for txn in self.cluster.expire_transactions(now, timeout) {

@@ -2,6 +2,7 @@
 //! (`weir topology apply`), transactional batches, and the workflow worker (the partition
 //! processor) with its store catch-up.
 
+mod activity_tasks;
 pub mod activity_worker;
 pub mod admin;
 pub mod config;

@@ -1,0 +1,439 @@
+//! The activity workers' effects (`super::activity`): attempts started and aborted, pauses,
+//! resumes, seeks, and commits in two steps (produce; send the offsets and commit — refused
+//! for a zombie, whose answers are then aborted); and their processes' lives: exits, kills,
+//! freezes.
+
+use chrono::Duration;
+
+use super::activity::{Running, SimSource, Started, attempt_result, topic_of};
+use super::cluster::{Payload, Producer, SimTime, Topic, TxnRefused};
+use super::workflows::activity_result;
+use super::world::{PendingAnswer, Status, World, encode};
+use crate::activity::{Commit, Effect, Input, Outgoing};
+use crate::model::{ExecutionId, Response};
+use crate::records::DlqEnvelope;
+use crate::wire;
+
+impl World {
+    /// Executes the core's effects; `record`: they answer a record (a cancellation's abort).
+    pub(super) fn act_execute(&mut self, pid: u64, effects: Vec<Effect<SimSource>>, record: bool) {
+        let now = self.now;
+        for effect in effects {
+            match effect {
+                Effect::Seek { partition, offset } => {
+                    let key = (topic_of(&partition.topic), partition.partition);
+                    self.act_procs_mut(pid)
+                        .positions
+                        .insert(key, offset.unwrap_or(0));
+                }
+                Effect::Start(start) => {
+                    let latency = if self.rng.chance(200) {
+                        self.rng.range(3_000, 12_000)
+                    } else {
+                        self.rng.range(0, 1_500)
+                    } as i64;
+                    let child = start.request.execution_id.clone();
+                    // An activity with a deadline (its parent's) answers at its first attempt,
+                    // within its bound: a failure that leaves no time for a retry would end
+                    // the parent before its deadline, which the workflows' expected results
+                    // do not allow (that rule is the core's unit tests').
+                    let (result, latency) = match (start.request.deadline, start.timeout) {
+                        (Some(_), bound) => {
+                            let bound = bound.map_or(latency, |b| b.as_millis() as i64);
+                            (activity_result(&start.request.params), latency.min(bound))
+                        }
+                        (None, _) => (
+                            attempt_result(&child, start.attempt, &start.request.params),
+                            latency,
+                        ),
+                    };
+                    let seq = self.act.log.next();
+                    self.act.log.started.push(Started {
+                        seq,
+                        at: now,
+                        pid,
+                        child: child.clone(),
+                        attempt: start.attempt,
+                    });
+                    self.act.counts.attempts += 1;
+                    self.act_procs_mut(pid).running.insert(
+                        start.id,
+                        Running::Attempt {
+                            due: now + Duration::milliseconds(latency),
+                            child,
+                            attempt: start.attempt,
+                            result,
+                        },
+                    );
+                }
+                Effect::CheckService {
+                    id,
+                    partition,
+                    offset,
+                    ..
+                } => {
+                    let latency = self.rng.range(0, 300) as i64;
+                    self.act_procs_mut(pid).running.insert(
+                        id,
+                        Running::Check {
+                            due: now + Duration::milliseconds(latency),
+                            partition: partition.partition,
+                            offset,
+                        },
+                    );
+                }
+                Effect::Abort { id } => {
+                    if self.act_procs_mut(pid).running.remove(&id).is_some() && record {
+                        self.act.counts.cancel_aborts += 1;
+                    }
+                }
+                Effect::Pause { partition } => {
+                    let key = (topic_of(&partition.topic), partition.partition);
+                    self.act_procs_mut(pid).paused.insert(key);
+                    self.act.counts.pauses += 1;
+                }
+                Effect::Resume { partition, from } => {
+                    let key = (topic_of(&partition.topic), partition.partition);
+                    let p = self.act_procs_mut(pid);
+                    p.paused.remove(&key);
+                    if let Some(from) = from {
+                        p.positions.insert(key, from);
+                    }
+                }
+                Effect::Commit(commit) => self.act_begin_commit(pid, commit),
+            }
+        }
+    }
+
+    /// Begins the transaction and produces the commit's records (its offsets are sent at the
+    /// next step).
+    pub(super) fn act_begin_commit(&mut self, pid: u64, commit: Commit<SimSource>) {
+        let now = self.now;
+        let (tid, epoch) = {
+            let p = self.act_procs(pid);
+            (p.transactional_id.clone(), p.epoch)
+        };
+        let txn = match self.cluster.begin(&tid, epoch, pid, now) {
+            Ok(txn) => txn,
+            Err(e) => {
+                self.act_exit(pid, &format!("{e:?}"));
+                return;
+            }
+        };
+        for record in &commit.records {
+            self.act_produce(pid, txn, record);
+        }
+        let p = self.act_procs_mut(pid);
+        p.at = "commit: produced";
+        p.open_txn = Some((txn, commit));
+    }
+
+    pub(super) fn act_produce(&mut self, pid: u64, txn: u64, record: &Outgoing<SimSource>) {
+        let now = self.now;
+        let producer = Producer::ActivityWorker { pid };
+        match record {
+            Outgoing::Answer {
+                parent, response, ..
+            } => {
+                // Routed by the wire table, as the Kafka activity worker routes it.
+                let address = wire::answer(parent);
+                let topic = Topic::of_destination(&address.destination);
+                let wire::Key::Exactly(key) = address.key else {
+                    unreachable!("an answer is keyed by its parent")
+                };
+                let partition = self.cluster.partition_for(topic, &key);
+                let payload = Payload::Response(response.clone());
+                let bytes = encode(&payload);
+                self.cluster.append(
+                    topic,
+                    partition,
+                    Some(key),
+                    address.kind,
+                    payload,
+                    bytes,
+                    producer,
+                    Some(txn),
+                    now,
+                );
+                if let Some(child) = record.answered() {
+                    let seq = self.act.log.next();
+                    self.act.log.produced.push((seq, pid, txn, child.clone()));
+                }
+            }
+            Outgoing::DeadLetter {
+                source,
+                reason,
+                error,
+            } => {
+                let envelope = DlqEnvelope {
+                    original_topic: source.topic.name().to_owned(),
+                    original_partition: source.partition,
+                    original_offset: source.offset,
+                    original_timestamp_millis: Some(source.timestamp.timestamp_millis()),
+                    key: source.key.clone().map(String::into_bytes),
+                    value: Some(source.bytes.clone()),
+                    original_headers: Vec::new(),
+                    reason: *reason,
+                    error: error.clone(),
+                    failed_at: now,
+                };
+                let payload = Payload::Dlq(Box::new(envelope));
+                let bytes = encode(&payload);
+                let key = source.key.clone().unwrap_or_default();
+                self.cluster.append(
+                    Topic::Dlq,
+                    0,
+                    Some(key),
+                    None,
+                    payload,
+                    bytes,
+                    producer,
+                    Some(txn),
+                    now,
+                );
+            }
+        }
+    }
+
+    /// Sends the offsets of the commit in flight and commits (or, refused, aborts and takes
+    /// over again).
+    pub(super) fn act_end_commit(&mut self, pid: u64) {
+        let now = self.now;
+        let p = self.act_procs_mut(pid);
+        let Some((txn, commit)) = p.open_txn.take() else {
+            return;
+        };
+        let (tid, epoch, member, generation, name) = (
+            p.transactional_id.clone(),
+            p.epoch,
+            p.member,
+            p.generation,
+            p.name(),
+        );
+        if let Err(e) = self.cluster.check_open(txn, &tid, epoch) {
+            self.act_exit(pid, &format!("{e:?}"));
+            return;
+        }
+        let offsets: Vec<(Topic, i32, i64, String)> = commit
+            .progress
+            .iter()
+            .map(|(k, p)| (topic_of(&k.topic), k.partition, p.frontier, p.metadata()))
+            .collect();
+        let sent = if offsets.is_empty() {
+            Ok(())
+        } else {
+            self.cluster
+                .send_route_offsets(txn, &offsets, member, generation)
+        };
+        match sent {
+            Err(TxnRefused::Generation(e)) => {
+                self.cluster.end(txn, false, now);
+                self.act.counts.refused_commits += 1;
+                self.event(format!(
+                    "{name}: activity commit refused, transaction {txn} aborted: {e}"
+                ));
+                self.act_procs_mut(pid).revoke(now);
+            }
+            Err(TxnRefused::Fenced(e)) => self.act_exit(pid, &e),
+            Ok(()) => {
+                self.cluster.end(txn, true, now);
+                self.stats.commits += 1;
+                let answered: Vec<(ExecutionId, Response, ExecutionId)> = commit
+                    .records
+                    .iter()
+                    .filter_map(|r| match r {
+                        Outgoing::Answer {
+                            parent, response, ..
+                        } => Some((r.answered()?.clone(), response.clone(), parent.clone())),
+                        Outgoing::DeadLetter { .. } => None,
+                    })
+                    .collect();
+                for (child, response, parent) in answered {
+                    let seq = self.act.log.next();
+                    self.act
+                        .log
+                        .committed
+                        .entry(child.clone())
+                        .or_insert((seq, now));
+                    // What a load generator re-sends (`Sim::steady_load`).
+                    if let Response::ChildExecutionFinished { result, .. } = response {
+                        let partition = self
+                            .cluster
+                            .partition_for(Topic::Responses, &parent.to_string());
+                        self.activities
+                            .sent
+                            .entry(partition)
+                            .or_default()
+                            .push(PendingAnswer {
+                                due: now,
+                                parent,
+                                child,
+                                result,
+                            });
+                    }
+                }
+                self.event(format!(
+                    "{name}: activity commit {txn}: {} records, offsets {offsets:?}",
+                    commit.records.len()
+                ));
+                let p = self.act_procs_mut(pid);
+                p.core.handle(Input::Committed, now);
+                p.at = "poll";
+            }
+        }
+    }
+
+    /// Asked to stop: commits what is finished (interrupting what runs), then leaves.
+    pub(super) fn act_leave(&mut self, pid: u64) {
+        let now = self.now;
+        let p = self.act_procs_mut(pid);
+        let effects = p.core.handle(Input::Flush { interrupt: true }, now);
+        self.act_execute(pid, effects, false);
+        if self
+            .act
+            .procs
+            .get(&pid)
+            .is_some_and(|p| p.open_txn.is_some())
+        {
+            self.act_end_commit(pid);
+        }
+        let name = self.act_procs(pid).name();
+        self.event(format!("{name}: leaves after shutdown"));
+        self.act_bury(pid, false);
+    }
+
+    /// The process exits with an error (fenced): its supervisor restarts it.
+    pub(super) fn act_exit(&mut self, pid: u64, why: &str) {
+        let name = self.act_procs(pid).name();
+        self.stats.exits += 1;
+        self.stats.fenced += 1;
+        self.event(format!("{name}: exits with an error: {why}"));
+        self.act_bury(pid, false);
+    }
+
+    /// The process is gone: killed (its member stays until its session expires, an open
+    /// transaction hangs until the transaction timeout) or exited (it left the group).
+    pub fn act_bury(&mut self, pid: u64, killed: bool) {
+        let now = self.now;
+        let session = self.ms(self.config.session_timeout_ms);
+        let Some(p) = self.act.procs.get_mut(&pid) else {
+            return;
+        };
+        if p.status == Status::Dead {
+            return;
+        }
+        p.status = Status::Dead;
+        if killed {
+            self.act.counts.lost_in_flight += p
+                .running
+                .values()
+                .filter(|r| matches!(r, Running::Attempt { .. }))
+                .count() as u64;
+        } else if let Some((txn, _)) = p.open_txn.take() {
+            self.cluster.end(txn, false, now);
+        }
+        let Some(member) = p.member else {
+            return;
+        };
+        let group = &mut self.cluster.activity_group;
+        if killed {
+            if let Some(m) = group.members.get_mut(&member) {
+                m.expires_at = Some(m.expires_at.unwrap_or(now + session).min(now + session));
+            }
+        } else {
+            group.remove(member, now);
+        }
+    }
+
+    /// SIGSTOP for `ms`: its member expires after the session timeout.
+    pub fn act_freeze(&mut self, pid: u64, ms: i64) {
+        let now = self.now;
+        let session = self.ms(self.config.session_timeout_ms);
+        let Some(p) = self.act.procs.get_mut(&pid) else {
+            return;
+        };
+        if p.status != Status::Running {
+            return;
+        }
+        p.status = Status::Frozen {
+            until: now + Duration::milliseconds(ms),
+        };
+        self.stats.freezes += 1;
+        let (name, at, member) = (p.name(), p.at, p.member);
+        if let Some(m) = member.and_then(|m| self.cluster.activity_group.members.get_mut(&m)) {
+            m.expires_at = Some(m.expires_at.unwrap_or(now + session).min(now + session));
+        }
+        self.event(format!("{name}: frozen for {ms} ms at `{at}`"));
+    }
+
+    /// Frozen activity workers whose time came go on.
+    pub fn act_resume_due(&mut self) {
+        let now = self.now;
+        let due: Vec<u64> = self
+            .act
+            .procs
+            .values()
+            .filter(|p| matches!(p.status, Status::Frozen { until } if until <= now))
+            .map(|p| p.pid)
+            .collect();
+        for pid in due {
+            self.act_resume(pid);
+        }
+    }
+
+    pub fn act_resume(&mut self, pid: u64) {
+        let Some(p) = self.act.procs.get_mut(&pid) else {
+            return;
+        };
+        if !matches!(p.status, Status::Frozen { .. }) {
+            return;
+        }
+        p.status = Status::Running;
+        let (name, member) = (p.name(), p.member);
+        let note = match member.and_then(|m| self.cluster.activity_group.members.get_mut(&m)) {
+            Some(m) => {
+                m.expires_at = None;
+                "still a member"
+            }
+            None => "no longer a member — a zombie",
+        };
+        self.event(format!("{name}: resumes, {note}"));
+    }
+
+    /// The next instant a frozen activity worker resumes.
+    pub fn act_next_resume(&self) -> Option<SimTime> {
+        self.act
+            .procs
+            .values()
+            .filter_map(|p| match p.status {
+                Status::Frozen { until } => Some(until),
+                _ => None,
+            })
+            .min()
+    }
+
+    /// The route partitions with committed records at or past the activity workers'
+    /// committed offset (nothing there when every request is finished and committed).
+    pub fn unfinished_routes(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for topic in Topic::ROUTES {
+            for p in 0..self.cluster.partitions(topic) {
+                let committed = self
+                    .cluster
+                    .route_committed
+                    .get(&(topic, p))
+                    .map_or(0, |(o, _)| *o);
+                let (unread, _) = self.cluster.read_committed(topic, p, committed, usize::MAX);
+                if let Some(first) = unread.first() {
+                    out.push(format!(
+                        "{}/{p}: the activity workers committed {committed}, {} readable records from offset {}",
+                        topic.name(),
+                        unread.len(),
+                        first.offset
+                    ));
+                }
+            }
+        }
+        out
+    }
+}
