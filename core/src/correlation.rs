@@ -45,9 +45,6 @@ use crate::records::{InboundEvent, ReceivedEvent};
 /// the event, or at the same time, to be read however far behind the submissions topic is.
 pub const EARLY_EVENT_WAIT: Duration = Duration::minutes(10);
 
-/// The longest correlation key, in bytes.
-pub const MAX_KEY_LEN: usize = 128;
-
 /// At most this many events wait in one buffer: a key's, or an execution's (events no wait
 /// has taken yet, [`crate::processor`]).
 pub const MAX_BUFFERED_EVENTS: usize = 1_000;
@@ -57,53 +54,6 @@ pub const MAX_BUFFERED_EVENT_BYTES: usize = 1 << 20;
 
 /// At most this many executions hold or wait for one key.
 pub const MAX_HOLDERS: usize = 100;
-
-/// Key prefixes Weir keeps for its own keyed state (a key may not start with one).
-pub const RESERVED_PREFIXES: [&str; 2] = [crate::schedule::KEY_PREFIX, "weir:"];
-
-/// Why a correlation key is refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum KeyError {
-    #[error(
-        "correlation key `{0}` is not 1 to {MAX_KEY_LEN} bytes of printable ASCII without spaces"
-    )]
-    Syntax(String),
-    #[error("correlation key `{0}` starts with `E_`, which marks an execution id")]
-    ExecutionId(String),
-    #[error("correlation key `{0}` starts with `{1}`, which Weir keeps for its own state")]
-    Reserved(String, &'static str),
-}
-
-/// Checks a correlation key: 1 to 128 bytes of printable ASCII (no spaces), not starting with
-/// `E_` (an event's target that does is an execution id) nor with a prefix Weir keeps
-/// ([`RESERVED_PREFIXES`]), so that a key never names an execution or a schedule.
-pub fn check_key(key: &str) -> Result<(), KeyError> {
-    if key.is_empty() || key.len() > MAX_KEY_LEN || !key.bytes().all(|b| b.is_ascii_graphic()) {
-        return Err(KeyError::Syntax(key.to_owned()));
-    }
-    if key.starts_with("E_") {
-        return Err(KeyError::ExecutionId(key.to_owned()));
-    }
-    if let Some(prefix) = RESERVED_PREFIXES.iter().find(|p| key.starts_with(**p)) {
-        return Err(KeyError::Reserved(key.to_owned(), prefix));
-    }
-    Ok(())
-}
-
-/// Checks the key of a state kept for events on `weir.state`: a correlation key
-/// ([`check_key`]), or the id of an execution that does not exist yet, whose early events it
-/// keeps ([`hold_early`]).
-pub fn check_state_key(key: &str) -> Result<(), KeyError> {
-    if targets_execution(key) && key.parse::<ExecutionId>().is_ok() {
-        return Ok(());
-    }
-    check_key(key)
-}
-
-/// Whether an event's target names an execution (`E_…`) rather than a correlation key.
-pub fn targets_execution(target: &str) -> bool {
-    target.starts_with("E_")
-}
 
 /// An event sent to a correlation key. Topic `weir.events`, key: the correlation key; the
 /// same Avro record as an event for an execution (`InboundEvent`, whose `target` is the key).
@@ -539,26 +489,6 @@ mod tests {
             Received::Changed(c) => c,
             other => panic!("expected a change, got {other:?}"),
         }
-    }
-
-    #[test]
-    fn keys_that_are_refused() {
-        for (key, ok) in [
-            ("payment:order-42", true),
-            ("x", true),
-            ("", false),
-            ("with space", false),
-            ("E_01JX", false),
-            ("schedule:nightly", false),
-            ("weir:anything", false),
-            (&"k".repeat(128), true),
-            (&"k".repeat(129), false),
-            ("caf\u{e9}", false),
-        ] {
-            assert_eq!(check_key(key).is_ok(), ok, "{key}");
-        }
-        assert!(targets_execution("E_01JXYZ"));
-        assert!(!targets_execution("payment:order-42"));
     }
 
     fn later(secs: i64) -> DateTime<Utc> {

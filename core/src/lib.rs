@@ -43,6 +43,7 @@ pub mod runner;
 pub mod schedule;
 #[cfg(feature = "test-util")]
 pub mod sim;
+pub mod state_key;
 pub mod timers;
 pub mod trace;
 pub mod wire;

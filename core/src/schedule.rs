@@ -26,9 +26,6 @@ use sha2::{Digest, Sha256};
 use crate::model::{ExecutionId, Ffqn};
 use crate::records::{CancelRequest, Submission};
 
-/// The prefix of a schedule's key on `weir.responses` and `weir.state`.
-pub const KEY_PREFIX: &str = "schedule:";
-
 /// Metadata of an execution a schedule started: the schedule's name.
 pub const METADATA_SCHEDULE: &str = "weir.schedule";
 /// Metadata of an execution a schedule started: its tick (RFC 3339).
@@ -93,16 +90,6 @@ pub fn check_name(name: &str) -> Result<(), ScheduleError> {
     } else {
         Err(ScheduleError::Name(name.to_owned()))
     }
-}
-
-/// The key of a schedule's records: `schedule:<name>`.
-pub fn key(name: &str) -> String {
-    format!("{KEY_PREFIX}{name}")
-}
-
-/// The schedule name a key names, if it is a schedule's key.
-pub fn name_of_key(key: &str) -> Option<&str> {
-    key.strip_prefix(KEY_PREFIX)
 }
 
 /// What a tick does while the previous tick's execution is still running.

@@ -32,6 +32,7 @@ use serde::Deserialize;
 use crate::driver::InputTopic;
 use crate::model::{ExecutionId, Ffqn};
 use crate::processor::Effect;
+use crate::state_key::StateKey;
 
 /// The header that tells a record of another type from the topic's own ([`RecordKind`]).
 pub const KIND_HEADER: &str = "weir.kind";
@@ -372,9 +373,9 @@ pub fn address(effect: &Effect) -> Result<Option<Address>, AddressError> {
         Effect::CancelExecution(request) => {
             Address::to(R::Submissions, &request.execution_id).of_kind(RecordKind::CancelExecution)
         }
-        Effect::PutSchedule { name, .. } => Address::to(R::State, crate::schedule::key(name)),
+        Effect::PutSchedule { name, .. } => Address::to(R::State, StateKey::schedule(name)),
         Effect::ScheduleCommand(command) => {
-            Address::to(R::Responses, crate::schedule::key(&command.name))
+            Address::to(R::Responses, StateKey::schedule(&command.name))
                 .of_kind(RecordKind::Schedule)
         }
         Effect::Correlation(command) => {

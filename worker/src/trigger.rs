@@ -21,6 +21,7 @@ use sha2::{Digest, Sha256};
 use crate::codec::{InboundEvent, ReceivedEvent, Submission};
 use crate::correlation::KeyedEvent;
 use crate::model::{ExecutionId, Ffqn, check_event_name};
+use weir_core::state_key::StateKey;
 
 /// The parsed `triggers.toml`.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -418,23 +419,20 @@ impl Trigger {
                     name: name.clone(),
                     payload: take(payload)?,
                 };
-                if !crate::correlation::targets_execution(&target) {
-                    crate::correlation::check_key(&target).map_err(|e| {
-                        invalid(format!(
-                            "target `{target}` is neither an execution id (`E_…`) nor a \
-                             correlation key: {e}"
-                        ))
-                    })?;
+                let read = StateKey::for_events(&target).map_err(|e| {
+                    invalid(format!(
+                        "target `{target}` is neither an execution id (`E_…`) nor a \
+                         correlation key: {e}"
+                    ))
+                })?;
+                let StateKey::Execution(target) = read else {
                     return Ok(Mapped::KeyedEvent(KeyedEvent {
                         event,
                         key: target,
                         sent_at: now,
                         returned_by: None,
                     }));
-                }
-                let target: ExecutionId = target.parse().map_err(|e| {
-                    invalid(format!("target `{target}` is not an execution id: {e}"))
-                })?;
+                };
                 Ok(Mapped::Event(InboundEvent {
                     event,
                     target,

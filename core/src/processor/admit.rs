@@ -28,7 +28,7 @@ use crate::projection;
 use crate::projection::ExecutionView;
 use crate::records::DlqReason;
 use crate::runner::WorkflowRunner;
-use crate::schedule;
+use crate::state_key::StateKey;
 use std::str::FromStr;
 
 impl<R: WorkflowRunner> Processor<R> {
@@ -164,7 +164,12 @@ impl<R: WorkflowRunner> Processor<R> {
             Body::Cancel(c) => keyed_by("a cancellation", &c.execution_id),
             Body::Schedule(c) => {
                 let what = format!("a command for schedule `{}`", c.name);
-                return self.misrouted_keyed(partition, key, &schedule::key(&c.name), &what);
+                return self.misrouted_keyed(
+                    partition,
+                    key,
+                    &StateKey::schedule(&c.name).to_string(),
+                    &what,
+                );
             }
             Body::KeyedEvent(e) => {
                 let what = format!("an event for correlation key `{}`", e.key);

@@ -225,7 +225,7 @@ impl Replay {
     /// ([`UsageError::InvalidCorrelationKey`]).
     pub fn correlate(&mut self, key: &str) -> Result<(), ReplayError> {
         self.ensure_idle("correlate")?;
-        if let Err(e) = crate::correlation::check_key(key) {
+        if let Err(e) = crate::state_key::check_correlation_key(key) {
             return Err(UsageError::InvalidCorrelationKey(e.to_string()).into());
         }
         let event = HistoryEvent::Correlate {

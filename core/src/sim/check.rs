@@ -987,8 +987,8 @@ fn check_schedules(
     settled: bool,
 ) {
     use crate::schedule::{
-        KEY_PREFIX, MAX_MISSED_COUNTED, METADATA_SCHEDULE, METADATA_TICK, Overlap, ScheduleAction,
-        Status, tick_execution_id,
+        MAX_MISSED_COUNTED, METADATA_SCHEDULE, METADATA_TICK, Overlap, ScheduleAction, Status,
+        tick_execution_id,
     };
 
     // Tick submissions, by schedule; finished runs told to schedules, by execution.
@@ -1018,7 +1018,13 @@ fn check_schedules(
         if let Some(Payload::Dlq(e)) = &r.payload
             && e.key
                 .as_deref()
-                .is_some_and(|k| k.starts_with(KEY_PREFIX.as_bytes()))
+                .and_then(|k| std::str::from_utf8(k).ok())
+                .is_some_and(|k| {
+                    matches!(
+                        crate::state_key::StateKey::parse(k),
+                        Ok(crate::state_key::StateKey::Schedule(_))
+                    )
+                })
         {
             add(
                 "schedule-runs",
@@ -1071,7 +1077,7 @@ fn check_schedules(
 
     for sched in schedules {
         let name = sched.name.as_str();
-        let key = crate::schedule::key(name);
+        let key = crate::state_key::StateKey::schedule(name).to_string();
         let cron = match sched.spec.compile(name) {
             Ok(cron) => cron,
             Err(e) => {

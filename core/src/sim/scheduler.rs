@@ -1518,7 +1518,7 @@ impl Sim {
         };
         let (partition, offset) = lock(&self.world).client_append(
             Topic::Responses,
-            crate::schedule::key(name),
+            crate::state_key::StateKey::schedule(name).to_string(),
             Some(crate::wire::RecordKind::Schedule),
             Payload::ScheduleCommand(command),
         );
@@ -1671,7 +1671,7 @@ impl Sim {
     /// The last committed state of schedule `name` (`None`: none, or deleted).
     fn committed_schedule(&self, name: &str) -> Option<crate::schedule::ScheduleState> {
         let w = self.world();
-        let key = crate::schedule::key(name);
+        let key = crate::state_key::StateKey::schedule(name).to_string();
         let partition = w.cluster.partition_for(Topic::State, &key);
         let (records, _) = w
             .cluster
@@ -2825,7 +2825,9 @@ impl EventCounts {
                 .cluster
                 .committed_records(Topic::State)
                 .filter(|(_, r)| {
-                    r.key.as_deref().is_some_and(crate::correlation::targets_execution)
+                    r.key.as_deref().is_some_and(|k| {
+                        crate::state_key::StateKey::for_events(k).is_ok_and(|k| k.execution().is_some())
+                    })
                         && matches!(&r.payload, Some(Payload::Correlation(Some(_))))
                 })
                 .count() as u64,

@@ -60,7 +60,7 @@ fn input_on(partition: i32, key: Option<String>, command: ScheduleCommand) -> In
 
 /// The input record of `command`, where it belongs (partition 0 of one).
 fn input(command: ScheduleCommand) -> Input {
-    let key = schedule::key(&command.name);
+    let key = weir_core::state_key::StateKey::schedule(&command.name).to_string();
     input_on(0, Some(key), command)
 }
 
@@ -387,7 +387,7 @@ fn a_misrouted_command_is_dead_lettered() {
             early_event_wait: weir_core::correlation::EARLY_EVENT_WAIT,
         },
     );
-    let key = schedule::key(NAME);
+    let key = weir_core::state_key::StateKey::schedule(NAME).to_string();
     let home = processor.partition_of_key(&key);
     let other = (home + 1) % 4;
     let create = || {

@@ -521,7 +521,7 @@ async fn list_correlations(
     authorize(&api, &headers, Scope::Read)?;
     let Query(query) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
     if let Some(key) = &query.key {
-        weir_core::correlation::check_state_key(key)
+        weir_core::state_key::StateKey::for_events(key)
             .map_err(|e| ApiError::bad_request(e.to_string()))?;
     }
     let api2 = Arc::clone(&api);

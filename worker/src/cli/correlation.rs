@@ -46,7 +46,7 @@ pub async fn run(command: CorrelationCommand) -> ExitCode {
 
 async fn list(args: ListArgs) -> anyhow::Result<()> {
     if let Some(key) = &args.key {
-        weir_core::correlation::check_state_key(key)?;
+        weir_core::state_key::StateKey::for_events(key)?;
     }
     let topology = topology(&args.cluster)?;
     let kafka = args.cluster.kafka()?;

@@ -24,12 +24,12 @@ use crate::model::{
 };
 use crate::model::{check_event_id, check_event_name};
 use weir_core::correlation::{
-    self, BufferedEvent, CorrelationAction, CorrelationCommand, CorrelationState, Forwarded,
-    KeyedEvent,
+    BufferedEvent, CorrelationAction, CorrelationCommand, CorrelationState, Forwarded, KeyedEvent,
 };
 use weir_core::schedule::{
     Overlap, ScheduleAction, ScheduleCommand, ScheduleSpec, ScheduleState, Status,
 };
+use weir_core::state_key::{StateKey, check_correlation_key};
 
 /// A type that is one record of a topic, with its schema in `schemas/avro/`.
 pub trait AvroRecord: Sized {
@@ -1070,19 +1070,19 @@ fn event_value(
 /// not exist yet, for which events are kept ([`correlation::hold_early`]).
 fn read_state_key(v: Value) -> Result<String, FieldError> {
     let key = read_string(v)?;
-    correlation::check_state_key(&key).map_err(|e| FieldError::new("", e.to_string()))?;
+    StateKey::for_events(&key).map_err(|e| FieldError::new("", e.to_string()))?;
     Ok(key)
 }
 
 fn read_correlation_key(v: Value) -> Result<String, FieldError> {
     let key = read_string(v)?;
-    correlation::check_key(&key).map_err(|e| FieldError::new("", e.to_string()))?;
+    check_correlation_key(&key).map_err(|e| FieldError::new("", e.to_string()))?;
     Ok(key)
 }
 
 /// A record of `weir.events` (`InboundEvent`), told apart by its target: an execution id
 /// (`E_…`) makes an event for that execution, anything else an event for a correlation key,
-/// which must pass [`correlation::check_key`] (else the record does not decode, and the DLQ
+/// which must pass [`check_correlation_key`] (else the record does not decode, and the DLQ
 /// says why).
 #[derive(Clone, Debug, PartialEq)]
 pub enum EventRecord {
@@ -1130,10 +1130,9 @@ impl AvroRecord for EventRecord {
         let returned_by: Option<ExecutionId> =
             f.get("returned_by", |v| read_optional(v, read_parsed))?;
         let waited_until = f.get("waited_until", |v| read_optional(v, read_instant))?;
-        if correlation::targets_execution(&target) {
-            let target = target
-                .parse()
-                .map_err(|e| FieldError::new("target", format!("`{target}`: {e}")))?;
+        let read =
+            StateKey::for_events(&target).map_err(|e| FieldError::new("target", e.to_string()))?;
+        if let StateKey::Execution(target) = read {
             if let Some(by) = returned_by {
                 return Err(FieldError::new(
                     "returned_by",
@@ -1160,7 +1159,6 @@ impl AvroRecord for EventRecord {
                 ),
             ));
         }
-        correlation::check_key(&target).map_err(|e| FieldError::new("target", e.to_string()))?;
         if let Some(key) = correlation_key {
             return Err(FieldError::new(
                 "correlation_key",

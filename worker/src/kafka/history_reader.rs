@@ -48,7 +48,7 @@ pub enum HistoryReadError {
          (its coordinator completed it without writing this partition's marker: Kafka 4.4 \
          after a partition leader was lost, KAFKA-20734); `kafka-transactions.sh \
          describe-producers --topic {topic} --partition {partition}` names its producer, and \
-         the README (\"Hanging transactions\") says what to do"
+         docs/operating.md (\"Hanging transactions\") says what to do"
     )]
     OpenTransaction {
         topic: String,

@@ -7,7 +7,8 @@
 use std::time::Duration;
 
 use rdkafka::producer::{FutureProducer, FutureRecord};
-use weir_core::schedule::{self, ScheduleAction, ScheduleCommand, ScheduleState};
+use weir_core::schedule::{ScheduleAction, ScheduleCommand, ScheduleState};
+use weir_core::state_key::StateKey;
 use weir_core::wire::RecordKind;
 
 use super::KafkaConfig;
@@ -64,7 +65,7 @@ pub async fn send(
             action,
             source: Box::new(source),
         })?;
-    let key = schedule::key(&command.name);
+    let key = StateKey::schedule(&command.name).to_string();
     let headers = super::headers::of_kind(RecordKind::Schedule);
     let record = FutureRecord::to(topic)
         .key(&key)

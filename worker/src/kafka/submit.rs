@@ -14,8 +14,9 @@ use crate::codec::{
     AvroRecord, Codec, EncodeError, EventRecord, InboundEvent, ReceivedEvent, Submission,
     UpgradeRequest,
 };
-use crate::correlation::{self, KeyError, KeyedEvent};
+use crate::correlation::KeyedEvent;
 use crate::model::{EventNameError, ExecutionId, check_event_id, check_event_name};
+use weir_core::state_key::{KeyError, StateKey};
 
 /// How long a submission waits for the broker's acknowledgement.
 const SEND_TIMEOUT: Duration = Duration::from_secs(30);
@@ -38,10 +39,8 @@ pub enum SubmitError {
 /// Why an event cannot be sent: a field that breaks the rules of `schemas/avro/event.avsc`.
 #[derive(Debug, thiserror::Error)]
 pub enum EventError {
-    #[error("target `{0}` starts with `E_` but is not an execution id: {1}")]
-    Target(String, crate::model::ParseIdError),
     #[error("target `{0}` is neither an execution id (`E_…`) nor a correlation key: {1}")]
-    Key(String, KeyError),
+    Target(String, KeyError),
     #[error(transparent)]
     Name(#[from] EventNameError),
     #[error("the payload is not JSON: {0}")]
@@ -50,7 +49,7 @@ pub enum EventError {
 
 /// The event `name` with `payload` (JSON text) for `target`, checked; `event_id` is the
 /// caller's idempotency key, a new ULID when `None` (then sending twice is two events).
-/// `target` is an execution id (`E_…`) or a correlation key ([`correlation::check_key`]):
+/// `target` is an execution id (`E_…`) or a correlation key ([`weir_core::state_key::check_correlation_key`]):
 /// an event for a key reaches the execution that registered it (`correlate`), or waits in
 /// the key until one does.
 pub fn event(
@@ -60,15 +59,10 @@ pub fn event(
     event_id: Option<String>,
     sent_at: chrono::DateTime<chrono::Utc>,
 ) -> Result<EventRecord, EventError> {
-    let execution = if correlation::targets_execution(target) {
-        let id: ExecutionId = target
-            .parse()
-            .map_err(|e| EventError::Target(target.to_owned(), e))?;
-        Some(id)
-    } else {
-        correlation::check_key(target).map_err(|e| EventError::Key(target.to_owned(), e))?;
-        None
-    };
+    let execution = StateKey::for_events(target)
+        .map_err(|e| EventError::Target(target.to_owned(), e))?
+        .execution()
+        .cloned();
     check_event_name(name)?;
     let event_id = event_id.unwrap_or_else(|| ulid::Ulid::new().to_string());
     check_event_id(&event_id)?;
