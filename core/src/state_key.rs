@@ -54,9 +54,9 @@ pub enum KeyError {
     #[error("correlation key `{0}` starts with `{1}`, which Weir keeps for its own state")]
     Reserved(String, &'static str),
     #[error("`{0}` starts with `E_` but is not an execution id: {1}")]
-    BadExecutionId(String, ParseIdError),
+    BadExecutionId(String, Box<ParseIdError>),
     #[error("`{0}` is not the key of a schedule: {1}")]
-    Schedule(String, crate::schedule::ScheduleError),
+    Schedule(String, Box<crate::schedule::ScheduleError>),
     #[error("`{0}` is the key of a schedule, where an execution id or a correlation key belongs")]
     NotForEvents(String),
 }
@@ -88,7 +88,7 @@ impl StateKey {
         if let Some(name) = key.strip_prefix(SCHEDULE_PREFIX) {
             return crate::schedule::check_name(name)
                 .map(|()| StateKey::Schedule(name.to_owned()))
-                .map_err(|e| KeyError::Schedule(key.to_owned(), e));
+                .map_err(|e| KeyError::Schedule(key.to_owned(), Box::new(e)));
         }
         StateKey::for_events(key)
     }
@@ -101,7 +101,7 @@ impl StateKey {
             return key
                 .parse()
                 .map(StateKey::Execution)
-                .map_err(|e| KeyError::BadExecutionId(key.to_owned(), e));
+                .map_err(|e| KeyError::BadExecutionId(key.to_owned(), Box::new(e)));
         }
         if key.starts_with(SCHEDULE_PREFIX) {
             return Err(KeyError::NotForEvents(key.to_owned()));

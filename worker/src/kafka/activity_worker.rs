@@ -25,7 +25,7 @@
 //! the record of its request being finished commit together, or neither does: exactly once.
 //! Retries are durable in that same metadata; a request that arrives as a later attempt
 //! (`attempt > 1` with a [`NOT_BEFORE_HEADER`]) runs at that attempt, not before that
-//! instant. A cancellation ([`ActivityCancel`], kind [`RecordKind::Cancel`] in its [`KIND_HEADER`])
+//! instant. A cancellation ([`ActivityCancel`], kind [`wire::RecordKind::Cancel`] in its [`wire::KIND_HEADER`])
 //! interrupts a running attempt (its task is aborted: wasmtime stops the guest at its next
 //! await point) and answers `cancelled`. External routes are watched until their deadline:
 //! the loop reads the service group's committed offset when the core asks
@@ -39,7 +39,7 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Utc};
 use futures::FutureExt;
 use rdkafka::consumer::{Consumer, StreamConsumer};
-use rdkafka::message::{Headers, Message, OwnedMessage};
+use rdkafka::message::{Message, OwnedMessage};
 use rdkafka::{Offset, TopicPartitionList};
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
@@ -51,7 +51,7 @@ pub use weir_core::activity::{
     ActivitySettings, ActivitySettingsError, MAX_PARTITION_WINDOW, Mark, MetadataError, Progress,
 };
 
-use weir_core::wire::{self, KIND_HEADER, NOT_BEFORE_HEADER, RecordKind, RecordType};
+use weir_core::wire::{self, NOT_BEFORE_HEADER, RecordType};
 
 use super::activity_tasks::Tasks;
 use super::dlq::dead_letter;
@@ -631,10 +631,10 @@ impl ActivityWorker {
             } => {
                 // Routed by the wire table, as the simulation routes it.
                 let address = wire::answer(parent);
+                let topic = self.topology.topic(address.role()).name.clone();
                 let wire::Key::Exactly(key) = address.key else {
                     unreachable!("an answer is keyed by its parent")
                 };
-                let topic = self.topology.topic(address.role()).name.clone();
                 match self.encode_answer(&topic, ffqn, response) {
                     Ok(value) => OutgoingRecord {
                         topic,
