@@ -57,7 +57,10 @@ pub enum KeyError {
     BadExecutionId(String, Box<ParseIdError>),
     #[error("`{0}` is not the key of a schedule: {1}")]
     Schedule(String, Box<crate::schedule::ScheduleError>),
-    #[error("`{0}` is the key of a schedule, where an execution id or a correlation key belongs")]
+    #[error(
+        "`{0}` starts with `{SCHEDULE_PREFIX}`, which Weir keeps for its own state (a schedule's \
+         key), where an execution id or a correlation key belongs"
+    )]
     NotForEvents(String),
 }
 

@@ -277,7 +277,7 @@ mod tests {
                 "approved",
                 "1",
                 None,
-                "target `E_x` starts with `E_` but is not an execution id",
+                "target `E_x` is neither an execution id (`E_…`) nor a correlation key: `E_x` starts with `E_` but is not an execution id",
             ),
             (
                 "with space",
