@@ -35,8 +35,11 @@ pub const METADATA_TICK: &str = "weir.schedule.tick";
 pub const DEFAULT_TIMEZONE: &str = "UTC";
 
 /// The catch-up window when a declaration gives none: ticks owed for longer than this (the
-/// workers were down) are counted as missed, not started.
-pub const DEFAULT_CATCHUP_WINDOW: Duration = Duration::minutes(1);
+/// workers were down) are counted as missed, not started. Longer than a take-over after a
+/// kill -9 with the worker's default session and transaction timeouts (45 s + 30 s), with
+/// room to spare, so a crash alone never makes a tick missed (issue 33 F12; the worker's
+/// `options` test holds the two together).
+pub const DEFAULT_CATCHUP_WINDOW: Duration = Duration::minutes(5);
 
 /// The longest catch-up window a schedule may have, in days: every duration a user gives is
 /// bounded where it enters (a window of 300 000 years made `now - window` overflow and
@@ -550,7 +553,7 @@ mod tests {
             ffqn: Ffqn::from_str("app:report/jobs.nightly").expect("ffqn"),
             params: serde_json::json!([]),
             overlap,
-            catchup_window: DEFAULT_CATCHUP_WINDOW,
+            catchup_window: Duration::minutes(1),
         }
     }
 

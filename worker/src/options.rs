@@ -238,4 +238,23 @@ mod tests {
             usize::MAX
         );
     }
+
+    /// A schedule's default catch-up window outlasts a take-over with the default timeouts
+    /// (issue 33 F12): after a kill -9 the ticks owed are started, not counted missed. The next
+    /// owner gets the partition once the group drops the dead member (the session timeout),
+    /// then waits out its open transaction (the transaction timeout), then takes over; the
+    /// window must cover both with room to spare (it was one minute: 45 s + 30 s did not fit).
+    #[test]
+    fn the_default_catch_up_window_outlasts_a_take_over() {
+        let recovery = std::time::Duration::from_millis(
+            DEFAULT_SESSION_TIMEOUT_MS + DEFAULT_TRANSACTION_TIMEOUT_MS,
+        );
+        let window = weir_core::schedule::DEFAULT_CATCHUP_WINDOW
+            .to_std()
+            .expect("a positive window");
+        assert!(
+            window >= recovery * 2,
+            "catch-up window {window:?} against a take-over of up to {recovery:?}"
+        );
+    }
 }
