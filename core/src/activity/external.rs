@@ -123,6 +123,16 @@ mod tests {
             deadline(&request(None), t(0), Some(Duration::MAX), grace),
             DateTime::<Utc>::MAX_UTC
         );
+        // Issue 33 F14: `--unknown-activity-grace-secs 18446744073709551615` made
+        // `written_at + grace` panic in the worker; the deadline saturates instead.
+        assert_eq!(
+            deadline(&request(None), t(0), None, Duration::from_secs(u64::MAX)),
+            DateTime::<Utc>::MAX_UTC
+        );
+        assert_eq!(
+            after(t(0), Duration::from_secs(u64::MAX)),
+            DateTime::<Utc>::MAX_UTC
+        );
     }
 
     #[test]
