@@ -6,7 +6,12 @@
 //! too large for that (an oversize record is the usual reason it is dead-lettered) is cut to
 //! [`MAX_DLQ_VALUE_BYTES`], and the copy says so — in its error text and in the headers
 //! `weir.dlq.original-size` and `weir.dlq.original-sha256` (issue 11 item 7: a copy carrying
-//! the whole value failed its batch forever).
+//! the whole value failed its batch forever). The rest of the copy is bounded too, so that the
+//! value's reserve always holds it (issue 33 F4: a ~350 kB key, copied into the envelope, as
+//! the copy's own key and into the error text of a misrouted record, made a copy no producer
+//! could send): the key is cut to [`MAX_DLQ_KEY_BYTES`] (with its size and SHA-256 in the
+//! error text), the original headers to [`MAX_DLQ_HEADER_BYTES`] (whole headers, in order;
+//! the error text says how many were left out), the error text to [`MAX_DLQ_ERROR_BYTES`].
 //!
 //! `weir_dlq_records_total` counts dead letters whose transaction *committed*: the
 //! transactional producer counts them after the commit ([`is_dead_letter`]), so a batch that
@@ -102,6 +107,19 @@ pub fn dead_letter(
 /// once the key, the original headers, the error and the envelope's own fields have room.
 pub const MAX_DLQ_VALUE_BYTES: usize = MAX_PRODUCED_RECORD_BYTES - 64 * 1024;
 
+/// The most of an original key a DLQ copy carries (in its envelope, and as its own key).
+pub const MAX_DLQ_KEY_BYTES: usize = 8 * 1024;
+/// The most bytes (names and values) of original headers a DLQ copy carries.
+pub const MAX_DLQ_HEADER_BYTES: usize = 16 * 1024;
+/// The most of the error text a DLQ envelope carries (before the notes on what was cut).
+pub const MAX_DLQ_ERROR_BYTES: usize = 8 * 1024;
+
+// Twice the key, the headers, the error and its notes stay well within the value's reserve.
+const _: () = assert!(
+    2 * MAX_DLQ_KEY_BYTES + MAX_DLQ_HEADER_BYTES + MAX_DLQ_ERROR_BYTES + 4 * 1024
+        <= MAX_PRODUCED_RECORD_BYTES - MAX_DLQ_VALUE_BYTES - 16 * 1024
+);
+
 /// The original value's size and SHA-256, when the copy carries only a prefix of it.
 struct Cut {
     size: usize,
@@ -109,14 +127,30 @@ struct Cut {
 }
 
 fn cut(message: &OwnedMessage) -> Option<Cut> {
-    let value = message.payload()?;
-    (value.len() > MAX_DLQ_VALUE_BYTES).then(|| Cut {
-        size: value.len(),
-        sha256: Sha256::digest(value)
+    cut_of(message.payload()?, MAX_DLQ_VALUE_BYTES)
+}
+
+/// `bytes`' size and digest when they are longer than `max`.
+fn cut_of(bytes: &[u8], max: usize) -> Option<Cut> {
+    (bytes.len() > max).then(|| Cut {
+        size: bytes.len(),
+        sha256: Sha256::digest(bytes)
             .iter()
             .map(|b| format!("{b:02x}"))
             .collect(),
     })
+}
+
+/// `text` cut to at most `max` bytes, on a character boundary.
+fn truncate_text(text: &mut String, max: usize) {
+    if text.len() > max {
+        let mut at = max;
+        while !text.is_char_boundary(at) {
+            at -= 1;
+        }
+        text.truncate(at);
+        text.push('…');
+    }
 }
 
 fn envelope(
@@ -125,6 +159,38 @@ fn envelope(
     reason: DlqReason,
     mut error: String,
 ) -> (String, DlqEnvelope) {
+    truncate_text(&mut error, MAX_DLQ_ERROR_BYTES);
+    let mut key = message.key().map(<[u8]>::to_vec);
+    if let Some(key) = key.as_mut()
+        && let Some(cut) = cut_of(key, MAX_DLQ_KEY_BYTES)
+    {
+        key.truncate(MAX_DLQ_KEY_BYTES);
+        error.push_str(&format!(
+            " (this copy keeps the first {MAX_DLQ_KEY_BYTES} of the key's {} bytes; \
+             SHA-256 of the whole key: {})",
+            cut.size, cut.sha256
+        ));
+    }
+    let mut original_headers = Vec::new();
+    let (mut header_bytes, mut left_out) = (0, 0);
+    for h in message.headers().iter().flat_map(|headers| headers.iter()) {
+        let size = h.key.len() + h.value.map_or(0, <[u8]>::len);
+        if left_out > 0 || header_bytes + size > MAX_DLQ_HEADER_BYTES {
+            left_out += 1;
+            continue;
+        }
+        header_bytes += size;
+        original_headers.push(DlqHeader {
+            key: h.key.to_owned(),
+            value: h.value.map(<[u8]>::to_vec),
+        });
+    }
+    if left_out > 0 {
+        error.push_str(&format!(
+            " (this copy leaves out the last {left_out} original headers: they exceed \
+             {MAX_DLQ_HEADER_BYTES} bytes)"
+        ));
+    }
     let mut value = message.payload().map(<[u8]>::to_vec);
     if let (Some(cut), Some(value)) = (cut(message), value.as_mut()) {
         value.truncate(MAX_DLQ_VALUE_BYTES);
@@ -139,20 +205,9 @@ fn envelope(
         original_partition: message.partition(),
         original_offset: message.offset(),
         original_timestamp_millis: message.timestamp().to_millis(),
-        key: message.key().map(<[u8]>::to_vec),
+        key,
         value,
-        original_headers: message
-            .headers()
-            .map(|headers| {
-                headers
-                    .iter()
-                    .map(|h| DlqHeader {
-                        key: h.key.to_owned(),
-                        value: h.value.map(<[u8]>::to_vec),
-                    })
-                    .collect()
-            })
-            .unwrap_or_default(),
+        original_headers,
         reason,
         error,
         failed_at: Utc::now(),
@@ -183,7 +238,8 @@ fn record(
     }
     OutgoingRecord {
         topic: dlq,
-        key: String::from_utf8_lossy(message.key().unwrap_or_default()).into_owned(),
+        // The key as the envelope keeps it (cut when it is long).
+        key: String::from_utf8_lossy(envelope.key.as_deref().unwrap_or_default()).into_owned(),
         value: Some(value),
         headers,
     }
@@ -477,6 +533,70 @@ mod tests {
                 .headers
                 .iter()
                 .all(|(k, _)| k != dlq_headers::ORIGINAL_SIZE)
+        );
+    }
+
+    /// Issue 33 F4: a record with a ~350 kB key (a misrouted one, whose error text repeats
+    /// the key) and many headers made a copy larger than the producer's limit, and its batch
+    /// failed forever. The copy fits, and says what it cut.
+    #[test]
+    fn the_copy_of_a_record_with_a_huge_key_and_headers_fits() {
+        use rdkafka::message::{Header, OwnedHeaders};
+        let topology = topology();
+        let codec = Codec::new(None);
+        let key = vec![b'k'; 350_000];
+        let mut headers = OwnedHeaders::new();
+        let header_value = vec![b'h'; 1024];
+        for _ in 0..100 {
+            headers = headers.insert(Header {
+                key: "x-original",
+                value: Some(header_value.as_slice()),
+            });
+        }
+        let message = OwnedMessage::new(
+            Some(vec![7u8; 900_000]),
+            Some(key.clone()),
+            "weir.responses".to_owned(),
+            Timestamp::CreateTime(1),
+            3,
+            42,
+            Some(headers),
+        );
+        let error = format!(
+            "keyed by `{}`, which belongs on another partition",
+            String::from_utf8_lossy(&key)
+        );
+        let record = try_dead_letter(&topology, &codec, &message, DlqReason::Misrouted, error)
+            .expect("encodes");
+        let size: usize = record.value.as_ref().map_or(0, Vec::len)
+            + record.key.len()
+            + record
+                .headers
+                .iter()
+                .map(|(k, v)| k.len() + v.len())
+                .sum::<usize>();
+        assert!(size <= MAX_PRODUCED_RECORD_BYTES, "{size} bytes");
+        assert_eq!(record.key.len(), MAX_DLQ_KEY_BYTES);
+        let position = RecordPosition::at(&record.topic, 0, 0);
+        let envelope: DlqEnvelope = codec
+            .decode(record.value.as_deref().unwrap_or_default(), &position)
+            .expect("readable");
+        assert_eq!(envelope.key.as_deref(), Some(&key[..MAX_DLQ_KEY_BYTES]));
+        let sha: String = Sha256::digest(&key)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert!(envelope.error.contains(&sha), "{}", envelope.error);
+        assert!(envelope.error.contains("350000 bytes"));
+        let kept = envelope.original_headers.len();
+        assert!(kept > 0 && kept < 100, "{kept} headers kept");
+        assert!(
+            envelope.error.contains(&format!(
+                "leaves out the last {} original headers",
+                100 - kept
+            )),
+            "{}",
+            envelope.error
         );
     }
 }
