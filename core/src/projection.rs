@@ -625,7 +625,6 @@ mod tests {
             timer_id: delay().to_string(),
             execution_id: id(),
             kind: TimerKind::Delay,
-            payload: Vec::new(),
         });
         let table: Vec<(Vec<HistoryEntry>, ExecutionState, Vec<TimerChange>)> = vec![
             (vec![delay_request(0)], ExecutionState::Running, vec![put]),

@@ -128,7 +128,6 @@ impl TimerId {
             timer_id: self.to_string(),
             execution_id: execution_id.clone(),
             kind: self.kind(),
-            payload: Vec::new(),
         }
     }
 }
@@ -199,8 +198,6 @@ pub struct TimerRow {
     pub timer_id: String,
     pub execution_id: ExecutionId,
     pub kind: TimerKind,
-    /// Reserved for what firing the timer produces; empty today.
-    pub payload: Vec<u8>,
 }
 
 impl TimerRow {

@@ -546,7 +546,6 @@ pub mod examples {
                 timer_id: "delay".into(),
                 execution_id: parent.clone(),
                 kind: TimerKind::Delay,
-                payload: Vec::new(),
             }),
             Effect::DeleteTimer(crate::rows::TimerKey {
                 kafka_partition: 0,

@@ -76,6 +76,10 @@ pub struct Undecodable {
 
 /// One input of a batch.
 #[derive(Debug, Clone, PartialEq)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "records are nearly every input: boxing them would cost an allocation each"
+)]
 pub enum Input {
     /// A record of `weir.submissions` or `weir.responses`; `index` names it in
     /// [`Effect::DeadLetter`].

@@ -80,7 +80,7 @@ pub fn approx_bytes(job: &MaterialiseJob) -> usize {
     let timers: usize = job
         .new_timers
         .iter()
-        .map(|t| ROW + t.timer_id.len() + ID + t.payload.len())
+        .map(|t| ROW + t.timer_id.len() + ID)
         .sum();
     let removed: usize = job
         .removed_timers
@@ -545,7 +545,6 @@ mod tests {
             timer_id: id.into(),
             execution_id: ExecutionId::top_level(ulid::Ulid::new()),
             kind: TimerKind::Delay,
-            payload: Vec::new(),
         }
     }
 

@@ -83,7 +83,7 @@ type ExecutionColumns = (
     DateTime<Utc>,
     Option<DateTime<Utc>>,
 );
-type TimerColumns = (DateTime<Utc>, String, String, String, Vec<u8>);
+type TimerColumns = (DateTime<Utc>, String, String, String);
 
 /// The bind values of `insert_history`.
 #[allow(clippy::type_complexity)]
@@ -418,7 +418,7 @@ impl CqlStore {
             .await?,
             insert_timer: prepare(format!(
                 "INSERT INTO {ks}.timers (kafka_partition, time_bucket, due_at, timer_id, \
-                 execution_id, kind, payload) VALUES (?, ?, ?, ?, ?, ?, ?) USING TIMESTAMP ?"
+                 execution_id, kind) VALUES (?, ?, ?, ?, ?, ?) USING TIMESTAMP ?"
             ))
             .await?,
             delete_timer: prepare(format!(
@@ -428,7 +428,7 @@ impl CqlStore {
             ))
             .await?,
             select_timers: prepare(format!(
-                "SELECT due_at, timer_id, execution_id, kind, payload FROM {ks}.timers \
+                "SELECT due_at, timer_id, execution_id, kind FROM {ks}.timers \
                  WHERE kafka_partition = ? AND time_bucket = ? AND due_at >= ? AND due_at < ?"
             ))
             .await?,
@@ -837,7 +837,6 @@ impl Store for CqlStore {
                         t.timer_id.as_str(),
                         execution_id.as_str(),
                         t.kind.as_str(),
-                        t.payload.as_slice(),
                         stamp.0,
                     ),
                 )
@@ -899,14 +898,13 @@ impl Store for CqlStore {
                 .try_collect()
                 .await
                 .map_err(|e| result_error(&context, e))?;
-            for (due_at, timer_id, execution_id, kind, payload) in rows {
+            for (due_at, timer_id, execution_id, kind) in rows {
                 timers.push(TimerRow {
                     kafka_partition,
                     due_at,
                     execution_id: parse_id(&execution_id, &execution_id)?,
                     kind: parse_name(&kind, &execution_id)?,
                     timer_id,
-                    payload,
                 });
             }
         }
