@@ -1064,7 +1064,9 @@ fn a_refused_zombie_writes_nothing_until_it_is_assigned_again() {
     let violations = sim.check(false);
     ensure(
         &sim,
-        violations.iter().all(|v| v.invariant != "seam-contract"),
+        violations
+            .iter()
+            .all(|v| v.invariant != weir_core::sim::invariant::Invariant::SeamContract),
         &format!("{violations:?}"),
     );
     assert_invariants(&mut sim);

@@ -13,6 +13,7 @@ use crate::rows::ExecutionState;
 use crate::runner::RunStep;
 
 use super::cluster::{Payload, Producer, SimTime, Topic};
+use super::invariant::Invariant;
 use super::sent::{KeyedSend, SimSchedule, Submitted};
 use super::workflows::{ORDER_EVENT, Workflow, order_key, parse_params, run_fresh};
 use super::world::World;
@@ -20,16 +21,8 @@ use super::world::World;
 /// An invariant that does not hold.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Violation {
-    /// Its name: `finished-once`, `result`, `output-once`, `history-seqs`, `log-vs-store`,
-    /// `execution-row`, `delays`, `replay`, `dlq`, `stuck-partition`, `open-transactions`,
-    /// `timers-left`, `unfinished`, `seam-contract`, `history-partition`, `events`,
-    /// `deadline`, `schedule-state`, `schedule-ticks`, `schedule-runs`, `schedule-liveness`,
-    /// `correlation-once`, `correlation-delivery`, `correlation-lost`, `correlation-state`,
-    /// `correlation-liveness`, `stub-once`, `stub-value`, `stub-answer`, `stub-lost`,
-    /// `stub-liveness`; with `Faults::activity_workers` (`check_activity`):
-    /// `activity-once`, `activity-lost`, `activity-journal`, `activity-rerun`,
-    /// `activity-not-before`, `activity-stuck`.
-    pub invariant: &'static str,
+    /// Which invariant.
+    pub invariant: Invariant,
     pub detail: String,
 }
 
@@ -130,12 +123,12 @@ pub fn check(
     settled: bool,
 ) -> Vec<Violation> {
     let mut out = Vec::new();
-    let mut add = |invariant: &'static str, detail: String| {
+    let mut add = |invariant: Invariant, detail: String| {
         out.push(Violation { invariant, detail });
     };
 
     for a in &w.anomalies {
-        add("seam-contract", a.clone());
+        add(Invariant::SeamContract, a.clone());
     }
 
     let logs = committed_histories(w);
@@ -158,7 +151,7 @@ pub fn check(
                 })
             {
                 add(
-                    "upgrade",
+                    Invariant::Upgrade,
                     format!(
                         "{id}: Upgraded({to}) at seq {}, which no upgrade request asked for",
                         e.record.seq
@@ -172,7 +165,7 @@ pub fn check(
         let home = w.cluster.partition_for(Topic::History, &id.to_string());
         if let Some(e) = entries.iter().find(|e| e.partition != home) {
             add(
-                "history-partition",
+                Invariant::HistoryPartition,
                 format!(
                     "{id}: seq {} on history/{} (murmur2 says {home})",
                     e.record.seq, e.partition
@@ -195,7 +188,7 @@ pub fn check(
                 })
                 .collect();
             add(
-                "history-seqs",
+                Invariant::HistorySeqs,
                 format!(
                     "{id}: seqs in log order are not 0,1,2,…: [{}]",
                     listing.join(", ")
@@ -219,7 +212,7 @@ pub fn check(
         for e in &firsts {
             match rows.get(&(e.record.seq as i64)) {
                 None => add(
-                    "log-vs-store",
+                    Invariant::LogVsStore,
                     format!(
                         "{id}: seq {} ({}) is in the log at history/{}@{} but not in the store",
                         e.record.seq,
@@ -234,7 +227,7 @@ pub fn check(
                         .decode(&row.record)
                         .map_or_else(|| "undecodable".to_owned(), |r| describe(&r.entry));
                     add(
-                        "log-vs-store",
+                        Invariant::LogVsStore,
                         format!(
                             "{id}: seq {}: the log has {} (offset {}), the store has {} (offset {})",
                             e.record.seq,
@@ -247,7 +240,7 @@ pub fn check(
                 }
                 Some(row) if row.kafka_offset != e.offset || row.kafka_partition != e.partition => {
                     add(
-                        "log-vs-store",
+                        Invariant::LogVsStore,
                         format!(
                             "{id}: seq {}: logged at history/{}@{}, the store says {}@{}",
                             e.record.seq,
@@ -264,7 +257,7 @@ pub fn check(
         for seq in rows.keys() {
             if !first.contains_key(&(*seq as u64)) {
                 add(
-                    "log-vs-store",
+                    Invariant::LogVsStore,
                     format!("{id}: the store has history seq {seq}, the log does not"),
                 );
             }
@@ -278,7 +271,7 @@ pub fn check(
         let count = first.len() as i64;
         match w.store.executions.get(id) {
             None => add(
-                "execution-row",
+                Invariant::ExecutionRow,
                 format!("{id}: no execution row ({count} history entries)"),
             ),
             Some(row) => {
@@ -288,7 +281,7 @@ pub fn check(
                 });
                 if !state_ok || row.history_version != count || !result_ok {
                     add(
-                        "execution-row",
+                        Invariant::ExecutionRow,
                         format!(
                             "{id}: the row says {} at history version {} (result {:?}); the history has {count} entries, last {}",
                             row.state,
@@ -318,7 +311,7 @@ pub fn check(
                     if past_deadline(result) != (at >= deadline) =>
                 {
                     add(
-                        "deadline",
+                        Invariant::Deadline,
                         format!(
                             "{id}: finished at +{}ms with {result}; its deadline is +{}ms",
                             (at - w.start).num_milliseconds(),
@@ -327,7 +320,7 @@ pub fn check(
                     )
                 }
                 (None, Some((result, _))) if past_deadline(result) => add(
-                    "deadline",
+                    Invariant::Deadline,
                     format!("{id}: timed out by a deadline it does not have: {result}"),
                 ),
                 _ => {}
@@ -342,7 +335,7 @@ pub fn check(
                 && created.deadline.is_none_or(|d| d > parent)
             {
                 add(
-                    "deadline",
+                    Invariant::Deadline,
                     format!(
                         "{id}: deadline {:?}, later than its parent's {parent}",
                         created.deadline
@@ -381,7 +374,7 @@ pub fn check(
                     _ => None,
                 });
                 add(
-                    "delays",
+                    Invariant::Delays,
                     format!(
                         "{delay}: fired {n} times (due {})",
                         due.map_or_else(String::new, |d| format!(
@@ -396,7 +389,7 @@ pub fn check(
         if finished.is_none() {
             let last = entries.last().expect("non-empty");
             add(
-                "unfinished",
+                Invariant::Unfinished,
                 format!(
                     "{id}: {} history entries, the last {} at +{}ms; the store row says {}",
                     entries.len(),
@@ -444,7 +437,7 @@ pub fn check(
                 Ok((RunStep::Finished { result, effects }, _)) => {
                     if !effects.events.is_empty() {
                         add(
-                            "replay",
+                            Invariant::Replay,
                             format!(
                                 "{id}: replaying the committed history adds {} events",
                                 effects.events.len()
@@ -453,7 +446,7 @@ pub fn check(
                     }
                     if result != *recorded {
                         add(
-                            "replay",
+                            Invariant::Replay,
                             format!(
                                 "{id}: replay finishes with {result}, the history with {recorded}"
                             ),
@@ -461,13 +454,13 @@ pub fn check(
                     }
                 }
                 Ok((RunStep::Parked { blocked_on, .. }, _)) => add(
-                    "replay",
+                    Invariant::Replay,
                     format!(
                         "{id}: replaying the committed history parks on {blocked_on}, yet it finished with {recorded}"
                     ),
                 ),
                 Err(e) => add(
-                    "replay",
+                    Invariant::Replay,
                     format!("{id}: replaying the committed history fails: {e}"),
                 ),
             }
@@ -476,7 +469,7 @@ pub fn check(
     for id in w.store.executions.keys() {
         if !logs.contains_key(id) {
             add(
-                "log-vs-store",
+                Invariant::LogVsStore,
                 format!("{id}: an execution row, but no history in the log"),
             );
         }
@@ -503,7 +496,7 @@ pub fn check(
         let answers: Vec<&ExecutionResult> = all.iter().filter(|r| !is_conflict(r)).collect();
         if conflicts != s.conflicts as usize {
             add(
-                "finished-once",
+                Invariant::FinishedOnce,
                 format!(
                     "{id}: {conflicts} conflict answers on weir.results for {} conflicting submissions",
                     s.conflicts
@@ -523,7 +516,7 @@ pub fn check(
                     },
                 );
                 add(
-                    "finished-once",
+                    Invariant::FinishedOnce,
                     format!(
                         "{id} ({}{}) has no result on weir.results; {history}",
                         s.ffqn.function(),
@@ -532,7 +525,7 @@ pub fn check(
                 );
             }
             many if many.len() > s.times as usize => add(
-                "finished-once",
+                Invariant::FinishedOnce,
                 format!(
                     "{id}: {} results on weir.results for {} submissions: {}",
                     many.len(),
@@ -601,7 +594,7 @@ pub fn check(
                             _ => s.expected.to_string(),
                         };
                         add(
-                            "result",
+                            Invariant::Result,
                             format!(
                                 "{id} ({}{}): finished with {result}, expected {expected}",
                                 s.ffqn.function(),
@@ -629,7 +622,7 @@ pub fn check(
     for id in results.keys() {
         if !submitted.contains_key(id) && !ticks.contains(id) {
             add(
-                "finished-once",
+                Invariant::FinishedOnce,
                 format!("{id}: a result for an execution nobody submitted"),
             );
         }
@@ -676,12 +669,15 @@ pub fn check(
         ("answer to a parent", &answers),
     ] {
         for (id, n) in counts.iter().filter(|(_, n)| **n > 1) {
-            add("output-once", format!("{what} {id} committed {n} times"));
+            add(
+                Invariant::OutputOnce,
+                format!("{what} {id} committed {n} times"),
+            );
         }
     }
     for ((topic, p, offset), n) in dead.iter().filter(|(_, n)| **n > 1) {
         add(
-            "output-once",
+            Invariant::OutputOnce,
             format!("DLQ copy of {topic}/{p}@{offset} committed {n} times"),
         );
     }
@@ -693,7 +689,7 @@ pub fn check(
             .unwrap_or(0);
         if n != 1 {
             add(
-                "dlq",
+                Invariant::Dlq,
                 format!("poison record submissions/{p}@{offset} dead-lettered {n} times"),
             );
         }
@@ -718,11 +714,11 @@ pub fn check(
 
     {
         for stuck in unconsumed_inputs(w) {
-            add("stuck-partition", stuck);
+            add(Invariant::StuckPartition, stuck);
         }
         for t in w.cluster.txns.values() {
             add(
-                "open-transactions",
+                Invariant::OpenTransactions,
                 format!(
                     "txn {} of {} open since +{}ms",
                     t.number,
@@ -733,7 +729,7 @@ pub fn check(
         }
         for timer in w.store.timers.values() {
             add(
-                "timers-left",
+                Invariant::TimersLeft,
                 format!(
                     "timer {} of {} due +{}ms still in the store",
                     timer.timer_id,
@@ -745,7 +741,7 @@ pub fn check(
     }
     if !settled {
         add(
-            "unsettled",
+            Invariant::Unsettled,
             format!(
                 "the run did not settle within its budget; unconsumed: {:?}; open txns: {}; store timers: {}",
                 unconsumed_inputs(w),
@@ -763,7 +759,7 @@ pub fn check(
 /// events of correlation keys, `keyed_ids`, and those their keys forwarded are
 /// `check_correlation`'s.)
 fn check_events(
-    add: &mut impl FnMut(&'static str, String),
+    add: &mut impl FnMut(Invariant, String),
     w: &World,
     logs: &BTreeMap<ExecutionId, Vec<Logged<'_>>>,
     submitted: &indexmap::IndexMap<ExecutionId, Submitted>,
@@ -797,14 +793,14 @@ fn check_events(
             }
             match sent.iter().find(|(sent_id, _)| sent_id == event_id) {
                 None => add(
-                    "events",
+                    Invariant::Events,
                     format!(
                         "{id}: history seq {} holds event {event_id}, never sent to it",
                         e.record.seq
                     ),
                 ),
                 Some((_, p)) if payload.as_i64() != Some(*p) => add(
-                    "events",
+                    Invariant::Events,
                     format!("{id}: event {event_id} holds {payload}, {p} was sent"),
                 ),
                 Some(_) => {}
@@ -812,7 +808,10 @@ fn check_events(
         }
         for (what, counts) in [("kept", &kept), ("taken", &taken)] {
             for (event_id, n) in counts.iter().filter(|(_, n)| **n > 1) {
-                add("events", format!("{id}: event {event_id} {what} {n} times"));
+                add(
+                    Invariant::Events,
+                    format!("{id}: event {event_id} {what} {n} times"),
+                );
             }
         }
     }
@@ -862,7 +861,7 @@ fn check_events(
             let known = submitted.contains_key(&event.target)
                 || stray.contains(&(event.event.event_id.as_str(), &event.target));
             add(
-                "events",
+                Invariant::Events,
                 format!(
                     "event {} for {} at events/{partition}@{} is lost: not in its history, not \
                      dead-lettered{}",
@@ -979,7 +978,7 @@ fn explain(
 /// - `schedule-liveness`: once the faults stopped, an active schedule had ticked up to a few
 ///   seconds before its end (delete or pause) was applied: its partition was not stuck.
 fn check_schedules(
-    add: &mut impl FnMut(&'static str, String),
+    add: &mut impl FnMut(Invariant, String),
     w: &World,
     logs: &BTreeMap<ExecutionId, Vec<Logged<'_>>>,
     results: &BTreeMap<ExecutionId, Vec<ExecutionResult>>,
@@ -1007,7 +1006,7 @@ fn check_schedules(
         {
             if !matches!(r.producer, Producer::Worker { .. }) {
                 add(
-                    "schedule-runs",
+                    Invariant::ScheduleRuns,
                     format!("a RunFinished of {id} not written by a worker"),
                 );
             }
@@ -1027,7 +1026,7 @@ fn check_schedules(
                 })
         {
             add(
-                "schedule-runs",
+                Invariant::ScheduleRuns,
                 format!(
                     "a schedule command at {}/{}@{} was dead-lettered ({:?}): {}",
                     e.original_topic, e.original_partition, e.original_offset, e.reason, e.error
@@ -1043,7 +1042,7 @@ fn check_schedules(
         }
         let (Some(key), Some(Payload::Schedule(state))) = (&r.key, &r.payload) else {
             add(
-                "schedule-state",
+                Invariant::ScheduleState,
                 format!(
                     "weir.state/{partition}@{}: not a schedule's state",
                     r.offset
@@ -1054,7 +1053,7 @@ fn check_schedules(
         let home = w.cluster.partition_for(Topic::State, key);
         if home != partition {
             add(
-                "schedule-state",
+                Invariant::ScheduleState,
                 format!(
                     "the state of `{key}` on weir.state/{partition}@{} (murmur2 says {home})",
                     r.offset
@@ -1069,7 +1068,7 @@ fn check_schedules(
     for name in submissions.keys() {
         if !schedules.iter().any(|s| s.name == *name) {
             add(
-                "schedule-ticks",
+                Invariant::ScheduleTicks,
                 format!("tick submissions of `{name}`, a schedule nobody created"),
             );
         }
@@ -1081,7 +1080,7 @@ fn check_schedules(
         let cron = match sched.spec.compile(name) {
             Ok(cron) => cron,
             Err(e) => {
-                add("schedule-state", format!("`{name}`: {e}"));
+                add(Invariant::ScheduleState, format!("`{name}`: {e}"));
                 continue;
             }
         };
@@ -1107,7 +1106,7 @@ fn check_schedules(
                 }
                 // A delete of nothing changes nothing: no tombstone.
                 None => add(
-                    "schedule-state",
+                    Invariant::ScheduleState,
                     format!(
                         "`{name}`: a tombstone at +{}ms with nothing to delete",
                         (*at - w.start).num_milliseconds()
@@ -1119,7 +1118,7 @@ fn check_schedules(
             || (settled && segments.len() != sched.generations.len())
         {
             add(
-                "schedule-state",
+                Invariant::ScheduleState,
                 format!(
                     "`{name}`: {} generations committed, {} created",
                     segments.len(),
@@ -1138,7 +1137,7 @@ fn check_schedules(
                 && first.next_tick == cron.next_after(first.updated_at);
             if !fresh {
                 add(
-                    "schedule-state",
+                    Invariant::ScheduleState,
                     format!(
                         "`{name}`: generation {generation} begins with {first:?}, not its create"
                     ),
@@ -1149,7 +1148,7 @@ fn check_schedules(
                 if state.name != name || state.spec != sched.spec || state.generation != *generation
                 {
                     add(
-                        "schedule-state",
+                        Invariant::ScheduleState,
                         format!("`{name}`: generation {generation} holds {state:?}"),
                     );
                 }
@@ -1160,7 +1159,7 @@ fn check_schedules(
                     Ok(fired) => fired,
                     Err(why) => {
                         add(
-                            "schedule-state",
+                            Invariant::ScheduleState,
                             format!("`{name}`: the state {cur:?} after {prev:?}: {why}"),
                         );
                         continue;
@@ -1188,7 +1187,7 @@ fn check_schedules(
                     + (cur.missed - prev.missed);
                 if cur.missed - prev.missed < MAX_MISSED_COUNTED && taken.len() as u64 != counted {
                     add(
-                        "schedule-ticks",
+                        Invariant::ScheduleTicks,
                         format!(
                             "`{name}`: a step at {} took {} ticks ({:?} ..= {last}), but counts {counted}",
                             cur.updated_at,
@@ -1206,7 +1205,7 @@ fn check_schedules(
                     }) {
                         Some(t) => started.push(t),
                         None => add(
-                            "schedule-ticks",
+                            Invariant::ScheduleTicks,
                             format!("`{name}`: a tick's submission without its tick: {s:?}"),
                         ),
                     }
@@ -1222,7 +1221,7 @@ fn check_schedules(
                             || cur.skipped != prev.skipped)
                     {
                         add(
-                            "schedule-ticks",
+                            Invariant::ScheduleTicks,
                             format!(
                                 "`{name}`: a step at {} with a window of {} s: {} ticks missed and {:?} owed, but it missed {} and started {started:?}",
                                 cur.updated_at,
@@ -1242,7 +1241,7 @@ fn check_schedules(
                 && last > *deleted_at
             {
                 add(
-                    "schedule-ticks",
+                    Invariant::ScheduleTicks,
                     format!(
                         "`{name}`: generation {generation} ticked at {last}, after its delete at {deleted_at}"
                     ),
@@ -1260,7 +1259,7 @@ fn check_schedules(
                     .map(|t| t.with_timezone(&chrono::Utc))
             }) else {
                 add(
-                    "schedule-ticks",
+                    Invariant::ScheduleTicks,
                     format!(
                         "`{name}`: the tick submission {id} names no tick: {:?}",
                         s.metadata
@@ -1274,7 +1273,7 @@ fn check_schedules(
                 .find(|g| tick_execution_id(name, g, tick) == *id)
             else {
                 add(
-                    "schedule-ticks",
+                    Invariant::ScheduleTicks,
                     format!(
                         "`{name}`: the submission of tick {tick} is {id}, not the tick's id of any generation ({:?})",
                         sched.generations
@@ -1284,7 +1283,7 @@ fn check_schedules(
             };
             if s.ffqn != sched.spec.ffqn || s.params != sched.spec.params || s.parent.is_some() {
                 add(
-                    "schedule-ticks",
+                    Invariant::ScheduleTicks,
                     format!("`{name}`: the submission of tick {tick} is {s:?}"),
                 );
             }
@@ -1292,7 +1291,7 @@ fn check_schedules(
             let g = generations.get(generation.as_str());
             if !g.is_some_and(|g| g.started.contains(&tick)) {
                 add(
-                    "schedule-ticks",
+                    Invariant::ScheduleTicks,
                     format!(
                         "`{name}`: {id} was submitted for tick {tick} of generation {generation}, which no committed state started"
                     ),
@@ -1305,7 +1304,7 @@ fn check_schedules(
                     .find(|(from, to)| tick > *from && to.is_none_or(|to| tick <= to))
             {
                 add(
-                    "schedule-ticks",
+                    Invariant::ScheduleTicks,
                     format!(
                         "`{name}`: tick {tick} started {id}, though paused from {from} to {to:?}"
                     ),
@@ -1315,7 +1314,7 @@ fn check_schedules(
         for ((generation, tick), n) in &seen {
             if *n > 1 {
                 add(
-                    "schedule-ticks",
+                    Invariant::ScheduleTicks,
                     format!("`{name}`: tick {tick} of generation {generation} submitted {n} times"),
                 );
             }
@@ -1324,7 +1323,7 @@ fn check_schedules(
             for tick in &g.started {
                 if !seen.contains_key(&(*generation, *tick)) {
                     add(
-                        "schedule-ticks",
+                        Invariant::ScheduleTicks,
                         format!(
                             "`{name}`: tick {tick} of generation {generation} started, but no submission of it is committed"
                         ),
@@ -1357,7 +1356,7 @@ fn check_schedules(
                         && c.metadata.get(METADATA_TICK) == s.metadata.get(METADATA_TICK));
                 if !starts_created || created.len() != 1 {
                     add(
-                        "schedule-runs",
+                        Invariant::ScheduleRuns,
                         format!(
                             "`{name}`: the tick execution {id} has {} history entries, {} Created, the first {:?}",
                             first.len(),
@@ -1380,7 +1379,7 @@ fn check_schedules(
                 match answers {
                     [one] if finished && fits(one) => {}
                     _ => add(
-                        "schedule-runs",
+                        Invariant::ScheduleRuns,
                         format!(
                             "`{name}`: the tick execution {id} (finished: {finished}) has results {answers:?}; expected one {expected:?}"
                         ),
@@ -1389,7 +1388,7 @@ fn check_schedules(
                 let told = finished_told.get(id).copied().unwrap_or(0);
                 if told != usize::from(finished) {
                     add(
-                        "schedule-runs",
+                        Invariant::ScheduleRuns,
                         format!(
                             "`{name}`: the tick execution {id} told its schedule it finished {told} times"
                         ),
@@ -1410,7 +1409,7 @@ fn check_schedules(
             match deleted_at {
                 None => {
                     add(
-                        "schedule-state",
+                        Invariant::ScheduleState,
                         format!(
                             "`{name}`: deleted at +{}ms, yet its last committed state is {last:?}",
                             (end.sent_at - w.start).num_milliseconds()
@@ -1423,7 +1422,7 @@ fn check_schedules(
         } else {
             if deleted_at.is_some() || last.is_none_or(|s| s.status != Status::Paused) {
                 add(
-                    "schedule-state",
+                    Invariant::ScheduleState,
                     format!(
                         "`{name}`: paused at +{}ms, yet its last committed state is {last:?} (deleted: {deleted_at:?})",
                         (end.sent_at - w.start).num_milliseconds()
@@ -1448,7 +1447,7 @@ fn check_schedules(
                 .is_some_and(|t| t <= applied - chrono::Duration::milliseconds(SCHEDULE_SLACK_MS))
         {
             add(
-                "schedule-liveness",
+                Invariant::ScheduleLiveness,
                 format!(
                     "`{name}`: its end was applied at +{}ms, but it had ticked only up to {:?} (next tick +{}ms): its partition fell behind after the faults stopped",
                     (applied - w.start).num_milliseconds(),
@@ -1552,7 +1551,7 @@ struct KeyLog<'a> {
     /// Forwarded events that came back: (key, event id, the execution that sent it back).
     returned: BTreeSet<(&'a str, &'a str, &'a ExecutionId)>,
     /// What does not fit the rules of the log itself (checked at the end).
-    problems: Vec<(&'static str, String)>,
+    problems: Vec<(Invariant, String)>,
 }
 
 fn key_log<'a>(w: &'a World, keyed: &'a [KeyedSend]) -> KeyLog<'a> {
@@ -1571,7 +1570,7 @@ fn key_log<'a>(w: &'a World, keyed: &'a [KeyedSend]) -> KeyLog<'a> {
     for k in keyed {
         match log.event_key.insert(&k.event_id, &k.key) {
             Some(other) if other != k.key => log.problems.push((
-                "correlation-state",
+                Invariant::CorrelationState,
                 format!(
                     "the sim sent event {} to keys `{other}` and `{}`",
                     k.event_id, k.key
@@ -1590,7 +1589,7 @@ fn key_log<'a>(w: &'a World, keyed: &'a [KeyedSend]) -> KeyLog<'a> {
             let home = w.cluster.partition_for(Topic::Events, &e.key);
             if r.key.as_deref() != Some(e.key.as_str()) || home != partition {
                 log.problems.push((
-                    "correlation-state",
+                    Invariant::CorrelationState,
                     format!(
                         "event {} of key `{}` at events/{partition}@{} keyed {:?} (murmur2 says partition {home})",
                         e.event.event_id, e.key, r.offset, r.key
@@ -1610,7 +1609,7 @@ fn key_log<'a>(w: &'a World, keyed: &'a [KeyedSend]) -> KeyLog<'a> {
         let home = w.cluster.partition_for(Topic::Responses, &c.key);
         if r.key.as_deref() != Some(c.key.as_str()) || home != partition {
             log.problems.push((
-                "correlation-state",
+                Invariant::CorrelationState,
                 format!(
                     "a {} of {} for `{}` at responses/{partition}@{} keyed {:?} (murmur2 says partition {home})",
                     c.action.as_str(),
@@ -1641,7 +1640,7 @@ fn key_log<'a>(w: &'a World, keyed: &'a [KeyedSend]) -> KeyLog<'a> {
         let home = w.cluster.partition_for(Topic::State, key);
         if home != partition || state.as_ref().is_some_and(|s| s.key != *key) {
             log.problems.push((
-                "correlation-state",
+                Invariant::CorrelationState,
                 format!(
                     "the state of `{key}` at weir.state/{partition}@{} (murmur2 says {home}): {state:?}",
                     r.offset
@@ -1675,7 +1674,7 @@ fn key_log<'a>(w: &'a World, keyed: &'a [KeyedSend]) -> KeyLog<'a> {
             ),
             Some(Payload::CorrelationCommand(c)) => {
                 log.problems.push((
-                    "correlation-state",
+                    Invariant::CorrelationState,
                     format!(
                         "the {} of {} for `{}` at responses/{}@{} was dead-lettered ({why})",
                         c.action.as_str(),
@@ -1718,7 +1717,7 @@ fn show_state(state: Option<&crate::correlation::CorrelationState>) -> String {
 /// lost, none finished — its `Unregister` reached the key —, FIFO); its buffer empty while
 /// it has one; each registration and each unregistration committed once.
 fn check_holders(
-    add: &mut impl FnMut(&'static str, String),
+    add: &mut impl FnMut(Invariant, String),
     log: &KeyLog<'_>,
     histories: &BTreeMap<&ExecutionId, KeyHistory<'_>>,
     when: &str,
@@ -1747,7 +1746,7 @@ fn check_holders(
         }
         if holders != expected {
             add(
-                "correlation-state",
+                Invariant::CorrelationState,
                 format!(
                     "`{key}` {when}: its last committed state lists holders {} (of them finished: {}); \
                      the executions that registered it and have not finished, in the order they registered: {}",
@@ -1762,7 +1761,7 @@ fn check_holders(
             && !s.buffered.is_empty()
         {
             add(
-                "correlation-state",
+                Invariant::CorrelationState,
                 format!(
                     "`{key}` {when}: held by {}, yet events {} wait in its buffer",
                     list(&s.holders),
@@ -1779,7 +1778,7 @@ fn check_holders(
                 .map_or(0, |r| r.iter().filter(|r| **r == *id).count());
             if n != 1 {
                 add(
-                    "correlation-state",
+                    Invariant::CorrelationState,
                     format!(
                         "{id} registered `{key}` (Correlate at seq {seq}); {n} Register commands of it are committed {when}"
                     ),
@@ -1788,7 +1787,7 @@ fn check_holders(
             let u = log.unregisters.get(&(*key, *id)).copied().unwrap_or(0);
             if u != usize::from(h.finished) {
                 add(
-                    "correlation-state",
+                    Invariant::CorrelationState,
                     format!(
                         "{id} registered `{key}` and {}; {u} Unregister commands of it are committed {when}",
                         if h.finished {
@@ -1808,7 +1807,7 @@ fn check_holders(
                 .is_none_or(|h| h.registered(key).is_none())
             {
                 add(
-                    "correlation-state",
+                    Invariant::CorrelationState,
                     format!(
                         "a Register of {id} for `{key}` is committed; its history has no Correlate of it"
                     ),
@@ -1835,7 +1834,7 @@ fn check_holders(
 ///   execution registered, each registered execution has finished (the check of the moment
 ///   the run first settled is [`correlation_at_settle`]).
 fn check_correlation(
-    add: &mut impl FnMut(&'static str, String),
+    add: &mut impl FnMut(Invariant, String),
     w: &World,
     logs: &BTreeMap<ExecutionId, Vec<Logged<'_>>>,
     keyed: &[KeyedSend],
@@ -1844,7 +1843,7 @@ fn check_correlation(
     let histories = key_histories(logs);
     let log = key_log(w, keyed);
     for (invariant, detail) in &log.problems {
-        add(invariant, detail.clone());
+        add(*invariant, detail.clone());
     }
     // Deliveries: only to a registrant, with the payload sent.
     for (id, h) in &histories {
@@ -1867,7 +1866,7 @@ fn check_correlation(
                 .map(|(_, p)| *p);
             if payload.as_i64() != sent {
                 add(
-                    "correlation-delivery",
+                    Invariant::CorrelationDelivery,
                     format!(
                         "{id}: event {event_id} of key `{key}` holds {payload}, {sent:?} was sent"
                     ),
@@ -1875,14 +1874,14 @@ fn check_correlation(
             }
             match h.registered(key) {
                 None => add(
-                    "correlation-delivery",
+                    Invariant::CorrelationDelivery,
                     format!(
                         "{id} {how} event {event_id} of key `{key}` (seq {seq}), but never registered `{key}` (it registered {})",
                         list(h.correlates.iter().map(|(_, k)| k))
                     ),
                 ),
                 Some(at) if at > seq => add(
-                    "correlation-delivery",
+                    Invariant::CorrelationDelivery,
                     format!(
                         "{id} {how} event {event_id} of key `{key}` at seq {seq}, before it registered the key (seq {at})"
                     ),
@@ -1910,7 +1909,7 @@ fn check_correlation(
             let sends = keyed.iter().filter(|k| k.event_id == *event_id).count();
             if takers.len() > 1 {
                 add(
-                    "correlation-once",
+                    Invariant::CorrelationOnce,
                     format!(
                         "event {event_id} of key `{key}` (sent {sends} times) was taken by {} executions: {}",
                         takers.len(),
@@ -1919,7 +1918,7 @@ fn check_correlation(
                 );
             } else if takers.len() + keepers.len() > 1 {
                 add(
-                    "correlation-once",
+                    Invariant::CorrelationOnce,
                     format!(
                         "event {event_id} of key `{key}` (sent {sends} times) reached {} executions: taken by {}, kept untaken by {}",
                         takers.len() + keepers.len(),
@@ -1930,7 +1929,7 @@ fn check_correlation(
             }
             if buffered && !(takers.is_empty() && keepers.is_empty()) {
                 add(
-                    "correlation-once",
+                    Invariant::CorrelationOnce,
                     format!(
                         "event {event_id} of key `{key}` reached {} and is still in the key's buffer ({})",
                         list(takers.iter().chain(&keepers)),
@@ -1941,7 +1940,7 @@ fn check_correlation(
             let dead = log.dead.contains_key(&(*key, *event_id));
             if settled && takers.is_empty() && keepers.is_empty() && !buffered && !dead {
                 add(
-                    "correlation-lost",
+                    Invariant::CorrelationLost,
                     format!(
                         "event {event_id} sent to key `{key}` ({sends} times) is lost: no execution took or keeps it, \
                          the key's last committed state does not hold it ({}), it was not dead-lettered",
@@ -1964,7 +1963,7 @@ fn check_correlation(
         let h = histories.get(target);
         if h.is_none_or(|h| h.registered(key).is_none()) {
             add(
-                "correlation-delivery",
+                Invariant::CorrelationDelivery,
                 format!(
                     "event {event_id} of key `{key}` forwarded to {target} at events/{partition}@{}, which never registered `{key}`",
                     r.offset
@@ -1979,7 +1978,7 @@ fn check_correlation(
             && !log.dead_at.contains(&(partition, r.offset))
         {
             add(
-                "correlation-lost",
+                Invariant::CorrelationLost,
                 format!(
                     "event {event_id} of key `{key}` forwarded to {target} at events/{partition}@{}: not in its history, \
                      not sent back to the key, not dead-lettered",
@@ -1996,7 +1995,7 @@ fn check_correlation(
         for (_, key) in &h.correlates {
             if !h.finished {
                 add(
-                    "correlation-liveness",
+                    Invariant::CorrelationLiveness,
                     format!(
                         "{id} registered `{key}` and has not finished at the end, though events were sent to the key \
                          until no execution that registered it waited (the key: {})",
@@ -2015,7 +2014,7 @@ fn check_correlation(
 /// unfinished execution registered.
 pub fn correlation_at_settle(w: &World, keyed: &[KeyedSend]) -> Vec<Violation> {
     let mut out = Vec::new();
-    let mut add = |invariant: &'static str, detail: String| {
+    let mut add = |invariant: Invariant, detail: String| {
         out.push(Violation { invariant, detail });
     };
     let logs = committed_histories(w);
@@ -2038,7 +2037,7 @@ pub fn correlation_at_settle(w: &World, keyed: &[KeyedSend]) -> Vec<Violation> {
                 .collect();
             if !untaken.is_empty() {
                 add(
-                    "correlation-liveness",
+                    Invariant::CorrelationLiveness,
                     format!(
                         "{holder} holds `{key}` and waits {when}, yet keeps events {} no wait took",
                         list(&untaken)
@@ -2053,7 +2052,7 @@ pub fn correlation_at_settle(w: &World, keyed: &[KeyedSend]) -> Vec<Violation> {
             .collect();
         if !state.buffered.is_empty() && !waiting.is_empty() {
             add(
-                "correlation-liveness",
+                Invariant::CorrelationLiveness,
                 format!(
                     "events {} wait in the buffer of `{key}` {when}, while {} registered it and wait",
                     list(state.buffered.iter().map(|b| &b.event.event_id)),
@@ -2422,7 +2421,7 @@ impl StubWriteSeen {
 ///   request was answered, every outside conflict or misfit dead-lettered.
 /// - `stub-liveness` (settled): every stub's parent and every writer finished.
 fn check_stubs(
-    add: &mut impl FnMut(&'static str, String),
+    add: &mut impl FnMut(Invariant, String),
     w: &World,
     logs: &BTreeMap<ExecutionId, Vec<Logged<'_>>>,
     settled: bool,
@@ -2438,7 +2437,7 @@ fn check_stubs(
         let parent = &s.parent;
         if s.values.len() > 1 {
             add(
-                "stub-once",
+                Invariant::StubOnce,
                 format!(
                     "stub {stub} of {parent}: {} values journalled: {}",
                     s.values.len(),
@@ -2455,18 +2454,18 @@ fn check_stubs(
             (Some(v), _) if is_cancellation(v) => {}
             (Some(v), Some(t)) if *v == t.result => {}
             (Some(v), Some(t)) => add(
-                "stub-value",
+                Invariant::StubValue,
                 format!(
                     "stub {stub} of {parent} holds {v}, but the first write that fits is {}",
                     t.describe()
                 ),
             ),
             (Some(v), None) => add(
-                "stub-value",
+                Invariant::StubValue,
                 format!("stub {stub} of {parent} holds {v}, which no write brought"),
             ),
             (None, Some(t)) if settled => add(
-                "stub-lost",
+                Invariant::StubLost,
                 format!(
                     "stub {stub} of {parent} holds no value, though {} fits and came while it waited",
                     t.describe()
@@ -2475,7 +2474,7 @@ fn check_stubs(
             (None, _) => {
                 if let Some(result) = &s.parent_result {
                     add(
-                        "stub-once",
+                        Invariant::StubOnce,
                         format!("{parent} finished ({result}) with its stub {stub} unanswered"),
                     );
                 }
@@ -2495,7 +2494,7 @@ fn check_stubs(
                 };
                 if !fits {
                     add(
-                        "stub-value",
+                        Invariant::StubValue,
                         format!(
                             "{parent} ({}) finished with {result}; its stub {stub} holds {}",
                             s.parent_workflow.map_or("?", Workflow::name),
@@ -2505,7 +2504,7 @@ fn check_stubs(
                 }
             }
             (None, _) if settled => add(
-                "stub-liveness",
+                Invariant::StubLiveness,
                 format!(
                     "{parent} has not finished at the end; its stub {stub} holds {}",
                     list(&s.values)
@@ -2535,17 +2534,17 @@ fn check_stubs(
             );
             match write.dead.as_slice() {
                 [] if owed && settled => add(
-                    "stub-lost",
+                    Invariant::StubLost,
                     format!("{what} is not dead-lettered; the rules say {expect:?}"),
                 ),
                 [] => {}
                 [one] if fits(one) => {}
                 [one] => add(
-                    "stub-answer",
+                    Invariant::StubAnswer,
                     format!("{what} is dead-lettered {one:?}; the rules say {expect:?}"),
                 ),
                 many => add(
-                    "stub-once",
+                    Invariant::StubOnce,
                     format!("{what} is dead-lettered {} times", many.len()),
                 ),
             }
@@ -2558,13 +2557,13 @@ fn check_stubs(
             .is_ok_and(|t| t.parent().is_some());
         if write.at.is_none() && child {
             add(
-                "stub-lost",
+                Invariant::StubLost,
                 format!("{what}: its target is a child, yet no StubWrite record is committed"),
             );
         }
         if !write.dead.is_empty() {
             add(
-                "stub-lost",
+                Invariant::StubLost,
                 format!(
                     "{what} is dead-lettered ({:?}): its writer is never answered",
                     write.dead
@@ -2578,16 +2577,16 @@ fn check_stubs(
         };
         match write.answers.as_slice() {
             [] if settled && write.dead.is_empty() => {
-                add("stub-lost", format!("{what} is never answered"))
+                add(Invariant::StubLost, format!("{what} is never answered"))
             }
             [] => {}
             [one] if one == expected => {}
             [one] => add(
-                "stub-answer",
+                Invariant::StubAnswer,
                 format!("{what} is answered {one}; the rules say {expected} ({expect:?})"),
             ),
             many => add(
-                "stub-once",
+                Invariant::StubOnce,
                 format!("{what} is answered {} times: {}", many.len(), list(many)),
             ),
         }
@@ -2595,7 +2594,7 @@ fn check_stubs(
     for (request, n) in per_request {
         if n > 1 {
             add(
-                "stub-once",
+                Invariant::StubOnce,
                 format!("the write of request {request}: {n} StubWrite records committed"),
             );
         }
@@ -2613,7 +2612,7 @@ fn check_stubs(
                 && !is_cancellation(j)
             {
                 add(
-                    "stub-answer",
+                    Invariant::StubAnswer,
                     format!("{id} journalled {j} for its request {request}, answered {a}"),
                 );
             }
@@ -2621,14 +2620,14 @@ fn check_stubs(
         let journalled = wr.requests.first().and_then(|(r, ..)| wr.journalled.get(r));
         match (&wr.result, wr.stopped) {
             (Some(result), false) if journalled != Some(result) => add(
-                "stub-answer",
+                Invariant::StubAnswer,
                 format!(
                     "the writer {id} finished with {result}; its write was answered {}",
                     journalled.map_or_else(|| "nothing".to_owned(), ToString::to_string)
                 ),
             ),
             (None, _) if settled => add(
-                "stub-liveness",
+                Invariant::StubLiveness,
                 format!(
                     "the writer {id} has not finished at the end (its write answered {journalled:?})"
                 ),

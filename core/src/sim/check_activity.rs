@@ -19,6 +19,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::activity::retry_policy;
 use super::cluster::{Payload, Producer, SimTime, Topic};
+use super::invariant::Invariant;
 use super::world::World;
 use crate::model::{ExecutionId, Response};
 use crate::records::HistoryEntry;
@@ -95,14 +96,14 @@ fn journalled(w: &World) -> BTreeMap<ExecutionId, usize> {
     out
 }
 
-pub(super) fn check_activity(add: &mut impl FnMut(&'static str, String), w: &World, settled: bool) {
+pub(super) fn check_activity(add: &mut impl FnMut(Invariant, String), w: &World, settled: bool) {
     let requests = requests(w);
     let answers = worker_answers(w);
     let log = &w.act.log;
     let ms = |t: SimTime| (t - w.start).num_milliseconds();
     for (child, n) in answers.iter().filter(|(_, n)| **n > 1) {
         add(
-            "activity-once",
+            Invariant::ActivityOnce,
             format!("{child}: the activity workers committed {n} answers"),
         );
     }
@@ -118,14 +119,14 @@ pub(super) fn check_activity(add: &mut impl FnMut(&'static str, String), w: &Wor
                     .map(|s| format!("{} by p{} at +{}ms", s.attempt, s.pid, ms(s.at)))
                     .collect();
                 add(
-                    "activity-lost",
+                    Invariant::ActivityLost,
                     format!("{child}: no committed answer; attempts started: {attempts:?}"),
                 );
             }
             let n = journal.get(child).copied().unwrap_or(0);
             if n != 1 {
                 add(
-                    "activity-journal",
+                    Invariant::ActivityJournal,
                     format!(
                         "{child} ({}): its parent journalled {n} answers (the workers committed {answered})",
                         request.topic.name()
@@ -134,7 +135,7 @@ pub(super) fn check_activity(add: &mut impl FnMut(&'static str, String), w: &Wor
             }
         }
         for stuck in w.unfinished_routes() {
-            add("activity-stuck", stuck);
+            add(Invariant::ActivityStuck, stuck);
         }
     }
     for s in &log.started {
@@ -142,7 +143,7 @@ pub(super) fn check_activity(add: &mut impl FnMut(&'static str, String), w: &Wor
             && s.seq > *seq
         {
             add(
-                "activity-rerun",
+                Invariant::ActivityRerun,
                 format!(
                     "{}: attempt {} started by p{} at +{}ms, after its answer committed at +{}ms",
                     s.child,
@@ -175,7 +176,7 @@ pub(super) fn check_activity(add: &mut impl FnMut(&'static str, String), w: &Wor
         match floor {
             Some(floor) if s.at >= floor => {}
             Some(floor) => add(
-                "activity-not-before",
+                Invariant::ActivityNotBefore,
                 format!(
                     "{}: attempt {} started by p{} at +{}ms, before +{}ms",
                     s.child,
@@ -186,7 +187,7 @@ pub(super) fn check_activity(add: &mut impl FnMut(&'static str, String), w: &Wor
                 ),
             ),
             None => add(
-                "activity-not-before",
+                Invariant::ActivityNotBefore,
                 format!(
                     "{}: attempt {} started by p{} at +{}ms with no failed attempt {} and no not-before header",
                     s.child,

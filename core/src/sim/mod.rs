@@ -29,6 +29,7 @@ pub mod cluster;
 pub mod config;
 pub mod exec;
 pub mod host;
+pub mod invariant;
 pub mod rng;
 mod scheduler;
 mod seams;

@@ -2949,7 +2949,8 @@ impl Report {
 
     /// The invariants that failed, by name.
     pub fn failed_invariants(&self) -> Vec<&'static str> {
-        let mut names: Vec<&'static str> = self.violations.iter().map(|v| v.invariant).collect();
+        let mut names: Vec<&'static str> =
+            self.violations.iter().map(|v| v.invariant.name()).collect();
         names.dedup();
         names.sort_unstable();
         names.dedup();

@@ -1,0 +1,204 @@
+//! The invariants the simulation checks, by name (`docs/design/simulation.md`): what a
+//! [`super::check::Violation`] says does not hold. The checkers are in `check.rs` (and
+//! `check_activity.rs` for the activity workers); each variant names one concern.
+
+use std::fmt;
+
+/// An invariant of a simulated run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Invariant {
+    /// The worker's loop kept the contracts of its seams (the simulated Kafka, store and clock refused nothing it did).
+    SeamContract,
+    /// An `Upgraded` entry only where an upgrade request asked for one, at the history length it named.
+    Upgrade,
+    /// Every history record is on its execution's partition of `weir.history`.
+    HistoryPartition,
+    /// An execution's committed history records have contiguous seqs from 0, one record per seq.
+    HistorySeqs,
+    /// The store holds exactly the committed history (no aborted record, none missing).
+    LogVsStore,
+    /// An execution's row in the store agrees with its history.
+    ExecutionRow,
+    /// An execution past its deadline is answered timed out, and took no step after it.
+    Deadline,
+    /// A delay fires no earlier than it was due, and once.
+    Delays,
+    /// Every execution submitted finished once the run settled.
+    Unfinished,
+    /// Every committed history replays on a fresh run to the same steps.
+    Replay,
+    /// Each execution finished at most once (one `Finished` entry, one result).
+    FinishedOnce,
+    /// An execution's result is what its workflow computes from its params.
+    Result,
+    /// No record a worker produced for an input is committed twice.
+    OutputOnce,
+    /// Only records that could not be processed are dead-lettered, each once, with a reason that fits.
+    Dlq,
+    /// No partition's committed offset stays behind its end once the run settled.
+    StuckPartition,
+    /// No transaction is left open once the run settled.
+    OpenTransactions,
+    /// No timer is left in the store for a finished execution once the run settled.
+    TimersLeft,
+    /// The run settled (every worker caught up) within its bound.
+    Unsettled,
+    /// Every event for an execution is journalled once, or dead-lettered with a reason.
+    Events,
+    /// Every execution a schedule started belongs to one of its ticks, and no command of it was dead-lettered.
+    ScheduleRuns,
+    /// A schedule's state on `weir.state` is what folding its commands and ticks gives.
+    ScheduleState,
+    /// Every tick owed is started, skipped or counted missed, once.
+    ScheduleTicks,
+    /// A schedule that is due keeps ticking once the run settled.
+    ScheduleLiveness,
+    /// A correlation key's state on `weir.state` is what its commands and events give.
+    CorrelationState,
+    /// A correlation key's events reach only an execution that registered it, with their payloads.
+    CorrelationDelivery,
+    /// No event sent to a correlation key reaches two executions, nor one twice.
+    CorrelationOnce,
+    /// No event sent to a correlation key is lost.
+    CorrelationLost,
+    /// Once the run settled, a key's buffered events went to a holder, and its holders finished.
+    CorrelationLiveness,
+    /// A stub is written at most once (a second write answers `conflict`).
+    StubOnce,
+    /// A stub's parent journals the value the first write gave.
+    StubValue,
+    /// No stub write is lost.
+    StubLost,
+    /// Every stub write is answered once the run settled.
+    StubLiveness,
+    /// A stub write is answered as its rules say (`ok`, `conflict`, `not-found`).
+    StubAnswer,
+    /// Each activity is answered at most once by the activity workers.
+    ActivityOnce,
+    /// No activity request is left unanswered.
+    ActivityLost,
+    /// Each activity's answer is journalled exactly once in its parent's history.
+    ActivityJournal,
+    /// No activity route partition is left behind once the run settled.
+    ActivityStuck,
+    /// No attempt starts after its activity's answer committed.
+    ActivityRerun,
+    /// No retry attempt runs before its not-before instant.
+    ActivityNotBefore,
+}
+
+impl Invariant {
+    pub const ALL: [Invariant; 39] = [
+        Invariant::SeamContract,
+        Invariant::Upgrade,
+        Invariant::HistoryPartition,
+        Invariant::HistorySeqs,
+        Invariant::LogVsStore,
+        Invariant::ExecutionRow,
+        Invariant::Deadline,
+        Invariant::Delays,
+        Invariant::Unfinished,
+        Invariant::Replay,
+        Invariant::FinishedOnce,
+        Invariant::Result,
+        Invariant::OutputOnce,
+        Invariant::Dlq,
+        Invariant::StuckPartition,
+        Invariant::OpenTransactions,
+        Invariant::TimersLeft,
+        Invariant::Unsettled,
+        Invariant::Events,
+        Invariant::ScheduleRuns,
+        Invariant::ScheduleState,
+        Invariant::ScheduleTicks,
+        Invariant::ScheduleLiveness,
+        Invariant::CorrelationState,
+        Invariant::CorrelationDelivery,
+        Invariant::CorrelationOnce,
+        Invariant::CorrelationLost,
+        Invariant::CorrelationLiveness,
+        Invariant::StubOnce,
+        Invariant::StubValue,
+        Invariant::StubLost,
+        Invariant::StubLiveness,
+        Invariant::StubAnswer,
+        Invariant::ActivityOnce,
+        Invariant::ActivityLost,
+        Invariant::ActivityJournal,
+        Invariant::ActivityStuck,
+        Invariant::ActivityRerun,
+        Invariant::ActivityNotBefore,
+    ];
+
+    /// Its name in reports (kebab-case).
+    pub fn name(self) -> &'static str {
+        match self {
+            Invariant::SeamContract => "seam-contract",
+            Invariant::Upgrade => "upgrade",
+            Invariant::HistoryPartition => "history-partition",
+            Invariant::HistorySeqs => "history-seqs",
+            Invariant::LogVsStore => "log-vs-store",
+            Invariant::ExecutionRow => "execution-row",
+            Invariant::Deadline => "deadline",
+            Invariant::Delays => "delays",
+            Invariant::Unfinished => "unfinished",
+            Invariant::Replay => "replay",
+            Invariant::FinishedOnce => "finished-once",
+            Invariant::Result => "result",
+            Invariant::OutputOnce => "output-once",
+            Invariant::Dlq => "dlq",
+            Invariant::StuckPartition => "stuck-partition",
+            Invariant::OpenTransactions => "open-transactions",
+            Invariant::TimersLeft => "timers-left",
+            Invariant::Unsettled => "unsettled",
+            Invariant::Events => "events",
+            Invariant::ScheduleRuns => "schedule-runs",
+            Invariant::ScheduleState => "schedule-state",
+            Invariant::ScheduleTicks => "schedule-ticks",
+            Invariant::ScheduleLiveness => "schedule-liveness",
+            Invariant::CorrelationState => "correlation-state",
+            Invariant::CorrelationDelivery => "correlation-delivery",
+            Invariant::CorrelationOnce => "correlation-once",
+            Invariant::CorrelationLost => "correlation-lost",
+            Invariant::CorrelationLiveness => "correlation-liveness",
+            Invariant::StubOnce => "stub-once",
+            Invariant::StubValue => "stub-value",
+            Invariant::StubLost => "stub-lost",
+            Invariant::StubLiveness => "stub-liveness",
+            Invariant::StubAnswer => "stub-answer",
+            Invariant::ActivityOnce => "activity-once",
+            Invariant::ActivityLost => "activity-lost",
+            Invariant::ActivityJournal => "activity-journal",
+            Invariant::ActivityStuck => "activity-stuck",
+            Invariant::ActivityRerun => "activity-rerun",
+            Invariant::ActivityNotBefore => "activity-not-before",
+        }
+    }
+}
+
+impl fmt::Display for Invariant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_kebab_case() {
+        let mut seen = std::collections::BTreeSet::new();
+        for invariant in Invariant::ALL {
+            let name = invariant.name();
+            assert!(seen.insert(name), "{name} twice");
+            assert!(
+                !name.is_empty()
+                    && name.bytes().all(|b| b.is_ascii_lowercase() || b == b'-')
+                    && !name.starts_with('-')
+                    && !name.ends_with('-'),
+                "{name}"
+            );
+        }
+    }
+}
