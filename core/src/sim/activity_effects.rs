@@ -7,8 +7,9 @@ use chrono::Duration;
 
 use super::activity::{Running, SimSource, Started, attempt_result, topic_of};
 use super::cluster::{Payload, Producer, SimTime, Topic, TxnRefused};
+use super::process::Status;
 use super::workflows::activity_result;
-use super::world::{PendingAnswer, Status, World, encode};
+use super::world::{PendingAnswer, World, encode};
 use crate::activity::{Commit, Effect, Input, Outgoing};
 use crate::model::{ExecutionId, Response};
 use crate::records::DlqEnvelope;

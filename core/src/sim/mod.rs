@@ -23,6 +23,7 @@
 
 pub mod activity;
 mod activity_effects;
+mod activity_procs;
 pub mod check;
 mod check_activity;
 pub mod cluster;
@@ -30,6 +31,7 @@ pub mod config;
 pub mod exec;
 pub mod host;
 pub mod invariant;
+pub mod process;
 pub mod rng;
 mod scheduler;
 mod seams;

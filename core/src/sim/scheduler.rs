@@ -26,12 +26,13 @@ use super::cluster::{Payload, SimTime, Topic};
 use super::config::{Faults, SimConfig};
 use super::exec::{ProcFuture, poll_once};
 use super::host::SimHost;
+use super::process::Status;
 use super::rng::Rng;
 use super::seams::{SimInline, SimLog, SimMaterialiser, SimStore};
 use super::sent::{KeyedSend, ScheduleEnd, SimSchedule, StubSend, Submitted};
 use super::store::MaterialiserQueue;
 use super::workflows::{Workflow, unknown_ffqn};
-use super::world::{Consumer, Proc, Shared, Stats, Status, World, lock};
+use super::world::{Consumer, Proc, Shared, Stats, World, lock};
 
 /// A stub request committed to `weir.history`, as the scheduler finds it.
 #[derive(Debug, Clone)]

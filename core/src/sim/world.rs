@@ -17,6 +17,7 @@ use crate::wire::{self, Key, RecordKind, RecordType, TopicRole};
 use super::activity::ActivityWorkers;
 use super::cluster::{Cluster, Payload, Producer, Record, SimTime, Topic, TxnRefused};
 use super::config::{Faults, SimConfig};
+use super::process::Status;
 use super::rng::Rng;
 use super::store::{Codec, MaterialiserQueue, Store};
 use super::workflows::{activity_result, double_ffqn, external_ffqn};
@@ -27,19 +28,6 @@ pub type Shared = Arc<Mutex<World>>;
 /// The world, locked (a panic elsewhere does not make it unreadable for the report).
 pub fn lock(world: &Shared) -> MutexGuard<'_, World> {
     world.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Where a process stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Status {
-    Running,
-    /// SIGSTOP'd until then: neither its loop nor its materialiser runs, it sends no
-    /// heartbeats.
-    Frozen {
-        until: SimTime,
-    },
-    /// Exited or killed.
-    Dead,
 }
 
 /// A record of the last poll (what a dead letter copies).

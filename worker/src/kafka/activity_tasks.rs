@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::OwnedMessage;
 use rdkafka::{Offset, TopicPartitionList};
 use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
@@ -16,11 +17,14 @@ use tracing::warn;
 use weir_core::activity::{AttemptId, Input, RoutePartition, ServiceCheck, Start};
 
 use super::KafkaConfig;
-use super::activity_worker::Source;
 use crate::metrics::Metrics;
 use crate::model::{ExecutionErrorKind, ExecutionId, ExecutionResult};
 use crate::wasm::activity::jitter_unit;
 use crate::wasm::{AttemptReport, WasmHost};
+
+/// What the activity core keeps of a record: the message itself (its bytes for a dead
+/// letter, its headers for the trace of its attempts and its answer).
+pub(super) type Source = Arc<OwnedMessage>;
 
 /// A finished task: an attempt, or the check of an external service.
 pub(super) enum TaskDone {

@@ -53,7 +53,7 @@ pub use weir_core::activity::{
 
 use weir_core::wire::{self, NOT_BEFORE_HEADER, RecordType};
 
-use super::activity_tasks::Tasks;
+use super::activity_tasks::{Source, Tasks};
 use super::dlq::dead_letter;
 use super::group::{MemberContext, RebalanceTracker};
 use super::headers;
@@ -71,10 +71,6 @@ use crate::wasm::{RetryPolicy, WasmHost};
 /// The loop turns at least this often while nothing happens (it polls the consumer meanwhile,
 /// which is what keeps the member in its group).
 const TICK: Duration = Duration::from_millis(200);
-
-/// What the core keeps of a record: the message itself (its bytes for a dead letter, its
-/// headers for the trace of its attempts and its answer).
-pub(super) type Source = Arc<OwnedMessage>;
 
 /// The settings of `weir worker` when none are given.
 pub fn default_settings() -> ActivitySettings {
