@@ -50,7 +50,12 @@ pub const EARLY_EVENT_WAIT: Duration = Duration::minutes(10);
 pub const MAX_BUFFERED_EVENTS: usize = 1_000;
 
 /// At most this many bytes of JSON payloads wait in one buffer (a key's, an execution's).
-pub const MAX_BUFFERED_EVENT_BYTES: usize = 1 << 20;
+/// A key's state is one `weir.state` record, so this bound, with the most events, holders and
+/// remembered ids the other bounds allow (about 350 kB of ids, names and framing), must fit
+/// the producer's 1 000 000-byte limit (issue 33 F2: at 1 MiB the fullest state was 1 399 208
+/// bytes, its batch aborted and the partition retried it forever; the worker's encoder test
+/// `the_fullest_correlation_state_fits_one_record` holds the two together).
+pub const MAX_BUFFERED_EVENT_BYTES: usize = 512 * 1024;
 
 /// At most this many executions hold or wait for one key.
 pub const MAX_HOLDERS: usize = 100;

@@ -336,6 +336,68 @@ mod tests {
         assert_eq!(read, state);
     }
 
+    /// Issue 33 F2: a key's state is written whole as one `weir.state` record, so the
+    /// fullest state the bounds allow (the most holders, buffered events of the longest ids
+    /// and names with the most payload bytes, the most remembered ids) must fit the
+    /// producer's limit. With 1 MiB of buffered payloads it did not: the batch that wrote it
+    /// aborted, and the partition retried it forever.
+    #[test]
+    fn the_fullest_correlation_state_fits_one_record() {
+        use weir_core::correlation::{
+            Forwarded, MAX_BUFFERED_EVENT_BYTES, MAX_BUFFERED_EVENTS, MAX_HOLDERS, MAX_REMEMBERED,
+        };
+        use weir_core::model::inbound::{MAX_EVENT_ID_LEN, MAX_EVENT_NAME_LEN};
+        use weir_core::state_key::MAX_KEY_LEN;
+        let topology = topology();
+        let codec = Codec::single_object();
+        let at = Utc::now();
+        let key = "k".repeat(MAX_KEY_LEN);
+        // Each payload a JSON string: its quotes count towards the bound.
+        let payload = "p".repeat(MAX_BUFFERED_EVENT_BYTES / MAX_BUFFERED_EVENTS - 2);
+        let id = |n: usize| format!("{n:0>width$}", width = MAX_EVENT_ID_LEN);
+        let state = CorrelationState {
+            key: key.clone(),
+            holders: (0..MAX_HOLDERS)
+                .map(|_| ExecutionId::top_level(ulid::Ulid::new()))
+                .collect(),
+            buffered: (0..MAX_BUFFERED_EVENTS)
+                .map(|n| BufferedEvent {
+                    event: ReceivedEvent {
+                        event_id: id(n),
+                        name: "n".repeat(MAX_EVENT_NAME_LEN),
+                        payload: serde_json::Value::String(payload.clone()),
+                    },
+                    sent_at: at,
+                })
+                .collect(),
+            forwarded: (0..MAX_REMEMBERED)
+                .map(|n| Forwarded {
+                    event_id: id(MAX_BUFFERED_EVENTS + n),
+                    at,
+                })
+                .collect(),
+            waits_until: Some(at),
+        };
+        let effects = [Effect::PutCorrelation {
+            key: key.clone(),
+            state: Some(state),
+        }];
+        let records =
+            records(&codec, &topology, &[], &effects, &[], &mut Vec::new()).expect("encoded");
+        let record = &records[0];
+        let size = record.key.len()
+            + record.value.as_ref().map_or(0, Vec::len)
+            + record
+                .headers
+                .iter()
+                .map(|(k, v)| k.len() + v.len())
+                .sum::<usize>();
+        assert!(
+            size <= crate::kafka::config::MAX_PRODUCED_RECORD_BYTES,
+            "the fullest state is {size} bytes"
+        );
+    }
+
     /// The encoder routes every effect by `wire::address` (the simulation's producer does
     /// too: `weir_core::sim::world`'s tests): each record goes to the topic of the address's
     /// role or route, with its key, its kind and its headers. Routing anything here by
