@@ -484,13 +484,7 @@ mod tests {
             "too big".into(),
         )
         .expect("encodes");
-        let size: usize = record.value.as_ref().map_or(0, Vec::len)
-            + record.key.len()
-            + record
-                .headers
-                .iter()
-                .map(|(k, v)| k.len() + v.len())
-                .sum::<usize>();
+        let size = record.size();
         assert!(size <= MAX_PRODUCED_RECORD_BYTES, "{size} bytes");
         let position = RecordPosition::at(&record.topic, 0, 0);
         let envelope: DlqEnvelope = codec
@@ -568,13 +562,7 @@ mod tests {
         );
         let record = try_dead_letter(&topology, &codec, &message, DlqReason::Misrouted, error)
             .expect("encodes");
-        let size: usize = record.value.as_ref().map_or(0, Vec::len)
-            + record.key.len()
-            + record
-                .headers
-                .iter()
-                .map(|(k, v)| k.len() + v.len())
-                .sum::<usize>();
+        let size = record.size();
         assert!(size <= MAX_PRODUCED_RECORD_BYTES, "{size} bytes");
         assert_eq!(record.key.len(), MAX_DLQ_KEY_BYTES);
         let position = RecordPosition::at(&record.topic, 0, 0);

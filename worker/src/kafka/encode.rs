@@ -385,13 +385,7 @@ mod tests {
         let records =
             records(&codec, &topology, &[], &effects, &[], &mut Vec::new()).expect("encoded");
         let record = &records[0];
-        let size = record.key.len()
-            + record.value.as_ref().map_or(0, Vec::len)
-            + record
-                .headers
-                .iter()
-                .map(|(k, v)| k.len() + v.len())
-                .sum::<usize>();
+        let size = record.size();
         assert!(
             size <= crate::kafka::config::MAX_PRODUCED_RECORD_BYTES,
             "the fullest state is {size} bytes"

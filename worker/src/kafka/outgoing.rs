@@ -12,6 +12,19 @@ pub struct OutgoingRecord {
     pub headers: Vec<(String, Vec<u8>)>,
 }
 
+impl OutgoingRecord {
+    /// Its size as the producer's limit counts it: key, value and headers.
+    pub fn size(&self) -> usize {
+        self.key.len()
+            + self.value.as_ref().map_or(0, Vec::len)
+            + self
+                .headers
+                .iter()
+                .map(|(k, v)| k.len() + v.len())
+                .sum::<usize>()
+    }
+}
+
 /// Where a record of a committed batch landed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Landed {

@@ -25,6 +25,7 @@ use super::recovery::{Failure, Recovery};
 use super::transaction::TransactionError;
 use crate::codec::{AvroRecord, Codec, DlqReason};
 use crate::metrics::Metrics;
+use crate::options;
 use crate::topology::{TopicRole, Topology};
 use crate::trigger::{Format, MapError, Mapped, SourceRecord, Trigger};
 use serde_json::Value;
@@ -261,18 +262,8 @@ impl TriggerWorker {
                     Err(reason) => Err(trigger.undecodable(&source, Format::Avro, reason)),
                 },
             };
-            match mapped {
-                Ok(Mapped::Submission(submission)) => out.push(self.encode(
-                    TopicRole::Submissions,
-                    submission.execution_id.to_string(),
-                    &submission,
-                )?),
-                Ok(Mapped::Event(event)) => {
-                    out.push(self.encode(TopicRole::Events, event.target.to_string(), &event)?)
-                }
-                Ok(Mapped::KeyedEvent(event)) => {
-                    out.push(self.encode(TopicRole::Events, event.key.clone(), &event)?)
-                }
+            let produced = match mapped {
+                Ok(mapped) => fitting(encode_mapped(&self.codec, &self.topology, &mapped)?),
                 Err(error) => {
                     let reason = match error {
                         MapError::Undecodable { .. } => DlqReason::Undecodable,
@@ -280,15 +271,19 @@ impl TriggerWorker {
                             DlqReason::InvalidParams
                         }
                     };
-                    out.push(dlq::dead_letter(
-                        &self.topology,
-                        &self.codec,
-                        &self.metrics,
-                        message,
-                        reason,
-                        error.to_string(),
-                    ));
+                    Err((reason, error.to_string()))
                 }
+            };
+            match produced {
+                Ok(record) => out.push(record),
+                Err((reason, error)) => out.push(dlq::dead_letter(
+                    &self.topology,
+                    &self.codec,
+                    &self.metrics,
+                    message,
+                    reason,
+                    error,
+                )),
             }
         }
         Ok(out)
@@ -350,16 +345,24 @@ impl TriggerWorker {
             .insert(id, Arc::clone(&schema));
         Ok(Ok(schema))
     }
+}
 
+/// The record a mapped trigger record is produced as: on its topic, keyed by the execution it
+/// is for (or the correlation key).
+fn encode_mapped(
+    codec: &Codec,
+    topology: &Topology,
+    mapped: &Mapped,
+) -> Result<OutgoingRecord, WorkerError> {
     fn encode<R: AvroRecord>(
-        &self,
+        codec: &Codec,
+        topology: &Topology,
         role: TopicRole,
         key: String,
         record: &R,
     ) -> Result<OutgoingRecord, WorkerError> {
-        let topic = self.topology.topic(role).name.clone();
-        let value = self
-            .codec
+        let topic = topology.topic(role).name.clone();
+        let value = codec
             .encode(&topic, record)
             .map_err(|source| WorkerError::Encode {
                 topic: topic.clone(),
@@ -372,6 +375,44 @@ impl TriggerWorker {
             headers: Vec::new(),
         })
     }
+    match mapped {
+        Mapped::Submission(submission) => encode(
+            codec,
+            topology,
+            TopicRole::Submissions,
+            submission.execution_id.to_string(),
+            submission,
+        ),
+        Mapped::Event(event) => encode(
+            codec,
+            topology,
+            TopicRole::Events,
+            event.target.to_string(),
+            event,
+        ),
+        Mapped::KeyedEvent(event) => {
+            encode(codec, topology, TopicRole::Events, event.key.clone(), event)
+        }
+    }
+}
+
+/// The size gate of what a trigger produces (issue 33 F3): a mapped record larger than a
+/// workflow worker takes ([`options::MAX_INPUT_RECORD_BYTES`], within the producer's limit)
+/// is dead-lettered as `oversize` instead — produced, it would fail the batch's transaction,
+/// and the trigger worker would read the same batch again forever.
+fn fitting(record: OutgoingRecord) -> Result<OutgoingRecord, (DlqReason, String)> {
+    let size = record.size();
+    if size > options::MAX_INPUT_RECORD_BYTES {
+        return Err((
+            DlqReason::Oversize,
+            format!(
+                "mapped to a record of {size} bytes for `{}`, over the limit of {} bytes",
+                record.topic,
+                options::MAX_INPUT_RECORD_BYTES
+            ),
+        ));
+    }
+    Ok(record)
 }
 
 /// The next offset to read of every partition in `records`.
@@ -388,4 +429,54 @@ fn next_offsets(records: &[OwnedMessage]) -> rdkafka::error::KafkaResult<TopicPa
         list.add_partition_offset(&topic, partition, Offset::Offset(offset))?;
     }
     Ok(list)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::trigger::TriggersFile;
+
+    const ORDERS: &str = r#"
+[[trigger]]
+name = "orders"
+topic = "shop.orders"
+function = "weir-examples:workflows/hello.greet"
+params = ["/customer/name"]
+id = "/order_id"
+"#;
+
+    /// Issue 33 F3: a mapped trigger record was never size-checked: a ~1 MB JSON value became
+    /// a submission no producer could send, the batch's transaction failed, and the trigger
+    /// worker read the same batch again forever. It is dead-lettered as oversize; a record
+    /// that fits is produced.
+    #[test]
+    fn a_mapped_record_over_the_limit_is_dead_lettered_not_produced() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../topology");
+        let topology = Topology::load(&root).expect("the repository's topology");
+        let codec = Codec::single_object();
+        let triggers = TriggersFile::parse(ORDERS, Path::new("triggers.toml")).expect("valid");
+        let produced = |name: &str| {
+            let value = serde_json::json!({"order_id": 42, "customer": {"name": name}});
+            let value = serde_json::to_vec(&value).expect("json");
+            let source = SourceRecord {
+                topic: "shop.orders",
+                partition: 0,
+                offset: 7,
+                key: None,
+                value: Some(&value),
+                headers: &[],
+            };
+            let mapped = triggers[0]
+                .map("ns", &source, chrono::Utc::now())
+                .expect("maps");
+            fitting(encode_mapped(&codec, &topology, &mapped).expect("encodes"))
+        };
+        let small = produced("ann").expect("fits");
+        assert_eq!(small.topic, topology.topic(TopicRole::Submissions).name);
+        let (reason, error) = produced(&"n".repeat(1_000_000)).expect_err("too large");
+        assert_eq!(reason, DlqReason::Oversize);
+        assert!(error.contains("over the limit"), "{error}");
+    }
 }
