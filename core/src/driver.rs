@@ -53,10 +53,11 @@ use crate::correlation::CorrelationState;
 use crate::inline::{self, InlineActivities, InlineOutcome, NoInline};
 use crate::model::ExecutionId;
 use crate::processor::{Batch, Effect, Input, Processor, ProcessorError, ProcessorStats};
-use crate::projection::{ExecutionView, entry_kind, rebuild};
+use crate::projection::{self, ExecutionView, entry_kind, rebuild};
 use crate::records::{HistoryEntry, HistoryRecord};
 use crate::rows::{
-    Checkpoint, HistoryRow, MaterialiseJob, TimerChanges, TimerRow, TimerWatermark, WriteStamp,
+    Checkpoint, ExecutionState, HistoryRow, MaterialiseJob, TimerChanges, TimerRow, TimerWatermark,
+    WriteStamp,
 };
 use crate::runner::WorkflowRunner;
 use crate::schedule::ScheduleState;
@@ -341,6 +342,15 @@ pub fn admission_limit(capacity: usize, max_batch: usize) -> usize {
 /// Rows per catch-up job.
 const CATCHUP_FLUSH_EVERY: usize = 500;
 
+/// What a catch-up of one partition read.
+struct CaughtUp {
+    /// History records read.
+    records: usize,
+    /// The executions they belong to that are running, with the offset of the first record
+    /// of each read (their starts are tried again: see [`Driver::take_over`]).
+    running: Vec<(ExecutionId, i64)>,
+}
+
 /// The loop; see the module docs.
 pub struct Driver<R: WorkflowRunner, L: Log, S: StoreRead, M: Materialise, I = NoInline> {
     pub processor: Processor<R>,
@@ -356,6 +366,10 @@ pub struct Driver<R: WorkflowRunner, L: Log, S: StoreRead, M: Materialise, I = N
     generation: u64,
     /// The next offset of every owned input partition.
     positions: IndexMap<(InputTopic, i32), i64>,
+    /// Running executions this owner's catch-up read whose start it has not tried yet (see
+    /// [`Driver::take_over`]): the history offset of each one's first record read, which no
+    /// checkpoint passes until its reminder has fired in a committed batch.
+    reminded: IndexMap<ExecutionId, (i32, i64)>,
     /// Whether the log reads the submissions partitions (admission, see the module docs).
     admitting: bool,
     retried: u64,
@@ -426,6 +440,7 @@ where
             owned: BTreeSet::new(),
             generation: 0,
             positions: IndexMap::new(),
+            reminded: IndexMap::new(),
             admitting: true,
             retried: 0,
             inline_answered: 0,
@@ -536,6 +551,7 @@ where
             .map_err(DriverError::Materialise)?;
         self.processor.clear();
         self.timers.clear();
+        self.reminded.clear();
         // From here on this worker's writes outrank every write a former owner still has
         // queued (see `WriteStamp`).
         self.generation = generation;
@@ -569,15 +585,23 @@ where
             ..MaterialiseJob::default()
         };
         self.submit(job).await?;
+        let mut running = IndexMap::new();
         for &partition in &owned {
-            let count = self.catch_up(partition).await?;
-            if count > 0 {
+            let caught_up = self.catch_up(partition).await?;
+            if caught_up.records > 0 {
                 tracing::info!(
                     partition,
-                    records = count,
+                    records = caught_up.records,
+                    running = caught_up.running.len(),
                     "store caught up with the history"
                 );
             }
+            running.extend(
+                caught_up
+                    .running
+                    .into_iter()
+                    .map(|(id, offset)| (id, (partition, offset))),
+            );
         }
         // The keyed state of the partitions, as committed with the offsets just rewound to
         // (one read of them all: a consumer per partition cost ~0.2 s each).
@@ -600,6 +624,25 @@ where
         self.owned = owned;
         let now = self.log.now();
         self.refill_timers(now).await?;
+        // A former owner may have committed a deferred start of these executions and died
+        // before its `retry` timer reached the store: that timer is in no history record, so
+        // nothing derives it. Their starts are tried now, from memory: a reminder is never
+        // written (a fenced owner's would outlive it behind the next owner's watermark);
+        // instead the catch-up's checkpoint stopped at the first record of each, and no
+        // checkpoint passes it until the reminder has fired, so an owner that dies first
+        // leaves them to the next one's catch-up. One that runs or waits is left as it is;
+        // one that cannot start puts its timer again.
+        let reminders = running
+            .iter()
+            .map(|(id, (partition, _))| projection::retry_timer(*partition, id, now));
+        let reminded = self.timers.remind(reminders);
+        self.reminded = running;
+        if reminded > 0 {
+            tracing::info!(
+                executions = reminded,
+                "starts of the running executions caught up are tried again"
+            );
+        }
         // The watermarks this owner starts from, stamped with its generation: a former
         // owner's queued watermark (possibly past a timer it never knew of) cannot land after
         // this one.
@@ -890,13 +933,32 @@ where
                     });
                 }
                 Effect::PutTimer(timer) => timers.put(timer.clone()),
-                Effect::DeleteTimer(key) => timers.delete(key.clone()),
+                Effect::DeleteTimer(key) => {
+                    // A fired reminder (or a `retry` timer of its execution): its start was
+                    // tried in this committed batch.
+                    if let Some(id) = key.retry_of() {
+                        self.reminded.shift_remove(&id);
+                    }
+                    timers.delete(key.clone())
+                }
                 _ => {}
             }
         }
         timers.write_into(&mut job);
         let topic = self.log.history_topic().to_owned();
-        job.checkpoints = next_offsets
+        let checkpoints: Vec<_> = next_offsets
+            .into_iter()
+            .map(|(partition, offset)| {
+                let held = self
+                    .reminded
+                    .values()
+                    .filter(|(p, _)| *p == partition)
+                    .map(|(_, first)| *first)
+                    .min();
+                (partition, held.map_or(offset, |held| held.min(offset)))
+            })
+            .collect();
+        job.checkpoints = checkpoints
             .into_iter()
             .map(|(partition, offset)| self.checkpoint(&topic, partition, offset, now))
             .collect();
@@ -1011,7 +1073,7 @@ where
     /// Materialises `partition` of the history from its checkpoint to the last stable offset,
     /// through the projection; returns how many records were read. Writing twice what the
     /// store already has is harmless (upserts; the projection ignores seqs it has applied).
-    async fn catch_up(&mut self, partition: i32) -> Result<usize, DriverError> {
+    async fn catch_up(&mut self, partition: i32) -> Result<CaughtUp, DriverError> {
         let topic = self.log.history_topic().to_owned();
         let from = self
             .store
@@ -1026,6 +1088,8 @@ where
             .map_err(DriverError::Log)?;
         let read = entries.len();
         let mut views: IndexMap<ExecutionId, ExecutionView> = IndexMap::new();
+        // The offset of the first record read of each execution in `views`.
+        let mut first_read: IndexMap<ExecutionId, i64> = IndexMap::new();
         // Executions whose stored history cannot be read: their rows are copied, nothing
         // more.
         let mut unreadable: std::collections::HashSet<ExecutionId> = Default::default();
@@ -1088,6 +1152,7 @@ where
                 };
                 if let Some(view) = view {
                     views.insert(id.clone(), view);
+                    first_read.insert(id.clone(), offset);
                 }
             }
             if let Some(view) = views.get_mut(&id)
@@ -1114,7 +1179,14 @@ where
                 job.executions = views.values().map(ExecutionView::row).collect();
                 let now = self.log.now();
                 job.stamp = self.stamp(now);
-                job.checkpoints = vec![self.checkpoint(&topic, partition, offset + 1, now)];
+                // Not past the first record of an execution still running (see `take_over`).
+                let held = views
+                    .values()
+                    .filter(|view| view.state == ExecutionState::Running)
+                    .filter_map(|view| first_read.get(&view.id).copied())
+                    .min();
+                let next = held.map_or(offset + 1, |held| held.min(offset + 1));
+                job.checkpoints = vec![self.checkpoint(&topic, partition, next, now)];
                 self.submit(std::mem::take(&mut job)).await?;
             }
         }
@@ -1133,6 +1205,15 @@ where
             .flush()
             .await
             .map_err(DriverError::Materialise)?;
-        Ok(read)
+        let running = views
+            .into_values()
+            .filter(|view| view.state == ExecutionState::Running)
+            .filter_map(|view| Some((first_read.get(&view.id).copied()?, view.id)))
+            .map(|(offset, id)| (id, offset))
+            .collect();
+        Ok(CaughtUp {
+            records: read,
+            running,
+        })
     }
 }

@@ -137,7 +137,7 @@ impl fmt::Display for TimerId {
         match self {
             TimerId::Delay(id) => write!(f, "{id}"),
             TimerId::Schedule(id) => write!(f, "schedule:{id}"),
-            TimerId::Retry(id) => write!(f, "retry:{id}"),
+            TimerId::Retry(id) => write!(f, "{RETRY_PREFIX}{id}"),
             TimerId::Deadline(id) => write!(f, "deadline:{id}"),
         }
     }
@@ -221,7 +221,7 @@ impl TimerRow {
                 crate::model::DelayId::from_str(&self.timer_id).map_err(|e| fail(e.to_string()))?,
             ),
             TimerKind::Schedule => TimerId::Schedule(of_execution("schedule:")?),
-            TimerKind::Retry => TimerId::Retry(of_execution("retry:")?),
+            TimerKind::Retry => TimerId::Retry(of_execution(RETRY_PREFIX)?),
             TimerKind::Deadline => TimerId::Deadline(of_execution("deadline:")?),
         })
     }
@@ -242,6 +242,17 @@ pub struct TimerKey {
     pub due_at: DateTime<Utc>,
     pub timer_id: String,
 }
+
+impl TimerKey {
+    /// The execution whose `retry` timer this is, if it is one.
+    pub fn retry_of(&self) -> Option<ExecutionId> {
+        let id = self.timer_id.strip_prefix(RETRY_PREFIX)?;
+        ExecutionId::from_str(id).ok()
+    }
+}
+
+/// How the id of a `retry` timer starts (`retry:<execution id>`).
+const RETRY_PREFIX: &str = "retry:";
 
 /// How far one partition of a changelog topic is materialised.
 #[derive(Debug, Clone, PartialEq, Eq)]

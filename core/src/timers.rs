@@ -109,6 +109,23 @@ impl TimerIndex {
         self.loaded_until.insert(refill.partition, refill.until);
     }
 
+    /// Holds `timers` in memory only (the store never sees them), each unless a timer of the
+    /// same id is held already; returns how many were added. The driver's reminders at a
+    /// take-over: firing one deletes a row that was never written, which is harmless.
+    pub fn remind(&mut self, timers: impl IntoIterator<Item = TimerRow>) -> usize {
+        let held: std::collections::HashSet<String> =
+            self.timers.values().map(|t| t.timer_id.clone()).collect();
+        let mut added = 0;
+        for timer in timers {
+            if !held.contains(&timer.timer_id) {
+                self.timers
+                    .insert((timer.due_at, timer.timer_id.clone()), timer);
+                added += 1;
+            }
+        }
+        added
+    }
+
     /// Removes and returns up to `max` timers due at `now`.
     pub fn take_due(&mut self, now: DateTime<Utc>, max: usize) -> Vec<TimerRow> {
         let mut due = Vec::new();

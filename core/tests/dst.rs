@@ -19,11 +19,12 @@
 //!
 //! A known bug gets an `#[ignore]`d test naming the issue item and the seeds or the scripted
 //! scenario that shows it, un-ignored when its fix lands
-//! (`cargo test -p weir-core --features test-util --test dst -- --ignored`). None is open
-//! today; the tests of the bugs found so far (issue 11 items 0, 1, 2, 5, 6, a hanging
-//! transaction hiding batches from catch-up, a retried keyed event sent back by its finished
-//! holder, an event id sent twice to a correlation key reaching two executions, a stub that
-//! holds a value written through another function) run in CI.
+//! (`cargo test -p weir-core --features test-util --test dst -- --ignored`). One is open today
+//! (`dst_deferrals_with_every_fault`); the tests of the bugs found so far (issue 11 items 0,
+//! 1, 2, 5, 6, a hanging transaction hiding batches from catch-up, a retried keyed event sent
+//! back by its finished holder, an event id sent twice to a correlation key reaching two
+//! executions, a stub that holds a value written through another function, a deferred start
+//! lost with its owner) run in CI.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -488,16 +489,16 @@ fn dst_deferrals() {
     assert_seeds_pass(&seeds, faults);
 }
 
-/// `dst_deferrals` with crashes. Open: an owner that dies after committing a deferred start
-/// and before its materialiser wrote the `retry` timer leaves the execution waiting forever
-/// (the timer is in no history record, so the next owner's catch-up cannot derive it):
-/// seeds 10, 95, 124, 247 of 0..300 (`unfinished`); a worker that exits after an outage
-/// longer than its patience does the same (123 without crashes; `dst_upgrades`' 222). A catch-up that put a `retry` timer for
-/// every running execution it read fixed these, but a fenced former owner's catch-up then
-/// left such timers behind the next owner's watermark (`timers-left` in `dst_short`'s classes
-/// with zombies); the fix needs the deferral in the history (or a key every owner derives).
+/// `dst_deferrals` with crashes and upgrades. An owner that died after committing a deferred
+/// start and before its materialiser wrote the `retry` timer left the execution waiting
+/// forever (the timer is in no history record, so the next owner's catch-up could not derive
+/// it): seed 208 of 0..300 (`unfinished`, a `Created` and nothing more), earlier 10, 95, 124,
+/// 247. Fixed by the take-over's reminders: a start tried for every running execution the
+/// catch-up read, and no checkpoint past the first record of one whose reminder has not fired
+/// in a committed batch (seed 78 of `dst_deferrals_with_every_fault` lost three schedule
+/// ticks to an owner revoked between its catch-up and its first batch before that second
+/// half).
 #[test]
-#[ignore = "open: a deferred start's retry timer lost with its owner (seeds in the docs)"]
 fn dst_deferrals_with_crashes() {
     let mut faults = found_with("deferrals");
     faults.upgrades = true;
@@ -509,11 +510,11 @@ fn dst_deferrals_with_crashes() {
 }
 
 /// Deferred starts and upgrades with every other fault class (`dst_short`'s and theirs). Not
-/// passing yet, so not in `Faults::passing`: of seeds 0..300, 10 fail (10, 21, 25, 144, 158,
-/// 193, 221, 250, 263, 295): a fenced former owner's `retry` timer lands in the store behind
-/// the next owner's timer watermark (issue 11 item 5's hole: a retry timer is in no history
-/// record, so no owner derives it and deletes it again), left in the store (`timers-left`);
-/// in 144 and 221 an execution also never finishes (`unfinished`).
+/// passing yet, so not in `Faults::passing`: of seeds 0..300, 5 fail (8, 131, 171, 196, 256;
+/// 11 before the take-over's reminders). In all but 131 a fenced former owner's `retry` timer
+/// lands in the store after the next owner loaded its timers, behind its watermark: never
+/// fired nor deleted (`timers-left`; a row left over, no start lost). In 131 a `stubbed`
+/// execution waits for a stub no step writes (`unfinished`, also before the reminders).
 #[test]
 #[ignore = "open: retry timers of fenced owners behind the watermark (seeds in the docs)"]
 fn dst_deferrals_with_every_fault() {
