@@ -56,8 +56,8 @@ use crate::processor::{Batch, Effect, Input, Processor, ProcessorError, Processo
 use crate::projection::{self, ExecutionView, entry_kind, rebuild};
 use crate::records::{HistoryEntry, HistoryRecord};
 use crate::rows::{
-    Checkpoint, ExecutionState, HistoryRow, MaterialiseJob, TimerChanges, TimerRow, TimerWatermark,
-    WriteStamp,
+    Checkpoint, ExecutionState, HistoryRow, MaterialiseJob, TimerChanges, TimerId, TimerRow,
+    TimerWatermark, WriteStamp,
 };
 use crate::runner::WorkflowRunner;
 use crate::schedule::ScheduleState;
@@ -817,6 +817,13 @@ where
             }
             Err(CommitError::Fatal(e)) => return Err(DriverError::Commit(e)),
         };
+        // A reminder that fired in a committed batch has had its start tried (or its
+        // execution was left as unreadable): no checkpoint waits for it any longer.
+        for timer in &timers {
+            if let Ok(TimerId::Retry(id)) = timer.id() {
+                self.reminded.shift_remove(&id);
+            }
+        }
         self.materialise(batch, landed, now).await?;
         self.report(inputs, 0);
         Ok(())
@@ -933,14 +940,7 @@ where
                     });
                 }
                 Effect::PutTimer(timer) => timers.put(timer.clone()),
-                Effect::DeleteTimer(key) => {
-                    // A fired reminder (or a `retry` timer of its execution): its start was
-                    // tried in this committed batch.
-                    if let Some(id) = key.retry_of() {
-                        self.reminded.shift_remove(&id);
-                    }
-                    timers.delete(key.clone())
-                }
+                Effect::DeleteTimer(key) => timers.delete(key.clone()),
                 _ => {}
             }
         }

@@ -243,14 +243,6 @@ pub struct TimerKey {
     pub timer_id: String,
 }
 
-impl TimerKey {
-    /// The execution whose `retry` timer this is, if it is one.
-    pub fn retry_of(&self) -> Option<ExecutionId> {
-        let id = self.timer_id.strip_prefix(RETRY_PREFIX)?;
-        ExecutionId::from_str(id).ok()
-    }
-}
-
 /// How the id of a `retry` timer starts (`retry:<execution id>`).
 const RETRY_PREFIX: &str = "retry:";
 
