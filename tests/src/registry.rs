@@ -20,6 +20,10 @@ struct State {
     schemas: Vec<String>,
     /// Subject → ids of its versions.
     subjects: BTreeMap<String, Vec<u32>>,
+    /// Whether it answers every request with 503 (an outage).
+    down: bool,
+    /// Requests answered with 503 during outages.
+    refused: u64,
 }
 
 /// The registry; it serves until the test process ends.
@@ -49,6 +53,33 @@ impl TestRegistry {
     /// Every subject with the ids of its versions.
     pub fn subjects(&self) -> BTreeMap<String, Vec<u32>> {
         self.state.lock().expect("registry state").subjects.clone()
+    }
+
+    /// Starts (`true`) or ends an outage: meanwhile every request is answered 503.
+    pub fn set_down(&self, down: bool) {
+        self.state.lock().expect("registry state").down = down;
+    }
+
+    /// How many requests were answered 503 during outages.
+    pub fn refused(&self) -> u64 {
+        self.state.lock().expect("registry state").refused
+    }
+
+    /// Registers, under `subject`, schema `id` with a `doc` added: the same record, written
+    /// the same way, under a new id that no client has fetched yet.
+    pub fn register_variant(&self, subject: &str, id: u32) -> u32 {
+        let mut state = self.state.lock().expect("registry state");
+        let text = state.schemas[id as usize - 1].clone();
+        let mut schema: serde_json::Value = serde_json::from_str(&text).expect("schema JSON");
+        schema["doc"] = serde_json::Value::from(format!("a variant of schema {id}"));
+        state.schemas.push(schema.to_string());
+        let variant = state.schemas.len() as u32;
+        state
+            .subjects
+            .entry(subject.to_owned())
+            .or_default()
+            .push(variant);
+        variant
     }
 }
 
@@ -99,6 +130,10 @@ fn error(status: u16, code: i64, message: &str) -> (u16, serde_json::Value) {
 
 fn route(method: &str, path: &str, body: &[u8], state: &Mutex<State>) -> (u16, serde_json::Value) {
     let mut state = state.lock().unwrap_or_else(|p| p.into_inner());
+    if state.down {
+        state.refused += 1;
+        return error(503, 50301, "unavailable (an outage of the test registry)");
+    }
     let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
     match (method, segments.as_slice()) {
         ("POST", ["subjects", subject, "versions"]) => {

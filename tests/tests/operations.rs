@@ -541,6 +541,62 @@ async fn a_worker_with_a_schema_registry_writes_the_confluent_wire_format() {
     }
 }
 
+/// Issue 33 F6: while the schema registry does not answer, a record whose writer schema the
+/// worker has not fetched yet waits in its partition and is read again after a backoff; once
+/// the registry is back, it runs. (It was dead-lettered at the first refusal, and its caller
+/// waited forever: the registry then saw one request during the outage, never a second.)
+#[tokio::test(flavor = "multi_thread")]
+async fn a_schema_registry_outage_holds_a_record_instead_of_dead_lettering_it() {
+    let registry = TestRegistry::start();
+    let mut deployment = Deployment::new("registry-outage");
+    let codec = Codec::new(Some(std::sync::Arc::new(
+        HttpRegistry::new(&registry.url).expect("registry client"),
+    )));
+    codec
+        .register_topology(&deployment.topology)
+        .await
+        .expect("register");
+    deployment.codec = codec;
+    let _worker = deployment.start_worker("w", &["--schema-registry", &registry.url]);
+    let producer = deployment.producer();
+    // The worker is up and has the schemas it registered.
+    let before = deployment
+        .submit(&producer, CHECKOUT, order("before"))
+        .await;
+    deployment.results(std::slice::from_ref(&before), RESULTS_TIMEOUT);
+    // A submission written under a schema id the worker has never fetched, sent during an
+    // outage.
+    let submissions = deployment.topic(TopicRole::Submissions);
+    let id = ExecutionId::top_level(ulid::Ulid::new());
+    let submission = weir::codec::Submission::top_level(
+        &id,
+        CHECKOUT.parse().expect("ffqn"),
+        order("during"),
+        Default::default(),
+        None,
+    );
+    let mut value = deployment
+        .codec
+        .encode(&submissions, &submission)
+        .expect("encode");
+    assert_eq!(value[0], 0, "the Confluent framing");
+    let known = u32::from_be_bytes(value[1..5].try_into().expect("schema id"));
+    let variant = registry.register_variant(&format!("{submissions}-value"), known);
+    value[1..5].copy_from_slice(&variant.to_be_bytes());
+    registry.set_down(true);
+    deployment
+        .produce_raw(&producer, &submissions, &id.to_string(), &value)
+        .await;
+    wait_until(
+        "the worker to ask the registry again during the outage",
+        Duration::from_secs(60),
+        || (registry.refused() >= 3).then_some(()),
+    );
+    registry.set_down(false);
+    let results = deployment.results(std::slice::from_ref(&id), RESULTS_TIMEOUT);
+    assert_eq!(tracking_number(&results[&id]), "T-during");
+}
+
 /// Item 19: `docker stop` sends the image's stop signal; the worker handles SIGTERM. And the
 /// image builds every workspace member (the core crate included).
 #[test]

@@ -123,6 +123,9 @@ pub struct Metrics {
     pub activity_attempts: Counter,
     /// Store calls retried during an outage (reads and materialiser writes).
     pub store_retries: Counter,
+    /// Records read again later because the schema registry did not answer for their writer
+    /// schema (held in their partition, never dead-lettered).
+    pub registry_holds: Counter,
     pub activity_retries_scheduled: Counter,
     /// Activity worker: attempts running now.
     pub activity_running: Gauge,
@@ -244,6 +247,11 @@ impl Metrics {
             "store_retries_total",
             "Store calls retried with backoff during an outage.",
             self.store_retries.get(),
+        );
+        counter(
+            "registry_holds_total",
+            "Records held in their partition and read again because the schema registry did not answer.",
+            self.registry_holds.get(),
         );
         counter(
             "egress_denied_total",

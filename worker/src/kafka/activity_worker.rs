@@ -60,8 +60,11 @@ use super::headers;
 use super::member::{GroupMember, WorkerConfig, WorkerError};
 use super::outgoing::OutgoingRecord;
 use super::recovery::{Failure, Recovery};
+use super::registry_hold::RegistryHold;
 use super::transaction::TransactionError;
-use crate::codec::{ActivityCancel, ActivityRequest, Codec, DlqReason, RecordPosition};
+use crate::codec::{
+    ActivityCancel, ActivityRequest, Codec, DecodeError, DlqReason, RecordPosition,
+};
 use crate::metrics::Metrics;
 use crate::model::{ExecutionErrorKind, ExecutionResult, Response};
 use crate::options;
@@ -145,6 +148,10 @@ impl ActivityWorker {
         // The instant of the last turn (`None` before the first).
         let mut last: Option<DateTime<Utc>> = None;
         let (mut generation, _) = member.tracker.snapshot();
+        // Partitions whose records wait for the schema registry, and until when nothing is
+        // read (see `registry_hold`).
+        let mut hold = RegistryHold::default();
+        let mut held_until: Option<Instant> = None;
         loop {
             if *shutdown.borrow() {
                 break;
@@ -161,20 +168,28 @@ impl ActivityWorker {
                 super::group::leave(&member.consumer).await;
                 break;
             }
-            let wait = match (self.core.next_wake(), last) {
+            let mut wait = match (self.core.next_wake(), last) {
                 (Some(at), Some(now)) => (at - now).to_std().unwrap_or_default().min(TICK),
                 _ => TICK,
             };
+            let reading = match held_until {
+                Some(until) if Instant::now() < until => {
+                    wait = wait.min(until - Instant::now());
+                    false
+                }
+                _ => true,
+            };
             let mut inputs = Vec::new();
+            let mut polled_any = false;
             tokio::select! {
                 biased;
                 _ = shutdown.changed() => break,
                 Some(done) = done_rx.recv() => inputs.push(tasks.finished(done, &self.metrics)),
                 () = tokio::time::sleep(wait) => {}
-                polled = tokio::time::timeout(TICK, member.consumer.recv()) => match polled {
+                polled = tokio::time::timeout(TICK, member.consumer.recv()), if reading => match polled {
                     Ok(Ok(message)) => {
-                        let message = message.detach();
-                        inputs.push(self.decode(message).await);
+                        polled_any = true;
+                        self.take(message.detach(), &mut hold, &mut inputs).await;
                     }
                     Ok(Err(error)) => warn!(%error, "activity consumer error"),
                     Err(_idle) => {}
@@ -187,10 +202,13 @@ impl ActivityWorker {
                 inputs.push(tasks.finished(done, &self.metrics));
             }
             for _ in 0..self.config.max_batch_records {
+                if !reading {
+                    break;
+                }
                 match member.consumer.recv().now_or_never() {
                     Some(Ok(message)) => {
-                        let message = message.detach();
-                        inputs.push(self.decode(message).await);
+                        polled_any = true;
+                        self.take(message.detach(), &mut hold, &mut inputs).await;
                     }
                     Some(Err(error)) => {
                         warn!(%error, "activity consumer error");
@@ -198,6 +216,16 @@ impl ActivityWorker {
                     }
                     None => break,
                 }
+            }
+            if polled_any {
+                let held = hold
+                    .finish_poll(&member.consumer)
+                    .map_err(|e| self.consumer_error(e))?;
+                self.metrics.registry_holds.add(held as u64);
+                held_until = hold
+                    .wait()
+                    .filter(|_| held > 0)
+                    .map(|wait| Instant::now() + wait);
             }
             // The one clock reading: every input of this turn is handled at this instant.
             let now = Utc::now();
@@ -389,16 +417,35 @@ impl ActivityWorker {
         self.execute(member, tasks, effects, now).await
     }
 
+    /// Takes a polled record into the turn's `inputs`, unless it is behind a record `hold`
+    /// holds, or its writer schema cannot be fetched now (then it is held itself).
+    async fn take(
+        &self,
+        message: OwnedMessage,
+        hold: &mut RegistryHold,
+        inputs: &mut Vec<Input<Source>>,
+    ) {
+        if hold.is_held(&message) {
+            return;
+        }
+        match self.body(&message).await {
+            Ok(body) => inputs.push(Self::input(message, body)),
+            Err(error) => {
+                warn!(%error, "activity record held in its partition: the schema registry did not answer; read again after a backoff");
+                hold.hold(&message);
+            }
+        }
+    }
+
     /// What a record is: a request (and how this worker serves it), a cancellation, or
     /// something for the DLQ.
-    async fn decode(&self, message: OwnedMessage) -> Input<Source> {
+    fn input(message: OwnedMessage, body: Body) -> Input<Source> {
         let partition = RoutePartition::new(message.topic(), message.partition());
         let offset = message.offset();
         let written_at = message
             .timestamp()
             .to_millis()
             .and_then(DateTime::from_timestamp_millis);
-        let body = self.body(&message).await;
         Input::Record(Record {
             partition,
             offset,
@@ -408,7 +455,9 @@ impl ActivityWorker {
         })
     }
 
-    async fn body(&self, message: &OwnedMessage) -> Body {
+    /// The body of `message`; `Err` only when the schema registry did not answer for its
+    /// writer schema (a transient error: the record is held, never dead-lettered).
+    async fn body(&self, message: &OwnedMessage) -> Result<Body, DecodeError> {
         let position = RecordPosition::at(message.topic(), message.partition(), message.offset());
         let payload = message.payload().unwrap_or_default();
         if payload.len() > self.config.max_record_bytes {
@@ -417,18 +466,28 @@ impl ActivityWorker {
                 payload.len(),
                 self.config.max_record_bytes
             );
-            return Body::Undecodable {
+            return Ok(Body::Undecodable {
                 reason: DlqReason::Oversize,
                 error,
-            };
+            });
         }
         let cancel = match headers::record_type(message, TopicRole::Activity) {
             Ok(read) => read == RecordType::ActivityCancel,
             Err(e) => {
-                return Body::Undecodable {
+                return Ok(Body::Undecodable {
                     reason: DlqReason::Undecodable,
                     error: format!("{position}: {e}"),
-                };
+                });
+            }
+        };
+        let undecodable = |e: DecodeError| {
+            if e.is_transient() {
+                Err(e)
+            } else {
+                Ok(Body::Undecodable {
+                    reason: e.dlq_reason(),
+                    error: e.to_string(),
+                })
             }
         };
         if cancel {
@@ -437,11 +496,8 @@ impl ActivityWorker {
                 .decode_fetching::<ActivityCancel>(payload, &position)
                 .await
             {
-                Ok(cancel) => Body::Cancel(cancel),
-                Err(e) => Body::Undecodable {
-                    reason: e.dlq_reason(),
-                    error: e.to_string(),
-                },
+                Ok(cancel) => Ok(Body::Cancel(cancel)),
+                Err(e) => undecodable(e),
             };
         }
         match self
@@ -449,15 +505,12 @@ impl ActivityWorker {
             .decode_fetching::<ActivityRequest>(payload, &position)
             .await
         {
-            Ok(request) => Body::Request {
+            Ok(request) => Ok(Body::Request {
                 serve: self.serve(message.topic(), &request),
                 not_before: header_not_before(message),
                 request,
-            },
-            Err(e) => Body::Undecodable {
-                reason: e.dlq_reason(),
-                error: e.to_string(),
-            },
+            }),
+            Err(e) => undecodable(e),
         }
     }
 

@@ -17,6 +17,7 @@ pub mod member;
 pub mod outgoing;
 pub mod producer;
 pub mod recovery;
+pub mod registry_hold;
 pub mod schedules;
 pub mod submit;
 pub mod trace_headers;

@@ -40,6 +40,7 @@ use super::history_reader;
 use super::materialiser::Materialiser;
 use super::member::{GroupMember, WorkerConfig, WorkerError};
 use super::recovery::{self, Failure, Recovery};
+use super::registry_hold::RegistryHold;
 use super::transaction::TransactionError;
 use crate::codec::{
     CancelRequest, Codec, DecodeError, DecodeErrorKind, EventRecord, HistoryRecord, RecordPosition,
@@ -120,6 +121,7 @@ impl<S: Store + 'static> WorkflowWorker<S> {
             history_topic: self.topology.topic(TopicRole::History).name.clone(),
             generation: 0,
             polled: Vec::new(),
+            registry_hold: RegistryHold::default(),
             polled_at: Instant::now(),
             group_gen: 0,
             reported: Default::default(),
@@ -270,6 +272,8 @@ pub struct KafkaLog {
     group_gen: u64,
     /// The records of the last poll (for their DLQ copies).
     polled: Vec<OwnedMessage>,
+    /// Partitions whose records wait for the schema registry (see `registry_hold`).
+    registry_hold: RegistryHold,
     polled_at: Instant,
     /// The processor's counters as last exported (they are cumulative; metrics get deltas).
     reported: weir_core::processor::ProcessorStats,
@@ -294,7 +298,13 @@ impl KafkaLog {
             })
     }
 
-    async fn decode(&self, message: &OwnedMessage, index: usize) -> PolledRecord {
+    /// `message` as the processor's input; `Err` when the schema registry did not answer for
+    /// its writer schema (the record is held, see `registry_hold`).
+    async fn decode(
+        &self,
+        message: &OwnedMessage,
+        index: usize,
+    ) -> Result<PolledRecord, DecodeError> {
         let position = RecordPosition::at(message.topic(), message.partition(), message.offset());
         let payload = message.payload().unwrap_or_default();
         let topic = self.input_topic(message.topic());
@@ -310,7 +320,11 @@ impl KafkaLog {
                 }),
             }),
         };
-        PolledRecord {
+        let body = match body {
+            Err(e) if e.is_transient() => return Err(e),
+            body => body,
+        };
+        Ok(PolledRecord {
             topic,
             partition: message.partition(),
             offset: message.offset(),
@@ -327,7 +341,7 @@ impl KafkaLog {
                     error: e.to_string(),
                 }),
             },
-        }
+        })
     }
 
     /// The value of `message` as a `record`, the body the processor takes.
@@ -466,6 +480,12 @@ impl Log for KafkaLog {
         if *self.shutdown.borrow() {
             return Ok(Polled::Shutdown);
         }
+        if let Some(wait) = self.registry_hold.wait() {
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = self.shutdown.changed() => return Ok(Polled::Shutdown),
+            }
+        }
         let (before, _) = self.member.tracker.snapshot();
         let records = tokio::select! {
             records = collect_batch(&self.member.consumer, self.config.commit_interval, max) => records,
@@ -506,10 +526,28 @@ impl Log for KafkaLog {
         }
         self.polled_at = Instant::now();
         let mut polled = Vec::with_capacity(records.len());
-        for (index, message) in records.iter().enumerate() {
-            polled.push(self.decode(message, index).await);
+        let mut kept = Vec::with_capacity(records.len());
+        for message in records {
+            if self.registry_hold.is_held(&message) {
+                continue;
+            }
+            match self.decode(&message, kept.len()).await {
+                Ok(record) => {
+                    polled.push(record);
+                    kept.push(message);
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "record held in its partition: the schema registry did not answer; read again after a backoff");
+                    self.registry_hold.hold(&message);
+                }
+            }
         }
-        self.polled = records;
+        let held = self
+            .registry_hold
+            .finish_poll(&self.member.consumer)
+            .map_err(|e| self.consumer_error(e))?;
+        self.metrics.registry_holds.add(held as u64);
+        self.polled = kept;
         Ok(Polled::Records(polled))
     }
 
