@@ -291,5 +291,14 @@ async fn a_secret_reaches_its_activity_and_nothing_weir_writes() {
     );
     let log = std::fs::read(&worker.log).expect("log");
     assert!(!contains(&log, needle), "the token is in the worker's log");
+    // Nor any part of it (issue 33 F13): the long stderr line cut across the token logged it
+    // in two halves, and the percent-encoded URI as `tok%2D<id>`.
+    let id = token.strip_prefix("tok-").expect("token").as_bytes();
+    assert!(
+        !contains(&log, id),
+        "a part of the token is in the worker's log"
+    );
+    assert!(worker.log_contains("[secret API_TOKEN] ends a long line"));
+    assert!(worker.log_contains("enc=[secret API_TOKEN]"));
     assert!(!metrics.contains(&token), "the token is in the metrics");
 }

@@ -233,7 +233,7 @@ impl ActivityTemplate {
         let (mut store, instance) = match self.instantiate(&mut report).await {
             Ok(pair) => pair,
             Err(e) => {
-                report.result = trapped(&e);
+                report.result = self.trapped(&e);
                 return report;
             }
         };
@@ -241,7 +241,7 @@ impl ActivityTemplate {
         let call = self.call(&mut store, instance, params);
         report.result = match tokio::time::timeout(limit, call).await {
             Ok(Ok(result)) => result,
-            Ok(Err(e)) => trapped(&e),
+            Ok(Err(e)) => self.trapped(&e),
             Err(_) => ExecutionResult::error(
                 ExecutionErrorKind::TimedOut,
                 format!("the attempt took longer than {limit:?}"),
@@ -250,6 +250,16 @@ impl ActivityTemplate {
         // Nothing an attempt produces leaves it with a secret's value in it.
         self.secrets.redact_result(&mut report.result);
         report
+    }
+
+    /// The execution error of an attempt that trapped or hit a limit, logged redacted (a
+    /// trap's text can hold what the guest had: issue 33 F13).
+    fn trapped(&self, e: &wasmtime::Error) -> ExecutionResult {
+        let (kind, reason) = limits::describe_trap(e);
+        tracing::info!(error = %self.secrets.redact(&reason), "activity attempt failed");
+        ExecutionResult::ExecutionError(
+            crate::model::ExecutionError::new(kind, reason).with_detail(format!("{e:?}")),
+        )
     }
 
     /// A fresh store and instance; waits while the pooling allocator has no free slot (the
@@ -312,15 +322,6 @@ impl ActivityTemplate {
             wasmtime::Error::msg(format!("the result of {} does not convert: {e}", f.ffqn))
         })
     }
-}
-
-/// The execution error of an attempt that trapped or hit a limit.
-fn trapped(e: &wasmtime::Error) -> ExecutionResult {
-    let (kind, reason) = limits::describe_trap(e);
-    tracing::info!(error = %reason, "activity attempt failed");
-    ExecutionResult::ExecutionError(
-        crate::model::ExecutionError::new(kind, reason).with_detail(format!("{e:?}")),
-    )
 }
 
 fn cancelled(attempts: u32, pool_waits: u32) -> ActivityOutcome {

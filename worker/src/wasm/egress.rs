@@ -181,7 +181,7 @@ impl WasiHttpHooks for EgressHooks {
             self.0.denied.fetch_add(1, Ordering::Relaxed);
             DENIED_TOTAL.fetch_add(1, Ordering::Relaxed);
             let uri = request.uri().to_string();
-            tracing::warn!(uri = %self.1.redact(&uri), "an activity's HTTP request to a host its component does not allow was denied");
+            tracing::warn!(uri = %self.1.redact_uri(&uri), "an activity's HTTP request to a host its component does not allow was denied");
             return Box::new(async { Err(Error::HttpRequestDenied) });
         }
         drop(fut);

