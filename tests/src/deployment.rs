@@ -50,6 +50,7 @@ pub struct Deployment {
 pub struct ApiServer {
     /// `http://127.0.0.1:<port>`.
     pub base: String,
+    pub port: u16,
     pub log: PathBuf,
     _child: Killed,
 }
@@ -266,15 +267,23 @@ impl Deployment {
         let admin = self.logs.join("admin.tokens");
         std::fs::write(&read, format!("# readers\n{read_token}\n")).expect("write tokens");
         std::fs::write(&admin, format!("{admin_token}\n")).expect("write tokens");
+        self.serve_api_with(&[
+            "--read-tokens-file".as_ref(),
+            read.as_os_str(),
+            "--admin-tokens-file".as_ref(),
+            admin.as_os_str(),
+        ])
+    }
+
+    /// [`serve_api`](Self::serve_api) with `args` instead of the tokens (e.g.
+    /// `--api-insecure-no-auth`).
+    pub fn serve_api_with(&self, args: &[&std::ffi::OsStr]) -> ApiServer {
         let port = free_port();
         let log = self.logs.join("serve.log");
         let child = self
             .command()
             .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
-            .arg("--read-tokens-file")
-            .arg(&read)
-            .arg("--admin-tokens-file")
-            .arg(&admin)
+            .args(args)
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).expect("log"))
             .spawn()
@@ -285,6 +294,7 @@ impl Deployment {
         });
         ApiServer {
             base: format!("http://127.0.0.1:{port}"),
+            port,
             log,
             _child: child,
         }

@@ -326,7 +326,8 @@ async fn schedules_are_created_listed_paused_and_deleted_through_the_api() {
     .await;
     assert_eq!(ticking["function"], GREET);
 
-    let (status, answer) = call(&client, client.post(format!("{url}/pause")), Some(admin)).await;
+    let post = |url: String| client.post(url).header("content-type", "application/json");
+    let (status, answer) = call(&client, post(format!("{url}/pause")), Some(admin)).await;
     assert_eq!(status, 202, "{answer}");
     weir_e2e::wait_for(
         "the pause taken",
@@ -334,7 +335,7 @@ async fn schedules_are_created_listed_paused_and_deleted_through_the_api() {
         listed("paused"),
     )
     .await;
-    let (status, answer) = call(&client, client.post(format!("{url}/stop")), Some(admin)).await;
+    let (status, answer) = call(&client, post(format!("{url}/stop")), Some(admin)).await;
     assert_eq!(
         (status, error_code(&answer)),
         (404, "not_found"),

@@ -16,7 +16,9 @@
 use std::time::Duration;
 
 use fantoccini::{Client, ClientBuilder, Locator};
+use rdkafka::consumer::Consumer;
 use serde_json::{Value, json};
+use weir::topology::TopicRole;
 use weir_e2e::deployment::Deployment;
 use weir_e2e::{Killed, free_port, unique_name, wait_for, wait_until};
 
@@ -33,6 +35,11 @@ const PAGE_TIMEOUT: Duration = Duration::from_secs(120);
 /// Chromium off the network (this machine's is closed) and out of the sandbox (tests run as
 /// root).
 async fn browser(profile: &std::path::Path) -> (Killed, Client) {
+    browser_with(profile, &[]).await
+}
+
+/// [`browser`] with more Chromium flags.
+async fn browser_with(profile: &std::path::Path, flags: &[&str]) -> (Killed, Client) {
     for program in [CHROMIUM, CHROMEDRIVER] {
         assert!(
             std::path::Path::new(program).exists(),
@@ -60,7 +67,7 @@ async fn browser(profile: &std::path::Path) -> (Killed, Client) {
                 "--disable-quic", "--no-first-run", "--disable-background-networking",
                 "--disable-component-update", "--disable-sync", "--window-size=1400,2400",
                 format!("--user-data-dir={}", profile.display()),
-            ],
+            ].into_iter().chain(flags.iter().map(|f| f.to_string())).collect::<Vec<_>>(),
         }),
     );
     let client = ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
@@ -407,6 +414,121 @@ async fn the_ui_submits_the_order_saga_finds_it_and_shows_its_history() {
     assert_eq!(rows_of(&stopped, "cancel-requested").len(), 1, "{stopped}");
     assert_eq!(rows_of(&stopped, "delay")[0]["closed"], true, "{stopped}");
 
+    client.close().await.expect("close the browser");
+    let _ = std::fs::remove_dir_all(&profile);
+}
+
+/// Serves `page` (HTML) on a free port of this machine, for any path, until the process ends:
+/// a site of another origin than the API's.
+fn serve_page(page: String) -> u16 {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind the page's server");
+    let port = listener.local_addr().expect("address").port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+            let mut line = String::new();
+            while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+                line.clear();
+            }
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{page}",
+                page.len()
+            );
+        }
+    });
+    port
+}
+
+/// Issue 33 F8: with `--api-insecure-no-auth`, a page of another origin that the operator
+/// visits cannot make the API write — the requests a page may send to another origin without
+/// asking (a text or form body, or none) are refused before any handler — and a page that
+/// points a name of its own at the API's address cannot read it through that name. Before,
+/// each of these was served (the submission produced, the listing read).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_page_of_another_origin_can_neither_write_nor_read_through_a_rebound_name() {
+    let deployment = Deployment::new("ui-csrf");
+    let server = deployment.serve_api_with(&["--api-insecure-no-auth".as_ref()]);
+    let api = &server.base;
+    let page = format!(
+        r#"<!doctype html><title>loading</title><script>
+        const body = JSON.stringify({{ffqn: "{CHECKOUT}", params: [], idempotency_key: "csrf"}});
+        Promise.allSettled([
+          fetch("{api}/v1/executions", {{method: "POST", mode: "no-cors", headers: {{"Content-Type": "text/plain"}}, body}}),
+          fetch("{api}/v1/executions", {{method: "POST", mode: "no-cors", body: new URLSearchParams({{body}})}}),
+          fetch("{api}/v1/executions/E_01JGFJK2G71ZA7HQ0NVK62TRFT/cancel", {{method: "POST", mode: "no-cors"}}),
+        ]).then(() => {{ document.title = "sent"; }});
+        </script>"#
+    );
+    let other_origin = serve_page(page);
+    let profile = std::env::temp_dir().join(unique_name("weir-ui-csrf-chromium"));
+    let (_driver, client) = browser_with(
+        &profile,
+        &["--host-resolver-rules=MAP rebound.test 127.0.0.1"],
+    )
+    .await;
+    client
+        .goto(&format!("http://127.0.0.1:{other_origin}/"))
+        .await
+        .expect("open the other origin's page");
+    wait_page(
+        &client,
+        "the page's requests sent",
+        "return document.title;",
+        |t| t == "sent",
+    )
+    .await;
+    // The API refused all three (each logged), so none reached a handler.
+    wait_until(
+        "three refusals in the API's log",
+        Duration::from_secs(60),
+        || {
+            let log = std::fs::read_to_string(&server.log).ok()?;
+            (log.matches("unsupported_media_type").count() >= 3).then_some(())
+        },
+    );
+    // And nothing was produced: after a submission of the API's own kind is acknowledged,
+    // the submissions topic holds that one record alone (the API acknowledges only what
+    // Kafka has, and the page's requests were answered before it).
+    let answer = reqwest::Client::new()
+        .post(format!("{api}/v1/executions"))
+        .json(&json!({"ffqn": CHECKOUT, "params": [], "idempotency_key": "legit"}))
+        .send()
+        .await
+        .expect("submit");
+    assert_eq!(answer.status(), 202);
+    let submissions = deployment.topology.topic(TopicRole::Submissions);
+    let consumer = weir_e2e::deployment::committed_reader(&submissions.name);
+    let records: i64 = (0..submissions.partitions)
+        .map(|partition| {
+            let (low, high) = consumer
+                .fetch_watermarks(&submissions.name, partition, Duration::from_secs(30))
+                .expect("watermarks");
+            high - low
+        })
+        .sum();
+    assert_eq!(records, 1, "submissions on {}", submissions.name);
+    // Through a name the page's owner controls, resolved to the API's address (DNS
+    // rebinding), the API answers nothing but the refusal.
+    client
+        .goto(&format!("http://rebound.test:{}/v1/functions", server.port))
+        .await
+        .expect("open the API through the rebound name");
+    let text = read(&client, "return document.body.innerText;").await;
+    let text = text.as_str().unwrap_or_default();
+    assert!(text.contains("forbidden_host"), "{text}");
+    // Through its address it does answer (the same request, allowed).
+    client
+        .goto(&format!("{api}/v1/functions"))
+        .await
+        .expect("open the API");
+    let text = read(&client, "return document.body.innerText;").await;
+    assert!(
+        text.as_str().unwrap_or_default().contains("functions"),
+        "{text}"
+    );
     client.close().await.expect("close the browser");
     let _ = std::fs::remove_dir_all(&profile);
 }

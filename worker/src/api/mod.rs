@@ -9,7 +9,10 @@
 //!   may read; an admin token may also submit, send events, write stubs and cancel. Tokens are held as SHA-256 digests, so a
 //!   compare is of digests, not of the secret text.
 //! - **Running without tokens** takes an explicit flag, and the server warns about it at start.
+//! - **Web pages** the operator visits cannot make it write, nor read it through a rebound
+//!   name ([`guard`]).
 
+pub mod guard;
 pub mod ui;
 
 use std::collections::HashSet;
@@ -107,6 +110,8 @@ pub struct Api {
     pub namespace: String,
     /// For reads of `weir.state` (the schedules).
     pub kafka: crate::kafka::KafkaConfig,
+    /// The host names requests may name besides addresses and `localhost` ([`guard`]).
+    pub allowed_hosts: guard::AllowedHosts,
 }
 
 /// An error as the API answers it.
@@ -178,6 +183,7 @@ fn authorize(api: &Api, headers: &HeaderMap, needed: Scope) -> Result<(), ApiErr
 
 /// The router of the API over `api`.
 pub fn router(api: Arc<Api>) -> Router {
+    let allowed_hosts = Arc::new(api.allowed_hosts.clone());
     Router::new()
         .route("/v1/executions", get(list).post(submit))
         .route("/v1/executions/{id}", get(execution))
@@ -207,6 +213,10 @@ pub fn router(api: Arc<Api>) -> Router {
                 "no such endpoint (see docs/openapi.yaml)",
             )
         })
+        .layer(axum::middleware::from_fn_with_state(
+            allowed_hosts,
+            guard::check,
+        ))
         .with_state(api)
 }
 

@@ -32,6 +32,15 @@ pub struct ServeArgs {
     /// as a warning at start.
     #[arg(long)]
     pub api_insecure_no_auth: bool,
+    /// A host name requests may name (their `Host`) besides IP addresses and `localhost`,
+    /// e.g. the name the API is reached by behind a proxy; repeatable, `*` allows any. Others
+    /// are refused: a page could rebind its own name to the API's address.
+    #[arg(
+        long = "api-allowed-host",
+        env = "WEIR_API_ALLOWED_HOSTS",
+        value_delimiter = ','
+    )]
+    pub api_allowed_hosts: Vec<String>,
 }
 
 fn read_tokens(tokens: &mut Tokens, scope: Scope, path: &Path) -> anyhow::Result<()> {
@@ -100,6 +109,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         store: super::client::store(cluster).await?,
         namespace: cluster.namespace.clone(),
         kafka: kafka.clone(),
+        allowed_hosts: crate::api::guard::AllowedHosts::new(
+            args.api_allowed_hosts.iter().map(String::as_str),
+        ),
     });
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await

@@ -88,10 +88,10 @@ async function api(path, options) {
   const token = sessionStorage.getItem(TOKEN_KEY);
   if (token) headers.Authorization = `Bearer ${token}`;
   const init = { method: "GET", headers, ...(options || {}) };
-  if (init.body !== undefined) {
-    headers["Content-Type"] = "application/json";
-    init.body = JSON.stringify(init.body);
-  }
+  // Every write is JSON, with a body or without: the API refuses any other (a page of
+  // another origin could send those without asking).
+  if (init.method !== "GET") headers["Content-Type"] = "application/json";
+  if (init.body !== undefined) init.body = JSON.stringify(init.body);
   const response = await fetch(`/v1${path}`, init);
   const body = await response.json().catch(() => null);
   if (!response.ok) {
