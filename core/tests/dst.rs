@@ -543,7 +543,7 @@ fn dst_upgrades() {
         return;
     };
     assert_seeds_pass(&seeds, faults);
-    let mut total = weir_core::sim::check::UpgradeCounts::default();
+    let mut total = weir_core::sim::checks::UpgradeCounts::default();
     for seed in seeds.iter().take(100) {
         total += run_seed(*seed, faults).upgrades;
     }

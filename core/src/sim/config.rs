@@ -158,13 +158,13 @@ pub struct Faults {
     /// take one or two records), paused, resumed and created again during the faults (the
     /// same spec: nothing changes; after a delete: a new generation), paused for a long idle,
     /// deleted or paused once their owners caught up after the faults. See
-    /// `check::check_schedules` for what is checked.
+    /// `checks::schedules::check_schedules` for what is checked.
     pub schedules: bool,
     /// Correlation keys ([`crate::correlation`]): `order` executions register a key of a
     /// small pool (several share one: the holder queue) and wait for an event `paid` (some
     /// racing a timeout, some without, some not waiting at all); clients send events to the
     /// keys before any registration, while held, after the holders finished. See
-    /// `check::check_correlation` for what is checked.
+    /// `checks::correlation::check_correlation` for what is checked.
     pub correlation: bool,
     /// With `correlation`: clients send some events to keys twice, the same event id (at
     /// once, as a producer's retry would, or later). It found an id sent twice reaching two
@@ -178,7 +178,7 @@ pub struct Faults {
     /// finished; clients write some from outside (a `Response` on `weir.responses`, the same
     /// value twice, a value that does not fit); some writers name no stub (a top-level id, a
     /// child of nobody, an activity). Once the run settled, the stubs still waiting are
-    /// written. See `check::check_stubs` for what is checked.
+    /// written. See `checks::stubs::check_stubs` for what is checked.
     pub stub_writes: bool,
     /// With `stub_writes`: some writers name a stub through another function than the stub's
     /// (`not-found` by the rules: no stub request of that function). Before the owner

@@ -1,6 +1,6 @@
 //! The invariants the simulation checks, by name (`docs/design/simulation.md`): what a
-//! [`super::check::Violation`] says does not hold. The checkers are in `check.rs` (and
-//! `check_activity.rs` for the activity workers); each variant names one concern.
+//! [`super::checks::Violation`] says does not hold. The checkers are in `checks/`, one module
+//! per concern (`checks/activity.rs` for the activity workers); each variant names one concern.
 
 use std::fmt;
 

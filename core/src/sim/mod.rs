@@ -7,15 +7,19 @@
 //!
 //! - [`activity`]: the activity workers (`Faults::activity_workers`): processes running the
 //!   real activity core ([`crate::activity`]), and the external route's service;
-//!   `check_activity` their invariants.
+//!   `checks/activity.rs` their invariants.
 //! - [`cluster`]: the Kafka model (what `read_committed` sees, the LSO, transactions and
 //!   their fencing, committed offsets, the eager-protocol consumer group).
 //! - [`store`]: the store's tables (upserts, last write wins) and the materialiser queue.
 //! - `seams`: [`SimLog`], [`SimStore`], [`SimMaterialiser`] — the driver's three seams.
 //! - [`workflows`]: scripted workflows on the replay engine, and [`SimRunner`].
-//! - [`Sim`]: the scheduler (workers, crashes, freezes, rebalances, outages, the clock);
-//!   [`run_seed`] is one random run, [`check`](Sim::check) the invariants.
-//! - [`sent`]: what the simulated clients sent (the scheduler records it, [`check`] holds
+//! - [`Sim`]: the scheduler (`scheduler.rs`: the clock, the phases, the seeded choice and
+//!   dispatch of each step); `workers.rs` the workflow workers' slots; `workloads/` what the
+//!   steps do, one module per feature (clients, crashes, freezes, rebalances, outages, the
+//!   activity workers); [`run_seed`] is one random run, [`check`](Sim::check) the invariants,
+//!   [`Report`] (`report.rs`) what it found.
+//! - [`checks`]: the invariants, one module per concern ([`checks::check`] runs them all).
+//! - [`sent`]: what the simulated clients sent (the scheduler records it, [`checks`] holds
 //!   the outcome against it).
 //! - `exec`: the hand-written single-threaded executor (no async runtime).
 //!
@@ -24,30 +28,31 @@
 pub mod activity;
 mod activity_effects;
 mod activity_procs;
-pub mod check;
-mod check_activity;
+pub mod checks;
 pub mod cluster;
 pub mod config;
 pub mod exec;
 pub mod host;
 pub mod invariant;
 pub mod process;
+mod report;
 pub mod rng;
 mod scheduler;
 mod seams;
 pub mod sent;
 mod service;
 pub mod store;
+mod workers;
 pub mod workflows;
+mod workloads;
 pub mod world;
 
-pub use check::Violation;
+pub use checks::Violation;
 pub use config::{Faults, SimConfig};
 pub use host::SimHost;
+pub use report::{CorrelationCounts, EventCounts, Report, ScheduleCounts, StubCounts};
 pub use rng::Rng;
-pub use scheduler::{
-    CorrelationCounts, EventCounts, Mix, Report, ScheduleCounts, Sim, StubCounts, epoch, run_seed,
-};
+pub use scheduler::{Mix, Sim, epoch, run_seed};
 pub use seams::{SimLog, SimMaterialiser, SimStore};
 pub use sent::{KeyedSend, ScheduleEnd, SimSchedule, StubSend, Submitted};
 pub use workflows::{SimRunner, Workflow};

@@ -1,7 +1,7 @@
 //! What the simulated clients sent, as the scheduler records it: the submissions and what
 //! each must finish with, the events sent to correlation keys, the stub writes, the
 //! schedules and the commands that ended them. The scheduler writes these as it sends; the
-//! invariants ([`super::check`]) hold the run's outcome against them. Plain data: neither
+//! invariants ([`super::checks`]) hold the run's outcome against them. Plain data: neither
 //! side's rules live here.
 
 use serde_json::Value;

@@ -1,7 +1,7 @@
 //! The state every part of a simulated run shares — cluster, store, worker processes, the
 //! activity service, the clock, the trace — and what the seams do to it. The seams
 //! (`seams.rs`) are thin async shells around these methods; the scheduler
-//! (`scheduler.rs`) calls the rest.
+//! (`scheduler.rs`, `workers.rs`, `workloads/`) calls the rest.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};

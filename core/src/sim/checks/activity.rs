@@ -1,6 +1,6 @@
 //! The invariants of the activity workers (`Faults::activity_workers`), from what a
 //! `read_committed` reader of the log sees and the activity log
-//! ([`super::activity::ActivityLog`]):
+//! ([`crate::sim::activity::ActivityLog`]):
 //!
 //! - `activity-once`: the activity workers commit at most one answer per activity (what a
 //!   zombie produced again is aborted with its refused offsets).
@@ -17,12 +17,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::activity::retry_policy;
-use super::cluster::{Payload, Producer, SimTime, Topic};
-use super::invariant::Invariant;
-use super::world::World;
 use crate::model::{ExecutionId, Response};
 use crate::records::HistoryEntry;
+use crate::sim::activity::retry_policy;
+use crate::sim::cluster::{Payload, Producer, SimTime, Topic};
+use crate::sim::invariant::Invariant;
+use crate::sim::world::World;
 
 /// A request on a route topic.
 struct Request {

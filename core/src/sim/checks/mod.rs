@@ -1,0 +1,170 @@
+//! The invariants of a run, checked against what a `read_committed` reader of the log sees
+//! and what the store holds once the run has settled. [`check`] runs every checker, in a
+//! fixed order (the order of the violations it returns); each module holds one concern:
+//!
+//! - `upgrades`: `Upgraded` entries only as requested; [`UpgradeCounts`].
+//! - `history`: each execution's committed history, its store copy and row, its end;
+//!   with `deadlines`, `delays` and `replay` for what else each history must say.
+//! - `results`: each execution answered once per submission, with its expected value.
+//! - `outputs`: no output committed twice; poison records dead-lettered once.
+//! - `events`, `schedules`, `correlation`, `stubs`, `activity`: the features'.
+//! - `quiescence`: nothing left behind once the run settled.
+//!
+//! Here: [`Violation`], and the helpers several checkers share (the committed histories,
+//! [`unconsumed_inputs`], how an entry or a list reads in a message).
+
+mod activity;
+mod correlation;
+mod deadlines;
+mod delays;
+mod events;
+mod history;
+mod outputs;
+mod quiescence;
+mod replay;
+mod results;
+mod schedules;
+mod stubs;
+mod upgrades;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+pub use correlation::correlation_at_settle;
+pub use stubs::{StubExpect, StubModel, StubSeen, StubWriteSeen, WriterSeen, stub_model};
+pub use upgrades::UpgradeCounts;
+
+use crate::model::{ExecutionErrorKind, ExecutionId, ExecutionResult};
+use crate::records::{HistoryEntry, HistoryRecord};
+
+use super::cluster::{Payload, SimTime, Topic};
+use super::invariant::Invariant;
+use super::sent::{KeyedSend, SimSchedule, Submitted};
+use super::world::World;
+
+/// An invariant that does not hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    /// Which invariant.
+    pub invariant: Invariant,
+    pub detail: String,
+}
+
+/// Whether `result` is a time-out by the execution's deadline (not an activity's own).
+fn past_deadline(result: &ExecutionResult) -> bool {
+    matches!(result, ExecutionResult::ExecutionError(e)
+        if e.kind == ExecutionErrorKind::TimedOut && e.reason.contains("by its deadline"))
+}
+
+/// Input partitions with committed records beyond the group's committed offset.
+pub fn unconsumed_inputs(w: &World) -> Vec<String> {
+    let mut out = Vec::new();
+    for topic in super::world::INPUTS {
+        let t = Topic::of_input(topic);
+        for p in 0..w.cluster.partitions(t) {
+            let committed = w.cluster.committed_offset(topic, p);
+            let (unread, _) = w.cluster.read_committed(t, p, committed, usize::MAX);
+            if let Some(first) = unread.first() {
+                out.push(format!(
+                    "{}/{p}: committed offset {committed}, {} readable records from offset {}",
+                    t.name(),
+                    unread.len(),
+                    first.offset
+                ));
+            }
+        }
+    }
+    out
+}
+
+struct Logged<'a> {
+    partition: i32,
+    offset: i64,
+    record: &'a HistoryRecord,
+    bytes: &'a [u8],
+    timestamp: SimTime,
+}
+
+fn describe(entry: &HistoryEntry) -> String {
+    match entry {
+        HistoryEntry::Created(c) => format!("Created({})", c.ffqn.function()),
+        HistoryEntry::Event { version, event } => format!("Event v{version} {}", event.kind_name()),
+        HistoryEntry::ResponseAppended(r) => {
+            format!("Response({})", crate::projection::response_id(r))
+        }
+        HistoryEntry::Finished { result, .. } => format!("Finished({result})"),
+        HistoryEntry::Upgraded { to, .. } => format!("Upgraded({to})"),
+        HistoryEntry::EventReceived(e) => format!("EventReceived({})", e.event_id),
+        HistoryEntry::CancelRequested { reason } => format!("CancelRequested({reason})"),
+    }
+}
+
+/// The committed history, per execution, in log order.
+fn committed_histories(w: &World) -> BTreeMap<ExecutionId, Vec<Logged<'_>>> {
+    let mut logs: BTreeMap<ExecutionId, Vec<Logged<'_>>> = BTreeMap::new();
+    for (partition, r) in w.cluster.committed_records(Topic::History) {
+        if let Some(Payload::History(record)) = &r.payload {
+            logs.entry(record.execution_id.clone())
+                .or_default()
+                .push(Logged {
+                    partition,
+                    offset: r.offset,
+                    record,
+                    bytes: &r.bytes,
+                    timestamp: r.timestamp,
+                });
+        }
+    }
+    logs
+}
+
+/// Every invariant, at the end of a run; `settled`: it ended quiescent (if not, that is a
+/// violation of its own: something is stuck).
+pub fn check(
+    w: &World,
+    submitted: &indexmap::IndexMap<ExecutionId, Submitted>,
+    poison: &[(i32, i64)],
+    stray_events: &[(String, ExecutionId)],
+    schedules: &[SimSchedule],
+    keyed: &[KeyedSend],
+    settled: bool,
+) -> Vec<Violation> {
+    let mut out = Vec::new();
+    let mut add = |invariant: Invariant, detail: String| {
+        out.push(Violation { invariant, detail });
+    };
+
+    for a in &w.anomalies {
+        add(Invariant::SeamContract, a.clone());
+    }
+
+    let logs = committed_histories(w);
+
+    upgrades::check_upgrades(&mut add, w, &logs);
+    history::check_histories(&mut add, w, &logs);
+    let results = results::check_results(&mut add, w, &logs, submitted, keyed);
+    let dead = outputs::check_outputs(&mut add, w, poison);
+
+    let keyed_ids: BTreeSet<&str> = keyed.iter().map(|k| k.event_id.as_str()).collect();
+    events::check_events(
+        &mut add,
+        w,
+        &logs,
+        submitted,
+        stray_events,
+        &keyed_ids,
+        &dead,
+    );
+    schedules::check_schedules(&mut add, w, &logs, &results, schedules, settled);
+    correlation::check_correlation(&mut add, w, &logs, keyed, settled);
+    stubs::check_stubs(&mut add, w, &logs, settled);
+    if w.faults.activity_workers {
+        activity::check_activity(&mut add, w, settled);
+    }
+    quiescence::check_quiescence(&mut add, w, settled);
+    out
+}
+
+fn list<T: std::fmt::Display>(items: impl IntoIterator<Item = T>) -> String {
+    let items: Vec<String> = items.into_iter().map(|i| i.to_string()).collect();
+    format!("[{}]", items.join(", "))
+}
