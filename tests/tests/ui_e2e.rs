@@ -57,18 +57,27 @@ async fn browser_with(profile: &std::path::Path, flags: &[&str]) -> (Killed, Cli
     wait_until("chromedriver to listen", Duration::from_secs(30), || {
         std::net::TcpStream::connect(("127.0.0.1", port)).ok()
     });
+    let mut args: Vec<String> = [
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--window-size=1400,2400",
+    ]
+    .into_iter()
+    .chain(flags.iter().copied())
+    .map(str::to_owned)
+    .collect();
+    args.push(format!("--user-data-dir={}", profile.display()));
     let mut capabilities = serde_json::Map::new();
     capabilities.insert(
         "goog:chromeOptions".to_owned(),
-        json!({
-            "binary": CHROMIUM,
-            "args": [
-                "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--disable-quic", "--no-first-run", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync", "--window-size=1400,2400",
-                format!("--user-data-dir={}", profile.display()),
-            ].into_iter().chain(flags.iter().map(|f| f.to_string())).collect::<Vec<_>>(),
-        }),
+        json!({"binary": CHROMIUM, "args": args}),
     );
     let client = ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
         .capabilities(capabilities)

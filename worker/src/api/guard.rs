@@ -54,7 +54,7 @@ impl AllowedHosts {
         let name = host_name(host).to_ascii_lowercase();
         name.parse::<std::net::IpAddr>().is_ok()
             || name == "localhost"
-            || self.names.iter().any(|allowed| *allowed == name)
+            || self.names.contains(&name)
     }
 }
 
@@ -226,7 +226,7 @@ mod tests {
             );
         }
         assert_eq!(
-            code(&allowed, Method::POST, &[host.clone()]),
+            code(&allowed, Method::POST, std::slice::from_ref(&host)),
             Some("unsupported_media_type")
         );
         assert_eq!(
@@ -241,7 +241,10 @@ mod tests {
             ),
             Some("unsupported_media_type")
         );
-        assert_eq!(code(&allowed, Method::DELETE, &[host.clone()]), None);
+        assert_eq!(
+            code(&allowed, Method::DELETE, std::slice::from_ref(&host)),
+            None
+        );
         let from = |origin| [host.clone(), json.clone(), (header::ORIGIN, origin)];
         assert_eq!(
             code(&allowed, Method::POST, &from("http://127.0.0.1:8080")),
