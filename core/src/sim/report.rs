@@ -11,32 +11,8 @@ use crate::model::{ExecutionErrorKind, ExecutionId, ExecutionResult};
 use super::checks::Violation;
 use super::cluster::{Payload, Topic};
 use super::config::{Faults, SimConfig};
-use super::scheduler::Sim;
 use super::sent::StubSend;
 use super::world::{Stats, World};
-
-impl Sim {
-    pub fn report(&self, settled: bool, violations: Vec<Violation>) -> Report {
-        let w = self.world();
-        Report {
-            seed: self.seed,
-            config: self.config.clone(),
-            faults: self.faults,
-            settled,
-            violations,
-            trace: w.trace.clone(),
-            stats: w.stats.clone(),
-            events: EventCounts::of(&w),
-            schedules: ScheduleCounts::of(&w),
-            correlation: CorrelationCounts::of(&w),
-            stubs: StubCounts::of(&w, &self.stub_sends),
-            upgrades: super::checks::UpgradeCounts::of(&w),
-            activity: w.act_counts(),
-            executions: self.submitted.len(),
-            findings: w.findings.clone(),
-        }
-    }
-}
 
 /// `+=` for a run's tallies, field by field: a test sums them over seeds.
 macro_rules! tally_sum {
@@ -123,7 +99,7 @@ pub struct StubCounts {
 }
 
 impl StubCounts {
-    fn of(w: &World, sends: &[StubSend]) -> Self {
+    pub(super) fn of(w: &World, sends: &[StubSend]) -> Self {
         use super::checks::StubExpect;
         use crate::records::DlqReason;
         let model = super::checks::stub_model(w);
@@ -194,7 +170,7 @@ pub struct CorrelationCounts {
 }
 
 impl CorrelationCounts {
-    fn of(w: &World) -> Self {
+    pub(super) fn of(w: &World) -> Self {
         use crate::model::{EventOutcome, Response};
         use crate::records::HistoryEntry;
         let mut counts = CorrelationCounts::default();
@@ -300,7 +276,7 @@ pub struct EventCounts {
 }
 
 impl EventCounts {
-    fn of(w: &World) -> Self {
+    pub(super) fn of(w: &World) -> Self {
         use crate::model::{EventOutcome, Response};
         use crate::records::HistoryEntry;
         let mut counts = EventCounts {
@@ -369,7 +345,7 @@ pub struct ScheduleCounts {
 }
 
 impl ScheduleCounts {
-    fn of(w: &World) -> Self {
+    pub(super) fn of(w: &World) -> Self {
         use crate::schedule::{ScheduleState, Status};
         let mut counts = ScheduleCounts::default();
         let mut last: BTreeMap<&str, &ScheduleState> = BTreeMap::new();

@@ -22,7 +22,7 @@ use super::cluster::{SimTime, Topic};
 use super::config::{Faults, SimConfig};
 use super::exec::ProcFuture;
 use super::process::Status;
-use super::report::Report;
+use super::report::{CorrelationCounts, EventCounts, Report, ScheduleCounts, StubCounts};
 use super::rng::Rng;
 use super::sent::{KeyedSend, SimSchedule, StubSend, Submitted};
 use super::workflows::Workflow;
@@ -599,6 +599,30 @@ impl Sim {
         }
         let violations = self.check(settled);
         self.report(settled, violations)
+    }
+}
+
+impl Sim {
+    /// The report of the run so far: what it did, and the violations `check` found.
+    pub fn report(&self, settled: bool, violations: Vec<Violation>) -> Report {
+        let w = self.world();
+        Report {
+            seed: self.seed,
+            config: self.config.clone(),
+            faults: self.faults,
+            settled,
+            violations,
+            trace: w.trace.clone(),
+            stats: w.stats.clone(),
+            events: EventCounts::of(&w),
+            schedules: ScheduleCounts::of(&w),
+            correlation: CorrelationCounts::of(&w),
+            stubs: StubCounts::of(&w, &self.stub_sends),
+            upgrades: super::checks::UpgradeCounts::of(&w),
+            activity: w.act_counts(),
+            executions: self.submitted.len(),
+            findings: w.findings.clone(),
+        }
     }
 }
 
