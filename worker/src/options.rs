@@ -160,6 +160,9 @@ pub const DEFAULT_ACTIVITY_PARTITION_WINDOW: usize = 64;
 /// an activity no component of the worker exports waits for a worker that runs it, from the
 /// request's timestamp, before it is answered with `unknown-function`.
 pub const DEFAULT_UNKNOWN_ACTIVITY_GRACE_SECS: u64 = 600;
+/// The longest `--unknown-activity-grace-secs` taken (30 days): a longer wait is a mistake, and
+/// an unbounded one overflowed the instant it ends (issue 33 F14).
+pub const MAX_UNKNOWN_ACTIVITY_GRACE_SECS: u64 = 30 * 24 * 3600;
 /// `--inline-activities` / `WEIR_INLINE_ACTIVITIES`: the workflow worker runs the attempts of
 /// WASM activities itself (those whose component does not say `inline = false`), answering
 /// in the transaction that journals the request; off, every request goes to its topic.

@@ -374,3 +374,26 @@ fn library_defaults_are_the_command_lines() {
         Some(PathBuf::from(worker_default("compiled-dir")))
     );
 }
+
+/// Issue 33 F14 at the edge: a grace past any sensible wait is refused when the worker starts,
+/// with the flag and the bound named (the core's arithmetic is checked too, but nothing should
+/// reach it).
+#[test]
+fn the_unknown_activity_grace_is_bounded() {
+    use clap::Parser;
+    let parse = |value: &str| {
+        Cli::try_parse_from(["weir", "worker", "--unknown-activity-grace-secs", value])
+    };
+    let too_long = (options::MAX_UNKNOWN_ACTIVITY_GRACE_SECS + 1).to_string();
+    let error = parse(&too_long)
+        .err()
+        .expect("a grace over the bound is refused");
+    let text = error.to_string();
+    assert!(text.contains("--unknown-activity-grace-secs"), "{text}");
+    assert!(
+        text.contains(&options::MAX_UNKNOWN_ACTIVITY_GRACE_SECS.to_string()),
+        "{text}"
+    );
+    assert!(parse(&u64::MAX.to_string()).is_err());
+    assert!(parse(&options::MAX_UNKNOWN_ACTIVITY_GRACE_SECS.to_string()).is_ok());
+}

@@ -110,11 +110,13 @@ pub struct WorkerArgs {
     )]
     pub activity_partition_window: usize,
     /// How long a request for an activity this worker does not run waits for a worker that
-    /// does (from the request's timestamp) before it is answered with `unknown-function`.
+    /// does (from the request's timestamp) before it is answered with `unknown-function` (at
+    /// most 30 days).
     #[arg(
         long,
         env = "WEIR_UNKNOWN_ACTIVITY_GRACE_SECS",
-        default_value_t = options::DEFAULT_UNKNOWN_ACTIVITY_GRACE_SECS
+        default_value_t = options::DEFAULT_UNKNOWN_ACTIVITY_GRACE_SECS,
+        value_parser = clap::value_parser!(u64).range(0..=options::MAX_UNKNOWN_ACTIVITY_GRACE_SECS)
     )]
     pub unknown_activity_grace_secs: u64,
     /// Kafka session timeout: how long a worker that stopped heartbeating (killed, frozen)
