@@ -623,6 +623,8 @@ where
         }
         self.owned = owned;
         let now = self.log.now();
+        // The new owner has read none of its submissions partitions yet.
+        self.processor.submissions_read(false, now);
         self.refill_timers(now).await?;
         // A former owner may have committed a deferred start of these executions and died
         // before its `retry` timer reached the store: that timer is in no history record, so
@@ -665,14 +667,16 @@ where
                 .min(admission_limit(capacity, self.config.max_batch)),
             None => self.config.admit_below,
         };
+        let now = self.log.now();
         let admit = limit == usize::MAX || {
-            let now = self.log.now();
             let since = chrono::Duration::from_std(self.config.admission_idle)
                 .ok()
                 .and_then(|idle| now.checked_sub_signed(idle))
                 .unwrap_or(DateTime::<Utc>::MIN_UTC);
             self.processor.recently_stepped(since) < limit
         };
+        // While paused, the instant moves with every turn (early events, issue 33 F7).
+        self.processor.submissions_read(self.admitting, now);
         if admit == self.admitting {
             return Ok(());
         }

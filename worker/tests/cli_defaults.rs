@@ -385,9 +385,7 @@ fn the_unknown_activity_grace_is_bounded() {
         Cli::try_parse_from(["weir", "worker", "--unknown-activity-grace-secs", value])
     };
     let too_long = (options::MAX_UNKNOWN_ACTIVITY_GRACE_SECS + 1).to_string();
-    let error = parse(&too_long)
-        .err()
-        .expect("a grace over the bound is refused");
+    let error = parse(&too_long).expect_err("a grace over the bound is refused");
     let text = error.to_string();
     assert!(text.contains("--unknown-activity-grace-secs"), "{text}");
     assert!(

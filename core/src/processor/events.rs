@@ -5,7 +5,10 @@
 //! dead-lettered (`refused`, with why); for one that does not exist it is kept under the
 //! execution's id until the submission creates it (journalled right after `Created`,
 //! [`super::submit`]) or `early_event_wait` passes (then it comes back marked `waited_until`
-//! and is dead-lettered `other`, [`correlation::hold_early`]); an event id the execution has
+//! and is dead-lettered `other`, [`correlation::hold_early`] — unless the owner was not
+//! reading the submissions at some time during that wait, paused by admission or not owning
+//! them yet: the submission may be in the part not read, so the event is kept again, issue
+//! 33 F7, [`Processor::submissions_read`]); an event id the execution has
 //! seen is dropped (counted); one whose name has an open wait is delivered to the oldest such
 //! wait as `EventDelivered` (journalled as a response, like any other); otherwise it is
 //! journalled as `EventReceived` and kept until a wait of its name takes it (the projection's
@@ -59,6 +62,16 @@ impl<R: WorkflowRunner> Processor<R> {
             // Its submission may still be on its way (another topic, read in no fixed order
             // with this one): kept until it comes, or for `early_event_wait`.
             None if inbound.waited_until.is_none() && inbound.correlation_key.is_none() => {
+                self.hold_early(batch, index, &id, event, inbound.sent_at);
+                return Ok(());
+            }
+            // Its wait ran out, but not all of it with the submissions read: kept again.
+            None if inbound.correlation_key.is_none()
+                && inbound.waited_until.is_some_and(|until| {
+                    self.submissions_unread_since(until - self.config.early_event_wait)
+                }) =>
+            {
+                tracing::debug!(execution = %id, event = %event.event_id, "event kept again: its wait ran out while the submissions were not all read");
                 self.hold_early(batch, index, &id, event, inbound.sent_at);
                 return Ok(());
             }
@@ -278,6 +291,22 @@ impl<R: WorkflowRunner> Processor<R> {
         for (key, changed) in expired {
             self.put_correlation(batch, &key, changed);
         }
+    }
+
+    /// Tells whether the owner reads the submissions partitions at `now`: `false` while
+    /// admission pauses them, and at a take-over (the new owner has read none of them yet).
+    /// An early event whose wait ran out is dead-lettered only if they were read all along
+    /// that wait (issue 33 F7: under a backlog an event sent before its submission was
+    /// dead-lettered while the submission waited, unread, behind admission).
+    pub fn submissions_read(&mut self, reading: bool, now: DateTime<Utc>) {
+        if !reading {
+            self.submissions_unread_at = Some(now);
+        }
+    }
+
+    /// Whether the submissions were not read at some instant since `since`.
+    fn submissions_unread_since(&self, since: DateTime<Utc>) -> bool {
+        self.submissions_unread_at.is_some_and(|at| at >= since)
     }
 
     /// Adopts the correlation keys of a partition taken over, as `weir.state` has them.

@@ -98,6 +98,7 @@ impl<R: WorkflowRunner> Processor<R> {
             accessed: IndexSet::new(),
             schedules: BTreeMap::new(),
             correlations: BTreeMap::new(),
+            submissions_unread_at: None,
         }
     }
 
@@ -329,4 +330,7 @@ pub struct Processor<R: WorkflowRunner> {
     /// The correlation keys of the owned partitions that hold an execution or events
     /// (restored at take-over with the schedules).
     correlations: BTreeMap<String, CorrelationState>,
+    /// The last instant at which this owner was not reading the submissions partitions
+    /// (paused by admission, or not owning them yet): see [`Processor::submissions_read`].
+    submissions_unread_at: Option<DateTime<Utc>>,
 }

@@ -146,6 +146,76 @@ fn events_come_before_their_submission() {
     assert_eq!(published(&taken), Some(ExecutionResult::Ok(json!(1))));
 }
 
+/// Issue 33 F7: an early event whose wait ran out while the owner was not reading the
+/// submissions (admission paused them for a while) is kept again, not dead-lettered: its
+/// submission may be in the part not read. Once it comes, it takes the event. (It was
+/// dead-lettered `other`, and the execution never had it.)
+#[test]
+fn an_early_event_is_kept_again_when_the_submissions_were_paused_during_its_wait() {
+    use weir_core::correlation::EARLY_EVENT_WAIT;
+
+    let mut processor = processor(1 << 20);
+    let id = ExecutionId::top_level(ulid::Ulid::new());
+    step(&mut processor, event_input(&id, "ev-1", 7));
+    // Admission paused the submissions 30 s into the wait.
+    processor.submissions_read(false, now() + chrono::Duration::seconds(30));
+    let late = now() + EARLY_EVENT_WAIT;
+    let mut batch = Batch::new(late);
+    processor.expire_correlations(&mut batch);
+    let back: Vec<_> = batch
+        .effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::ForwardEvent(f) => Some(f.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(back.len(), 1, "{:?}", batch.effects);
+    let returned = Input::Record {
+        index: 0,
+        partition: 0,
+        key: Some(id.to_string()),
+        size: 100,
+        body: Ok(Body::Event(back[0].clone())),
+    };
+    let again = step_at(&mut processor, returned, late);
+    assert!(dead_letters(&again).is_empty(), "{again:?}");
+    let kept = early_state(&again, &id).flatten().expect("kept again");
+    assert_eq!(kept.buffered.len(), 1);
+    assert_eq!(kept.waits_until, Some(late + EARLY_EVENT_WAIT));
+    // The submission comes: the event is the execution's.
+    let created = step_at(
+        &mut processor,
+        submission_input(&id, Workflow::Approval, json!([0])),
+        late,
+    );
+    assert_eq!(published(&created), Some(ExecutionResult::Ok(json!(7))));
+
+    // Read all along a wait, the submissions hold no such execution: dead-lettered.
+    let never = ExecutionId::top_level(ulid::Ulid::new());
+    let start = late + chrono::Duration::seconds(1);
+    step_at(&mut processor, event_input(&never, "ev-2", 1), start);
+    let mut batch = Batch::new(start + EARLY_EVENT_WAIT);
+    processor.expire_correlations(&mut batch);
+    let back = batch
+        .effects
+        .iter()
+        .find_map(|e| match e {
+            Effect::ForwardEvent(f) => Some(f.clone()),
+            _ => None,
+        })
+        .expect("sent back");
+    let returned = Input::Record {
+        index: 0,
+        partition: 0,
+        key: Some(never.to_string()),
+        size: 100,
+        body: Ok(Body::Event(back)),
+    };
+    let dead = step_at(&mut processor, returned, start + EARLY_EVENT_WAIT);
+    assert_eq!(dead_letters(&dead).len(), 1, "{dead:?}");
+}
+
 /// Issue 13 item 1, the processor's event rules in a table: an event after the wait, before
 /// it (buffered, then taken when the wait opens), twice (delivered once), for a finished and
 /// for an unknown execution; an event racing a timeout in one join set, both orders.
