@@ -548,7 +548,7 @@ async fn a_worker_with_a_schema_registry_writes_the_confluent_wire_format() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_schema_registry_outage_holds_a_record_instead_of_dead_lettering_it() {
     let registry = TestRegistry::start();
-    let mut deployment = Deployment::new("registry-outage");
+    let mut deployment = Deployment::new("registry_outage");
     let codec = Codec::new(Some(std::sync::Arc::new(
         HttpRegistry::new(&registry.url).expect("registry client"),
     )));

@@ -458,7 +458,7 @@ fn serve_page(page: String) -> u16 {
 /// each of these was served (the submission produced, the listing read).
 #[tokio::test(flavor = "multi_thread")]
 async fn a_page_of_another_origin_can_neither_write_nor_read_through_a_rebound_name() {
-    let deployment = Deployment::new("ui-csrf");
+    let deployment = Deployment::new("ui_csrf");
     let server = deployment.serve_api_with(&["--api-insecure-no-auth".as_ref()]);
     let api = &server.base;
     let page = format!(
