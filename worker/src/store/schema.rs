@@ -268,7 +268,14 @@ pub fn compare_columns(
     drift
 }
 
+/// How long a schema change may take: on a busy node (two cores, a test suite running) a
+/// `CREATE TABLE` took longer than the session's 30 s default and `topology apply` failed,
+/// though the statement is idempotent and the node was only slow.
+const SCHEMA_CHANGE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
+
 async fn run(session: &Session, statement: String, context: &str) -> Result<(), StoreError> {
+    let mut statement = scylla::statement::Statement::new(statement);
+    statement.set_request_timeout(Some(SCHEMA_CHANGE_TIMEOUT));
     session
         .query_unpaged(statement, ())
         .await
