@@ -336,8 +336,9 @@ start_cassandra() {
   local jamm; jamm="$(ls "$lib"/jamm-*.jar | head -n1)"
   log "starting cassandra on $HOST:$CQL_PORT (heap $CASSANDRA_HEAP, data $dir)"
   # The --add-exports/--add-opens list is the one of Cassandra's own conf/jvm17-server.options.
+  # Out of heap, the node stops (its dump and system.log say why) instead of timing requests out.
   setsid nohup "$JAVA17" -Xms"$CASSANDRA_HEAP" -Xmx"$CASSANDRA_HEAP" -Xss256k -XX:+UseG1GC \
-    -XX:+HeapDumpOnOutOfMemoryError -XX:HeapDumpPath="$dir" \
+    -XX:+HeapDumpOnOutOfMemoryError -XX:HeapDumpPath="$dir" -XX:+ExitOnOutOfMemoryError \
     -javaagent:"$jamm" -Djdk.attach.allowAttachSelf=true \
     --add-exports java.base/jdk.internal.misc=ALL-UNNAMED \
     --add-exports java.base/jdk.internal.ref=ALL-UNNAMED \

@@ -20,7 +20,7 @@ use weir::topology::{TopicRole, Topology};
 
 use crate::{
     Killed, brokers, cql_config, cql_contact_points, external_classpath, free_port, java_program,
-    kafka_config, repo_root, unique_name, wait_until, weir_binary,
+    kafka_config, remove_deployment, repo_root, unique_name, wait_until, weir_binary,
 };
 
 /// Where `bash examples/build.sh` put the components.
@@ -142,6 +142,16 @@ impl Drop for WorkerProcess {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+impl Drop for Deployment {
+    /// The keyspace and topics go with the test (see [`crate::remove_deployment`]); its logs
+    /// stay in [`Deployment::logs`].
+    fn drop(&mut self) {
+        if let Err(error) = remove_deployment(&self.namespace, &self.keyspace) {
+            eprintln!("could not remove deployment {}: {error}", self.namespace);
+        }
     }
 }
 

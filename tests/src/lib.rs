@@ -193,6 +193,70 @@ fn with_admin<T: Send>(
     })
 }
 
+/// Removes a test's keyspace and every topic of its namespace (`<namespace>.…`), on a thread
+/// and runtime of its own. Best effort, for `Drop`: it reports what it could not remove instead
+/// of panicking. Cassandra keeps about a megabyte of heap per table (its metrics and memtables)
+/// until the table is dropped, so a suite that left its deployments behind ran the test node's
+/// 1 GiB heap out (a late test's CREATE TABLE timed out while the node collected garbage).
+pub fn remove_deployment(namespace: &str, keyspace: &str) -> Result<(), String> {
+    use rdkafka::admin::{AdminClient, AdminOptions};
+    use rdkafka::client::DefaultClientContext;
+    const TIMEOUT: Duration = Duration::from_secs(60);
+    let prefix = format!("{namespace}.");
+    let remove = async || -> Result<(), String> {
+        let session = weir::store::connect(&cql_config(keyspace))
+            .await
+            .map_err(|e| format!("connect to the CQL store: {e}"))?;
+        let mut drop =
+            scylla::statement::Statement::new(format!("DROP KEYSPACE IF EXISTS {keyspace}"));
+        drop.set_request_timeout(Some(TIMEOUT));
+        session
+            .query_unpaged(drop, ())
+            .await
+            .map_err(|e| format!("drop keyspace {keyspace}: {e}"))?;
+        let admin: AdminClient<DefaultClientContext> = kafka_config()
+            .client()
+            .create()
+            .map_err(|e| format!("admin client: {e}"))?;
+        let metadata = admin
+            .inner()
+            .fetch_metadata(None, TIMEOUT)
+            .map_err(|e| format!("topic metadata: {e}"))?;
+        let topics: Vec<&str> = metadata
+            .topics()
+            .iter()
+            .map(|t| t.name())
+            .filter(|name| name.starts_with(&prefix))
+            .collect();
+        if topics.is_empty() {
+            return Ok(());
+        }
+        let results = admin
+            .delete_topics(
+                &topics,
+                &AdminOptions::new().operation_timeout(Some(TIMEOUT)),
+            )
+            .await
+            .map_err(|e| format!("delete topics of {namespace}: {e}"))?;
+        for result in results {
+            result.map_err(|(topic, code)| format!("delete topic {topic}: {code}"))?;
+        }
+        Ok(())
+    };
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .map_err(|e| format!("runtime: {e}"))?
+                    .block_on(remove())
+            })
+            .join()
+            .map_err(|_| "the removal thread panicked".to_owned())?
+    })
+}
+
 /// Creates plain topics `(name, partitions)` with replication 1, failing the test on error.
 /// Callable from sync and async tests alike.
 pub fn create_topics(topics: &[(&str, i32)]) {

@@ -166,3 +166,56 @@ fn the_cli_applies_and_exits_3_on_drift() {
         String::from_utf8_lossy(&check.stderr)
     );
 }
+
+/// A test's deployment takes its keyspace and topics with it when it ends: a suite of about
+/// sixty deployments that left theirs behind (some 600 tables) ran the test node's Cassandra out
+/// of heap, and the last test's `topology apply` timed out.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_deployment_removes_its_keyspace_and_topics_when_it_ends() {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    let deployment = weir_e2e::deployment::Deployment::new("removed");
+    let (namespace, keyspace) = (deployment.namespace.clone(), deployment.keyspace.clone());
+    let session = connect(&cql_config(&keyspace)).await.expect("connect");
+    let keyspaces = async || -> Vec<String> {
+        session
+            .query_unpaged("SELECT keyspace_name FROM system_schema.keyspaces", ())
+            .await
+            .expect("keyspaces")
+            .into_rows_result()
+            .expect("rows")
+            .rows::<(String,)>()
+            .expect("typed rows")
+            .map(|row| row.expect("row").0)
+            .collect()
+    };
+    let consumer: BaseConsumer = kafka_config()
+        .consumer(&unique_name("removed_reader"))
+        .create()
+        .expect("consumer");
+    let topics = || -> Vec<String> {
+        consumer
+            .fetch_metadata(None, std::time::Duration::from_secs(10))
+            .expect("metadata")
+            .topics()
+            .iter()
+            .map(|t| t.name().to_owned())
+            .filter(|name| name.starts_with(&format!("{namespace}.")))
+            .collect()
+    };
+    assert!(keyspaces().await.contains(&keyspace));
+    assert_eq!(topics().len(), deployment.topology.topics.len());
+
+    drop(deployment);
+
+    assert!(!keyspaces().await.contains(&keyspace), "{keyspace} is left");
+    // Kafka deletes a topic's partitions after it acknowledges the deletion.
+    weir_e2e::wait_for(
+        "the deployment's topics to be deleted",
+        std::time::Duration::from_secs(30),
+        || {
+            let left = topics();
+            async move { left.is_empty().then_some(()) }
+        },
+    )
+    .await;
+}
