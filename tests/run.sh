@@ -13,6 +13,9 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 . docker/local/install.sh
 started=$(date +%s)
+# The output of `cargo test`, kept for the table of times printed at the end.
+test_output="$WEIR_CACHE/test-output.log"
+mkdir -p "$WEIR_CACHE" && rm -f "$test_output"
 
 # A private stack for the tests: other ports, its own fresh data.
 use_test_stack
@@ -31,8 +34,19 @@ resolve_runtime external-activity "$ROOT/tests/java/pom.xml"
 # ACLs, Cassandra with password authentication and TLS, on ports of its own.
 secure() { (use_secure_stack; bash docker/local/stack.sh "$@"); }
 
+# Each test binary's time and outcome, slowest first, from the output of `cargo test`.
+suite_times() {
+  [ -s "$test_output" ] || return 0
+  log "test binaries, slowest first (seconds, outcome):"
+  awk '/^ *Running /{name=$NF; gsub(/[()]/, "", name); sub(/.*\//, "", name); sub(/-[0-9a-f]+$/, "", name)}
+       /^ *Doc-tests /{name="doc-tests " $2}
+       /^test result: /{t=$NF; sub(/s$/, "", t); printf "%8.1f  %-8s %s\n", t, ($3=="ok." ? "ok" : "FAILED"), name}' \
+    "$test_output" | sort -rn | head -n 40 >&2
+}
+
 stop_stack() {
   local rc=$?
+  suite_times || true
   bash docker/local/stack.sh down || true
   secure down || true
   log "tests/run.sh finished in $(( $(date +%s) - started ))s with exit code $rc"
@@ -72,4 +86,5 @@ log "secure stack up: kafka $WEIR_SECURE_BROKERS, cassandra $WEIR_SECURE_CQL"
 "$CARGO_TARGET_DIR/debug/weir" topology apply
 
 log "running the tests"
-cargo test --workspace --locked "$@"
+# Every binary runs even when one fails, so one failure does not hide another.
+cargo test --workspace --locked --no-fail-fast "$@" 2>&1 | tee "$test_output"
