@@ -18,6 +18,7 @@
 //! - [`model`]: ids, history events, responses, results — the vocabulary.
 //! - [`records`]: the plain records of every topic (submissions, history, results, DLQ).
 //! - [`rows`]: what the store keeps, typed.
+//! - [`list`]: what one list request may cost: its range, rows read and page, for every store.
 //! - [`partitioner`]: Kafka's murmur2 partitioner (which partition owns an execution).
 //! - [`correlation`]: correlation keys: how an event sent to a key reaches the execution
 //!   holding it, and the rules of a key's state.
@@ -31,6 +32,7 @@ pub mod cache;
 pub mod correlation;
 pub mod driver;
 pub mod inline;
+pub mod list;
 pub mod model;
 pub mod partitioner;
 pub mod processor;

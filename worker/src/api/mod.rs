@@ -112,6 +112,34 @@ pub struct Api {
     pub kafka: crate::kafka::KafkaConfig,
     /// The host names requests may name besides addresses and `localhost` ([`guard`]).
     pub allowed_hosts: guard::AllowedHosts,
+    /// The schedule and correlation listings read the whole of `weir.state`: one at a time.
+    pub state_reads: StateReads,
+}
+
+/// The one read of `weir.state` the API does at a time: a listing of schedules or correlation
+/// keys reads the whole compacted topic, so a caller repeating it would keep the server and
+/// the brokers busy. A request that finds a read under way is answered `429 busy` with
+/// `Retry-After`, never queued.
+#[derive(Debug)]
+pub struct StateReads(tokio::sync::Semaphore);
+
+impl Default for StateReads {
+    fn default() -> Self {
+        StateReads(tokio::sync::Semaphore::new(1))
+    }
+}
+
+impl StateReads {
+    /// Starts a read; it ends when the permit is dropped.
+    fn begin(&self) -> Result<tokio::sync::SemaphorePermit<'_>, ApiError> {
+        self.0.try_acquire().map_err(|_| {
+            ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "busy",
+                "another listing of weir.state is being read; retry in a second",
+            )
+        })
+    }
 }
 
 /// An error as the API answers it.
@@ -135,16 +163,30 @@ impl ApiError {
         Self::new(StatusCode::BAD_REQUEST, "bad_request", message)
     }
 
+    /// A failure inside the server (the store, Kafka): the caller gets a reference to the
+    /// log line, not the error's text, which may name hosts, keyspaces and queries.
     fn internal(e: impl std::fmt::Display) -> Self {
-        tracing::warn!(error = %e, "API request failed");
-        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
+        let reference = ulid::Ulid::new();
+        tracing::warn!(error = %e, %reference, "API request failed");
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            format!("the request failed inside the server; its log has the cause as {reference}"),
+        )
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = json!({"error": {"code": self.code, "message": self.message}});
-        (self.status, Json(body)).into_response()
+        let mut response = (self.status, Json(body)).into_response();
+        if self.status == StatusCode::TOO_MANY_REQUESTS {
+            response.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from_static("1"),
+            );
+        }
+        response
     }
 }
 
@@ -505,6 +547,7 @@ fn parse_id(id: &str) -> Result<ExecutionId, ApiError> {
 /// Every schedule, as `weir.state` has them (`weir schedule list`).
 async fn list_schedules(State(api): State<Arc<Api>>, headers: HeaderMap) -> ApiResult {
     authorize(&api, &headers, Scope::Read)?;
+    let _read = api.state_reads.begin()?;
     let api2 = Arc::clone(&api);
     let states = tokio::task::spawn_blocking(move || {
         crate::kafka::schedules::list(&api2.kafka, &api2.codec, &api2.topology)
@@ -534,6 +577,7 @@ async fn list_correlations(
         weir_core::state_key::StateKey::for_events(key)
             .map_err(|e| ApiError::bad_request(e.to_string()))?;
     }
+    let _read = api.state_reads.begin()?;
     let api2 = Arc::clone(&api);
     let keys = tokio::task::spawn_blocking(move || {
         crate::kafka::correlations::list(
@@ -728,12 +772,9 @@ async fn list(
         finished_since: p.finished_since,
         finished_until: p.finished_until,
     };
-    let limit = p
-        .limit
-        .unwrap_or(crate::options::DEFAULT_LIST_LIMIT)
-        .clamp(1, 1000);
+    let limit = p.limit.unwrap_or(crate::options::DEFAULT_LIST_LIMIT);
     let query = filter
-        .query(limit, p.after.as_deref())
+        .query(limit, p.after.as_deref(), chrono::Utc::now())
         .map_err(|e| ApiError::bad_request(e.to_string()))?;
     let page = api
         .store
@@ -741,4 +782,51 @@ async fn list(
         .await
         .map_err(ApiError::internal)?;
     Ok(Json(crate::present::page_json(&page)).into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn body_of(response: Response) -> Value {
+        let bytes = axum::body::to_bytes(response.into_body(), 1 << 16)
+            .await
+            .expect("a body");
+        serde_json::from_slice(&bytes).expect("JSON")
+    }
+
+    /// The store's or Kafka's error text stays in the server's log; the caller gets a
+    /// reference to it.
+    #[tokio::test]
+    async fn an_internal_error_answers_a_reference_not_the_cause() {
+        let response = ApiError::internal(
+            "CQL statement failed on 10.0.0.7:9042: keyspace secret_ks: SELECT * FROM ...",
+        )
+        .into_response();
+        assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        let body = body_of(response).await;
+        let message = body["error"]["message"].as_str().expect("a message");
+        assert!(!message.contains("10.0.0.7"), "{message}");
+        assert!(!message.contains("secret_ks"), "{message}");
+        let reference = message.rsplit(' ').next().expect("a reference");
+        assert!(reference.parse::<ulid::Ulid>().is_ok(), "{message}");
+    }
+
+    /// A second listing of `weir.state` while one is read is answered 429 with Retry-After;
+    /// once the first ends, the next may start.
+    #[tokio::test]
+    async fn one_read_of_the_state_topic_at_a_time() {
+        let reads = StateReads::default();
+        let first = reads.begin().expect("the first read");
+        let busy = reads.begin().expect_err("a second read at once");
+        let response = busy.into_response();
+        assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(
+            response.headers().get(axum::http::header::RETRY_AFTER),
+            Some(&axum::http::HeaderValue::from_static("1"))
+        );
+        assert_eq!(body_of(response).await["error"]["code"], "busy");
+        drop(first);
+        assert!(reads.begin().is_ok());
+    }
 }

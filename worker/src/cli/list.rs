@@ -32,7 +32,9 @@ pub struct ListArgs {
 
 pub async fn run(args: ListArgs) -> ExitCode {
     let list = async {
-        let query = args.filter.query(args.limit, args.after.as_deref())?;
+        let query = args
+            .filter
+            .query(args.limit, args.after.as_deref(), chrono::Utc::now())?;
         let store = super::client::store(&args.cluster).await?;
         let page: ListPage = store.list_executions(&query).await?;
         let mut out = std::io::stdout().lock();

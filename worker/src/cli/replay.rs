@@ -85,7 +85,7 @@ async fn replay(args: ReplayArgs) -> anyhow::Result<ExitCode> {
 
     let ids: Vec<ExecutionId> = if args.execution_ids.is_empty() {
         // Every execution the filter lists, a page at a time.
-        let mut query = args.filter.query(LIST_PAGE, None)?;
+        let mut query = args.filter.query(LIST_PAGE, None, chrono::Utc::now())?;
         let mut ids = Vec::new();
         loop {
             let page = store.list_executions(&query).await?;

@@ -112,6 +112,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         allowed_hosts: crate::api::guard::AllowedHosts::new(
             args.api_allowed_hosts.iter().map(String::as_str),
         ),
+        state_reads: Default::default(),
     });
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await

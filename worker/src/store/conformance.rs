@@ -765,6 +765,25 @@ pub async fn executions_are_listed_by_function_and_parent<S: Store>(store: &S) {
         .expect("children");
     assert_eq!(ids_of(&children), vec![ids[4].clone(), ids[3].clone()]);
     assert!(children.executions.iter().all(|e| e.ffqn == ffqn));
+    // Children a page at a time: the next page starts after the cursor.
+    let first = store
+        .list_executions(&ListQuery {
+            by: ListBy::Parent(parent.clone()),
+            ..query(1)
+        })
+        .await
+        .expect("first child");
+    assert_eq!(ids_of(&first), vec![ids[4].clone()]);
+    let second = store
+        .list_executions(&ListQuery {
+            by: ListBy::Parent(parent.clone()),
+            after: first.next.clone(),
+            ..query(1)
+        })
+        .await
+        .expect("second child");
+    assert_eq!(ids_of(&second), vec![ids[3].clone()]);
+    assert_eq!(second.next, None);
 }
 
 /// The retention the [`finished_executions_expire`] check expects of its store.

@@ -48,6 +48,7 @@ struct Statements {
     insert_by_parent: PreparedStatement,
     select_by_function: PreparedStatement,
     select_by_parent: PreparedStatement,
+    select_by_parent_after: PreparedStatement,
     insert_function: PreparedStatement,
     select_functions: PreparedStatement,
     insert_build_chunk: PreparedStatement,
@@ -289,8 +290,7 @@ impl CqlStore {
         &self,
         statement: PreparedStatement,
         bind: impl SerializeRow,
-        query: &weir_core::rows::ListQuery,
-        found: &mut Vec<weir_core::rows::ListedExecution>,
+        scan: &mut weir_core::list::ListScan<'_>,
         names: impl Fn(Option<String>, &str) -> Result<(String, Option<String>), StoreError>,
     ) -> Result<(), StoreError> {
         type Columns = (
@@ -324,11 +324,8 @@ impl CqlStore {
                 created_at,
                 finished_at,
             };
-            if query.matches(&listed) {
-                found.push(listed);
-                if found.len() > query.limit.max(1) {
-                    break;
-                }
+            if !scan.offer(listed) {
+                break;
             }
         }
         Ok(())
@@ -473,6 +470,12 @@ impl CqlStore {
             select_by_parent: prepare(format!(
                 "SELECT created_at, execution_id, ffqn, state, outcome, finished_at \
                  FROM {ks}.executions_by_parent WHERE parent_id = ?"
+            ))
+            .await?,
+            select_by_parent_after: prepare(format!(
+                "SELECT created_at, execution_id, ffqn, state, outcome, finished_at \
+                 FROM {ks}.executions_by_parent WHERE parent_id = ? \
+                 AND (created_at, execution_id) < (?, ?)"
             ))
             .await?,
             insert_function: prepare(format!(
@@ -728,7 +731,7 @@ impl Store for CqlStore {
     ) -> Result<weir_core::rows::ListPage, StoreError> {
         use weir_core::rows::{ListBy, created_day};
         let query = query.bounded(Utc::now());
-        let mut found = Vec::new();
+        let mut scan = weir_core::list::ListScan::new(&query);
         match &query.by {
             ListBy::Function(ffqn) => {
                 // `bounded` gave both ends; the cursor lowers the upper one.
@@ -739,10 +742,10 @@ impl Store for CqlStore {
                     .as_ref()
                     .map_or(until, |c| c.created_at.min(until));
                 let mut day = created_day(top);
-                while day >= created_day(from) && found.len() <= query.limit.max(1) {
+                while day >= created_day(from) && scan.wants_more() {
                     let statement = self.statements.select_by_function.clone();
                     let bind = (ffqn.as_str(), day, from, top);
-                    self.take_listed(statement, bind, &query, &mut found, |parent, _| {
+                    self.take_listed(statement, bind, &mut scan, |parent, _| {
                         Ok((ffqn.clone(), parent))
                     })
                     .await?;
@@ -750,16 +753,27 @@ impl Store for CqlStore {
                 }
             }
             ListBy::Parent(parent) => {
-                let statement = self.statements.select_by_parent.clone();
-                let bind = (parent.to_string(),);
                 // This table's fourth column is the function.
-                self.take_listed(statement, bind, &query, &mut found, |ffqn, _| {
+                let names = |ffqn: Option<String>, _: &str| {
                     Ok((ffqn.unwrap_or_default(), Some(parent.to_string())))
-                })
-                .await?;
+                };
+                let parent = parent.to_string();
+                match &query.after {
+                    None => {
+                        let statement = self.statements.select_by_parent.clone();
+                        self.take_listed(statement, (parent,), &mut scan, names)
+                            .await?;
+                    }
+                    // The cursor is in the query: a page reads from where the last ended.
+                    Some(after) => {
+                        let statement = self.statements.select_by_parent_after.clone();
+                        let bind = (parent, after.created_at, after.execution_id.to_string());
+                        self.take_listed(statement, bind, &mut scan, names).await?;
+                    }
+                }
             }
         }
-        Ok(query.page(found))
+        Ok(scan.page())
     }
 
     async fn functions(&self) -> Result<Vec<String>, StoreError> {

@@ -56,12 +56,21 @@ pub enum ListFilterError {
     State(UnknownName),
     #[error("--after `{0}` is not a cursor printed by `weir list`")]
     Cursor(String),
+    #[error(transparent)]
+    Range(#[from] weir_core::list::ListRangeError),
 }
 
 impl ListFilter {
-    /// The query of the first page of `limit` rows; `after` a cursor printed by a previous
-    /// page.
-    pub fn query(&self, limit: usize, after: Option<&str>) -> Result<ListQuery, ListFilterError> {
+    /// The query of the first page of `limit` rows (at most
+    /// [`MAX_LIST_LIMIT`](weir_core::list::MAX_LIST_LIMIT)); `after` a cursor printed by a
+    /// previous page. Its creation range ends by default a day after `now`, and must span at
+    /// most [`MAX_LIST_SPAN_DAYS`](weir_core::list::MAX_LIST_SPAN_DAYS).
+    pub fn query(
+        &self,
+        limit: usize,
+        after: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> Result<ListQuery, ListFilterError> {
         let by = match (&self.function, &self.parent) {
             (Some(function), None) => ListBy::Function(function.clone()),
             (None, Some(parent)) => {
@@ -78,7 +87,7 @@ impl ListFilter {
             .map(str::parse::<ExecutionState>)
             .transpose()
             .map_err(ListFilterError::State)?;
-        Ok(ListQuery {
+        let query = ListQuery {
             by,
             state,
             outcome: self.outcome.clone(),
@@ -90,7 +99,8 @@ impl ListFilter {
             after: after
                 .map(|text| parse_cursor(text).ok_or_else(|| ListFilterError::Cursor(text.into())))
                 .transpose()?,
-        })
+        };
+        Ok(query.checked(now)?)
     }
 }
 
@@ -138,19 +148,19 @@ mod tests {
             ..ListFilter::default()
         };
         assert!(matches!(
-            of(None, None).query(10, None),
+            of(None, None).query(10, None, Utc::now()),
             Err(ListFilterError::Which)
         ));
         assert!(matches!(
-            of(Some("a:b/c.d"), Some("E_01ARZ3NDEKTSV4RRFFQ69G5FAV")).query(10, None),
+            of(Some("a:b/c.d"), Some("E_01ARZ3NDEKTSV4RRFFQ69G5FAV")).query(10, None, Utc::now()),
             Err(ListFilterError::Which)
         ));
         assert!(matches!(
-            of(None, Some("nobody")).query(10, None),
+            of(None, Some("nobody")).query(10, None, Utc::now()),
             Err(ListFilterError::Parent { .. })
         ));
         let query = of(Some("a:b/c.d"), None)
-            .query(0, None)
+            .query(0, None, Utc::now())
             .expect("a function's list");
         assert_eq!(query.by, ListBy::Function("a:b/c.d".into()));
         assert_eq!(query.limit, 1);
@@ -159,12 +169,36 @@ mod tests {
             ..of(Some("a:b/c.d"), None)
         };
         assert!(matches!(
-            bad_state.query(10, None),
+            bad_state.query(10, None, Utc::now()),
             Err(ListFilterError::State(_))
         ));
         assert!(matches!(
-            of(Some("a:b/c.d"), None).query(10, Some("soon")),
+            of(Some("a:b/c.d"), None).query(10, Some("soon"), Utc::now()),
             Err(ListFilterError::Cursor(_))
         ));
+    }
+
+    /// `--since 0001-01-01` would read one partition per day for 740,000 days: refused, and
+    /// the message says what to change.
+    #[test]
+    fn a_creation_range_longer_than_the_bound_is_refused() {
+        let filter = ListFilter {
+            function: Some("a:b/c.d".into()),
+            since: Some("0001-01-01T00:00:00Z".parse().expect("year 1")),
+            ..ListFilter::default()
+        };
+        let err = filter
+            .query(10, None, Utc::now())
+            .expect_err("an unbounded range");
+        assert!(matches!(err, ListFilterError::Range(_)), "{err}");
+        assert!(
+            err.to_string().contains("a list spans at most 366"),
+            "{err}"
+        );
+        let short = ListFilter {
+            since: Some(Utc::now() - chrono::TimeDelta::days(90)),
+            ..filter
+        };
+        assert!(short.query(10, None, Utc::now()).is_ok());
     }
 }

@@ -143,15 +143,36 @@ impl Store for InMemoryStore {
         &self,
         query: &weir_core::rows::ListQuery,
     ) -> Result<weir_core::rows::ListPage, StoreError> {
-        let candidates: Vec<weir_core::rows::ListedExecution> = self.with(|t| {
+        use weir_core::rows::{ListBy, ListedExecution};
+        let query = query.bounded(Utc::now());
+        // The rows the CQL store would read: the function's (or the parent's), from the
+        // cursor on, newest first.
+        let mut rows: Vec<ListedExecution> = self.with(|t| {
             let now = Utc::now();
             t.executions
                 .values()
                 .filter(|e| !t.expired(&e.execution_id.to_string(), now))
-                .map(weir_core::rows::ListedExecution::of)
+                .filter(|e| match &query.by {
+                    ListBy::Function(ffqn) => e.ffqn == *ffqn,
+                    ListBy::Parent(parent) => e.parent_id.as_ref() == Some(parent),
+                })
+                .map(ListedExecution::of)
+                .filter(|e| {
+                    query
+                        .after
+                        .as_ref()
+                        .is_none_or(|c| e.order_key() < (c.created_at, c.execution_id.to_string()))
+                })
                 .collect()
         });
-        Ok(query.bounded(chrono::Utc::now()).page(candidates))
+        rows.sort_by_key(|e| std::cmp::Reverse(e.order_key()));
+        let mut scan = weir_core::list::ListScan::new(&query);
+        for row in rows {
+            if !scan.offer(row) {
+                break;
+            }
+        }
+        Ok(scan.page())
     }
 
     async fn functions(&self) -> Result<Vec<String>, StoreError> {
