@@ -237,8 +237,39 @@ pub enum Applied {
     Changed(Changed),
     /// Nothing changes (a registration the key has, an unregistration it does not).
     Unchanged,
-    /// Refused: why (the command goes to the DLQ).
-    Refused(String),
+    /// Refused: why (the command goes to the DLQ), and the event that tells the registering
+    /// execution ([`refusal`]), sent in the same transaction.
+    Refused {
+        error: String,
+        tell: InboundEvent,
+    },
+}
+
+/// The name of the event by which a key's owner tells an execution that its `correlate(key)`
+/// was refused. Its payload is `{"key": …, "reason": …}`; the workflow awaits it like any
+/// event (`await-event`, or a join set beside the events it expects from the key). Event
+/// names starting with `weir.` are Weir's own.
+pub const REFUSED_EVENT: &str = "weir.correlation-refused";
+
+/// The event telling `command`'s execution that its registration was refused for `reason`.
+/// Its id is the same however often the command is processed (a batch retried after an
+/// abort), and differs for another key or another registration of the key.
+pub fn refusal(command: &CorrelationCommand, reason: &str) -> InboundEvent {
+    let key_hash = crate::partitioner::murmur2(command.key.as_bytes()) as u32;
+    InboundEvent {
+        event: ReceivedEvent {
+            event_id: format!(
+                "{REFUSED_EVENT}.{key_hash:08x}.{}",
+                command.sent_at.timestamp_micros()
+            ),
+            name: REFUSED_EVENT.to_owned(),
+            payload: serde_json::json!({"key": command.key, "reason": reason}),
+        },
+        target: command.execution_id.clone(),
+        sent_at: command.sent_at,
+        correlation_key: None,
+        waited_until: None,
+    }
 }
 
 /// Folds `command` into the key's state (`None`: the key holds nothing) at `now`.
@@ -258,10 +289,15 @@ pub fn apply(
                 return Applied::Unchanged;
             }
             if state.holders.len() >= MAX_HOLDERS {
-                return Applied::Refused(format!(
+                let error = format!(
                     "registration of {id} for correlation key `{key}`: {MAX_HOLDERS} executions \
                      hold or wait for it already"
-                ));
+                );
+                let tell = refusal(
+                    command,
+                    &format!("{MAX_HOLDERS} executions hold or wait for the key already"),
+                );
+                return Applied::Refused { error, tell };
             }
             state.forget_expired(now);
             state.holders.push(id.clone());
@@ -662,13 +698,28 @@ mod tests {
         ));
         let mut holders = CorrelationState::new("payment:order-42");
         holders.holders = (0..MAX_HOLDERS).map(|n| id(n as u8)).collect();
-        assert!(matches!(
-            apply(
-                Some(&holders),
-                &command(200, CorrelationAction::Register),
-                at()
-            ),
-            Applied::Refused(_)
-        ));
+        let refused = apply(
+            Some(&holders),
+            &command(200, CorrelationAction::Register),
+            at(),
+        );
+        let Applied::Refused { tell, .. } = refused else {
+            panic!("the 101st registration is refused: {refused:?}")
+        };
+        // The registering execution is told, by an event it can await.
+        assert_eq!(tell.target, id(200));
+        assert_eq!(tell.event.name, REFUSED_EVENT);
+        assert_eq!(tell.event.payload["key"], "payment:order-42");
+        crate::model::check_event_id(&tell.event.event_id).expect("a valid event id");
+        assert_eq!(
+            refusal(&command(200, CorrelationAction::Register), "x")
+                .event
+                .event_id,
+            tell.event.event_id,
+            "the same command is told with the same id"
+        );
+        let mut other_key = command(200, CorrelationAction::Register);
+        other_key.key = "payment:order-43".into();
+        assert_ne!(refusal(&other_key, "x").event.event_id, tell.event.event_id);
     }
 }

@@ -236,9 +236,10 @@ impl<R: WorkflowRunner> Processor<R> {
             correlation::Applied::Unchanged => {
                 tracing::debug!(%key, execution = %command.execution_id, action = command.action.as_str(), "correlation command changes nothing");
             }
-            correlation::Applied::Refused(error) => {
-                tracing::warn!(%key, %error, "correlation command refused");
+            correlation::Applied::Refused { error, tell } => {
+                tracing::warn!(%key, %error, "correlation command refused; the execution is told");
                 self.dead_letter(batch, index, DlqReason::Refused, error);
+                batch.effects.push(Effect::ForwardEvent(tell));
             }
             correlation::Applied::Changed(changed) => {
                 tracing::info!(%key, execution = %command.execution_id, action = command.action.as_str(), forwarded = changed.forwards.len(), "correlation key changed");

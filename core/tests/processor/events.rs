@@ -610,4 +610,37 @@ mod correlation {
             "{effects:?}"
         );
     }
+
+    /// The registration one past `MAX_HOLDERS` is dead-lettered, and its execution is told by
+    /// an event it can await (issue 33 F11: it used to wait for the key's events forever).
+    #[test]
+    fn a_registration_the_key_cannot_take_is_answered_to_its_execution() {
+        use weir_core::correlation::{MAX_HOLDERS, REFUSED_EVENT};
+        let mut p = processor();
+        for _ in 0..MAX_HOLDERS {
+            let effects = step(
+                &mut p,
+                record(KEY, command(&id(), CorrelationAction::Register)),
+            );
+            assert!(dead_letters(&effects).is_empty(), "{effects:?}");
+        }
+        let late = id();
+        let refused = step(
+            &mut p,
+            record(KEY, command(&late, CorrelationAction::Register)),
+        );
+        assert_eq!(dead_letters(&refused)[0].0, DlqReason::Refused);
+        let told = forwards(&refused);
+        assert_eq!(told.len(), 1, "{refused:?}");
+        assert_eq!(told[0].target, late);
+        assert_eq!(told[0].event.name, REFUSED_EVENT);
+        assert_eq!(told[0].event.payload["key"], KEY);
+        assert!(
+            told[0].event.payload["reason"]
+                .as_str()
+                .is_some_and(|r| r.contains("hold or wait")),
+            "{told:?}"
+        );
+        assert_eq!(put(&refused), None, "the key's state is unchanged");
+    }
 }
