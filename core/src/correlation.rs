@@ -38,12 +38,23 @@
 use chrono::{DateTime, Duration, Utc};
 
 use crate::model::ExecutionId;
-use crate::records::{InboundEvent, ReceivedEvent};
+use crate::records::{CancelRequest, InboundEvent, ReceivedEvent};
 
 /// How long an event for an execution that does not exist waits for its submission by
 /// default (`ProcessorConfig::early_event_wait`): long enough for a submission sent before
 /// the event, or at the same time, to be read however far behind the submissions topic is.
 pub const EARLY_EVENT_WAIT: Duration = Duration::minutes(10);
+
+/// How long a cancellation of an execution that does not exist waits for its submission: as
+/// long as `weir.submissions` keeps its records by default (`topology/topics.toml`). Unlike an
+/// event, which the execution can still take late, a cancellation read after its submission
+/// comes too late if the execution has run meanwhile; so it waits as long as a submission
+/// could still be read, however far behind the owner is. It is small: one per execution.
+pub const EARLY_CANCEL_WAIT: Duration = Duration::days(7);
+
+/// The longest reason of a kept cancellation, in bytes; a longer one is cut (the state,
+/// with the most events the other bounds allow, must still fit one record).
+pub const MAX_KEPT_CANCEL_REASON: usize = 1024;
 
 /// At most this many events wait in one buffer: a key's, or an execution's (events no wait
 /// has taken yet, [`crate::processor`]).
@@ -137,6 +148,9 @@ pub struct CorrelationState {
     /// Set on the buffer of an execution that does not exist yet (the key is its id): when
     /// its events stop waiting for the submission ([`hold_early`], [`expire`]).
     pub waits_until: Option<DateTime<Utc>>,
+    /// A cancellation of an execution that does not exist yet (the key is its id), kept for
+    /// its submission like its events ([`hold_cancel`]).
+    pub cancel: Option<Box<CancelRequest>>,
 }
 
 impl CorrelationState {
@@ -147,6 +161,7 @@ impl CorrelationState {
             buffered: Vec::new(),
             forwarded: Vec::new(),
             waits_until: None,
+            cancel: None,
         }
     }
 
@@ -171,7 +186,10 @@ impl CorrelationState {
     }
 
     fn is_empty(&self) -> bool {
-        self.holders.is_empty() && self.buffered.is_empty() && self.forwarded.is_empty()
+        self.holders.is_empty()
+            && self.buffered.is_empty()
+            && self.forwarded.is_empty()
+            && self.cancel.is_none()
     }
 
     fn has_seen(&self, event_id: &str) -> bool {
@@ -220,6 +238,9 @@ pub struct Changed {
     /// The new state (`None`: forgotten, a tombstone).
     pub state: Option<CorrelationState>,
     pub forwards: Vec<InboundEvent>,
+    /// A kept cancellation whose wait ran out, sent back marked
+    /// [`CancelRequest::waited_until`] ([`expire`]).
+    pub cancel_back: Option<Box<CancelRequest>>,
 }
 
 impl Changed {
@@ -227,6 +248,7 @@ impl Changed {
         Changed {
             state: (!state.is_empty()).then_some(state),
             forwards,
+            cancel_back: None,
         }
     }
 }
@@ -339,9 +361,10 @@ fn drain(state: &mut CorrelationState, now: DateTime<Utc>) -> Vec<InboundEvent> 
 
 /// Forgets the ids forwarded longer than [`DEDUP_WINDOW`] ago; the buffer of an execution
 /// that did not come by [`CorrelationState::waits_until`] goes back to `weir.events`, each
-/// event marked as having waited ([`InboundEvent::waited_until`]), for its owner to dead-letter
-/// unless the execution exists by the time it reads them. `None`: nothing to do; a key left
-/// with nothing is a tombstone.
+/// event marked as having waited ([`InboundEvent::waited_until`]), and its kept cancellation
+/// to `weir.submissions` marked the same way ([`CancelRequest::waited_until`]), for its owner
+/// to dead-letter unless the execution exists by the time it reads them. `None`: nothing to
+/// do; a key left with nothing is a tombstone.
 pub fn expire(state: &CorrelationState, now: DateTime<Utc>) -> Option<Changed> {
     if state.expires_at().is_none_or(|at| at > now) {
         return None;
@@ -364,8 +387,54 @@ pub fn expire(state: &CorrelationState, now: DateTime<Utc>) -> Option<Changed> {
             // another key and a wait keeps its buffer, as any key's.
             Err(_) => state.buffered = buffered,
         }
+        let cancel_back = state.cancel.take().map(|cancel| {
+            Box::new(CancelRequest {
+                waited_until: Some(waited_until),
+                ..*cancel
+            })
+        });
+        return Some(Changed {
+            cancel_back,
+            ..Changed::of(state, forwards)
+        });
     }
     Some(Changed::of(state, forwards))
+}
+
+/// A cancellation of `request.execution_id`, an execution that does not exist (yet), at
+/// `now`: kept in the state under the execution's id (`current`) beside its early events,
+/// waiting for the submission at least `wait` from now ([`EARLY_CANCEL_WAIT`]). One kept
+/// already stays, unless this one terminates and it did not (a terminate is never lost to a
+/// cancel).
+pub fn hold_cancel(
+    current: Option<&CorrelationState>,
+    request: CancelRequest,
+    now: DateTime<Utc>,
+    wait: Duration,
+) -> Changed {
+    let key = request.execution_id.to_string();
+    let mut state = current
+        .cloned()
+        .unwrap_or_else(|| CorrelationState::new(&key));
+    state.forget_expired(now);
+    let mut request = CancelRequest {
+        waited_until: None,
+        ..request
+    };
+    if request.reason.len() > MAX_KEPT_CANCEL_REASON {
+        let mut cut = MAX_KEPT_CANCEL_REASON - '…'.len_utf8();
+        while !request.reason.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        request.reason.truncate(cut);
+        request.reason.push('…');
+    }
+    match &state.cancel {
+        Some(held) if held.terminate || !request.terminate => {}
+        _ => state.cancel = Some(Box::new(request)),
+    }
+    state.waits_until = Some(state.waits_until.map_or(now + wait, |w| w.max(now + wait)));
+    Changed::of(state, Vec::new())
 }
 
 /// An event for `target`, an execution that does not exist (yet), arriving at `now`: kept in
@@ -396,14 +465,26 @@ pub fn hold_early(
     }
 }
 
-/// The events kept for an execution that did not exist, taken by the submission that creates
-/// it, oldest first; its state is forgotten (a tombstone).
-pub fn take_early(state: &CorrelationState) -> (Vec<BufferedEvent>, Changed) {
+/// What was kept for an execution that did not exist, taken by the submission that creates
+/// it: the events, oldest first, and the cancellation if one came.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Early {
+    pub events: Vec<BufferedEvent>,
+    pub cancel: Option<CancelRequest>,
+}
+
+/// Takes what was kept for an execution that did not exist; its state is forgotten (a
+/// tombstone).
+pub fn take_early(state: &CorrelationState) -> (Early, Changed) {
     (
-        state.buffered.clone(),
+        Early {
+            events: state.buffered.clone(),
+            cancel: state.cancel.as_deref().cloned(),
+        },
         Changed {
             state: None,
             forwards: Vec::new(),
+            cancel_back: None,
         },
     )
 }
@@ -444,6 +525,7 @@ pub fn receive(
                 let Changed {
                     state: after,
                     forwards,
+                    ..
                 } = drop_holder(state, returned_by, now);
                 debug_assert!(
                     forwards.is_empty(),
@@ -635,7 +717,8 @@ mod tests {
             expire(&remembering, due),
             Some(Changed {
                 state: None,
-                forwards: Vec::new()
+                forwards: Vec::new(),
+                cancel_back: None,
             })
         );
         // Past the window the id is new again.
@@ -681,6 +764,71 @@ mod tests {
         let mut again = returned;
         again.returned_by = Some(id(9));
         assert_eq!(receive(Some(&alone), again, at()), Received::Duplicate);
+    }
+
+    /// A cancellation kept for an execution not submitted yet: it waits as long as the
+    /// submissions are kept (longer than the events beside it), a terminate replaces a
+    /// cancel and not the other way round, and a long reason is cut to fit the state.
+    #[test]
+    fn a_kept_cancellation_waits_for_the_submission_and_a_terminate_stays() {
+        let target = id(9);
+        let request = |terminate: bool, reason: &str| CancelRequest {
+            execution_id: target.clone(),
+            reason: reason.to_owned(),
+            terminate,
+            requested_at: at(),
+            waited_until: None,
+        };
+        let Received::Changed(events) = hold_early(
+            None,
+            &target,
+            event("ev-1").event,
+            at(),
+            at(),
+            EARLY_EVENT_WAIT,
+        ) else {
+            panic!("kept")
+        };
+        let events = events.state.expect("a state");
+        let kept = hold_cancel(Some(&events), request(false, "a"), at(), EARLY_CANCEL_WAIT)
+            .state
+            .expect("a state");
+        assert_eq!(kept.waits_until, Some(at() + EARLY_CANCEL_WAIT));
+        assert_eq!(kept.buffered.len(), 1, "the events stay");
+        let terminated = hold_cancel(Some(&kept), request(true, "b"), at(), EARLY_CANCEL_WAIT)
+            .state
+            .expect("a state");
+        assert_eq!(
+            terminated.cancel.as_ref().map(|c| c.reason.as_str()),
+            Some("b")
+        );
+        let again = hold_cancel(
+            Some(&terminated),
+            request(false, "c"),
+            at(),
+            EARLY_CANCEL_WAIT,
+        )
+        .state
+        .expect("a state");
+        assert_eq!(again.cancel.as_ref().map(|c| c.reason.as_str()), Some("b"));
+        let long = "é".repeat(MAX_KEPT_CANCEL_REASON);
+        let cut = hold_cancel(None, request(false, &long), at(), EARLY_CANCEL_WAIT)
+            .state
+            .and_then(|s| s.cancel)
+            .expect("kept");
+        assert!(cut.reason.len() <= MAX_KEPT_CANCEL_REASON && cut.reason.ends_with('…'));
+        // Taken by the submission with the events; sent back marked when none came.
+        let (early, changed) = take_early(&again);
+        assert_eq!(early.events.len(), 1);
+        assert!(early.cancel.is_some_and(|c| c.terminate));
+        assert_eq!(changed.state, None);
+        let back = expire(&again, at() + EARLY_CANCEL_WAIT).expect("due");
+        assert_eq!(
+            back.cancel_back.and_then(|c| c.waited_until),
+            Some(at() + EARLY_CANCEL_WAIT)
+        );
+        assert_eq!(back.forwards.len(), 1, "the event goes back too");
+        assert_eq!(back.state, None);
     }
 
     #[test]

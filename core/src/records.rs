@@ -220,6 +220,8 @@ pub struct UpgradeRequest {
 /// `weir.kind = cancel-execution`: on `weir.responses` from `weir cancel` and the HTTP API; on
 /// `weir.submissions` from a workflow worker for the child workflows of an execution being
 /// cancelled (after the child's submission on the same partition, so never before it).
+/// One from outside may come before its execution's submission (another topic): it is kept
+/// under the execution's id, as an early event is ([`crate::correlation::hold_cancel`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct CancelRequest {
     pub execution_id: ExecutionId,
@@ -228,6 +230,10 @@ pub struct CancelRequest {
     /// Finish at once (`cancelled`) without letting the workflow react (`--terminate`).
     pub terminate: bool,
     pub requested_at: DateTime<Utc>,
+    /// Set when it was kept for an execution that did not exist and its wait for the
+    /// submission ran out (sent back on `weir.submissions` by [`crate::correlation::expire`]):
+    /// its owner dead-letters it unless the execution exists by then.
+    pub waited_until: Option<DateTime<Utc>>,
 }
 
 /// A record of `weir.history`, key: `execution_id`.

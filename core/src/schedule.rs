@@ -493,6 +493,7 @@ pub fn fire(state: &ScheduleState, now: DateTime<Utc>) -> Option<Fired> {
                             t.to_rfc3339()
                         ),
                         terminate: false,
+                        waited_until: None,
                         requested_at: now,
                     });
                 }

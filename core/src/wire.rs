@@ -562,6 +562,7 @@ pub mod examples {
                 reason: "its parent was cancelled".into(),
                 terminate: false,
                 requested_at: at,
+                waited_until: None,
             }),
             Effect::PutSchedule {
                 name: SCHEDULE.into(),
@@ -587,6 +588,7 @@ pub mod examples {
                     buffered: Vec::new(),
                     forwarded: Vec::new(),
                     waits_until: None,
+                    cancel: None,
                 }),
             },
             Effect::PutCorrelation {

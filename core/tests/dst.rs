@@ -262,7 +262,9 @@ fn dst_events() {
 /// Cancellation and termination (issue 13 item 5) at any point of a run, among crashes,
 /// rebalances and outages: every cancelled execution still finishes once (`cancelled`, or
 /// with its result if the cancellation came after it finished), every delay of it is
-/// answered once, nothing it asked for is lost. The runs must cancel something.
+/// answered once, nothing it asked for is lost; a cancellation read before its execution's
+/// submission is kept and applied when it comes (`early-cancel`). The runs must cancel
+/// something, and some cancellations must come first.
 #[test]
 fn dst_cancels() {
     let faults = found_with("cancels");
@@ -275,8 +277,17 @@ fn dst_cancels() {
         .take(60)
         .map(|seed| run_seed(*seed, faults).events.executions_cancelled)
         .sum();
-    println!("executions cancelled in the first 60 seeds: {cancelled}");
+    let early: u64 = seeds
+        .iter()
+        .take(60)
+        .map(|seed| run_seed(*seed, faults).events.cancels_held_early)
+        .sum();
+    println!(
+        "first 60 seeds: {cancelled} executions cancelled, {early} cancellations kept for \
+         their submission"
+    );
     assert!(cancelled > 0, "the runs cancel nothing");
+    assert!(early > 0, "no cancellation came before its submission");
 }
 
 /// Deadlines (issue 13 item 6) among crashes, rebalances, outages and cancellations: an

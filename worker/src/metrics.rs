@@ -109,6 +109,8 @@ pub struct Metrics {
     /// Events kept for an execution that did not exist yet (its submission not read):
     /// `weir_events_early_total`.
     pub events_early: Counter,
+    /// Cancellations kept for an execution that did not exist yet: `weir_cancels_early_total`.
+    pub cancels_early: Counter,
     /// Activity requests a workflow worker answered itself, in the batch that made them.
     pub inline_activities_answered: Counter,
     /// Inline requests sent to their topics instead (not run, interrupted at the budget, or a
@@ -212,6 +214,11 @@ impl Metrics {
             "events_early_total",
             "Events kept for an execution that did not exist yet, to wait for its submission.",
             self.events_early.get(),
+        );
+        counter(
+            "cancels_early_total",
+            "Cancellations kept for an execution that did not exist yet, to wait for its submission.",
+            self.cancels_early.get(),
         );
         counter(
             "executions_replayed_total",

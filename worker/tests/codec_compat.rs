@@ -547,6 +547,27 @@ fn v6_records_read_as_current_without_early_waits() {
     assert!(states.iter().any(|s| s.waits_until.is_some()));
     check_old_records("v6", "weir.state", &states, |s| CorrelationState {
         waits_until: None,
+        cancel: None,
+        ..s.clone()
+    });
+}
+
+/// Before cancellations could be kept for an execution not submitted yet: a `CancelRequest`
+/// had no `waited_until`, a `CorrelationState` no `cancel`.
+#[test]
+fn v7_records_read_as_current_without_kept_cancellations() {
+    let requests = cancel_requests();
+    assert!(requests.iter().any(|c| c.waited_until.is_some()));
+    check_old_records("v7", "weir.responses", &requests, |c| {
+        weir::codec::CancelRequest {
+            waited_until: None,
+            ..c.clone()
+        }
+    });
+    let states = correlation_states();
+    assert!(states.iter().any(|s| s.cancel.is_some()));
+    check_old_records("v7", "weir.state", &states, |s| CorrelationState {
+        cancel: None,
         ..s.clone()
     });
 }

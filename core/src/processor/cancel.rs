@@ -1,7 +1,10 @@
 //! Cancellation and deadlines: an execution stops waiting for what it waits for.
 //!
 //! - **Cancel** (`CancelRequest`, on `weir.responses` from outside, on `weir.submissions` for
-//!   a child): for an unknown execution dead-lettered; for a finished one, or one cancelled
+//!   a child): for an unknown execution kept until its submission comes (another topic, so it
+//!   may come later) or `EARLY_CANCEL_WAIT` (the submissions' retention) passes, then
+//!   dead-lettered (issue 33; the early events' rule, [`super::events`]); for a finished one,
+//!   or one cancelled
 //!   already, nothing. Otherwise `CancelRequested` is appended and everything the execution
 //!   waits for is cancelled: activities (with `CancelActivity`) and stubs answered
 //!   `cancelled`, delays and event waits answered cancelled, child workflows sent a
@@ -59,6 +62,7 @@ impl<R: WorkflowRunner> StepCtx<'_, R> {
                             reason: format!("its parent {id} {reason}"),
                             terminate: stop.terminate,
                             requested_at: self.batch.now,
+                            waited_until: None,
                         }))
                 }
                 ChildKind::Activity | ChildKind::Stub | ChildKind::StubWrite => {
@@ -102,6 +106,40 @@ impl<R: WorkflowRunner> StepCtx<'_, R> {
 }
 
 impl<R: WorkflowRunner> Processor<R> {
+    /// A cancellation of an execution that does not exist: its submission may still be on its
+    /// way (another topic), so it is kept under the execution's id until the submission takes
+    /// it or [`EARLY_CANCEL_WAIT`](crate::correlation::EARLY_CANCEL_WAIT) passes, as an early
+    /// event is; one whose wait ran out is
+    /// dead-lettered, unless the submissions were not all read during the wait (then kept
+    /// again: the submission may be in the part not read).
+    fn cancel_unknown(&mut self, batch: &mut Batch, index: usize, request: CancelRequest) {
+        let id = request.execution_id.clone();
+        let wait = crate::correlation::EARLY_CANCEL_WAIT;
+        let keep = match request.waited_until {
+            None => true,
+            Some(until) => self.submissions_unread_since(until - wait),
+        };
+        if keep {
+            tracing::debug!(execution = %id, "cancellation kept: the execution does not exist yet");
+            self.stats.cancels_early += 1;
+            let key = id.to_string();
+            let changed = crate::correlation::hold_cancel(
+                self.correlations.get(&key),
+                request,
+                batch.now,
+                wait,
+            );
+            self.put_correlation(batch, &key, changed);
+            return;
+        }
+        let error = format!(
+            "cancellation of {id}: the execution does not exist (the cancellation waited for \
+             its submission until {})",
+            request.waited_until.map(rfc3339).unwrap_or_default()
+        );
+        self.dead_letter(batch, index, DlqReason::Other, error);
+    }
+
     /// A request to stop an execution; see the module docs.
     pub(super) async fn cancel(
         &mut self,
@@ -111,8 +149,7 @@ impl<R: WorkflowRunner> Processor<R> {
     ) -> Result<(), ProcessorError> {
         let id = request.execution_id.clone();
         let Some((mut ctx, live)) = self.ctx_of(batch, &id) else {
-            let error = format!("cancellation of {id}: the execution does not exist");
-            self.dead_letter(batch, index, DlqReason::Other, error);
+            self.cancel_unknown(batch, index, request);
             return Ok(());
         };
         let reason = if request.reason.is_empty() {

@@ -54,6 +54,9 @@ pub struct ProcessorStats {
     pub events_duplicate: u64,
     /// Events kept for an execution that did not exist yet (its submission still to come).
     pub events_early: u64,
+    /// Cancellations kept for an execution that did not exist yet (its submission still to
+    /// come).
+    pub cancels_early: u64,
     /// Buffered events no wait took before their execution finished.
     pub events_unclaimed: u64,
     /// Executions cancelled or terminated.

@@ -259,6 +259,9 @@ impl<R: WorkflowRunner> Processor<R> {
         batch
             .effects
             .extend(changed.forwards.into_iter().map(Effect::ForwardEvent));
+        batch
+            .effects
+            .extend(changed.cancel_back.map(|c| Effect::CancelExecution(*c)));
         match &changed.state {
             Some(state) => {
                 self.correlations.insert(key.to_owned(), state.clone());
@@ -306,7 +309,7 @@ impl<R: WorkflowRunner> Processor<R> {
     }
 
     /// Whether the submissions were not read at some instant since `since`.
-    fn submissions_unread_since(&self, since: DateTime<Utc>) -> bool {
+    pub(super) fn submissions_unread_since(&self, since: DateTime<Utc>) -> bool {
         self.submissions_unread_at.is_some_and(|at| at >= since)
     }
 

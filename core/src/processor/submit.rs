@@ -11,7 +11,10 @@
 //! Otherwise `Created` is appended; a function that does not exist, params that do not
 //! type-check or are not JSON at all dead-letter the record and finish the execution with
 //! `unknown-function` / `invalid-params` (so its caller hears); a start time in the future
-//! waits for the schedule timer (put by the projection); else the run starts.
+//! waits for the schedule timer (put by the projection); else the run starts. Events and a
+//! cancellation that came before the submission (kept under its id, [`super::events`],
+//! [`super::cancel`]) are taken: the events journalled right after `Created`, the
+//! cancellation applied once the run has started, as if it had come right after.
 
 use super::Live;
 use super::Processor;
@@ -27,6 +30,7 @@ use crate::model::ExecutionResult;
 
 use crate::model::Response;
 use crate::projection::ExecutionView;
+use crate::records::CancelRequest;
 use crate::records::Created;
 use crate::records::DlqReason;
 use crate::records::ExecutionFinished;
@@ -64,7 +68,7 @@ impl<R: WorkflowRunner> Processor<R> {
             Some(Flaw::Params(error)) => Some(error),
             None => None,
         };
-        let mut live = self.create(batch, &submission)?;
+        let (mut live, held_cancel) = self.create(batch, &submission)?;
         let checked = match unparsable {
             Some(error) => Err(Rejection::InvalidParams(format!(
                 "the params of {id} are not a JSON array: {error}"
@@ -108,7 +112,14 @@ impl<R: WorkflowRunner> Processor<R> {
         self.accessed.insert(id.clone());
         self.cache.insert(id.clone(), live);
         self.note_start(&id, deferred, batch);
-        self.enforce_deadline(batch, &id)
+        self.enforce_deadline(batch, &id)?;
+        // A cancellation that came before the submission applies now, as if it had come
+        // right after it.
+        if let Some(cancel) = held_cancel {
+            tracing::info!(execution = %id, "a cancellation kept for the submission applies");
+            self.cancel(batch, index, cancel).await?;
+        }
+        Ok(())
     }
 
     /// A submission of an id that exists: with the same function and params it is
@@ -173,12 +184,12 @@ impl<R: WorkflowRunner> Processor<R> {
     /// Creates the execution of `submission`: `Created` at seq 0 (its deadline the earlier of
     /// the submission's and its component's default), then the events kept for it before it
     /// existed, in the order they came (the run's first step finds them as any buffered
-    /// event), and their buffer forgotten.
+    /// event), and their buffer forgotten; with the cancellation kept for it, if one came.
     fn create(
         &mut self,
         batch: &mut Batch,
         submission: &Submission,
-    ) -> Result<Live<R::Run>, ProcessorError> {
+    ) -> Result<(Live<R::Run>, Option<CancelRequest>), ProcessorError> {
         let id = &submission.execution_id;
         let created = Created {
             ffqn: submission.ffqn.clone(),
@@ -212,17 +223,19 @@ impl<R: WorkflowRunner> Processor<R> {
         batch.touched.insert(id.clone());
         self.stats.created += 1;
         let key = id.to_string();
+        let mut held_cancel = None;
         if let Some(state) = self.correlations.get(&key) {
             let (early, changed) = correlation::take_early(state);
             let mut ctx = self.ctx(batch);
             // The buffer holds each event id once (`correlation::receive`).
-            for kept in early {
+            for kept in early.events {
                 ctx.stats.events_received += 1;
                 ctx.append(&mut live.view, HistoryEntry::EventReceived(kept.event))?;
             }
+            held_cancel = early.cancel;
             self.put_correlation(batch, &key, changed);
         }
-        Ok(live)
+        Ok((live, held_cancel))
     }
 
     /// Dead-letters a submission that cannot create its execution and, if it is top-level,

@@ -45,6 +45,8 @@ pub enum Invariant {
     Unsettled,
     /// Every event for an execution is journalled once, or dead-lettered with a reason.
     Events,
+    /// A cancellation that came before its execution's submission is applied when it comes, or dead-lettered.
+    EarlyCancel,
     /// Every execution a schedule started belongs to one of its ticks, and no command of it was dead-lettered.
     ScheduleRuns,
     /// A schedule's state on `weir.state` is what folding its commands and ticks gives.
@@ -88,7 +90,7 @@ pub enum Invariant {
 }
 
 impl Invariant {
-    pub const ALL: [Invariant; 39] = [
+    pub const ALL: [Invariant; 40] = [
         Invariant::SeamContract,
         Invariant::Upgrade,
         Invariant::HistoryPartition,
@@ -108,6 +110,7 @@ impl Invariant {
         Invariant::TimersLeft,
         Invariant::Unsettled,
         Invariant::Events,
+        Invariant::EarlyCancel,
         Invariant::ScheduleRuns,
         Invariant::ScheduleState,
         Invariant::ScheduleTicks,
@@ -152,6 +155,7 @@ impl Invariant {
             Invariant::TimersLeft => "timers-left",
             Invariant::Unsettled => "unsettled",
             Invariant::Events => "events",
+            Invariant::EarlyCancel => "early-cancel",
             Invariant::ScheduleRuns => "schedule-runs",
             Invariant::ScheduleState => "schedule-state",
             Invariant::ScheduleTicks => "schedule-ticks",

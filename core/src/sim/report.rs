@@ -46,6 +46,7 @@ tally_sum!(EventCounts {
     timed_out,
     held_early,
     waited,
+    cancels_held_early,
 });
 tally_sum!(ScheduleCounts {
     started,
@@ -273,6 +274,8 @@ pub struct EventCounts {
     pub held_early: u64,
     /// Events sent back after waiting for their execution's submission in vain.
     pub waited: u64,
+    /// States written holding a cancellation of an execution that did not exist yet.
+    pub cancels_held_early: u64,
 }
 
 impl EventCounts {
@@ -294,6 +297,13 @@ impl EventCounts {
                         crate::state_key::StateKey::for_events(k).is_ok_and(|k| k.execution().is_some())
                     })
                         && matches!(&r.payload, Some(Payload::Correlation(Some(_))))
+                })
+                .count() as u64,
+            cancels_held_early: w
+                .cluster
+                .committed_records(Topic::State)
+                .filter(|(_, r)| {
+                    matches!(&r.payload, Some(Payload::Correlation(Some(s))) if s.cancel.is_some())
                 })
                 .count() as u64,
             ..EventCounts::default()

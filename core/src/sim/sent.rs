@@ -28,6 +28,10 @@ pub struct Submitted {
     pub events: Vec<(String, i64)>,
     /// A cancellation (or termination) was sent for it: it may finish `cancelled`.
     pub cancelled: bool,
+    /// A cancellation was sent for it before its submission (`weir.responses` partition and
+    /// offset): it is applied when the submission comes, or dead-lettered if none came in
+    /// time (`checks/cancels.rs`).
+    pub early_cancel: Option<(i32, i64)>,
     /// Its submission's deadline: it may finish `timed-out`.
     pub deadline: Option<SimTime>,
 }

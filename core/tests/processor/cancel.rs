@@ -17,7 +17,6 @@ use weir_core::sim::{SimRunner, Workflow};
 #[test]
 fn a_cancelled_execution_cancels_what_it_waits_for_and_finishes_cancelled() {
     use weir_core::model::Response;
-    use weir_core::records::DlqReason;
 
     // A join set with a delay and two activities.
     let mut processor = processor(1 << 20);
@@ -132,10 +131,16 @@ fn a_cancelled_execution_cancels_what_it_waits_for_and_finishes_cancelled() {
         other => panic!("{other:?}"),
     }
 
-    // Nobody: dead-lettered.
+    // Nobody (yet): kept for its submission, not dead-lettered
+    // (`a_cancellation_before_its_submission_is_kept_and_applies_when_it_comes`).
     let nobody = ExecutionId::top_level(ulid::Ulid::new());
-    let lost = step(&mut processor, cancel_input(&nobody, false));
-    assert_eq!(dead_letters(&lost)[0].0, DlqReason::Other);
+    let kept = step(&mut processor, cancel_input(&nobody, false));
+    assert!(dead_letters(&kept).is_empty(), "{kept:?}");
+    assert!(
+        kept.iter()
+            .any(|e| matches!(e, Effect::PutCorrelation { key, .. } if *key == nobody.to_string())),
+        "{kept:?}"
+    );
 }
 
 /// A runner like the simulation's whose workflows have a default deadline.
@@ -384,4 +389,91 @@ fn a_deadline_times_the_execution_out_and_bounds_its_children() {
             "asked {asked:?}"
         );
     }
+}
+
+/// Issue 33: a cancellation sent before its execution's submission was read (another topic:
+/// Kafka orders them in no way) is kept under the execution's id and applies when the
+/// submission comes; without one within `EARLY_CANCEL_WAIT` (the submissions' retention) it
+/// goes back marked as having waited, and is dead-lettered then. A terminate is never lost to a cancel kept before it.
+#[test]
+fn a_cancellation_before_its_submission_is_kept_and_applies_when_it_comes() {
+    use weir_core::correlation::{CorrelationState, EARLY_CANCEL_WAIT};
+    use weir_core::records::DlqReason;
+    let kept = |effects: &[Effect], id: &ExecutionId| -> Option<Option<CorrelationState>> {
+        effects.iter().find_map(|e| match e {
+            Effect::PutCorrelation { key, state } if *key == id.to_string() => Some(state.clone()),
+            _ => None,
+        })
+    };
+    let mut processor = processor(1 << 20);
+    let id = ExecutionId::top_level(ulid::Ulid::new());
+    let early = step(&mut processor, cancel_input(&id, false));
+    assert!(dead_letters(&early).is_empty(), "{early:?}");
+    let state = kept(&early, &id)
+        .flatten()
+        .expect("the cancellation is kept");
+    assert!(state.cancel.as_ref().is_some_and(|c| !c.terminate));
+    let terminate = step(&mut processor, cancel_input(&id, true));
+    let state = kept(&terminate, &id).flatten().expect("still kept");
+    assert!(state.cancel.as_ref().is_some_and(|c| c.terminate));
+    let again = step(&mut processor, cancel_input(&id, false));
+    let state = kept(&again, &id).flatten().expect("still kept");
+    assert!(
+        state.cancel.as_ref().is_some_and(|c| c.terminate),
+        "a terminate stays"
+    );
+    // The submission creates the execution, which is terminated at once, and forgets the state.
+    let created = step(
+        &mut processor,
+        submission_input(&id, Workflow::Approval, json!([0])),
+    );
+    let journal = appended(&created);
+    assert!(
+        matches!(&journal[0].1, HistoryEntry::Created(_)),
+        "{journal:?}"
+    );
+    assert!(
+        journal
+            .iter()
+            .any(|(_, e)| matches!(e, HistoryEntry::CancelRequested { .. })),
+        "{journal:?}"
+    );
+    assert!(cancelled(published(&created)), "{created:?}");
+    assert_eq!(kept(&created, &id), Some(None), "forgotten");
+
+    // No submission in time: the cancellation goes back marked, then to the DLQ with why.
+    let never = ExecutionId::top_level(ulid::Ulid::new());
+    step(&mut processor, cancel_input(&never, false));
+    let late = now() + EARLY_CANCEL_WAIT;
+    assert!(processor.correlation_due(late));
+    let mut batch = Batch::new(late);
+    processor.expire_correlations(&mut batch);
+    let back: Vec<_> = batch
+        .effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::CancelExecution(c) => Some(c.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(back.len(), 1, "{:?}", batch.effects);
+    assert_eq!(back[0].execution_id, never);
+    assert_eq!(back[0].waited_until, Some(late));
+    assert_eq!(kept(&batch.effects, &never), Some(None));
+    let returned = Input::Record {
+        index: 0,
+        partition: 0,
+        key: Some(never.to_string()),
+        size: 100,
+        body: Ok(Body::Cancel(back[0].clone())),
+    };
+    let dead = step(&mut processor, returned);
+    assert_eq!(dead_letters(&dead)[0].0, DlqReason::Other, "{dead:?}");
+    assert!(
+        dead_letters(&dead)[0]
+            .1
+            .contains("waited for its submission"),
+        "{dead:?}"
+    );
+    assert!(kept(&dead, &never).is_none(), "not kept again");
 }

@@ -187,6 +187,7 @@ pub fn cancel_input(id: &ExecutionId, terminate: bool) -> Input {
             reason: "operator".into(),
             terminate,
             requested_at: now(),
+            waited_until: None,
         })),
     }
 }

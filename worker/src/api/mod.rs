@@ -437,6 +437,7 @@ async fn cancel(
             .unwrap_or_else(|| "cancelled through the HTTP API".to_owned()),
         terminate: body.terminate,
         requested_at: chrono::Utc::now(),
+        waited_until: None,
     };
     let topic = &api.topology.topic(TopicRole::Responses).name;
     crate::kafka::submit::send_cancel(&api.producer, &api.codec, topic, &request)

@@ -239,6 +239,7 @@ pub async fn cancel(args: CancelArgs) -> ExitCode {
             reason: args.reason.clone(),
             terminate: args.terminate,
             requested_at: chrono::Utc::now(),
+            waited_until: None,
         };
         let topology = topology(&args.cluster)?;
         let producer: FutureProducer = args.cluster.kafka()?.producer().create()?;

@@ -1247,6 +1247,10 @@ impl AvroRecord for CancelRequest {
             ("reason", string(&self.reason)),
             ("terminate", Value::Boolean(self.terminate)),
             ("requested_at", instant(&self.requested_at)),
+            (
+                "waited_until",
+                optional(self.waited_until.as_ref(), instant),
+            ),
         ]))
     }
 
@@ -1255,12 +1259,17 @@ impl AvroRecord for CancelRequest {
         Ok(CancelRequest {
             execution_id: f.get("execution_id", read_parsed)?,
             reason: f.get("reason", read_string)?,
-            terminate: f.get("terminate", |v| match v {
-                Value::Boolean(b) => Ok(b),
-                other => Err(unexpected("a boolean", &other)),
-            })?,
+            terminate: f.get("terminate", read_boolean)?,
             requested_at: f.get("requested_at", read_instant)?,
+            waited_until: f.get("waited_until", |v| read_optional(v, read_instant))?,
         })
+    }
+}
+
+fn read_boolean(v: Value) -> Result<bool, FieldError> {
+    match v {
+        Value::Boolean(b) => Ok(b),
+        other => Err(unexpected("a boolean", &other)),
     }
 }
 
@@ -1737,13 +1746,38 @@ impl AvroRecord for CorrelationState {
                 ),
             ),
             ("waits_until", optional(self.waits_until.as_ref(), instant)),
+            (
+                "cancel",
+                optional(self.cancel.as_ref(), |c| {
+                    record(vec![
+                        ("reason", string(&c.reason)),
+                        ("terminate", Value::Boolean(c.terminate)),
+                        ("requested_at", instant(&c.requested_at)),
+                    ])
+                }),
+            ),
         ]))
     }
 
     fn from_avro(value: Value) -> Result<Self, FieldError> {
         let mut f = Fields::of(value)?;
+        let key = f.get("key", read_state_key)?;
+        // A kept cancellation is of the execution whose id is the key.
+        let cancel = f.get("cancel", |v| {
+            read_optional(v, |v| {
+                let mut c = Fields::of(v)?;
+                Ok(Box::new(CancelRequest {
+                    execution_id: read_parsed(Value::String(key.clone()))?,
+                    reason: c.get("reason", read_string)?,
+                    terminate: c.get("terminate", read_boolean)?,
+                    requested_at: c.get("requested_at", read_instant)?,
+                    waited_until: None,
+                }))
+            })
+        })?;
         Ok(CorrelationState {
-            key: f.get("key", read_state_key)?,
+            cancel,
+            key,
             holders: f.get("holders", |v| match v {
                 Value::Array(items) => items.into_iter().map(read_parsed).collect(),
                 other => Err(unexpected("an array", &other)),

@@ -88,6 +88,10 @@ const PREVIOUS_FILES: &[(&str, &str, &str)] = &[
     // CorrelationState `waits_until` (its key may be an execution id).
     avsc!("InboundEvent", "history/v6/event.avsc"),
     avsc!("CorrelationState", "history/v6/correlation_state.avsc"),
+    // Before cancellations could come before their execution: CancelRequest gained
+    // `waited_until`, CorrelationState `cancel`.
+    avsc!("CancelRequest", "history/v7/cancel_request.avsc"),
+    avsc!("CorrelationState", "history/v7/correlation_state.avsc"),
 ];
 
 fn parse(files: &[(&'static str, &'static str, &'static str)]) -> Vec<RecordSchema> {

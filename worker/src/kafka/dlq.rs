@@ -366,6 +366,7 @@ mod tests {
             reason: "parent cancelled".into(),
             terminate: false,
             requested_at: at,
+            waited_until: None,
         };
         let submissions = &topology.topic(TopicRole::Submissions).name;
         let value = codec
@@ -425,6 +426,7 @@ mod tests {
             }],
             forwarded: Vec::new(),
             waits_until: None,
+            cancel: None,
         };
         codec
             .encode(state_topic, &correlation)

@@ -271,6 +271,7 @@ mod tests {
             }],
             forwarded: Vec::new(),
             waits_until: None,
+            cancel: None,
         };
         let forwarded = InboundEvent {
             event: event.clone(),
@@ -377,6 +378,13 @@ mod tests {
                 })
                 .collect(),
             waits_until: Some(at),
+            cancel: Some(Box::new(weir_core::records::CancelRequest {
+                execution_id: ExecutionId::top_level(ulid::Ulid::new()),
+                reason: "r".repeat(weir_core::correlation::MAX_KEPT_CANCEL_REASON),
+                terminate: true,
+                requested_at: at,
+                waited_until: None,
+            })),
         };
         let effects = [Effect::PutCorrelation {
             key: key.clone(),

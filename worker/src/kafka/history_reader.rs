@@ -524,6 +524,7 @@ pub(crate) mod tests {
             buffered: Vec::new(),
             forwarded: Vec::new(),
             waits_until: None,
+            cancel: None,
         }
     }
 

@@ -775,6 +775,8 @@ impl Log for KafkaLog {
         );
         m.events_early
             .add(now.events_early.saturating_sub(last.events_early));
+        m.cancels_early
+            .add(now.cancels_early.saturating_sub(last.cancels_early));
         m.keyed_events_returned.add(
             now.keyed_events_returned
                 .saturating_sub(last.keyed_events_returned),

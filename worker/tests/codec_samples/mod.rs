@@ -390,6 +390,7 @@ pub fn correlation_states() -> Vec<CorrelationState> {
                 },
             ],
             waits_until: None,
+            cancel: None,
         },
         // Nobody holds it: events wait.
         CorrelationState {
@@ -404,6 +405,7 @@ pub fn correlation_states() -> Vec<CorrelationState> {
                 .collect(),
             forwarded: Vec::new(),
             waits_until: None,
+            cancel: None,
         },
         // Events kept for an execution that does not exist yet, under its id.
         CorrelationState {
@@ -419,6 +421,29 @@ pub fn correlation_states() -> Vec<CorrelationState> {
                 .collect(),
             forwarded: Vec::new(),
             waits_until: Some(t0() + chrono::Duration::minutes(10)),
+            cancel: None,
+        },
+        // A cancellation (and an event) kept for an execution that does not exist yet.
+        CorrelationState {
+            key: root().to_string(),
+            holders: Vec::new(),
+            buffered: inbound_events()
+                .into_iter()
+                .take(1)
+                .map(|e| BufferedEvent {
+                    event: e.event,
+                    sent_at: e.sent_at,
+                })
+                .collect(),
+            forwarded: Vec::new(),
+            waits_until: Some(t0() + chrono::Duration::minutes(10)),
+            cancel: Some(Box::new(CancelRequest {
+                execution_id: root(),
+                reason: "withdrawn before it was read".into(),
+                terminate: true,
+                requested_at: t0() + chrono::Duration::nanoseconds(7),
+                waited_until: None,
+            })),
         },
     ]
 }
@@ -431,12 +456,22 @@ pub fn cancel_requests() -> Vec<CancelRequest> {
             reason: "order withdrawn".into(),
             terminate: false,
             requested_at: t0(),
+            waited_until: None,
         },
         CancelRequest {
             execution_id: root().child(&js, 2),
             reason: String::new(),
             terminate: true,
             requested_at: DateTime::<Utc>::MAX_UTC,
+            waited_until: None,
+        },
+        // Sent back after waiting for its submission.
+        CancelRequest {
+            execution_id: root(),
+            reason: "order withdrawn".into(),
+            terminate: false,
+            requested_at: t0(),
+            waited_until: Some(t0() + chrono::Duration::minutes(10)),
         },
     ]
 }

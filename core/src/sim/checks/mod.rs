@@ -7,13 +7,14 @@
 //!   with `deadlines`, `delays` and `replay` for what else each history must say.
 //! - `results`: each execution answered once per submission, with its expected value.
 //! - `outputs`: no output committed twice; poison records dead-lettered once.
-//! - `events`, `schedules`, `correlation`, `stubs`, `activity`: the features'.
+//! - `events`, `cancels`, `schedules`, `correlation`, `stubs`, `activity`: the features'.
 //! - `quiescence`: nothing left behind once the run settled.
 //!
 //! Here: [`Violation`], and the helpers several checkers share (the committed histories,
 //! [`unconsumed_inputs`], how an entry or a list reads in a message).
 
 mod activity;
+mod cancels;
 mod correlation;
 mod deadlines;
 mod delays;
@@ -154,6 +155,7 @@ pub fn check(
         &keyed_ids,
         &dead,
     );
+    cancels::check_early_cancels(&mut add, w, &logs, submitted, &dead, settled);
     schedules::check_schedules(&mut add, w, &logs, &results, schedules, settled);
     correlation::check_correlation(&mut add, w, &logs, keyed, settled);
     stubs::check_stubs(&mut add, w, &logs, settled);

@@ -83,6 +83,7 @@ impl Sim {
             conflicts: 0,
             events: Vec::new(),
             cancelled: false,
+            early_cancel: None,
             deadline,
         });
         entry.times += 1;
