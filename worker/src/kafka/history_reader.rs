@@ -72,6 +72,31 @@ pub enum HistoryReadError {
         offset: i64,
         reason: String,
     },
+    /// A state that could not be decoded for now (the schema registry could not be reached):
+    /// left out, its key would start again from nothing and its next write would replace
+    /// what it held, so the read fails and the take-over is tried again.
+    #[error("{topic}/{partition} offset {offset}: a state does not decode for now: {source}")]
+    StateUnavailable {
+        topic: String,
+        partition: i32,
+        offset: i64,
+        source: crate::codec::DecodeError,
+    },
+}
+
+/// Decodes `bytes`, fetching a schema id the codec has not seen from its registry (a record
+/// another Weir version wrote, in the registry's framing). These reads are blocking code run
+/// inside the runtime (`block_in_place`, `spawn_blocking`), where waiting on the fetch is
+/// allowed; with no runtime, only the schemas the codec knows are tried.
+fn decode_blocking<R: crate::codec::AvroRecord>(
+    codec: &Codec,
+    bytes: &[u8],
+    position: &RecordPosition,
+) -> Result<R, crate::codec::DecodeError> {
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) => handle.block_on(codec.decode_fetching(bytes, position)),
+        Err(_) => codec.decode(bytes, position),
+    }
 }
 
 /// How often the end offsets are asked while a transaction is open.
@@ -103,7 +128,7 @@ pub fn read(
             let bytes = message.payload().unwrap_or_default().to_vec();
             let position = RecordPosition::at(topic, partition, offset);
             let record: HistoryRecord =
-                codec.decode(&bytes, &position).map_err(|e| e.to_string())?;
+                decode_blocking(codec, &bytes, &position).map_err(|e| e.to_string())?;
             let timestamp = message
                 .timestamp()
                 .to_millis()
@@ -186,6 +211,8 @@ struct StateRecords<'a> {
     topic: &'a str,
     wanted: Wanted,
     last: BTreeMap<Vec<u8>, StateRecord>,
+    /// The first state that did not decode for now ([`HistoryReadError::StateUnavailable`]).
+    unavailable: Option<HistoryReadError>,
 }
 
 impl<'a> StateRecords<'a> {
@@ -195,6 +222,38 @@ impl<'a> StateRecords<'a> {
             topic,
             wanted,
             last: BTreeMap::new(),
+            unavailable: None,
+        }
+    }
+
+    /// A state's `bytes`, decoded; `None` if they do not decode, said in the log, or (for now)
+    /// noted as the read's error.
+    fn decode<R: crate::codec::AvroRecord>(
+        &mut self,
+        bytes: &[u8],
+        (partition, offset): (i32, i64),
+        what: &str,
+    ) -> Option<R> {
+        let topic = self.topic;
+        let position = RecordPosition::at(topic, partition, offset);
+        match decode_blocking::<R>(self.codec, bytes, &position) {
+            Ok(state) => Some(state),
+            Err(e) if e.is_transient() => {
+                tracing::warn!(topic, partition, offset, error = %e, "{what} does not decode for now; the read fails");
+                if self.unavailable.is_none() {
+                    self.unavailable = Some(HistoryReadError::StateUnavailable {
+                        topic: topic.to_owned(),
+                        partition,
+                        offset,
+                        source: e,
+                    });
+                }
+                None
+            }
+            Err(e) => {
+                tracing::error!(topic, partition, offset, error = %e, "{what} does not decode; left out");
+                None
+            }
         }
     }
 
@@ -209,33 +268,22 @@ impl<'a> StateRecords<'a> {
         record: Result<RecordType, KindError>,
     ) {
         let topic = self.topic;
-        let position = RecordPosition::at(topic, partition, offset);
         let state = match (payload, record) {
             (None, _) => StateRecord::None,
             (Some(bytes), Ok(RecordType::ScheduleState)) => {
                 if self.wanted == Wanted::Correlations {
                     StateRecord::None
                 } else {
-                    match self.codec.decode::<ScheduleState>(bytes, &position) {
-                        Ok(state) => StateRecord::Schedule(state),
-                        Err(e) => {
-                            tracing::error!(topic, partition, offset, error = %e, "a schedule's state does not decode; the schedule is left out");
-                            StateRecord::None
-                        }
-                    }
+                    self.decode(bytes, (partition, offset), "a schedule's state")
+                        .map_or(StateRecord::None, StateRecord::Schedule)
                 }
             }
             (Some(bytes), Ok(RecordType::CorrelationState)) => {
                 if self.wanted == Wanted::Schedules {
                     StateRecord::None
                 } else {
-                    match self.codec.decode::<CorrelationState>(bytes, &position) {
-                        Ok(state) => StateRecord::Correlation(state),
-                        Err(e) => {
-                            tracing::error!(topic, partition, offset, error = %e, "a correlation key's state does not decode; the key is left out");
-                            StateRecord::None
-                        }
-                    }
+                    self.decode(bytes, (partition, offset), "a correlation key's state")
+                        .map_or(StateRecord::None, StateRecord::Correlation)
                 }
             }
             (Some(_), Ok(other)) => {
@@ -250,7 +298,10 @@ impl<'a> StateRecords<'a> {
         self.last.insert(key.to_vec(), state);
     }
 
-    fn finish(self) -> KeyedState {
+    fn finish(self) -> Result<KeyedState, HistoryReadError> {
+        if let Some(error) = self.unavailable {
+            return Err(error);
+        }
         let mut state = KeyedState::default();
         for record in self.last.into_values() {
             match record {
@@ -259,7 +310,7 @@ impl<'a> StateRecords<'a> {
                 StateRecord::None => {}
             }
         }
-        state
+        Ok(state)
     }
 }
 
@@ -267,9 +318,13 @@ impl<'a> StateRecords<'a> {
 /// of each key read from the beginning (after `settle`, partition by partition, then one read
 /// of them all), tombstones dropped. A correlation key's state carries the header
 /// `weir.kind = correlation`; a record without it is a schedule's (keyed `schedule:<name>`).
-/// A record that does not decode is logged and left out (its schedule does not tick here
+/// A record whose schema id the codec has not seen is decoded with the schema fetched from the
+/// registry. One that does not decode is logged and left out (its schedule does not tick here
 /// until it is created again; its key starts again from nothing): one bad record must not
-/// keep the partitions from being taken over.
+/// keep the partitions from being taken over. One that does not decode *for now* (the
+/// registry could not be reached) fails the read instead
+/// ([`HistoryReadError::StateUnavailable`]): left out, its key's next write would replace
+/// the events it holds.
 #[allow(clippy::too_many_arguments)]
 pub fn read_keyed_state(
     kafka: &KafkaConfig,
@@ -293,7 +348,7 @@ pub fn read_keyed_state(
         );
         Ok(())
     })?;
-    Ok(records.finish())
+    records.finish()
 }
 
 /// Reads each `(partition, from)` of `topic` from `from` to its end, once settled if
@@ -581,18 +636,113 @@ pub(crate) mod tests {
         };
         let mut all = StateRecords::new(&codec, topic, Wanted::All);
         feed(&mut all);
-        let state = all.finish();
+        let state = all.finish().expect("read");
         assert_eq!(state.schedules, vec![schedule("nightly")]);
         assert_eq!(state.correlations, vec![correlation("payment:1")]);
         let mut listing = StateRecords::new(&codec, topic, Wanted::Schedules);
         feed(&mut listing);
-        let state = listing.finish();
+        let state = listing.finish().expect("read");
         assert_eq!(state.schedules.len(), 1);
         assert!(state.correlations.is_empty());
         let mut keys = StateRecords::new(&codec, topic, Wanted::Correlations);
         feed(&mut keys);
-        let state = keys.finish();
+        let state = keys.finish().expect("read");
         assert!(state.schedules.is_empty());
         assert_eq!(state.correlations, vec![correlation("payment:1")]);
+    }
+
+    /// A registry that was reachable when the states were written and is not any more.
+    struct Flaky {
+        inner: crate::codec::InMemoryRegistry,
+        down: std::sync::atomic::AtomicBool,
+    }
+
+    impl crate::codec::SchemaRegistry for Flaky {
+        fn register<'a>(
+            &'a self,
+            subject: &'a str,
+            schema: &'a str,
+        ) -> futures::future::BoxFuture<'a, Result<u32, crate::codec::RegistryError>> {
+            self.inner.register(subject, schema)
+        }
+
+        fn schema_by_id(
+            &self,
+            id: u32,
+        ) -> futures::future::BoxFuture<'_, Result<String, crate::codec::RegistryError>> {
+            if self.down.load(std::sync::atomic::Ordering::SeqCst) {
+                return Box::pin(async move {
+                    Err(crate::codec::RegistryError::Transport {
+                        method: "GET",
+                        url: format!("http://registry/schemas/ids/{id}"),
+                        message: "connection refused".into(),
+                    })
+                });
+            }
+            self.inner.schema_by_id(id)
+        }
+    }
+
+    /// A key's state written by another worker in the registry's framing (a schema id this
+    /// worker's codec has not seen) is read with the schema fetched from the registry: it
+    /// used to be left out, and its events lost at the key's next write. With the registry
+    /// out of reach the read fails (the take-over is tried again) instead of leaving it out.
+    #[test]
+    fn a_state_of_a_schema_id_not_seen_is_fetched_and_an_unreachable_registry_fails_the_read() {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        let topic = "weir.state";
+        let registry = std::sync::Arc::new(Flaky {
+            inner: crate::codec::InMemoryRegistry::new(),
+            down: false.into(),
+        });
+        let writer = Codec::new(Some(registry.clone()));
+        runtime
+            .block_on(writer.register::<CorrelationState>(topic))
+            .expect("registers");
+        let mut state = correlation("payment:9");
+        state.buffered.push(weir_core::correlation::BufferedEvent {
+            event: weir_core::records::ReceivedEvent {
+                event_id: "ev-1".into(),
+                name: "paid".into(),
+                payload: serde_json::json!(42),
+            },
+            sent_at: DateTime::from_timestamp(1_790_000_000, 0).expect("a time"),
+        });
+        let bytes = writer.encode(topic, &state).expect("encodes");
+        assert_eq!(bytes[0], 0, "the registry's framing");
+        let read = |reader: &Codec| {
+            let _inside = runtime.enter();
+            let mut records = StateRecords::new(reader, topic, Wanted::All);
+            records.take(
+                b"payment:9",
+                0,
+                7,
+                Some(&bytes),
+                Ok(RecordType::CorrelationState),
+            );
+            records.finish()
+        };
+        let reader = Codec::new(Some(registry.clone()));
+        let restored = read(&reader).expect("read");
+        assert_eq!(restored.correlations, vec![state.clone()]);
+        registry
+            .down
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        let unreachable = read(&Codec::new(Some(registry.clone())));
+        assert!(
+            matches!(
+                unreachable,
+                Err(HistoryReadError::StateUnavailable {
+                    partition: 0,
+                    offset: 7,
+                    ..
+                })
+            ),
+            "{unreachable:?}"
+        );
     }
 }
