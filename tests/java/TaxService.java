@@ -39,6 +39,7 @@ import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.errors.ProducerFencedException;
+import org.apache.kafka.common.header.Header;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
 import org.apache.kafka.common.serialization.StringDeserializer;
@@ -178,7 +179,19 @@ public class TaxService {
                 producer.beginTransaction();
                 try {
                     for (ConsumerRecord<String, byte[]> record : records) {
-                        try {
+                        // The `weir.kind` header names what a record is: a request has none
+                        // (or `request`); with `cancel_notices = true` on the route, a
+                        // cancellation (`cancel`) follows its request, and the parent no
+                        // longer waits for the answer.
+                        Header kind = record.headers().lastHeader("weir.kind");
+                        String kindName = kind == null ? "request"
+                                : new String(kind.value(), StandardCharsets.UTF_8);
+                        if (kindName.equals("cancel")) {
+                            System.out.println("cancelled " + record.key());
+                        } else if (!kindName.equals("request")) {
+                            System.err.println("skipping " + record.topic() + "/" + record.partition()
+                                    + "@" + record.offset() + ": a record of kind " + kindName);
+                        } else try {
                             producer.send(service.answer(record, responsesTopic));
                         } catch (KafkaException e) {
                             throw e;

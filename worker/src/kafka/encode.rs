@@ -55,11 +55,11 @@ pub fn records(
             Destination::Topic(role) => topology.topic(*role).name.clone(),
             Destination::Route(ffqn) => {
                 let route = topology.route(ffqn.ifc_fqn());
-                // Only a route Weir serves hears of a cancellation: an external service reads
-                // requests only (its contract has no cancellation; the parent ignores its late
-                // answer).
+                // A route Weir serves hears of a cancellation; an external one only if it asks
+                // (`cancel_notices`: a service written before reads requests only). Either way
+                // the parent ignores a late answer.
                 if let Effect::CancelActivity { parent, child, .. } = effect
-                    && route.is_none_or(|r| r.external)
+                    && !route.is_some_and(crate::topology::Route::hears_cancellations)
                 {
                     tracing::debug!(execution = %parent, %child, %ffqn, "activity cancelled (external: not told)");
                     continue;
@@ -461,15 +461,18 @@ mod tests {
         }
     }
 
-    /// A cancellation is not written for an external route (its service is not told).
+    /// A cancellation is not written for an external route (its service is not told), unless
+    /// the route asks for `cancel_notices`: then an `ActivityCancel` follows the request on its
+    /// topic, keyed by the activity, of kind `cancel`.
     #[test]
-    fn an_external_route_hears_of_no_cancellation() {
-        let topology = topology();
+    fn an_external_route_hears_of_a_cancellation_only_if_it_asks() {
+        let mut topology = topology();
         let external = topology
             .routes
             .iter()
             .find(|r| r.external)
-            .expect("an external route in the repository's topology");
+            .expect("an external route in the repository's topology")
+            .clone();
         let cancel = Effect::CancelActivity {
             parent: examples::PARENT.parse().expect("an id"),
             child: examples::ACTIVITY.parse().expect("an id"),
@@ -477,15 +480,33 @@ mod tests {
                 .parse()
                 .expect("a function name"),
         };
-        let records = records(
-            &Codec::single_object(),
-            &topology,
-            &[],
-            &[cancel],
-            &[],
-            &mut Vec::new(),
-        )
-        .expect("encoded");
-        assert_eq!(records, Vec::new());
+        let encoded = |topology: &Topology| {
+            records(
+                &Codec::single_object(),
+                topology,
+                &[],
+                std::slice::from_ref(&cancel),
+                &[],
+                &mut Vec::new(),
+            )
+            .expect("encoded")
+        };
+        assert_eq!(encoded(&topology), Vec::new());
+        for route in topology.routes.iter_mut() {
+            if route.interface == external.interface {
+                route.cancel_notices = true;
+            }
+        }
+        let told = encoded(&topology);
+        assert_eq!(told.len(), 1, "{told:?}");
+        assert_eq!(told[0].topic, external.topic);
+        assert_eq!(told[0].key, examples::ACTIVITY);
+        assert!(
+            told[0]
+                .headers
+                .iter()
+                .any(|(n, v)| n == "weir.kind" && v.as_slice() == b"cancel"),
+            "{told:?}"
+        );
     }
 }

@@ -43,6 +43,19 @@ pub struct Route {
     /// ignores an answer after the first).
     #[serde(default)]
     pub service_group: Option<String>,
+    /// External routes: the service is told of a cancelled activity with an `ActivityCancel`
+    /// record on the route's topic (`weir.kind = cancel`, keyed by the activity, after its
+    /// request). Off by default: a service written before this reads requests only. Weir's
+    /// own routes always are.
+    #[serde(default)]
+    pub cancel_notices: bool,
+}
+
+impl Route {
+    /// Whether a cancelled activity of this route is written to its topic.
+    pub fn hears_cancellations(&self) -> bool {
+        !self.external || self.cancel_notices
+    }
 }
 
 /// The whole topology of a deployment.
@@ -204,6 +217,12 @@ impl Topology {
             if !route.interface.contains(':') || !route.interface.contains('/') {
                 return invalid(format!(
                     "route interface `{}` must look like `namespace:package/interface`",
+                    route.interface
+                ));
+            }
+            if route.cancel_notices && !route.external {
+                return invalid(format!(
+                    "route of `{}`: `cancel_notices` is for external routes (Weir's own activity worker always hears of a cancellation)",
                     route.interface
                 ));
             }
@@ -383,6 +402,21 @@ mod tests {
         assert!(
             group_of_weir.contains("only an external route"),
             "{group_of_weir}"
+        );
+        let notices_of_weir = parse(
+            MINIMAL,
+            r#"
+            [[route]]
+            interface = "a:b/c"
+            topic = "t"
+            cancel_notices = true
+        "#,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            notices_of_weir.contains("`cancel_notices` is for external routes"),
+            "{notices_of_weir}"
         );
         let external = parse(
             MINIMAL,
