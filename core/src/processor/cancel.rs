@@ -4,12 +4,11 @@
 //!   a child): for an unknown execution kept until its submission comes (another topic, so it
 //!   may come later) or `EARLY_CANCEL_WAIT` (the submissions' retention) passes, then
 //!   dead-lettered (issue 33; the early events' rule, [`super::events`]); for a finished one,
-//!   or one cancelled
-//!   already, nothing. Otherwise `CancelRequested` is appended and everything the execution
-//!   waits for is cancelled: activities (with `CancelActivity`) and stubs answered
-//!   `cancelled`, delays and event waits answered cancelled, child workflows sent a
-//!   `CancelRequest` of their own; the answers are journalled and delivered to the run, which
-//!   may compensate. Once cancelled, an execution finishes `cancelled` whatever it returns
+//!   or one cancelled already, nothing. Otherwise `CancelRequested` is appended and
+//!   everything the execution waits for is cancelled: activities (with `CancelActivity`) and
+//!   stubs answered `cancelled`, delays and event waits answered cancelled, child workflows
+//!   sent a `CancelRequest` of their own; the answers are journalled and delivered to the
+//!   run, which may compensate. Once cancelled, an execution finishes `cancelled` whatever it returns
 //!   ([`StepCtx::finish`]). `terminate` (or a still scheduled execution) finishes at once.
 //! - **Deadline**: before any input of an execution is taken, an execution past its deadline
 //!   (`Created.deadline`: the earlier of its submission's and its component's default) that
@@ -109,9 +108,8 @@ impl<R: WorkflowRunner> Processor<R> {
     /// A cancellation of an execution that does not exist: its submission may still be on its
     /// way (another topic), so it is kept under the execution's id until the submission takes
     /// it or [`EARLY_CANCEL_WAIT`](crate::correlation::EARLY_CANCEL_WAIT) passes, as an early
-    /// event is; one whose wait ran out is
-    /// dead-lettered, unless the submissions were not all read during the wait (then kept
-    /// again: the submission may be in the part not read).
+    /// event is; one whose wait ran out is dead-lettered, unless the submissions were not all
+    /// read during the wait (then kept again: the submission may be in the part not read).
     fn cancel_unknown(&mut self, batch: &mut Batch, index: usize, request: CancelRequest) {
         let id = request.execution_id.clone();
         let wait = crate::correlation::EARLY_CANCEL_WAIT;
