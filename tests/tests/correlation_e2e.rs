@@ -253,3 +253,63 @@ async fn events_sent_to_a_key_reach_the_execution_holding_it_once() {
         String::from_utf8_lossy(&bad.stderr)
     );
 }
+
+/// Issue 33 F2 on the real stack: a key's buffer holds at most 512 KiB of payloads, so its
+/// state (one `weir.state` record) always fits the producer's limit. A 500 kB event is kept;
+/// a 480 kB one after it would make the state about 1 MB (before the bound, its batch aborted
+/// and the partition retried it forever): it is dead-lettered `refused` instead, its copy
+/// produced whole, and a small event after it is kept: the partition goes on.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_key_buffer_at_its_byte_bound_refuses_the_next_event_and_its_partition_goes_on() {
+    use weir::codec::EventRecord;
+    use weir::codec::records::ReceivedEvent;
+    use weir::correlation::KeyedEvent;
+
+    let deployment = Deployment::new("state_size");
+    let _worker = deployment.start_worker("w1", &[]);
+    let key = "size:order-1";
+    let topic = deployment.topic(TopicRole::Events);
+    let producer = deployment.producer();
+    let send = async |event_id: &str, bytes: usize| {
+        let record = EventRecord::Keyed(KeyedEvent {
+            event: ReceivedEvent {
+                event_id: event_id.to_owned(),
+                name: "paid".to_owned(),
+                payload: json!("x".repeat(bytes)),
+            },
+            key: key.to_owned(),
+            sent_at: chrono::Utc::now(),
+            returned_by: None,
+        });
+        let value = deployment.codec.encode(&topic, &record).expect("encodes");
+        deployment.produce_raw(&producer, &topic, key, &value).await;
+    };
+    send("big-1", 500_000).await;
+    send("big-2", 480_000).await;
+    send("small-3", 10).await;
+    let kept = deployment
+        .correlation_listed_until(key, "the first and the last event kept", |entry| {
+            entry["buffered"].as_array().is_some_and(|b| b.len() == 2)
+        })
+        .await;
+    let ids: Vec<&str> = kept["buffered"]
+        .as_array()
+        .expect("buffered")
+        .iter()
+        .filter_map(|e| e["event_id"].as_str())
+        .collect();
+    assert_eq!(ids, ["big-1", "small-3"], "{kept}");
+    let dlq = deployment.read_to_end::<DlqEnvelope>(&deployment.topic(TopicRole::Dlq), TIMEOUT);
+    let refused: Vec<&DlqEnvelope> = dlq
+        .iter()
+        .map(|(_, d)| d)
+        .filter(|d| d.original_topic == topic)
+        .collect();
+    assert_eq!(refused.len(), 1, "{refused:#?}");
+    assert_eq!(refused[0].reason, weir::codec::records::DlqReason::Refused);
+    assert!(
+        refused[0].value.as_ref().is_some_and(|v| v.len() > 480_000),
+        "the copy is whole"
+    );
+    assert!(refused[0].error.contains("bytes"), "{}", refused[0].error);
+}

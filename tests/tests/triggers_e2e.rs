@@ -372,3 +372,68 @@ async fn avro_records_through_a_schema_registry_start_executions() {
         "{errors:?}"
     );
 }
+
+/// Issue 33 F3 on the real stack: a record whose mapped submission would be over the
+/// producer's limit (a 990 kB field becomes the parameter) is dead-lettered `oversize`, its
+/// bytes kept up to the copy's bound; the record after it starts its execution. Before the
+/// size gate, producing the submission failed the trigger's transaction and the worker read
+/// the same batch again, forever.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_record_mapped_over_the_size_limit_is_dead_lettered_and_the_next_one_runs() {
+    let deployment = Deployment::new("trigger_size");
+    let orders = format!("{}-shop.orders", deployment.namespace);
+    create_topics(&[(&orders, 1)]);
+    let triggers = deployment.logs().join("triggers.toml");
+    std::fs::write(
+        &triggers,
+        format!(
+            r#"
+[[trigger]]
+name = "orders"
+topic = "{orders}"
+function = "{GREET}"
+params = ["/name"]
+id = "/order"
+"#
+        ),
+    )
+    .expect("write the triggers file");
+    let triggers = triggers.to_str().expect("a UTF-8 path").to_owned();
+    let _worker = deployment.start_worker("w1", &["--triggers", &triggers]);
+    let producer = deployment.producer();
+    let big = json!({"order": "o-big", "name": "x".repeat(990_000)}).to_string();
+    deployment
+        .produce_raw(&producer, &orders, "k-big", big.as_bytes())
+        .await;
+    let after = json!({"order": "o-after", "name": "after"}).to_string();
+    deployment
+        .produce_raw(&producer, &orders, "k-after", after.as_bytes())
+        .await;
+    weir_e2e::wait_for(
+        "the greeting of the record after the big one",
+        TIMEOUT,
+        || async {
+            greetings(&deployment)
+                .into_values()
+                .any(|text| text.contains("after"))
+                .then_some(())
+        },
+    )
+    .await;
+    let dlq = deployment
+        .read_to_end::<DlqEnvelope>(&deployment.topic(TopicRole::Dlq), Duration::from_secs(30));
+    let dead: Vec<&DlqEnvelope> = dlq
+        .iter()
+        .map(|(_, d)| d)
+        .filter(|d| d.original_topic == orders)
+        .collect();
+    assert_eq!(dead.len(), 1, "{dead:#?}");
+    assert_eq!(dead[0].reason, DlqReason::Oversize, "{}", dead[0].error);
+    assert_eq!(dead[0].key.as_deref(), Some(&b"k-big"[..]));
+    assert!(dead[0].value.as_ref().is_some_and(|v| v.len() > 900_000));
+    assert_eq!(
+        greetings(&deployment).len(),
+        1,
+        "only the record after it ran"
+    );
+}

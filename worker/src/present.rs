@@ -194,5 +194,11 @@ pub fn correlation_json(c: &weir_core::correlation::CorrelationState) -> serde_j
         // Events kept for an execution that does not exist yet (the key is its id): when
         // they stop waiting for its submission.
         "waits_until": c.waits_until.map(|at| at.to_rfc3339()),
+        // A cancellation kept for an execution that does not exist yet.
+        "cancel": c.cancel.as_ref().map(|k| json!({
+            "reason": k.reason,
+            "terminate": k.terminate,
+            "requested_at": k.requested_at.to_rfc3339(),
+        })),
     })
 }
