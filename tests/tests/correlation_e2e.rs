@@ -255,10 +255,11 @@ async fn events_sent_to_a_key_reach_the_execution_holding_it_once() {
 }
 
 /// Issue 33 F2 on the real stack: a key's buffer holds at most 512 KiB of payloads, so its
-/// state (one `weir.state` record) always fits the producer's limit. A 500 kB event is kept;
-/// a 480 kB one after it would make the state about 1 MB (before the bound, its batch aborted
-/// and the partition retried it forever): it is dead-lettered `refused` instead, its copy
-/// produced whole, and a small event after it is kept: the partition goes on.
+/// state (one `weir.state` record) always fits the producer's limit. A 520 kB event is kept;
+/// a 500 kB one after it would make the state over 1 000 000 bytes (before the bound, 1 MiB
+/// of payloads, it was taken, its batch aborted and the partition retried it forever): it is
+/// dead-lettered `refused` instead, its copy produced whole, and a small event after it is
+/// kept: the partition goes on.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_key_buffer_at_its_byte_bound_refuses_the_next_event_and_its_partition_goes_on() {
     use weir::codec::EventRecord;
@@ -284,8 +285,8 @@ async fn a_key_buffer_at_its_byte_bound_refuses_the_next_event_and_its_partition
         let value = deployment.codec.encode(&topic, &record).expect("encodes");
         deployment.produce_raw(&producer, &topic, key, &value).await;
     };
-    send("big-1", 500_000).await;
-    send("big-2", 480_000).await;
+    send("big-1", 520_000).await;
+    send("big-2", 500_000).await;
     send("small-3", 10).await;
     let kept = deployment
         .correlation_listed_until(key, "the first and the last event kept", |entry| {
@@ -308,7 +309,7 @@ async fn a_key_buffer_at_its_byte_bound_refuses_the_next_event_and_its_partition
     assert_eq!(refused.len(), 1, "{refused:#?}");
     assert_eq!(refused[0].reason, weir::codec::records::DlqReason::Refused);
     assert!(
-        refused[0].value.as_ref().is_some_and(|v| v.len() > 480_000),
+        refused[0].value.as_ref().is_some_and(|v| v.len() > 500_000),
         "the copy is whole"
     );
     assert!(refused[0].error.contains("bytes"), "{}", refused[0].error);
