@@ -137,8 +137,7 @@ fn a_cancelled_execution_cancels_what_it_waits_for_and_finishes_cancelled() {
     let kept = step(&mut processor, cancel_input(&nobody, false));
     assert!(dead_letters(&kept).is_empty(), "{kept:?}");
     assert!(
-        kept.iter()
-            .any(|e| matches!(e, Effect::PutCorrelation { key, .. } if *key == nobody.to_string())),
+        correlation_put(&kept, &nobody.to_string()).is_some(),
         "{kept:?}"
     );
 }
@@ -394,17 +393,13 @@ fn a_deadline_times_the_execution_out_and_bounds_its_children() {
 /// Issue 33: a cancellation sent before its execution's submission was read (another topic:
 /// Kafka orders them in no way) is kept under the execution's id and applies when the
 /// submission comes; without one within `EARLY_CANCEL_WAIT` (the submissions' retention) it
-/// goes back marked as having waited, and is dead-lettered then. A terminate is never lost to a cancel kept before it.
+/// goes back marked as having waited, and is dead-lettered then. A terminate is never lost to
+/// a cancel kept before it.
 #[test]
 fn a_cancellation_before_its_submission_is_kept_and_applies_when_it_comes() {
-    use weir_core::correlation::{CorrelationState, EARLY_CANCEL_WAIT};
+    use weir_core::correlation::EARLY_CANCEL_WAIT;
     use weir_core::records::DlqReason;
-    let kept = |effects: &[Effect], id: &ExecutionId| -> Option<Option<CorrelationState>> {
-        effects.iter().find_map(|e| match e {
-            Effect::PutCorrelation { key, state } if *key == id.to_string() => Some(state.clone()),
-            _ => None,
-        })
-    };
+    let kept = |effects: &[Effect], id: &ExecutionId| correlation_put(effects, &id.to_string());
     let mut processor = processor(1 << 20);
     let id = ExecutionId::top_level(ulid::Ulid::new());
     let early = step(&mut processor, cancel_input(&id, false));
@@ -460,13 +455,7 @@ fn a_cancellation_before_its_submission_is_kept_and_applies_when_it_comes() {
     assert_eq!(back[0].execution_id, never);
     assert_eq!(back[0].waited_until, Some(late));
     assert_eq!(kept(&batch.effects, &never), Some(None));
-    let returned = Input::Record {
-        index: 0,
-        partition: 0,
-        key: Some(never.to_string()),
-        size: 100,
-        body: Ok(Body::Cancel(back[0].clone())),
-    };
+    let returned = input_of(&never, Body::Cancel(back[0].clone()));
     let dead = step(&mut processor, returned);
     assert_eq!(dead_letters(&dead)[0].0, DlqReason::Other, "{dead:?}");
     assert!(

@@ -18,18 +18,6 @@ fn early_state(
     correlation_put(effects, &id.to_string())
 }
 
-/// The state `effects` put for the correlation key `key`, if any: `Some(None)` when it is
-/// forgotten.
-fn correlation_put(
-    effects: &[Effect],
-    key: &str,
-) -> Option<Option<weir_core::correlation::CorrelationState>> {
-    effects.iter().find_map(|e| match e {
-        Effect::PutCorrelation { key: put, state } if put == key => Some(state.clone()),
-        _ => None,
-    })
-}
-
 /// An event sent before its execution's submission was read (another topic: Kafka orders
 /// them in no way) is kept under the execution's id, in `weir.state`: the submission takes
 /// it in its own batch (journalled first, in the order the events came, a duplicate once),
@@ -107,25 +95,12 @@ fn events_come_before_their_submission() {
     assert!(processor.correlation_due(late));
     let mut batch = Batch::new(late);
     processor.expire_correlations(&mut batch);
-    let back: Vec<_> = batch
-        .effects
-        .iter()
-        .filter_map(|e| match e {
-            Effect::ForwardEvent(f) => Some(f.clone()),
-            _ => None,
-        })
-        .collect();
+    let back = forwards(&batch.effects);
     assert_eq!(back.len(), 1);
     assert_eq!(back[0].target, never);
     assert_eq!(back[0].waited_until, Some(late));
     assert_eq!(early_state(&batch.effects, &never), Some(None));
-    let returned = Input::Record {
-        index: 0,
-        partition: 0,
-        key: Some(never.to_string()),
-        size: 100,
-        body: Ok(Body::Event(back[0].clone())),
-    };
+    let returned = input_of(&never, Body::Event(back[0].clone()));
     let dead = step(&mut processor, returned.clone());
     assert_eq!(dead_letters(&dead)[0].0, DlqReason::Other);
     assert!(
@@ -162,22 +137,9 @@ fn an_early_event_is_kept_again_when_the_submissions_were_paused_during_its_wait
     let late = now() + EARLY_EVENT_WAIT;
     let mut batch = Batch::new(late);
     processor.expire_correlations(&mut batch);
-    let back: Vec<_> = batch
-        .effects
-        .iter()
-        .filter_map(|e| match e {
-            Effect::ForwardEvent(f) => Some(f.clone()),
-            _ => None,
-        })
-        .collect();
+    let back = forwards(&batch.effects);
     assert_eq!(back.len(), 1, "{:?}", batch.effects);
-    let returned = Input::Record {
-        index: 0,
-        partition: 0,
-        key: Some(id.to_string()),
-        size: 100,
-        body: Ok(Body::Event(back[0].clone())),
-    };
+    let returned = input_of(&id, Body::Event(back[0].clone()));
     let again = step_at(&mut processor, returned, late);
     assert!(dead_letters(&again).is_empty(), "{again:?}");
     let kept = early_state(&again, &id).flatten().expect("kept again");
@@ -197,21 +159,8 @@ fn an_early_event_is_kept_again_when_the_submissions_were_paused_during_its_wait
     step_at(&mut processor, event_input(&never, "ev-2", 1), start);
     let mut batch = Batch::new(start + EARLY_EVENT_WAIT);
     processor.expire_correlations(&mut batch);
-    let back = batch
-        .effects
-        .iter()
-        .find_map(|e| match e {
-            Effect::ForwardEvent(f) => Some(f.clone()),
-            _ => None,
-        })
-        .expect("sent back");
-    let returned = Input::Record {
-        index: 0,
-        partition: 0,
-        key: Some(never.to_string()),
-        size: 100,
-        body: Ok(Body::Event(back)),
-    };
+    let back = forwards(&batch.effects).pop().expect("sent back");
+    let returned = input_of(&never, Body::Event(back));
     let dead = step_at(&mut processor, returned, start + EARLY_EVENT_WAIT);
     assert_eq!(dead_letters(&dead).len(), 1, "{dead:?}");
 }
@@ -422,16 +371,6 @@ mod correlation {
             action,
             sent_at: now(),
         })
-    }
-
-    fn forwards(effects: &[Effect]) -> Vec<InboundEvent> {
-        effects
-            .iter()
-            .filter_map(|e| match e {
-                Effect::ForwardEvent(f) => Some(f.clone()),
-                _ => None,
-            })
-            .collect()
     }
 
     fn put(effects: &[Effect]) -> Option<Option<CorrelationState>> {

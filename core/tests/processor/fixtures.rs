@@ -135,14 +135,45 @@ pub fn event_input(target: &ExecutionId, event_id: &str, payload: i64) -> Input 
     event_named(target, event_id, "approved", payload)
 }
 
-/// The input record of event `event_id` named `name` for `target`, with `payload`.
-pub fn event_named(target: &ExecutionId, event_id: &str, name: &str, payload: i64) -> Input {
+/// The input record of `body`, keyed by `key`, on partition 0.
+pub fn input_of(key: &ExecutionId, body: Body) -> Input {
     Input::Record {
         index: 0,
         partition: 0,
-        key: Some(target.to_string()),
+        key: Some(key.to_string()),
         size: 100,
-        body: Ok(Body::Event(weir_core::records::InboundEvent {
+        body: Ok(body),
+    }
+}
+
+/// The state `effects` put for the key `key` (a correlation key, or the id of an execution
+/// that does not exist yet), if any: `Some(None)` when it is forgotten.
+pub fn correlation_put(
+    effects: &[Effect],
+    key: &str,
+) -> Option<Option<weir_core::correlation::CorrelationState>> {
+    effects.iter().find_map(|e| match e {
+        Effect::PutCorrelation { key: put, state } if put == key => Some(state.clone()),
+        _ => None,
+    })
+}
+
+/// The events `effects` forward (to a key's holder, or back to `weir.events` marked).
+pub fn forwards(effects: &[Effect]) -> Vec<weir_core::records::InboundEvent> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::ForwardEvent(f) => Some(f.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The input record of event `event_id` named `name` for `target`, with `payload`.
+pub fn event_named(target: &ExecutionId, event_id: &str, name: &str, payload: i64) -> Input {
+    input_of(
+        target,
+        Body::Event(weir_core::records::InboundEvent {
             event: weir_core::records::ReceivedEvent {
                 event_id: event_id.to_owned(),
                 name: name.to_owned(),
@@ -152,8 +183,8 @@ pub fn event_named(target: &ExecutionId, event_id: &str, name: &str, payload: i6
             sent_at: now(),
             correlation_key: None,
             waited_until: None,
-        })),
-    }
+        }),
+    )
 }
 
 /// The result `effects` publish for a top-level execution, if any.
@@ -177,19 +208,16 @@ pub fn dead_letters(effects: &[Effect]) -> Vec<(weir_core::records::DlqReason, S
 
 /// The input record of an operator's cancellation of `id` (a termination if `terminate`).
 pub fn cancel_input(id: &ExecutionId, terminate: bool) -> Input {
-    Input::Record {
-        index: 0,
-        partition: 0,
-        key: Some(id.to_string()),
-        size: 100,
-        body: Ok(Body::Cancel(weir_core::records::CancelRequest {
+    input_of(
+        id,
+        Body::Cancel(weir_core::records::CancelRequest {
             execution_id: id.clone(),
             reason: "operator".into(),
             terminate,
             requested_at: now(),
             waited_until: None,
-        })),
-    }
+        }),
+    )
 }
 
 /// Whether `result` is the error of a cancelled execution.
