@@ -13,7 +13,9 @@ use rdkafka::message::Message;
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::{Offset, TopicPartitionList};
 use serde_json::Value;
-use weir::codec::{AvroRecord, Codec, ExecutionFinished, HistoryRecord, RecordPosition};
+use weir::codec::{
+    AvroRecord, Codec, DlqEnvelope, ExecutionFinished, HistoryRecord, RecordPosition,
+};
 use weir::model::{ExecutionId, ExecutionResult, Ffqn};
 use weir::store::{CqlStore, Store, connect};
 use weir::topology::{TopicRole, Topology};
@@ -427,6 +429,16 @@ impl Deployment {
 
     pub fn producer(&self) -> FutureProducer {
         kafka_config().producer().create().expect("producer")
+    }
+
+    /// The dead letters of records read from `topic`, as the DLQ has them now (read to its
+    /// end, for at most `timeout`).
+    pub fn dead_letters_from(&self, topic: &str, timeout: Duration) -> Vec<DlqEnvelope> {
+        self.read_to_end::<DlqEnvelope>(&self.topic(TopicRole::Dlq), timeout)
+            .into_iter()
+            .map(|(_, dead)| dead)
+            .filter(|dead| dead.original_topic == topic)
+            .collect()
     }
 
     /// Produces raw bytes to a topic with a key.

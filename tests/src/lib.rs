@@ -171,30 +171,36 @@ pub fn wait_until<T>(what: &str, timeout: Duration, mut probe: impl FnMut() -> O
     }
 }
 
-/// Runs `call` with an admin client of the test cluster on a thread and runtime of its own,
-/// so that sync and async tests can both use it.
+/// Runs `work` to its end on a thread and current-thread runtime of its own, so that sync
+/// tests, async tests and `Drop` can all use async clients; `Err` if the runtime cannot be
+/// built or `work` panics.
+fn on_own_runtime<T: Send>(work: impl AsyncFnOnce() -> T + Send) -> Result<T, String> {
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .map_err(|e| format!("runtime: {e}"))?;
+                Ok(runtime.block_on(work()))
+            })
+            .join()
+            .map_err(|_| "the thread of its own runtime panicked".to_owned())?
+    })
+}
+
+/// Runs `call` with an admin client of the test cluster ([`on_own_runtime`]).
 fn with_admin<T: Send>(
     call: impl AsyncFnOnce(&rdkafka::admin::AdminClient<rdkafka::client::DefaultClientContext>) -> T
     + Send,
 ) -> T {
     let admin: rdkafka::admin::AdminClient<rdkafka::client::DefaultClientContext> =
         kafka_config().client().create().expect("admin client");
-    std::thread::scope(|scope| {
-        scope
-            .spawn(|| {
-                tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .expect("runtime")
-                    .block_on(call(&admin))
-            })
-            .join()
-            .expect("admin thread")
-    })
+    on_own_runtime(async || call(&admin).await).expect("admin thread")
 }
 
 /// Removes a test's keyspace and every topic of its namespace (`<namespace>.…`), on a thread
-/// and runtime of its own. Best effort, for `Drop`: it reports what it could not remove instead
+/// and runtime of its own ([`on_own_runtime`]). Best effort, for `Drop`: it reports what it could not remove instead
 /// of panicking. Cassandra keeps about a megabyte of heap per table (its metrics and memtables)
 /// until the table is dropped, so a suite that left its deployments behind ran the test node's
 /// 1 GiB heap out (a late test's CREATE TABLE timed out while the node collected garbage).
@@ -243,18 +249,7 @@ pub fn remove_deployment(namespace: &str, keyspace: &str) -> Result<(), String> 
         }
         Ok(())
     };
-    std::thread::scope(|scope| {
-        scope
-            .spawn(|| {
-                tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .map_err(|e| format!("runtime: {e}"))?
-                    .block_on(remove())
-            })
-            .join()
-            .map_err(|_| "the removal thread panicked".to_owned())?
-    })
+    on_own_runtime(remove)?
 }
 
 /// Creates plain topics `(name, partitions)` with replication 1, failing the test on error.

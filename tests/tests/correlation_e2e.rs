@@ -300,12 +300,7 @@ async fn a_key_buffer_at_its_byte_bound_refuses_the_next_event_and_its_partition
         .filter_map(|e| e["event_id"].as_str())
         .collect();
     assert_eq!(ids, ["big-1", "small-3"], "{kept}");
-    let dlq = deployment.read_to_end::<DlqEnvelope>(&deployment.topic(TopicRole::Dlq), TIMEOUT);
-    let refused: Vec<&DlqEnvelope> = dlq
-        .iter()
-        .map(|(_, d)| d)
-        .filter(|d| d.original_topic == topic)
-        .collect();
+    let refused = deployment.dead_letters_from(&topic, TIMEOUT);
     assert_eq!(refused.len(), 1, "{refused:#?}");
     assert_eq!(refused[0].reason, weir::codec::records::DlqReason::Refused);
     assert!(

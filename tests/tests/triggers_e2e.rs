@@ -28,6 +28,13 @@ const GREET: &str = "weir-examples:workflows/hello.greet";
 const APPROVAL: &str = "weir-examples:workflows/approval-event.await-approval";
 const TIMEOUT: Duration = Duration::from_secs(120);
 
+/// Writes `text` as the deployment's triggers file; its path, for `--triggers`.
+fn triggers_file(deployment: &Deployment, text: &str) -> String {
+    let path = deployment.logs().join("triggers.toml");
+    std::fs::write(&path, text).expect("write the triggers file");
+    path.to_str().expect("a UTF-8 path").to_owned()
+}
+
 /// The greetings on weir.results, by execution id (a result published again counts once).
 fn greetings(deployment: &Deployment) -> BTreeMap<String, String> {
     published(deployment)
@@ -100,10 +107,9 @@ async fn records_of_existing_topics_start_executions_and_send_events_exactly_onc
     let orders = format!("{}-shop.orders", deployment.namespace);
     let approvals = format!("{}-shop.approvals", deployment.namespace);
     create_topics(&[(&orders, 3), (&approvals, 2)]);
-    let triggers = deployment.logs().join("triggers.toml");
-    std::fs::write(
-        &triggers,
-        format!(
+    let triggers = triggers_file(
+        &deployment,
+        &format!(
             r#"
 [[trigger]]
 name = "orders"
@@ -121,9 +127,7 @@ payload = "/by"
 id = "/approval"
 "#
         ),
-    )
-    .expect("write the triggers file");
-    let triggers = triggers.to_str().expect("a UTF-8 path").to_owned();
+    );
     // The first worker is killed -9 inside its first trigger transaction (the submissions
     // produced, the offsets sent, nothing committed).
     let worker = deployment.start_worker_with_env(
@@ -164,13 +168,7 @@ id = "/approval"
     let texts: BTreeSet<&String> = seen.values().collect();
     assert_eq!(texts.len(), 30, "{seen:?}");
     assert!(texts.contains(&"hello, n-0".to_owned()));
-    let dlq = deployment
-        .read_to_end::<DlqEnvelope>(&deployment.topic(TopicRole::Dlq), Duration::from_secs(30));
-    let dead: Vec<&DlqEnvelope> = dlq
-        .iter()
-        .map(|(_, e)| e)
-        .filter(|e| e.original_topic == orders)
-        .collect();
+    let dead = deployment.dead_letters_from(&orders, Duration::from_secs(30));
     assert_eq!(dead.len(), 2, "{dead:#?}");
     let bad = dead
         .iter()
@@ -308,16 +306,13 @@ async fn avro_records_through_a_schema_registry_start_executions() {
             .expect("an Avro body");
         out
     };
-    let triggers = deployment.logs().join("triggers.toml");
-    std::fs::write(
-        &triggers,
-        format!(
+    let triggers = triggers_file(
+        &deployment,
+        &format!(
             "[[trigger]]\nname = \"signups\"\ntopic = \"{topic}\"\nformat = \"avro\"\n\
              function = \"{GREET}\"\nparams = [\"/person/name\"]\nid = \"/id\"\n"
         ),
-    )
-    .expect("write the triggers file");
-    let triggers = triggers.to_str().expect("a UTF-8 path").to_owned();
+    );
     let _worker = deployment.start_worker(
         "w",
         &["--triggers", &triggers, "--schema-registry", &registry.url],
@@ -383,10 +378,9 @@ async fn a_record_mapped_over_the_size_limit_is_dead_lettered_and_the_next_one_r
     let deployment = Deployment::new("trigger_size");
     let orders = format!("{}-shop.orders", deployment.namespace);
     create_topics(&[(&orders, 1)]);
-    let triggers = deployment.logs().join("triggers.toml");
-    std::fs::write(
-        &triggers,
-        format!(
+    let triggers = triggers_file(
+        &deployment,
+        &format!(
             r#"
 [[trigger]]
 name = "orders"
@@ -396,9 +390,7 @@ params = ["/name"]
 id = "/order"
 "#
         ),
-    )
-    .expect("write the triggers file");
-    let triggers = triggers.to_str().expect("a UTF-8 path").to_owned();
+    );
     let _worker = deployment.start_worker("w1", &["--triggers", &triggers]);
     let producer = deployment.producer();
     let big = json!({"order": "o-big", "name": "x".repeat(990_000)}).to_string();
@@ -420,13 +412,7 @@ id = "/order"
         },
     )
     .await;
-    let dlq = deployment
-        .read_to_end::<DlqEnvelope>(&deployment.topic(TopicRole::Dlq), Duration::from_secs(30));
-    let dead: Vec<&DlqEnvelope> = dlq
-        .iter()
-        .map(|(_, d)| d)
-        .filter(|d| d.original_topic == orders)
-        .collect();
+    let dead = deployment.dead_letters_from(&orders, Duration::from_secs(30));
     assert_eq!(dead.len(), 1, "{dead:#?}");
     assert_eq!(dead[0].reason, DlqReason::Oversize, "{}", dead[0].error);
     assert_eq!(dead[0].key.as_deref(), Some(&b"k-big"[..]));
