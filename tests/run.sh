@@ -114,7 +114,7 @@ if [ "$core_apart" = 1 ]; then
   cargo test --workspace --exclude weir-core --locked --no-fail-fast 2>&1 | tee "$test_output" || rc=$?
   log "waiting for weir-core's tests (release)"
   wait "$core_pid" || true
-  cat "$core_output" | tee -a "$test_output"
+  tee -a "$test_output" <"$core_output"
   core_status="$(cat "$core_rc" 2>/dev/null || echo 1)"
   [ "$core_status" = 0 ] || log "weir-core's tests failed (exit code $core_status)"
   [ "$rc" = 0 ] && [ "$core_status" = 0 ]

@@ -87,15 +87,17 @@ pub enum HistoryReadError {
 /// Decodes `bytes`, fetching a schema id the codec has not seen from its registry (a record
 /// another Weir version wrote, in the registry's framing). These reads are blocking code run
 /// inside the runtime (`block_in_place`, `spawn_blocking`), where waiting on the fetch is
-/// allowed; with no runtime, only the schemas the codec knows are tried.
+/// allowed; with no runtime, only the schemas the codec knows are tried. The runtime is
+/// entered only for a record that did not decode at once: a catch-up reads many.
 fn decode_blocking<R: crate::codec::AvroRecord>(
     codec: &Codec,
     bytes: &[u8],
     position: &RecordPosition,
 ) -> Result<R, crate::codec::DecodeError> {
-    match tokio::runtime::Handle::try_current() {
-        Ok(handle) => handle.block_on(codec.decode_fetching(bytes, position)),
-        Err(_) => codec.decode(bytes, position),
+    let decoded = codec.decode(bytes, position);
+    match (&decoded, tokio::runtime::Handle::try_current()) {
+        (Err(_), Ok(handle)) => handle.block_on(codec.decode_fetching(bytes, position)),
+        _ => decoded,
     }
 }
 
