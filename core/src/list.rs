@@ -182,12 +182,10 @@ mod tests {
         let mut query = query.clone();
         loop {
             let mut scan = ListScan::with_budget(&query, budget);
-            for row in rows.iter().filter(|r| {
-                query
-                    .after
-                    .as_ref()
-                    .is_none_or(|c| r.order_key() < (c.created_at, c.execution_id.to_string()))
-            }) {
+            for row in rows
+                .iter()
+                .filter(|r| query.after.as_ref().is_none_or(|c| c.precedes(r)))
+            {
                 if !scan.offer(row.clone()) {
                     break;
                 }

@@ -517,6 +517,13 @@ pub struct ListCursor {
     pub execution_id: ExecutionId,
 }
 
+impl ListCursor {
+    /// Whether `e` comes after the cursor in a list's order (newest first): on the next page.
+    pub fn precedes(&self, e: &ListedExecution) -> bool {
+        e.order_key() < (self.created_at, self.execution_id.to_string())
+    }
+}
+
 /// A list of executions, newest first (by creation time, then id, both descending).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ListQuery {
@@ -628,10 +635,7 @@ impl ListQuery {
             ListBy::Function(ffqn) => e.ffqn == *ffqn,
             ListBy::Parent(parent) => e.parent_id.as_ref() == Some(parent),
         };
-        let after = self
-            .after
-            .as_ref()
-            .is_none_or(|c| e.order_key() < (c.created_at, c.execution_id.to_string()));
+        let after = self.after.as_ref().is_none_or(|c| c.precedes(e));
         let finished_in =
             |bound: Option<DateTime<Utc>>, keep: fn(DateTime<Utc>, DateTime<Utc>) -> bool| {
                 bound.is_none_or(|b| e.finished_at.is_some_and(|f| keep(f, b)))

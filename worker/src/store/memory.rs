@@ -157,12 +157,7 @@ impl Store for InMemoryStore {
                     ListBy::Parent(parent) => e.parent_id.as_ref() == Some(parent),
                 })
                 .map(ListedExecution::of)
-                .filter(|e| {
-                    query
-                        .after
-                        .as_ref()
-                        .is_none_or(|c| e.order_key() < (c.created_at, c.execution_id.to_string()))
-                })
+                .filter(|e| query.after.as_ref().is_none_or(|c| c.precedes(e)))
                 .collect()
         });
         rows.sort_by_key(|e| std::cmp::Reverse(e.order_key()));
