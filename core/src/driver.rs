@@ -774,11 +774,16 @@ where
             self.process(&mut batch, record.input).await?;
         }
         for timer in &timers {
+            // The fired timer is deleted before what its input does: a step may put the same
+            // timer again (a `retry` due now: same partition, time and id), and a delete after
+            // it would take the new one too, in memory and in the store.
+            let consumed_at = batch.effects.len();
             if self
                 .process(&mut batch, Input::TimerDue(timer.clone()))
                 .await?
             {
-                batch.effects.push(Effect::DeleteTimer(timer.key()));
+                let delete = Effect::DeleteTimer(timer.key());
+                batch.effects.insert(consumed_at, delete);
             }
         }
         self.processor.fire_schedules(&mut batch);

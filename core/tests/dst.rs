@@ -12,6 +12,8 @@
 //!   bug trips), `all`, `none`, a list (`crashes,zombies`), or changes to `passing`
 //!   (`+zombies`, `-store_outages`). Classes: see `weir_core::sim::Faults`.
 //! - `WEIR_DST_TRACE=full` — print a failing run's whole trace (default: its last 400 lines).
+//! - `WEIR_DST_LOG=weir_core=debug` — with `WEIR_DST_SEED`: the code's own `tracing` events
+//!   (`EnvFilter` directives) in the trace, as `|` lines.
 //!
 //! A failing run prints its seed, its fault classes, the violated invariants, the known holes
 //! it entered ("findings") and the trace of its steps; the `reproduce:` line runs it again,
@@ -115,7 +117,15 @@ fn assert_seeds_pass(seeds: &[u64], faults: Faults) {
 /// `WEIR_DST_FAULTS`, else `faults`), printed and asserted.
 fn seeds_or_one(faults: Faults, default: u64) -> Option<Vec<u64>> {
     if let Some(seed) = env_u64("WEIR_DST_SEED") {
-        let report = run_seed(seed, faults_from_env(faults));
+        let run = || run_seed(seed, faults_from_env(faults));
+        let report = match std::env::var("WEIR_DST_LOG") {
+            Ok(directives) => {
+                let log = weir_core::sim::log::capture(&directives)
+                    .unwrap_or_else(|e| panic!("WEIR_DST_LOG: {e}"));
+                tracing::subscriber::with_default(log, run)
+            }
+            Err(_) => run(),
+        };
         println!("{}", report.render(trace_lines()));
         assert!(report.passed(), "seed {seed} failed: {}", report.summary());
         return None;
@@ -509,6 +519,12 @@ fn dst_deferrals() {
 /// in a committed batch (seed 78 of `dst_deferrals_with_every_fault` lost three schedule
 /// ticks to an owner revoked between its catch-up and its first batch before that second
 /// half).
+///
+/// A `retry` timer that fired in a batch whose step put it again due at the batch's time
+/// (the same partition, time and id: an execution upgraded, or appended to, in the batch
+/// that fires its take-over reminder) was deleted with the timer that fired, after the put,
+/// in memory and in the store: the execution waited forever (`unfinished`; seeds 1108, 1354,
+/// 2783, 3088, 3347, 3891, 5560 and 5847 of 1000..6000, run here every time).
 #[test]
 fn dst_deferrals_with_crashes() {
     let mut faults = found_with("deferrals");
@@ -517,6 +533,8 @@ fn dst_deferrals_with_crashes() {
     let Some(seeds) = seeds_or_one(faults, 300) else {
         return;
     };
+    const REFIRED_RETRY: [u64; 8] = [1108, 1354, 2783, 3088, 3347, 3891, 5560, 5847];
+    let seeds: Vec<u64> = REFIRED_RETRY.into_iter().chain(seeds).collect();
     assert_seeds_pass(&seeds, faults);
 }
 

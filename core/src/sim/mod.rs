@@ -22,6 +22,7 @@
 //! - [`sent`]: what the simulated clients sent (the scheduler records it, [`checks`] holds
 //!   the outcome against it).
 //! - `exec`: the hand-written single-threaded executor (no async runtime).
+//! - [`log`]: the code's own `tracing` events in the trace, when a test asks.
 //!
 //! [`WorkflowRunner`]: crate::runner::WorkflowRunner
 
@@ -34,6 +35,7 @@ pub mod config;
 pub mod exec;
 pub mod host;
 pub mod invariant;
+pub mod log;
 pub mod process;
 mod report;
 pub mod rng;

@@ -168,12 +168,15 @@ impl Sim {
     pub fn note(&mut self, text: impl AsRef<str>) {
         self.steps += 1;
         let mut w = lock(&self.world);
+        w.take_log();
         let line = format!("{:>10} #{:<4} {}", w.clock(), self.steps, text.as_ref());
         w.trace.push(line);
     }
 
     pub fn trace(&self) -> Vec<String> {
-        self.world().trace.clone()
+        let mut w = self.world();
+        w.take_log();
+        w.trace.clone()
     }
 
     pub fn submitted(&self) -> &IndexMap<ExecutionId, Submitted> {
@@ -214,6 +217,7 @@ impl Sim {
             };
             {
                 let mut w = lock(&self.world);
+                w.take_log();
                 w.now = w.now.max(next);
                 w.tick();
             }
@@ -221,6 +225,7 @@ impl Sim {
         }
         {
             let mut w = lock(&self.world);
+            w.take_log();
             w.now = target;
             w.tick();
         }
@@ -605,7 +610,8 @@ impl Sim {
 impl Sim {
     /// The report of the run so far: what it did, and the violations `check` found.
     pub fn report(&self, settled: bool, violations: Vec<Violation>) -> Report {
-        let w = self.world();
+        let mut w = self.world();
+        w.take_log();
         Report {
             seed: self.seed,
             config: self.config.clone(),

@@ -184,8 +184,17 @@ impl World {
         format!("+{}.{:03}s", ms / 1000, ms % 1000)
     }
 
+    /// The code's own events logged since the last line (`sim/log.rs`), at this time.
+    pub(crate) fn take_log(&mut self) {
+        for line in super::log::take() {
+            let line = format!("{:>10}       | {line}", self.clock());
+            self.trace.push(line);
+        }
+    }
+
     /// An event line of the trace.
     pub fn event(&mut self, text: impl AsRef<str>) {
+        self.take_log();
         let line = format!("{:>10}     {}", self.clock(), text.as_ref());
         self.trace.push(line);
     }
