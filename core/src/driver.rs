@@ -648,11 +648,11 @@ where
         // The watermarks this owner starts from, stamped with its generation: a former
         // owner's queued watermark (possibly past a timer it never knew of) cannot land after
         // this one.
-        let job = MaterialiseJob {
+        let mut job = MaterialiseJob {
             stamp: self.stamp(now),
-            watermarks: self.watermarks(now, chrono::Duration::zero()),
             ..MaterialiseJob::default()
         };
+        self.add_watermarks(&mut job, now, chrono::Duration::zero());
         self.submit(job).await?;
         self.report(0, 0);
         Ok(())
@@ -977,7 +977,7 @@ where
             .filter_map(|id| self.processor.row(id))
             .collect();
         let outside_index = self.timers.committed(&batch.effects, &self.owned, now);
-        job.watermarks = self.watermarks(now, chrono::Duration::seconds(1));
+        self.add_watermarks(&mut job, now, chrono::Duration::seconds(1));
         let number = self.submit(job).await?;
         if outside_index {
             self.unloaded_timers_job = number;
@@ -987,17 +987,20 @@ where
         Ok(())
     }
 
-    /// The watermarks that moved by `min_step` since they were last written.
-    fn watermarks(
+    /// Adds to `job` the watermarks that moved by `min_step` since they were last written,
+    /// and the timer buckets they passed whole (dropped with them).
+    fn add_watermarks(
         &mut self,
+        job: &mut MaterialiseJob,
         now: DateTime<Utc>,
         min_step: chrono::Duration,
-    ) -> Vec<TimerWatermark> {
-        self.timers
-            .watermarks(&self.owned, now, min_step)
-            .into_iter()
-            .map(|(partition, fired_before)| self.watermark(partition, fired_before, now))
-            .collect()
+    ) {
+        for (partition, fired_before) in self.timers.watermarks(&self.owned, now, min_step) {
+            job.watermarks
+                .push(self.watermark(partition, fired_before, now));
+            job.dropped_timer_buckets
+                .extend(self.timers.passed_buckets(partition, fired_before));
+        }
     }
 
     fn watermark(
@@ -1018,15 +1021,14 @@ where
     /// partition without input for days must not leave a new owner a week of timer buckets
     /// to scan.
     async fn write_idle_watermarks(&mut self, now: DateTime<Utc>) -> Result<(), DriverError> {
-        let watermarks = self.watermarks(now, chrono::Duration::minutes(1));
-        if watermarks.is_empty() {
-            return Ok(());
-        }
-        let job = MaterialiseJob {
+        let mut job = MaterialiseJob {
             stamp: self.stamp(now),
-            watermarks,
             ..MaterialiseJob::default()
         };
+        self.add_watermarks(&mut job, now, chrono::Duration::minutes(1));
+        if job.watermarks.is_empty() {
+            return Ok(());
+        }
         self.submit(job).await?;
         Ok(())
     }

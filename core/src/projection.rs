@@ -389,6 +389,26 @@ impl ExecutionView {
             .map(|(f, _)| f)
     }
 
+    /// Whether `response` answers a request the history holds and no response answered yet:
+    /// a child's, a delay's or an event wait's. What an execution with no run in memory
+    /// checks an answer against (a run checks it against the requests it made).
+    pub fn awaits(&self, response: &Response) -> bool {
+        match response {
+            Response::ChildExecutionFinished {
+                child_execution_id, ..
+            } => self.pending_child(child_execution_id).is_some(),
+            Response::DelayFinished { delay_id, .. } => {
+                self.pending_delays.contains_key(&delay_id.to_string())
+            }
+            Response::EventDelivered {
+                event_request_id, ..
+            } => self
+                .pending_events
+                .iter()
+                .any(|(request, _)| request == event_request_id),
+        }
+    }
+
     /// What a child requested and not answered is.
     pub fn pending_child_kind(&self, child: &ExecutionId) -> Option<ChildKind> {
         self.pending_children

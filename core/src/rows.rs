@@ -243,6 +243,116 @@ pub struct TimerKey {
     pub timer_id: String,
 }
 
+/// Width of a timer bucket: timers of one partition due in the same minute share a CQL
+/// partition, so restoring the next hour reads 60 small partitions, not one huge one.
+pub const TIMER_BUCKET_SECONDS: i64 = 60;
+
+/// The most buckets one scan of the timer table may read (a week of minutes): a caller
+/// asking for more has lost its watermark, which is a bug to report, not a scan to run.
+pub const MAX_TIMER_BUCKETS_PER_SCAN: i64 = 7 * 24 * 60;
+
+/// The bucket of a due time.
+pub fn timer_bucket(due_at: DateTime<Utc>) -> i64 {
+    due_at.timestamp().div_euclid(TIMER_BUCKET_SECONDS)
+}
+
+/// CQL timestamps have millisecond precision; every store keeps exactly that much, so that
+/// the in-memory stores behave like the real one.
+pub fn to_store_precision(t: DateTime<Utc>) -> DateTime<Utc> {
+    DateTime::from_timestamp_millis(t.timestamp_millis()).unwrap_or(t)
+}
+
+/// A bucket of a partition's timers that its owner's watermark has passed whole: every
+/// timer due in it has fired (and is deleted), so the owner drops the bucket. A write that
+/// lands there later with an older stamp — a former owner's queued `retry` timer, written
+/// after the new owner loaded its timers from the watermark and so never to be loaded — is
+/// shadowed by the drop (CQL: a partition deletion at a later write timestamp); see
+/// [`crate::timers::TimerIndex::watermarks`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct DroppedTimerBucket {
+    pub kafka_partition: i32,
+    pub bucket: i64,
+}
+
+/// The timer table of an in-memory store, as CQL keeps it: rows by (partition, due time,
+/// id), each the write of the greatest stamp ([`LwwTable`]), and bucket drops that delete
+/// every row of a bucket written at or before their stamp, and shadow such writes arriving
+/// after them.
+#[derive(Debug, Clone, Default)]
+pub struct TimerTable {
+    rows: LwwTable<(i32, DateTime<Utc>, String), TimerRow>,
+    dropped: std::collections::BTreeMap<DroppedTimerBucket, WriteStamp>,
+}
+
+impl TimerTable {
+    pub fn put(&mut self, timer: &TimerRow, stamp: WriteStamp) {
+        let mut timer = timer.clone();
+        timer.due_at = to_store_precision(timer.due_at);
+        if self.shadowed(timer.kafka_partition, timer.due_at, stamp) {
+            return;
+        }
+        let key = (timer.kafka_partition, timer.due_at, timer.timer_id.clone());
+        self.rows.write(key, stamp, Some(timer));
+    }
+
+    pub fn delete(&mut self, key: &TimerKey, stamp: WriteStamp) {
+        let due_at = to_store_precision(key.due_at);
+        let row = (key.kafka_partition, due_at, key.timer_id.clone());
+        self.rows.write(row, stamp, None);
+    }
+
+    pub fn drop_bucket(&mut self, dropped: DroppedTimerBucket, stamp: WriteStamp) {
+        let at = self.dropped.entry(dropped).or_insert(stamp);
+        *at = (*at).max(stamp);
+        let start = DateTime::from_timestamp(dropped.bucket * TIMER_BUCKET_SECONDS, 0);
+        let end = DateTime::from_timestamp((dropped.bucket + 1) * TIMER_BUCKET_SECONDS, 0);
+        let (Some(start), Some(end)) = (start, end) else {
+            return;
+        };
+        let from = (dropped.kafka_partition, start, String::new());
+        let until = (dropped.kafka_partition, end, String::new());
+        let stamp = *at;
+        self.rows
+            .cells
+            .retain(|key, (written, _)| !(from <= *key && *key < until && *written <= stamp));
+    }
+
+    /// Whether a write stamped `stamp` at `due_at` falls in a bucket dropped at or after it.
+    fn shadowed(&self, partition: i32, due_at: DateTime<Utc>, stamp: WriteStamp) -> bool {
+        let bucket = DroppedTimerBucket {
+            kafka_partition: partition,
+            bucket: timer_bucket(due_at),
+        };
+        self.dropped.get(&bucket).is_some_and(|at| stamp <= *at)
+    }
+
+    /// Timers of `partition` with `from <= due_at < until`, by due time then id.
+    pub fn between(
+        &self,
+        partition: i32,
+        from: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> impl Iterator<Item = &TimerRow> {
+        let (from, until) = (to_store_precision(from), to_store_precision(until));
+        self.rows
+            .range((partition, from, String::new())..(partition, until, String::new()))
+            .map(|(_, t)| t)
+    }
+
+    /// Every timer, by partition, due time and id.
+    pub fn iter(&self) -> impl Iterator<Item = &TimerRow> {
+        self.rows.values()
+    }
+
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+}
+
 /// How the id of a `retry` timer starts (`retry:<execution id>`).
 const RETRY_PREFIX: &str = "retry:";
 
@@ -430,6 +540,8 @@ pub struct MaterialiseJob {
     /// Written last: history checkpoints and timer watermarks.
     pub checkpoints: Vec<Checkpoint>,
     pub watermarks: Vec<TimerWatermark>,
+    /// Timer buckets the watermarks passed whole, dropped with this job's stamp.
+    pub dropped_timer_buckets: Vec<DroppedTimerBucket>,
 }
 
 impl MaterialiseJob {
@@ -440,6 +552,7 @@ impl MaterialiseJob {
             && self.removed_timers.is_empty()
             && self.checkpoints.is_empty()
             && self.watermarks.is_empty()
+            && self.dropped_timer_buckets.is_empty()
     }
 
     /// One job with the effect of `jobs` applied in order: history rows accumulate; of an
@@ -457,6 +570,7 @@ impl MaterialiseJob {
         let mut timers = TimerChanges::default();
         let mut checkpoints: IndexMap<(String, i32), Checkpoint> = IndexMap::new();
         let mut watermarks: IndexMap<i32, TimerWatermark> = IndexMap::new();
+        let mut dropped = std::collections::BTreeSet::new();
         let mut stamp = WriteStamp::default();
         for job in jobs {
             stamp = stamp.max(job.stamp);
@@ -477,6 +591,7 @@ impl MaterialiseJob {
             for watermark in job.watermarks {
                 watermarks.insert(watermark.kafka_partition, watermark);
             }
+            dropped.extend(job.dropped_timer_buckets);
         }
         let mut merged = MaterialiseJob {
             stamp,
@@ -484,6 +599,7 @@ impl MaterialiseJob {
             executions: executions.into_values().collect(),
             checkpoints: checkpoints.into_values().collect(),
             watermarks: watermarks.into_values().collect(),
+            dropped_timer_buckets: dropped.into_iter().collect(),
             ..MaterialiseJob::default()
         };
         timers.write_into(&mut merged);

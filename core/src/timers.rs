@@ -15,13 +15,18 @@
 //! materialiser is behind (every timer due before the loaded window's end is in the index, so
 //! nothing due is missed and the watermarks, never past `now`, never pass a timer not
 //! loaded).
+//!
+//! Behind its watermark an owner drops the timer buckets it has passed whole
+//! ([`TimerIndex::passed_buckets`]): a former owner's queued timer write that lands after the
+//! new owner loaded from the watermark (a fenced zombie's `retry` timer) would otherwise stay
+//! in the store forever, never loaded nor deleted; the drop's later stamp shadows it.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::{DateTime, Duration, Utc};
 
 use crate::processor::Effect;
-use crate::rows::{TimerKey, TimerRow};
+use crate::rows::{DroppedTimerBucket, TimerKey, TimerRow, timer_bucket};
 
 /// A read of the timer table the driver must make: timers of `partition` due in
 /// `[from, until)`; `from: None` means "from the partition's stored watermark" (or
@@ -50,7 +55,18 @@ pub struct TimerIndex {
     loaded_until: BTreeMap<i32, DateTime<Utc>>,
     /// Per owned partition: the watermark last handed out to be written.
     watermarks_written: BTreeMap<i32, DateTime<Utc>>,
+    /// Per owned partition: the first bucket not dropped yet ([`TimerIndex::passed_buckets`]).
+    dropped_until: BTreeMap<i32, i64>,
 }
+
+/// Buckets dropped with one watermark at most: an owner that loaded from a watermark days
+/// old drops the buckets since over its next writes, not in one job.
+pub const MAX_DROPPED_BUCKETS_PER_WRITE: i64 = 60;
+
+/// Buckets before the one it loaded from that a new owner drops again: what its predecessor
+/// left undropped behind its last watermark (the minute of slack, a backlog it had not
+/// finished), where a zombie's late write may land. Dropping a bucket twice is harmless.
+pub const DROP_LOOKBACK_BUCKETS: i64 = 10;
 
 impl TimerIndex {
     pub fn new(horizon: std::time::Duration) -> Self {
@@ -59,6 +75,7 @@ impl TimerIndex {
             timers: BTreeMap::new(),
             loaded_until: BTreeMap::new(),
             watermarks_written: BTreeMap::new(),
+            dropped_until: BTreeMap::new(),
         }
     }
 
@@ -67,6 +84,7 @@ impl TimerIndex {
         self.timers.clear();
         self.loaded_until.clear();
         self.watermarks_written.clear();
+        self.dropped_until.clear();
     }
 
     /// Where a partition without a stored watermark starts reading.
@@ -100,8 +118,14 @@ impl TimerIndex {
             .collect()
     }
 
-    /// The result of a [`Refill`].
+    /// The result of a [`Refill`] (the first one's `from`, the watermark this owner loaded
+    /// from, is where its bucket drops start).
     pub fn loaded(&mut self, refill: &Refill, timers: Vec<TimerRow>) {
+        if let Some(from) = refill.from {
+            self.dropped_until
+                .entry(refill.partition)
+                .or_insert_with(|| timer_bucket(from) - DROP_LOOKBACK_BUCKETS);
+        }
         for timer in timers {
             self.timers
                 .insert((timer.due_at, timer.timer_id.clone()), timer);
@@ -204,11 +228,93 @@ impl TimerIndex {
         out
     }
 
+    /// The buckets of `partition` that the watermark `fired_before` (just handed out by
+    /// [`TimerIndex::watermarks`]) has passed whole and that are not dropped yet, at most
+    /// [`MAX_DROPPED_BUCKETS_PER_WRITE`] of them, oldest first: the driver drops them with the
+    /// watermark ([`DroppedTimerBucket`]). From [`DROP_LOOKBACK_BUCKETS`] before the bucket of
+    /// the watermark this owner loaded from (what its predecessor may have left), up to a
+    /// bucket short of `fired_before`'s (a minute of slack for a clock that steps back).
+    /// Nothing before the first load of the partition.
+    pub fn passed_buckets(
+        &mut self,
+        partition: i32,
+        fired_before: DateTime<Utc>,
+    ) -> Vec<DroppedTimerBucket> {
+        let Some(next) = self.dropped_until.get_mut(&partition) else {
+            return Vec::new();
+        };
+        let until = (timer_bucket(fired_before) - 1).min(*next + MAX_DROPPED_BUCKETS_PER_WRITE);
+        let passed: Vec<_> = (*next..until)
+            .map(|bucket| DroppedTimerBucket {
+                kafka_partition: partition,
+                bucket,
+            })
+            .collect();
+        *next = (*next).max(until);
+        passed
+    }
+
     pub fn len(&self) -> usize {
         self.timers.len()
     }
 
     pub fn is_empty(&self) -> bool {
         self.timers.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn minute(n: i64) -> DateTime<Utc> {
+        DateTime::from_timestamp(n * 60, 0).expect("valid time")
+    }
+
+    /// Buckets are dropped from a lookback before the one loaded from, never a bucket the
+    /// watermark is in nor the one before it, at most `MAX_DROPPED_BUCKETS_PER_WRITE` at a time, each once.
+    #[test]
+    fn the_buckets_a_watermark_passed_are_dropped_once_from_where_the_owner_loaded() {
+        let mut index = TimerIndex::new(std::time::Duration::from_secs(60));
+        assert!(
+            index.passed_buckets(0, minute(100)).is_empty(),
+            "nothing loaded yet"
+        );
+        let refill = Refill {
+            partition: 0,
+            from: Some(minute(1_000) + Duration::seconds(30)),
+            until: minute(1_001),
+            urgent: true,
+        };
+        index.loaded(&refill, Vec::new());
+        let buckets =
+            |v: Vec<DroppedTimerBucket>| v.into_iter().map(|d| d.bucket).collect::<Vec<_>>();
+        let lookback: Vec<i64> = (1_000 - DROP_LOOKBACK_BUCKETS..999).collect();
+        assert_eq!(
+            buckets(index.passed_buckets(0, minute(1_000))),
+            lookback,
+            "the lookback, short of the minute of slack"
+        );
+        assert_eq!(
+            buckets(index.passed_buckets(0, minute(1_003) + Duration::seconds(5))),
+            [999, 1_000, 1_001]
+        );
+        assert!(
+            index.passed_buckets(0, minute(1_003)).is_empty(),
+            "each once"
+        );
+        let far = index.passed_buckets(0, minute(2_000));
+        assert_eq!(far.len() as i64, MAX_DROPPED_BUCKETS_PER_WRITE);
+        assert_eq!(far[0].bucket, 1_002);
+        assert_eq!(buckets(index.passed_buckets(0, minute(1_064))), [1_062]);
+        assert!(
+            index.passed_buckets(1, minute(2_000)).is_empty(),
+            "another partition"
+        );
+        index.clear();
+        assert!(
+            index.passed_buckets(0, minute(3_000)).is_empty(),
+            "forgotten with the assignment"
+        );
     }
 }

@@ -9,7 +9,9 @@
 //! ([`WorkflowRunner::check_answer`]), is taken as that error and the record copied to the
 //! DLQ. Otherwise it is delivered to the run; a response the run refuses (it answers no
 //! request made, or one of the other kind: what a buggy external service sends) is
-//! dead-lettered (`refused`) and the run goes on as if it never came. An accepted response
+//! dead-lettered (`refused`) and the run goes on as if it never came; with no run in memory
+//! (a start deferred, an upgrade in this batch) the history's open requests decide instead
+//! ([`crate::projection::ExecutionView::awaits`]). An accepted response
 //! is journalled, then the run's new events; a run that fails on it finishes with `trap`. An
 //! `EventDelivered` on `weir.responses` is dead-lettered: events come only through
 //! `weir.events`, where they are deduplicated.
@@ -172,8 +174,16 @@ impl<R: WorkflowRunner> StepCtx<'_, R> {
             _ => response,
         };
         let Some(run) = live.run.as_mut() else {
-            // A scheduled execution has no requests to answer yet.
-            tracing::warn!(execution = %owner, response = %id, "response for an execution that has not started");
+            // No run to check the response against the requests it made (a start deferred,
+            // an upgrade in this batch, a scheduled execution): the history's requests are.
+            if !live.view.awaits(&response) {
+                let error =
+                    format!("{owner} refuses the response {id}: it answers no request made");
+                tracing::warn!(execution = %owner, response = %id, %error, "response refused");
+                self.refuse(index, error);
+                return Ok(());
+            }
+            tracing::debug!(execution = %owner, response = %id, "response journalled for a run not in memory");
             self.copy_to_dlq(index, copy);
             return self.append(&mut live.view, HistoryEntry::ResponseAppended(response));
         };
@@ -184,12 +194,7 @@ impl<R: WorkflowRunner> StepCtx<'_, R> {
         if let Err(RunError::Delivery { source, .. }) = &delivered {
             let error = format!("{owner} refuses the response: {source}");
             tracing::warn!(execution = %owner, response = %id, %error, "response refused");
-            match index {
-                Some(index) => self.dead_letter(index, DlqReason::Refused, error),
-                None => {
-                    tracing::warn!(execution = %owner, "a response of no record (a timer's, an inline answer) refused; dropped")
-                }
-            }
+            self.refuse(index, error);
             return Ok(());
         }
         self.copy_to_dlq(index, copy);
@@ -243,6 +248,17 @@ impl<R: WorkflowRunner> StepCtx<'_, R> {
         Response::ChildExecutionFinished {
             child_execution_id,
             result,
+        }
+    }
+
+    /// A response refused: its record `index` is dead-lettered (`refused`); one of no record
+    /// (a timer's, an inline answer) is dropped.
+    fn refuse(&mut self, index: Option<usize>, error: String) {
+        match index {
+            Some(index) => self.dead_letter(index, DlqReason::Refused, error),
+            None => {
+                tracing::warn!(%error, "a response of no record (a timer's, an inline answer) refused; dropped")
+            }
         }
     }
 

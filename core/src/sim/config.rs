@@ -275,24 +275,17 @@ impl Faults {
         f
     }
 
-    /// What `dst_short` runs: every class no open bug trips. Today that is all but two: the
-    /// classes that found issue 11 items 0, 1, 2, 5, 6, the hanging-transaction catch-up
-    /// bug, the correlation duplicates and the stub written through another function
-    /// (`zombies`, `revoked_writes`, `hanging_txns`, `long_timers`, `long_idle`,
-    /// `correlation_duplicates`, `stub_wrong_function`) joined as their fixes landed. A class
-    /// that finds a new bug leaves this set until its fix, with an ignored test naming the
-    /// seeds.
-    ///
-    /// `deferrals` and `upgrades` (issue 32) are not in it yet: with zombies and long idles
-    /// they leave `retry` timers a fenced former owner wrote behind the next owner's timer
-    /// watermark (issue 11 item 5's hole; a retry timer is in no history record, so no owner
-    /// derives and deletes it again), and in two of the seeds an execution that never
-    /// finishes (`dst_deferrals_with_every_fault`). Their own classes run without zombies.
+    /// What `dst_short` runs: every class no open bug trips — today all of them. The classes
+    /// that found issue 11 items 0, 1, 2, 5, 6, the hanging-transaction catch-up bug, the
+    /// correlation duplicates and the stub written through another function (`zombies`,
+    /// `revoked_writes`, `hanging_txns`, `long_timers`, `long_idle`, `correlation_duplicates`,
+    /// `stub_wrong_function`) joined as their fixes landed; `deferrals` and `upgrades` (issue
+    /// 32) joined once a `retry` timer put again by the batch that fired it was no longer
+    /// deleted with it, and a fenced owner's late `retry` timer behind the next owner's
+    /// watermark no longer stayed in the store (the dropped timer buckets). A class that finds
+    /// a new bug leaves this set until its fix, with an ignored test naming the seeds.
     pub fn passing() -> Self {
-        let mut faults = Faults::all();
-        faults.deferrals = false;
-        faults.upgrades = false;
-        faults
+        Faults::all()
     }
 
     fn flag(&mut self, name: &str) -> Option<&mut bool> {

@@ -17,26 +17,17 @@ use chrono::{DateTime, Duration, Utc};
 use crate::model::ExecutionId;
 use crate::records::HistoryRecord;
 use crate::rows::{
-    Checkpoint, ExecutionRow, HistoryRow, LwwTable, MaterialiseJob, TimerKey, TimerRow,
-    TimerWatermark, WriteStamp,
+    Checkpoint, ExecutionRow, HistoryRow, LwwTable, MAX_TIMER_BUCKETS_PER_SCAN, MaterialiseJob,
+    TimerRow, TimerTable, TimerWatermark, WriteStamp, timer_bucket,
 };
 
 use super::cluster::SimTime;
-
-/// Buckets a timer scan may read at most (one week of minutes), as the CQL store refuses.
-pub const MAX_TIMER_BUCKETS: i64 = 10_080;
 
 /// An execution's changelog as the store returns it: each record with its `recorded_at`.
 pub type Changelog = Vec<(HistoryRecord, DateTime<Utc>)>;
 
 /// Cut to milliseconds, as a CQL `timestamp` keeps it.
-pub fn millis(t: DateTime<Utc>) -> DateTime<Utc> {
-    DateTime::from_timestamp_millis(t.timestamp_millis()).unwrap_or(t)
-}
-
-fn bucket(t: DateTime<Utc>) -> i64 {
-    t.timestamp().div_euclid(60)
-}
+pub use crate::rows::to_store_precision as millis;
 
 /// History records as bytes and back. The bytes are the record's `Debug` text (stable and
 /// unique per record); decoding looks the bytes up among everything ever encoded, so a row
@@ -66,7 +57,7 @@ pub struct Store {
     pub history: BTreeMap<(ExecutionId, i64), HistoryRow>,
     pub executions: LwwTable<ExecutionId, ExecutionRow>,
     /// By (partition, due_at, timer id), as the clustering order of `timers`.
-    pub timers: LwwTable<(i32, DateTime<Utc>, String), TimerRow>,
+    pub timers: TimerTable,
     pub checkpoints: LwwTable<(String, i32), Checkpoint>,
     pub watermarks: LwwTable<i32, TimerWatermark>,
     /// Down until then (every call fails).
@@ -105,19 +96,13 @@ impl Store {
                 .write(row.execution_id.clone(), stamp, Some(row));
         }
         for timer in &job.new_timers {
-            let mut timer = timer.clone();
-            timer.due_at = millis(timer.due_at);
-            let key = (timer.kafka_partition, timer.due_at, timer.timer_id.clone());
-            self.timers.write(key, job.stamp, Some(timer));
+            self.timers.put(timer, job.stamp);
         }
-        for TimerKey {
-            kafka_partition,
-            due_at,
-            timer_id,
-        } in &job.removed_timers
-        {
-            let key = (*kafka_partition, millis(*due_at), timer_id.clone());
-            self.timers.write(key, job.stamp, None);
+        for key in &job.removed_timers {
+            self.timers.delete(key, job.stamp);
+        }
+        for dropped in &job.dropped_timer_buckets {
+            self.timers.drop_bucket(*dropped, job.stamp);
         }
         for checkpoint in &job.checkpoints {
             let key = (checkpoint.topic.clone(), checkpoint.kafka_partition);
@@ -156,18 +141,17 @@ impl Store {
         from: DateTime<Utc>,
         until: DateTime<Utc>,
     ) -> Result<Vec<TimerRow>, String> {
-        let buckets = bucket(until) - bucket(from) + 1;
-        if buckets > MAX_TIMER_BUCKETS {
+        let buckets = timer_bucket(until) - timer_bucket(from) + 1;
+        if buckets > MAX_TIMER_BUCKETS_PER_SCAN {
             return Err(format!(
                 "timers_between of partition {partition} would scan {buckets} buckets \
-                 (more than {MAX_TIMER_BUCKETS}): the watermark is lost"
+                 (more than {MAX_TIMER_BUCKETS_PER_SCAN}): the watermark is lost"
             ));
         }
         Ok(self
             .timers
-            .range((partition, millis(from), String::new())..)
-            .take_while(|((p, due, _), _)| *p == partition && *due < until)
-            .map(|(_, t)| t.clone())
+            .between(partition, from, until)
+            .cloned()
             .collect())
     }
 }

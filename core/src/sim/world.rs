@@ -948,7 +948,7 @@ impl World {
         let behind: Vec<String> = self
             .store
             .timers
-            .values()
+            .iter()
             .filter(|t| t.kafka_partition == partition && t.due_at < from)
             .map(|t| {
                 format!(

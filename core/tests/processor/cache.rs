@@ -90,12 +90,7 @@ fn retry_timer(effects: &[Effect]) -> Option<weir_core::rows::TimerRow> {
 
 /// A processor whose host has room for one run at a time.
 fn one_slot_processor() -> Processor<SlotRunner> {
-    processor_of(
-        SlotRunner {
-            free: std::sync::Arc::new(std::sync::atomic::AtomicU32::new(1)),
-        },
-        1 << 20,
-    )
+    processor_of(slots(1), 1 << 20)
 }
 
 /// Issue 11 items 10 and 17: a run the host cannot start for a reason that passes (here a
@@ -107,9 +102,6 @@ fn one_slot_processor() -> Processor<SlotRunner> {
 #[test]
 fn a_start_the_host_has_no_room_for_is_deferred_not_failed() {
     // No slot free on the first owner; one on the next.
-    let runner = |free| SlotRunner {
-        free: std::sync::Arc::new(std::sync::atomic::AtomicU32::new(free)),
-    };
     let config = ProcessorConfig {
         cache_bytes: 1 << 30,
         cache_size: 16,
@@ -117,7 +109,7 @@ fn a_start_the_host_has_no_room_for_is_deferred_not_failed() {
         partitions: 1,
         early_event_wait: weir_core::correlation::EARLY_EVENT_WAIT,
     };
-    let mut processor = Processor::new(runner(0), config);
+    let mut processor = Processor::new(slots(0), config);
     let id = ExecutionId::top_level(ulid::Ulid::new());
     let effects = step(
         &mut processor,
@@ -157,7 +149,7 @@ fn a_start_the_host_has_no_room_for_is_deferred_not_failed() {
     history.extend(stored(&id, &effects, later(1_000)));
 
     // A new owner (nothing in memory) loads the timer from the store and starts the run.
-    let mut new_owner = Processor::new(runner(1), config);
+    let mut new_owner = Processor::new(slots(1), config);
     let effects = retry(&mut new_owner, timer, history);
     assert!(
         effects
@@ -425,11 +417,43 @@ fn recently_stepped_counts_executions_in_flight_stepped_since_the_given_time() {
 /// of 0..100 found it). The second is taken by the view in memory.
 #[test]
 fn two_answers_for_a_deferred_execution_in_one_batch_take_two_seqs() {
-    let host = |free| SlotRunner {
+    let (id, requests, history) = fan_out_parked_on_two_activities();
+    // A new owner whose host has no room: the rebuild the first answer asks for is deferred.
+    let mut owner = processor_of(slots(0), 1 << 20);
+    let mut batch = Batch::new(now());
+    let answer = |index, child: &ExecutionId| answer_input(&id, index, child);
+    let one = answer(0, &requests[0].execution_id);
+    let (needed, _) = owner.needs(&batch, &one).expect("not cached: rebuilt");
+    block_on(owner.rehydrate(&mut batch, &needed, Some(history.clone()))).expect("rebuilt");
+    assert_eq!(owner.deferred(), 1, "no room: deferred");
+    block_on(owner.step(&mut batch, one)).expect("no processor error");
+    let two = answer(1, &requests[1].execution_id);
+    assert_eq!(
+        owner.needs(&batch, &two),
+        None,
+        "no rebuild from a store that lacks this batch"
+    );
+    block_on(owner.step(&mut batch, two)).expect("no processor error");
+    let next = history.len() as u64;
+    let seqs: Vec<u64> = appended(&batch.effects).iter().map(|(s, _)| *s).collect();
+    assert_eq!(seqs, vec![next, next + 1], "{:?}", batch.effects);
+}
+
+/// A host with room for `free` runs at a time.
+fn slots(free: u32) -> SlotRunner {
+    SlotRunner {
         free: std::sync::Arc::new(std::sync::atomic::AtomicU32::new(free)),
-    };
-    // Started where there is room: it parks on its two activities.
-    let mut first = processor_of(host(1), 1 << 20);
+    }
+}
+
+/// A `Fanout [2, 5]` started where there was room, parked on its two activities: its id,
+/// the two requests and its history as the store holds it.
+fn fan_out_parked_on_two_activities() -> (
+    ExecutionId,
+    Vec<weir_core::records::ActivityRequest>,
+    weir_core::sim::store::Changelog,
+) {
+    let mut first = processor_of(slots(1), 1 << 20);
     let id = ExecutionId::top_level(ulid::Ulid::new());
     let effects = step(
         &mut first,
@@ -444,34 +468,55 @@ fn two_answers_for_a_deferred_execution_in_one_batch_take_two_seqs() {
         .collect();
     assert_eq!(requests.len(), 2, "{effects:?}");
     let history = stored(&id, &effects, now());
-    // A new owner whose host has no room: the rebuild the first answer asks for is deferred.
-    let mut owner = processor_of(host(0), 1 << 20);
-    let mut batch = Batch::new(now());
-    let answer = |index: usize, request: &weir_core::records::ActivityRequest| Input::Record {
+    (id, requests, history)
+}
+
+/// The input record `index`: the answer `index` of `child`, a child of `id`.
+fn answer_input(id: &ExecutionId, index: usize, child: &ExecutionId) -> Input {
+    Input::Record {
         index,
         partition: 0,
         key: Some(id.to_string()),
         size: 100,
         body: Ok(Body::Response(
             weir_core::model::Response::ChildExecutionFinished {
-                child_execution_id: request.execution_id.clone(),
+                child_execution_id: child.clone(),
                 result: ExecutionResult::Ok(json!(index)),
             },
         )),
-    };
-    let one = answer(0, &requests[0]);
-    let (needed, _) = owner.needs(&batch, &one).expect("not cached: rebuilt");
+    }
+}
+
+/// Issue 33, a suspected item confirmed: an answer for an execution whose start is deferred
+/// (no run in memory to check it against the requests made) was journalled whatever it
+/// answered; a run refuses one that answers no request of its execution (a buggy external
+/// service's). Such an answer is now checked against the requests the history holds: one
+/// that answers none is dead-lettered (`refused`) and not journalled, as a run would have
+/// it, and the execution's real answers still go on.
+#[test]
+fn an_answer_to_no_request_of_a_deferred_execution_is_refused() {
+    let (id, requests, history) = fan_out_parked_on_two_activities();
+    let mut owner = processor_of(slots(0), 1 << 20);
+    let mut batch = Batch::new(now());
+    let real = answer_input(&id, 0, &requests[0].execution_id);
+    let (needed, _) = owner.needs(&batch, &real).expect("not cached: rebuilt");
     block_on(owner.rehydrate(&mut batch, &needed, Some(history.clone()))).expect("rebuilt");
     assert_eq!(owner.deferred(), 1, "no room: deferred");
-    block_on(owner.step(&mut batch, one)).expect("no processor error");
-    let two = answer(1, &requests[1]);
-    assert_eq!(
-        owner.needs(&batch, &two),
-        None,
-        "no rebuild from a store that lacks this batch"
-    );
-    block_on(owner.step(&mut batch, two)).expect("no processor error");
-    let next = history.len() as u64;
-    let seqs: Vec<u64> = appended(&batch.effects).iter().map(|(s, _)| *s).collect();
-    assert_eq!(seqs, vec![next, next + 1], "{:?}", batch.effects);
+    // The same join set, an index the execution never asked for.
+    let asked = requests[1].execution_id.to_string();
+    let (join_set, _) = asked
+        .rsplit_once('_')
+        .expect("a child id ends with its index");
+    let stranger: ExecutionId = format!("{join_set}_9").parse().expect("a child id");
+    assert!(requests.iter().all(|r| r.execution_id != stranger));
+    let bogus = answer_input(&id, 1, &stranger);
+    block_on(owner.step(&mut batch, bogus)).expect("no processor error");
+    block_on(owner.step(&mut batch, real)).expect("no processor error");
+    let refused = dead_letters(&batch.effects);
+    assert_eq!(refused.len(), 1, "{:?}", batch.effects);
+    assert_eq!(refused[0].0, weir_core::records::DlqReason::Refused);
+    assert!(refused[0].1.contains(&stranger.to_string()), "{refused:?}");
+    let journalled = appended(&batch.effects);
+    assert_eq!(journalled.len(), 1, "only the real answer: {journalled:?}");
+    assert_eq!(journalled[0].0, history.len() as u64);
 }

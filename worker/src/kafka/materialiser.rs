@@ -93,7 +93,8 @@ pub fn approx_bytes(job: &MaterialiseJob) -> usize {
         .map(|c| ROW + c.topic.len() + c.owner.len())
         .sum();
     let watermarks: usize = job.watermarks.iter().map(|w| ROW + w.owner.len()).sum();
-    ROW + history + executions + timers + removed + checkpoints + watermarks
+    let dropped = job.dropped_timer_buckets.len() * ROW;
+    ROW + history + executions + timers + removed + checkpoints + watermarks + dropped
 }
 
 /// A queued job with its share of the byte bound (returned once it is written).
@@ -315,10 +316,16 @@ pub async fn write<S: Store>(store: &S, job: &MaterialiseJob) -> Result<(), Stor
             .iter()
             .map(|key| store.delete_timer(key.kafka_partition, key.due_at, &key.timer_id, stamp)),
     );
+    let dropped = futures::future::try_join_all(
+        job.dropped_timer_buckets
+            .iter()
+            .map(|dropped| store.drop_timer_bucket(*dropped, stamp)),
+    );
     futures::try_join!(
         store.materialise(&job.history, &job.executions),
         store.put_timers(&job.new_timers, stamp),
-        deletions
+        deletions,
+        dropped
     )?;
     let watermarks = futures::future::try_join_all(
         job.watermarks
@@ -451,6 +458,13 @@ mod tests {
             stamp: WriteStamp,
         ) -> Result<(), StoreError> {
             self.inner.delete_timer(partition, due_at, id, stamp).await
+        }
+        async fn drop_timer_bucket(
+            &self,
+            dropped: crate::store::DroppedTimerBucket,
+            stamp: WriteStamp,
+        ) -> Result<(), StoreError> {
+            self.inner.drop_timer_bucket(dropped, stamp).await
         }
         async fn timers_between(
             &self,

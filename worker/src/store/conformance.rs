@@ -10,8 +10,8 @@ use super::rows::{
     TimerWatermark, WriteStamp,
 };
 use super::{
-    COMPONENT_CHUNK_BYTES, ComponentBuild, MAX_TIMER_BUCKETS_PER_SCAN, Store, StoreError,
-    TIMER_BUCKET_SECONDS, to_store_precision,
+    COMPONENT_CHUNK_BYTES, ComponentBuild, DroppedTimerBucket, MAX_TIMER_BUCKETS_PER_SCAN, Store,
+    StoreError, TIMER_BUCKET_SECONDS, timer_bucket, to_store_precision,
 };
 use crate::model::ids::ExecutionId;
 
@@ -21,6 +21,7 @@ pub async fn run_all<S: Store>(store: &S) {
     long_histories_are_read_whole(store).await;
     executions_round_trip(store).await;
     timers_are_found_by_partition_and_time(store).await;
+    a_dropped_timer_bucket_shadows_older_writes(store).await;
     checkpoints_round_trip(store).await;
     batches_of_executions_are_materialised_together(store).await;
     large_histories_are_materialised_whole(store).await;
@@ -459,6 +460,66 @@ pub async fn timers_are_found_by_partition_and_time<S: Store>(store: &S) {
         .await
         .unwrap_err();
     assert!(matches!(err, StoreError::TimerRange { .. }), "{err}");
+}
+
+/// `drop_timer_bucket`: every timer of the bucket written at or before the drop's stamp is
+/// gone, and so is one written with such a stamp after the drop (a fenced owner's queued
+/// `retry` timer landing late); a later stamp's write stands, as do other buckets and
+/// partitions.
+pub async fn a_dropped_timer_bucket_shadows_older_writes<S: Store>(store: &S) {
+    let partition = 9_003;
+    let bucket = timer_bucket(base_time());
+    let start = Utc
+        .timestamp_opt(bucket * TIMER_BUCKET_SECONDS, 0)
+        .single()
+        .expect("valid time");
+    let timer = |offset_seconds: i64, id: &str, partition: i32| TimerRow {
+        kafka_partition: partition,
+        due_at: start + Duration::seconds(offset_seconds),
+        timer_id: id.to_owned(),
+        execution_id: new_id(),
+        kind: TimerKind::Retry,
+    };
+    let first = timer(0, "first", partition);
+    let last = timer(TIMER_BUCKET_SECONDS - 1, "last", partition);
+    let next_bucket = timer(TIMER_BUCKET_SECONDS, "next-bucket", partition);
+    let other_partition = timer(1, "other-partition", partition + 1);
+    let all = [&first, &last, &next_bucket, &other_partition].map(Clone::clone);
+    store.put_timers(&all, stamp(1, 0)).await.expect("put");
+    let dropped = DroppedTimerBucket {
+        kafka_partition: partition,
+        bucket,
+    };
+    store
+        .drop_timer_bucket(dropped, stamp(2, 0))
+        .await
+        .expect("drop");
+    store
+        .drop_timer_bucket(dropped, stamp(2, 0))
+        .await
+        .expect("dropping twice is harmless");
+    let late = timer(30, "late", partition);
+    store
+        .put_timers(std::slice::from_ref(&late), stamp(1, 9))
+        .await
+        .expect("a former owner's late write");
+    let later = timer(31, "later-owner", partition);
+    store
+        .put_timers(std::slice::from_ref(&later), stamp(3, 0))
+        .await
+        .expect("a later owner's write");
+    let ids = |found: Vec<TimerRow>| found.into_iter().map(|t| t.timer_id).collect::<Vec<_>>();
+    let until = start + Duration::hours(1);
+    let found = store
+        .timers_between(partition, start, until)
+        .await
+        .expect("scan");
+    assert_eq!(ids(found), ["later-owner", "next-bucket"]);
+    let found = store
+        .timers_between(partition + 1, start, until)
+        .await
+        .expect("scan");
+    assert_eq!(ids(found), ["other-partition"]);
 }
 
 pub async fn checkpoints_round_trip<S: Store>(store: &S) {

@@ -15,7 +15,9 @@ use scylla::serialize::row::SerializeRow;
 use scylla::statement::batch::{Batch, BatchType};
 use scylla::statement::prepared::PreparedStatement;
 
-use super::rows::{Checkpoint, ExecutionRow, HistoryRow, TimerRow, TimerWatermark, WriteStamp};
+use super::rows::{
+    Checkpoint, DroppedTimerBucket, ExecutionRow, HistoryRow, TimerRow, TimerWatermark, WriteStamp,
+};
 use super::session::validate_keyspace;
 use super::{ComponentBuild, Retention, Store, StoreError, buckets_between, timer_bucket};
 use crate::model::ids::ExecutionId;
@@ -39,6 +41,7 @@ struct Statements {
     select_execution: PreparedStatement,
     insert_timer: PreparedStatement,
     delete_timer: PreparedStatement,
+    drop_timer_bucket: PreparedStatement,
     select_timers: PreparedStatement,
     insert_checkpoint: PreparedStatement,
     select_checkpoint: PreparedStatement,
@@ -422,6 +425,11 @@ impl CqlStore {
                 "DELETE FROM {ks}.timers USING TIMESTAMP ? WHERE kafka_partition = ? \
                  AND time_bucket = ? \
                  AND due_at = ? AND timer_id = ?"
+            ))
+            .await?,
+            drop_timer_bucket: prepare(format!(
+                "DELETE FROM {ks}.timers USING TIMESTAMP ? WHERE kafka_partition = ? \
+                 AND time_bucket = ?"
             ))
             .await?,
             select_timers: prepare(format!(
@@ -885,6 +893,27 @@ impl Store for CqlStore {
             .await
             .map_err(execute_error(format!(
                 "delete timer {timer_id} of partition {kafka_partition}"
+            )))?;
+        Ok(())
+    }
+
+    async fn drop_timer_bucket(
+        &self,
+        dropped: DroppedTimerBucket,
+        stamp: WriteStamp,
+    ) -> Result<(), StoreError> {
+        let DroppedTimerBucket {
+            kafka_partition,
+            bucket,
+        } = dropped;
+        self.session
+            .execute_unpaged(
+                &self.statements.drop_timer_bucket,
+                (stamp.0, kafka_partition, bucket),
+            )
+            .await
+            .map_err(execute_error(format!(
+                "drop timer bucket {bucket} of partition {kafka_partition}"
             )))?;
         Ok(())
     }

@@ -8,7 +8,8 @@ use std::sync::Mutex;
 use chrono::{DateTime, Utc};
 
 use super::rows::{
-    Checkpoint, ExecutionRow, HistoryRow, LwwTable, TimerRow, TimerWatermark, WriteStamp,
+    Checkpoint, DroppedTimerBucket, ExecutionRow, HistoryRow, LwwTable, TimerKey, TimerRow,
+    TimerTable, TimerWatermark, WriteStamp,
 };
 use super::{ComponentBuild, Retention, Store, StoreError, buckets_between, to_store_precision};
 use crate::model::ids::ExecutionId;
@@ -17,8 +18,7 @@ use crate::model::ids::ExecutionId;
 struct Tables {
     history: HashMap<String, BTreeMap<i64, HistoryRow>>,
     executions: LwwTable<String, ExecutionRow>,
-    /// (partition, due_at, timer_id) → timer
-    timers: LwwTable<(i32, DateTime<Utc>, String), TimerRow>,
+    timers: TimerTable,
     checkpoints: LwwTable<(String, i32), Checkpoint>,
     watermarks: LwwTable<i32, TimerWatermark>,
     builds: HashMap<String, ComponentBuild>,
@@ -179,10 +179,7 @@ impl Store for InMemoryStore {
     async fn put_timers(&self, timers: &[TimerRow], stamp: WriteStamp) -> Result<(), StoreError> {
         self.with(|t| {
             for timer in timers {
-                let mut timer = timer.clone();
-                timer.due_at = to_store_precision(timer.due_at);
-                let key = (timer.kafka_partition, timer.due_at, timer.timer_id.clone());
-                t.timers.write(key, stamp, Some(timer));
+                t.timers.put(timer, stamp);
             }
         });
         Ok(())
@@ -195,12 +192,21 @@ impl Store for InMemoryStore {
         timer_id: &str,
         stamp: WriteStamp,
     ) -> Result<(), StoreError> {
-        let key = (
+        let key = TimerKey {
             kafka_partition,
-            to_store_precision(due_at),
-            timer_id.to_owned(),
-        );
-        self.with(|t| t.timers.write(key, stamp, None));
+            due_at,
+            timer_id: timer_id.to_owned(),
+        };
+        self.with(|t| t.timers.delete(&key, stamp));
+        Ok(())
+    }
+
+    async fn drop_timer_bucket(
+        &self,
+        dropped: DroppedTimerBucket,
+        stamp: WriteStamp,
+    ) -> Result<(), StoreError> {
+        self.with(|t| t.timers.drop_bucket(dropped, stamp));
         Ok(())
     }
 
@@ -211,12 +217,10 @@ impl Store for InMemoryStore {
         until: DateTime<Utc>,
     ) -> Result<Vec<TimerRow>, StoreError> {
         buckets_between(from, until)?;
-        let (from, until) = (to_store_precision(from), to_store_precision(until));
         Ok(self.with(|t| {
             t.timers
-                .range((kafka_partition, from, String::new())..)
-                .take_while(|((p, due, _), _)| *p == kafka_partition && *due < until)
-                .map(|(_, timer)| timer.clone())
+                .between(kafka_partition, from, until)
+                .cloned()
                 .collect()
         }))
     }

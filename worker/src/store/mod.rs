@@ -24,31 +24,13 @@ pub use cql::CqlStore;
 #[cfg(any(test, feature = "test-util"))]
 pub use memory::InMemoryStore;
 pub use rows::{
-    Checkpoint, EntryKind, ExecutionRow, ExecutionState, HistoryRow, MaterialiseJob, TimerKey,
-    TimerKind, TimerRow, TimerWatermark, WriteStamp,
+    Checkpoint, DroppedTimerBucket, EntryKind, ExecutionRow, ExecutionState, HistoryRow,
+    MAX_TIMER_BUCKETS_PER_SCAN, MaterialiseJob, TIMER_BUCKET_SECONDS, TimerKey, TimerKind,
+    TimerRow, TimerWatermark, WriteStamp, timer_bucket, to_store_precision,
 };
 pub use session::{ConnectFailure, CqlConfig, CqlLogin, CqlTls, StoreError, connect};
 
 use crate::model::ids::ExecutionId;
-
-/// Width of a timer bucket: timers of one partition due in the same minute share a CQL
-/// partition, so restoring the next hour reads 60 small partitions, not one huge one.
-pub const TIMER_BUCKET_SECONDS: i64 = 60;
-
-/// The most buckets one [`Store::timers_between`] call may scan (a week of minutes): a caller
-/// asking for more has lost its watermark, which is a bug to report, not a scan to run.
-pub const MAX_TIMER_BUCKETS_PER_SCAN: i64 = 7 * 24 * 60;
-
-/// The bucket of a due time.
-pub fn timer_bucket(due_at: DateTime<Utc>) -> i64 {
-    due_at.timestamp().div_euclid(TIMER_BUCKET_SECONDS)
-}
-
-/// CQL timestamps have millisecond precision; every store keeps exactly that much, so that the
-/// in-memory store behaves like the real one.
-pub fn to_store_precision(t: DateTime<Utc>) -> DateTime<Utc> {
-    DateTime::from_timestamp_millis(t.timestamp_millis()).unwrap_or(t)
-}
 
 /// A workflow component build, kept under its content digest so that executions pinned to
 /// it replay on it on any worker (see `component_builds` in `schemas/cql/tables.cql`).
@@ -164,6 +146,15 @@ pub trait Store: Send + Sync {
         kafka_partition: i32,
         due_at: DateTime<Utc>,
         timer_id: &str,
+        stamp: WriteStamp,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Deletes every timer of a bucket written at or before `stamp`, and every such write
+    /// that arrives later (a bucket the partition's watermark passed whole; see
+    /// [`DroppedTimerBucket`]).
+    fn drop_timer_bucket(
+        &self,
+        dropped: DroppedTimerBucket,
         stamp: WriteStamp,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 

@@ -23,7 +23,7 @@ pub(super) fn check_quiescence(add: &mut impl FnMut(Invariant, String), w: &Worl
             ),
         );
     }
-    for timer in w.store.timers.values() {
+    for timer in w.store.timers.iter() {
         add(
             Invariant::TimersLeft,
             format!(
