@@ -6,7 +6,8 @@
 //! that may lose to it: the parent keeps the first answer for each child id.
 //!
 //! Invariants: a request is never answered `timed-out` before its deadline; with a service
-//! group, never once the group committed past it (as the driver last read it); a
+//! group, never once the group committed past it (as the driver last read it), nor while
+//! the group's offsets cannot be read, up to [`CHECK_PATIENCE`] past the deadline; a
 //! cancellation of an external request answers nothing (the parent has journalled it).
 
 use std::time::Duration;
@@ -19,6 +20,11 @@ use crate::records::ActivityRequest;
 
 /// How long the check of an unreachable service group waits before it is tried again.
 pub const UNAVAILABLE_RETRY: Duration = Duration::from_secs(1);
+
+/// How long past its deadline a request whose service group cannot be read is checked
+/// again before it is answered `timed-out` anyway (a group the worker is not allowed to
+/// read must not hold the request open for ever).
+pub const CHECK_PATIENCE: Duration = Duration::from_secs(10 * 60);
 
 /// The deadline an external request is watched until.
 pub fn deadline(
@@ -58,10 +64,14 @@ pub enum Checked {
     Again(DateTime<Utc>),
 }
 
-pub fn checked(check: ServiceCheck, now: DateTime<Utc>) -> Checked {
+/// What a check's outcome does for a request due at `deadline`: a group that could not be
+/// read (a transient Kafka error) is asked again, not taken for a service that did not
+/// answer, until [`CHECK_PATIENCE`] past the deadline.
+pub fn checked(check: ServiceCheck, now: DateTime<Utc>, deadline: DateTime<Utc>) -> Checked {
     match check {
         ServiceCheck::Answered => Checked::Finished,
         ServiceCheck::NotAnswered => Checked::TimedOut,
+        ServiceCheck::Unavailable if now >= after(deadline, CHECK_PATIENCE) => Checked::TimedOut,
         ServiceCheck::Unavailable => Checked::Again(after(now, UNAVAILABLE_RETRY)),
     }
 }
@@ -139,11 +149,27 @@ mod tests {
     fn a_check_decides_the_answer() {
         assert_eq!(due(Some("svc")), Due::Check);
         assert_eq!(due(None), Due::TimedOut);
-        assert_eq!(checked(ServiceCheck::Answered, t(0)), Checked::Finished);
-        assert_eq!(checked(ServiceCheck::NotAnswered, t(0)), Checked::TimedOut);
         assert_eq!(
-            checked(ServiceCheck::Unavailable, t(0)),
+            checked(ServiceCheck::Answered, t(0), t(0)),
+            Checked::Finished
+        );
+        assert_eq!(
+            checked(ServiceCheck::NotAnswered, t(0), t(0)),
+            Checked::TimedOut
+        );
+        assert_eq!(
+            checked(ServiceCheck::Unavailable, t(0), t(0)),
             Checked::Again(t(1_000))
+        );
+        let patience = CHECK_PATIENCE.as_millis() as i64;
+        assert_eq!(
+            checked(ServiceCheck::Unavailable, t(patience - 1), t(0)),
+            Checked::Again(t(patience + 999))
+        );
+        assert_eq!(
+            checked(ServiceCheck::Unavailable, t(patience), t(0)),
+            Checked::TimedOut,
+            "a group never readable does not hold the request for ever"
         );
         let answer = timed_out(&"ext:pay/charge.charge".parse().expect("ffqn"), Some(t(0)));
         assert_eq!(

@@ -189,9 +189,10 @@ pub struct Committed {
 pub enum ServiceCheck {
     /// The group has committed past the request: the service answered.
     Answered,
-    /// It has not (or its offsets could not be read): the request is answered `timed-out`.
+    /// It has not: the request is answered `timed-out`.
     NotAnswered,
-    /// The group cannot be asked now (no client): asked again in a second.
+    /// The group cannot be asked now (no client, its offsets could not be read): asked again
+    /// in a second ([`external::checked`]).
     Unavailable,
 }
 

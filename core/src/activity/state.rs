@@ -452,7 +452,8 @@ impl<S: Clone> ActivityCore<S> {
             return;
         }
         self.running = self.running.saturating_sub(1);
-        match external::checked(check, now) {
+        let deadline = job.deadline.unwrap_or(now);
+        match external::checked(check, now, deadline) {
             Checked::Again(at) => job.phase = Phase::Waiting { until: at },
             Checked::Finished => {
                 debug!(execution = %job.request.execution_id, "the external service answered in time");

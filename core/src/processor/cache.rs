@@ -151,6 +151,7 @@ impl<R: WorkflowRunner> Processor<R> {
         self.correlations.clear();
         self.cache.clear();
         self.deferred.clear();
+        self.retries.clear();
         self.policy.clear();
         self.accessed.clear();
     }

@@ -4,7 +4,8 @@
 //!   a child): for an unknown execution kept until its submission comes (another topic, so it
 //!   may come later) or `EARLY_CANCEL_WAIT` (the submissions' retention) passes, then
 //!   dead-lettered (issue 33; the early events' rule, [`super::events`]); for a finished one,
-//!   or one cancelled already, nothing. Otherwise `CancelRequested` is appended and
+//!   or one cancelled already, nothing — but a kept one back after its wait that finds its
+//!   execution finished uncancelled (the submission came after the wait) is dead-lettered. Otherwise `CancelRequested` is appended and
 //!   everything the execution waits for is cancelled: activities (with `CancelActivity`) and
 //!   stubs answered `cancelled`, delays and event waits answered cancelled, child workflows
 //!   sent a `CancelRequest` of their own; the answers are journalled and delivered to the
@@ -155,6 +156,23 @@ impl<R: WorkflowRunner> Processor<R> {
         } else {
             request.reason.clone()
         };
+        if let Some(waited_until) = request.waited_until
+            && live.view.state == ExecutionState::Finished
+            && live.view.cancel_requested.is_none()
+        {
+            // A cancellation kept for its submission, back after its wait: the submission
+            // came later and the execution finished before this copy was read. It was
+            // accepted and never applied, so its sender hears of it.
+            let error = format!(
+                "cancellation of {id}: it came before the submission and waited for it until \
+                 {}; the execution ran after that and finished before it was read again: not \
+                 cancelled",
+                rfc3339(waited_until)
+            );
+            tracing::warn!(execution = %id, %error, "a kept cancellation came too late");
+            ctx.dead_letter(index, DlqReason::Other, error);
+            return Ok(());
+        }
         if live.view.state == ExecutionState::Finished
             || (live.view.cancel_requested.is_some() && !request.terminate)
         {

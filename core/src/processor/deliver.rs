@@ -133,7 +133,10 @@ impl<R: WorkflowRunner> Processor<R> {
                     .await
             }
             Ok(TimerId::Schedule(_)) => self.start_scheduled(batch, &timer.execution_id).await,
-            Ok(TimerId::Retry(_)) => self.retry_start(batch, timer.execution_id).await,
+            Ok(TimerId::Retry(_)) => {
+                self.retry_fired(&timer.execution_id, timer.due_at);
+                self.retry_start(batch, timer.execution_id).await
+            }
             // Enforced by `step` before any input of the execution, this one included.
             Ok(TimerId::Deadline(_)) => Ok(()),
             Err(error) => {

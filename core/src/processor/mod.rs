@@ -64,7 +64,7 @@ pub use input::{Body, Input, StubWrite, Undecodable};
 pub use starts::start_retry_delay;
 pub use stubs::{StubWriteOutcome, stub_write_answer};
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use chrono::{DateTime, Utc};
 use indexmap::{IndexMap, IndexSet};
@@ -92,6 +92,7 @@ impl<R: WorkflowRunner> Processor<R> {
             cache: IndexMap::new(),
             stats: ProcessorStats::default(),
             deferred: IndexMap::new(),
+            retries: HashMap::new(),
             capacity_seen: None,
             materialised: 0,
             policy: Policy::new(config.cache_bytes),
@@ -314,6 +315,9 @@ pub struct Processor<R: WorkflowRunner> {
     /// Executions whose run could not start for a reason that passes, with the failed tries
     /// so far (a new owner starts counting again); their `retry` timers try again.
     deferred: IndexMap<ExecutionId, u32>,
+    /// When the `retry` timer this owner put for an execution is due, while it is pending:
+    /// the next put deletes it, so an execution has one (see [`Processor::retry_at`]).
+    retries: HashMap<ExecutionId, DateTime<Utc>>,
     /// The fewest parked runs seen when the host had no room for one more (`NoCapacity`).
     capacity_seen: Option<usize>,
     /// The materialiser's last job in the store, as of the last [`Processor::evict`]: runs

@@ -56,6 +56,8 @@ impl<R: WorkflowRunner> Processor<R> {
         {
             Some((ExecutionState::Scheduled, _)) => self.start_scheduled(batch, &id).await,
             Some((ExecutionState::Running, true)) => Ok(()),
+            // Rebuilt for this input and deferred again: its next retry is put already.
+            Some((ExecutionState::Running, false)) if self.retries.contains_key(&id) => Ok(()),
             // Not rebuilt: this batch appended to it, and the store lacks that until the
             // batch commits. Tried again once it has.
             Some((ExecutionState::Running, false)) => {
@@ -79,6 +81,11 @@ impl<R: WorkflowRunner> Processor<R> {
     ) {
         let Some(error) = deferred else {
             self.deferred.shift_remove(id);
+            // Started: a retry still pending has nothing left to do.
+            if let Some(due_at) = self.retries.remove(id) {
+                let timer = projection::retry_timer(self.partition_of(id), id, due_at);
+                batch.effects.push(Effect::DeleteTimer(timer.key()));
+            }
             return;
         };
         let reason = error.to_string();
@@ -97,11 +104,29 @@ impl<R: WorkflowRunner> Processor<R> {
         self.retry_at(batch, id, batch.now + delay);
     }
 
-    /// Puts the `retry` timer of `id` (one per execution: a later put moves it): when it
-    /// fires, the execution is rebuilt from the store and its run started.
-    pub(super) fn retry_at(&self, batch: &mut Batch, id: &ExecutionId, due_at: DateTime<Utc>) {
-        let timer = projection::retry_timer(self.partition_of(id), id, due_at);
+    /// Puts the `retry` timer of `id`: when it fires, the execution is rebuilt from the store
+    /// and its run started. One per execution: the one this owner put before, still pending,
+    /// is deleted (a timer's key has its due time, so a put at another time is another timer:
+    /// every input of a parked execution added one, each firing put the next, and they
+    /// multiplied into a loop of retries that kept the partition busy for ever).
+    pub(super) fn retry_at(&mut self, batch: &mut Batch, id: &ExecutionId, due_at: DateTime<Utc>) {
+        let partition = self.partition_of(id);
+        if let Some(pending) = self.retries.insert(id.clone(), due_at)
+            && pending != due_at
+        {
+            let stale = projection::retry_timer(partition, id, pending);
+            batch.effects.push(Effect::DeleteTimer(stale.key()));
+        }
+        let timer = projection::retry_timer(partition, id, due_at);
         batch.effects.push(Effect::PutTimer(timer));
+    }
+
+    /// The `retry` timer of `id` due at `due_at` fired (the driver deletes it): no longer
+    /// pending.
+    pub(super) fn retry_fired(&mut self, id: &ExecutionId, due_at: DateTime<Utc>) {
+        if self.retries.get(id) == Some(&due_at) {
+            self.retries.remove(id);
+        }
     }
 
     /// Executions parked with a deferred start.

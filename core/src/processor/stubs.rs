@@ -3,7 +3,8 @@
 //! with Obelisk's rules: the value the stub holds again is nothing new (ignored; a writer is
 //! answered `ok`); another value is a conflict (the stub keeps its value, even after the
 //! execution finished); one that does not fit the stub function's result type is refused
-//! (nothing is journalled, so a fitting value can still be written); a write through another
+//! (nothing is journalled, so a fitting value can still be written), as is one for an
+//! execution that finished without it; a write through another
 //! function, or of a child that is no stub, is `not-found`. A workflow's write of its own stub
 //! is taken in the batch of its call ([`super::outputs`]).
 
@@ -111,8 +112,8 @@ pub fn stub_write_answer(outcome: StubWriteOutcome) -> ExecutionResult {
 impl<R: WorkflowRunner> StepCtx<'_, R> {
     /// Whether the record `index` carrying `response` is a stub's value that is not to be
     /// journalled: the value the stub holds already (ignored), another one (dead-lettered
-    /// `conflict`), or one that does not fit the stub's result type (dead-lettered
-    /// `refused`). `false` for any other response, and for a fitting first value.
+    /// `conflict`), one for an execution that finished without it or one that does not fit
+    /// the stub's result type (dead-lettered `refused`). `false` for any other response, and for a fitting first value.
     pub(super) fn stub_value_refused(
         &mut self,
         live: &Live<R::Run>,
@@ -138,6 +139,15 @@ impl<R: WorkflowRunner> StepCtx<'_, R> {
             Some(written) => Some((
                 DlqReason::Conflict,
                 format!("stub {child_execution_id} holds {written}: {result} is not written"),
+            )),
+            // Finished with the stub still waiting (a run that trapped): nothing will take
+            // the value, and its writer must learn so (the API answered it 202).
+            None if live.view.state == ExecutionState::Finished => Some((
+                DlqReason::Refused,
+                format!(
+                    "stub {child_execution_id} takes no value: {owner} finished before one was \
+                     written"
+                ),
             )),
             None => live
                 .view

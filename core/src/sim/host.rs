@@ -69,7 +69,11 @@ impl SimHost {
     }
 }
 
-/// FNV-1a over `parts`: stable across builds and platforms (a replayed seed decides alike).
+/// FNV-1a over `parts`, then mixed (splitmix64's finaliser): stable across builds and
+/// platforms (a replayed seed decides alike). Without the mix the low bits the decision
+/// reads depend only on the low bits of each byte, so a start retried a whole number of
+/// seconds later (1 s, 2 s, 4 s…: the retry delays) was decided alike every time, and an
+/// execution refused once was refused for ever (a partition "stuck" in the simulation only).
 fn fnv1a(parts: &[&[u8]]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for part in parts {
@@ -78,7 +82,9 @@ fn fnv1a(parts: &[&[u8]]) -> u64 {
             h = h.wrapping_mul(0x0000_0100_0000_01b3);
         }
     }
-    h
+    h = (h ^ (h >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    h = (h ^ (h >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    h ^ (h >> 31)
 }
 
 impl WorkflowRunner for SimHost {

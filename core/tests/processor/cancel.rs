@@ -466,3 +466,44 @@ fn a_cancellation_before_its_submission_is_kept_and_applies_when_it_comes() {
     );
     assert!(kept(&dead, &never).is_none(), "not kept again");
 }
+
+/// A cancellation kept for its submission whose wait ran out comes back marked; when its
+/// submission was read after that and the execution ran and finished before the marked copy
+/// was read, the copy was ignored like any cancellation of a finished execution: a kept
+/// cancellation vanished, neither applied nor dead-lettered (`dst_short` seed 105492 of
+/// 100000.., `early-cancel`). It is dead-lettered, saying the execution finished without it.
+#[test]
+fn a_kept_cancellation_that_finds_its_execution_finished_is_dead_lettered() {
+    use weir_core::records::DlqReason;
+    let mut processor = processor(1 << 20);
+    let id = ExecutionId::top_level(ulid::Ulid::new());
+    let finished = step(
+        &mut processor,
+        submission_input(&id, Workflow::Seq, json!([0, 5])),
+    );
+    assert!(published(&finished).is_some(), "{finished:?}");
+    let marked = |waited_until| {
+        input_of(
+            &id,
+            Body::Cancel(weir_core::records::CancelRequest {
+                execution_id: id.clone(),
+                reason: "operator".into(),
+                terminate: false,
+                requested_at: now(),
+                waited_until,
+            }),
+        )
+    };
+    let copy = step(&mut processor, marked(Some(now())));
+    let dead = dead_letters(&copy);
+    assert_eq!(dead.len(), 1, "{copy:?}");
+    assert_eq!(dead[0].0, DlqReason::Other);
+    assert!(dead[0].1.contains("finished"), "{}", dead[0].1);
+    assert!(appended(&copy).is_empty(), "{copy:?}");
+    // An ordinary cancellation of a finished execution is nothing new: ignored.
+    let plain = step(&mut processor, marked(None));
+    assert!(
+        dead_letters(&plain).is_empty() && plain.is_empty(),
+        "{plain:?}"
+    );
+}

@@ -235,3 +235,65 @@ fn a_stub_written_after_its_execution_was_terminated_is_a_conflict() {
         );
     }
 }
+
+/// Issue 33, a suspected item confirmed: a stub's value written from outside after its
+/// execution finished while the stub still waited, with nothing journalled for it (a run
+/// that trapped), was ignored in silence, after the API had answered the writer 202. It is
+/// dead-lettered `refused`, naming the stub and the finish.
+#[test]
+fn a_stub_written_after_its_execution_finished_without_it_is_refused() {
+    use weir_core::model::Response;
+    use weir_core::processor::Batch;
+    use weir_core::records::{DlqReason, HistoryRecord};
+    use weir_core::sim::exec::block_on;
+
+    let mut first = processor_of(ExternalRunner, 1 << 20);
+    let id = ExecutionId::top_level(ulid::Ulid::new());
+    let started = step(
+        &mut first,
+        submission_input(&id, Workflow::Stubbed, json!([])),
+    );
+    let stub = stub_child(&started);
+    let mut history = stored(&id, &started, now());
+    let trapped = HistoryEntry::Finished {
+        result: ExecutionResult::error(
+            weir_core::model::ExecutionErrorKind::Trap,
+            "the workflow trapped".to_owned(),
+        ),
+        finished_at: now(),
+    };
+    let seq = history.len() as u64;
+    history.push((
+        HistoryRecord {
+            execution_id: id.clone(),
+            seq,
+            entry: trapped,
+        },
+        now(),
+    ));
+    // Its next owner reads it from the store.
+    let mut owner = processor_of(ExternalRunner, 1 << 20);
+    let write = Input::Record {
+        index: 0,
+        partition: 0,
+        key: Some(id.to_string()),
+        size: 100,
+        body: Ok(Body::Response(Response::ChildExecutionFinished {
+            child_execution_id: stub.clone(),
+            result: ExecutionResult::Ok(json!(7)),
+        })),
+    };
+    let mut batch = Batch::new(now());
+    let (needed, _) = owner.needs(&batch, &write).expect("not cached: rebuilt");
+    block_on(owner.rehydrate(&mut batch, &needed, Some(history))).expect("rebuilt");
+    block_on(owner.step(&mut batch, write)).expect("no processor error");
+    assert!(appended(&batch.effects).is_empty(), "{:?}", batch.effects);
+    let dead = dead_letters(&batch.effects);
+    assert_eq!(dead.len(), 1, "{:?}", batch.effects);
+    assert_eq!(dead[0].0, DlqReason::Refused);
+    assert!(
+        dead[0].1.contains(&stub.to_string()) && dead[0].1.contains("finished"),
+        "{}",
+        dead[0].1
+    );
+}

@@ -172,22 +172,28 @@ impl Tasks {
             let check = std::panic::AssertUnwindSafe(|| {
                 service_committed_past(&service, &topic, partition, offset)
             });
-            let answered = match std::panic::catch_unwind(check) {
-                Ok(Ok(answered)) => answered,
-                Ok(Err(error)) => {
-                    warn!(%group, %topic, partition, offset, %error, "cannot read the external service's committed offset; answering timed-out");
-                    false
-                }
-                Err(_panic) => false,
+            let read = match std::panic::catch_unwind(check) {
+                Ok(read) => read.map_err(|e| e.to_string()),
+                Err(_panic) => Err("the read panicked".to_owned()),
             };
-            let check = if answered {
-                ServiceCheck::Answered
-            } else {
-                ServiceCheck::NotAnswered
-            };
+            if let Err(error) = &read {
+                warn!(%group, %topic, partition, offset, %error, "cannot read the external service's committed offset; asked again");
+            }
+            let check = service_check(&read);
             let _ = tx.send(TaskDone::Service { id, check });
         });
         self.running.insert(id, handle.abort_handle());
+    }
+}
+
+/// What a read of the service group's committed offset says: a read that failed (a
+/// transient Kafka error) is not an answer, so it is asked again rather than answered
+/// `timed-out` for a request the service may have answered.
+fn service_check(read: &Result<bool, String>) -> ServiceCheck {
+    match read {
+        Ok(true) => ServiceCheck::Answered,
+        Ok(false) => ServiceCheck::NotAnswered,
+        Err(_) => ServiceCheck::Unavailable,
     }
 }
 
@@ -205,4 +211,21 @@ fn service_committed_past(
         .find_partition(topic, partition)
         .is_some_and(|e| matches!(e.offset(), Offset::Offset(o) if o > offset));
     Ok(past)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 33, a suspected item confirmed: a read of the service group's offsets that
+    /// failed (a transient Kafka error) answered the request `timed-out`, though the service
+    /// may have answered it. It is asked again ([`ServiceCheck::Unavailable`]); the core
+    /// answers `timed-out` only once the group says so, or after its patience.
+    #[test]
+    fn a_failed_read_of_the_service_group_is_asked_again_not_timed_out() {
+        let failed = Err("Broker: Coordinator not available".to_owned());
+        assert_eq!(service_check(&failed), ServiceCheck::Unavailable);
+        assert_eq!(service_check(&Ok(true)), ServiceCheck::Answered);
+        assert_eq!(service_check(&Ok(false)), ServiceCheck::NotAnswered);
+    }
 }
