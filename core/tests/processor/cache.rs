@@ -520,3 +520,76 @@ fn an_answer_to_no_request_of_a_deferred_execution_is_refused() {
     assert_eq!(journalled.len(), 1, "only the real answer: {journalled:?}");
     assert_eq!(journalled[0].0, history.len() as u64);
 }
+
+/// An execution has one `retry` timer. A timer's key has its due time, so a put at another
+/// time is another timer: every input of a parked execution added one, each firing put the
+/// next, and a retry that fired for an execution it had just rebuilt and deferred again put
+/// one more due at once; they multiplied into a loop of starts tried many times a second
+/// that left the partition's submissions unread (`dst_short`, `stuck-partition`). The next
+/// put deletes the one before, and a retry that rebuilt and deferred puts nothing due now.
+#[test]
+fn a_parked_execution_keeps_one_retry_timer() {
+    let (id, requests, mut history) = fan_out_parked_on_two_activities();
+    let mut owner = processor_of(slots(0), 1 << 20);
+    let at = |s: i64| now() + chrono::Duration::seconds(s);
+    // Each input as the driver runs it in a batch of its own: rebuilt, then stepped.
+    let mut run = |input: Input, at, history: &mut weir_core::sim::store::Changelog| {
+        let mut batch = Batch::new(at);
+        if let Some((needed, _)) = owner.needs(&batch, &input) {
+            block_on(owner.rehydrate(&mut batch, &needed, Some(history.clone()))).expect("rebuilt");
+        }
+        block_on(owner.step(&mut batch, input)).expect("no processor error");
+        history.extend(stored(&id, &batch.effects, at));
+        batch.effects
+    };
+    let retries = |effects: &[Effect]| -> (
+        Vec<weir_core::rows::TimerRow>,
+        Vec<weir_core::rows::TimerKey>,
+    ) {
+        let put = effects
+            .iter()
+            .filter_map(|e| match e {
+                Effect::PutTimer(t) if t.kind == weir_core::rows::TimerKind::Retry => {
+                    Some(t.clone())
+                }
+                _ => None,
+            })
+            .collect();
+        let deleted = effects
+            .iter()
+            .filter_map(|e| match e {
+                Effect::DeleteTimer(k) if k.timer_id.starts_with("retry:") => Some(k.clone()),
+                _ => None,
+            })
+            .collect();
+        (put, deleted)
+    };
+    let first = run(
+        answer_input(&id, 0, &requests[0].execution_id),
+        at(0),
+        &mut history,
+    );
+    let (put, _) = retries(&first);
+    assert_eq!(put.len(), 1, "{first:?}");
+    let pending = put[0].clone();
+    // The second answer, in a later batch: rebuilt, deferred again; the first timer goes.
+    let second = run(
+        answer_input(&id, 1, &requests[1].execution_id),
+        at(0) + chrono::Duration::milliseconds(500),
+        &mut history,
+    );
+    let (put, deleted) = retries(&second);
+    assert_eq!(put.len(), 1, "{second:?}");
+    assert_eq!(
+        deleted,
+        vec![pending.key()],
+        "the one before is deleted: {second:?}"
+    );
+    let pending = put[0].clone();
+    // It fires: rebuilt and deferred again, one timer for the next try, none due now.
+    let fired_at = pending.due_at;
+    let third = run(Input::TimerDue(pending.clone()), fired_at, &mut history);
+    let (put, _) = retries(&third);
+    assert_eq!(put.len(), 1, "{third:?}");
+    assert!(put[0].due_at > fired_at, "not due at once: {third:?}");
+}
