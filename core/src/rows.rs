@@ -267,7 +267,7 @@ pub fn to_store_precision(t: DateTime<Utc>) -> DateTime<Utc> {
 /// lands there later with an older stamp — a former owner's queued `retry` timer, written
 /// after the new owner loaded its timers from the watermark and so never to be loaded — is
 /// shadowed by the drop (CQL: a partition deletion at a later write timestamp); see
-/// [`crate::timers::TimerIndex::watermarks`].
+/// [`crate::timers::TimerIndex::passed_buckets`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct DroppedTimerBucket {
     pub kafka_partition: i32,
