@@ -61,6 +61,7 @@ use crate::rows::{
 };
 use crate::runner::WorkflowRunner;
 use crate::schedule::ScheduleState;
+use crate::stamp_order::StampOrder;
 use crate::timers::{Refill, TimerIndex};
 
 /// Any error of a seam.
@@ -370,6 +371,8 @@ pub struct Driver<R: WorkflowRunner, L: Log, S: StoreRead, M: Materialise, I = N
     /// [`Driver::take_over`]): the history offset of each one's first record read, which no
     /// checkpoint passes until its reminder has fired in a committed batch.
     reminded: IndexMap<ExecutionId, (i32, i64)>,
+    /// The stamps of this owner's jobs (see [`StampOrder`]).
+    stamp_order: StampOrder,
     /// Whether the log reads the submissions partitions (admission, see the module docs).
     admitting: bool,
     retried: u64,
@@ -441,6 +444,7 @@ where
             generation: 0,
             positions: IndexMap::new(),
             reminded: IndexMap::new(),
+            stamp_order: StampOrder::default(),
             admitting: true,
             retried: 0,
             inline_answered: 0,
@@ -1050,7 +1054,9 @@ where
     }
 
     /// Queues a job for the materialiser; returns its number.
-    async fn submit(&mut self, job: MaterialiseJob) -> Result<u64, DriverError> {
+    /// Queues `job` for the store, stamped in this owner's order ([`StampOrder`]).
+    async fn submit(&mut self, mut job: MaterialiseJob) -> Result<u64, DriverError> {
+        job.stamp = self.stamp_order.stamp(job.stamp, &job);
         let number = self
             .materialiser
             .submit(job)
@@ -1060,7 +1066,7 @@ where
         Ok(number)
     }
 
-    /// The stamp of a job made now.
+    /// The stamp of a job made now (before [`StampOrder`] orders it).
     fn stamp(&self, now: DateTime<Utc>) -> WriteStamp {
         WriteStamp::owner(self.generation, now)
     }

@@ -45,6 +45,7 @@ pub mod runner;
 pub mod schedule;
 #[cfg(feature = "test-util")]
 pub mod sim;
+pub mod stamp_order;
 pub mod state_key;
 pub mod timers;
 pub mod trace;
