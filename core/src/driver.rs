@@ -999,11 +999,10 @@ where
         now: DateTime<Utc>,
         min_step: chrono::Duration,
     ) {
-        for (partition, fired_before) in self.timers.watermarks(&self.owned, now, min_step) {
+        for write in self.timers.watermarks(&self.owned, now, min_step) {
             job.watermarks
-                .push(self.watermark(partition, fired_before, now));
-            job.dropped_timer_buckets
-                .extend(self.timers.passed_buckets(partition, fired_before));
+                .push(self.watermark(write.partition, write.fired_before, now));
+            job.dropped_timer_buckets.extend(write.dropped);
         }
     }
 

@@ -267,7 +267,7 @@ pub fn to_store_precision(t: DateTime<Utc>) -> DateTime<Utc> {
 /// lands there later with an older stamp — a former owner's queued `retry` timer, written
 /// after the new owner loaded its timers from the watermark and so never to be loaded — is
 /// shadowed by the drop (CQL: a partition deletion at a later write timestamp); see
-/// [`crate::timers::TimerIndex::passed_buckets`].
+/// [`crate::timers::TimerIndex::watermarks`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct DroppedTimerBucket {
     pub kafka_partition: i32,
@@ -293,6 +293,17 @@ impl TimerTable {
         }
         let key = (timer.kafka_partition, timer.due_at, timer.timer_id.clone());
         self.rows.write(key, stamp, Some(timer));
+    }
+
+    /// Whether a put of `timer` stamped `stamp` would be lost to a delete of the same stamp
+    /// (a delete wins ties, as in CQL).
+    pub fn ties_with_a_delete(&self, timer: &TimerRow, stamp: WriteStamp) -> bool {
+        let key = (
+            timer.kafka_partition,
+            to_store_precision(timer.due_at),
+            timer.timer_id.clone(),
+        );
+        self.rows.cells.get(&key) == Some(&(stamp, None))
     }
 
     pub fn delete(&mut self, key: &TimerKey, stamp: WriteStamp) {

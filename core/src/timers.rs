@@ -26,7 +26,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use chrono::{DateTime, Duration, Utc};
 
 use crate::processor::Effect;
-use crate::rows::{DroppedTimerBucket, TimerKey, TimerRow, timer_bucket};
+use crate::rows::{DroppedTimerBucket, TIMER_BUCKET_SECONDS, TimerKey, TimerRow, timer_bucket};
 
 /// A read of the timer table the driver must make: timers of `partition` due in
 /// `[from, until)`; `from: None` means "from the partition's stored watermark" (or
@@ -42,8 +42,21 @@ pub struct Refill {
     pub urgent: bool,
 }
 
+/// Where `bucket` starts.
+fn bucket_start(bucket: i64) -> DateTime<Utc> {
+    DateTime::from_timestamp(bucket * TIMER_BUCKET_SECONDS, 0).unwrap_or(DateTime::<Utc>::MAX_UTC)
+}
+
 /// A partition is read again when less than this of its horizon is left.
 const REFILL_AHEAD: Duration = Duration::seconds(5);
+
+/// A watermark to write ([`TimerIndex::watermarks`]) and the buckets dropped with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WatermarkWrite {
+    pub partition: i32,
+    pub fired_before: DateTime<Utc>,
+    pub dropped: Vec<DroppedTimerBucket>,
+}
 
 /// See the module docs.
 #[derive(Debug, Clone)]
@@ -201,13 +214,20 @@ impl TimerIndex {
 
     /// The watermarks to write: per owned partition, the earliest timer still pending (or
     /// `now`), when it moved by `min_step` or more since the last one written (or was never
-    /// written by this owner).
+    /// written by this owner); each with the buckets it lets this owner drop.
+    ///
+    /// A watermark never runs ahead of the drops: while they lag (an owner that loaded from a
+    /// watermark days old drops [`MAX_DROPPED_BUCKETS_PER_WRITE`] per write), it is held at
+    /// the bucket after the last one dropped. The next owner then finds every bucket more
+    /// than one before the stored watermark dropped, which its [`DROP_LOOKBACK_BUCKETS`]
+    /// cover with room to spare: a lagging owner that loses the partition leaves no bucket
+    /// that nobody drops.
     pub fn watermarks(
         &mut self,
         owned: &BTreeSet<i32>,
         now: DateTime<Utc>,
         min_step: Duration,
-    ) -> Vec<(i32, DateTime<Utc>)> {
+    ) -> Vec<WatermarkWrite> {
         let mut out = Vec::new();
         for &partition in owned {
             let earliest_pending = self
@@ -222,28 +242,35 @@ impl TimerIndex {
             if written.is_some_and(|w| (earliest_pending - w).abs() < min_step) {
                 continue;
             }
-            self.watermarks_written.insert(partition, earliest_pending);
-            out.push((partition, earliest_pending));
+            let (dropped, held_at) = self.passed_buckets(partition, earliest_pending);
+            let fired_before = held_at.map_or(earliest_pending, |h| h.min(earliest_pending));
+            self.watermarks_written.insert(partition, fired_before);
+            out.push(WatermarkWrite {
+                partition,
+                fired_before,
+                dropped,
+            });
         }
         out
     }
 
-    /// The buckets of `partition` that the watermark `fired_before` (just handed out by
-    /// [`TimerIndex::watermarks`]) has passed whole and that are not dropped yet, at most
-    /// [`MAX_DROPPED_BUCKETS_PER_WRITE`] of them, oldest first: the driver drops them with the
-    /// watermark ([`DroppedTimerBucket`]). From [`DROP_LOOKBACK_BUCKETS`] before the bucket of
-    /// the watermark this owner loaded from (what its predecessor may have left), up to a
-    /// bucket short of `fired_before`'s (a minute of slack for a clock that steps back).
-    /// Nothing before the first load of the partition.
-    pub fn passed_buckets(
+    /// The buckets of `partition` that the watermark `fired_before` has passed whole and
+    /// that are not dropped yet, at most [`MAX_DROPPED_BUCKETS_PER_WRITE`] of them, oldest
+    /// first; and, if that leaves some undropped, where the watermark must be held. From
+    /// [`DROP_LOOKBACK_BUCKETS`] before the bucket of the watermark this owner loaded from
+    /// (what its predecessor may have left), up to a bucket short of `fired_before`'s (a
+    /// minute of slack for a clock that steps back). Nothing before the first load of the
+    /// partition.
+    fn passed_buckets(
         &mut self,
         partition: i32,
         fired_before: DateTime<Utc>,
-    ) -> Vec<DroppedTimerBucket> {
+    ) -> (Vec<DroppedTimerBucket>, Option<DateTime<Utc>>) {
         let Some(next) = self.dropped_until.get_mut(&partition) else {
-            return Vec::new();
+            return (Vec::new(), None);
         };
-        let until = (timer_bucket(fired_before) - 1).min(*next + MAX_DROPPED_BUCKETS_PER_WRITE);
+        let due = timer_bucket(fired_before) - 1;
+        let until = due.min(*next + MAX_DROPPED_BUCKETS_PER_WRITE);
         let passed: Vec<_> = (*next..until)
             .map(|bucket| DroppedTimerBucket {
                 kafka_partition: partition,
@@ -251,7 +278,8 @@ impl TimerIndex {
             })
             .collect();
         *next = (*next).max(until);
-        passed
+        let held_at = (*next < due).then(|| bucket_start(*next + 1));
+        (passed, held_at)
     }
 
     pub fn len(&self) -> usize {
@@ -272,13 +300,24 @@ mod tests {
     }
 
     /// Buckets are dropped from a lookback before the one loaded from, never a bucket the
-    /// watermark is in nor the one before it, at most `MAX_DROPPED_BUCKETS_PER_WRITE` at a time, each once.
+    /// watermark is in nor the one before it, at most `MAX_DROPPED_BUCKETS_PER_WRITE` at a
+    /// time, each once; while they lag, the watermark is held at the bucket after the last
+    /// one dropped.
     #[test]
     fn the_buckets_a_watermark_passed_are_dropped_once_from_where_the_owner_loaded() {
         let mut index = TimerIndex::new(std::time::Duration::from_secs(60));
-        assert!(
-            index.passed_buckets(0, minute(100)).is_empty(),
-            "nothing loaded yet"
+        let write = |index: &mut TimerIndex, partition: i32, now: DateTime<Utc>| {
+            let owned = BTreeSet::from([partition]);
+            let mut writes = index.watermarks(&owned, now, Duration::zero());
+            assert_eq!(writes.len(), 1, "one watermark per owned partition");
+            let write = writes.remove(0);
+            let buckets: Vec<i64> = write.dropped.iter().map(|d| d.bucket).collect();
+            (write.fired_before, buckets)
+        };
+        assert_eq!(
+            write(&mut index, 0, minute(100)),
+            (minute(100), vec![]),
+            "nothing loaded yet: nothing dropped"
         );
         let refill = Refill {
             partition: 0,
@@ -287,33 +326,39 @@ mod tests {
             urgent: true,
         };
         index.loaded(&refill, Vec::new());
-        let buckets =
-            |v: Vec<DroppedTimerBucket>| v.into_iter().map(|d| d.bucket).collect::<Vec<_>>();
         let lookback: Vec<i64> = (1_000 - DROP_LOOKBACK_BUCKETS..999).collect();
         assert_eq!(
-            buckets(index.passed_buckets(0, minute(1_000))),
-            lookback,
+            write(&mut index, 0, minute(1_000)),
+            (minute(1_000), lookback),
             "the lookback, short of the minute of slack"
         );
+        let now = minute(1_003) + Duration::seconds(5);
+        assert_eq!(write(&mut index, 0, now), (now, vec![999, 1_000, 1_001]));
         assert_eq!(
-            buckets(index.passed_buckets(0, minute(1_003) + Duration::seconds(5))),
-            [999, 1_000, 1_001]
-        );
-        assert!(
-            index.passed_buckets(0, minute(1_003)).is_empty(),
+            write(&mut index, 0, minute(1_003)),
+            (minute(1_003), vec![]),
             "each once"
         );
-        let far = index.passed_buckets(0, minute(2_000));
+        let (held, far) = write(&mut index, 0, minute(2_000));
         assert_eq!(far.len() as i64, MAX_DROPPED_BUCKETS_PER_WRITE);
-        assert_eq!(far[0].bucket, 1_002);
-        assert_eq!(buckets(index.passed_buckets(0, minute(1_064))), [1_062]);
-        assert!(
-            index.passed_buckets(1, minute(2_000)).is_empty(),
+        assert_eq!(far[0], 1_002);
+        assert_eq!(
+            held,
+            minute(1_063),
+            "held at the bucket after the last dropped (1,061), so its successor's lookback \
+             covers the rest"
+        );
+        let (held, next) = write(&mut index, 0, minute(2_000));
+        assert_eq!((held, next[0]), (minute(1_123), 1_062), "catching up");
+        assert_eq!(
+            write(&mut index, 1, minute(2_000)),
+            (minute(2_000), vec![]),
             "another partition"
         );
         index.clear();
-        assert!(
-            index.passed_buckets(0, minute(3_000)).is_empty(),
+        assert_eq!(
+            write(&mut index, 0, minute(3_000)),
+            (minute(3_000), vec![]),
             "forgotten with the assignment"
         );
     }

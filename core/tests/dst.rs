@@ -149,11 +149,17 @@ const REGRESSION_SEEDS: &[u64] = &[
     // `approval` execution were never answered). Without the dropped timer buckets 55 of
     // seeds 0..2000 fail, these among them.
     9, 157, 192, 431, 903,
-    // A `retry` timer fired at its due time (a take-over's reminder) and put again due then
-    // by an upgrade a few batches later, in the same second: both jobs had one stamp, the
-    // delete won the tie, the timer was lost and the upgraded execution never ran again
-    // (`stub-liveness`, `unfinished`). See `weir_core::stamp_order`.
-    325883,
+    // A timer deleted and put again by its owner within one second: both jobs had one stamp,
+    // the delete won the tie and the put was lost (`lost-timer-put`; in seed 325883 of the
+    // long run a `retry` timer, and the upgraded execution it was for never ran again). See
+    // `weir_core::stamp_order`.
+    1122,
+    // An owner that loaded its timers from a watermark long past (the days of `idle`) drops
+    // 60 buckets per write, one write an hour while idle; its watermark ran ahead of the
+    // drops, and the next owner's lookback did not reach the buckets left between, where a
+    // fenced owner's `retry` timer stayed (`timers-left`). Now the watermark is held at the
+    // drops (`TimerIndex::watermarks`).
+    316010, 333733,
 ];
 
 /// A few hundred seeded runs with every fault class that no open bug trips

@@ -41,6 +41,8 @@ pub enum Invariant {
     OpenTransactions,
     /// No timer is left in the store for a finished execution once the run settled.
     TimersLeft,
+    /// No timer put lost to a delete of its own owner's that ties with it (same stamp).
+    LostTimerPut,
     /// The run settled (every worker caught up) within its bound.
     Unsettled,
     /// Every event for an execution is journalled once, or dead-lettered with a reason.
@@ -90,7 +92,7 @@ pub enum Invariant {
 }
 
 impl Invariant {
-    pub const ALL: [Invariant; 40] = [
+    pub const ALL: [Invariant; 41] = [
         Invariant::SeamContract,
         Invariant::Upgrade,
         Invariant::HistoryPartition,
@@ -108,6 +110,7 @@ impl Invariant {
         Invariant::StuckPartition,
         Invariant::OpenTransactions,
         Invariant::TimersLeft,
+        Invariant::LostTimerPut,
         Invariant::Unsettled,
         Invariant::Events,
         Invariant::EarlyCancel,
@@ -153,6 +156,7 @@ impl Invariant {
             Invariant::StuckPartition => "stuck-partition",
             Invariant::OpenTransactions => "open-transactions",
             Invariant::TimersLeft => "timers-left",
+            Invariant::LostTimerPut => "lost-timer-put",
             Invariant::Unsettled => "unsettled",
             Invariant::Events => "events",
             Invariant::EarlyCancel => "early-cancel",

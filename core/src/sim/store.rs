@@ -58,6 +58,9 @@ pub struct Store {
     pub executions: LwwTable<ExecutionId, ExecutionRow>,
     /// By (partition, due_at, timer id), as the clustering order of `timers`.
     pub timers: TimerTable,
+    /// Timer puts the table kept deleted because a delete of the same stamp was there first:
+    /// an owner that put a timer again after deleting it, within one stamp (`lost-timer-put`).
+    pub lost_timer_puts: Vec<String>,
     pub checkpoints: LwwTable<(String, i32), Checkpoint>,
     pub watermarks: LwwTable<i32, TimerWatermark>,
     /// Down until then (every call fails).
@@ -96,6 +99,12 @@ impl Store {
                 .write(row.execution_id.clone(), stamp, Some(row));
         }
         for timer in &job.new_timers {
+            if self.timers.ties_with_a_delete(timer, job.stamp) {
+                self.lost_timer_puts.push(format!(
+                    "timer {} of {} due {} put with stamp {} after a delete of the same stamp",
+                    timer.timer_id, timer.execution_id, timer.due_at, job.stamp.0
+                ));
+            }
             self.timers.put(timer, job.stamp);
         }
         for key in &job.removed_timers {

@@ -1,6 +1,9 @@
 //! What a settled run leaves behind: no input partition read short of its end
 //! (`stuck-partition`), no open transaction (`open-transactions`), no timer in the store
-//! (`timers-left`); and that the run settled within its budget (`unsettled`).
+//! (`timers-left`); and that the run settled within its budget (`unsettled`). Also, from the
+//! whole run, that no timer put lost to a delete of the same stamp (`lost-timer-put`: an
+//! owner's put after its own delete of the timer, in the same second, which the store keeps
+//! deleted; see `crate::stamp_order`).
 
 use crate::sim::invariant::Invariant;
 use crate::sim::world::World;
@@ -33,6 +36,9 @@ pub(super) fn check_quiescence(add: &mut impl FnMut(Invariant, String), w: &Worl
                 (timer.due_at - w.start).num_milliseconds()
             ),
         );
+    }
+    for lost in &w.store.lost_timer_puts {
+        add(Invariant::LostTimerPut, lost.clone());
     }
     if !settled {
         add(
