@@ -49,4 +49,5 @@ pub mod stamp_order;
 pub mod state_key;
 pub mod timers;
 pub mod trace;
+pub mod trigger;
 pub mod wire;

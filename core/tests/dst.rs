@@ -255,7 +255,7 @@ fn passing_faults_do_happen() {
 /// another run), plus `class`.
 fn found_with(class: &str) -> Faults {
     let spec = format!(
-        "all,-hanging_txns,-zombies,-revoked_writes,-long_timers,-long_idle,-inline,-schedules,-correlation,-correlation_duplicates,-stub_writes,-stub_wrong_function,-deferrals,-upgrades,-activity_workers,+{class}"
+        "all,-hanging_txns,-zombies,-revoked_writes,-long_timers,-long_idle,-inline,-schedules,-correlation,-correlation_duplicates,-stub_writes,-stub_wrong_function,-deferrals,-upgrades,-activity_workers,-triggers,+{class}"
     );
     Faults::parse(&spec).unwrap()
 }
@@ -555,6 +555,38 @@ fn dst_deferrals_with_crashes() {
     const REFIRED_RETRY: [u64; 10] = [1031, 1143, 1354, 1546, 1945, 2306, 3088, 3347, 3891, 5847];
     let seeds: Vec<u64> = REFIRED_RETRY.into_iter().chain(seeds).collect();
     assert_seeds_pass(&seeds, faults);
+}
+
+/// Triggers (issue 32 item 5): another system writes its topic as the run goes (its retries,
+/// undecodable records, records missing a field, records mapped over the record limit), and
+/// trigger workers map it by the real mapping in transactions with the source offsets; they
+/// are killed inside their transactions, frozen into zombies, joined by others, and an
+/// operator resets their offsets to the earliest (`trigger-lost`, `trigger-once`; the
+/// executions they start finish once with their values, as every other).
+#[test]
+fn dst_triggers() {
+    let faults = found_with("triggers,+zombies");
+    let Some(seeds) = seeds_or_one(faults, 300) else {
+        return;
+    };
+    assert_seeds_pass(&seeds, faults);
+    let mut total = weir_core::sim::triggers::TriggerCounts::default();
+    for seed in seeds.iter().take(60) {
+        let c = run_seed(*seed, faults).triggers;
+        total.sent += c.sent;
+        total.batches += c.batches;
+        total.aborted += c.aborted;
+        total.dead_lettered += c.dead_lettered;
+        total.kills += c.kills;
+        total.resets += c.resets;
+    }
+    println!("trigger workers of the first 60 seeds: {total:?}");
+    assert!(total.sent > 300, "{total:?}");
+    assert!(total.batches > 200, "{total:?}");
+    assert!(total.dead_lettered > 30, "{total:?}");
+    assert!(total.kills > 10, "{total:?}");
+    assert!(total.aborted > 5, "{total:?}");
+    assert!(total.resets > 5, "{total:?}");
 }
 
 /// Upgrades (issue 32 item 5): clients move running executions to other builds with the

@@ -168,6 +168,18 @@ pub enum Producer {
     Worker { pid: u64 },
     /// An activity worker process (`Faults::activity_workers`).
     ActivityWorker { pid: u64 },
+    /// A trigger worker process (`Faults::triggers`).
+    TriggerWorker { pid: u64 },
+}
+
+/// A record of the trigger's source topic (`Faults::triggers`): another system's topic,
+/// written by that system (never transactionally), read by the trigger workers' group.
+#[derive(Debug, Clone)]
+pub struct SourceRecord {
+    pub offset: i64,
+    pub key: Option<String>,
+    pub value: Vec<u8>,
+    pub timestamp: SimTime,
 }
 
 /// Where a record stands for a `read_committed` reader.
@@ -219,6 +231,8 @@ pub struct Txn {
     /// Offsets (with their metadata) of the activity workers' group sent with the
     /// transaction.
     pub route_offsets: Vec<(Topic, i32, i64, String)>,
+    /// Offsets of the trigger workers' group in the source topic sent with the transaction.
+    pub source_offsets: Vec<(i32, i64)>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -400,6 +414,9 @@ pub fn range_assignment(
     out
 }
 
+/// Partitions of the trigger's source topic.
+pub const SOURCE_PARTITIONS: i32 = 2;
+
 /// The topics, their records, the transactions and the groups.
 #[derive(Debug, Clone)]
 pub struct Cluster {
@@ -412,6 +429,12 @@ pub struct Cluster {
     pub activity_group: Group,
     /// The activity workers' committed offsets, with their metadata.
     pub route_committed: BTreeMap<(Topic, i32), (i64, String)>,
+    /// The trigger's source topic (`Faults::triggers`), by partition.
+    pub source: Vec<Vec<SourceRecord>>,
+    /// The trigger workers' group, over the source topic's partitions.
+    pub trigger_group: Group,
+    /// The trigger workers' committed offsets in the source topic.
+    pub source_committed: BTreeMap<i32, i64>,
     next_txn: u64,
 }
 
@@ -434,6 +457,9 @@ impl Cluster {
             producers: BTreeMap::new(),
             group: Group::new(partitions),
             activity_group: Group::new(activity_partitions),
+            source: (0..SOURCE_PARTITIONS).map(|_| Vec::new()).collect(),
+            trigger_group: Group::new(SOURCE_PARTITIONS),
+            source_committed: BTreeMap::new(),
             route_committed: BTreeMap::new(),
             next_txn: 1,
         }
@@ -586,6 +612,7 @@ impl Cluster {
                 written: Vec::new(),
                 offsets: Vec::new(),
                 route_offsets: Vec::new(),
+                source_offsets: Vec::new(),
             },
         );
         if let Some(p) = self.producers.get_mut(transactional_id) {
@@ -663,6 +690,64 @@ impl Cluster {
         Ok(())
     }
 
+    /// `send_offsets_to_transaction` of a trigger worker: validated against the trigger
+    /// workers' group.
+    pub fn send_source_offsets(
+        &mut self,
+        number: u64,
+        offsets: &[(i32, i64)],
+        member: Option<u64>,
+        generation: u64,
+    ) -> Result<(), TxnRefused> {
+        let group = &self.trigger_group;
+        let Some(member) = member.filter(|m| group.members.contains_key(m)) else {
+            return Err(TxnRefused::Generation(format!(
+                "UNKNOWN_MEMBER_ID: member {member:?} is not in the trigger workers' group"
+            )));
+        };
+        if generation != group.generation {
+            return Err(TxnRefused::Generation(format!(
+                "ILLEGAL_GENERATION: member {member} sent generation {generation}, the trigger workers' group is at {}",
+                group.generation
+            )));
+        }
+        if let Some(t) = self.txns.get_mut(&number) {
+            t.source_offsets.extend_from_slice(offsets);
+        }
+        Ok(())
+    }
+
+    /// Whether an open transaction holds source offsets of the trigger workers' group for
+    /// one of `partitions` (a stable fetch of them must wait).
+    pub fn source_offsets_pending(&self, partitions: &BTreeSet<i32>) -> Option<u64> {
+        self.txns
+            .values()
+            .find(|t| t.source_offsets.iter().any(|(p, _)| partitions.contains(p)))
+            .map(|t| t.number)
+    }
+
+    /// Appends a record to the source topic (by its writer, not transactional).
+    pub fn append_source(
+        &mut self,
+        key: Option<String>,
+        value: Vec<u8>,
+        now: SimTime,
+    ) -> (i32, i64) {
+        let partition = match &key {
+            Some(key) => crate::partitioner::partition_for_key(key.as_bytes(), SOURCE_PARTITIONS),
+            None => 0,
+        };
+        let log = &mut self.source[partition as usize];
+        let offset = log.len() as i64;
+        log.push(SourceRecord {
+            offset,
+            key,
+            value,
+            timestamp: now,
+        });
+        (partition, offset)
+    }
+
     /// Whether an open transaction holds offsets of the activity workers' group for one of
     /// `partitions` of the route topics.
     pub fn route_offsets_pending(&self, partitions: &BTreeSet<i32>) -> Option<u64> {
@@ -706,6 +791,9 @@ impl Cluster {
         if commit {
             for &(topic, partition, offset) in &txn.offsets {
                 self.group.committed.insert((topic, partition), offset);
+            }
+            for &(partition, offset) in &txn.source_offsets {
+                self.source_committed.insert(partition, offset);
             }
             for (topic, partition, offset, metadata) in &txn.route_offsets {
                 self.route_committed

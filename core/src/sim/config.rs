@@ -206,10 +206,17 @@ pub struct Faults {
     /// deadline (`watched` executions; the simple service plays the outside service). See
     /// `check_activity` for what is checked.
     pub activity_workers: bool,
+    /// A trigger (`topology/triggers.toml`) reads another system's topic that its writer
+    /// fills as the run goes (records again, undecodable ones, ones missing a field): trigger
+    /// worker processes map each record by `weir_core::trigger` and commit what it becomes
+    /// with the source offsets in one transaction; they are killed inside it, frozen into
+    /// zombies, and an operator resets the group's offsets to the earliest. See
+    /// `checks/triggers.rs` for what is checked.
+    pub triggers: bool,
 }
 
 impl Faults {
-    pub const NAMES: [&'static str; 25] = [
+    pub const NAMES: [&'static str; 26] = [
         "crashes",
         "hanging_txns",
         "rebalances",
@@ -235,6 +242,7 @@ impl Faults {
         "deferrals",
         "upgrades",
         "activity_workers",
+        "triggers",
     ];
 
     pub fn none() -> Self {
@@ -264,6 +272,7 @@ impl Faults {
             deferrals: false,
             upgrades: false,
             activity_workers: false,
+            triggers: false,
         }
     }
 
@@ -315,6 +324,7 @@ impl Faults {
             "deferrals" => &mut self.deferrals,
             "upgrades" => &mut self.upgrades,
             "activity_workers" => &mut self.activity_workers,
+            "triggers" => &mut self.triggers,
             _ => return None,
         })
     }

@@ -89,10 +89,16 @@ pub enum Invariant {
     ActivityRerun,
     /// No retry attempt runs before its not-before instant.
     ActivityNotBefore,
+    /// Every source record of a trigger that maps starts its execution, and only such
+    /// records start one; every one that does not is dead-lettered, with its reason.
+    TriggerLost,
+    /// A source record's submission is committed once per reading of it (once, unless the
+    /// group's offsets were reset), and so is its dead letter.
+    TriggerOnce,
 }
 
 impl Invariant {
-    pub const ALL: [Invariant; 41] = [
+    pub const ALL: [Invariant; 43] = [
         Invariant::SeamContract,
         Invariant::Upgrade,
         Invariant::HistoryPartition,
@@ -134,6 +140,8 @@ impl Invariant {
         Invariant::ActivityStuck,
         Invariant::ActivityRerun,
         Invariant::ActivityNotBefore,
+        Invariant::TriggerLost,
+        Invariant::TriggerOnce,
     ];
 
     /// Its name in reports (kebab-case).
@@ -179,6 +187,8 @@ impl Invariant {
             Invariant::ActivityJournal => "activity-journal",
             Invariant::ActivityStuck => "activity-stuck",
             Invariant::ActivityRerun => "activity-rerun",
+            Invariant::TriggerLost => "trigger-lost",
+            Invariant::TriggerOnce => "trigger-once",
             Invariant::ActivityNotBefore => "activity-not-before",
         }
     }

@@ -412,6 +412,8 @@ pub struct Report {
     pub upgrades: super::checks::UpgradeCounts,
     /// What the activity workers did (`Faults::activity_workers`).
     pub activity: super::activity::ActivityCounts,
+    /// What the trigger workers did (`Faults::triggers`).
+    pub triggers: super::triggers::TriggerCounts,
     pub executions: usize,
     /// Known holes the run entered: `(tag, first occurrence, count)`.
     pub findings: Vec<(&'static str, String, u64)>,

@@ -24,7 +24,7 @@ use super::exec::ProcFuture;
 use super::process::Status;
 use super::report::{CorrelationCounts, EventCounts, Report, ScheduleCounts, StubCounts};
 use super::rng::Rng;
-use super::sent::{KeyedSend, SimSchedule, StubSend, Submitted};
+use super::sent::{KeyedSend, SimSchedule, StubSend, Submitted, TriggerSends};
 use super::workflows::Workflow;
 use super::world::{Shared, World, lock};
 
@@ -101,6 +101,9 @@ pub struct Sim {
     /// waiting executions finish (the correlation checks of that moment).
     pub(super) early: Vec<Violation>,
     pub(super) next_command: u64,
+    /// What the trigger's source writer sent that maps (sent again as its retries), the
+    /// executions they start, and the records that must be dead-lettered (`Faults::triggers`).
+    pub(super) trig_sends: TriggerSends,
     pub(super) next_slot: u32,
     pub(super) next_pid: u64,
     pub(super) steps: u64,
@@ -139,6 +142,7 @@ impl Sim {
             next_stub_value: 1_000,
             early: Vec::new(),
             next_command: 0,
+            trig_sends: TriggerSends::default(),
             next_slot: 1,
             next_pid: 1,
             steps: 0,
@@ -152,6 +156,9 @@ impl Sim {
             for _ in 0..sim.rng.range(1, 2) {
                 sim.add_activity_worker();
             }
+        }
+        if faults.triggers {
+            sim.trig_configure();
         }
         sim
     }
@@ -308,7 +315,7 @@ impl Sim {
                 return false;
             }
         }
-        super::checks::unconsumed_inputs(&w).is_empty()
+        super::checks::unconsumed_inputs(&w).is_empty() && w.trig_settled()
     }
 
     /// Stops the faults (resumes frozen processes, ends the outage, keeps a worker) and runs
@@ -337,6 +344,7 @@ impl Sim {
                 self.materialise_all();
                 self.activities();
                 self.act_all(10);
+                self.trig_all(10);
             }
             if self.settled() {
                 calm += 1;
@@ -391,6 +399,9 @@ impl Sim {
                 self.add_activity_worker();
             }
         }
+        if self.faults.triggers {
+            lock(&self.world).trig_resume(true);
+        }
     }
 
     /// The invariants, now.
@@ -404,15 +415,16 @@ impl Sim {
 
     pub fn check(&self, settled: bool) -> Vec<Violation> {
         let mut out = self.early.clone();
-        out.extend(check(
-            &self.world(),
-            &self.submitted,
-            &self.poison,
-            &self.stray_events,
-            &self.schedules,
-            &self.keyed_events,
-            settled,
-        ));
+        let submitted = self.with_trigger_submissions();
+        let sent = super::checks::Sent {
+            submitted: &submitted,
+            poison: &self.poison,
+            stray_events: &self.stray_events,
+            schedules: &self.schedules,
+            keyed: &self.keyed_events,
+            triggered: &self.trig_sends,
+        };
+        out.extend(check(&self.world(), &sent, settled));
         out
     }
 
@@ -435,7 +447,9 @@ impl Sim {
         let m = self.mix;
         let act = f.activity_workers;
         let act_staying = self.act_slots.values().filter(|s| !s.removing).count();
-        let actions: [(&str, u64); 27] = [
+        let trig = f.triggers;
+        let trig_workers = self.world().trig.slots.len();
+        let actions: [(&str, u64); 33] = [
             ("submit", if new_ok { 6 } else { 0 }),
             ("event", if f.events { 4 } else { 0 }),
             ("cancel", if f.cancels { 1 } else { 0 }),
@@ -510,6 +524,20 @@ impl Sim {
                     0
                 },
             ),
+            // The trigger workers, after them for the same reason.
+            ("trig-send", if trig && new_ok { 5 } else { 0 }),
+            ("trig-run", if trig { 20 } else { 0 }),
+            ("trig-crash", if trig { m.crash } else { 0 }),
+            ("trig-zombie", if trig && f.zombies { m.zombie } else { 0 }),
+            (
+                "trig-add",
+                if trig && trig_workers < 3 {
+                    m.rebalance
+                } else {
+                    0
+                },
+            ),
+            ("trig-reset", if trig { 1 } else { 0 }),
         ];
         let weights: Vec<u64> = actions.iter().map(|(_, w)| *w).collect();
         let action = actions[self.rng.weighted(&weights)].0;
@@ -563,6 +591,20 @@ impl Sim {
             ("schedule", _) => self.random_schedule_command(),
             ("act-run" | "act-crash" | "act-zombie" | "act-add" | "act-remove", _) => {
                 self.random_activity_step(action);
+            }
+            ("trig-send", _) => self.trig_send(),
+            ("trig-run", _) => {
+                let slots: Vec<u32> = self.world().trig.slots.keys().copied().collect();
+                if !slots.is_empty() {
+                    let slot = *self.rng.pick(&slots);
+                    let turns = self.rng.range(1, 4);
+                    for _ in 0..turns {
+                        self.trig_run(slot);
+                    }
+                }
+            }
+            ("trig-crash" | "trig-zombie" | "trig-add" | "trig-reset", _) => {
+                self.trig_fault(action)
             }
             ("keyed", _) => self.random_keyed_event(),
             ("stub", _) => self.random_stub_write(),
@@ -642,6 +684,7 @@ impl Sim {
             stubs: StubCounts::of(&w, &self.stub_sends),
             upgrades: super::checks::UpgradeCounts::of(&w),
             activity: w.act_counts(),
+            triggers: w.trig.counts.clone(),
             executions: self.submitted.len(),
             findings: w.findings.clone(),
         }

@@ -7,6 +7,7 @@
 use serde_json::Value;
 
 use crate::model::{ExecutionId, ExecutionResult, Ffqn};
+use crate::records::DlqReason;
 use crate::schedule::ScheduleSpec;
 
 use super::cluster::SimTime;
@@ -85,4 +86,17 @@ pub struct ScheduleEnd {
     /// The schedule was paused already (the pause changes nothing).
     pub was_paused: bool,
     pub sent_at: SimTime,
+}
+
+/// What the trigger's source writer sent (`Faults::triggers`): the records that map (each
+/// sent again as the writer's retries), the executions they start, and the records that must
+/// be dead-lettered, with why.
+#[derive(Debug, Clone, Default)]
+pub struct TriggerSends {
+    pub mapped: Vec<(Option<String>, Vec<u8>)>,
+    /// Orders numbered so far (their `/id`s).
+    pub orders: u64,
+    pub ids: std::collections::BTreeSet<ExecutionId>,
+    /// (partition, offset, reason) in the source topic.
+    pub poison: Vec<(i32, i64, DlqReason)>,
 }

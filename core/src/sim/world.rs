@@ -143,6 +143,8 @@ pub struct World {
     pub activities: ActivityService,
     /// The activity workers and the external route's service (`Faults::activity_workers`).
     pub act: ActivityWorkers,
+    /// The trigger workers (`Faults::triggers`).
+    pub trig: super::triggers::Triggers,
     pub rng: Rng,
     pub trace: Vec<String>,
     /// Things a seam saw that no correct driver does (checked as an invariant).
@@ -170,6 +172,7 @@ impl World {
             procs: BTreeMap::new(),
             activities: ActivityService::default(),
             act: ActivityWorkers::default(),
+            trig: super::triggers::Triggers::default(),
             rng,
             trace: Vec::new(),
             anomalies: Vec::new(),
@@ -1227,10 +1230,24 @@ impl World {
             .activity_group
             .next_deadline(self.ms(self.config.rebalance_timeout_ms));
         let act_unfreeze = self.act_next_resume();
-        [unfreeze, group, txn, store, activity_workers, act_unfreeze]
-            .into_iter()
-            .flatten()
-            .min()
+        let triggers = self
+            .cluster
+            .trigger_group
+            .next_deadline(self.ms(self.config.rebalance_timeout_ms));
+        let trig_unfreeze = self.trig_next_resume();
+        [
+            unfreeze,
+            group,
+            txn,
+            store,
+            activity_workers,
+            act_unfreeze,
+            triggers,
+            trig_unfreeze,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// Does what is due at `now`.
@@ -1263,6 +1280,10 @@ impl World {
         if self.cluster.activity_group.generation != generation {
             let done = rebalance_done(&self.cluster.activity_group);
             self.event(format!("activity workers' {done}"));
+        }
+        self.trig_resume(false);
+        for e in self.cluster.trigger_group.tick(now, rebalance_timeout) {
+            self.event(format!("trigger workers' {e}"));
         }
         let timeout = self.ms(self.config.transaction_timeout_ms);
         for txn in self.cluster.expire_transactions(now, timeout) {

@@ -23,12 +23,14 @@ use super::member::{GroupMember, WorkerConfig, WorkerError};
 use super::outgoing::OutgoingRecord;
 use super::recovery::{Failure, Recovery};
 use super::transaction::TransactionError;
-use crate::codec::{AvroRecord, Codec, DlqReason};
+use crate::codec::{Codec, DlqReason};
 use crate::metrics::Metrics;
 use crate::options;
-use crate::topology::{TopicRole, Topology};
-use crate::trigger::{Format, MapError, Mapped, SourceRecord, Trigger};
+use crate::topology::Topology;
+use crate::trigger::{Format, Mapped, SourceRecord, Trigger, oversize};
+use crate::wire::{self, Key};
 use serde_json::Value;
+use weir_core::processor::Effect;
 
 /// The most records one transaction takes.
 const MAX_BATCH: usize = 500;
@@ -263,16 +265,8 @@ impl TriggerWorker {
                 },
             };
             let produced = match mapped {
-                Ok(mapped) => fitting(encode_mapped(&self.codec, &self.topology, &mapped)?),
-                Err(error) => {
-                    let reason = match error {
-                        MapError::Undecodable { .. } => DlqReason::Undecodable,
-                        MapError::Missing { .. } | MapError::Invalid { .. } => {
-                            DlqReason::InvalidParams
-                        }
-                    };
-                    Err((reason, error.to_string()))
-                }
+                Ok(mapped) => fitting(encode_mapped(&self.codec, &self.topology, mapped)?),
+                Err(error) => Err((error.dlq_reason(), error.to_string())),
             };
             match produced {
                 Ok(record) => out.push(record),
@@ -347,72 +341,61 @@ impl TriggerWorker {
     }
 }
 
-/// The record a mapped trigger record is produced as: on its topic, keyed by the execution it
-/// is for (or the correlation key).
+/// The record a mapped trigger record is produced as: its effect, routed by the wire table
+/// ([`crate::wire::address`], as the workflow worker's and the simulation's), its value
+/// encoded for its topic.
 fn encode_mapped(
     codec: &Codec,
     topology: &Topology,
-    mapped: &Mapped,
+    mapped: Mapped,
 ) -> Result<OutgoingRecord, WorkerError> {
-    fn encode<R: AvroRecord>(
-        codec: &Codec,
-        topology: &Topology,
-        role: TopicRole,
-        key: String,
-        record: &R,
-    ) -> Result<OutgoingRecord, WorkerError> {
-        let topic = topology.topic(role).name.clone();
-        let value = codec
-            .encode(&topic, record)
-            .map_err(|source| WorkerError::Encode {
-                topic: topic.clone(),
-                source: Box::new(source),
-            })?;
-        Ok(OutgoingRecord {
-            topic,
-            key,
-            value: Some(value),
-            headers: Vec::new(),
+    let effect = mapped.effect();
+    let address = match wire::address(&effect) {
+        Ok(Some(address)) => address,
+        other => unreachable!("a trigger's effect has a topic and a key: {other:?}"),
+    };
+    let topic = topology.topic(address.role()).name.clone();
+    let headers = address
+        .all_headers()
+        .map(|(name, value)| (name.to_owned(), value.to_vec()))
+        .collect();
+    let Key::Exactly(key) = address.key else {
+        unreachable!(
+            "a trigger's effect is keyed by its own id: {:?}",
+            address.key
+        )
+    };
+    let encode = |value: Result<Vec<u8>, _>| {
+        value.map_err(|source| WorkerError::Encode {
+            topic: topic.clone(),
+            source: Box::new(source),
         })
-    }
-    match mapped {
-        Mapped::Submission(submission) => encode(
-            codec,
-            topology,
-            TopicRole::Submissions,
-            submission.execution_id.to_string(),
-            submission,
-        ),
-        Mapped::Event(event) => encode(
-            codec,
-            topology,
-            TopicRole::Events,
-            event.target.to_string(),
-            event,
-        ),
-        Mapped::KeyedEvent(event) => {
-            encode(codec, topology, TopicRole::Events, event.key.clone(), event)
-        }
-    }
+    };
+    let value = match &effect {
+        Effect::Submit(submission) => encode(codec.encode(&topic, submission))?,
+        Effect::ForwardEvent(event) => encode(codec.encode(&topic, event))?,
+        Effect::ReturnEvent(event) => encode(codec.encode(&topic, event))?,
+        other => unreachable!("a trigger produces no {other:?}"),
+    };
+    Ok(OutgoingRecord {
+        topic,
+        key,
+        value: Some(value),
+        headers,
+    })
 }
 
-/// The size gate of what a trigger produces (issue 33 F3): a mapped record larger than a
-/// workflow worker takes ([`options::MAX_INPUT_RECORD_BYTES`], within the producer's limit)
-/// is dead-lettered as `oversize` instead — produced, it would fail the batch's transaction,
-/// and the trigger worker would read the same batch again forever.
+/// The size gate of what a trigger produces ([`oversize`]): the limit is what a workflow
+/// worker takes ([`options::MAX_INPUT_RECORD_BYTES`], within the producer's limit).
 fn fitting(record: OutgoingRecord) -> Result<OutgoingRecord, (DlqReason, String)> {
-    let size = record.size();
-    if size > options::MAX_INPUT_RECORD_BYTES {
-        return Err((
-            DlqReason::Oversize,
-            format!(
-                "mapped to a record of {size} bytes for `{}`, over the limit of {} bytes",
-                record.topic,
-                options::MAX_INPUT_RECORD_BYTES
-            ),
-        ));
+    match oversize(
+        record.size(),
+        options::MAX_INPUT_RECORD_BYTES,
+        &record.topic,
+    ) {
+        Some(refused) => Err(refused),
+        None => Ok(record),
     }
-    Ok(record)
 }
 
 /// The next offset to read of every partition in `records`.
@@ -436,6 +419,7 @@ mod tests {
     use std::path::Path;
 
     use super::*;
+    use crate::topology::TopicRole;
     use crate::trigger::TriggersFile;
 
     const ORDERS: &str = r#"
@@ -471,7 +455,7 @@ id = "/order_id"
             let mapped = triggers[0]
                 .map("ns", &source, chrono::Utc::now())
                 .expect("maps");
-            fitting(encode_mapped(&codec, &topology, &mapped).expect("encodes"))
+            fitting(encode_mapped(&codec, &topology, mapped).expect("encodes"))
         };
         let small = produced("ann").expect("fits");
         assert_eq!(small.topic, topology.topic(TopicRole::Submissions).name);

@@ -7,7 +7,8 @@
 //!   with `deadlines`, `delays` and `replay` for what else each history must say.
 //! - `results`: each execution answered once per submission, with its expected value.
 //! - `outputs`: no output committed twice; poison records dead-lettered once.
-//! - `events`, `cancels`, `schedules`, `correlation`, `stubs`, `activity`: the features'.
+//! - `events`, `cancels`, `schedules`, `correlation`, `stubs`, `activity`, `triggers`: the
+//!   features'.
 //! - `quiescence`: nothing left behind once the run settled.
 //!
 //! Here: [`Violation`], and the helpers several checkers share (the committed histories,
@@ -26,6 +27,7 @@ mod replay;
 mod results;
 mod schedules;
 mod stubs;
+mod triggers;
 mod upgrades;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -39,7 +41,7 @@ use crate::records::{HistoryEntry, HistoryRecord};
 
 use super::cluster::{Payload, SimTime, Topic};
 use super::invariant::Invariant;
-use super::sent::{KeyedSend, SimSchedule, Submitted};
+use super::sent::{KeyedSend, SimSchedule, Submitted, TriggerSends};
 use super::world::World;
 
 /// An invariant that does not hold.
@@ -118,17 +120,28 @@ fn committed_histories(w: &World) -> BTreeMap<ExecutionId, Vec<Logged<'_>>> {
     logs
 }
 
+/// What the simulated clients sent, as the checks read it ([`check`]).
+pub struct Sent<'a> {
+    pub submitted: &'a indexmap::IndexMap<ExecutionId, Submitted>,
+    /// Poison submissions: (partition, offset) of `weir.submissions`.
+    pub poison: &'a [(i32, i64)],
+    pub stray_events: &'a [(String, ExecutionId)],
+    pub schedules: &'a [SimSchedule],
+    pub keyed: &'a [KeyedSend],
+    pub triggered: &'a TriggerSends,
+}
+
 /// Every invariant, at the end of a run; `settled`: it ended quiescent (if not, that is a
 /// violation of its own: something is stuck).
-pub fn check(
-    w: &World,
-    submitted: &indexmap::IndexMap<ExecutionId, Submitted>,
-    poison: &[(i32, i64)],
-    stray_events: &[(String, ExecutionId)],
-    schedules: &[SimSchedule],
-    keyed: &[KeyedSend],
-    settled: bool,
-) -> Vec<Violation> {
+pub fn check(w: &World, sent: &Sent<'_>, settled: bool) -> Vec<Violation> {
+    let Sent {
+        submitted,
+        poison,
+        stray_events,
+        schedules,
+        keyed,
+        triggered,
+    } = *sent;
     let mut out = Vec::new();
     let mut add = |invariant: Invariant, detail: String| {
         out.push(Violation { invariant, detail });
@@ -161,6 +174,9 @@ pub fn check(
     stubs::check_stubs(&mut add, w, &logs, settled);
     if w.faults.activity_workers {
         activity::check_activity(&mut add, w, settled);
+    }
+    if w.faults.triggers {
+        triggers::check_triggers(&mut add, w, triggered, &dead, settled);
     }
     quiescence::check_quiescence(&mut add, w, settled);
     out

@@ -62,7 +62,9 @@ pub(super) fn check_outputs(
             );
         }
     }
-    for ((topic, p, offset), n) in dead.iter().filter(|(_, n)| **n > 1) {
+    // A trigger's source is read again after an offsets reset: `checks/triggers.rs`.
+    let source = crate::sim::triggers::SOURCE_TOPIC;
+    for ((topic, p, offset), n) in dead.iter().filter(|((t, ..), n)| **n > 1 && t != source) {
         add(
             Invariant::OutputOnce,
             format!("DLQ copy of {topic}/{p}@{offset} committed {n} times"),

@@ -44,10 +44,19 @@ pub(super) fn check_quiescence(add: &mut impl FnMut(Invariant, String), w: &Worl
         add(
             Invariant::Unsettled,
             format!(
-                "the run did not settle within its budget; unconsumed: {:?}; open txns: {}; store timers: {}",
+                "the run did not settle within its budget; unconsumed: {:?}; open txns: {}; store timers: {}{}",
                 unconsumed_inputs(w),
                 w.cluster.txns.len(),
-                w.store.timers.len()
+                w.store.timers.len(),
+                if w.faults.triggers && !w.trig_settled() {
+                    format!(
+                        "; trigger workers: unconsumed {:?}, group {:?}",
+                        w.trig_unconsumed(),
+                        w.cluster.trigger_group
+                    )
+                } else {
+                    String::new()
+                }
             ),
         );
     }

@@ -11,6 +11,7 @@
 //! - [`stubs`]: stub values written from outside and by `stub-writer`s.
 //! - [`cancels`], [`upgrades`]: cancel and upgrade requests for submitted executions.
 //! - [`activity_workers`]: the activity workers' processes and their faults.
+//! - [`triggers`]: the trigger's source writer, and the trigger workers' faults.
 //! - [`faults`]: kills, freezes, removals, store outages, long idles and steady load.
 //!
 //! Here: the helpers several of them share.
@@ -23,6 +24,7 @@ mod faults;
 mod schedules;
 mod stubs;
 mod submissions;
+mod triggers;
 mod upgrades;
 
 use ulid::Ulid;

@@ -107,6 +107,10 @@ impl Sim {
 
     /// Submits an already submitted execution again.
     pub fn resubmit(&mut self, id: &ExecutionId) {
+        // A trigger's execution is submitted by the trigger workers alone.
+        if self.trig_sends.ids.contains(id) {
+            return;
+        }
         if let Some(s) = self.submitted.get(id).cloned() {
             let times = (s.scheduled_at, s.deadline);
             self.submit_execution(id.clone(), s.ffqn, s.params, times, s.expected);
@@ -181,6 +185,10 @@ impl Sim {
     /// A submission of an existing top-level id with other params (issue 11 item 4):
     /// dead-lettered once and answered with a `conflict` error; the execution is untouched.
     pub fn submit_conflicting(&mut self, id: &ExecutionId) {
+        // A conflict could come before the trigger's own submission, and win.
+        if self.trig_sends.ids.contains(id) {
+            return;
+        }
         let Some(s) = self.submitted.get_mut(id) else {
             return;
         };
