@@ -326,6 +326,29 @@ pub enum AddressError {
     StubWithoutParent { target: ExecutionId },
 }
 
+/// Who serves an activity route, as far as what is written to its topic goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RouteService {
+    /// Served by a service outside Weir (not by Weir's activity workers).
+    pub external: bool,
+    /// An external service that asks to hear of cancellations (`cancel_notices`).
+    pub cancel_notices: bool,
+}
+
+impl RouteService {
+    /// Whether a cancelled activity of the route is written to its topic: a route Weir
+    /// serves hears of it; an external one only if it asks (a service written before reads
+    /// requests only). Either way the parent ignores a late answer.
+    pub fn hears_cancellations(self) -> bool {
+        !self.external || self.cancel_notices
+    }
+
+    /// Whether the record at `address`, on a route served so, is written at all.
+    pub fn takes(self, address: &Address) -> bool {
+        address.kind != Some(RecordKind::Cancel) || self.hears_cancellations()
+    }
+}
+
 /// The address of an activity worker's answer to `parent` (the activity core's
 /// `Outgoing::Answer`): on `weir.responses`, keyed by the parent, as a workflow worker's
 /// [`Effect::Respond`] is, so that it lands on the partition of its owner.
@@ -630,6 +653,32 @@ mod tests {
 
     fn at() -> chrono::DateTime<chrono::Utc> {
         chrono::DateTime::from_timestamp_millis(1_767_225_600_000).expect("an instant")
+    }
+
+    /// A cancellation is written to a route Weir serves, and to an external one only if it
+    /// asks; every other record of a route is written whoever serves it.
+    #[test]
+    fn only_a_route_that_hears_of_cancellations_gets_them() {
+        let effects = examples::one_of_each(at());
+        let routed: Vec<Address> = effects
+            .iter()
+            .filter_map(|e| address(e).ok().flatten())
+            .filter(|a| matches!(a.destination, Destination::Route(_)))
+            .collect();
+        assert!(routed.iter().any(|a| a.kind == Some(RecordKind::Cancel)));
+        let serve = |external, cancel_notices| RouteService {
+            external,
+            cancel_notices,
+        };
+        for a in &routed {
+            let cancel = a.kind == Some(RecordKind::Cancel);
+            assert!(serve(false, false).takes(a), "Weir's workers take {a:?}");
+            assert!(
+                serve(true, true).takes(a),
+                "an external route asking takes {a:?}"
+            );
+            assert_eq!(serve(true, false).takes(a), !cancel, "{a:?}");
+        }
     }
 
     #[test]

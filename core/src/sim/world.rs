@@ -645,22 +645,25 @@ impl World {
                 return;
             }
         };
-        // The simulated activity service is an outside service: like the worker's encoder
-        // for an external route, the worker does not tell it of a cancellation. The activity
-        // workers (`Faults::activity_workers`) serve the route of `double` and are told; the
-        // external route has a topic of its own, which they watch.
-        let served =
-            |ffqn: &crate::model::Ffqn| self.faults.activity_workers && *ffqn == double_ffqn();
+        // Who serves a route decides, by the wire table's rule, whether it hears of a
+        // cancellation: the activity workers (`Faults::activity_workers`) serve the route of
+        // `double`; the simulated activity service is an outside one that asks for nothing;
+        // the external route (its own topic, which the activity workers watch) asks.
+        if let wire::Destination::Route(ffqn) = &address.destination {
+            let workers = self.faults.activity_workers;
+            let service = wire::RouteService {
+                external: !(workers && *ffqn == double_ffqn()),
+                cancel_notices: workers && *ffqn == external_ffqn(),
+            };
+            if !service.takes(&address) {
+                return;
+            }
+        }
         let topic = match &address.destination {
             wire::Destination::Route(ffqn)
                 if self.faults.activity_workers && *ffqn == external_ffqn() =>
             {
                 Topic::External
-            }
-            wire::Destination::Route(ffqn)
-                if address.kind == Some(RecordKind::Cancel) && !served(ffqn) =>
-            {
-                return;
             }
             destination => Topic::of_destination(destination),
         };

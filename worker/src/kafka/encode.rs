@@ -55,11 +55,9 @@ pub fn records(
             Destination::Topic(role) => topology.topic(*role).name.clone(),
             Destination::Route(ffqn) => {
                 let route = topology.route(ffqn.ifc_fqn());
-                // A route Weir serves hears of a cancellation; an external one only if it asks
-                // (`cancel_notices`: a service written before reads requests only). Either way
-                // the parent ignores a late answer.
+                // A cancellation only to a route that hears of it (`RouteService`).
                 if let Effect::CancelActivity { parent, child, .. } = effect
-                    && !route.is_some_and(crate::topology::Route::hears_cancellations)
+                    && !route.is_some_and(|route| route.service().takes(&address))
                 {
                     tracing::debug!(execution = %parent, %child, %ffqn, "activity cancelled (external: not told)");
                     continue;

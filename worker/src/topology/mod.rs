@@ -52,9 +52,12 @@ pub struct Route {
 }
 
 impl Route {
-    /// Whether a cancelled activity of this route is written to its topic.
-    pub fn hears_cancellations(&self) -> bool {
-        !self.external || self.cancel_notices
+    /// Who serves it, as the wire table reads it ([`weir_core::wire::RouteService`]).
+    pub fn service(&self) -> weir_core::wire::RouteService {
+        weir_core::wire::RouteService {
+            external: self.external,
+            cancel_notices: self.cancel_notices,
+        }
     }
 }
 
