@@ -255,7 +255,7 @@ fn passing_faults_do_happen() {
 /// another run), plus `class`.
 fn found_with(class: &str) -> Faults {
     let spec = format!(
-        "all,-hanging_txns,-zombies,-revoked_writes,-long_timers,-long_idle,-inline,-schedules,-correlation,-correlation_duplicates,-stub_writes,-stub_wrong_function,-deferrals,-upgrades,-activity_workers,-triggers,+{class}"
+        "all,-hanging_txns,-zombies,-revoked_writes,-long_timers,-long_idle,-inline,-schedules,-correlation,-correlation_duplicates,-stub_writes,-stub_wrong_function,-deferrals,-upgrades,-activity_workers,-triggers,-blackouts,+{class}"
     );
     Faults::parse(&spec).unwrap()
 }
@@ -372,6 +372,38 @@ fn dst_schedules() {
     assert!(
         total.started > 0 && total.skipped > 0 && total.missed > 0 && total.paused > 0,
         "the runs do not exercise the schedule rules: {total:?}"
+    );
+}
+
+/// Schedules across blackouts (issue 32 item 5): every workflow worker frozen at once for
+/// minutes, past the schedules' catch-up windows (and the store down as long, half the time),
+/// while they tick; then the owners take over and catch up: each tick owed started once if
+/// within its window, else counted missed (`schedule-ticks`), the states as their commands
+/// and ticks fold (`schedule-state`), and the schedules tick on (`schedule-liveness`).
+#[test]
+fn dst_schedules_across_blackouts() {
+    let mut faults = found_with("schedules,+blackouts");
+    faults.zombies = true;
+    let Some(seeds) = seeds_or_one(faults, 200) else {
+        return;
+    };
+    assert_seeds_pass(&seeds, faults);
+    let mut total = weir_core::sim::ScheduleCounts::default();
+    let mut blackouts = 0;
+    for seed in seeds.iter().take(40) {
+        let report = run_seed(*seed, faults);
+        blackouts += report
+            .trace
+            .iter()
+            .filter(|l| l.contains("blackout for"))
+            .count();
+        total += report.schedules;
+    }
+    println!("{blackouts} blackouts; schedule ticks of the first 40 seeds: {total:?}");
+    assert!(blackouts > 20, "{blackouts} blackouts");
+    assert!(
+        total.started > 0 && total.missed > 1_000,
+        "the blackouts leave no ticks missed: {total:?}"
     );
 }
 

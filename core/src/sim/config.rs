@@ -213,10 +213,15 @@ pub struct Faults {
     /// zombies, and an operator resets the group's offsets to the earliest. See
     /// `checks/triggers.rs` for what is checked.
     pub triggers: bool,
+    /// Blackouts: every workflow worker process frozen at once for one to fifteen minutes
+    /// (past the sessions, the transactions and the schedules' catch-up windows), the store
+    /// down as long half the time; then everything goes on. With `schedules`, the owners
+    /// catch up the ticks within each window and count the rest missed.
+    pub blackouts: bool,
 }
 
 impl Faults {
-    pub const NAMES: [&'static str; 26] = [
+    pub const NAMES: [&'static str; 27] = [
         "crashes",
         "hanging_txns",
         "rebalances",
@@ -243,6 +248,7 @@ impl Faults {
         "upgrades",
         "activity_workers",
         "triggers",
+        "blackouts",
     ];
 
     pub fn none() -> Self {
@@ -273,6 +279,7 @@ impl Faults {
             upgrades: false,
             activity_workers: false,
             triggers: false,
+            blackouts: false,
         }
     }
 
@@ -291,7 +298,8 @@ impl Faults {
     /// `stub_wrong_function`) joined as their fixes landed; `deferrals` and `upgrades` (issue
     /// 32) joined once a `retry` timer put again by the batch that fired it was no longer
     /// deleted with it, and a fenced owner's late `retry` timer behind the next owner's
-    /// watermark no longer stayed in the store (the dropped timer buckets). A class that finds
+    /// watermark no longer stayed in the store (the dropped timer buckets); `triggers` and
+    /// `blackouts` joined as they were written. A class that finds
     /// a new bug leaves this set until its fix, with an ignored test naming the seeds.
     pub fn passing() -> Self {
         Faults::all()
@@ -325,6 +333,7 @@ impl Faults {
             "upgrades" => &mut self.upgrades,
             "activity_workers" => &mut self.activity_workers,
             "triggers" => &mut self.triggers,
+            "blackouts" => &mut self.blackouts,
             _ => return None,
         })
     }

@@ -449,7 +449,7 @@ impl Sim {
         let act_staying = self.act_slots.values().filter(|s| !s.removing).count();
         let trig = f.triggers;
         let trig_workers = self.world().trig.slots.len();
-        let actions: [(&str, u64); 33] = [
+        let actions: [(&str, u64); 34] = [
             ("submit", if new_ok { 6 } else { 0 }),
             ("event", if f.events { 4 } else { 0 }),
             ("cancel", if f.cancels { 1 } else { 0 }),
@@ -538,6 +538,8 @@ impl Sim {
                 },
             ),
             ("trig-reset", if trig { 1 } else { 0 }),
+            // Last, for the same reason.
+            ("blackout", if f.blackouts { 1 } else { 0 }),
         ];
         let weights: Vec<u64> = actions.iter().map(|(_, w)| *w).collect();
         let action = actions[self.rng.weighted(&weights)].0;
@@ -592,6 +594,7 @@ impl Sim {
             ("act-run" | "act-crash" | "act-zombie" | "act-add" | "act-remove", _) => {
                 self.random_activity_step(action);
             }
+            ("blackout", _) => self.random_blackout(),
             ("trig-send", _) => self.trig_send(),
             ("trig-run", _) => {
                 let slots: Vec<u32> = self.world().trig.slots.keys().copied().collect();

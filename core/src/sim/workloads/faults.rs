@@ -249,6 +249,25 @@ impl Sim {
         self.store_outage(ms);
     }
 
+    /// The `blackout` step (`Faults::blackouts`): every workflow worker process is frozen at
+    /// once for one to fifteen minutes, the store down as long half the time; the clock
+    /// moves through it (sessions and transactions time out), then everything goes on.
+    pub(in crate::sim) fn random_blackout(&mut self) {
+        let ms = self.rng.range(60_000, 15 * 60_000) as i64;
+        let store_too = self.rng.chance(500);
+        self.note(format!(
+            "blackout for {ms} ms: every workflow worker frozen{}",
+            if store_too { ", the store down" } else { "" }
+        ));
+        for slot in self.slots() {
+            self.freeze(slot, ms);
+        }
+        if store_too {
+            self.store_outage(ms);
+        }
+        self.advance(ms);
+    }
+
     /// The `idle` step (`Faults::long_idle`): nothing arrives for eight days.
     pub(in crate::sim) fn random_idle(&mut self) {
         // Nothing arrives for days: not so with a schedule ticking (and ticking only
