@@ -146,6 +146,18 @@ pub fn input_of(key: &ExecutionId, body: Body) -> Input {
     }
 }
 
+/// An answer for `owner`'s child (or stub child) `child` on `weir.responses`: what a child's
+/// owner, an external service or `weir stub` writes.
+pub fn answer(owner: &ExecutionId, child: &ExecutionId, result: ExecutionResult) -> Input {
+    input_of(
+        owner,
+        Body::Response(weir_core::model::Response::ChildExecutionFinished {
+            child_execution_id: child.clone(),
+            result,
+        }),
+    )
+}
+
 /// The state `effects` put for the key `key` (a correlation key, or the id of an execution
 /// that does not exist yet), if any: `Some(None)` when it is forgotten.
 pub fn correlation_put(

@@ -38,7 +38,6 @@ fn stub_child(effects: &[Effect]) -> ExecutionId {
 /// still be written.
 #[test]
 fn a_stub_written_from_outside_follows_obelisks_rules() {
-    use weir_core::model::Response;
     use weir_core::records::DlqReason;
 
     let mut processor = processor_of(ExternalRunner, 1 << 20);
@@ -54,16 +53,7 @@ fn a_stub_written_from_outside_follows_obelisks_rules() {
             .any(|e| matches!(e, Effect::RequestActivity(_) | Effect::Submit(_))),
         "a stub is never run: {started:?}"
     );
-    let write = |value: serde_json::Value| Input::Record {
-        index: 0,
-        partition: 0,
-        key: Some(id.to_string()),
-        size: 100,
-        body: Ok(Body::Response(Response::ChildExecutionFinished {
-            child_execution_id: stub.clone(),
-            result: ExecutionResult::Ok(value),
-        })),
-    };
+    let write = |value: serde_json::Value| answer(&id, &stub, ExecutionResult::Ok(value));
     // Does not fit (not a number): refused, nothing journalled.
     let misfit = step(&mut processor, write(json!("seven")));
     assert!(appended(&misfit).is_empty(), "{misfit:?}");
@@ -200,7 +190,6 @@ fn a_workflow_writes_the_stub_of_another_execution() {
 /// silence).
 #[test]
 fn a_stub_written_after_its_execution_was_terminated_is_a_conflict() {
-    use weir_core::model::Response;
     use weir_core::records::DlqReason;
 
     let mut processor = processor_of(ExternalRunner, 1 << 20);
@@ -212,16 +201,7 @@ fn a_stub_written_after_its_execution_was_terminated_is_a_conflict() {
     let stub = stub_child(&started);
     let terminated = step(&mut processor, cancel_input(&id, true));
     assert!(cancelled(published(&terminated)), "{terminated:?}");
-    let write = |value: i64| Input::Record {
-        index: 0,
-        partition: 0,
-        key: Some(id.to_string()),
-        size: 100,
-        body: Ok(Body::Response(Response::ChildExecutionFinished {
-            child_execution_id: stub.clone(),
-            result: ExecutionResult::Ok(json!(value)),
-        })),
-    };
+    let write = |value: i64| answer(&id, &stub, ExecutionResult::Ok(json!(value)));
     for value in [7, 7] {
         let late = step(&mut processor, write(value));
         assert!(appended(&late).is_empty(), "{late:?}");
@@ -242,7 +222,6 @@ fn a_stub_written_after_its_execution_was_terminated_is_a_conflict() {
 /// dead-lettered `refused`, naming the stub and the finish.
 #[test]
 fn a_stub_written_after_its_execution_finished_without_it_is_refused() {
-    use weir_core::model::Response;
     use weir_core::processor::Batch;
     use weir_core::records::{DlqReason, HistoryRecord};
     use weir_core::sim::exec::block_on;
@@ -273,16 +252,7 @@ fn a_stub_written_after_its_execution_finished_without_it_is_refused() {
     ));
     // Its next owner reads it from the store.
     let mut owner = processor_of(ExternalRunner, 1 << 20);
-    let write = Input::Record {
-        index: 0,
-        partition: 0,
-        key: Some(id.to_string()),
-        size: 100,
-        body: Ok(Body::Response(Response::ChildExecutionFinished {
-            child_execution_id: stub.clone(),
-            result: ExecutionResult::Ok(json!(7)),
-        })),
-    };
+    let write = answer(&id, &stub, ExecutionResult::Ok(json!(7)));
     let mut batch = Batch::new(now());
     let (needed, _) = owner.needs(&batch, &write).expect("not cached: rebuilt");
     block_on(owner.rehydrate(&mut batch, &needed, Some(history))).expect("rebuilt");

@@ -142,6 +142,17 @@ fn base_time() -> DateTime<Utc> {
         .expect("valid time")
 }
 
+/// A timer of a new execution.
+fn timer_row(partition: i32, due_at: DateTime<Utc>, id: &str, kind: TimerKind) -> TimerRow {
+    TimerRow {
+        kafka_partition: partition,
+        due_at,
+        timer_id: id.to_owned(),
+        execution_id: new_id(),
+        kind,
+    }
+}
+
 fn history_row(id: &ExecutionId, seq: i64) -> HistoryRow {
     HistoryRow {
         execution_id: id.clone(),
@@ -392,12 +403,13 @@ pub async fn executions_round_trip<S: Store>(store: &S) {
 pub async fn timers_are_found_by_partition_and_time<S: Store>(store: &S) {
     let partition = 5;
     let t0 = base_time();
-    let timer = |offset_seconds: i64, id: &str, partition: i32| TimerRow {
-        kafka_partition: partition,
-        due_at: t0 + Duration::seconds(offset_seconds),
-        timer_id: id.to_owned(),
-        execution_id: new_id(),
-        kind: TimerKind::Delay,
+    let timer = |offset_seconds: i64, id: &str, partition: i32| {
+        timer_row(
+            partition,
+            t0 + Duration::seconds(offset_seconds),
+            id,
+            TimerKind::Delay,
+        )
     };
     // Spread over several buckets, two at the same instant, one on another partition.
     let timers = vec![
@@ -473,12 +485,13 @@ pub async fn a_dropped_timer_bucket_shadows_older_writes<S: Store>(store: &S) {
         .timestamp_opt(bucket * TIMER_BUCKET_SECONDS, 0)
         .single()
         .expect("valid time");
-    let timer = |offset_seconds: i64, id: &str, partition: i32| TimerRow {
-        kafka_partition: partition,
-        due_at: start + Duration::seconds(offset_seconds),
-        timer_id: id.to_owned(),
-        execution_id: new_id(),
-        kind: TimerKind::Retry,
+    let timer = |offset_seconds: i64, id: &str, partition: i32| {
+        timer_row(
+            partition,
+            start + Duration::seconds(offset_seconds),
+            id,
+            TimerKind::Retry,
+        )
     };
     let first = timer(0, "first", partition);
     let last = timer(TIMER_BUCKET_SECONDS - 1, "last", partition);
@@ -619,13 +632,7 @@ pub async fn older_writes_never_win<S: Store>(store: &S) {
     let partition = 9_002;
     let topic = format!("weir.history.{}", Ulid::new());
     let due = base_time() + Duration::seconds(30);
-    let timer = |id: &str| TimerRow {
-        kafka_partition: partition,
-        due_at: due,
-        timer_id: id.to_owned(),
-        execution_id: new_id(),
-        kind: TimerKind::Delay,
-    };
+    let timer = |id: &str| timer_row(partition, due, id, TimerKind::Delay);
     let ids = |found: Vec<TimerRow>| found.into_iter().map(|t| t.timer_id).collect::<Vec<_>>();
     let scan = || store.timers_between(partition, base_time(), base_time() + Duration::hours(1));
 
