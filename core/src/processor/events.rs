@@ -264,7 +264,8 @@ impl<R: WorkflowRunner> Processor<R> {
             .extend(changed.cancel_back.map(|c| Effect::CancelExecution(*c)));
         match &changed.state {
             Some(state) => {
-                self.correlations.insert(key.to_owned(), state.clone());
+                debug_assert_eq!(state.key, key, "a key's state names its key");
+                self.correlations.insert(state.clone());
             }
             None => {
                 self.correlations.remove(key);
@@ -279,9 +280,7 @@ impl<R: WorkflowRunner> Processor<R> {
     /// Whether a correlation key has an event id to forget at `now` (the driver makes a batch
     /// for it).
     pub fn correlation_due(&self, now: DateTime<Utc>) -> bool {
-        self.correlations
-            .values()
-            .any(|c| c.expires_at().is_some_and(|at| at <= now))
+        self.correlations.due(now)
     }
 
     /// Forgets the event ids the keys forwarded longer than
@@ -289,8 +288,12 @@ impl<R: WorkflowRunner> Processor<R> {
     pub fn expire_correlations(&mut self, batch: &mut Batch) {
         let expired: Vec<(String, correlation::Changed)> = self
             .correlations
-            .values()
-            .filter_map(|c| Some((c.key.clone(), correlation::expire(c, batch.now)?)))
+            .due_keys(batch.now)
+            .into_iter()
+            .filter_map(|key| {
+                let state = self.correlations.get(&key)?;
+                Some((key, correlation::expire(state, batch.now)?))
+            })
             .collect();
         for (key, changed) in expired {
             self.put_correlation(batch, &key, changed);
@@ -316,7 +319,7 @@ impl<R: WorkflowRunner> Processor<R> {
     /// Adopts the correlation keys of a partition taken over, as `weir.state` has them.
     pub fn restore_correlations(&mut self, states: impl IntoIterator<Item = CorrelationState>) {
         for state in states {
-            self.correlations.insert(state.key.clone(), state);
+            self.correlations.insert(state);
         }
     }
 

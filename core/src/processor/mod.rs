@@ -47,6 +47,7 @@ mod effect;
 mod events;
 mod finish;
 mod input;
+mod key_table;
 mod outputs;
 mod run;
 mod schedules;
@@ -70,7 +71,6 @@ use chrono::{DateTime, Utc};
 use indexmap::{IndexMap, IndexSet};
 
 use crate::cache::Policy;
-use crate::correlation::CorrelationState;
 use crate::model::ExecutionId;
 use crate::projection;
 use crate::projection::ExecutionView;
@@ -98,7 +98,7 @@ impl<R: WorkflowRunner> Processor<R> {
             policy: Policy::new(config.cache_bytes),
             accessed: IndexSet::new(),
             schedules: BTreeMap::new(),
-            correlations: BTreeMap::new(),
+            correlations: key_table::KeyTable::default(),
             submissions_unread_at: None,
         }
     }
@@ -333,7 +333,7 @@ pub struct Processor<R: WorkflowRunner> {
     schedules: BTreeMap<String, ScheduleState>,
     /// The correlation keys of the owned partitions that hold an execution or events
     /// (restored at take-over with the schedules).
-    correlations: BTreeMap<String, CorrelationState>,
+    correlations: key_table::KeyTable,
     /// The last instant at which this owner was not reading the submissions partitions
     /// (paused by admission, or not owning them yet): see [`Processor::submissions_read`].
     submissions_unread_at: Option<DateTime<Utc>>,
