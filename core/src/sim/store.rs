@@ -211,7 +211,7 @@ impl MaterialiserQueue {
         now: SimTime,
         max: usize,
         patience_ms: i64,
-        inspect: impl FnOnce(&MaterialiseJob),
+        mut inspect: impl FnMut(&MaterialiseJob),
     ) -> Option<Result<(u64, usize), String>> {
         if self.failed.is_some() || self.queue.is_empty() {
             return None;
@@ -238,9 +238,10 @@ impl MaterialiserQueue {
         let jobs: Vec<(u64, MaterialiseJob)> = self.queue.drain(..count).collect();
         self.queued_at.drain(..count.min(self.queued_at.len()));
         let last = jobs.last().map_or(self.done, |(n, _)| *n);
-        let merged = MaterialiseJob::merge(jobs.into_iter().map(|(_, j)| j).collect());
-        inspect(&merged);
-        store.apply(&merged);
+        for merged in MaterialiseJob::merge_by_stamp(jobs.into_iter().map(|(_, j)| j).collect()) {
+            inspect(&merged);
+            store.apply(&merged);
+        }
         self.done = last;
         self.failures = 0;
         self.failing_since = None;

@@ -8,8 +8,9 @@
 //! rows and timers first, then the checkpoints, so a checkpoint never gets ahead of the rows it
 //! covers) and retries a failing write before giving up. It writes at most once per linger
 //! (200 ms by default), and the jobs that arrived since its last write are merged and written
-//! as one (an execution touched by several costs one request; an execution row, timer or
-//! checkpoint is written once, in its latest state): the store lags a little, and takes a
+//! as one per stamp (an execution touched by several costs one request; an execution row,
+//! timer or checkpoint is written once, in its latest state; jobs of different stamps stay
+//! apart, `MaterialiseJob::merge_by_stamp`): the store lags a little, and takes a
 //! fraction of the requests. When it falls behind, it stops lingering and catches up with
 //! fewer, larger writes instead of falling further behind.
 //!
@@ -192,13 +193,18 @@ impl Materialiser {
                     permits.push(permit);
                 }
                 behind = queued.len() == MAX_MERGED_JOBS;
-                let job = MaterialiseJob::merge(queued);
-                let span = info_span!("materialise", first, batch, rows = job.history.len());
-                let written = patiently(&patience, &metrics.store_retries, "materialise", || {
-                    write(store.as_ref(), &job)
-                })
-                .instrument(span)
-                .await;
+                let mut written = Ok(());
+                for job in MaterialiseJob::merge_by_stamp(queued) {
+                    let span = info_span!("materialise", first, batch, rows = job.history.len());
+                    written = patiently(&patience, &metrics.store_retries, "materialise", || {
+                        write(store.as_ref(), &job)
+                    })
+                    .instrument(span)
+                    .await;
+                    if written.is_err() {
+                        break;
+                    }
+                }
                 drop(permits);
                 match written {
                     Ok(()) => {
