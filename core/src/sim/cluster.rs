@@ -414,6 +414,11 @@ pub fn range_assignment(
     out
 }
 
+/// A value's bytes as the simulation writes them (its "encoding"): the value's `Debug` text.
+pub(super) fn encode<T: std::fmt::Debug>(value: &T) -> Vec<u8> {
+    format!("{value:?}").into_bytes()
+}
+
 /// Partitions of the trigger's source topic.
 pub const SOURCE_PARTITIONS: i32 = 2;
 

@@ -11,8 +11,8 @@
 //! - [`cluster`]: the Kafka model (what `read_committed` sees, the LSO, transactions and
 //!   their fencing, committed offsets, the eager-protocol consumer group).
 //! - [`triggers`]: the trigger workers (`Faults::triggers`): processes mapping another
-//!   system's topic by the real trigger mapping ([`crate::trigger`]) in transactions;
-//!   `checks/triggers.rs` their invariants.
+//!   system's topic by the real trigger mapping ([`crate::trigger`]) in transactions (their
+//!   state; their turns in `trigger_procs.rs`); `checks/triggers.rs` their invariants.
 //! - [`store`]: the store's tables (upserts, last write wins) and the materialiser queue.
 //! - `seams`: [`SimLog`], [`SimStore`], [`SimMaterialiser`] — the driver's three seams.
 //! - [`workflows`]: scripted workflows on the replay engine, and [`SimRunner`].
@@ -47,6 +47,7 @@ mod seams;
 pub mod sent;
 mod service;
 pub mod store;
+mod trigger_procs;
 pub mod triggers;
 mod workers;
 pub mod workflows;

@@ -155,9 +155,7 @@ pub struct World {
     pub stats: Stats,
 }
 
-pub(super) fn encode<T: std::fmt::Debug>(value: &T) -> Vec<u8> {
-    format!("{value:?}").into_bytes()
-}
+pub(super) use super::cluster::encode;
 
 impl World {
     pub fn new(config: SimConfig, faults: Faults, rng: Rng, start: SimTime) -> Self {
