@@ -486,3 +486,40 @@ async fn an_activity_result_too_large_to_send_is_answered_value_too_large() {
         other => panic!("one answer expected: {other:?}"),
     }
 }
+
+/// Issue 33, the size gate per producer (the workflow worker's): a workflow whose result is
+/// just over what a record may carry — `hello.greet` of a name at the value limit (its
+/// submission fits), the greeting nine bytes of JSON longer — is answered `value-too-large`
+/// once instead of failing its batch's transaction for ever, and the partition goes on: an
+/// execution submitted after it finishes.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_workflow_result_just_over_the_limit_is_answered_value_too_large() {
+    let deployment = Deployment::new("bigreturn");
+    let _worker = deployment.start_worker("w", &[]);
+    let producer = deployment.producer();
+    let limit = weir::options::DEFAULT_MAX_RECORD_BYTES - weir::options::ENVELOPE_ALLOWANCE;
+    let big = deployment
+        .submit(&producer, HELLO, json!(["n".repeat(limit)]))
+        .await;
+    let after = deployment.submit(&producer, HELLO, json!(["ada"])).await;
+    let results = deployment.results(&[big.clone(), after.clone()], TIMEOUT);
+    let result = &results[&big];
+    assert_eq!(
+        error_kind(result),
+        Some(ExecutionErrorKind::ValueTooLarge),
+        "{result}"
+    );
+    assert!(result.to_string().contains("the result"), "{result}");
+    assert_eq!(results[&after], ExecutionResult::Ok(json!("hello, ada")));
+    let finished = deployment.read_topic::<ExecutionFinished>(
+        &deployment.topic(TopicRole::Results),
+        TIMEOUT,
+        "the results",
+        |r| r.iter().any(|(k, _)| *k == after.to_string()),
+    );
+    let answers = finished
+        .iter()
+        .filter(|(k, _)| *k == big.to_string())
+        .count();
+    assert_eq!(answers, 1, "answered once");
+}

@@ -116,6 +116,9 @@ pub fn admission_limit(cache_size: usize, max_batch: usize) -> usize {
 
 /// `--max-record-bytes` / `WEIR_MAX_RECORD_BYTES`: larger input records go to the DLQ.
 pub const DEFAULT_MAX_RECORD_BYTES: usize = MAX_INPUT_RECORD_BYTES;
+/// A value a workflow step puts into a record (a child's params, a result, a stub's value)
+/// may be `--max-record-bytes` less this; a larger one ends its execution `value-too-large`.
+pub use weir_core::processor::ENVELOPE_ALLOWANCE;
 /// The most `--max-record-bytes` may be: an accepted input record becomes a record of about
 /// its size plus an envelope (its `Created` record, its DLQ copy), which must fit
 /// [`MAX_PRODUCED_RECORD_BYTES`](crate::kafka::config::MAX_PRODUCED_RECORD_BYTES) (960 KiB

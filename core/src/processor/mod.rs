@@ -62,6 +62,7 @@ pub use cache::view_bytes;
 pub use config::{ProcessorConfig, ProcessorError, ProcessorStats};
 pub use effect::{Batch, Effect};
 pub use input::{Body, Input, StubWrite, Undecodable};
+pub use size::ENVELOPE_ALLOWANCE;
 pub use starts::start_retry_delay;
 pub use stubs::{StubWriteOutcome, stub_write_answer};
 
@@ -81,7 +82,6 @@ use crate::schedule::ScheduleState;
 
 use self::admit::{Record, input_owner, is_duplicate};
 use self::run::Start;
-use self::size::ENVELOPE_ALLOWANCE;
 use self::submit::Flaw;
 
 impl<R: WorkflowRunner> Processor<R> {

@@ -6,8 +6,9 @@ use crate::model::ExecutionResult;
 use crate::replay::Output;
 use serde_json::Value;
 
-/// Room a record needs around the largest value it carries (ids, names, framing).
-pub(super) const ENVELOPE_ALLOWANCE: usize = 16 * 1024;
+/// Room a record needs around the largest value it carries (ids, names, framing): a value
+/// (params, result) may be `max_record_bytes` less this.
+pub const ENVELOPE_ALLOWANCE: usize = 16 * 1024;
 
 /// What is wrong with `output`, if a value of it is larger than `limit` bytes of JSON.
 pub(super) fn oversized(output: &Output, limit: usize) -> Option<String> {
