@@ -14,7 +14,7 @@ use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::{Offset, TopicPartitionList};
 use serde_json::Value;
 use weir::codec::{
-    AvroRecord, Codec, DlqEnvelope, ExecutionFinished, HistoryRecord, RecordPosition,
+    AvroRecord, Codec, DlqEnvelope, ExecutionFinished, HistoryEntry, HistoryRecord, RecordPosition,
 };
 use weir::model::{ExecutionId, ExecutionResult, Ffqn};
 use weir::store::{CqlStore, Store, connect};
@@ -130,6 +130,22 @@ impl ExternalService {
             .filter(|l| l.starts_with("answered "))
             .map(str::to_owned)
             .collect()
+    }
+
+    /// Waits until it has its partitions (it prints `ready`): a request it must answer by a
+    /// deadline is sent only once it reads (a JVM starting on a busy machine takes seconds).
+    pub fn wait_ready(&self, timeout: Duration) {
+        crate::wait_until(
+            "the external service to have its partitions",
+            timeout,
+            || {
+                std::fs::read_to_string(&self.log)
+                    .unwrap_or_default()
+                    .lines()
+                    .any(|l| l.starts_with("ready "))
+                    .then_some(())
+            },
+        );
     }
 }
 
@@ -742,6 +758,20 @@ impl Deployment {
                     .expect("decodable stored history")
             })
             .collect()
+    }
+    /// The stored history of the finished execution `id`, once the store holds it to its end
+    /// (its `Finished` entry): the store lags the log, and a read right after the result
+    /// can see a part of it.
+    pub async fn finished_history(&self, store: &CqlStore, id: &ExecutionId) -> Vec<HistoryRecord> {
+        let what = format!("the stored history of {id} to reach its end");
+        crate::wait_for(&what, Duration::from_secs(120), || async {
+            let history = self.store_history(store, id).await;
+            history
+                .iter()
+                .any(|r| matches!(r.entry, HistoryEntry::Finished { .. }))
+                .then_some(history)
+        })
+        .await
     }
 }
 

@@ -614,6 +614,7 @@ async fn an_external_activity_past_its_deadline_is_answered_timed_out() {
     // Served: the service answers; at the deadline its group has committed past the
     // request, so Weir says nothing more.
     let service = deployment.start_external_tax_service();
+    service.wait_ready(TIMEOUT);
     let served = quote(20);
     send_request(&deployment, &producer, &route.topic, &served).await;
     let found = answers(

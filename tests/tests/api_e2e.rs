@@ -150,19 +150,28 @@ async fn the_api_needs_tokens_submits_idempotently_and_reads_what_the_store_hold
     assert_eq!(kinds.first(), Some(&"created"));
     assert_eq!(kinds.last(), Some(&"finished"));
 
-    let (status, list) = call(
-        &client,
-        client.get(format!("{base}/executions?function={GREET}&state=finished")),
-        Some(read),
+    // The list table is written after the history rows: read it until it has the row.
+    let listed: Vec<String> = weir_e2e::wait_for(
+        "the finished execution listed",
+        Duration::from_secs(120),
+        || async {
+            let (status, list) = call(
+                &client,
+                client.get(format!("{base}/executions?function={GREET}&state=finished")),
+                Some(read),
+            )
+            .await;
+            assert_eq!(status, 200, "{list}");
+            let listed: Vec<String> = list["executions"]
+                .as_array()
+                .expect("executions")
+                .iter()
+                .map(|e| e["execution_id"].as_str().expect("id").to_owned())
+                .collect();
+            (!listed.is_empty()).then_some(listed)
+        },
     )
     .await;
-    assert_eq!(status, 200, "{list}");
-    let listed: Vec<&str> = list["executions"]
-        .as_array()
-        .expect("executions")
-        .iter()
-        .map(|e| e["execution_id"].as_str().expect("id"))
-        .collect();
     assert_eq!(
         listed,
         vec![id.as_str()],

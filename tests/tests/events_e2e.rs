@@ -177,7 +177,7 @@ async fn events_reach_running_executions_once_and_the_rest_is_dead_lettered() {
     assert_eq!(results[&collector], ExecutionResult::Ok(json!(["1", "2"])));
 
     let store = deployment.store().await;
-    let history = deployment.store_history(&store, &approved).await;
+    let history = deployment.finished_history(&store, &approved).await;
     assert_eq!(delivered_events(&history), ["order-1-ok"]);
     assert!(
         history.iter().any(|r| matches!(
@@ -189,7 +189,7 @@ async fn events_reach_running_executions_once_and_the_rest_is_dead_lettered() {
         )),
         "the timeout was cancelled: {history:#?}"
     );
-    let history = deployment.store_history(&store, &early).await;
+    let history = deployment.finished_history(&store, &early).await;
     assert!(
         matches!(&history[1].entry, HistoryEntry::EventReceived(e) if e.event_id == "order-3-early"),
         "the early event is journalled right after Created: {history:#?}"
@@ -202,7 +202,7 @@ async fn events_reach_running_executions_once_and_the_rest_is_dead_lettered() {
         None,
         "the kept event is forgotten once taken"
     );
-    let history = deployment.store_history(&store, &timed_out).await;
+    let history = deployment.finished_history(&store, &timed_out).await;
     assert!(
         history.iter().any(|r| matches!(
             &r.entry,
@@ -213,7 +213,7 @@ async fn events_reach_running_executions_once_and_the_rest_is_dead_lettered() {
         )),
         "the wait was cancelled: {history:#?}"
     );
-    let history = deployment.store_history(&store, &collector).await;
+    let history = deployment.finished_history(&store, &collector).await;
     let kept: Vec<&str> = history
         .iter()
         .filter_map(|r| match &r.entry {
