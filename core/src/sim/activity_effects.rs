@@ -338,9 +338,7 @@ impl World {
         };
         let group = &mut self.cluster.activity_group;
         if killed {
-            if let Some(m) = group.members.get_mut(&member) {
-                m.expires_at = Some(m.expires_at.unwrap_or(now + session).min(now + session));
-            }
+            group.stop_heartbeats(Some(member), now, session);
         } else {
             group.remove(member, now);
         }
@@ -361,9 +359,9 @@ impl World {
         };
         self.stats.freezes += 1;
         let (name, at, member) = (p.name(), p.at, p.member);
-        if let Some(m) = member.and_then(|m| self.cluster.activity_group.members.get_mut(&m)) {
-            m.expires_at = Some(m.expires_at.unwrap_or(now + session).min(now + session));
-        }
+        self.cluster
+            .activity_group
+            .stop_heartbeats(member, now, session);
         self.event(format!("{name}: frozen for {ms} ms at `{at}`"));
     }
 
@@ -391,12 +389,10 @@ impl World {
         }
         p.status = Status::Running;
         let (name, member) = (p.name(), p.member);
-        let note = match member.and_then(|m| self.cluster.activity_group.members.get_mut(&m)) {
-            Some(m) => {
-                m.expires_at = None;
-                "still a member"
-            }
-            None => "no longer a member — a zombie",
+        let note = if self.cluster.activity_group.resume_heartbeats(member) {
+            "still a member"
+        } else {
+            "no longer a member — a zombie"
         };
         self.event(format!("{name}: resumes, {note}"));
     }

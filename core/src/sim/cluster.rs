@@ -384,6 +384,26 @@ impl Group {
         [expiry, rebalance].into_iter().flatten().min()
     }
 
+    /// `member` stops heartbeating at `now` (its process frozen or killed): it is removed
+    /// once `session` has passed, or earlier if it was to be already.
+    pub fn stop_heartbeats(&mut self, member: Option<u64>, now: SimTime, session: Duration) {
+        if let Some(m) = member.and_then(|m| self.members.get_mut(&m)) {
+            m.expires_at = Some(m.expires_at.map_or(now + session, |t| t.min(now + session)));
+        }
+    }
+
+    /// `member` heartbeats again (its process resumed); whether it still is a member (if
+    /// not, the process is a zombie).
+    pub fn resume_heartbeats(&mut self, member: Option<u64>) -> bool {
+        match member.and_then(|m| self.members.get_mut(&m)) {
+            Some(m) => {
+                m.expires_at = None;
+                true
+            }
+            None => false,
+        }
+    }
+
     pub fn member_of(&self, pid: u64) -> Option<u64> {
         self.members
             .iter()

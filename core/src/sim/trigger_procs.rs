@@ -65,9 +65,9 @@ impl World {
         self.trig.counts.kills += 1;
         let (name, member, open, slot) = (p.name(), p.member, p.open, p.slot);
         self.trig.slots.insert(slot, None);
-        if let Some(m) = member.and_then(|m| self.cluster.trigger_group.members.get_mut(&m)) {
-            m.expires_at = Some(now + session);
-        }
+        self.cluster
+            .trigger_group
+            .stop_heartbeats(member, now, session);
         self.event(format!("kill -9 {name} (open txn {open:?})"));
     }
 
@@ -87,9 +87,9 @@ impl World {
         };
         self.stats.freezes += 1;
         let (name, member, open) = (p.name(), p.member, p.open);
-        if let Some(m) = member.and_then(|m| self.cluster.trigger_group.members.get_mut(&m)) {
-            m.expires_at = Some(now + session);
-        }
+        self.cluster
+            .trigger_group
+            .stop_heartbeats(member, now, session);
         self.event(format!("{name}: frozen for {ms} ms (open txn {open:?})"));
     }
 
@@ -109,12 +109,10 @@ impl World {
             };
             p.status = Status::Running;
             let (name, member) = (p.name(), p.member);
-            let note = match member.and_then(|m| self.cluster.trigger_group.members.get_mut(&m)) {
-                Some(m) => {
-                    m.expires_at = None;
-                    "still a member"
-                }
-                None => "no longer a member — a zombie",
+            let note = if self.cluster.trigger_group.resume_heartbeats(member) {
+                "still a member"
+            } else {
+                "no longer a member — a zombie"
             };
             self.event(format!("{name}: resumes, {note}"));
         }

@@ -1319,16 +1319,13 @@ impl World {
         let name = proc.name();
         let member = proc.consumer.member;
         let queued = proc.mat.queue.len();
-        let still_member = member.and_then(|m| self.cluster.group.members.get_mut(&m));
-        let note = match still_member {
-            Some(m) => {
-                m.expires_at = None;
-                "still a member".to_owned()
-            }
-            None => format!(
+        let note = if self.cluster.group.resume_heartbeats(member) {
+            "still a member".to_owned()
+        } else {
+            format!(
                 "no longer a member — a zombie ({queued} materialiser jobs queued, txn {:?})",
                 self.procs[&pid].open_txn
-            ),
+            )
         };
         let _ = now;
         self.event(format!("{name}: resumes, {note}"));
@@ -1350,13 +1347,8 @@ impl World {
         self.stats.freezes += 1;
         let name = proc.name();
         let at = proc.at;
-        if let Some(m) = proc
-            .consumer
-            .member
-            .and_then(|m| self.cluster.group.members.get_mut(&m))
-        {
-            m.expires_at = Some(m.expires_at.unwrap_or(now + session).min(now + session));
-        }
+        let member = proc.consumer.member;
+        self.cluster.group.stop_heartbeats(member, now, session);
         self.event(format!("{name}: frozen for {ms} ms at `{at}`"));
     }
 
@@ -1373,9 +1365,9 @@ impl World {
         let member = proc.consumer.member;
         if let Some(member) = member {
             if killed {
-                if let Some(m) = self.cluster.group.members.get_mut(&member) {
-                    m.expires_at = Some(m.expires_at.unwrap_or(now + session).min(now + session));
-                }
+                self.cluster
+                    .group
+                    .stop_heartbeats(Some(member), now, session);
             } else {
                 let generation = self.cluster.group.generation;
                 self.cluster.group.remove(member, now);
