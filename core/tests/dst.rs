@@ -618,13 +618,7 @@ fn dst_triggers() {
     assert_seeds_pass(&seeds, faults);
     let mut total = weir_core::sim::triggers::TriggerCounts::default();
     for seed in seeds.iter().take(60) {
-        let c = run_seed(*seed, faults).triggers;
-        total.sent += c.sent;
-        total.batches += c.batches;
-        total.aborted += c.aborted;
-        total.dead_lettered += c.dead_lettered;
-        total.kills += c.kills;
-        total.resets += c.resets;
+        total += run_seed(*seed, faults).triggers;
     }
     println!("trigger workers of the first 60 seeds: {total:?}");
     assert!(total.sent > 300, "{total:?}");

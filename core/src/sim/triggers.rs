@@ -134,6 +134,17 @@ pub struct TriggerCounts {
     pub resets: u64,
 }
 
+impl std::ops::AddAssign for TriggerCounts {
+    fn add_assign(&mut self, o: Self) {
+        self.sent += o.sent;
+        self.batches += o.batches;
+        self.aborted += o.aborted;
+        self.dead_lettered += o.dead_lettered;
+        self.kills += o.kills;
+        self.resets += o.resets;
+    }
+}
+
 /// The trigger workers of the world (`Faults::triggers`).
 #[derive(Debug, Clone, Default)]
 pub struct Triggers {
