@@ -367,9 +367,16 @@ async fn run() {
 
     let deployment = Deployment::new("bench");
     let interval = COMMIT_INTERVAL.as_millis().to_string();
+    // Every step goes through the activity topics: the scenarios measure a response visible on
+    // `weir.responses` (an inline activity's answer never reaches it).
     let worker = deployment.start_worker_with_env(
         "bench",
-        &["--commit-interval-ms", &interval],
+        &[
+            "--commit-interval-ms",
+            &interval,
+            "--inline-activities",
+            "off",
+        ],
         &[("WEIR_LOG", "info,scylla=warn,rdkafka=warn")],
     );
     // Warm-up: partitions assigned, components compiled, one execution of each kind.

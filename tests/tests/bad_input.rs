@@ -523,3 +523,75 @@ async fn a_workflow_result_just_over_the_limit_is_answered_value_too_large() {
         .count();
     assert_eq!(answers, 1, "answered once");
 }
+
+/// Issue 33 F4 and the size gate per producer (the DLQ's): an undecodable submission whose
+/// key, headers and value together are just within what a record may carry (a 350 kB key, a
+/// 100 kB header, a 500 kB value) is dead-lettered once, its copy cut to fit (the key and
+/// headers bounded, the original value whole), and the partition goes on: a submission on
+/// the same partition after it finishes. A copy that carried the key twice (as its own key and
+/// in its envelope) and the headers uncut would be over the limit, and its batch would fail
+/// for ever.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_undecodable_record_with_a_huge_key_is_dead_lettered_in_a_copy_that_fits() {
+    use rdkafka::message::{Header, OwnedHeaders};
+
+    let deployment = Deployment::new("bigkey");
+    let _worker = deployment.start_worker("w", &[]);
+    let producer = deployment.producer();
+    let submissions = deployment.topic(TopicRole::Submissions);
+    let partitions = deployment.topology.topic(TopicRole::Submissions).partitions;
+    let key = "k".repeat(350_000);
+    let header = vec![b'h'; 100_000];
+    let value = vec![0xff_u8; 500_000];
+    let partition = partition_for_key(key.as_bytes(), partitions);
+    producer
+        .send(
+            FutureRecord::to(&submissions)
+                .key(&key)
+                .payload(&value)
+                .headers(OwnedHeaders::new().insert(Header {
+                    key: "big",
+                    value: Some(&header),
+                })),
+            Duration::from_secs(30),
+        )
+        .await
+        .expect("the original fits the broker's limit");
+    let after = std::iter::repeat_with(|| ExecutionId::top_level(ulid::Ulid::new()))
+        .find(|id| partition_for_key(id.to_string().as_bytes(), partitions) == partition)
+        .expect("an id on the same partition");
+    let encoded = deployment
+        .codec
+        .encode(&submissions, &submission(&after, HELLO, json!(["ada"])))
+        .expect("encode");
+    deployment
+        .produce_raw(&producer, &submissions, &after.to_string(), &encoded)
+        .await;
+    let results = deployment.results(std::slice::from_ref(&after), TIMEOUT);
+    assert_eq!(results[&after], ExecutionResult::Ok(json!("hello, ada")));
+
+    let dead = deployment.dead_letters_from(&submissions, TIMEOUT);
+    assert_eq!(dead.len(), 1, "dead-lettered once: {}", dead.len());
+    let copy = &dead[0];
+    assert_eq!(copy.reason, DlqReason::Undecodable, "{}", copy.error);
+    assert_eq!(copy.original_partition, partition);
+    assert_eq!(
+        copy.value.as_deref(),
+        Some(value.as_slice()),
+        "the value is whole"
+    );
+    let kept_key = copy.key.as_ref().map_or(0, Vec::len);
+    assert!(
+        kept_key > 0 && kept_key <= weir::kafka::dlq::MAX_DLQ_KEY_BYTES,
+        "the key is cut to its bound: {kept_key} bytes"
+    );
+    let kept_headers: usize = copy
+        .original_headers
+        .iter()
+        .map(|h| h.key.len() + h.value.as_ref().map_or(0, Vec::len))
+        .sum();
+    assert!(
+        kept_headers <= weir::kafka::dlq::MAX_DLQ_HEADER_BYTES,
+        "the headers are cut to their bound: {kept_headers} bytes"
+    );
+}

@@ -97,6 +97,34 @@ impl Served {
         &self.inner.producer
     }
 
+    /// Commits the open transaction: rdkafka's `commit_transaction`, once librdkafka counts no
+    /// message of this producer as in flight.
+    ///
+    /// rdkafka's `commit_transaction` flushes first: one `rd_kafka_flush(0)` and, while a
+    /// message is still counted, a poll of the event queue for 100 ms, always the whole 100
+    /// ms (`BaseProducer::poll` returns at its deadline). librdkafka stops counting a message
+    /// when its delivery report is destroyed, which is after the report's future was told: a
+    /// batch that awaited its deliveries and commits at once can find the serving thread still
+    /// holding the last report, and its commit then waited 100 ms for nothing (issue 32's
+    /// stack bench: the ~115 ms steps, in some runs most of a fan-out's). So the count is
+    /// awaited here first, by `rd_kafka_flush` with the transaction's timeout: with delivery
+    /// reports as events (rdkafka's mode) it waits on librdkafka's condition variable for the
+    /// count to reach zero and leaves the queue to the serving thread.
+    pub fn commit_transaction(&self, timeout: Duration) -> Result<(), KafkaError> {
+        use rdkafka::producer::Producer;
+        use rdkafka::types::RDKafkaErrorCode;
+        let millis = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
+        let client = self.inner.producer.client().native_ptr();
+        // SAFETY: `client` is the live producer handle of `self.inner.producer`, borrowed for
+        // the call; `rd_kafka_flush` only reads it and waits.
+        let flushed = unsafe { rdkafka::bindings::rd_kafka_flush(client, millis) };
+        let flushed = RDKafkaErrorCode::from(flushed);
+        if flushed != RDKafkaErrorCode::NoError {
+            return Err(KafkaError::Flush(flushed));
+        }
+        self.inner.producer.commit_transaction(timeout)
+    }
+
     /// Queues a record; its future resolves with where it landed (or why not).
     pub fn send(
         &self,

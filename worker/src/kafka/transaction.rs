@@ -220,7 +220,7 @@ impl Transactor {
                 source: KafkaError::Canceled,
             });
         }
-        let producer = Arc::clone(self.producer.producer());
+        let producer = self.producer.clone();
         blocking(move || producer.commit_transaction(timeout))
             .await
             .map_err(|e| self.classify("commit", e))?;
