@@ -69,17 +69,18 @@ probe() { # probe kafka|cassandra PORT TIMEOUT [PROBE ARGS...]
 }
 
 # ensure_tls : secure mode's keys and certificates in $TLS_DIR, made once with the JDK's keytool
-# (openssl only turns the client's PKCS12 key into PEM). All stores are PKCS12, password
-# $WEIR_SECURE_STORE_PASSWORD (install.sh):
+# (openssl only turns the client's and the server's PKCS12 keys into PEM). All stores are
+# PKCS12, password $WEIR_SECURE_STORE_PASSWORD (install.sh):
 #   ca.p12 / ca.pem               the CA (basicConstraints CA:true, critical)
 #   server.p12                    key + chain (server <- CA) of Kafka and Cassandra, SAN IP:127.0.0.1, DNS:localhost
+#   server.pem, server-key.pem    the same certificate and its key in PEM (the tests' schema registry)
 #   truststore.p12                the CA alone, as trusted certificate
 #   client.p12 / client.pem, client-key.pem   a client certificate signed by the CA (mutual TLS);
 #                                 the key unencrypted PKCS8 PEM
 #   other-ca.p12 / other-ca.pem   an unrelated CA that signed nothing the servers use
 ensure_tls() {
   local f missing=""
-  for f in ca.pem other-ca.pem client.pem client-key.pem server.p12 truststore.p12; do
+  for f in ca.pem other-ca.pem client.pem client-key.pem server.p12 server.pem server-key.pem truststore.p12; do
     [ -f "$TLS_DIR/$f" ] || missing=1
   done
   [ -z "$missing" ] && return 0
@@ -111,7 +112,10 @@ ensure_tls() {
     newkey server.p12 server "CN=localhost,O=Weir"
     signed server.p12 server -ext SAN=IP:127.0.0.1,DNS:localhost \
       -ext KU:c=digitalSignature,keyEncipherment -ext EKU=serverAuth,clientAuth
-    rm -f server.pem
+    openssl pkcs12 -in server.p12 -passin "pass:$pw" -nocerts -nodes 2>>openssl.log \
+      | openssl pkey -out server-key.pem 2>>openssl.log || { cat openssl.log >&2; exit 1; }
+    grep -q 'BEGIN PRIVATE KEY' server-key.pem || { cat openssl.log >&2; exit 1; }
+    chmod 600 server-key.pem
     k -importcert -noprompt -keystore truststore.p12 -storetype PKCS12 -alias ca -file ca.pem
     newkey client.p12 client "CN=weir-client,O=Weir"
     signed client.p12 client -ext KU:c=digitalSignature,keyEncipherment -ext EKU=clientAuth

@@ -11,11 +11,17 @@
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 #[derive(Default)]
 struct State {
+    /// The `Authorization` header every request must carry (HTTP basic authentication);
+    /// `None`: none is asked for.
+    login: Option<String>,
+    /// Requests answered 401 for a missing or wrong login.
+    unauthorized: u64,
     /// Index `i` holds the schema with id `i + 1`.
     schemas: Vec<String>,
     /// Subject → ids of its versions.
@@ -48,6 +54,57 @@ impl TestRegistry {
             }
         });
         TestRegistry { url, state }
+    }
+
+    /// A registry over HTTPS (`https://127.0.0.1:<port>`) with the server certificate chain
+    /// and key of `cert` and `key` (PEM), asking every request for HTTP basic authentication
+    /// as `user` with `password`.
+    pub fn start_tls(cert: &Path, key: &Path, user: &str, password: &str) -> TestRegistry {
+        use base64::Engine;
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
+            .and_then(|certs| certs.collect())
+            .unwrap_or_else(|e| panic!("{}: {e}", cert.display()));
+        let key =
+            PrivateKeyDer::from_pem_file(key).unwrap_or_else(|e| panic!("{}: {e}", key.display()));
+        let config = Arc::new(
+            rustls::ServerConfig::builder_with_provider(Arc::new(
+                rustls::crypto::ring::default_provider(),
+            ))
+            .with_safe_default_protocol_versions()
+            .expect("TLS versions")
+            .with_no_client_auth()
+            .with_single_cert(chain, key)
+            .expect("the server certificate and key"),
+        );
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind the registry");
+        let url = format!("https://{}", listener.local_addr().expect("address"));
+        let credentials =
+            base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+        let state = Arc::new(Mutex::new(State {
+            login: Some(format!("Basic {credentials}")),
+            ..State::default()
+        }));
+        let shared = Arc::clone(&state);
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { continue };
+                let (shared, config) = (Arc::clone(&shared), Arc::clone(&config));
+                std::thread::spawn(move || {
+                    let Ok(connection) = rustls::ServerConnection::new(config) else {
+                        return;
+                    };
+                    let _ = serve(rustls::StreamOwned::new(connection, stream), &shared);
+                });
+            }
+        });
+        TestRegistry { url, state }
+    }
+
+    /// How many requests were answered 401 (no login, or a wrong one).
+    pub fn unauthorized(&self) -> u64 {
+        self.state.lock().expect("registry state").unauthorized
     }
 
     /// Every subject with the ids of its versions.
@@ -83,14 +140,15 @@ impl TestRegistry {
     }
 }
 
-fn serve(stream: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
-    let mut reader = BufReader::new(stream.try_clone()?);
+fn serve(stream: impl Read + Write, state: &Mutex<State>) -> std::io::Result<()> {
+    let mut reader = BufReader::new(stream);
     loop {
         let mut request_line = String::new();
         if reader.read_line(&mut request_line)? == 0 {
             return Ok(());
         }
         let mut length = 0usize;
+        let mut authorization = None;
         loop {
             let mut line = String::new();
             reader.read_line(&mut line)?;
@@ -98,19 +156,21 @@ fn serve(stream: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
             if line.is_empty() {
                 break;
             }
-            if let Some((k, v)) = line.split_once(':')
-                && k.trim().eq_ignore_ascii_case("content-length")
-            {
-                length = v.trim().parse().unwrap_or(0);
+            if let Some((k, v)) = line.split_once(':') {
+                if k.trim().eq_ignore_ascii_case("content-length") {
+                    length = v.trim().parse().unwrap_or(0);
+                } else if k.trim().eq_ignore_ascii_case("authorization") {
+                    authorization = Some(v.trim().to_owned());
+                }
             }
         }
         let mut body = vec![0; length];
         reader.read_exact(&mut body)?;
         let mut parts = request_line.split_whitespace();
         let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-        let (status, json) = route(method, path, &body, state);
+        let (status, json) = route(method, path, &body, authorization.as_deref(), state);
         let body = json.to_string();
-        let mut out = stream.try_clone()?;
+        let out = reader.get_mut();
         write!(
             out,
             "HTTP/1.1 {status} X\r\nContent-Type: application/vnd.schemaregistry.v1+json\r\n\
@@ -128,8 +188,18 @@ fn error(status: u16, code: i64, message: &str) -> (u16, serde_json::Value) {
     )
 }
 
-fn route(method: &str, path: &str, body: &[u8], state: &Mutex<State>) -> (u16, serde_json::Value) {
+fn route(
+    method: &str,
+    path: &str,
+    body: &[u8],
+    authorization: Option<&str>,
+    state: &Mutex<State>,
+) -> (u16, serde_json::Value) {
     let mut state = state.lock().unwrap_or_else(|p| p.into_inner());
+    if state.login.is_some() && state.login.as_deref() != authorization {
+        state.unauthorized += 1;
+        return error(401, 40101, "Unauthorized");
+    }
     if state.down {
         state.refused += 1;
         return error(503, 50301, "unavailable (an outage of the test registry)");

@@ -372,3 +372,140 @@ fn a_worker_and_a_client_run_over_sasl_ssl_with_only_their_documented_acls() {
         assert!(!text.contains(password), "the worker logged a password");
     }
 }
+
+/// Issue 33 F15: the schema registry over HTTPS with HTTP basic authentication, as the Kafka
+/// and CQL clients have. The registry (the tests' stand-in, `weir_e2e::registry`) serves the
+/// secure stack's server certificate and asks for a login.
+///
+/// - The client with the stack's CA and the right login registers a schema; with the wrong
+///   password it gets the registry's 401 (an answer, not an outage); trusting another CA, or
+///   the Mozilla roots, its handshake fails on the certificate (not an outage either); TLS
+///   files given for an `http://` URL are an error, not ignored.
+/// - `weir worker` with `--schema-registry https://…`, `--schema-registry-tls-ca`,
+///   `--schema-registry-username` and `--schema-registry-password-file` registers every
+///   schema at start-up and runs a workflow submitted in the Confluent wire format.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_schema_registry_is_reached_over_tls_with_a_login() {
+    use secrecy::SecretString;
+    use serde_json::json;
+    use weir::codec::{Codec, HttpRegistry, RegistryError, SchemaRegistry};
+    use weir::model::ExecutionResult;
+    use weir::tls::ClientTls;
+    use weir::topology::TopicRole;
+    use weir_e2e::deployment::Deployment;
+    use weir_e2e::registry::TestRegistry;
+
+    let dir = tls_dir();
+    assert!(
+        dir.join("server-key.pem").exists(),
+        "no secure stack: {} has no server-key.pem (tests/run.sh starts it)",
+        dir.display()
+    );
+    let registry = TestRegistry::start_tls(
+        &dir.join("server.pem"),
+        &dir.join("server-key.pem"),
+        "weir",
+        "registry-secret",
+    );
+    let trusting = |ca: &str| ClientTls {
+        ca: Some(dir.join(ca)),
+        client: None,
+        verify_hostname: true,
+    };
+    let schema = r#"{"type":"record","name":"Probe","fields":[{"name":"a","type":"int"}]}"#;
+    let client = |tls: Option<&ClientTls>, password: &str| {
+        HttpRegistry::with_tls(&registry.url, tls)
+            .expect("a client")
+            .with_basic_auth("weir", SecretString::from(password.to_owned()))
+    };
+
+    let id = client(Some(&trusting("ca.pem")), "registry-secret")
+        .register("probe-value", schema)
+        .await
+        .expect("registered over TLS with the login");
+    assert_eq!(id, 1);
+    match client(Some(&trusting("ca.pem")), "wrong")
+        .register("probe-value", schema)
+        .await
+    {
+        Err(e @ RegistryError::Http { status: 401, .. }) => assert!(!e.is_transient(), "{e}"),
+        other => panic!("a wrong password: {other:?}"),
+    }
+    assert_eq!(registry.unauthorized(), 1);
+    for (what, tls) in [
+        ("another CA", Some(trusting("other-ca.pem"))),
+        ("the Mozilla roots", None),
+    ] {
+        match client(tls.as_ref(), "registry-secret")
+            .register("probe-value", schema)
+            .await
+        {
+            Err(e @ RegistryError::Tls { .. }) => {
+                assert!(e.to_string().contains("certificate"), "{what}: {e}");
+                assert!(!e.is_transient(), "{what}: {e}");
+            }
+            other => panic!("{what}: {other:?}"),
+        }
+    }
+    let plain = registry.url.replacen("https://", "http://", 1);
+    match HttpRegistry::with_tls(&plain, Some(&trusting("ca.pem"))) {
+        Err(RegistryError::Setup { message, .. }) => {
+            assert!(message.contains("https"), "{message}")
+        }
+        other => panic!(
+            "TLS files for an http:// URL: {:?}",
+            other.map(|r| r.base_url().to_owned())
+        ),
+    }
+
+    let mut deployment = Deployment::new("registry_tls");
+    deployment.codec = Codec::new(Some(std::sync::Arc::new(client(
+        Some(&trusting("ca.pem")),
+        "registry-secret",
+    ))));
+    let password_file = std::env::temp_dir().join(unique_name("registry-password"));
+    std::fs::write(&password_file, "registry-secret\n").expect("password file");
+    let ca = dir.join("ca.pem");
+    let _worker = deployment.start_worker(
+        "w",
+        &[
+            "--schema-registry",
+            &registry.url,
+            "--schema-registry-tls-ca",
+            ca.to_str().expect("a UTF-8 path"),
+            "--schema-registry-username",
+            "weir",
+            "--schema-registry-password-file",
+            password_file.to_str().expect("a UTF-8 path"),
+        ],
+    );
+    // The worker registered every schema at start-up; the submission is written with them.
+    let subject = format!("{}-value", deployment.topic(TopicRole::Submissions));
+    wait_until(
+        "the worker's schemas registered",
+        Duration::from_secs(60),
+        || registry.subjects().contains_key(&subject).then_some(()),
+    );
+    // The test's codec learns the ids the worker's registrations got (the same schema text
+    // keeps its id), over the same TLS and login.
+    deployment
+        .codec
+        .register_topology(&deployment.topology)
+        .await
+        .expect("the schemas' ids");
+    let producer = deployment.producer();
+    let id = deployment
+        .submit(
+            &producer,
+            "weir-examples:workflows/hello.greet",
+            json!(["ada"]),
+        )
+        .await;
+    let results = deployment.results(std::slice::from_ref(&id), Duration::from_secs(180));
+    assert_eq!(results[&id], ExecutionResult::Ok(json!("hello, ada")));
+    assert_eq!(
+        registry.unauthorized(),
+        1,
+        "the worker always sent its login"
+    );
+}

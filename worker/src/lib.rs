@@ -26,6 +26,7 @@ pub mod present;
 pub use weir_core::{correlation, model, partitioner, projection, replay, schedule, wire};
 pub mod store;
 pub mod telemetry;
+pub mod tls;
 pub mod topology;
 pub mod trigger;
 pub mod wasm;

@@ -1,5 +1,5 @@
-//! The flags (and environment variables) of authentication and encryption towards Kafka and
-//! the CQL store, shared by every subcommand. Passwords come from a file or the environment
+//! The flags (and environment variables) of authentication and encryption towards Kafka, the
+//! CQL store and the schema registry, shared by the subcommands that reach them. Passwords come from a file or the environment
 //! (a flag works too, but shows in the process list); none is ever printed: clap hides their
 //! environment values, and they are held as [`SecretString`] (no `Debug` of the value).
 
@@ -8,8 +8,10 @@ use std::path::{Path, PathBuf};
 use clap::{ArgAction, Args};
 use secrecy::SecretString;
 
+use crate::codec::{HttpRegistry, RegistryError};
 use crate::kafka::config::{KafkaSecurity, SaslLogin, SaslMechanism, SecurityProtocol, TlsFiles};
 use crate::store::{CqlLogin, CqlTls};
+use crate::tls::ClientTls;
 
 /// Kafka: TLS and SASL of every client Weir makes (workers, catch-up, admin, CLI).
 #[derive(Debug, Clone, Args)]
@@ -82,6 +84,98 @@ pub struct CqlSecurityArgs {
     pub cql_tls_verify_hostname: bool,
 }
 
+/// The schema registry: where it is, HTTP basic authentication and TLS.
+#[derive(Debug, Clone, Args)]
+pub struct SchemaRegistryArgs {
+    /// Confluent-compatible schema registry, `http://` or `https://`; without it records use
+    /// Avro single-object encoding.
+    #[arg(long, env = "WEIR_SCHEMA_REGISTRY")]
+    pub schema_registry: Option<String>,
+    /// User name for the registry's HTTP basic authentication.
+    #[arg(long, env = "WEIR_SCHEMA_REGISTRY_USERNAME")]
+    pub schema_registry_username: Option<String>,
+    /// File holding the registry password (a trailing newline is ignored).
+    #[arg(
+        long,
+        env = "WEIR_SCHEMA_REGISTRY_PASSWORD_FILE",
+        conflicts_with = "schema_registry_password"
+    )]
+    pub schema_registry_password_file: Option<PathBuf>,
+    /// The registry password itself; prefer the file or the environment variable.
+    #[arg(long, env = "WEIR_SCHEMA_REGISTRY_PASSWORD", hide_env_values = true, value_parser = secret)]
+    pub schema_registry_password: Option<SecretString>,
+    /// PEM file of the CAs that sign an `https://` registry's certificate (default: the
+    /// Mozilla roots).
+    #[arg(long, env = "WEIR_SCHEMA_REGISTRY_TLS_CA")]
+    pub schema_registry_tls_ca: Option<PathBuf>,
+    /// PEM client certificate, for a registry that asks for one.
+    #[arg(long, env = "WEIR_SCHEMA_REGISTRY_TLS_CERT")]
+    pub schema_registry_tls_cert: Option<PathBuf>,
+    /// PEM key (PKCS#8, PKCS#1 or SEC1) of the client certificate.
+    #[arg(long, env = "WEIR_SCHEMA_REGISTRY_TLS_KEY")]
+    pub schema_registry_tls_key: Option<PathBuf>,
+    /// Check that the registry's certificate names the host of its URL.
+    #[arg(
+        long,
+        env = "WEIR_SCHEMA_REGISTRY_TLS_VERIFY_HOSTNAME",
+        action = ArgAction::Set,
+        default_value_t = true
+    )]
+    pub schema_registry_tls_verify_hostname: bool,
+}
+
+impl SchemaRegistryArgs {
+    /// The registry client these flags describe (`None`: no registry). A TLS flag for an
+    /// `http://` URL, half a login or half a key pair is an error, never ignored.
+    pub fn registry(&self) -> Result<Option<HttpRegistry>, SecurityArgsError> {
+        let Some(url) = &self.schema_registry else {
+            return match self.is_set() {
+                true => Err(SecurityArgsError::RegistryFlagsWithoutUrl),
+                false => Ok(None),
+            };
+        };
+        let password = password(
+            "schema registry password",
+            &self.schema_registry_password_file,
+            &self.schema_registry_password,
+        )?;
+        let client = match (
+            &self.schema_registry_tls_cert,
+            &self.schema_registry_tls_key,
+        ) {
+            (Some(cert), Some(key)) => Some((cert.clone(), key.clone())),
+            (None, None) => None,
+            _ => return Err(SecurityArgsError::RegistryHalfAPair),
+        };
+        let tls = (self.schema_registry_tls_ca.is_some()
+            || client.is_some()
+            || !self.schema_registry_tls_verify_hostname)
+            .then(|| ClientTls {
+                ca: self.schema_registry_tls_ca.clone(),
+                client,
+                verify_hostname: self.schema_registry_tls_verify_hostname,
+            });
+        let registry = HttpRegistry::with_tls(url, tls.as_ref())?;
+        match (&self.schema_registry_username, password) {
+            (Some(user), Some(password)) => Ok(Some(registry.with_basic_auth(user, password))),
+            (None, None) => Ok(Some(registry)),
+            (None, Some(_)) => Err(SecurityArgsError::RegistryPasswordWithoutUser),
+            (Some(user), None) => Err(SecurityArgsError::RegistryUserWithoutPassword(user.clone())),
+        }
+    }
+
+    /// Whether any flag besides the URL is given.
+    fn is_set(&self) -> bool {
+        self.schema_registry_username.is_some()
+            || self.schema_registry_password_file.is_some()
+            || self.schema_registry_password.is_some()
+            || self.schema_registry_tls_ca.is_some()
+            || self.schema_registry_tls_cert.is_some()
+            || self.schema_registry_tls_key.is_some()
+            || !self.schema_registry_tls_verify_hostname
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum SecurityArgsError {
     #[error("cannot read the {what} from {path}: {source}")]
@@ -102,6 +196,22 @@ pub enum SecurityArgsError {
         "a CQL client certificate needs its key, and a key its certificate (--cql-tls-cert, --cql-tls-key)"
     )]
     CqlHalfAPair,
+    #[error("schema registry flags are given without --schema-registry")]
+    RegistryFlagsWithoutUrl,
+    #[error("a schema registry password is given without --schema-registry-username")]
+    RegistryPasswordWithoutUser,
+    #[error(
+        "--schema-registry-username `{0}` is given without a password \
+         (--schema-registry-password-file or WEIR_SCHEMA_REGISTRY_PASSWORD)"
+    )]
+    RegistryUserWithoutPassword(String),
+    #[error(
+        "a schema registry client certificate needs its key, and a key its certificate \
+         (--schema-registry-tls-cert, --schema-registry-tls-key)"
+    )]
+    RegistryHalfAPair,
+    #[error("{0}")]
+    Registry(#[from] RegistryError),
 }
 
 fn secret(s: &str) -> Result<SecretString, String> {
@@ -327,5 +437,79 @@ mod tests {
         }
         let missing = read_password("test password", &dir.join("absent")).unwrap_err();
         assert!(missing.to_string().contains("absent"), "{missing}");
+    }
+
+    /// The registry's flags as `weir worker` parses them.
+    fn registry_args(args: &[&str]) -> SchemaRegistryArgs {
+        #[derive(clap::Parser)]
+        struct Command {
+            #[command(flatten)]
+            registry: SchemaRegistryArgs,
+        }
+        let parsed = <Command as clap::Parser>::try_parse_from(
+            std::iter::once("weir").chain(args.iter().copied()),
+        );
+        parsed.expect("the flags parse").registry
+    }
+
+    /// Half a setting is an error that names what is missing, never a registry reached
+    /// without the login or the TLS the operator asked for.
+    #[test]
+    fn registry_flags_are_whole_or_refused() {
+        let refused = |args: &[&str]| registry_args(args).registry().err().map(|e| e.to_string());
+        assert!(registry_args(&[]).registry().unwrap().is_none());
+        let url = "https://registry.internal:8081";
+        assert!(
+            registry_args(&["--schema-registry", url])
+                .registry()
+                .unwrap()
+                .is_some()
+        );
+        assert!(
+            refused(&["--schema-registry-username", "weir"])
+                .unwrap()
+                .contains("without --schema-registry")
+        );
+        assert!(
+            refused(&[
+                "--schema-registry",
+                url,
+                "--schema-registry-username",
+                "weir"
+            ])
+            .unwrap()
+            .contains("without a password")
+        );
+        assert!(
+            refused(&["--schema-registry", url, "--schema-registry-password", "p"])
+                .unwrap()
+                .contains("without --schema-registry-username")
+        );
+        assert!(
+            refused(&[
+                "--schema-registry",
+                url,
+                "--schema-registry-tls-cert",
+                "c.pem"
+            ])
+            .unwrap()
+            .contains("needs its key")
+        );
+        let plain = refused(&[
+            "--schema-registry",
+            "http://registry.internal:8081",
+            "--schema-registry-tls-verify-hostname",
+            "false",
+        ])
+        .unwrap();
+        assert!(plain.contains("not https://"), "{plain}");
+        let missing_ca = refused(&[
+            "--schema-registry",
+            url,
+            "--schema-registry-tls-ca",
+            "/nonexistent/ca.pem",
+        ])
+        .unwrap();
+        assert!(missing_ca.contains("/nonexistent/ca.pem"), "{missing_ca}");
     }
 }

@@ -12,7 +12,7 @@ use tokio::sync::watch;
 use tracing::{error, info, warn};
 
 use super::ClusterArgs;
-use crate::codec::{Codec, HttpRegistry, SchemaRegistry};
+use crate::codec::{Codec, SchemaRegistry};
 use crate::failpoints;
 use crate::kafka::activity_worker::{ActivitySettings, ActivityWorker};
 use crate::kafka::config::check_codecs;
@@ -166,9 +166,8 @@ pub struct WorkerArgs {
     /// partitions back at once. Default: host, pid and time (a new, dynamic identity each run).
     #[arg(long, env = "WEIR_INSTANCE_ID")]
     pub instance_id: Option<String>,
-    /// Confluent-compatible schema registry; without it records use Avro single-object encoding.
-    #[arg(long, env = "WEIR_SCHEMA_REGISTRY")]
-    pub schema_registry: Option<String>,
+    #[command(flatten)]
+    pub schema_registry: super::security::SchemaRegistryArgs,
     /// A triggers file (`topology/triggers.toml`): existing topics whose records start
     /// executions or send events; this worker reads them in the group `weir.trigger-workers`.
     #[arg(long, env = "WEIR_TRIGGERS")]
@@ -344,8 +343,8 @@ async fn serve(args: WorkerArgs) -> anyhow::Result<()> {
     };
     let host = Arc::new(host);
     host.registry().check_routes(&topology)?;
-    let registry: Option<Arc<dyn SchemaRegistry>> = match &args.schema_registry {
-        Some(url) => Some(Arc::new(HttpRegistry::new(url)?)),
+    let registry: Option<Arc<dyn SchemaRegistry>> = match args.schema_registry.registry()? {
+        Some(registry) => Some(Arc::new(registry)),
         None => None,
     };
     let codec = Arc::new(Codec::new(registry));

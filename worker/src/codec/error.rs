@@ -249,6 +249,18 @@ pub enum RegistryError {
     Incompatible { subject: String, message: String },
     #[error("schema does not parse: {0}")]
     InvalidSchema(String),
+    /// The TLS handshake failed: the registry's certificate is not trusted, or does not name
+    /// its host (not transient: the configuration or the registry must change).
+    #[error("{method} {url}: TLS: {message}")]
+    Tls {
+        method: &'static str,
+        url: String,
+        message: String,
+    },
+    /// The client cannot be made as configured (its TLS files, a TLS setting for an
+    /// `http://` URL).
+    #[error("schema registry {url}: {message}")]
+    Setup { url: String, message: String },
 }
 
 impl RegistryError {

@@ -12,9 +12,11 @@ use std::time::Duration;
 use apache_avro::Schema;
 use apache_avro::schema_compatibility::SchemaCompatibility;
 use futures::future::BoxFuture;
+use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
 
 use super::error::RegistryError;
+use crate::tls::ClientTls;
 
 /// The subject of a topic's record values (Confluent's TopicNameStrategy).
 pub fn value_subject(topic: &str) -> String {
@@ -124,7 +126,7 @@ impl SchemaRegistry for InMemoryRegistry {
 pub struct HttpRegistry {
     base_url: String,
     client: reqwest::Client,
-    basic_auth: Option<(String, String)>,
+    basic_auth: Option<(String, SecretString)>,
 }
 
 const CONTENT_TYPE: &str = "application/vnd.schemaregistry.v1+json";
@@ -149,16 +151,42 @@ struct ErrorResponse {
 
 impl HttpRegistry {
     /// A client of the registry at `base_url` (e.g. `http://localhost:8081`), with a 10 s
-    /// timeout per request. Plain HTTP only: this build has no TLS backend.
+    /// timeout per request; an `https://` registry's certificate is checked against the
+    /// Mozilla roots (`webpki-roots`) and must name its host.
     pub fn new(base_url: &str) -> Result<Self, RegistryError> {
+        Self::with_tls(base_url, None)
+    }
+
+    /// [`new`](Self::new), with TLS as `tls` says (its CA, client certificate and hostname
+    /// check; [`crate::tls`]), for an `https://` registry: given for a plain `http://` one,
+    /// it is an error rather than ignored.
+    pub fn with_tls(base_url: &str, tls: Option<&ClientTls>) -> Result<Self, RegistryError> {
+        let setup = |message: String| RegistryError::Setup {
+            url: base_url.to_string(),
+            message,
+        };
+        let https = base_url
+            .get(..8)
+            .is_some_and(|scheme| scheme.eq_ignore_ascii_case("https://"));
+        if tls.is_some() && !https {
+            return Err(setup(
+                "TLS files are given but the URL is not https://".to_string(),
+            ));
+        }
+        let mozilla = ClientTls {
+            ca: None,
+            client: None,
+            verify_hostname: true,
+        };
+        // Every client gets a configuration: with no crypto provider compiled into reqwest,
+        // it must not build one of its own.
+        let config = crate::tls::client_config(tls.unwrap_or(&mozilla))
+            .map_err(|e| setup(format!("TLS: {e}")))?;
         let client = reqwest::Client::builder()
             .timeout(Duration::from_secs(10))
+            .tls_backend_preconfigured(rustls::ClientConfig::clone(&config))
             .build()
-            .map_err(|e| RegistryError::Transport {
-                method: "-",
-                url: base_url.to_string(),
-                message: e.to_string(),
-            })?;
+            .map_err(|e| setup(e.to_string()))?;
         Ok(HttpRegistry {
             base_url: base_url.trim_end_matches('/').to_string(),
             client,
@@ -167,8 +195,8 @@ impl HttpRegistry {
     }
 
     /// Sends HTTP basic authentication with every request.
-    pub fn with_basic_auth(mut self, user: impl Into<String>, password: impl Into<String>) -> Self {
-        self.basic_auth = Some((user.into(), password.into()));
+    pub fn with_basic_auth(mut self, user: impl Into<String>, password: SecretString) -> Self {
+        self.basic_auth = Some((user.into(), password));
         self
     }
 
@@ -192,12 +220,21 @@ impl HttpRegistry {
         }
         .header(reqwest::header::ACCEPT, CONTENT_TYPE);
         if let Some((user, password)) = &self.basic_auth {
-            request = request.basic_auth(user, Some(password));
+            request = request.basic_auth(user, Some(password.expose_secret()));
         }
-        let transport = |e: reqwest::Error| RegistryError::Transport {
-            method,
-            url: url.clone(),
-            message: e.to_string(),
+        // A failed handshake is an answer (the certificate is not trusted, or names another
+        // host): retrying it would only wait; anything else in sending is an outage.
+        let transport = |e: reqwest::Error| match crate::tls::rustls_error(&e) {
+            Some(_) => RegistryError::Tls {
+                method,
+                url: url.clone(),
+                message: with_causes(&e),
+            },
+            None => RegistryError::Transport {
+                method,
+                url: url.clone(),
+                message: with_causes(&e),
+            },
         };
         let response = request.send().await.map_err(transport)?;
         let status = response.status();
@@ -216,6 +253,19 @@ impl HttpRegistry {
         }
         Ok((url, bytes))
     }
+}
+
+/// `error`'s message and those of its causes: reqwest says only "error sending request";
+/// why (a refused connection, a certificate not trusted or naming another host) is below.
+fn with_causes(error: &dyn std::error::Error) -> String {
+    let mut message = error.to_string();
+    let mut cause = error.source();
+    while let Some(e) = cause {
+        message.push_str(": ");
+        message.push_str(&e.to_string());
+        cause = e.source();
+    }
+    message
 }
 
 fn invalid(method: &'static str, url: String, e: impl ToString) -> RegistryError {

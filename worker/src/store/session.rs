@@ -3,7 +3,6 @@
 //! of them failed.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use scylla::client::session::Session;
@@ -43,17 +42,10 @@ pub struct CqlLogin {
     pub password: secrecy::SecretString,
 }
 
-/// TLS towards the store's nodes; files are PEM.
-#[derive(Clone, Debug)]
-pub struct CqlTls {
-    /// CAs that sign the nodes' certificates; `None`: the Mozilla roots (`webpki-roots`).
-    pub ca: Option<PathBuf>,
-    /// Client certificate and its key, for nodes that ask for one.
-    pub client: Option<(PathBuf, PathBuf)>,
-    /// Check that a node's certificate names the address it is reached at (the driver
-    /// connects to the addresses nodes advertise, so the certificate must name those).
-    pub verify_hostname: bool,
-}
+/// TLS towards the store's nodes (files are PEM): the CA, client certificate and hostname
+/// check, as for every rustls client of Weir's ([`crate::tls`]). The driver connects to the
+/// addresses nodes advertise, so with the hostname check their certificates must name those.
+pub type CqlTls = crate::tls::ClientTls;
 
 /// Why a connection to the store failed, as far as can be told.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -149,7 +141,7 @@ pub async fn connect(config: &CqlConfig) -> Result<Session, StoreError> {
     }
     if let Some(tls) = &config.tls {
         builder = builder.tls_context(Some(scylla::client::session::TlsContext::Rustls023(
-            tls_config(tls)?,
+            crate::tls::client_config(tls)?,
         )));
     }
     builder.build().await.map_err(|source| StoreError::Connect {
@@ -160,137 +152,33 @@ pub async fn connect(config: &CqlConfig) -> Result<Session, StoreError> {
     })
 }
 
-/// The rustls client configuration of `tls`.
-fn tls_config(tls: &CqlTls) -> Result<Arc<rustls::ClientConfig>, StoreError> {
-    use rustls::pki_types::pem::PemObject;
-    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-    let file_error = |path: &PathBuf, reason: String| StoreError::TlsFile {
-        path: path.clone(),
-        reason,
-    };
-    let certificates = |path: &PathBuf| -> Result<Vec<CertificateDer<'static>>, StoreError> {
-        let certs = CertificateDer::pem_file_iter(path)
-            .and_then(|iter| iter.collect::<Result<Vec<_>, _>>())
-            .map_err(|e| file_error(path, e.to_string()))?;
-        if certs.is_empty() {
-            return Err(file_error(path, "holds no PEM certificate".into()));
+impl From<crate::tls::TlsError> for StoreError {
+    fn from(error: crate::tls::TlsError) -> Self {
+        match error {
+            crate::tls::TlsError::File { path, reason } => StoreError::TlsFile { path, reason },
+            crate::tls::TlsError::Config(reason) => StoreError::Tls(reason),
         }
-        Ok(certs)
-    };
-    let mut roots = rustls::RootCertStore::empty();
-    match &tls.ca {
-        Some(path) => {
-            for cert in certificates(path)? {
-                roots
-                    .add(cert)
-                    .map_err(|e| file_error(path, format!("not a usable CA certificate: {e}")))?;
-            }
-        }
-        None => roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned()),
-    }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let builder = rustls::ClientConfig::builder_with_provider(Arc::clone(&provider))
-        .with_safe_default_protocol_versions()
-        .map_err(|e| StoreError::Tls(e.to_string()))?;
-    let builder = if tls.verify_hostname {
-        builder.with_root_certificates(roots)
-    } else {
-        let chain =
-            rustls::client::WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
-                .build()
-                .map_err(|e| StoreError::Tls(e.to_string()))?;
-        builder
-            .dangerous()
-            .with_custom_certificate_verifier(Arc::new(AnyName(chain)))
-    };
-    let config = match &tls.client {
-        Some((cert, key)) => {
-            let chain = certificates(cert)?;
-            let key =
-                PrivateKeyDer::from_pem_file(key).map_err(|e| file_error(key, e.to_string()))?;
-            builder
-                .with_client_auth_cert(chain, key)
-                .map_err(|e| file_error(cert, format!("unusable client certificate: {e}")))?
-        }
-        None => builder.with_no_client_auth(),
-    };
-    Ok(Arc::new(config))
-}
-
-/// A verifier that checks a node's chain of trust, but not that the certificate names the
-/// address (`--cql-tls-verify-hostname false`: nodes reached at addresses their certificates
-/// do not list, as behind some proxies).
-#[derive(Debug)]
-struct AnyName(Arc<rustls::client::WebPkiServerVerifier>);
-
-impl rustls::client::danger::ServerCertVerifier for AnyName {
-    fn verify_server_cert(
-        &self,
-        end_entity: &rustls::pki_types::CertificateDer<'_>,
-        intermediates: &[rustls::pki_types::CertificateDer<'_>],
-        server_name: &rustls::pki_types::ServerName<'_>,
-        ocsp_response: &[u8],
-        now: rustls::pki_types::UnixTime,
-    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
-        use rustls::CertificateError::{NotValidForName, NotValidForNameContext};
-        match self
-            .0
-            .verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
-        {
-            Err(rustls::Error::InvalidCertificate(
-                NotValidForName | NotValidForNameContext { .. },
-            )) => Ok(rustls::client::danger::ServerCertVerified::assertion()),
-            other => other,
-        }
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &rustls::pki_types::CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &rustls::pki_types::CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        self.0.supported_verify_schemes()
     }
 }
 
 /// What a failed session says about its cause. The driver wraps rustls's error in an
-/// `io::Error` and reports authentication as a message, so this walks the error chain (through
-/// `io::Error`'s inner error) for a typed cause, and falls back on the messages Cassandra and
+/// `io::Error` and reports authentication as a message, so this looks for rustls's error in
+/// the chain ([`crate::tls::error_chain`]), and falls back on the messages Cassandra and
 /// ScyllaDB give.
 pub fn classify(error: &scylla::errors::NewSessionError) -> ConnectFailure {
-    let mut texts = Vec::new();
-    let mut next: Option<&(dyn std::error::Error + 'static)> = Some(error);
-    while let Some(e) = next {
-        if let Some(tls) = e.downcast_ref::<rustls::Error>() {
-            return match tls {
-                rustls::Error::InvalidCertificate(
-                    rustls::CertificateError::NotValidForName
-                    | rustls::CertificateError::NotValidForNameContext { .. },
-                ) => ConnectFailure::Hostname,
-                rustls::Error::InvalidCertificate(_) => ConnectFailure::Certificate,
-                _ => ConnectFailure::TlsMismatch,
-            };
-        }
-        texts.push(e.to_string());
-        next = match e.downcast_ref::<std::io::Error>() {
-            Some(io) => io.get_ref().map(|inner| inner as _).or_else(|| e.source()),
-            None => e.source(),
+    if let Some(tls) = crate::tls::rustls_error(error) {
+        return match tls {
+            rustls::Error::InvalidCertificate(
+                rustls::CertificateError::NotValidForName
+                | rustls::CertificateError::NotValidForNameContext { .. },
+            ) => ConnectFailure::Hostname,
+            rustls::Error::InvalidCertificate(_) => ConnectFailure::Certificate,
+            _ => ConnectFailure::TlsMismatch,
         };
     }
+    let texts: Vec<String> = crate::tls::error_chain(error)
+        .map(ToString::to_string)
+        .collect();
     let text = texts.join(" | ");
     // The driver keeps only the message of the connection's error past its pool.
     if text.contains("invalid peer certificate") {
