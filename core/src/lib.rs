@@ -30,6 +30,7 @@
 pub mod activity;
 pub mod cache;
 pub mod correlation;
+pub mod dlq;
 pub mod driver;
 pub mod inline;
 pub mod list;

@@ -34,6 +34,13 @@ use crate::model::{ExecutionId, Ffqn};
 use crate::processor::Effect;
 use crate::state_key::StateKey;
 
+/// The largest record Weir's producers send (librdkafka's `message.max.bytes`, set explicitly
+/// to its default; within the broker's default `max.message.bytes`, 1 048 588). Every record
+/// Weir makes is kept within it where it is made: input records are refused above
+/// `--max-record-bytes` (which must leave room for the envelope of what they become), and a DLQ
+/// copy keeps what fits of its original ([`crate::dlq`]).
+pub const MAX_PRODUCED_RECORD_BYTES: usize = 1_000_000;
+
 /// The header that tells a record of another type from the topic's own ([`RecordKind`]).
 pub const KIND_HEADER: &str = "weir.kind";
 /// On a later attempt of an activity (`attempt > 1`): do not run it before this instant

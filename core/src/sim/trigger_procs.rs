@@ -8,9 +8,9 @@ use chrono::Duration;
 
 use super::cluster::{Payload, Producer, SOURCE_PARTITIONS, SimTime, SourceRecord, Topic, encode};
 use super::process::Status;
-use super::triggers::{SIM_RECORD_LIMIT, SOURCE_TOPIC, TrigProc, decide, routed};
+use super::triggers::{Decided, SIM_RECORD_LIMIT, SOURCE_TOPIC, TrigProc, decide};
 use super::world::World;
-use crate::records::DlqEnvelope;
+use crate::dlq;
 
 impl World {
     /// Starts a trigger worker process in `slot`: its transactional id is the slot's, so its
@@ -288,9 +288,13 @@ impl World {
         for (q, record) in &batch {
             next.insert(*q, record.offset + 1);
             match decide(&trigger, *q, record, now) {
-                Ok(effect) => {
-                    let (topic, key, payload) = routed(&effect);
-                    let bytes = encode(&payload);
+                Ok(Decided {
+                    topic,
+                    key,
+                    payload,
+                    bytes,
+                    ..
+                }) => {
                     if key.len() + bytes.len() > SIM_RECORD_LIMIT {
                         self.anomalies.push(format!(
                             "{name}: produced a record of {} bytes for {}, over the producer's limit",
@@ -313,19 +317,21 @@ impl World {
                 }
                 Err((reason, error)) => {
                     self.trig.counts.dead_lettered += 1;
-                    let envelope = DlqEnvelope {
-                        original_topic: SOURCE_TOPIC.to_owned(),
-                        original_partition: *q,
-                        original_offset: record.offset,
-                        original_timestamp_millis: Some(record.timestamp.timestamp_millis()),
-                        key: record.key.clone().map(String::into_bytes),
-                        value: Some(record.value.clone()),
-                        original_headers: Vec::new(),
+                    let copy = dlq::copy(
+                        dlq::Original {
+                            topic: SOURCE_TOPIC,
+                            partition: *q,
+                            offset: record.offset,
+                            timestamp_millis: Some(record.timestamp.timestamp_millis()),
+                            key: record.key.as_deref().map(str::as_bytes),
+                            value: Some(&record.value),
+                        },
+                        [],
                         reason,
                         error,
-                        failed_at: now,
-                    };
-                    let payload = Payload::Dlq(Box::new(envelope));
+                        now,
+                    );
+                    let payload = Payload::Dlq(Box::new(copy.envelope));
                     let bytes = encode(&payload);
                     let key = record.key.clone().unwrap_or_default();
                     self.cluster.append(

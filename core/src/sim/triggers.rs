@@ -53,14 +53,27 @@ pub fn sim_trigger(by_field: bool) -> Trigger {
     }
 }
 
+/// A source record's effect, routed by the wire table and encoded: what a trigger worker
+/// produces.
+#[derive(Debug, Clone)]
+pub struct Decided {
+    pub effect: Effect,
+    pub topic: Topic,
+    pub key: String,
+    pub payload: Payload,
+    /// The value as the simulation's producer sends it (its size is gated).
+    pub bytes: Vec<u8>,
+}
+
 /// What the trigger makes of a source record at `partition`/`offset`: the effect to produce,
-/// or why the record is dead-lettered (the mapping's or the size gate's reason).
+/// routed and encoded, or why the record is dead-lettered (the mapping's or the size gate's
+/// reason).
 pub fn decide(
     trigger: &Trigger,
     partition: i32,
     record: &SourceRecord,
     now: SimTime,
-) -> Result<Effect, (DlqReason, String)> {
+) -> Result<Decided, (DlqReason, String)> {
     let source = trigger::SourceRecord {
         topic: SOURCE_TOPIC,
         partition,
@@ -74,15 +87,21 @@ pub fn decide(
         .map_err(|e| (e.dlq_reason(), e.to_string()))?;
     let effect = mapped.effect();
     let (topic, key, payload) = routed(&effect);
-    let size = key.len() + encode(&payload).len();
-    match oversize(size, SIM_RECORD_LIMIT, topic.name()) {
+    let bytes = encode(&payload);
+    match oversize(key.len() + bytes.len(), SIM_RECORD_LIMIT, topic.name()) {
         Some(refused) => Err(refused),
-        None => Ok(effect),
+        None => Ok(Decided {
+            effect,
+            topic,
+            key,
+            payload,
+            bytes,
+        }),
     }
 }
 
 /// Where `effect` goes by the wire table, and its value as the simulation keeps it.
-pub(super) fn routed(effect: &Effect) -> (Topic, String, Payload) {
+fn routed(effect: &Effect) -> (Topic, String, Payload) {
     let address = match wire::address(effect) {
         Ok(Some(address)) => address,
         other => unreachable!("a trigger's effect has an address: {other:?}"),

@@ -8,10 +8,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use chrono::Duration;
 
+use crate::dlq;
 use crate::driver::{CommitError, InputTopic, Landed, LoggedEntry, Polled, PolledRecord};
 use crate::model::{ExecutionId, ExecutionResult, Response};
 use crate::processor::{Body, Effect, Input, Undecodable};
-use crate::records::{DlqEnvelope, DlqReason, HistoryRecord};
+use crate::records::{DlqReason, HistoryRecord};
 use crate::wire::{self, Key, RecordKind, RecordType, TopicRole};
 
 use super::activity::ActivityWorkers;
@@ -723,18 +724,21 @@ impl World {
                 else {
                     return;
                 };
-                Payload::Dlq(Box::new(DlqEnvelope {
-                    original_topic: original.topic.name().to_owned(),
-                    original_partition: original.partition,
-                    original_offset: original.offset,
-                    original_timestamp_millis: Some(original.timestamp.timestamp_millis()),
-                    key: original.key.clone().map(String::into_bytes),
-                    value: Some(original.bytes.clone()),
-                    original_headers: Vec::new(),
-                    reason: *reason,
-                    error: error.clone(),
-                    failed_at: now,
-                }))
+                let copy = dlq::copy(
+                    dlq::Original {
+                        topic: original.topic.name(),
+                        partition: original.partition,
+                        offset: original.offset,
+                        timestamp_millis: Some(original.timestamp.timestamp_millis()),
+                        key: original.key.as_deref().map(str::as_bytes),
+                        value: Some(&original.bytes),
+                    },
+                    [],
+                    *reason,
+                    error.clone(),
+                    now,
+                );
+                Payload::Dlq(Box::new(copy.envelope))
             }
             Effect::PutSchedule { state, .. } => Payload::Schedule(state.clone()),
             Effect::PutCorrelation { state, .. } => Payload::Correlation(state.clone()),

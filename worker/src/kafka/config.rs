@@ -14,12 +14,9 @@ pub const CODECS: [&str; 4] = ["gzip", "snappy", "lz4", "zstd"];
 /// exponentially up to `retry.backoff.max.ms` (1 s).
 pub const TRANSACTIONAL_RETRY_BACKOFF_MS: &str = "5";
 
-/// The largest record Weir's producers send (librdkafka's `message.max.bytes`, set explicitly
-/// to its default; within the broker's default `max.message.bytes`, 1 048 588). Every record
-/// Weir makes is kept within it where it is made: input records are refused above
-/// `--max-record-bytes` (which must leave room for the envelope of what they become), and a DLQ
-/// copy keeps a prefix of a value too large for it.
-pub const MAX_PRODUCED_RECORD_BYTES: usize = 1_000_000;
+/// The largest record Weir's producers send, set as librdkafka's `message.max.bytes` (the
+/// rule is the wire table's: [`weir_core::wire::MAX_PRODUCED_RECORD_BYTES`]).
+pub use weir_core::wire::MAX_PRODUCED_RECORD_BYTES;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CodecsError {

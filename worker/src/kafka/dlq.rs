@@ -1,17 +1,9 @@
-//! The dead-letter queue: an input record that cannot be processed is copied byte for byte to
-//! `weir.dlq`, with the reason in headers, inside the transaction that commits its offset, so
-//! that a poison record never blocks its partition and nothing is lost.
-//!
-//! A copy must fit the producer's limit ([`MAX_PRODUCED_RECORD_BYTES`]): an original value
-//! too large for that (an oversize record is the usual reason it is dead-lettered) is cut to
-//! [`MAX_DLQ_VALUE_BYTES`], and the copy says so — in its error text and in the headers
-//! `weir.dlq.original-size` and `weir.dlq.original-sha256` (issue 11 item 7: a copy carrying
-//! the whole value failed its batch forever). The rest of the copy is bounded too, so that the
-//! value's reserve always holds it (issue 33 F4: a ~350 kB key, copied into the envelope, as
-//! the copy's own key and into the error text of a misrouted record, made a copy no producer
-//! could send): the key is cut to [`MAX_DLQ_KEY_BYTES`] (with its size and SHA-256 in the
-//! error text), the original headers to [`MAX_DLQ_HEADER_BYTES`] (whole headers, in order;
-//! the error text says how many were left out), the error text to [`MAX_DLQ_ERROR_BYTES`].
+//! The dead-letter queue: an input record that cannot be processed is copied to `weir.dlq`,
+//! with the reason in headers, inside the transaction that commits its offset, so that a
+//! poison record never blocks its partition and nothing is lost. What the copy keeps of its
+//! original (everything that fits the producer's limit, and what was cut said) is
+//! [`weir_core::dlq`]'s rule, which the simulation applies too; this module adds the value's
+//! encoding and the copy's headers.
 //!
 //! `weir_dlq_records_total` counts dead letters whose transaction *committed*: the
 //! transactional producer counts them after the commit ([`is_dead_letter`]), so a batch that
@@ -20,12 +12,13 @@
 use chrono::Utc;
 use rdkafka::message::{Headers, Message, OwnedMessage};
 use tracing::{error, warn};
+use weir_core::dlq::{Copy, Original};
+pub use weir_core::dlq::{
+    MAX_DLQ_ERROR_BYTES, MAX_DLQ_HEADER_BYTES, MAX_DLQ_KEY_BYTES, MAX_DLQ_VALUE_BYTES,
+};
 
-use sha2::{Digest, Sha256};
-
-use super::config::MAX_PRODUCED_RECORD_BYTES;
 use super::outgoing::OutgoingRecord;
-use crate::codec::{Codec, DlqEnvelope, DlqHeader, DlqReason, EncodeError, dlq_headers};
+use crate::codec::{Codec, DlqReason, EncodeError, dlq_headers};
 use crate::metrics::Metrics;
 use crate::topology::{TopicRole, Topology};
 
@@ -62,9 +55,9 @@ pub fn try_dead_letter(
         %error,
         "record sent to the DLQ"
     );
-    let (dlq, envelope) = envelope(topology, message, reason, error);
+    let (dlq, copy) = envelope(topology, message, reason, error);
     let value = codec
-        .encode(&dlq, &envelope)
+        .encode(&dlq, &copy.envelope)
         .map_err(|source| DeadLetterError {
             topic: message.topic().to_owned(),
             partition: message.partition(),
@@ -72,7 +65,7 @@ pub fn try_dead_letter(
             dlq: dlq.clone(),
             source: Box::new(source),
         })?;
-    Ok(record(dlq, message, &envelope, value))
+    Ok(record(dlq, copy, value))
 }
 
 /// The DLQ record for `message`, for callers that cannot fail: when the envelope cannot be
@@ -91,142 +84,53 @@ pub fn dead_letter(
         Ok(record) => record,
         Err(e) => {
             error!(error = %e, "DLQ copy written in single-object encoding instead");
-            let (dlq, envelope) = self::envelope(topology, message, reason, error);
+            let (dlq, copy) = self::envelope(topology, message, reason, error);
             // Single-object encoding needs no registry: only a value the schema cannot hold
             // fails it, and the envelope's fields all fit their schema.
-            let value = Codec::encode_single_object(&dlq, &envelope).unwrap_or_else(|e| {
+            let value = Codec::encode_single_object(&dlq, &copy.envelope).unwrap_or_else(|e| {
                 error!(error = %e, "DLQ envelope unencodable: the original value is copied as is");
-                message.payload().map(<[u8]>::to_vec).unwrap_or_default()
+                copy.envelope.value.clone().unwrap_or_default()
             });
-            record(dlq, message, &envelope, value)
+            record(dlq, copy, value)
         }
     }
 }
 
-/// The most of an original value a DLQ copy carries: what is left of the producer's limit
-/// once the key, the original headers, the error and the envelope's own fields have room.
-pub const MAX_DLQ_VALUE_BYTES: usize = MAX_PRODUCED_RECORD_BYTES - 64 * 1024;
-
-/// The most of an original key a DLQ copy carries (in its envelope, and as its own key).
-pub const MAX_DLQ_KEY_BYTES: usize = 8 * 1024;
-/// The most bytes (names and values) of original headers a DLQ copy carries.
-pub const MAX_DLQ_HEADER_BYTES: usize = 16 * 1024;
-/// The most of the error text a DLQ envelope carries (before the notes on what was cut).
-pub const MAX_DLQ_ERROR_BYTES: usize = 8 * 1024;
-
-// Twice the key, the headers, the error and its notes stay well within the value's reserve.
-const _: () = assert!(
-    2 * MAX_DLQ_KEY_BYTES + MAX_DLQ_HEADER_BYTES + MAX_DLQ_ERROR_BYTES + 4 * 1024
-        <= MAX_PRODUCED_RECORD_BYTES - MAX_DLQ_VALUE_BYTES - 16 * 1024
-);
-
-/// The original value's size and SHA-256, when the copy carries only a prefix of it.
-struct Cut {
-    size: usize,
-    sha256: String,
-}
-
-fn cut(message: &OwnedMessage) -> Option<Cut> {
-    cut_of(message.payload()?, MAX_DLQ_VALUE_BYTES)
-}
-
-/// `bytes`' size and digest when they are longer than `max`.
-fn cut_of(bytes: &[u8], max: usize) -> Option<Cut> {
-    (bytes.len() > max).then(|| Cut {
-        size: bytes.len(),
-        sha256: Sha256::digest(bytes)
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect(),
-    })
-}
-
-/// `text` cut to at most `max` bytes, on a character boundary.
-fn truncate_text(text: &mut String, max: usize) {
-    if text.len() > max {
-        let mut at = max;
-        while !text.is_char_boundary(at) {
-            at -= 1;
-        }
-        text.truncate(at);
-        text.push('…');
-    }
-}
-
+/// The copy of `message` ([`weir_core::dlq::copy`]) and the DLQ topic it goes to.
 fn envelope(
     topology: &Topology,
     message: &OwnedMessage,
     reason: DlqReason,
-    mut error: String,
-) -> (String, DlqEnvelope) {
-    truncate_text(&mut error, MAX_DLQ_ERROR_BYTES);
-    let mut key = message.key().map(<[u8]>::to_vec);
-    if let Some(key) = key.as_mut()
-        && let Some(cut) = cut_of(key, MAX_DLQ_KEY_BYTES)
-    {
-        key.truncate(MAX_DLQ_KEY_BYTES);
-        error.push_str(&format!(
-            " (this copy keeps the first {MAX_DLQ_KEY_BYTES} of the key's {} bytes; \
-             SHA-256 of the whole key: {})",
-            cut.size, cut.sha256
-        ));
-    }
-    let mut original_headers = Vec::new();
-    let (mut header_bytes, mut left_out) = (0, 0);
-    for h in message.headers().iter().flat_map(|headers| headers.iter()) {
-        let size = h.key.len() + h.value.map_or(0, <[u8]>::len);
-        if left_out > 0 || header_bytes + size > MAX_DLQ_HEADER_BYTES {
-            left_out += 1;
-            continue;
-        }
-        header_bytes += size;
-        original_headers.push(DlqHeader {
-            key: h.key.to_owned(),
-            value: h.value.map(<[u8]>::to_vec),
-        });
-    }
-    if left_out > 0 {
-        error.push_str(&format!(
-            " (this copy leaves out the last {left_out} original headers: they exceed \
-             {MAX_DLQ_HEADER_BYTES} bytes)"
-        ));
-    }
-    let mut value = message.payload().map(<[u8]>::to_vec);
-    if let (Some(cut), Some(value)) = (cut(message), value.as_mut()) {
-        value.truncate(MAX_DLQ_VALUE_BYTES);
-        error.push_str(&format!(
-            " (this copy keeps the first {MAX_DLQ_VALUE_BYTES} of the value's {} bytes; \
-             SHA-256 of the whole value: {})",
-            cut.size, cut.sha256
-        ));
-    }
-    let envelope = DlqEnvelope {
-        original_topic: message.topic().to_owned(),
-        original_partition: message.partition(),
-        original_offset: message.offset(),
-        original_timestamp_millis: message.timestamp().to_millis(),
-        key,
-        value,
-        original_headers,
-        reason,
-        error,
-        failed_at: Utc::now(),
+    error: String,
+) -> (String, Copy) {
+    let original = Original {
+        topic: message.topic(),
+        partition: message.partition(),
+        offset: message.offset(),
+        timestamp_millis: message.timestamp().to_millis(),
+        key: message.key(),
+        value: message.payload(),
     };
-    (topology.topic(TopicRole::Dlq).name.clone(), envelope)
+    let headers = message
+        .headers()
+        .into_iter()
+        .flat_map(|headers| headers.iter())
+        .map(|h| (h.key, h.value));
+    let copy = weir_core::dlq::copy(original, headers, reason, error, Utc::now());
+    (topology.topic(TopicRole::Dlq).name.clone(), copy)
 }
 
-fn record(
-    dlq: String,
-    message: &OwnedMessage,
-    envelope: &DlqEnvelope,
-    value: Vec<u8>,
-) -> OutgoingRecord {
+fn record(dlq: String, copy: Copy, value: Vec<u8>) -> OutgoingRecord {
+    let Copy {
+        envelope,
+        value_cut,
+    } = copy;
     let mut headers: Vec<(String, Vec<u8>)> = envelope
         .kafka_headers()
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v))
         .collect();
-    if let Some(cut) = cut(message) {
+    if let Some(cut) = value_cut {
         headers.push((
             dlq_headers::ORIGINAL_SIZE.to_owned(),
             cut.size.to_string().into_bytes(),
@@ -251,8 +155,11 @@ mod tests {
 
     use rdkafka::Timestamp;
 
+    use sha2::{Digest, Sha256};
+
+    use super::super::config::MAX_PRODUCED_RECORD_BYTES;
     use super::*;
-    use crate::codec::{InMemoryRegistry, RecordPosition, WireFormat};
+    use crate::codec::{DlqEnvelope, InMemoryRegistry, RecordPosition, WireFormat};
 
     fn topology() -> Topology {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../topology");

@@ -14,7 +14,7 @@ use crate::sim::cluster::{Payload, Producer, Topic};
 use crate::sim::process::Status;
 use crate::sim::scheduler::Sim;
 use crate::sim::sent::Submitted;
-use crate::sim::triggers::{SOURCE_TOPIC, decide, sim_trigger};
+use crate::sim::triggers::{Decided, SOURCE_TOPIC, decide, sim_trigger};
 use crate::sim::workflows::Workflow;
 use crate::sim::world::lock;
 
@@ -122,7 +122,10 @@ impl Sim {
             .take(60)
             .collect::<String>();
         match decided {
-            Ok(Effect::Submit(submission)) => {
+            Ok(Decided {
+                effect: Effect::Submit(submission),
+                ..
+            }) => {
                 let params: Value = submission.params.clone();
                 let ints: Vec<i64> = params
                     .as_array()
@@ -148,7 +151,10 @@ impl Sim {
                     submission.execution_id
                 ));
             }
-            Ok(other) => unreachable!("the sim's trigger only starts executions: {other:?}"),
+            Ok(other) => unreachable!(
+                "the sim's trigger only starts executions: {:?}",
+                other.effect
+            ),
             Err((reason, _)) => {
                 self.trig_sends.poison.push((partition, offset, reason));
                 self.note(format!(
