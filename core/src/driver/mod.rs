@@ -1,0 +1,369 @@
+//! The workflow worker's loop, written once against its seams: the [`Log`] (Kafka in
+//! production, the simulated log in tests), the store it reads ([`StoreRead`]) and the
+//! background writer of committed batches ([`Materialise`]). Whatever runs it, the order of
+//! things is this file's:
+//!
+//! 1. **Take-over** on every change of the partitions owned: wait until every committed batch
+//!    is in the store, forget what memory holds, take the new group generation (the stamp of
+//!    every store write from now on: see [`WriteStamp`]), rewind the log to the committed
+//!    offsets (which waits for the previous owner's transaction), catch the store up with
+//!    `weir.history` of each owned partition (through the [projection](crate::projection)),
+//!    restore the partitions' schedules from `weir.state`, load the timers due within the
+//!    horizon, and write the checkpoints and watermarks it starts from.
+//! 2. **A batch**: the records of one poll, the timers due now and the schedule ticks due
+//!    now, each stepped through the [processor](crate::processor) (rehydrating from the store
+//!    what it names first); then one transaction with every effect and the input offsets.
+//! 3. **After the commit**: the batch's history rows (with the offsets they landed at),
+//!    execution rows, timer changes, checkpoints and watermarks go to the materialiser; the
+//!    touched executions stay pinned until they are in the store.
+//!
+//! 4. **Admission**: before each poll, new submissions are read only while fewer executions
+//!    are in flight than [`DriverConfig::admit_below`] — those with a deferred start, and
+//!    running ones stepped within [`DriverConfig::admission_idle`]; otherwise the log stops
+//!    reading the submissions partitions ([`Log::admit`]) and they wait in Kafka, while
+//!    responses and timers go on. Running executions idle longer do not count (a parent
+//!    waiting for its children must not keep them out), so admission never stops for good; a
+//!    deferred start counts until it runs (it waits for room, not for an answer).
+//!    The limit is the configured one, or lower once the pool has had no room for a run
+//!    ([`Processor::capacity_seen`]: what it really parks, [`admission_limit`] of it).
+//!    Without it, more executions in flight than the instance pool holds dropped each other's
+//!    runs for room and rebuilt them, and nothing finished (a livelock, `docs/benchmarks.md`).
+//!
+//! A batch the log refuses to commit because the group moved on is dropped and the inputs are
+//! read again after a take-over — of the membership the log reports *after* the refusal (the
+//! next `Polled::Rebalanced`, or a newer generation; at most [`DriverConfig::rejoin_wait`]
+//! later, the one it reports): until then the worker writes nothing, since the partitions it
+//! had may be another member's already. Any other failure stops the loop (the process
+//! restarts).
+//!
+//! The hot path — an execution cached in memory, its inputs and due timers — reads nothing
+//! from the store, and the loop does not wait for the materialiser on its account: a store
+//! outage holds back the materialiser (whose queue takes the batches meanwhile) and whatever
+//! must read the store (a cold rebuild, a new submission's existence check, a take-over, an
+//! urgent timer refill: see [`TimerIndex`]), not the batches of cached executions.
+
+use std::collections::BTreeSet;
+
+use chrono::{DateTime, Utc};
+use indexmap::IndexMap;
+use tracing::Instrument;
+
+use crate::inline::{self, InlineActivities, InlineOutcome, NoInline};
+use crate::model::ExecutionId;
+use crate::processor::{Batch, Effect, Input, Processor, ProcessorError};
+use crate::projection::{self, ExecutionView, entry_kind, rebuild};
+use crate::records::HistoryEntry;
+use crate::rows::{
+    Checkpoint, ExecutionState, HistoryRow, MaterialiseJob, TimerChanges, TimerId, TimerRow,
+    TimerWatermark, WriteStamp,
+};
+use crate::runner::WorkflowRunner;
+use crate::stamp_order::StampOrder;
+use crate::timers::{Refill, TimerIndex};
+
+mod batch;
+mod materialise;
+mod ports;
+mod take_over;
+
+pub use ports::*;
+
+#[derive(Debug, thiserror::Error)]
+pub enum DriverError {
+    #[error("log: {0}")]
+    Log(BoxError),
+    #[error("commit: {0}")]
+    Commit(BoxError),
+    #[error("store: {0}")]
+    Store(BoxError),
+    #[error("materialiser: {0}")]
+    Materialise(BoxError),
+    #[error("catch-up of history partition {partition}: {reason}")]
+    Catchup { partition: i32, reason: String },
+    #[error(transparent)]
+    Processor(#[from] ProcessorError),
+}
+
+/// Settings of the loop.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DriverConfig {
+    /// Rounds of inline activities per batch at most ([`crate::inline`]): a round runs every
+    /// inline request the batch has so far; what the last round's answers request goes to the
+    /// topics.
+    pub max_inline_rounds: usize,
+    /// Records (and due timers) per batch at most.
+    pub max_batch: usize,
+    /// Written into checkpoints and watermarks (for operators).
+    pub instance_id: String,
+    /// Timers due within this are held in memory.
+    pub timer_horizon: std::time::Duration,
+    /// After a batch refused because the group moved on, how long to wait (by the log's
+    /// clock) for the log to report the new membership before taking the one it reports
+    /// over anyway (a refusal without a membership change must not stop the worker).
+    pub rejoin_wait: std::time::Duration,
+    /// Admission (see the module docs): submissions are read while fewer executions in
+    /// flight than this were stepped within `admission_idle` ([`usize::MAX`]: always).
+    pub admit_below: usize,
+    pub admission_idle: std::time::Duration,
+}
+
+/// Admission's limit for a pool that parks `capacity` runs: one batch of new starts must
+/// still fit (so that runs in flight are not dropped for them), and never below half of it;
+/// at least one.
+pub fn admission_limit(capacity: usize, max_batch: usize) -> usize {
+    capacity.saturating_sub(max_batch).max(capacity / 2).max(1)
+}
+
+/// The loop; see the module docs.
+pub struct Driver<R: WorkflowRunner, L: Log, S: StoreRead, M: Materialise, I = NoInline> {
+    pub processor: Processor<R>,
+    inline: I,
+    timers: TimerIndex,
+    log: L,
+    store: S,
+    materialiser: M,
+    config: DriverConfig,
+    owned: BTreeSet<i32>,
+    /// The group generation of the membership taken over: the order of this worker's store
+    /// writes ([`WriteStamp::owner`]).
+    generation: u64,
+    /// The next offset of every owned input partition.
+    positions: IndexMap<(InputTopic, i32), i64>,
+    /// Running executions this owner's catch-up read whose start it has not tried yet (see
+    /// [`Driver::take_over`]): the history offset of each one's first record read, which no
+    /// checkpoint passes until its reminder has fired in a committed batch.
+    reminded: IndexMap<ExecutionId, (i32, i64)>,
+    /// The stamps of this owner's jobs (see [`StampOrder`]).
+    stamp_order: StampOrder,
+    /// Whether the log reads the submissions partitions (admission, see the module docs).
+    admitting: bool,
+    retried: u64,
+    inline_answered: u64,
+    inline_spilled: u64,
+    /// The number of the last job submitted to the materialiser.
+    last_job: u64,
+    /// The last job with a timer change the timer index does not hold (a timer put beyond
+    /// the loaded window, or removed from it): a refill must not read the store before the
+    /// store has it.
+    unloaded_timers_job: u64,
+    /// Set when a batch was refused because the group moved on: nothing is written until
+    /// the log reports the membership after it.
+    refused: Option<Refused>,
+}
+
+/// A batch refused for the generation `generation` at `at` (the log's clock).
+#[derive(Debug, Clone, Copy)]
+struct Refused {
+    generation: u64,
+    at: DateTime<Utc>,
+}
+
+impl<R, L, S, M> Driver<R, L, S, M, NoInline>
+where
+    R: WorkflowRunner,
+    L: Log,
+    S: StoreRead,
+    M: Materialise,
+{
+    /// A loop that sends every activity request to its topic.
+    pub fn new(
+        processor: Processor<R>,
+        log: L,
+        store: S,
+        materialiser: M,
+        config: DriverConfig,
+    ) -> Self {
+        Driver::with_inline(processor, log, store, materialiser, config, NoInline)
+    }
+}
+
+impl<R, L, S, M, I> Driver<R, L, S, M, I>
+where
+    R: WorkflowRunner,
+    L: Log,
+    S: StoreRead,
+    M: Materialise,
+    I: InlineActivities,
+{
+    /// A loop that runs the activities `inline` runs itself ([`crate::inline`]).
+    pub fn with_inline(
+        processor: Processor<R>,
+        log: L,
+        store: S,
+        materialiser: M,
+        config: DriverConfig,
+        inline: I,
+    ) -> Self {
+        Driver {
+            processor,
+            inline,
+            timers: TimerIndex::new(config.timer_horizon),
+            log,
+            store,
+            materialiser,
+            config,
+            owned: BTreeSet::new(),
+            generation: 0,
+            positions: IndexMap::new(),
+            reminded: IndexMap::new(),
+            stamp_order: StampOrder::default(),
+            admitting: true,
+            retried: 0,
+            inline_answered: 0,
+            inline_spilled: 0,
+            last_job: 0,
+            unloaded_timers_job: 0,
+            refused: None,
+        }
+    }
+
+    pub fn log(&self) -> &L {
+        &self.log
+    }
+
+    pub fn log_mut(&mut self) -> &mut L {
+        &mut self.log
+    }
+
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    pub fn owned(&self) -> &BTreeSet<i32> {
+        &self.owned
+    }
+
+    /// Runs until the log says shutdown; then waits for the store to hold every batch.
+    pub async fn run(&mut self) -> Result<(), DriverError> {
+        while self.turn().await? {}
+        self.materialiser
+            .flush()
+            .await
+            .map_err(DriverError::Materialise)
+    }
+
+    /// One turn of the loop: a poll, and a batch or a take-over. `false` on shutdown.
+    pub async fn turn(&mut self) -> Result<bool, DriverError> {
+        self.materialiser
+            .health()
+            .map_err(DriverError::Materialise)?;
+        self.admission().await?;
+        let polled = self
+            .log
+            .poll(self.config.max_batch)
+            .await
+            .map_err(DriverError::Log)?;
+        let records = match polled {
+            Polled::Shutdown => return Ok(false),
+            Polled::Rebalanced { generation, owned } => {
+                self.refused = None;
+                self.take_over(generation, owned).await?;
+                return Ok(true);
+            }
+            Polled::Records(records) => records,
+        };
+        if let Some(refused) = self.refused {
+            // A batch was refused because the group moved on, and the log has not said what
+            // this worker owns now: its old assignment may be another member's, so nothing is
+            // written for it. The records are dropped (the take-over rewinds).
+            let (generation, owned) = self.log.membership();
+            let waited = self.log.now() - refused.at;
+            let patience = chrono::Duration::from_std(self.config.rejoin_wait)
+                .unwrap_or(chrono::Duration::MAX);
+            if generation <= refused.generation {
+                if waited < patience {
+                    return Ok(true);
+                }
+                tracing::warn!(
+                    generation,
+                    waited_ms = waited.num_milliseconds(),
+                    "no new membership after a refused batch; taking the reported one over"
+                );
+            }
+            self.refused = None;
+            self.take_over(generation, owned).await?;
+            return Ok(true);
+        }
+        let now = self.log.now();
+        // Every turn, loaded or idle: the horizon moves with the clock, and a timer beyond it
+        // when it was written must be read before it is due.
+        self.refill_timers(now).await?;
+        let timers = self.timers.take_due(now, self.config.max_batch);
+        if records.is_empty()
+            && timers.is_empty()
+            && !self.processor.schedule_due(now)
+            && !self.processor.correlation_due(now)
+        {
+            self.write_idle_watermarks(now).await?;
+            return Ok(true);
+        }
+        let span = tracing::info_span!("batch", records = records.len(), timers = timers.len());
+        self.process_and_commit(records, timers, now)
+            .instrument(span)
+            .await?;
+        Ok(true)
+    }
+
+    /// Opens or closes the submissions partitions (see the module docs, admission).
+    pub(super) async fn admission(&mut self) -> Result<(), DriverError> {
+        let limit = match self.processor.capacity_seen() {
+            Some(capacity) => self
+                .config
+                .admit_below
+                .min(admission_limit(capacity, self.config.max_batch)),
+            None => self.config.admit_below,
+        };
+        let now = self.log.now();
+        let admit = limit == usize::MAX || {
+            let since = chrono::Duration::from_std(self.config.admission_idle)
+                .ok()
+                .and_then(|idle| now.checked_sub_signed(idle))
+                .unwrap_or(DateTime::<Utc>::MIN_UTC);
+            self.processor.recently_stepped(since) < limit
+        };
+        // While paused, the instant moves with every turn (early events, issue 33 F7).
+        self.processor.submissions_read(self.admitting, now);
+        if admit == self.admitting {
+            return Ok(());
+        }
+        let from: Vec<(i32, i64)> = self
+            .positions
+            .iter()
+            .filter(|((topic, _), _)| *topic == InputTopic::Submissions)
+            .map(|(&(_, partition), &offset)| (partition, offset))
+            .collect();
+        self.log
+            .admit(admit, &from)
+            .await
+            .map_err(DriverError::Log)?;
+        if admit {
+            tracing::info!(
+                "submissions read again: executions in flight are below the admission limit"
+            );
+        } else {
+            tracing::info!(
+                limit,
+                "submissions paused: as many executions in flight as the admission limit"
+            );
+        }
+        self.admitting = admit;
+        self.report(0, 0);
+        Ok(())
+    }
+
+    pub(super) fn report(&mut self, inputs: usize, effects: usize) {
+        let report = Report {
+            owned: self.owned.len(),
+            cached: self.processor.len(),
+            parked: self.processor.parked(),
+            stats: self.processor.stats(),
+            inputs,
+            effects,
+            retried: self.retried,
+            inline_answered: self.inline_answered,
+            inline_spilled: self.inline_spilled,
+            admitting: self.admitting,
+        };
+        self.log.observe(&report);
+    }
+}
