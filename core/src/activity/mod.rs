@@ -9,6 +9,7 @@
 //! - `partition`: one owned partition: its unfinished requests, what it restored from the
 //!   previous owner, what it committed, its flow control.
 //! - [`external`]: requests of external routes, watched until their deadline.
+//! - [`answer`]: the size gate of an answer (too large: `value-too-large`).
 //! - `state`: [`ActivityCore`], the state machine over the owned partitions.
 //!
 //! **What it promises** (exactly once, nothing lost, no partition stuck):
@@ -33,6 +34,7 @@
 //! - **Flow control**: a partition with [`ActivitySettings::partition_window`] unfinished
 //!   requests is paused until one finishes (the metadata stays within the broker's limit).
 
+pub mod answer;
 pub mod external;
 mod partition;
 pub mod progress;

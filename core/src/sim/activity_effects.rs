@@ -10,9 +10,9 @@ use super::cluster::{Payload, Producer, SimTime, Topic, TxnRefused};
 use super::process::Status;
 use super::workflows::activity_result;
 use super::world::{PendingAnswer, World, encode};
-use crate::activity::{Commit, Effect, Input, Outgoing};
+use crate::activity::{Commit, Effect, Input, Outgoing, answer};
+use crate::dlq;
 use crate::model::{ExecutionId, Response};
-use crate::records::DlqEnvelope;
 use crate::wire;
 
 impl World {
@@ -134,17 +134,27 @@ impl World {
         let producer = Producer::ActivityWorker { pid };
         match record {
             Outgoing::Answer {
-                parent, response, ..
+                parent,
+                ffqn,
+                response,
+                ..
             } => {
-                // Routed by the wire table, as the Kafka activity worker routes it.
+                // Routed by the wire table and held to the answers' size gate, as the Kafka
+                // activity worker routes and gates it.
                 let address = wire::answer(parent);
                 let topic = Topic::of_destination(&address.destination);
                 let wire::Key::Exactly(key) = address.key else {
                     unreachable!("an answer is keyed by its parent")
                 };
                 let partition = self.cluster.partition_for(topic, &key);
-                let payload = Payload::Response(response.clone());
-                let bytes = encode(&payload);
+                let mut payload = Payload::Response(response.clone());
+                let mut bytes = encode(&payload);
+                if let Some(replaced) =
+                    answer::too_large(response, ffqn, bytes.len(), answer::MAX_ANSWER_BYTES)
+                {
+                    payload = Payload::Response(replaced);
+                    bytes = encode(&payload);
+                }
                 self.cluster.append(
                     topic,
                     partition,
@@ -166,19 +176,21 @@ impl World {
                 reason,
                 error,
             } => {
-                let envelope = DlqEnvelope {
-                    original_topic: source.topic.name().to_owned(),
-                    original_partition: source.partition,
-                    original_offset: source.offset,
-                    original_timestamp_millis: Some(source.timestamp.timestamp_millis()),
-                    key: source.key.clone().map(String::into_bytes),
-                    value: Some(source.bytes.clone()),
-                    original_headers: Vec::new(),
-                    reason: *reason,
-                    error: error.clone(),
-                    failed_at: now,
-                };
-                let payload = Payload::Dlq(Box::new(envelope));
+                let copy = dlq::copy(
+                    dlq::Original {
+                        topic: source.topic.name(),
+                        partition: source.partition,
+                        offset: source.offset,
+                        timestamp_millis: Some(source.timestamp.timestamp_millis()),
+                        key: source.key.as_deref().map(str::as_bytes),
+                        value: Some(&source.bytes),
+                    },
+                    [],
+                    *reason,
+                    error.clone(),
+                    now,
+                );
+                let payload = Payload::Dlq(Box::new(copy.envelope));
                 let bytes = encode(&payload);
                 let key = source.key.clone().unwrap_or_default();
                 self.cluster.append(

@@ -51,6 +51,7 @@ pub use weir_core::activity::{
     ActivitySettings, ActivitySettingsError, MAX_PARTITION_WINDOW, Mark, MetadataError, Progress,
 };
 
+use weir_core::activity::answer;
 use weir_core::wire::{self, NOT_BEFORE_HEADER, RecordType};
 
 use super::activity_tasks::{Source, Tasks};
@@ -66,7 +67,7 @@ use crate::codec::{
     ActivityCancel, ActivityRequest, Codec, DecodeError, DlqReason, RecordPosition,
 };
 use crate::metrics::Metrics;
-use crate::model::{ExecutionErrorKind, ExecutionResult, Response};
+use crate::model::Response;
 use crate::options;
 use crate::topology::{TopicRole, Topology};
 use crate::wasm::{RetryPolicy, WasmHost};
@@ -710,26 +711,13 @@ impl ActivityWorker {
         response: &Response,
     ) -> Result<Vec<u8>, crate::codec::EncodeError> {
         let value = self.codec.encode(topic, response)?;
-        if value.len() <= MAX_ANSWER_BYTES {
-            return Ok(value);
+        match answer::too_large(response, ffqn, value.len(), answer::MAX_ANSWER_BYTES) {
+            None => Ok(value),
+            Some(replaced) => {
+                warn!(?replaced, "activity result too large");
+                self.codec.encode(topic, &replaced)
+            }
         }
-        let Response::ChildExecutionFinished {
-            child_execution_id, ..
-        } = response
-        else {
-            return Ok(value);
-        };
-        let reason = format!(
-            "the result of activity {child_execution_id} ({ffqn}) is {} bytes encoded; an answer \
-             carries at most {MAX_ANSWER_BYTES}",
-            value.len()
-        );
-        warn!(execution = %child_execution_id, %reason, "activity result too large");
-        let response = Response::ChildExecutionFinished {
-            child_execution_id: child_execution_id.clone(),
-            result: ExecutionResult::error(ExecutionErrorKind::ValueTooLarge, reason),
-        };
-        self.codec.encode(topic, &response)
     }
 
     fn update_metrics(&mut self) {
@@ -762,10 +750,6 @@ fn single(partition: &RoutePartition) -> TopicPartitionList {
     list.add_partition(&partition.topic, partition.partition);
     list
 }
-
-/// The largest answer an activity sends: what a producer may send, less room for its key
-/// and framing.
-const MAX_ANSWER_BYTES: usize = super::config::MAX_PRODUCED_RECORD_BYTES - 16 * 1024;
 
 /// The metadata committed with an offset, or empty when it is not text.
 fn committed_metadata(
