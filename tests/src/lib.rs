@@ -358,3 +358,15 @@ pub fn delivered_events(history: &[weir::codec::HistoryRecord]) -> Vec<String> {
         })
         .collect()
 }
+
+/// An HTTP client builder for the tests' requests to `weir serve` and its UI, with the crypto
+/// provider reqwest needs installed first ([`weir::tls::install_crypto_provider`]).
+pub fn http() -> reqwest::ClientBuilder {
+    weir::tls::install_crypto_provider();
+    reqwest::Client::builder()
+}
+
+/// An HTTP client with reqwest's defaults ([`http`]).
+pub fn http_client() -> reqwest::Client {
+    http().build().expect("an HTTP client")
+}

@@ -62,7 +62,7 @@ async fn the_api_needs_tokens_submits_idempotently_and_reads_what_the_store_hold
 
     let server = deployment.serve_api(read, admin);
     let base = format!("{}/v1", server.base);
-    let client = reqwest::Client::builder()
+    let client = weir_e2e::http()
         .timeout(Duration::from_secs(20))
         .build()
         .expect("client");
@@ -280,7 +280,7 @@ async fn schedules_are_created_listed_paused_and_deleted_through_the_api() {
     );
     let server = deployment.serve_api(read, admin);
     let base = format!("{}/v1", server.base);
-    let client = reqwest::Client::builder()
+    let client = weir_e2e::http()
         .timeout(Duration::from_secs(40))
         .build()
         .expect("client");

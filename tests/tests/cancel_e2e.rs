@@ -163,7 +163,7 @@ async fn a_cancelled_execution_stops_its_children_and_compensates() {
 
     // The API: nothing to cancel once finished; nobody to cancel.
     let server = deployment.serve_api(READ, ADMIN);
-    let client = reqwest::Client::new();
+    let client = weir_e2e::http_client();
     let post = |id: String| {
         client
             .post(format!("{}/v1/executions/{id}/cancel", server.base))

@@ -213,7 +213,7 @@ async fn events_sent_to_a_key_reach_the_execution_holding_it_once() {
 
     // The API lists the same (read token); a key that breaks the rules is a 400.
     let server = deployment.serve_api(READ, ADMIN);
-    let client = reqwest::Client::new();
+    let client = weir_e2e::http_client();
     let get = |query: &str| {
         client
             .get(format!("{}/v1/correlations{query}", server.base))

@@ -99,7 +99,7 @@ async fn stubs_written_from_outside_are_taken_once_and_conflicts_are_refused() {
 
     // The HTTP API: written (202), then the same (200), another (409), none (404).
     let server = deployment.serve_api(READ, ADMIN);
-    let client = reqwest::Client::new();
+    let client = weir_e2e::http_client();
     let post = |id: &str, body: Value| {
         client
             .post(format!("{}/v1/executions/{id}/stub", server.base))

@@ -153,7 +153,7 @@ const EXECUTION_PAGE: &str = r##"
 "##;
 
 async fn api_history(base: &str, id: &str) -> Vec<Value> {
-    let history: Value = reqwest::Client::new()
+    let history: Value = weir_e2e::http_client()
         .get(format!("{base}/v1/executions/{id}/history"))
         .bearer_auth(READ)
         .send()
@@ -167,7 +167,7 @@ async fn api_history(base: &str, id: &str) -> Vec<Value> {
 
 /// Submits `ffqn(params)` through the API (admin token); the new execution's id.
 async fn submit_through_api(base: &str, ffqn: &str, params: Value) -> String {
-    let answer: Value = reqwest::Client::new()
+    let answer: Value = weir_e2e::http_client()
         .post(format!("{base}/v1/executions"))
         .bearer_auth(ADMIN)
         .json(&json!({"ffqn": ffqn, "params": params}))
@@ -501,7 +501,7 @@ async fn a_page_of_another_origin_can_neither_write_nor_read_through_a_rebound_n
     // And nothing was produced: after a submission of the API's own kind is acknowledged,
     // the submissions topic holds that one record alone (the API acknowledges only what
     // Kafka has, and the page's requests were answered before it).
-    let answer = reqwest::Client::new()
+    let answer = weir_e2e::http_client()
         .post(format!("{api}/v1/executions"))
         .json(&json!({"ffqn": CHECKOUT, "params": [], "idempotency_key": "legit"}))
         .send()

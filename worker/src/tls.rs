@@ -28,6 +28,16 @@ pub enum TlsError {
     Config(String),
 }
 
+/// Makes ring the process's default rustls crypto provider, if none is yet. reqwest is built
+/// with rustls and no provider of its own (`rustls-no-provider`: the registry's client is
+/// given [`client_config`]'s), so a client built without a configuration (the OTLP
+/// exporter's, an HTTP client of the tests) panics unless a process default is installed: the
+/// `weir` binary does it first thing, and so must every other process that builds one.
+pub fn install_crypto_provider() {
+    // An error means a default is installed already: that one serves.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
 /// The rustls client configuration of `tls` (ring as the crypto provider).
 pub fn client_config(tls: &ClientTls) -> Result<Arc<rustls::ClientConfig>, TlsError> {
     use rustls::pki_types::pem::PemObject;
