@@ -309,3 +309,130 @@ async fn a_key_buffer_at_its_byte_bound_refuses_the_next_event_and_its_partition
     );
     assert!(refused[0].error.contains("bytes"), "{}", refused[0].error);
 }
+
+/// The records of `topic` now, raw: (partition, offset, key, value; `None`: a tombstone).
+fn raw_records(topic: &str) -> Vec<(i32, i64, String, Option<Vec<u8>>)> {
+    use rdkafka::Message;
+    use rdkafka::consumer::Consumer;
+    let consumer = weir_e2e::deployment::reader(topic, true);
+    let partitions = consumer.assignment().map(|a| a.count()).unwrap_or_default();
+    let mut at_end = std::collections::HashSet::new();
+    let mut records = Vec::new();
+    weir_e2e::wait_until(&format!("the end of {topic}"), TIMEOUT, || {
+        while let Some(polled) = consumer.poll(Duration::from_millis(100)) {
+            match polled {
+                Ok(m) => {
+                    at_end.remove(&m.partition());
+                    records.push((
+                        m.partition(),
+                        m.offset(),
+                        String::from_utf8_lossy(m.key().unwrap_or_default()).into_owned(),
+                        m.payload().map(<[u8]>::to_vec),
+                    ));
+                }
+                Err(rdkafka::error::KafkaError::PartitionEOF(p)) => {
+                    at_end.insert(p);
+                }
+                Err(e) => eprintln!("consume {topic}: {e} (reading on)"),
+            }
+        }
+        (at_end.len() == partitions).then_some(())
+    });
+    records
+}
+
+/// A key's state on `weir.state` that does not decode at all (corrupt bytes under the key's
+/// kind) is copied to the DLQ once by the owner that takes its partition over, and its key is
+/// tombstoned after it; a state in a writer schema this worker does not know (a newer Weir's
+/// fingerprint) is neither copied nor forgotten: it stays for the worker that can read it.
+/// Before, both were logged and left out, the corrupt one for every later owner to skip again.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_corrupt_key_state_is_dead_lettered_once_and_forgotten_and_a_newer_one_is_kept() {
+    use rdkafka::message::{Header, OwnedHeaders};
+    use rdkafka::producer::FutureRecord;
+    use weir::wire::{KIND_HEADER, RecordKind};
+
+    let deployment = Deployment::new("corruptstate");
+    let state = deployment.topic(TopicRole::State);
+    let producer = deployment.producer();
+    let kind = || {
+        OwnedHeaders::new().insert(Header {
+            key: KIND_HEADER,
+            value: Some(RecordKind::Correlation.header_value()),
+        })
+    };
+    let good = weir::correlation::CorrelationState {
+        key: "newer-key".into(),
+        holders: vec![ExecutionId::top_level(ulid::Ulid::new())],
+        buffered: Vec::new(),
+        forwarded: Vec::new(),
+        waits_until: None,
+        cancel: None,
+    };
+    let encoded = deployment.codec.encode(&state, &good).expect("encodes");
+    assert_eq!(&encoded[..2], b"\xC3\x01", "single-object encoding");
+    // Corrupt: the header of a key's state (a schema this worker knows), then bytes that do
+    // not read as it.
+    let mut garbage = encoded[..10].to_vec();
+    garbage.extend_from_slice(&[0xFF; 3]);
+    // A newer writer schema: a fingerprint this worker does not know.
+    let mut newer = encoded.clone();
+    newer[2..10].copy_from_slice(&[0xAB; 8]);
+    for (key, value) in [("corrupt-key", &garbage), ("newer-key", &newer)] {
+        producer
+            .send(
+                FutureRecord::to(&state)
+                    .key(key)
+                    .payload(value)
+                    .headers(kind()),
+                Duration::from_secs(30),
+            )
+            .await
+            .expect("produce");
+    }
+    let partition = partition_for_key(b"corrupt-key", PARTITIONS);
+    let _worker = deployment.start_worker("w", &[]);
+    let dead = wait_for("the corrupt state's DLQ copy", TIMEOUT, || async {
+        let dead = deployment.dead_letters_from(&state, Duration::from_secs(30));
+        (!dead.is_empty()).then_some(dead)
+    })
+    .await;
+    let copy = &dead[0];
+    assert_eq!(
+        copy.reason,
+        weir::codec::DlqReason::Undecodable,
+        "{}",
+        copy.error
+    );
+    assert_eq!(copy.key.as_deref(), Some(&b"corrupt-key"[..]));
+    assert_eq!(copy.original_partition, partition);
+    assert_eq!(copy.value.as_deref(), Some(garbage.as_slice()));
+    let records = raw_records(&state);
+    let of = |key: &str| -> Vec<Option<Vec<u8>>> {
+        records
+            .iter()
+            .filter(|(_, _, k, _)| k == key)
+            .map(|(_, _, _, v)| v.clone())
+            .collect()
+    };
+    assert_eq!(
+        of("corrupt-key"),
+        vec![Some(garbage.clone()), None],
+        "the corrupt state, then its tombstone"
+    );
+    assert_eq!(of("newer-key"), vec![Some(newer.clone())], "left in place");
+    // A second owner of the partition finds the tombstone: no second copy.
+    drop(_worker);
+    let _second = deployment.start_worker("w2", &[]);
+    let key = "after-restart";
+    sent(send_with_cli(&deployment, key, "{}", "ev-after"));
+    wait_for("the second owner's write of a key", TIMEOUT, || async {
+        raw_records(&state)
+            .iter()
+            .any(|(_, _, k, _)| k == key)
+            .then_some(())
+    })
+    .await;
+    let dead = deployment.dead_letters_from(&state, Duration::from_secs(30));
+    assert_eq!(dead.len(), 1, "copied once: {dead:?}");
+}

@@ -8,7 +8,8 @@
 //!    every store write from now on: see [`WriteStamp`]), rewind the log to the committed
 //!    offsets (which waits for the previous owner's transaction), catch the store up with
 //!    `weir.history` of each owned partition (through the [projection](crate::projection)),
-//!    restore the partitions' schedules from `weir.state`, load the timers due within the
+//!    restore the partitions' keyed state from `weir.state` (a record that does not decode
+//!    is dropped by the first batch: [`crate::processor::CorruptState`]), load the timers due within the
 //!    horizon, and write the checkpoints and watermarks it starts from.
 //! 2. **A batch**: the records of one poll, the timers due now and the schedule ticks due
 //!    now, each stepped through the [processor](crate::processor) (rehydrating from the store
@@ -293,6 +294,7 @@ where
             && timers.is_empty()
             && !self.processor.schedule_due(now)
             && !self.processor.correlation_due(now)
+            && !self.processor.corrupt_states_due()
         {
             self.write_idle_watermarks(now).await?;
             return Ok(true);

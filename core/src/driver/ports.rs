@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 
 use crate::correlation::CorrelationState;
 use crate::model::ExecutionId;
-use crate::processor::{Effect, Input, ProcessorStats};
+use crate::processor::{CorruptState, Effect, Input, ProcessorStats};
 use crate::records::HistoryRecord;
 use crate::rows::{MaterialiseJob, TimerRow};
 use crate::schedule::ScheduleState;
@@ -128,7 +128,8 @@ pub trait Log: Send {
     /// The keyed state of `partitions` as `weir.state` has it (schedules, correlation keys):
     /// the last record of each key, read from the beginning to the last stable offset (so
     /// after the previous owner's transaction is resolved, as [`Log::read_history`]),
-    /// tombstones dropped.
+    /// tombstones dropped; a last record that does not decode at all is in
+    /// [`KeyedState::corrupt`].
     fn read_keyed_state(
         &mut self,
         partitions: &BTreeSet<i32>,
@@ -163,6 +164,10 @@ pub trait Log: Send {
 pub struct KeyedState {
     pub schedules: Vec<ScheduleState>,
     pub correlations: Vec<CorrelationState>,
+    /// Keys whose last record does not decode at all (corrupt bytes: not a writer schema the
+    /// reader does not know, which it leaves out and in place): the processor drops them
+    /// ([`crate::processor::CorruptState`]).
+    pub corrupt: Vec<CorruptState>,
 }
 
 /// An execution's changelog as the store has it: each record with the time it was recorded.

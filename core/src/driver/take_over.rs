@@ -97,15 +97,20 @@ where
                 .read_keyed_state(&owned)
                 .await
                 .map_err(DriverError::Log)?;
-            if !state.schedules.is_empty() || !state.correlations.is_empty() {
+            if !state.schedules.is_empty()
+                || !state.correlations.is_empty()
+                || !state.corrupt.is_empty()
+            {
                 tracing::info!(
                     schedules = state.schedules.len(),
                     correlation_keys = state.correlations.len(),
+                    corrupt = state.corrupt.len(),
                     "keyed state restored"
                 );
             }
             self.processor.restore_schedules(state.schedules);
             self.processor.restore_correlations(state.correlations);
+            self.processor.restore_corrupt_states(state.corrupt);
         }
         self.owned = owned;
         let now = self.log.now();

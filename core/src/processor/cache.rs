@@ -149,6 +149,7 @@ impl<R: WorkflowRunner> Processor<R> {
     pub fn clear(&mut self) {
         self.schedules.clear();
         self.correlations.clear();
+        self.corrupt.clear();
         self.cache.clear();
         self.deferred.clear();
         self.retries.clear();

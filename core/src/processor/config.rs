@@ -74,4 +74,7 @@ pub struct ProcessorStats {
     pub keyed_events_buffered: u64,
     /// Forwarded events that found their execution finished and went back to their key.
     pub keyed_events_returned: u64,
+    /// Records of `weir.state` that did not decode, copied to the DLQ and their keys
+    /// forgotten ([`super::corrupt_state`]).
+    pub corrupt_states_dropped: u64,
 }

@@ -2,6 +2,7 @@
 //! encodes each effect and commits the batch in one Kafka transaction; nothing here is
 //! encoded or sent.
 
+use super::corrupt_state::CorruptState;
 use super::input::StubWrite;
 use crate::correlation::CorrelationCommand;
 use crate::correlation::CorrelationState;
@@ -100,6 +101,9 @@ pub enum Effect {
         reason: DlqReason,
         error: String,
     },
+    /// A record of `weir.state` that does not decode goes to the DLQ (`undecodable`), byte
+    /// for byte ([`super::corrupt_state`]; its key's tombstone follows it).
+    DeadLetterState(Box<CorruptState>),
 }
 
 /// The effects of one batch, in order, and the executions it touched.

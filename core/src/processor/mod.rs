@@ -31,6 +31,7 @@
 //! - [`cancel`]: cancellation, termination and deadlines;
 //! - [`events`]: events, early events and correlation keys;
 //! - [`schedules`]: schedules and their ticks;
+//! - [`corrupt_state`]: keyed state that does not decode, dropped to the DLQ;
 //! - [`stubs`]: stub values from outside and from other workflows;
 //! - [`upgrades`]: moving an execution to another build;
 //! - [`starts`]: scheduled starts and deferred starts that are retried;
@@ -41,6 +42,7 @@ mod admit;
 mod cache;
 mod cancel;
 mod config;
+mod corrupt_state;
 mod ctx;
 mod deliver;
 mod effect;
@@ -60,6 +62,7 @@ mod upgrades;
 
 pub use cache::view_bytes;
 pub use config::{ProcessorConfig, ProcessorError, ProcessorStats};
+pub use corrupt_state::CorruptState;
 pub use effect::{Batch, Effect};
 pub use input::{Body, Input, StubWrite, Undecodable};
 pub use size::ENVELOPE_ALLOWANCE;
@@ -100,6 +103,7 @@ impl<R: WorkflowRunner> Processor<R> {
             schedules: BTreeMap::new(),
             correlations: key_table::KeyTable::default(),
             submissions_unread_at: None,
+            corrupt: Vec::new(),
         }
     }
 
@@ -337,4 +341,7 @@ pub struct Processor<R: WorkflowRunner> {
     /// The last instant at which this owner was not reading the submissions partitions
     /// (paused by admission, or not owning them yet): see [`Processor::submissions_read`].
     submissions_unread_at: Option<DateTime<Utc>>,
+    /// Keyed state of the partitions taken over that does not decode, with its key's
+    /// tombstone, for the next batch to drop ([`corrupt_state`]).
+    corrupt: Vec<(CorruptState, Effect)>,
 }

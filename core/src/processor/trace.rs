@@ -71,6 +71,7 @@ impl<R: WorkflowRunner> Processor<R> {
             Effect::PutTimer(_)
             | Effect::DeleteTimer(_)
             | Effect::DeadLetter { .. }
+            | Effect::DeadLetterState(_)
             | Effect::PutSchedule { .. }
             | Effect::ScheduleCommand(_)
             | Effect::Correlation(_)

@@ -218,10 +218,16 @@ pub struct Faults {
     /// down as long half the time; then everything goes on. With `schedules`, the owners
     /// catch up the ticks within each window and count the rest missed.
     pub blackouts: bool,
+    /// Records of `weir.state` that do not decode (corrupt bytes under a state's kind) are on
+    /// the log before the workers start: a correlation key's, an early-event buffer's, a
+    /// schedule's, and one Weir cannot have written (its key belongs to another partition).
+    /// Each of Weir's is copied to the DLQ once and its key tombstoned, the other left in
+    /// place, across the kills, zombies and rebalances of the run (`corrupt-state`).
+    pub corrupt_state: bool,
 }
 
 impl Faults {
-    pub const NAMES: [&'static str; 27] = [
+    pub const NAMES: [&'static str; 28] = [
         "crashes",
         "hanging_txns",
         "rebalances",
@@ -249,6 +255,7 @@ impl Faults {
         "activity_workers",
         "triggers",
         "blackouts",
+        "corrupt_state",
     ];
 
     pub fn none() -> Self {
@@ -280,6 +287,7 @@ impl Faults {
             activity_workers: false,
             triggers: false,
             blackouts: false,
+            corrupt_state: false,
         }
     }
 
@@ -298,8 +306,8 @@ impl Faults {
     /// `stub_wrong_function`) joined as their fixes landed; `deferrals` and `upgrades` (issue
     /// 32) joined once a `retry` timer put again by the batch that fired it was no longer
     /// deleted with it, and a fenced owner's late `retry` timer behind the next owner's
-    /// watermark no longer stayed in the store (the dropped timer buckets); `triggers` and
-    /// `blackouts` joined as they were written. A class that finds
+    /// watermark no longer stayed in the store (the dropped timer buckets); `triggers`,
+    /// `blackouts` and `corrupt_state` joined as they were written. A class that finds
     /// a new bug leaves this set until its fix, with an ignored test naming the seeds.
     pub fn passing() -> Self {
         Faults::all()
@@ -334,6 +342,7 @@ impl Faults {
             "activity_workers" => &mut self.activity_workers,
             "triggers" => &mut self.triggers,
             "blackouts" => &mut self.blackouts,
+            "corrupt_state" => &mut self.corrupt_state,
             _ => return None,
         })
     }

@@ -95,10 +95,13 @@ pub enum Invariant {
     /// A source record's submission is committed once per reading of it (once, unless the
     /// group's offsets were reset), and so is its dead letter.
     TriggerOnce,
+    /// A record of `weir.state` that does not decode is copied to the DLQ once and its key
+    /// tombstoned after it, if Weir could have written it; else it is left in place.
+    CorruptState,
 }
 
 impl Invariant {
-    pub const ALL: [Invariant; 43] = [
+    pub const ALL: [Invariant; 44] = [
         Invariant::SeamContract,
         Invariant::Upgrade,
         Invariant::HistoryPartition,
@@ -142,6 +145,7 @@ impl Invariant {
         Invariant::ActivityNotBefore,
         Invariant::TriggerLost,
         Invariant::TriggerOnce,
+        Invariant::CorruptState,
     ];
 
     /// Its name in reports (kebab-case).
@@ -189,6 +193,7 @@ impl Invariant {
             Invariant::ActivityRerun => "activity-rerun",
             Invariant::TriggerLost => "trigger-lost",
             Invariant::TriggerOnce => "trigger-once",
+            Invariant::CorruptState => "corrupt-state",
             Invariant::ActivityNotBefore => "activity-not-before",
         }
     }

@@ -85,6 +85,10 @@ pub struct Sim {
     pub(super) submitted: IndexMap<ExecutionId, Submitted>,
     /// Where the poison records went (topic submissions): (partition, offset).
     pub(super) poison: Vec<(i32, i64)>,
+    /// Corrupt records of `weir.state` (`Faults::corrupt_state`).
+    pub(super) corrupt_states: Vec<super::sent::CorruptSent>,
+    /// The side RNG of `Faults::corrupt_state` (see `workloads/corrupt_state.rs`).
+    pub(super) corrupt_rng: Rng,
     /// Events sent to executions nobody submitted: (event id, target).
     pub(super) stray_events: Vec<(String, ExecutionId)>,
     pub(super) next_event: i64,
@@ -133,6 +137,8 @@ impl Sim {
             mix: Mix::even(),
             submitted: IndexMap::new(),
             poison: Vec::new(),
+            corrupt_states: Vec::new(),
+            corrupt_rng: Sim::corrupt_rng(seed),
             stray_events: Vec::new(),
             next_event: 0,
             schedules: Vec::new(),
@@ -159,6 +165,9 @@ impl Sim {
         }
         if faults.triggers {
             sim.trig_configure();
+        }
+        if faults.corrupt_state {
+            sim.write_corrupt_states();
         }
         sim
     }
@@ -419,6 +428,7 @@ impl Sim {
         let sent = super::checks::Sent {
             submitted: &submitted,
             poison: &self.poison,
+            corrupt_states: &self.corrupt_states,
             stray_events: &self.stray_events,
             schedules: &self.schedules,
             keyed: &self.keyed_events,
@@ -440,6 +450,9 @@ impl Sim {
     /// One seeded step of the fault phase.
     pub fn random_step(&mut self) {
         let f = self.faults;
+        if f.corrupt_state {
+            self.maybe_write_corrupt_state();
+        }
         let slots = self.slots();
         let staying = self.slots.values().filter(|s| !s.removing).count();
         // `stub-writer`s are the stub step's, not submissions of the run's workload.
@@ -680,7 +693,17 @@ impl Sim {
             settled,
             violations,
             trace: w.trace.clone(),
-            stats: w.stats.clone(),
+            stats: super::world::Stats {
+                corrupt_states_copied: w
+                    .cluster
+                    .committed_records(Topic::Dlq)
+                    .filter(|(_, r)| {
+                        matches!(&r.payload, Some(super::cluster::Payload::Dlq(e))
+                            if e.original_topic == Topic::State.name())
+                    })
+                    .count() as u64,
+                ..w.stats.clone()
+            },
             events: EventCounts::of(&w),
             schedules: ScheduleCounts::of(&w),
             correlation: CorrelationCounts::of(&w),

@@ -97,8 +97,15 @@ impl Log for SimLog {
                 lock(&world).set_at(pid, "read-keyed-state");
                 yield_now().await;
                 let state = wait_until(|| lock(&world).read_keyed_state(pid, partition)).await;
-                all.schedules.extend(state.schedules);
-                all.correlations.extend(state.correlations);
+                // Every part (a part added later does not compile until it is merged).
+                let crate::driver::KeyedState {
+                    schedules,
+                    correlations,
+                    corrupt,
+                } = state;
+                all.schedules.extend(schedules);
+                all.correlations.extend(correlations);
+                all.corrupt.extend(corrupt);
             }
             Ok(all)
         }

@@ -100,3 +100,18 @@ pub struct TriggerSends {
     /// (partition, offset, reason) in the source topic.
     pub poison: Vec<(i32, i64, DlqReason)>,
 }
+
+/// A record of `weir.state` that does not decode, written before the workers started
+/// (`Faults::corrupt_state`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CorruptSent {
+    pub partition: i32,
+    pub offset: i64,
+    pub key: String,
+    /// Whether Weir could have written it (its key is a state's key of its kind, on the key's
+    /// own partition): then it is dropped (DLQ, tombstone), else left in place.
+    pub weirs: bool,
+    /// Written before the workers started: every first take-over reads it, so it is copied
+    /// once the run settles (one written later is copied if a take-over comes after it).
+    pub before_start: bool,
+}

@@ -111,6 +111,11 @@ pub struct ActivityService {
 #[derive(Debug, Clone, Default)]
 pub struct Stats {
     pub commits: u64,
+    /// Corrupt records of keyed state a take-over read (`Faults::corrupt_state`; a record is
+    /// read by each take-over of its partition until its tombstone commits).
+    pub corrupt_states_read: u64,
+    /// DLQ copies of them committed (counted by the report).
+    pub corrupt_states_copied: u64,
     pub refused_generation: u64,
     pub fenced: u64,
     pub timed_out_txns: u64,
@@ -556,32 +561,52 @@ impl World {
         let (records, _) = self
             .cluster
             .read_committed(Topic::State, partition, 0, usize::MAX);
-        let mut schedules = std::collections::BTreeMap::new();
-        let mut correlations = std::collections::BTreeMap::new();
+        // The last record of each key, as the worker's reader of `weir.state` keeps it: its
+        // kind says which state it is; bytes that do not decode are corrupt.
+        enum Last {
+            Schedule(Option<crate::schedule::ScheduleState>),
+            Correlation(Option<crate::correlation::CorrelationState>),
+            Corrupt(crate::processor::CorruptState),
+        }
+        let mut last = std::collections::BTreeMap::new();
         for r in records {
-            // Its kind says which state it is, as the worker's reader of `weir.state` reads it.
-            match (
-                wire::record_type(TopicRole::State, r.kind),
-                &r.key,
-                &r.payload,
-            ) {
-                (Ok(RecordType::ScheduleState), Some(key), Some(Payload::Schedule(state))) => {
-                    schedules.insert(key.clone(), state.clone());
+            let Some(key) = &r.key else { continue };
+            let state = match (wire::record_type(TopicRole::State, r.kind), &r.payload) {
+                (Ok(RecordType::ScheduleState), Some(Payload::Schedule(state))) => {
+                    Last::Schedule(state.clone())
+                }
+                (Ok(RecordType::CorrelationState), Some(Payload::Correlation(state))) => {
+                    Last::Correlation(state.clone())
                 }
                 (
-                    Ok(RecordType::CorrelationState),
-                    Some(key),
-                    Some(Payload::Correlation(state)),
-                ) => {
-                    correlations.insert(key.clone(), state.clone());
+                    Ok(record @ (RecordType::ScheduleState | RecordType::CorrelationState)),
+                    Some(Payload::Garbage(why)),
+                ) => Last::Corrupt(crate::processor::CorruptState {
+                    partition,
+                    offset: r.offset,
+                    timestamp_millis: Some(r.timestamp.timestamp_millis()),
+                    record,
+                    key: Some(key.as_bytes().to_vec()),
+                    value: r.bytes.clone(),
+                    headers: Vec::new(),
+                    error: why.clone(),
+                }),
+                _ => continue,
+            };
+            last.insert(key.clone(), state);
+        }
+        let mut state = crate::driver::KeyedState::default();
+        for record in last.into_values() {
+            match record {
+                Last::Schedule(s) => state.schedules.extend(s),
+                Last::Correlation(c) => state.correlations.extend(c),
+                Last::Corrupt(c) => {
+                    self.stats.corrupt_states_read += 1;
+                    state.corrupt.push(c);
                 }
-                _ => {}
             }
         }
-        Some(crate::driver::KeyedState {
-            schedules: schedules.into_values().flatten().collect(),
-            correlations: correlations.into_values().flatten().collect(),
-        })
+        Some(state)
     }
 
     // ---- the producer ----
@@ -736,6 +761,26 @@ impl World {
                     [],
                     *reason,
                     error.clone(),
+                    now,
+                );
+                Payload::Dlq(Box::new(copy.envelope))
+            }
+            Effect::DeadLetterState(state) => {
+                let copy = dlq::copy(
+                    dlq::Original {
+                        topic: Topic::State.name(),
+                        partition: state.partition,
+                        offset: state.offset,
+                        timestamp_millis: state.timestamp_millis,
+                        key: state.key.as_deref(),
+                        value: Some(&state.value),
+                    },
+                    state
+                        .headers
+                        .iter()
+                        .map(|(name, value)| (name.as_str(), value.as_deref())),
+                    DlqReason::Undecodable,
+                    state.error.clone(),
                     now,
                 );
                 Payload::Dlq(Box::new(copy.envelope))

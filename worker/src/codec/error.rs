@@ -86,6 +86,28 @@ impl DecodeError {
         }
     }
 
+    /// Whether the bytes are broken, whatever wrote them: no framing Weir knows, a header cut
+    /// short, or a body that does not read as its own writer schema (the schema was found;
+    /// the bytes do not fit it). Not so a writer schema this reader does not know or cannot
+    /// resolve (a newer Weir's, in a rolling upgrade), nor a value its model refuses: those
+    /// are good records of another version, which a store of state must keep
+    /// ([`weir_core::processor::CorruptState`]).
+    pub fn is_corrupt(&self) -> bool {
+        match *self.kind {
+            DecodeErrorKind::Empty
+            | DecodeErrorKind::UnknownFraming { .. }
+            | DecodeErrorKind::TruncatedHeader { .. }
+            | DecodeErrorKind::Body { .. }
+            | DecodeErrorKind::TrailingBytes { .. } => true,
+            DecodeErrorKind::UnknownSchema { .. }
+            | DecodeErrorKind::Registry { .. }
+            | DecodeErrorKind::InvalidWriterSchema { .. }
+            | DecodeErrorKind::Incompatible { .. }
+            | DecodeErrorKind::Field { .. }
+            | DecodeErrorKind::Header { .. } => false,
+        }
+    }
+
     /// Whether retrying later may succeed (the registry could not be reached); every other
     /// decode error is a property of the bytes and goes to the DLQ.
     pub fn is_transient(&self) -> bool {

@@ -47,21 +47,42 @@ pub fn try_dead_letter(
     reason: DlqReason,
     error: String,
 ) -> Result<OutgoingRecord, DeadLetterError> {
+    try_dead_letter_of(
+        topology,
+        codec,
+        original(message),
+        headers(message),
+        reason,
+        error,
+    )
+}
+
+/// The DLQ record for `original` with its `headers`, or a typed error when its envelope
+/// cannot be encoded.
+pub fn try_dead_letter_of<'a>(
+    topology: &Topology,
+    codec: &Codec,
+    original: Original<'_>,
+    headers: impl IntoIterator<Item = (&'a str, Option<&'a [u8]>)>,
+    reason: DlqReason,
+    error: String,
+) -> Result<OutgoingRecord, DeadLetterError> {
     warn!(
-        topic = message.topic(),
-        partition = message.partition(),
-        offset = message.offset(),
+        topic = original.topic,
+        partition = original.partition,
+        offset = original.offset,
         ?reason,
         %error,
         "record sent to the DLQ"
     );
-    let (dlq, copy) = envelope(topology, message, reason, error);
+    let dlq = topology.topic(TopicRole::Dlq).name.clone();
+    let copy = weir_core::dlq::copy(original, headers, reason, error, Utc::now());
     let value = codec
         .encode(&dlq, &copy.envelope)
         .map_err(|source| DeadLetterError {
-            topic: message.topic().to_owned(),
-            partition: message.partition(),
-            offset: message.offset(),
+            topic: original.topic.to_owned(),
+            partition: original.partition,
+            offset: original.offset,
             dlq: dlq.clone(),
             source: Box::new(source),
         })?;
@@ -84,11 +105,18 @@ pub fn dead_letter(
         Ok(record) => record,
         Err(e) => {
             error!(error = %e, "DLQ copy written in single-object encoding instead");
-            let (dlq, copy) = self::envelope(topology, message, reason, error);
+            let dlq = topology.topic(TopicRole::Dlq).name.clone();
+            let copy = weir_core::dlq::copy(
+                original(message),
+                headers(message),
+                reason,
+                error,
+                Utc::now(),
+            );
             // Single-object encoding needs no registry: only a value the schema cannot hold
             // fails it, and the envelope's fields all fit their schema.
             let value = Codec::encode_single_object(&dlq, &copy.envelope).unwrap_or_else(|e| {
-                error!(error = %e, "DLQ envelope unencodable: the original value is copied as is");
+                error!(error = %e, "DLQ envelope unencodable: the copy's value (the original's, cut to fit) is written as is");
                 copy.envelope.value.clone().unwrap_or_default()
             });
             record(dlq, copy, value)
@@ -96,28 +124,25 @@ pub fn dead_letter(
     }
 }
 
-/// The copy of `message` ([`weir_core::dlq::copy`]) and the DLQ topic it goes to.
-fn envelope(
-    topology: &Topology,
-    message: &OwnedMessage,
-    reason: DlqReason,
-    error: String,
-) -> (String, Copy) {
-    let original = Original {
+/// What a DLQ copy of `message` copies.
+fn original(message: &OwnedMessage) -> Original<'_> {
+    Original {
         topic: message.topic(),
         partition: message.partition(),
         offset: message.offset(),
         timestamp_millis: message.timestamp().to_millis(),
         key: message.key(),
         value: message.payload(),
-    };
-    let headers = message
+    }
+}
+
+/// The headers of `message`, names and values, in order.
+fn headers(message: &OwnedMessage) -> impl Iterator<Item = (&str, Option<&[u8]>)> {
+    message
         .headers()
         .into_iter()
         .flat_map(|headers| headers.iter())
-        .map(|h| (h.key, h.value));
-    let copy = weir_core::dlq::copy(original, headers, reason, error, Utc::now());
-    (topology.topic(TopicRole::Dlq).name.clone(), copy)
+        .map(|h| (h.key, h.value))
 }
 
 fn record(dlq: String, copy: Copy, value: Vec<u8>) -> OutgoingRecord {

@@ -10,15 +10,16 @@
 //! (`docs/design/activities.md#cancellation`).
 
 use rdkafka::message::{Message, OwnedMessage};
+use weir_core::dlq::Original;
 use weir_core::processor::Effect;
 use weir_core::trace::TraceParent;
 use weir_core::wire::{self, AddressError, Destination, Key};
 
-use crate::codec::{ActivityCancel, AvroRecord, Codec, EncodeError, HistoryRecord};
+use crate::codec::{ActivityCancel, AvroRecord, Codec, DlqReason, EncodeError, HistoryRecord};
 use crate::model::{ExecutionId, Ffqn};
-use crate::topology::Topology;
+use crate::topology::{TopicRole, Topology};
 
-use super::dlq::{DeadLetterError, try_dead_letter};
+use super::dlq::{DeadLetterError, try_dead_letter, try_dead_letter_of};
 use super::outgoing::OutgoingRecord;
 
 #[derive(Debug, thiserror::Error)]
@@ -182,6 +183,28 @@ fn value(
                 message,
                 *reason,
                 error.clone(),
+            )?))
+        }
+        Effect::DeadLetterState(state) => {
+            let original = Original {
+                topic: &topology.topic(TopicRole::State).name,
+                partition: state.partition,
+                offset: state.offset,
+                timestamp_millis: state.timestamp_millis,
+                key: state.key.as_deref(),
+                value: Some(&state.value),
+            };
+            let headers = state
+                .headers
+                .iter()
+                .map(|(name, value)| (name.as_str(), value.as_deref()));
+            Ok(Value::DeadLetter(try_dead_letter_of(
+                topology,
+                codec,
+                original,
+                headers,
+                DlqReason::Undecodable,
+                state.error.clone(),
             )?))
         }
         Effect::CancelActivity { parent, child, .. } => {

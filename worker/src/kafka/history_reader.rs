@@ -20,10 +20,11 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Utc};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
-use rdkafka::message::{BorrowedMessage, Message};
+use rdkafka::message::{BorrowedMessage, Headers, Message};
 use rdkafka::{Offset, TopicPartitionList};
 use weir_core::correlation::CorrelationState;
 use weir_core::driver::{KeyedState, LoggedEntry};
+use weir_core::processor::CorruptState;
 use weir_core::schedule::ScheduleState;
 use weir_core::wire::{KindError, RecordType, TopicRole};
 
@@ -203,7 +204,10 @@ pub fn list_keyed_state(
 enum StateRecord {
     Schedule(ScheduleState),
     Correlation(CorrelationState),
-    /// A tombstone, a record left out (not wanted, or undecodable).
+    /// Bytes that do not decode at all ([`crate::codec::DecodeError::is_corrupt`]).
+    Corrupt(CorruptState),
+    /// A tombstone, a record left out (not wanted, or of a schema or kind this worker does
+    /// not know).
     None,
 }
 
@@ -228,20 +232,25 @@ impl<'a> StateRecords<'a> {
         }
     }
 
-    /// A state's `bytes`, decoded; `None` if they do not decode, said in the log, or (for now)
-    /// noted as the read's error.
+    /// A state's `bytes`, decoded as the state `record` says they are. If they do not decode:
+    /// corrupt bytes are [`StateRecord::Corrupt`] (the processor drops them); bytes of a
+    /// writer schema this worker does not know or cannot read are left out (and in place: a
+    /// newer Weir's state in a rolling upgrade), said in the log; bytes that do not decode
+    /// *for now* are noted as the read's error.
     fn decode<R: crate::codec::AvroRecord>(
         &mut self,
+        key: &[u8],
         bytes: &[u8],
         (partition, offset): (i32, i64),
-        what: &str,
-    ) -> Option<R> {
+        record: RecordType,
+        state: fn(R) -> StateRecord,
+    ) -> StateRecord {
         let topic = self.topic;
         let position = RecordPosition::at(topic, partition, offset);
         match decode_blocking::<R>(self.codec, bytes, &position) {
-            Ok(state) => Some(state),
+            Ok(decoded) => state(decoded),
             Err(e) if e.is_transient() => {
-                tracing::warn!(topic, partition, offset, error = %e, "{what} does not decode for now; the read fails");
+                tracing::warn!(topic, partition, offset, error = %e, ?record, "a state does not decode for now; the read fails");
                 if self.unavailable.is_none() {
                     self.unavailable = Some(HistoryReadError::StateUnavailable {
                         topic: topic.to_owned(),
@@ -250,11 +259,21 @@ impl<'a> StateRecords<'a> {
                         source: e,
                     });
                 }
-                None
+                StateRecord::None
             }
+            Err(e) if e.is_corrupt() => StateRecord::Corrupt(CorruptState {
+                partition,
+                offset,
+                timestamp_millis: None,
+                record,
+                key: Some(key.to_vec()),
+                value: bytes.to_vec(),
+                headers: Vec::new(),
+                error: e.to_string(),
+            }),
             Err(e) => {
-                tracing::error!(topic, partition, offset, error = %e, "{what} does not decode; left out");
-                None
+                tracing::warn!(topic, partition, offset, error = %e, ?record, "a state this worker cannot read (a newer Weir's?); left out and in place");
+                StateRecord::None
             }
         }
     }
@@ -272,20 +291,30 @@ impl<'a> StateRecords<'a> {
         let topic = self.topic;
         let state = match (payload, record) {
             (None, _) => StateRecord::None,
-            (Some(bytes), Ok(RecordType::ScheduleState)) => {
+            (Some(bytes), Ok(record @ RecordType::ScheduleState)) => {
                 if self.wanted == Wanted::Correlations {
                     StateRecord::None
                 } else {
-                    self.decode(bytes, (partition, offset), "a schedule's state")
-                        .map_or(StateRecord::None, StateRecord::Schedule)
+                    self.decode(
+                        key,
+                        bytes,
+                        (partition, offset),
+                        record,
+                        StateRecord::Schedule,
+                    )
                 }
             }
-            (Some(bytes), Ok(RecordType::CorrelationState)) => {
+            (Some(bytes), Ok(record @ RecordType::CorrelationState)) => {
                 if self.wanted == Wanted::Schedules {
                     StateRecord::None
                 } else {
-                    self.decode(bytes, (partition, offset), "a correlation key's state")
-                        .map_or(StateRecord::None, StateRecord::Correlation)
+                    self.decode(
+                        key,
+                        bytes,
+                        (partition, offset),
+                        record,
+                        StateRecord::Correlation,
+                    )
                 }
             }
             (Some(_), Ok(other)) => {
@@ -309,10 +338,33 @@ impl<'a> StateRecords<'a> {
             match record {
                 StateRecord::Schedule(s) => state.schedules.push(s),
                 StateRecord::Correlation(c) => state.correlations.push(c),
+                StateRecord::Corrupt(c) => state.corrupt.push(c),
                 StateRecord::None => {}
             }
         }
         Ok(state)
+    }
+
+    /// Takes `message` as [`StateRecords::take`] does; a corrupt one keeps its timestamp and
+    /// headers for its DLQ copy.
+    fn take_message(&mut self, message: &BorrowedMessage<'_>) {
+        let key = message.key().unwrap_or_default();
+        self.take(
+            key,
+            message.partition(),
+            message.offset(),
+            message.payload(),
+            super::headers::record_type(message, TopicRole::State),
+        );
+        if let Some(StateRecord::Corrupt(corrupt)) = self.last.get_mut(key) {
+            corrupt.timestamp_millis = message.timestamp().to_millis();
+            corrupt.headers = message
+                .headers()
+                .into_iter()
+                .flat_map(|headers| headers.iter())
+                .map(|h| (h.key.to_owned(), h.value.map(<[u8]>::to_vec)))
+                .collect();
+        }
     }
 }
 
@@ -321,9 +373,11 @@ impl<'a> StateRecords<'a> {
 /// of them all), tombstones dropped. A correlation key's state carries the header
 /// `weir.kind = correlation`; a record without it is a schedule's (keyed `schedule:<name>`).
 /// A record whose schema id the codec has not seen is decoded with the schema fetched from the
-/// registry. One that does not decode is logged and left out (its schedule does not tick here
-/// until it is created again; its key starts again from nothing): one bad record must not
-/// keep the partitions from being taken over. One that does not decode *for now* (the
+/// registry. One that does not decode is never a reason to refuse the partitions: corrupt
+/// bytes are returned as [`KeyedState::corrupt`] (the processor copies them to the DLQ and
+/// forgets their key: `weir_core::processor::CorruptState`); bytes of a schema or kind this
+/// worker does not know (a newer Weir's) are logged and left out, and left in place for the
+/// worker that knows them. One that does not decode *for now* (the
 /// registry could not be reached) fails the read instead
 /// ([`HistoryReadError::StateUnavailable`]): left out, its key's next write would replace
 /// the events it holds.
@@ -341,13 +395,7 @@ pub fn read_keyed_state(
     let mut records = StateRecords::new(codec, topic, wanted);
     let from: Vec<(i32, i64)> = partitions.iter().map(|&p| (p, 0)).collect();
     read_with(kafka, owner, topic, &from, patience, settle, |message| {
-        records.take(
-            message.key().unwrap_or_default(),
-            message.partition(),
-            message.offset(),
-            message.payload(),
-            super::headers::record_type(message, TopicRole::State),
-        );
+        records.take_message(message);
         Ok(())
     })?;
     records.finish()
@@ -621,9 +669,10 @@ pub(crate) mod tests {
             );
             records.take(b"payment:2", 1, 2, None, correlation_kind());
             records.take(b"schedule:weekly", 1, 3, None, schedule_kind.clone());
-            // A correlation key's state that does not decode is left out.
+            // A correlation key's state that does not decode at all is corrupt.
             records.take(b"payment:3", 2, 0, Some(b"not avro"), correlation_kind());
-            // A schedule's bytes under the correlation header do not decode as a key's.
+            // A schedule's bytes under the correlation header do not decode as a key's: a
+            // known writer schema that is not a key's, left out (not corrupt).
             records.take(b"payment:4", 2, 1, Some(&nightly), correlation_kind());
             // A record of no kind Weir knows is left out.
             records.take(
@@ -636,20 +685,78 @@ pub(crate) mod tests {
                 }),
             );
         };
+        let corrupt_keys = |state: &KeyedState| -> Vec<Vec<u8>> {
+            state.corrupt.iter().filter_map(|c| c.key.clone()).collect()
+        };
         let mut all = StateRecords::new(&codec, topic, Wanted::All);
         feed(&mut all);
         let state = all.finish().expect("read");
         assert_eq!(state.schedules, vec![schedule("nightly")]);
         assert_eq!(state.correlations, vec![correlation("payment:1")]);
+        assert_eq!(corrupt_keys(&state), vec![b"payment:3".to_vec()]);
+        let corrupt = &state.corrupt[0];
+        assert_eq!((corrupt.partition, corrupt.offset), (2, 0));
+        assert_eq!(corrupt.record, RecordType::CorrelationState);
+        assert_eq!(corrupt.value, b"not avro");
         let mut listing = StateRecords::new(&codec, topic, Wanted::Schedules);
         feed(&mut listing);
         let state = listing.finish().expect("read");
         assert_eq!(state.schedules.len(), 1);
         assert!(state.correlations.is_empty());
+        assert!(state.corrupt.is_empty());
         let mut keys = StateRecords::new(&codec, topic, Wanted::Correlations);
         feed(&mut keys);
         let state = keys.finish().expect("read");
         assert!(state.schedules.is_empty());
+        assert_eq!(state.correlations, vec![correlation("payment:1")]);
+        assert_eq!(corrupt_keys(&state), vec![b"payment:3".to_vec()]);
+    }
+
+    /// Corrupt bytes are told from a good state of another version: broken framing, a cut
+    /// header, a body that breaks under its own (known) writer schema, trailing bytes are
+    /// corrupt; a writer schema this worker does not know (a newer Weir's fingerprint) is
+    /// left out and in place; a later good record of the key replaces a corrupt one.
+    #[test]
+    fn corrupt_state_is_told_from_a_state_of_an_unknown_schema() {
+        let codec = Codec::single_object();
+        let topic = "weir.state";
+        let good = codec
+            .encode(topic, &correlation("payment:1"))
+            .expect("encodes");
+        // Single-object: 0xC3 0x01, the 8-byte fingerprint, the body.
+        let mut newer = good.clone();
+        newer[2..10].copy_from_slice(&[0xAB; 8]);
+        let mut broken_body = good[..10].to_vec();
+        broken_body.extend_from_slice(&[0xFF; 3]);
+        let mut trailing = good.clone();
+        trailing.extend_from_slice(b"extra");
+        let kind = || Ok(RecordType::CorrelationState);
+        let mut records = StateRecords::new(&codec, topic, Wanted::All);
+        records.take(b"k-newer", 0, 0, Some(&newer), kind());
+        records.take(b"k-framing", 0, 1, Some(b"\x07garbage"), kind());
+        records.take(b"k-header", 0, 2, Some(&good[..5]), kind());
+        records.take(b"k-body", 0, 3, Some(&broken_body), kind());
+        records.take(b"k-trailing", 0, 4, Some(&trailing), kind());
+        records.take(b"k-empty", 0, 5, Some(b""), kind());
+        records.take(b"k-mended", 0, 6, Some(b"\x07garbage"), kind());
+        records.take(b"k-mended", 0, 7, Some(&good), kind());
+        let state = records.finish().expect("read");
+        let mut corrupt: Vec<&[u8]> = state
+            .corrupt
+            .iter()
+            .filter_map(|c| c.key.as_deref())
+            .collect();
+        corrupt.sort();
+        assert_eq!(
+            corrupt,
+            vec![
+                &b"k-body"[..],
+                b"k-empty",
+                b"k-framing",
+                b"k-header",
+                b"k-trailing"
+            ]
+        );
         assert_eq!(state.correlations, vec![correlation("payment:1")]);
     }
 

@@ -594,6 +594,13 @@ impl InMemoryBus {
                         command.name
                     )));
                 }
+                // Keyed state is read from `weir.state` at a take-over, which this bus has not.
+                Effect::DeadLetterState(state) => {
+                    return Err(BusError::Inconsistent(format!(
+                        "corrupt state `{}`: the in-memory bus reads no `weir.state`",
+                        state.key_text()
+                    )));
+                }
                 Effect::DeadLetter { reason, error, .. } => {
                     let Some(record) = record.clone() else {
                         return Err(BusError::Inconsistent(format!(

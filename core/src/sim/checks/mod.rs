@@ -8,7 +8,7 @@
 //! - `results`: each execution answered once per submission, with its expected value.
 //! - `outputs`: no output committed twice; poison records dead-lettered once.
 //! - `events`, `cancels`, `schedules`, `correlation`, `stubs`, `activity`, `triggers`: the
-//!   features'.
+//!   features'; `corrupt_state`: corrupt keyed state dropped once, the rest left in place.
 //! - `quiescence`: nothing left behind once the run settled.
 //!
 //! Here: [`Violation`], and the helpers several checkers share (the committed histories,
@@ -17,6 +17,7 @@
 mod activity;
 mod cancels;
 mod correlation;
+mod corrupt_state;
 mod deadlines;
 mod delays;
 mod events;
@@ -125,6 +126,8 @@ pub struct Sent<'a> {
     pub submitted: &'a indexmap::IndexMap<ExecutionId, Submitted>,
     /// Poison submissions: (partition, offset) of `weir.submissions`.
     pub poison: &'a [(i32, i64)],
+    /// Corrupt records of `weir.state` written before the workers started.
+    pub corrupt_states: &'a [super::sent::CorruptSent],
     pub stray_events: &'a [(String, ExecutionId)],
     pub schedules: &'a [SimSchedule],
     pub keyed: &'a [KeyedSend],
@@ -137,6 +140,7 @@ pub fn check(w: &World, sent: &Sent<'_>, settled: bool) -> Vec<Violation> {
     let Sent {
         submitted,
         poison,
+        corrupt_states,
         stray_events,
         schedules,
         keyed,
@@ -178,6 +182,7 @@ pub fn check(w: &World, sent: &Sent<'_>, settled: bool) -> Vec<Violation> {
     if w.faults.triggers {
         triggers::check_triggers(&mut add, w, triggered, &dead, settled);
     }
+    corrupt_state::check_corrupt_states(&mut add, w, corrupt_states, &dead, settled);
     quiescence::check_quiescence(&mut add, w, settled);
     out
 }

@@ -154,6 +154,8 @@ pub(super) fn check_schedules(
     }
     for (_, r) in w.cluster.committed_records(Topic::Dlq) {
         if let Some(Payload::Dlq(e)) = &r.payload
+            // A corrupt schedule state's copy is `check_corrupt_states`'.
+            && e.original_topic != Topic::State.name()
             && e.key
                 .as_deref()
                 .and_then(|k| std::str::from_utf8(k).ok())
@@ -178,6 +180,9 @@ pub(super) fn check_schedules(
     for (partition, r) in w.cluster.committed_records(Topic::State) {
         if matches!(&r.payload, Some(Payload::Correlation(_))) {
             continue; // `check_correlation`'s
+        }
+        if matches!(&r.payload, Some(Payload::Garbage(_))) {
+            continue; // `check_corrupt_states`'
         }
         let (Some(key), Some(Payload::Schedule(state))) = (&r.key, &r.payload) else {
             add(

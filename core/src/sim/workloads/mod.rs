@@ -12,6 +12,7 @@
 //! - [`cancels`], [`upgrades`]: cancel and upgrade requests for submitted executions.
 //! - [`activity_workers`]: the activity workers' processes and their faults.
 //! - [`triggers`]: the trigger's source writer, and the trigger workers' faults.
+//! - [`corrupt_state`]: records of `weir.state` that do not decode.
 //! - [`faults`]: kills, freezes, removals, store outages, long idles and steady load.
 //!
 //! Here: the helpers several of them share.
@@ -19,6 +20,7 @@
 mod activity_workers;
 mod cancels;
 mod correlation;
+mod corrupt_state;
 mod events;
 mod faults;
 mod schedules;

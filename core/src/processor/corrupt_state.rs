@@ -1,0 +1,124 @@
+//! Keyed state that does not decode at all: a record of `weir.state` whose bytes no schema
+//! this worker knows can read (corrupt framing, a body that breaks under its own writer
+//! schema). Left out at take-over, it lost a key's holders and buffered events (or a
+//! schedule) to the new owner without a trace, and stayed in the compacted topic for every
+//! later owner to skip again (issue 33, a suspected finding confirmed).
+//!
+//! The rule: the first batch after a take-over copies each such record to the DLQ
+//! (`undecodable`, byte for byte within [`crate::dlq`]'s bounds) and tombstones its key, in
+//! that batch's transaction and before any effect of its inputs (an input of the same batch
+//! may write the key afresh; the tombstone must not land after it). Both or neither commit,
+//! so a copy is made once: an owner that dies first leaves the record to the next one, an
+//! owner that commits leaves a tombstone.
+//!
+//! What is *not* corrupt is never destroyed: a record in a writer schema this worker does not
+//! know (a newer Weir's, in a rolling upgrade), or of a kind it does not know, is the
+//! reader's to leave in place (`weir::kafka::history_reader` tells them apart); and a record
+//! Weir cannot have written (a key that is not a key of its kind, or that belongs to another
+//! partition) is left where it is with an error log, since its tombstone would not shadow it.
+
+use super::Processor;
+use super::effect::{Batch, Effect};
+use crate::runner::WorkflowRunner;
+use crate::state_key::StateKey;
+use crate::wire::RecordType;
+
+/// A record of `weir.state` that does not decode, as the take-over read it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CorruptState {
+    pub partition: i32,
+    pub offset: i64,
+    pub timestamp_millis: Option<i64>,
+    /// What its kind says it is: [`RecordType::ScheduleState`] or
+    /// [`RecordType::CorrelationState`].
+    pub record: RecordType,
+    pub key: Option<Vec<u8>>,
+    pub value: Vec<u8>,
+    /// Its headers, names and values, in order.
+    pub headers: Vec<(String, Option<Vec<u8>>)>,
+    /// Why it does not decode.
+    pub error: String,
+}
+
+impl CorruptState {
+    /// The key as text, for logs and the DLQ copy's key.
+    pub fn key_text(&self) -> String {
+        String::from_utf8_lossy(self.key.as_deref().unwrap_or_default()).into_owned()
+    }
+
+    /// The tombstone that forgets this record's key on a worker with `partitions`, or why
+    /// Weir cannot have written it (no tombstone would shadow it: it is left in place).
+    pub fn tombstone(&self, partitions: i32) -> Result<Effect, String> {
+        let key = self
+            .key
+            .as_deref()
+            .ok_or("it has no key")
+            .and_then(|key| std::str::from_utf8(key).map_err(|_| "its key is not UTF-8"))?;
+        let tombstone = match (self.record, StateKey::parse(key)) {
+            (RecordType::ScheduleState, Ok(StateKey::Schedule(name))) => {
+                Effect::PutSchedule { name, state: None }
+            }
+            (
+                RecordType::CorrelationState,
+                Ok(StateKey::Correlation(_) | StateKey::Execution(_)),
+            ) => Effect::PutCorrelation {
+                key: key.to_owned(),
+                state: None,
+            },
+            (record, Ok(parsed)) => {
+                return Err(format!("its key names {parsed:?}, not a {record:?}"));
+            }
+            (_, Err(e)) => return Err(e.to_string()),
+        };
+        let home = crate::partitioner::partition_for_key(key.as_bytes(), partitions);
+        if home != self.partition {
+            return Err(format!("its key belongs to partition {home}"));
+        }
+        Ok(tombstone)
+    }
+}
+
+impl<R: WorkflowRunner> Processor<R> {
+    /// Takes the records of the partitions taken over that do not decode: each is dropped by
+    /// the next batch ([`Processor::drop_corrupt_states`]), or, if Weir cannot have written
+    /// it, left in place with an error log.
+    pub fn restore_corrupt_states(&mut self, states: impl IntoIterator<Item = CorruptState>) {
+        for state in states {
+            match state.tombstone(self.config.partitions) {
+                Ok(tombstone) => {
+                    tracing::error!(
+                        partition = state.partition,
+                        offset = state.offset,
+                        key = %state.key_text(),
+                        error = %state.error,
+                        "a keyed state does not decode: it goes to the DLQ and its key is forgotten"
+                    );
+                    self.corrupt.push((state, tombstone));
+                }
+                Err(why) => tracing::error!(
+                    partition = state.partition,
+                    offset = state.offset,
+                    key = %state.key_text(),
+                    error = %state.error,
+                    %why,
+                    "a record of the state topic does not decode and is not Weir's: left in place"
+                ),
+            }
+        }
+    }
+
+    /// Whether corrupt keyed state waits to be dropped (the driver makes a batch for it).
+    pub fn corrupt_states_due(&self) -> bool {
+        !self.corrupt.is_empty()
+    }
+
+    /// Copies each corrupt keyed state to the DLQ and tombstones its key; call before the
+    /// batch's inputs (see the module docs).
+    pub fn drop_corrupt_states(&mut self, batch: &mut Batch) {
+        for (state, tombstone) in self.corrupt.drain(..) {
+            self.stats.corrupt_states_dropped += 1;
+            batch.effects.push(Effect::DeadLetterState(Box::new(state)));
+            batch.effects.push(tombstone);
+        }
+    }
+}
