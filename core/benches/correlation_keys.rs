@@ -7,8 +7,8 @@
 //! ([`Processor::correlation_due`], asked at every turn of an idle worker) and a batch's
 //! expiry pass ([`Processor::expire_correlations`]) when nothing is due, in nanoseconds; and,
 //! measured in the same run, the walk over every key the loop made before the index (each
-//! key's `expires_at`), with the ratio. Each key is held by one execution and remembers one
-//! forwarded event id (what a key keeps for the dedup window). Environment:
+//! key's `expires_at` and remembered ids), with the ratio. Each key is held by one execution
+//! and remembers one forwarded event id (what a key keeps for the dedup window). Environment:
 //! `WEIR_KEYS_BENCH_SIZES` (e.g. `1000,100000`).
 
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -18,7 +18,8 @@ use std::time::Instant;
 
 use chrono::{DateTime, Duration, Utc};
 use weir_core::correlation::{
-    self, Applied, CorrelationAction, CorrelationCommand, CorrelationState, KeyedEvent, Received,
+    self, Applied, CorrelationAction, CorrelationCommand, CorrelationState, Forwarded, KeyedEvent,
+    Received, RememberedEvent,
 };
 use weir_core::model::ExecutionId;
 use weir_core::processor::{Batch, Processor, ProcessorConfig};
@@ -54,7 +55,7 @@ fn start() -> DateTime<Utc> {
 
 /// Key `n`, held by one execution, having forwarded one event (remembered for the dedup
 /// window), its last change at `when`.
-fn key_state(n: u64, when: DateTime<Utc>) -> CorrelationState {
+fn key_state(n: u64, when: DateTime<Utc>) -> (CorrelationState, RememberedEvent) {
     let key = format!("order:{n}");
     let register = CorrelationCommand {
         key: key.clone(),
@@ -62,7 +63,7 @@ fn key_state(n: u64, when: DateTime<Utc>) -> CorrelationState {
         action: CorrelationAction::Register,
         sent_at: when,
     };
-    let Applied::Changed(registered) = correlation::apply(None, &register, when) else {
+    let Applied::Changed(registered) = correlation::apply(None, &register) else {
         panic!("a first registration changes the key");
     };
     let registered = registered.state.expect("a state");
@@ -76,10 +77,17 @@ fn key_state(n: u64, when: DateTime<Utc>) -> CorrelationState {
         sent_at: when,
         returned_by: None,
     };
-    let Received::Changed(forwarded) = correlation::receive(Some(&registered), event, when) else {
+    let Received::Changed(forwarded) = correlation::receive(Some(&registered), None, event) else {
         panic!("an event for a held key is forwarded");
     };
-    forwarded.state.expect("a state")
+    let remembered = RememberedEvent {
+        key: registered.key.clone(),
+        forwarded: Forwarded {
+            event_id: forwarded.forwards[0].event.event_id.clone(),
+            at: when,
+        },
+    };
+    (forwarded.state.expect("a state"), remembered)
 }
 
 fn processor() -> Processor<SimRunner> {
@@ -120,11 +128,12 @@ fn main() {
     for n in sizes {
         let before = LIVE.load(Ordering::Relaxed);
         // Spread over the last day: none is due for six more days.
-        let states: Vec<CorrelationState> = (0..n)
+        let (states, remembered): (Vec<CorrelationState>, Vec<RememberedEvent>) = (0..n)
             .map(|i| key_state(i, start() + Duration::seconds((i % 86_400) as i64)))
-            .collect();
+            .unzip();
         let mut p = processor();
         p.restore_correlations(states);
+        p.restore_remembered(remembered, Vec::<String>::new());
         let heap = LIVE.load(Ordering::Relaxed).saturating_sub(before);
         let now = start() + Duration::days(1);
         let index = per_call(10_000, || {
@@ -134,7 +143,9 @@ fn main() {
         let walk = per_call(walk_calls, || {
             black_box(
                 p.correlations()
-                    .any(|c| c.expires_at().is_some_and(|at| at <= black_box(now))),
+                    .any(|c| c.expires_at().is_some_and(|at| at <= black_box(now)))
+                    || p.remembered()
+                        .any(|r| r.forwarded.at + correlation::DEDUP_WINDOW <= black_box(now)),
             );
         });
         let pass = per_call(1_000, || {

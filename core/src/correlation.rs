@@ -19,13 +19,19 @@
 //!   [`MAX_BUFFERED_EVENT_BYTES`]: the same bounds as an execution's), and the buffer goes to
 //!   the next holder when one registers.
 //! - Once: the key remembers the ids it forwarded for [`DEDUP_WINDOW`] (at most
-//!   [`MAX_REMEMBERED`]) and the ids in its buffer; the same id sent again is dropped,
-//!   whichever execution holds the key by then (and the holder deduplicates as well).
+//!   [`MAX_REMEMBERED`], [`Remembered`]) and the ids in its buffer; the same id sent again is
+//!   dropped, whichever execution holds the key by then (and the holder deduplicates as well).
+//!   Each remembered id is a record of its own on `weir.state` ([`RememberedEvent`], keyed
+//!   [`crate::state_key::StateKey::Remembered`] on the key's partition), written when the id
+//!   is forwarded and tombstoned when it is forgotten: a forward writes one small record, not
+//!   the key's whole memory (issue 33 F10; the key's own record holds its holders, buffer and
+//!   kept cancellation).
 //! - A forwarded event that finds its holder finished (the race with `Unregister`) comes back
 //!   to the key ([`KeyedEvent::returned_by`]): the key drops that holder (it takes nothing
 //!   more) and forwards the event to the next one, or buffers it.
-//! - A key with no holders, no buffer and no remembered ids is forgotten (a tombstone);
-//!   remembered ids expire ([`expire`], called by the processor each turn).
+//! - A key with no holders, no buffer and no kept cancellation is forgotten (a tombstone; its
+//!   remembered ids live on, records of their own, until they expire:
+//!   [`Remembered::expire`], called by the processor each turn).
 //!
 //! **Early events.** An event for an execution that does not exist yet (its submission is on
 //! another topic and may come later) is kept the same way, in a state whose key is the
@@ -34,6 +40,8 @@
 //! buffer ([`take_early`]) in its own transaction. If none comes in time, [`expire`] sends
 //! the events back to `weir.events` marked as having waited ([`InboundEvent::waited_until`]),
 //! and the execution's owner dead-letters them there if it still does not exist.
+
+use std::collections::{HashSet, VecDeque};
 
 use chrono::{DateTime, Duration, Utc};
 
@@ -126,13 +134,99 @@ pub struct Forwarded {
     pub at: DateTime<Utc>,
 }
 
+/// A remembered id as `weir.state` has it: a record of its own, keyed
+/// [`crate::state_key::StateKey::Remembered`] (`weir:seen:<key> <event id>`, header
+/// `weir.kind = remembered`), on the partition of its key; a tombstone forgets it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RememberedEvent {
+    pub key: String,
+    pub forwarded: Forwarded,
+}
+
+/// The ids a key forwarded within [`DEDUP_WINDOW`], oldest first, each once; at most
+/// [`MAX_REMEMBERED`] (the oldest are forgotten first). Kept apart from the key's state, so
+/// that a rule clones and writes only the state, and a forward costs one id.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Remembered {
+    order: VecDeque<Forwarded>,
+    ids: HashSet<String>,
+}
+
+impl Remembered {
+    pub fn contains(&self, event_id: &str) -> bool {
+        self.ids.contains(event_id)
+    }
+
+    pub fn len(&self) -> usize {
+        self.order.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.order.is_empty()
+    }
+
+    /// Oldest first.
+    pub fn iter(&self) -> impl Iterator<Item = &Forwarded> {
+        self.order.iter()
+    }
+
+    /// Remembers `forwarded` (an id remembered already keeps its first time: `false`, nothing
+    /// to write); returns whether it is new, and the oldest ids forgotten for it beyond
+    /// [`MAX_REMEMBERED`].
+    pub fn remember(&mut self, forwarded: Forwarded) -> (bool, Vec<Forwarded>) {
+        if !self.ids.insert(forwarded.event_id.clone()) {
+            return (false, Vec::new());
+        }
+        // Restored ids come in any order; forwards come in time order.
+        let at = self
+            .order
+            .iter()
+            .rposition(|f| f.at <= forwarded.at)
+            .map_or(0, |i| i + 1);
+        self.order.insert(at, forwarded);
+        let mut forgotten = Vec::new();
+        while self.order.len() > MAX_REMEMBERED {
+            forgotten.extend(self.pop());
+        }
+        (true, forgotten)
+    }
+
+    /// When the oldest id is forgotten.
+    pub fn expires_at(&self) -> Option<DateTime<Utc>> {
+        self.order.front().map(|f| f.at + DEDUP_WINDOW)
+    }
+
+    /// Forgets the ids forwarded [`DEDUP_WINDOW`] or longer before `now`; returns them.
+    pub fn expire(&mut self, now: DateTime<Utc>) -> Vec<Forwarded> {
+        let mut forgotten = Vec::new();
+        while self
+            .order
+            .front()
+            .is_some_and(|f| f.at + DEDUP_WINDOW <= now)
+        {
+            forgotten.extend(self.pop());
+        }
+        forgotten
+    }
+
+    fn pop(&mut self) -> Option<Forwarded> {
+        let oldest = self.order.pop_front()?;
+        self.ids.remove(&oldest.event_id);
+        Some(oldest)
+    }
+}
+
 /// How long a key remembers the ids it forwarded: as long as `weir.events` keeps its records
 /// by default (`topology/topics.toml`), so a record read again or resent within its
 /// retention is a duplicate.
 pub const DEDUP_WINDOW: Duration = Duration::days(7);
 
-/// At most this many forwarded ids are remembered per key (the oldest are forgotten first).
-pub const MAX_REMEMBERED: usize = 1_000;
+/// At most this many forwarded ids are remembered per key (the oldest are forgotten first,
+/// counted in `ProcessorStats::remembered_cut`): a bound on an owner's memory for a key that
+/// takes more than 14 events a minute for a week. Each id is a record of its own, so the
+/// bound is memory's, not a record's (it was 1,000 while the ids were part of the key's
+/// record: issue 33 F10).
+pub const MAX_REMEMBERED: usize = 100_000;
 
 /// The state of one key (`weir.state`, keyed by the key).
 #[derive(Debug, Clone, PartialEq)]
@@ -143,8 +237,6 @@ pub struct CorrelationState {
     pub holders: Vec<ExecutionId>,
     /// Events sent while no execution held the key, oldest first (empty while one does).
     pub buffered: Vec<BufferedEvent>,
-    /// The ids forwarded within the last [`DEDUP_WINDOW`], oldest first.
-    pub forwarded: Vec<Forwarded>,
     /// Set on the buffer of an execution that does not exist yet (the key is its id): when
     /// its events stop waiting for the submission ([`hold_early`], [`expire`]).
     pub waits_until: Option<DateTime<Utc>>,
@@ -154,12 +246,12 @@ pub struct CorrelationState {
 }
 
 impl CorrelationState {
-    fn new(key: &str) -> Self {
+    /// The state of a key that holds nothing.
+    pub fn new(key: &str) -> Self {
         CorrelationState {
             key: key.to_owned(),
             holders: Vec::new(),
             buffered: Vec::new(),
-            forwarded: Vec::new(),
             waits_until: None,
             cancel: None,
         }
@@ -175,56 +267,35 @@ impl CorrelationState {
         self.buffered.iter().map(|b| payload_size(&b.event)).sum()
     }
 
-    /// When [`expire`] has something to do: the oldest remembered id is forgotten, or the
-    /// events of an execution that does not exist stop waiting for it.
+    /// When [`expire`] has something to do: the events of an execution that does not exist
+    /// stop waiting for it (a remembered id's expiry is [`Remembered::expires_at`]).
     pub fn expires_at(&self) -> Option<DateTime<Utc>> {
-        let forgets = self.forwarded.first().map(|f| f.at + DEDUP_WINDOW);
-        match (forgets, self.waits_until) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        self.waits_until
     }
 
     fn is_empty(&self) -> bool {
-        self.holders.is_empty()
-            && self.buffered.is_empty()
-            && self.forwarded.is_empty()
-            && self.cancel.is_none()
+        self.holders.is_empty() && self.buffered.is_empty() && self.cancel.is_none()
     }
 
-    fn has_seen(&self, event_id: &str) -> bool {
-        self.forwarded.iter().any(|f| f.event_id == event_id)
-            || self.buffered.iter().any(|b| b.event.event_id == event_id)
+    fn buffers(&self, event_id: &str) -> bool {
+        self.buffered.iter().any(|b| b.event.event_id == event_id)
     }
+}
 
-    /// The event as forwarded to `holder` (keyed by the holder on `weir.events`), its id
-    /// remembered.
-    fn forward(
-        &mut self,
-        holder: &ExecutionId,
-        event: ReceivedEvent,
-        sent_at: DateTime<Utc>,
-        now: DateTime<Utc>,
-    ) -> InboundEvent {
-        if !self.forwarded.iter().any(|f| f.event_id == event.event_id) {
-            self.forwarded.push(Forwarded {
-                event_id: event.event_id.clone(),
-                at: now,
-            });
-            let excess = self.forwarded.len().saturating_sub(MAX_REMEMBERED);
-            self.forwarded.drain(..excess);
-        }
-        InboundEvent {
-            event,
-            target: holder.clone(),
-            sent_at,
-            correlation_key: Some(self.key.clone()),
-            waited_until: None,
-        }
-    }
-
-    fn forget_expired(&mut self, now: DateTime<Utc>) {
-        self.forwarded.retain(|f| f.at + DEDUP_WINDOW > now);
+/// The event as forwarded by the key `key` to `holder` (keyed by the holder on
+/// `weir.events`).
+fn forward(
+    key: &str,
+    holder: &ExecutionId,
+    event: ReceivedEvent,
+    sent_at: DateTime<Utc>,
+) -> InboundEvent {
+    InboundEvent {
+        event,
+        target: holder.clone(),
+        sent_at,
+        correlation_key: Some(key.to_owned()),
+        waited_until: None,
     }
 }
 
@@ -232,7 +303,9 @@ fn payload_size(event: &ReceivedEvent) -> usize {
     event.payload.to_string().len()
 }
 
-/// A key's state after a rule, and the events to forward in the same transaction.
+/// A key's state after a rule, and the events to forward in the same transaction (each
+/// forward's id is the key's to remember: the events of a correlation key, `correlation_key`
+/// set, not an early buffer's sent back to its execution).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Changed {
     /// The new state (`None`: forgotten, a tombstone).
@@ -294,12 +367,8 @@ pub fn refusal(command: &CorrelationCommand, reason: &str) -> InboundEvent {
     }
 }
 
-/// Folds `command` into the key's state (`None`: the key holds nothing) at `now`.
-pub fn apply(
-    current: Option<&CorrelationState>,
-    command: &CorrelationCommand,
-    now: DateTime<Utc>,
-) -> Applied {
+/// Folds `command` into the key's state (`None`: the key holds nothing).
+pub fn apply(current: Option<&CorrelationState>, command: &CorrelationCommand) -> Applied {
     let key = &command.key;
     let id = &command.execution_id;
     let mut state = current
@@ -321,10 +390,9 @@ pub fn apply(
                 );
                 return Applied::Refused { error, tell };
             }
-            state.forget_expired(now);
             state.holders.push(id.clone());
             let forwards = if state.holders.len() == 1 {
-                drain(&mut state, now)
+                drain(&mut state)
             } else {
                 Vec::new()
             };
@@ -334,32 +402,31 @@ pub fn apply(
             if !state.holders.contains(id) {
                 return Applied::Unchanged;
             }
-            state.forget_expired(now);
-            Applied::Changed(drop_holder(state, id, now))
+            Applied::Changed(drop_holder(state, id))
         }
     }
 }
 
 /// `id` takes no more events: removed from the holders; if it held the key, the buffer goes
 /// to the next holder (it is empty while a holder exists; kept for a state restored as is).
-fn drop_holder(mut state: CorrelationState, id: &ExecutionId, now: DateTime<Utc>) -> Changed {
+fn drop_holder(mut state: CorrelationState, id: &ExecutionId) -> Changed {
     state.holders.retain(|h| h != id);
-    let forwards = drain(&mut state, now);
+    let forwards = drain(&mut state);
     Changed::of(state, forwards)
 }
 
 /// The buffer, forwarded to the holder (nothing without one).
-fn drain(state: &mut CorrelationState, now: DateTime<Utc>) -> Vec<InboundEvent> {
+fn drain(state: &mut CorrelationState) -> Vec<InboundEvent> {
     let Some(holder) = state.holder().cloned() else {
         return Vec::new();
     };
     std::mem::take(&mut state.buffered)
         .into_iter()
-        .map(|b| state.forward(&holder, b.event, b.sent_at, now))
+        .map(|b| forward(&state.key, &holder, b.event, b.sent_at))
         .collect()
 }
 
-/// Forgets the ids forwarded longer than [`DEDUP_WINDOW`] ago; the buffer of an execution
+/// The buffer of an execution
 /// that did not come by [`CorrelationState::waits_until`] goes back to `weir.events`, each
 /// event marked as having waited ([`InboundEvent::waited_until`]), and its kept cancellation
 /// to `weir.submissions` marked the same way ([`CancelRequest::waited_until`]), for its owner
@@ -370,7 +437,6 @@ pub fn expire(state: &CorrelationState, now: DateTime<Utc>) -> Option<Changed> {
         return None;
     }
     let mut state = state.clone();
-    state.forget_expired(now);
     let mut forwards = Vec::new();
     if let Some(waited_until) = state.waits_until.filter(|at| *at <= now) {
         state.waits_until = None;
@@ -416,7 +482,6 @@ pub fn hold_cancel(
     let mut state = current
         .cloned()
         .unwrap_or_else(|| CorrelationState::new(&key));
-    state.forget_expired(now);
     let mut request = CancelRequest {
         waited_until: None,
         ..request
@@ -454,7 +519,7 @@ pub fn hold_early(
         sent_at,
         returned_by: None,
     };
-    match receive(current, keyed, now) {
+    match receive(current, None, keyed) {
         Received::Changed(mut changed) => {
             if let Some(state) = &mut changed.state {
                 state.waits_until.get_or_insert(now + wait);
@@ -501,11 +566,12 @@ pub enum Received {
     Full(String),
 }
 
-/// An event sent to the key (`current`: its state, `None` if it holds nothing) at `now`.
+/// An event sent to the key (`current`: its state, `None` if it holds nothing; `remembered`:
+/// the ids it forwarded).
 pub fn receive(
     current: Option<&CorrelationState>,
+    remembered: Option<&Remembered>,
     keyed: KeyedEvent,
-    now: DateTime<Utc>,
 ) -> Received {
     let KeyedEvent {
         event,
@@ -516,7 +582,6 @@ pub fn receive(
     let mut state = current
         .cloned()
         .unwrap_or_else(|| CorrelationState::new(&key));
-    state.forget_expired(now);
     match &returned_by {
         // A copy its holder could not take: forwarded again (to the next holder), or kept,
         // unless the buffer has the id already.
@@ -526,26 +591,26 @@ pub fn receive(
                     state: after,
                     forwards,
                     ..
-                } = drop_holder(state, returned_by, now);
+                } = drop_holder(state, returned_by);
                 debug_assert!(
                     forwards.is_empty(),
                     "the buffer is empty while a key has a holder"
                 );
                 state = after.unwrap_or_else(|| CorrelationState::new(&key));
             }
-            if state
-                .buffered
-                .iter()
-                .any(|b| b.event.event_id == event.event_id)
-            {
+            if state.buffers(&event.event_id) {
                 return Received::Duplicate;
             }
         }
-        None if state.has_seen(&event.event_id) => return Received::Duplicate,
+        None if state.buffers(&event.event_id)
+            || remembered.is_some_and(|r| r.contains(&event.event_id)) =>
+        {
+            return Received::Duplicate;
+        }
         None => {}
     }
     if let Some(holder) = state.holder().cloned() {
-        let forwarded = state.forward(&holder, event, sent_at, now);
+        let forwarded = forward(&key, &holder, event, sent_at);
         return Received::Changed(Changed::of(state, vec![forwarded]));
     }
     let bytes = state.buffered_bytes();
@@ -618,13 +683,22 @@ mod tests {
         at() + Duration::seconds(secs)
     }
 
+    /// What the processor does with a rule's forwards: their ids remembered at `now`.
+    fn remember(remembered: &mut Remembered, changed: &Changed, now: DateTime<Utc>) {
+        for f in &changed.forwards {
+            remembered.remember(Forwarded {
+                event_id: f.event.event_id.clone(),
+                at: now,
+            });
+        }
+    }
+
     fn held(holders: &[u8]) -> CorrelationState {
         let mut state = None;
         for n in holders {
             state = changed(apply(
                 state.as_ref(),
                 &command(*n, CorrelationAction::Register),
-                at(),
             ))
             .state;
         }
@@ -633,20 +707,19 @@ mod tests {
 
     #[test]
     fn an_event_before_the_registration_waits_and_goes_to_the_first_holder() {
-        let buffered = received(receive(None, event("ev-1"), at()))
+        let buffered = received(receive(None, None, event("ev-1")))
             .state
             .expect("kept");
         assert_eq!(buffered.buffered.len(), 1);
         assert_eq!(
-            receive(Some(&buffered), event("ev-1"), at()),
+            receive(Some(&buffered), None, event("ev-1")),
             Received::Duplicate
         );
         let registered = changed(apply(
             Some(&buffered),
             &command(1, CorrelationAction::Register),
-            at(),
         ));
-        let state = registered.state.expect("held");
+        let state = registered.state.clone().expect("held");
         assert_eq!(state.holders, vec![id(1)]);
         assert!(state.buffered.is_empty());
         assert_eq!(registered.forwards.len(), 1);
@@ -657,8 +730,10 @@ mod tests {
             Some("payment:order-42")
         );
         // The drained id is remembered: sent again, it is a duplicate.
+        let mut remembered = Remembered::default();
+        remember(&mut remembered, &registered, at());
         assert_eq!(
-            receive(Some(&state), event("ev-1"), at()),
+            receive(Some(&state), Some(&remembered), event("ev-1")),
             Received::Duplicate
         );
     }
@@ -666,15 +741,22 @@ mod tests {
     #[test]
     fn an_event_for_a_held_key_is_forwarded_once() {
         let state = held(&[1]);
-        let forwarded = received(receive(Some(&state), event("ev-1"), at()));
+        let forwarded = received(receive(Some(&state), None, event("ev-1")));
         assert_eq!(forwarded.forwards[0].target, id(1));
-        let after = forwarded.state.expect("held");
         assert_eq!(
-            receive(Some(&after), event("ev-1"), later(5)),
+            forwarded.state.as_ref(),
+            Some(&state),
+            "the key's record is unchanged"
+        );
+        let after = forwarded.state.clone().expect("held");
+        let mut remembered = Remembered::default();
+        remember(&mut remembered, &forwarded, at());
+        assert_eq!(
+            receive(Some(&after), Some(&remembered), event("ev-1")),
             Received::Duplicate
         );
         assert_eq!(
-            apply(Some(&after), &command(1, CorrelationAction::Register), at()),
+            apply(Some(&after), &command(1, CorrelationAction::Register)),
             Applied::Unchanged
         );
     }
@@ -683,87 +765,117 @@ mod tests {
     fn a_second_registration_waits_its_turn_and_gets_no_duplicate() {
         let two = held(&[1, 2]);
         assert_eq!(two.holder(), Some(&id(1)));
-        let sent = received(receive(Some(&two), event("ev-1"), at()));
+        let sent = received(receive(Some(&two), None, event("ev-1")));
         assert_eq!(sent.forwards[0].target, id(1));
+        let mut remembered = Remembered::default();
+        remember(&mut remembered, &sent, at());
         let after = changed(apply(
             sent.state.as_ref(),
             &command(1, CorrelationAction::Unregister),
-            later(1),
         ));
         let state = after.state.expect("held");
         assert_eq!(state.holders, vec![id(2)]);
         assert!(after.forwards.is_empty());
         // The first holder took ev-1: sent again, it does not reach the second.
         assert_eq!(
-            receive(Some(&state), event("ev-1"), later(2)),
+            receive(Some(&state), Some(&remembered), event("ev-1")),
             Received::Duplicate
         );
     }
 
+    /// A key whose holder finished is forgotten at once (its record a tombstone); the ids it
+    /// forwarded are remembered apart until the window passes, then new again.
     #[test]
-    fn the_key_is_forgotten_once_its_remembered_ids_expire() {
-        let sent = received(receive(Some(&held(&[1])), event("ev-1"), at()));
+    fn the_key_is_forgotten_and_its_remembered_ids_expire_apart() {
+        let sent = received(receive(Some(&held(&[1])), None, event("ev-1")));
+        let mut remembered = Remembered::default();
+        remember(&mut remembered, &sent, at());
         let gone = changed(apply(
             sent.state.as_ref(),
             &command(1, CorrelationAction::Unregister),
-            later(1),
         ));
-        let remembering = gone.state.expect("remembers ev-1");
-        assert!(remembering.holders.is_empty());
-        assert_eq!(expire(&remembering, later(60)), None);
-        let due = remembering.expires_at().expect("an expiry");
-        assert_eq!(due, at() + DEDUP_WINDOW);
+        assert_eq!(gone.state, None, "a tombstone");
         assert_eq!(
-            expire(&remembering, due),
-            Some(Changed {
-                state: None,
-                forwards: Vec::new(),
-                cancel_back: None,
-            })
+            receive(None, Some(&remembered), event("ev-1")),
+            Received::Duplicate
         );
+        let due = remembered.expires_at().expect("an expiry");
+        assert_eq!(due, at() + DEDUP_WINDOW);
+        assert!(remembered.expire(due - Duration::seconds(1)).is_empty());
+        let forgotten = remembered.expire(due);
+        assert_eq!(forgotten.len(), 1);
+        assert_eq!(forgotten[0].event_id, "ev-1");
+        assert!(remembered.is_empty() && remembered.expires_at().is_none());
         // Past the window the id is new again.
         assert!(matches!(
-            receive(Some(&remembering), event("ev-1"), due),
+            receive(None, Some(&remembered), event("ev-1")),
             Received::Changed(_)
         ));
         assert_eq!(
-            apply(None, &command(1, CorrelationAction::Unregister), at()),
+            apply(None, &command(1, CorrelationAction::Unregister)),
             Applied::Unchanged
         );
     }
 
+    /// At most [`MAX_REMEMBERED`] ids, the oldest forgotten first; an id remembered again keeps
+    /// its first time (nothing to write); ids restored out of order are kept by time.
     #[test]
     fn at_most_max_remembered_ids_are_kept() {
-        let mut state = held(&[1]);
-        for n in 0..=MAX_REMEMBERED {
-            state = received(receive(Some(&state), event(&format!("ev-{n}")), at()))
-                .state
-                .expect("held");
+        let mut remembered = Remembered::default();
+        let at_n = |n: usize| at() + Duration::milliseconds(n as i64);
+        for n in 0..MAX_REMEMBERED {
+            let (new, forgotten) = remembered.remember(Forwarded {
+                event_id: format!("ev-{n}"),
+                at: at_n(n),
+            });
+            assert!(new && forgotten.is_empty());
         }
-        assert_eq!(state.forwarded.len(), MAX_REMEMBERED);
-        assert_eq!(state.forwarded[0].event_id, "ev-1", "the oldest forgotten");
+        let (new, forgotten) = remembered.remember(Forwarded {
+            event_id: "ev-0".into(),
+            at: later(9),
+        });
+        assert!(!new && forgotten.is_empty(), "remembered already");
+        let (new, forgotten) = remembered.remember(Forwarded {
+            event_id: "one-more".into(),
+            at: later(10),
+        });
+        assert!(new);
+        assert_eq!(forgotten.len(), 1);
+        assert_eq!(forgotten[0].event_id, "ev-0", "the oldest forgotten");
+        assert_eq!(remembered.len(), MAX_REMEMBERED);
+        assert!(!remembered.contains("ev-0") && remembered.contains("ev-1"));
+
+        let mut restored = Remembered::default();
+        for (id, secs) in [("b", 2), ("a", 1), ("c", 3)] {
+            restored.remember(Forwarded {
+                event_id: id.into(),
+                at: later(secs),
+            });
+        }
+        let order: Vec<&str> = restored.iter().map(|f| f.event_id.as_str()).collect();
+        assert_eq!(order, ["a", "b", "c"]);
     }
 
     #[test]
     fn an_event_returned_by_a_finished_holder_goes_to_the_next_or_waits() {
         let two = held(&[1, 2]);
-        let first = received(receive(Some(&two), event("ev-1"), at()));
+        let first = received(receive(Some(&two), None, event("ev-1")));
         let mut returned = event("ev-1");
         returned.returned_by = Some(id(1));
-        let next = received(receive(first.state.as_ref(), returned.clone(), later(1)));
+        let next = received(receive(first.state.as_ref(), None, returned.clone()));
         assert_eq!(next.state.expect("held").holders, vec![id(2)]);
         assert_eq!(next.forwards.len(), 1);
         assert_eq!(next.forwards[0].target, id(2));
         // With nobody left, it waits; a returned event is not a duplicate of its own forward,
         // but one the buffer holds already is.
-        let alone = received(receive(Some(&held(&[1])), returned.clone(), at()))
+        let alone = received(receive(Some(&held(&[1])), None, returned.clone()))
             .state
             .expect("kept");
         assert!(alone.holders.is_empty());
         assert_eq!(alone.buffered.len(), 1);
         let mut again = returned;
         again.returned_by = Some(id(9));
-        assert_eq!(receive(Some(&alone), again, at()), Received::Duplicate);
+        assert_eq!(receive(Some(&alone), None, again), Received::Duplicate);
     }
 
     /// A cancellation kept for an execution not submitted yet: it waits as long as the
@@ -841,16 +953,12 @@ mod tests {
             });
         }
         assert!(matches!(
-            receive(Some(&state), event("one-more"), at()),
+            receive(Some(&state), None, event("one-more")),
             Received::Full(_)
         ));
         let mut holders = CorrelationState::new("payment:order-42");
         holders.holders = (0..MAX_HOLDERS).map(|n| id(n as u8)).collect();
-        let refused = apply(
-            Some(&holders),
-            &command(200, CorrelationAction::Register),
-            at(),
-        );
+        let refused = apply(Some(&holders), &command(200, CorrelationAction::Register));
         let Applied::Refused { tell, .. } = refused else {
             panic!("the 101st registration is refused: {refused:?}")
         };

@@ -1,13 +1,14 @@
 //! The key space of Weir's own keyed state (`docs/design/events.md`, `docs/design/schedules.md`):
 //! what the key of a record on `weir.state`, of a command on `weir.responses` that is for no
-//! execution, or the target of an event on `weir.events` names. Three kinds of key, told
+//! execution, or the target of an event on `weir.events` names. Four kinds of key, told
 //! apart by their text alone, never overlapping:
 //!
-//! | key                | names                                                          |
-//! |--------------------|----------------------------------------------------------------|
-//! | `E_…`              | an execution (events kept for one that does not exist yet)     |
-//! | `schedule:<name>`  | a schedule (its state, its commands)                           |
-//! | anything else      | a correlation key ([`check_correlation_key`])                  |
+//! | key                          | names                                                |
+//! |------------------------------|------------------------------------------------------|
+//! | `E_…`                        | an execution (events kept for one not created yet)   |
+//! | `schedule:<name>`            | a schedule (its state, its commands)                 |
+//! | `weir:seen:<key> <event id>` | an event id a correlation key remembers forwarding   |
+//! | anything else                | a correlation key ([`check_correlation_key`])        |
 //!
 //! Invariants: a correlation key never starts with `E_` nor with a prefix Weir keeps
 //! ([`RESERVED_PREFIXES`]), so no key is read as two things; and a key reads back as what it
@@ -23,6 +24,9 @@ pub const SCHEDULE_PREFIX: &str = "schedule:";
 /// The prefix of an execution id: an event's target or a state's key that starts with it
 /// names an execution.
 pub const EXECUTION_PREFIX: &str = "E_";
+
+/// The prefix of the key of an event id a correlation key remembers.
+pub const REMEMBERED_PREFIX: &str = "weir:seen:";
 
 /// Key prefixes Weir keeps for its own keyed state (a correlation key may not start with one).
 pub const RESERVED_PREFIXES: [&str; 2] = [SCHEDULE_PREFIX, "weir:"];
@@ -40,6 +44,10 @@ pub enum StateKey {
     Schedule(String),
     /// A correlation key ([`check_correlation_key`]).
     Correlation(String),
+    /// An event id the correlation key `key` forwarded and remembers
+    /// ([`crate::correlation::RememberedEvent`]): `weir:seen:<key> <event id>` (a key has no
+    /// spaces, so the first one ends it).
+    Remembered { key: String, event_id: String },
 }
 
 /// Why a key is refused.
@@ -62,6 +70,8 @@ pub enum KeyError {
          key), where an execution id or a correlation key belongs"
     )]
     NotForEvents(String),
+    #[error("`{0}` is not `{REMEMBERED_PREFIX}<correlation key> <event id>`")]
+    Remembered(String),
 }
 
 /// Checks a correlation key: 1 to [`MAX_KEY_LEN`] bytes of printable ASCII (no spaces), not
@@ -88,6 +98,17 @@ impl StateKey {
 
     /// Reads any key of Weir's keyed state.
     pub fn parse(key: &str) -> Result<StateKey, KeyError> {
+        if let Some(rest) = key.strip_prefix(REMEMBERED_PREFIX) {
+            return match rest.split_once(' ') {
+                Some((k, event_id)) if check_correlation_key(k).is_ok() && !event_id.is_empty() => {
+                    Ok(StateKey::Remembered {
+                        key: k.to_owned(),
+                        event_id: event_id.to_owned(),
+                    })
+                }
+                _ => Err(KeyError::Remembered(key.to_owned())),
+            };
+        }
         if let Some(name) = key.strip_prefix(SCHEDULE_PREFIX) {
             return crate::schedule::check_name(name)
                 .map(|()| StateKey::Schedule(name.to_owned()))
@@ -116,7 +137,7 @@ impl StateKey {
     pub fn execution(&self) -> Option<&ExecutionId> {
         match self {
             StateKey::Execution(id) => Some(id),
-            StateKey::Schedule(_) | StateKey::Correlation(_) => None,
+            StateKey::Schedule(_) | StateKey::Correlation(_) | StateKey::Remembered { .. } => None,
         }
     }
 }
@@ -127,6 +148,9 @@ impl fmt::Display for StateKey {
             StateKey::Execution(id) => write!(f, "{id}"),
             StateKey::Schedule(name) => write!(f, "{SCHEDULE_PREFIX}{name}"),
             StateKey::Correlation(key) => f.write_str(key),
+            StateKey::Remembered { key, event_id } => {
+                write!(f, "{REMEMBERED_PREFIX}{key} {event_id}")
+            }
         }
     }
 }
@@ -142,6 +166,10 @@ mod tests {
             StateKey::Execution(id),
             StateKey::schedule("nightly"),
             StateKey::Correlation("payment:order-42".to_owned()),
+            StateKey::Remembered {
+                key: "payment:order-42".to_owned(),
+                event_id: "ev 1: with spaces".to_owned(),
+            },
         ] {
             assert_eq!(StateKey::parse(&key.to_string()), Ok(key));
         }
@@ -175,6 +203,18 @@ mod tests {
             StateKey::for_events("schedule:nightly"),
             Err(KeyError::NotForEvents(_))
         ));
+        for bad in [
+            "weir:seen:",
+            "weir:seen:k",
+            "weir:seen:k ",
+            "weir:seen:E_x ev",
+        ] {
+            assert!(
+                matches!(StateKey::parse(bad), Err(KeyError::Remembered(_))),
+                "{bad}"
+            );
+        }
+        assert!(StateKey::for_events("weir:seen:k ev").is_err());
         assert!(matches!(
             check_correlation_key("schedule:nightly"),
             Err(KeyError::Reserved(_, SCHEDULE_PREFIX))

@@ -19,7 +19,8 @@
 //!   and one kind never means two types on one topic;
 //! - a record is keyed for the partition of its reader: an execution's records by its id, an
 //!   answer by the execution it answers, a stub write by the stub's parent, a schedule's by
-//!   `schedule:<name>`, a correlation key's by the key, a dead letter by its original's key;
+//!   `schedule:<name>`, a correlation key's by the key (an id it remembers on the key's
+//!   partition, [`Key::Within`]), a dead letter by its original's key;
 //! - [`address`] matches every [`Effect`] variant without a wildcard, so a new effect does
 //!   not compile until it is routed here.
 //!
@@ -147,17 +148,21 @@ pub enum RecordKind {
     /// (`ChildExecutionFinished` of the stub) keyed by the stub's parent, with
     /// [`STUB_REQUEST_HEADER`] and [`STUB_FUNCTION_HEADER`].
     StubWrite,
+    /// A `RememberedEvent` on `weir.state`: an event id a correlation key forwarded, keyed
+    /// [`StateKey::Remembered`] on the key's partition.
+    Remembered,
 }
 
 impl RecordKind {
     /// Every kind.
-    pub const ALL: [RecordKind; 6] = [
+    pub const ALL: [RecordKind; 7] = [
         RecordKind::Cancel,
         RecordKind::Upgrade,
         RecordKind::CancelExecution,
         RecordKind::Schedule,
         RecordKind::Correlation,
         RecordKind::StubWrite,
+        RecordKind::Remembered,
     ];
 
     /// The header's value for this kind.
@@ -169,6 +174,7 @@ impl RecordKind {
             RecordKind::Schedule => b"schedule",
             RecordKind::Correlation => b"correlation",
             RecordKind::StubWrite => b"stub-write",
+            RecordKind::Remembered => b"remembered",
         }
     }
 
@@ -213,6 +219,7 @@ pub enum RecordType {
     DlqEnvelope,
     ScheduleState,
     CorrelationState,
+    RememberedEvent,
     ActivityRequest,
     ActivityCancel,
 }
@@ -248,6 +255,7 @@ pub fn record_type(role: TopicRole, kind: Option<RecordKind>) -> Result<RecordTy
         (R::Dlq, None) => T::DlqEnvelope,
         (R::State, None) => T::ScheduleState,
         (R::State, Some(K::Correlation)) => T::CorrelationState,
+        (R::State, Some(K::Remembered)) => T::RememberedEvent,
         (R::Activity, None) => T::ActivityRequest,
         (R::Activity, Some(K::Cancel)) => T::ActivityCancel,
         (role, Some(kind)) => return Err(KindError::OffTopic { role, kind }),
@@ -281,6 +289,29 @@ pub enum Key {
     /// The key of the batch's input at this index (a dead letter keeps its original's key,
     /// none as empty).
     OfInput(usize),
+    /// `key`, on the partition of `partition_of` rather than its own (a record that must be
+    /// read with another key's: an id a correlation key remembers, with the key's state).
+    Within { key: String, partition_of: String },
+}
+
+impl Key {
+    /// The key of the record, for a key that does not name an input.
+    pub fn exact(&self) -> Option<&str> {
+        match self {
+            Key::Exactly(key) | Key::Within { key, .. } => Some(key),
+            Key::OfInput(_) => None,
+        }
+    }
+
+    /// The key whose partition the record goes to (its own, unless [`Key::Within`]); `None`
+    /// for an input's key.
+    pub fn partitioned_by(&self) -> Option<&str> {
+        match self {
+            Key::Exactly(key) => Some(key),
+            Key::Within { partition_of, .. } => Some(partition_of),
+            Key::OfInput(_) => None,
+        }
+    }
 }
 
 /// Where a record goes and what it carries besides its value: the writing half of the table.
@@ -415,6 +446,20 @@ pub fn address(effect: &Effect) -> Result<Option<Address>, AddressError> {
         Effect::PutCorrelation { key, .. } => {
             Address::to(R::State, key).of_kind(RecordKind::Correlation)
         }
+        // Keyed by the key and the id, on the key's partition: read with the key's state.
+        Effect::PutRemembered { key, event_id, .. } => Address {
+            destination: Destination::Topic(R::State),
+            key: Key::Within {
+                key: StateKey::Remembered {
+                    key: key.clone(),
+                    event_id: event_id.clone(),
+                }
+                .to_string(),
+                partition_of: key.clone(),
+            },
+            kind: Some(RecordKind::Remembered),
+            headers: Vec::new(),
+        },
         // For the holder, keyed by it (`correlation_key` set).
         Effect::ForwardEvent(event) => Address::to(R::Events, &event.target),
         // Back to its key from a finished holder (`returned_by` set), keyed by the key.
@@ -468,7 +513,7 @@ pub mod examples {
     use crate::schedule::{ScheduleAction, ScheduleCommand};
 
     /// How many variants [`Effect`] has; [`variant`] numbers them.
-    pub const EFFECT_VARIANTS: usize = 19;
+    pub const EFFECT_VARIANTS: usize = 20;
 
     /// The number of `effect`'s variant, below [`EFFECT_VARIANTS`] (no wildcard: a new
     /// variant does not compile until it is numbered, and then the examples must have it).
@@ -493,6 +538,7 @@ pub mod examples {
             Effect::WriteStub(_) => 16,
             Effect::DeadLetter { .. } => 17,
             Effect::DeadLetterState(_) => 18,
+            Effect::PutRemembered { .. } => 19,
         }
     }
 
@@ -516,8 +562,8 @@ pub mod examples {
     pub const CORRELATION_KEY: &str = "payment:order-42";
     pub const SCHEDULE: &str = "nightly";
 
-    /// At least one effect of every variant (two of `PutCorrelation`: a state and a
-    /// tombstone), each with values the codecs accept, at `at`.
+    /// At least one effect of every variant (two of `PutCorrelation` and of `PutRemembered`:
+    /// a record and a tombstone), each with values the codecs accept, at `at`.
     pub fn one_of_each(at: DateTime<Utc>) -> Vec<Effect> {
         let parent = id(PARENT);
         let activity = id(ACTIVITY);
@@ -623,7 +669,6 @@ pub mod examples {
                     key: CORRELATION_KEY.into(),
                     holders: vec![parent.clone()],
                     buffered: Vec::new(),
-                    forwarded: Vec::new(),
                     waits_until: None,
                     cancel: None,
                 }),
@@ -631,6 +676,16 @@ pub mod examples {
             Effect::PutCorrelation {
                 key: CORRELATION_KEY.into(),
                 state: None,
+            },
+            Effect::PutRemembered {
+                key: CORRELATION_KEY.into(),
+                event_id: "ev-1".into(),
+                at: Some(at),
+            },
+            Effect::PutRemembered {
+                key: CORRELATION_KEY.into(),
+                event_id: "ev-1".into(),
+                at: None,
             },
             Effect::ForwardEvent(InboundEvent {
                 event: event.clone(),

@@ -365,11 +365,13 @@ async fn a_corrupt_key_state_is_dead_lettered_once_and_forgotten_and_a_newer_one
         key: "newer-key".into(),
         holders: vec![ExecutionId::top_level(ulid::Ulid::new())],
         buffered: Vec::new(),
-        forwarded: Vec::new(),
         waits_until: None,
         cancel: None,
     };
-    let encoded = deployment.codec.encode(&state, &good).expect("encodes");
+    let encoded = deployment
+        .codec
+        .encode(&state, &weir::codec::StoredCorrelation::of(good))
+        .expect("encodes");
     assert_eq!(&encoded[..2], b"\xC3\x01", "single-object encoding");
     // Corrupt: the header of a key's state (a schema this worker knows), then bytes that do
     // not read as it.

@@ -176,7 +176,8 @@ pub fn schedule_json(s: &weir_core::schedule::ScheduleState) -> serde_json::Valu
 /// (`null`: nobody holds it), the executions queued after it in registration order, the
 /// events buffered for the next holder, and how many event ids it remembers having forwarded;
 /// for the events kept for an execution not created yet (the key is its id), until when.
-pub fn correlation_json(c: &weir_core::correlation::CorrelationState) -> serde_json::Value {
+pub fn correlation_json(listed: &crate::kafka::correlations::ListedKey) -> serde_json::Value {
+    let c = &listed.state;
     json!({
         "key": c.key,
         "holder": c.holders.first().map(|id| id.to_string()),
@@ -190,7 +191,7 @@ pub fn correlation_json(c: &weir_core::correlation::CorrelationState) -> serde_j
                 "sent_at": e.sent_at.to_rfc3339(),
             }))
             .collect::<Vec<_>>(),
-        "remembered": c.forwarded.len(),
+        "remembered": listed.remembered,
         // Events kept for an execution that does not exist yet (the key is its id): when
         // they stop waiting for its submission.
         "waits_until": c.waits_until.map(|at| at.to_rfc3339()),

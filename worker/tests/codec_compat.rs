@@ -17,7 +17,7 @@ use weir::codec::schemas::{self, RecordSchema};
 use weir::codec::{
     AvroRecord, Codec, Created, DlqEnvelope, DlqReason, EventRecord, ExecutionFinished,
     HistoryEntry, HistoryRecord, InMemoryRegistry, InboundEvent, RecordPosition, SchemaRegistry,
-    Submission, value_subject,
+    StoredCorrelation, Submission, value_subject,
 };
 use weir::correlation::{CorrelationState, KeyedEvent};
 
@@ -203,6 +203,7 @@ fn resolution_matches_union_branches_by_name() {
     check_full_resolution(&event_records());
     check_full_resolution(&correlation_commands());
     check_full_resolution(&correlation_states());
+    check_full_resolution(&remembered_events());
 }
 
 #[test]
@@ -544,10 +545,13 @@ fn v6_records_read_as_current_without_early_waits() {
         ..e.clone()
     });
     let states = correlation_states();
-    assert!(states.iter().any(|s| s.waits_until.is_some()));
-    check_old_records("v6", "weir.state", &states, |s| CorrelationState {
-        waits_until: None,
-        cancel: None,
+    assert!(states.iter().any(|s| s.state.waits_until.is_some()));
+    check_old_records("v6", "weir.state", &states, |s| StoredCorrelation {
+        state: CorrelationState {
+            waits_until: None,
+            cancel: None,
+            ..s.state.clone()
+        },
         ..s.clone()
     });
 }
@@ -565,9 +569,12 @@ fn v7_records_read_as_current_without_kept_cancellations() {
         }
     });
     let states = correlation_states();
-    assert!(states.iter().any(|s| s.cancel.is_some()));
-    check_old_records("v7", "weir.state", &states, |s| CorrelationState {
-        cancel: None,
+    assert!(states.iter().any(|s| s.state.cancel.is_some()));
+    check_old_records("v7", "weir.state", &states, |s| StoredCorrelation {
+        state: CorrelationState {
+            cancel: None,
+            ..s.state.clone()
+        },
         ..s.clone()
     });
 }

@@ -144,6 +144,11 @@ fn correlation_states_round_trip() {
     both("weir.state", &correlation_states());
 }
 
+#[test]
+fn remembered_events_round_trip() {
+    both("weir.state", &remembered_events());
+}
+
 /// `value` (an `InboundEvent`'s) with `field` set to `bad`, framed in single-object encoding.
 fn event_bytes(
     mut value: apache_avro::types::Value,

@@ -20,7 +20,7 @@ where
     ) -> Result<(), DriverError> {
         let mut batch = Batch::new(now);
         // Before any input's effects: an input may write one of these keys afresh.
-        self.processor.drop_corrupt_states(&mut batch);
+        self.processor.take_over_effects(&mut batch);
         let inputs = records.len() + timers.len();
         for record in records {
             self.positions

@@ -294,7 +294,7 @@ where
             && timers.is_empty()
             && !self.processor.schedule_due(now)
             && !self.processor.correlation_due(now)
-            && !self.processor.corrupt_states_due()
+            && !self.processor.take_over_effects_due()
         {
             self.write_idle_watermarks(now).await?;
             return Ok(true);

@@ -7,7 +7,7 @@ use std::future::Future;
 
 use chrono::{DateTime, Utc};
 
-use crate::correlation::CorrelationState;
+use crate::correlation::{CorrelationState, RememberedEvent};
 use crate::model::ExecutionId;
 use crate::processor::{CorruptState, Effect, Input, ProcessorStats};
 use crate::records::HistoryRecord;
@@ -164,6 +164,12 @@ pub trait Log: Send {
 pub struct KeyedState {
     pub schedules: Vec<ScheduleState>,
     pub correlations: Vec<CorrelationState>,
+    /// The event ids the correlation keys remember (records of their own).
+    pub remembered: Vec<RememberedEvent>,
+    /// Keys whose own record still held their remembered ids (written before each id was a
+    /// record of its own): those ids are in `remembered` too, and the first batch moves them
+    /// ([`crate::processor::Processor::restore_remembered`]).
+    pub unrecorded: Vec<String>,
     /// Keys whose last record does not decode at all (corrupt bytes: not a writer schema the
     /// reader does not know, which it leaves out and in place): the processor drops them
     /// ([`crate::processor::CorruptState`]).

@@ -110,6 +110,8 @@ where
             }
             self.processor.restore_schedules(state.schedules);
             self.processor.restore_correlations(state.correlations);
+            self.processor
+                .restore_remembered(state.remembered, state.unrecorded);
             self.processor.restore_corrupt_states(state.corrupt);
         }
         self.owned = owned;

@@ -149,7 +149,7 @@ impl<R: WorkflowRunner> Processor<R> {
     pub fn clear(&mut self) {
         self.schedules.clear();
         self.correlations.clear();
-        self.corrupt.clear();
+        self.take_over_effects.clear();
         self.cache.clear();
         self.deferred.clear();
         self.retries.clear();

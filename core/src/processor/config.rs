@@ -75,6 +75,10 @@ pub struct ProcessorStats {
     /// Forwarded events that found their execution finished and went back to their key.
     pub keyed_events_returned: u64,
     /// Records of `weir.state` that did not decode, copied to the DLQ and their keys
-    /// forgotten ([`super::corrupt_state`]).
+    /// forgotten ([`super::corrupt_state`]; counted when taken over, written by the first
+    /// batch).
     pub corrupt_states_dropped: u64,
+    /// Remembered event ids forgotten before their window ended, a key having forwarded more
+    /// than [`crate::correlation::MAX_REMEMBERED`] within it.
+    pub remembered_cut: u64,
 }

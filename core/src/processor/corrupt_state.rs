@@ -18,7 +18,7 @@
 //! partition) is left where it is with an error log, since its tombstone would not shadow it.
 
 use super::Processor;
-use super::effect::{Batch, Effect};
+use super::effect::Effect;
 use crate::runner::WorkflowRunner;
 use crate::state_key::StateKey;
 use crate::wire::RecordType;
@@ -80,8 +80,8 @@ impl CorruptState {
 
 impl<R: WorkflowRunner> Processor<R> {
     /// Takes the records of the partitions taken over that do not decode: each is dropped by
-    /// the next batch ([`Processor::drop_corrupt_states`]), or, if Weir cannot have written
-    /// it, left in place with an error log.
+    /// the first batch ([`Processor::take_over_effects`]: its DLQ copy, then its key's
+    /// tombstone), or, if Weir cannot have written it, left in place with an error log.
     pub fn restore_corrupt_states(&mut self, states: impl IntoIterator<Item = CorruptState>) {
         for state in states {
             match state.tombstone(self.config.partitions) {
@@ -93,7 +93,10 @@ impl<R: WorkflowRunner> Processor<R> {
                         error = %state.error,
                         "a keyed state does not decode: it goes to the DLQ and its key is forgotten"
                     );
-                    self.corrupt.push((state, tombstone));
+                    self.stats.corrupt_states_dropped += 1;
+                    self.take_over_effects
+                        .push(Effect::DeadLetterState(Box::new(state)));
+                    self.take_over_effects.push(tombstone);
                 }
                 Err(why) => tracing::error!(
                     partition = state.partition,
@@ -104,21 +107,6 @@ impl<R: WorkflowRunner> Processor<R> {
                     "a record of the state topic does not decode and is not Weir's: left in place"
                 ),
             }
-        }
-    }
-
-    /// Whether corrupt keyed state waits to be dropped (the driver makes a batch for it).
-    pub fn corrupt_states_due(&self) -> bool {
-        !self.corrupt.is_empty()
-    }
-
-    /// Copies each corrupt keyed state to the DLQ and tombstones its key; call before the
-    /// batch's inputs (see the module docs).
-    pub fn drop_corrupt_states(&mut self, batch: &mut Batch) {
-        for (state, tombstone) in self.corrupt.drain(..) {
-            self.stats.corrupt_states_dropped += 1;
-            batch.effects.push(Effect::DeadLetterState(Box::new(state)));
-            batch.effects.push(tombstone);
         }
     }
 }

@@ -86,6 +86,14 @@ pub enum Effect {
         key: String,
         state: Option<CorrelationState>,
     },
+    /// An event id a correlation key forwarded at `at` (`None`: forgotten, a tombstone), on
+    /// `weir.state` (compacted), a record of its own on the key's partition
+    /// ([`crate::correlation::RememberedEvent`]).
+    PutRemembered {
+        key: String,
+        event_id: String,
+        at: Option<DateTime<Utc>>,
+    },
     /// An event sent to a key, forwarded to the execution holding it (`weir.events`, keyed
     /// by the execution).
     ForwardEvent(InboundEvent),

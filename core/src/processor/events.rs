@@ -31,8 +31,10 @@ use super::size::json_size;
 use crate::correlation;
 use crate::correlation::CorrelationCommand;
 use crate::correlation::CorrelationState;
+use crate::correlation::Forwarded;
 use crate::correlation::KeyedEvent;
 use crate::correlation::Received;
+use crate::correlation::RememberedEvent;
 use crate::correlation::{MAX_BUFFERED_EVENT_BYTES, MAX_BUFFERED_EVENTS};
 use crate::model::EventOutcome;
 use crate::model::ExecutionId;
@@ -200,7 +202,8 @@ impl<R: WorkflowRunner> Processor<R> {
         event: KeyedEvent,
     ) {
         let key = event.key.clone();
-        match correlation::receive(self.correlations.get(&key), event, batch.now) {
+        let remembered = self.correlations.remembered(&key);
+        match correlation::receive(self.correlations.get(&key), remembered, event) {
             Received::Changed(changed) => {
                 match changed.forwards.first() {
                     Some(f) => {
@@ -232,7 +235,7 @@ impl<R: WorkflowRunner> Processor<R> {
         command: CorrelationCommand,
     ) {
         let key = command.key.clone();
-        match correlation::apply(self.correlations.get(&key), &command, batch.now) {
+        match correlation::apply(self.correlations.get(&key), &command) {
             correlation::Applied::Unchanged => {
                 tracing::debug!(%key, execution = %command.execution_id, action = command.action.as_str(), "correlation command changes nothing");
             }
@@ -248,7 +251,9 @@ impl<R: WorkflowRunner> Processor<R> {
         }
     }
 
-    /// Writes a key's new state and forwards what the rule forwards, in this batch.
+    /// Writes a key's new state (if it changed: a forward to the holder changes nothing of
+    /// it) and forwards what the rule forwards, in this batch; the ids a correlation key
+    /// forwards are remembered, each a record of its own.
     pub(super) fn put_correlation(
         &mut self,
         batch: &mut Batch,
@@ -256,12 +261,21 @@ impl<R: WorkflowRunner> Processor<R> {
         changed: correlation::Changed,
     ) {
         self.stats.keyed_events_forwarded += changed.forwards.len() as u64;
+        for forward in &changed.forwards {
+            // A key's forward (not an early buffer's event sent back to its execution).
+            if forward.correlation_key.is_some() {
+                self.remember(batch, key, &forward.event.event_id);
+            }
+        }
         batch
             .effects
             .extend(changed.forwards.into_iter().map(Effect::ForwardEvent));
         batch
             .effects
             .extend(changed.cancel_back.map(|c| Effect::CancelExecution(*c)));
+        if self.correlations.get(key) == changed.state.as_ref() {
+            return;
+        }
         match &changed.state {
             Some(state) => {
                 debug_assert_eq!(state.key, key, "a key's state names its key");
@@ -277,15 +291,48 @@ impl<R: WorkflowRunner> Processor<R> {
         });
     }
 
-    /// Whether a correlation key has an event id to forget at `now` (the driver makes a batch
-    /// for it).
+    /// Remembers that `key` forwarded `event_id` now: its record, and the tombstones of the
+    /// oldest ids forgotten beyond [`correlation::MAX_REMEMBERED`].
+    fn remember(&mut self, batch: &mut Batch, key: &str, event_id: &str) {
+        let forwarded = Forwarded {
+            event_id: event_id.to_owned(),
+            at: batch.now,
+        };
+        let (new, forgotten) = self.correlations.remember(key, forwarded);
+        if new {
+            batch.effects.push(Effect::PutRemembered {
+                key: key.to_owned(),
+                event_id: event_id.to_owned(),
+                at: Some(batch.now),
+            });
+        }
+        self.stats.remembered_cut += forgotten.len() as u64;
+        batch
+            .effects
+            .extend(forgotten.into_iter().map(|f| Effect::PutRemembered {
+                key: key.to_owned(),
+                event_id: f.event_id,
+                at: None,
+            }));
+    }
+
+    /// Whether a correlation key has an event id to forget at `now`, or an execution's early
+    /// events stop waiting (the driver makes a batch for it).
     pub fn correlation_due(&self, now: DateTime<Utc>) -> bool {
         self.correlations.due(now)
     }
 
-    /// Forgets the event ids the keys forwarded longer than
-    /// [`correlation::DEDUP_WINDOW`] ago; a key left with nothing is a tombstone.
+    /// Forgets the event ids the keys forwarded [`correlation::DEDUP_WINDOW`] ago (their
+    /// records tombstoned), and sends back the early events whose wait ran out; a key left
+    /// with nothing is a tombstone.
     pub fn expire_correlations(&mut self, batch: &mut Batch) {
+        for (key, forgotten) in self.correlations.forget_due(batch.now) {
+            batch.effects.push(Effect::PutRemembered {
+                key,
+                event_id: forgotten.event_id,
+                at: None,
+            });
+        }
         let expired: Vec<(String, correlation::Changed)> = self
             .correlations
             .due_keys(batch.now)
@@ -323,8 +370,46 @@ impl<R: WorkflowRunner> Processor<R> {
         }
     }
 
+    /// Adopts the ids the keys of a partition taken over remember, as `weir.state` has them.
+    /// Ids that came in their key's own record (`unrecorded`: written before each id was a
+    /// record of its own) are written as records by the first batch, with the key's record
+    /// without them, so that the next owner reads them the new way.
+    pub fn restore_remembered(
+        &mut self,
+        ids: impl IntoIterator<Item = RememberedEvent>,
+        unrecorded: impl IntoIterator<Item = String>,
+    ) {
+        for id in ids {
+            self.correlations.remember(&id.key, id.forwarded);
+        }
+        for key in unrecorded {
+            let remembered = self.correlations.remembered(&key);
+            self.take_over_effects
+                .extend(remembered.into_iter().flat_map(|r| r.iter()).map(|f| {
+                    Effect::PutRemembered {
+                        key: key.clone(),
+                        event_id: f.event_id.clone(),
+                        at: Some(f.at),
+                    }
+                }));
+            let state = self.correlations.get(&key).cloned();
+            self.take_over_effects
+                .push(Effect::PutCorrelation { key, state });
+        }
+    }
+
     /// The correlation keys of the owned partitions that hold something.
     pub fn correlations(&self) -> impl Iterator<Item = &CorrelationState> {
         self.correlations.values()
+    }
+
+    /// The ids the keys of the owned partitions remember.
+    pub fn remembered(&self) -> impl Iterator<Item = RememberedEvent> + '_ {
+        self.correlations.all_remembered().flat_map(|(key, r)| {
+            r.iter().map(move |f| RememberedEvent {
+                key: key.to_owned(),
+                forwarded: f.clone(),
+            })
+        })
     }
 }

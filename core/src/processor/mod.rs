@@ -103,7 +103,7 @@ impl<R: WorkflowRunner> Processor<R> {
             schedules: BTreeMap::new(),
             correlations: key_table::KeyTable::default(),
             submissions_unread_at: None,
-            corrupt: Vec::new(),
+            take_over_effects: Vec::new(),
         }
     }
 
@@ -284,6 +284,18 @@ impl<R: WorkflowRunner> Processor<R> {
         }
     }
 
+    /// Whether the first batch after a take-over has effects to write first (the driver makes
+    /// a batch for them).
+    pub fn take_over_effects_due(&self) -> bool {
+        !self.take_over_effects.is_empty()
+    }
+
+    /// Writes what the take-over left for the first batch; call before the batch's inputs (an
+    /// input may write one of these keys afresh, and must land after).
+    pub fn take_over_effects(&mut self, batch: &mut Batch) {
+        batch.effects.append(&mut self.take_over_effects);
+    }
+
     /// The store row of a cached execution (after a batch touched it).
     pub fn row(&self, id: &ExecutionId) -> Option<ExecutionRow> {
         self.cache.get(id).map(|live| live.view.row())
@@ -341,7 +353,8 @@ pub struct Processor<R: WorkflowRunner> {
     /// The last instant at which this owner was not reading the submissions partitions
     /// (paused by admission, or not owning them yet): see [`Processor::submissions_read`].
     submissions_unread_at: Option<DateTime<Utc>>,
-    /// Keyed state of the partitions taken over that does not decode, with its key's
-    /// tombstone, for the next batch to drop ([`corrupt_state`]).
-    corrupt: Vec<(CorruptState, Effect)>,
+    /// What the first batch after a take-over writes before its inputs' effects
+    /// ([`Processor::take_over_effects`]): corrupt keyed state dropped ([`corrupt_state`]),
+    /// remembered ids moved out of their keys' records ([`Processor::restore_remembered`]).
+    take_over_effects: Vec<Effect>,
 }

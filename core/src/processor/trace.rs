@@ -76,6 +76,7 @@ impl<R: WorkflowRunner> Processor<R> {
             | Effect::ScheduleCommand(_)
             | Effect::Correlation(_)
             | Effect::PutCorrelation { .. }
+            | Effect::PutRemembered { .. }
             | Effect::ReturnEvent(_) => {
                 return None;
             }

@@ -142,6 +142,8 @@ pub enum Payload {
     ScheduleCommand(ScheduleCommand),
     /// A correlation key's state on `weir.state` (`None`: a tombstone).
     Correlation(Option<crate::correlation::CorrelationState>),
+    /// An event id a correlation key remembers, on `weir.state` (`None`: a tombstone).
+    Remembered(Option<crate::correlation::RememberedEvent>),
     /// A registration of a correlation key or the end of one, on `weir.responses`.
     CorrelationCommand(crate::correlation::CorrelationCommand),
     /// An event sent to a correlation key, on `weir.events`.

@@ -101,10 +101,14 @@ impl Log for SimLog {
                 let crate::driver::KeyedState {
                     schedules,
                     correlations,
+                    remembered,
+                    unrecorded,
                     corrupt,
                 } = state;
                 all.schedules.extend(schedules);
                 all.correlations.extend(correlations);
+                all.remembered.extend(remembered);
+                all.unrecorded.extend(unrecorded);
                 all.corrupt.extend(corrupt);
             }
             Ok(all)

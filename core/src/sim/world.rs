@@ -566,6 +566,7 @@ impl World {
         enum Last {
             Schedule(Option<crate::schedule::ScheduleState>),
             Correlation(Option<crate::correlation::CorrelationState>),
+            Remembered(Option<crate::correlation::RememberedEvent>),
             Corrupt(crate::processor::CorruptState),
         }
         let mut last = std::collections::BTreeMap::new();
@@ -577,6 +578,9 @@ impl World {
                 }
                 (Ok(RecordType::CorrelationState), Some(Payload::Correlation(state))) => {
                     Last::Correlation(state.clone())
+                }
+                (Ok(RecordType::RememberedEvent), Some(Payload::Remembered(id))) => {
+                    Last::Remembered(id.clone())
                 }
                 (
                     Ok(record @ (RecordType::ScheduleState | RecordType::CorrelationState)),
@@ -600,6 +604,7 @@ impl World {
             match record {
                 Last::Schedule(s) => state.schedules.extend(s),
                 Last::Correlation(c) => state.correlations.extend(c),
+                Last::Remembered(r) => state.remembered.extend(r),
                 Last::Corrupt(c) => {
                     self.stats.corrupt_states_read += 1;
                     state.corrupt.push(c);
@@ -699,10 +704,14 @@ impl World {
             .filter(|_| self.faults.activity_workers)
             .and_then(|(_, value)| std::str::from_utf8(value).ok()?.parse::<i64>().ok())
             .and_then(chrono::DateTime::from_timestamp_millis);
-        let key = match address.key {
-            Key::Exactly(key) => key,
+        let (key, partitioned_by) = match address.key {
+            Key::Exactly(key) => (key.clone(), key),
+            Key::Within { key, partition_of } => (key, partition_of),
             Key::OfInput(input) => match self.procs[&pid].consumer.last_poll.get(input) {
-                Some(original) => original.key.clone().unwrap_or_default(),
+                Some(original) => {
+                    let key = original.key.clone().unwrap_or_default();
+                    (key.clone(), key)
+                }
                 None => {
                     let name = self.procs[&pid].name();
                     self.anomalies.push(format!(
@@ -787,6 +796,15 @@ impl World {
             }
             Effect::PutSchedule { state, .. } => Payload::Schedule(state.clone()),
             Effect::PutCorrelation { state, .. } => Payload::Correlation(state.clone()),
+            Effect::PutRemembered { key, event_id, at } => {
+                Payload::Remembered(at.map(|at| crate::correlation::RememberedEvent {
+                    key: key.clone(),
+                    forwarded: crate::correlation::Forwarded {
+                        event_id: event_id.clone(),
+                        at,
+                    },
+                }))
+            }
             Effect::Correlation(command) => Payload::CorrelationCommand(command.clone()),
             Effect::ForwardEvent(event) => Payload::Event(event.clone()),
             Effect::ReturnEvent(event) => Payload::KeyedEvent(event.clone()),
@@ -798,7 +816,7 @@ impl World {
         let partition = if topic == Topic::Dlq {
             0
         } else {
-            self.cluster.partition_for(topic, &key)
+            self.cluster.partition_for(topic, &partitioned_by)
         };
         let bytes = match &payload {
             Payload::History(record) => self.codec.encode(record),
@@ -1535,36 +1553,46 @@ mod tests {
                 )
             })
             .collect();
-        let expected: Vec<(Topic, Option<String>, Option<RecordKind>)> = effects
+        let expected: Vec<(Topic, i32, Option<String>, Option<RecordKind>)> = effects
             .iter()
             .filter_map(|effect| wire::address(effect).expect("an address"))
             // The simulated activity service is not told of cancellations (see `produce`).
             .filter(|address| address.kind != Some(RecordKind::Cancel))
             .map(|address| {
-                let key = match address.key {
-                    Key::Exactly(key) => key,
-                    Key::OfInput(0) => "poison".to_owned(),
+                let (key, partitioned_by) = match &address.key {
+                    Key::OfInput(0) => ("poison", "poison"),
                     Key::OfInput(other) => panic!("no input {other}"),
+                    key => (
+                        key.exact().expect("a key"),
+                        key.partitioned_by().expect("a key"),
+                    ),
                 };
-                (
-                    Topic::of_destination(&address.destination),
-                    Some(key),
-                    address.kind,
-                )
+                let topic = Topic::of_destination(&address.destination);
+                let partition = if topic == Topic::Dlq {
+                    0
+                } else {
+                    world.cluster.partition_for(topic, partitioned_by)
+                };
+                (topic, partition, Some(key.to_owned()), address.kind)
             })
             .collect();
-        let appended: Vec<(Topic, Option<String>, Option<RecordKind>)> = written
+        let appended: Vec<(Topic, i32, Option<String>, Option<RecordKind>)> = written
             .iter()
-            .map(|(topic, _, record)| (*topic, record.key.clone(), record.kind))
+            .map(|(topic, partition, record)| (*topic, *partition, record.key.clone(), record.kind))
             .collect();
         assert_eq!(appended, expected);
         for (topic, partition, record) in &written {
             assert_eq!(record.state, State::Pending(txn));
             if *topic != Topic::Dlq {
+                // On its key's partition; an id a correlation key remembers, on the key's.
                 let key = record.key.as_deref().expect("a key");
+                let home = match crate::state_key::StateKey::parse(key) {
+                    Ok(crate::state_key::StateKey::Remembered { key, .. }) => key,
+                    _ => key.to_owned(),
+                };
                 assert_eq!(
                     *partition,
-                    world.cluster.partition_for(*topic, key),
+                    world.cluster.partition_for(*topic, &home),
                     "{key}"
                 );
             }

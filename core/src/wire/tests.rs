@@ -59,6 +59,7 @@ fn written(effect: &Effect) -> Option<RecordType> {
         Effect::ScheduleCommand(_) => RecordType::ScheduleCommand,
         Effect::Correlation(_) => RecordType::CorrelationCommand,
         Effect::PutCorrelation { .. } => RecordType::CorrelationState,
+        Effect::PutRemembered { .. } => RecordType::RememberedEvent,
         Effect::ForwardEvent(_) | Effect::ReturnEvent(_) => RecordType::Event,
         Effect::WriteStub(_) => RecordType::StubWrite,
         Effect::DeadLetter { .. } | Effect::DeadLetterState(_) => RecordType::DlqEnvelope,
@@ -97,6 +98,10 @@ fn the_routing_of_every_effect() {
         })
         .collect();
     let exactly = |key: &str| Key::Exactly(key.to_owned());
+    let remembered = || Key::Within {
+        key: format!("weir:seen:{CORRELATION_KEY} ev-1"),
+        partition_of: CORRELATION_KEY.to_owned(),
+    };
     use RecordKind as K;
     use TopicRole as R;
     assert_eq!(
@@ -147,6 +152,9 @@ fn the_routing_of_every_effect() {
                 Some(K::Correlation),
                 vec![]
             )),
+            // An id the key remembers: keyed by both, on the key's partition (tombstone too).
+            Some((R::State, remembered(), Some(K::Remembered), vec![])),
+            Some((R::State, remembered(), Some(K::Remembered), vec![])),
             Some((R::Events, exactly(PARENT), None, vec![])),
             Some((R::Events, exactly(CORRELATION_KEY), None, vec![])),
             Some((

@@ -412,7 +412,15 @@ fn a_cancellation_before_its_submission_is_kept_and_applies_when_it_comes() {
     let state = kept(&terminate, &id).flatten().expect("still kept");
     assert!(state.cancel.as_ref().is_some_and(|c| c.terminate));
     let again = step(&mut processor, cancel_input(&id, false));
-    let state = kept(&again, &id).flatten().expect("still kept");
+    assert_eq!(
+        kept(&again, &id),
+        None,
+        "nothing changes, nothing is written"
+    );
+    let state = processor
+        .correlations()
+        .find(|s| s.key == id.to_string())
+        .expect("still kept");
     assert!(
         state.cancel.as_ref().is_some_and(|c| c.terminate),
         "a terminate stays"

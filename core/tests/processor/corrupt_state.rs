@@ -27,7 +27,7 @@ fn batch_after_take_over(
     input: weir_core::processor::Input,
 ) -> Vec<Effect> {
     let mut batch = Batch::new(now());
-    processor.drop_corrupt_states(&mut batch);
+    processor.take_over_effects(&mut batch);
     block_on(processor.step(&mut batch, input)).expect("no processor error");
     batch.effects
 }
@@ -41,7 +41,7 @@ fn a_corrupt_state_is_copied_and_forgotten_before_the_batch_writes_its_key_again
     let id = ExecutionId::top_level(ulid::Ulid::new());
     let key = id.to_string();
     processor.restore_corrupt_states([corrupt(0, key.as_bytes(), RecordType::CorrelationState)]);
-    assert!(processor.corrupt_states_due());
+    assert!(processor.take_over_effects_due());
     let effects = batch_after_take_over(&mut processor, event_input(&id, "ev-1", 7));
     assert!(
         matches!(&effects[0], Effect::DeadLetterState(c) if c.key.as_deref() == Some(key.as_bytes())),
@@ -55,7 +55,7 @@ fn a_corrupt_state_is_copied_and_forgotten_before_the_batch_writes_its_key_again
         matches!(&effects[2], Effect::PutCorrelation { key: k, state: Some(s) } if *k == key && s.buffered.len() == 1),
         "{effects:?}"
     );
-    assert!(!processor.corrupt_states_due());
+    assert!(!processor.take_over_effects_due());
     assert_eq!(processor.stats().corrupt_states_dropped, 1);
     let next = batch_after_take_over(&mut processor, event_input(&id, "ev-2", 8));
     assert!(
@@ -103,5 +103,5 @@ fn only_what_weir_can_have_written_is_dropped() {
 
     let mut processor = processor(1 << 20);
     processor.restore_corrupt_states([not_utf8, no_key]);
-    assert!(!processor.corrupt_states_due());
+    assert!(!processor.take_over_effects_due());
 }

@@ -331,6 +331,7 @@ mod correlation {
     use weir_core::model::{ExecutionId, ExecutionResult};
     use weir_core::processor::{Batch, Body, Effect, Input, Processor};
     use weir_core::records::{DlqReason, InboundEvent, ReceivedEvent};
+    use weir_core::sim::exec::block_on;
     use weir_core::sim::{SimRunner, Workflow};
 
     const KEY: &str = "payment:order-42";
@@ -381,6 +382,19 @@ mod correlation {
         ExecutionId::top_level(ulid::Ulid::new())
     }
 
+    /// The remembered ids `effects` write (`true`) or forget (`false`), in order.
+    fn remembered_puts(effects: &[Effect]) -> Vec<(String, bool)> {
+        effects
+            .iter()
+            .filter_map(|e| match e {
+                Effect::PutRemembered { event_id, at, .. } => {
+                    Some((event_id.clone(), at.is_some()))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
     #[test]
     fn a_key_buffers_until_registered_then_forwards_and_queues_holders() {
         let mut p = processor();
@@ -410,17 +424,18 @@ mod correlation {
             &mut p,
             record(KEY, command(&second, CorrelationAction::Register)),
         );
+        assert_eq!(remembered_puts(&registered), [("ev-1".to_owned(), true)]);
         let next = step(&mut p, record(KEY, keyed("ev-2", None)));
         assert_eq!(forwards(&next)[0].target, first);
-        let remembered = put(&next).flatten().expect("held");
         assert_eq!(
-            remembered
-                .forwarded
-                .iter()
-                .map(|f| f.event_id.as_str())
-                .collect::<Vec<_>>(),
-            ["ev-1", "ev-2"],
-            "a forward remembers its id"
+            put(&next),
+            None,
+            "a forward leaves the key's record as it is"
+        );
+        assert_eq!(
+            remembered_puts(&next),
+            [("ev-2".to_owned(), true)],
+            "a forward remembers its id, a record of its own"
         );
         let resent = step(&mut p, record(KEY, keyed("ev-2", None)));
         assert!(resent.is_empty(), "sent again: a duplicate {resent:?}");
@@ -439,17 +454,67 @@ mod correlation {
             &mut p,
             record(KEY, command(&second, CorrelationAction::Unregister)),
         );
-        let remembering = put(&gone).flatten().expect("remembers what it forwarded");
-        assert!(remembering.holders.is_empty());
-        // The remembered ids expire after the window: then the key is a tombstone.
-        let due = remembering.expires_at().expect("an expiry");
+        assert_eq!(put(&gone), Some(None), "held by nobody: a tombstone");
+        assert_eq!(p.correlations().count(), 0);
+        // The remembered ids live on apart, and are forgotten after the window.
+        let resent = step(&mut p, record(KEY, keyed("ev-1", None)));
+        assert!(resent.is_empty(), "still a duplicate {resent:?}");
+        let due = now() + weir_core::correlation::DEDUP_WINDOW;
         assert!(!p.correlation_due(due - chrono::Duration::seconds(1)));
         assert!(p.correlation_due(due));
         let mut batch = Batch::new(due);
         p.expire_correlations(&mut batch);
-        assert_eq!(put(&batch.effects), Some(None), "a tombstone");
-        assert_eq!(p.correlations().count(), 0);
+        assert_eq!(
+            remembered_puts(&batch.effects),
+            [
+                ("ev-1".to_owned(), false),
+                ("ev-2".to_owned(), false),
+                ("ev-3".to_owned(), false)
+            ],
+            "tombstones"
+        );
+        assert_eq!(p.remembered().count(), 0);
         assert_eq!(p.stats().keyed_events_forwarded, 3);
+    }
+
+    /// A key record an earlier Weir wrote held its remembered ids: the new owner's first
+    /// batch writes each as a record of its own and the key's record without them, before
+    /// any input's effects; the ids dedup meanwhile.
+    #[test]
+    fn ids_an_old_key_record_held_are_moved_out_by_the_first_batch() {
+        use weir_core::correlation::{Forwarded, RememberedEvent};
+        let mut p = processor();
+        let holder = id();
+        step(
+            &mut p,
+            record(KEY, command(&holder, CorrelationAction::Register)),
+        );
+        let state = p.correlations().next().cloned().expect("held");
+        let mut owner = processor();
+        owner.restore_correlations([state.clone()]);
+        let old = |event_id: &str| RememberedEvent {
+            key: KEY.to_owned(),
+            forwarded: Forwarded {
+                event_id: event_id.to_owned(),
+                at: now(),
+            },
+        };
+        owner.restore_remembered([old("old-1"), old("old-2")], [KEY.to_owned()]);
+        assert!(owner.take_over_effects_due());
+        let mut batch = Batch::new(now());
+        owner.take_over_effects(&mut batch);
+        block_on(owner.step(&mut batch, record(KEY, keyed("old-1", None)))).expect("steps");
+        assert_eq!(
+            remembered_puts(&batch.effects),
+            [("old-1".to_owned(), true), ("old-2".to_owned(), true)]
+        );
+        assert!(
+            matches!(&batch.effects[2], Effect::PutCorrelation { state: Some(s), .. } if *s == state),
+            "{:?}",
+            batch.effects
+        );
+        assert!(forwards(&batch.effects).is_empty(), "old-1 is a duplicate");
+        assert!(!owner.take_over_effects_due());
     }
 
     #[test]
@@ -469,11 +534,17 @@ mod correlation {
             vec![second.clone()],
             "the finished holder is dropped"
         );
-        // A key restored at take-over goes on from its committed state.
+        // A key restored at take-over goes on from its committed state and remembered ids.
         let mut again = processor();
         again.restore_correlations(p.correlations().cloned().collect::<Vec<_>>());
+        again.restore_remembered(p.remembered().collect::<Vec<_>>(), []);
         let next = step(&mut again, record(KEY, keyed("ev-2", None)));
         assert_eq!(forwards(&next)[0].target, second);
+        let resent = step(&mut again, record(KEY, keyed("ev-1", None)));
+        assert!(
+            resent.is_empty(),
+            "remembered across the take-over: {resent:?}"
+        );
     }
 
     #[test]

@@ -252,7 +252,13 @@ async fn hop_loop(
                 let payload = hop_payload(chain, hop + 1, last);
                 let key = chain.to_string();
                 let delivery = producer
-                    .send(&output, &key, Some(payload.as_bytes()), OwnedHeaders::new())
+                    .send(
+                        &output,
+                        None,
+                        &key,
+                        Some(payload.as_bytes()),
+                        OwnedHeaders::new(),
+                    )
                     .expect("produce");
                 deliveries.push(delivery);
             }

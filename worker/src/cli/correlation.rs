@@ -68,7 +68,8 @@ async fn list(args: ListArgs) -> anyhow::Result<()> {
         "{:<40} {:<48} {:>6} {:>8} {:>10}",
         "KEY", "HOLDER", "QUEUED", "BUFFERED", "REMEMBERED"
     );
-    for k in &keys {
+    for listed in &keys {
+        let k = &listed.state;
         let holder = k
             .holders
             .first()
@@ -79,7 +80,7 @@ async fn list(args: ListArgs) -> anyhow::Result<()> {
             holder,
             k.holders.len().saturating_sub(1),
             k.buffered.len(),
-            k.forwarded.len()
+            listed.remembered
         );
     }
     Ok(())

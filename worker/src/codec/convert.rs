@@ -25,6 +25,7 @@ use crate::model::{
 use crate::model::{check_event_id, check_event_name};
 use weir_core::correlation::{
     BufferedEvent, CorrelationAction, CorrelationCommand, CorrelationState, Forwarded, KeyedEvent,
+    RememberedEvent,
 };
 use weir_core::schedule::{
     Overlap, ScheduleAction, ScheduleCommand, ScheduleSpec, ScheduleState, Status,
@@ -1703,7 +1704,57 @@ impl AvroRecord for CorrelationCommand {
     }
 }
 
-impl AvroRecord for CorrelationState {
+/// A key's state as a record of `weir.state` holds it: with the ids the key remembers, in a
+/// record an earlier Weir wrote (this one writes none there: each is a [`RememberedEvent`] of
+/// its own, and a new owner moves the old ones out).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredCorrelation {
+    pub state: CorrelationState,
+    pub forwarded: Vec<Forwarded>,
+}
+
+impl StoredCorrelation {
+    /// `state` as this Weir writes it.
+    pub fn of(state: CorrelationState) -> Self {
+        StoredCorrelation {
+            state,
+            forwarded: Vec::new(),
+        }
+    }
+}
+
+impl AvroRecord for RememberedEvent {
+    const NAME: &'static str = "RememberedEvent";
+
+    /// `<topic>-dev.weir.v1.RememberedEvent` (TopicRecordNameStrategy): the state topic
+    /// carries `ScheduleState`s under `<topic>-value`.
+    fn subject(topic: &str) -> String {
+        format!("{topic}-{}.{}", super::schemas::NAMESPACE, Self::NAME)
+    }
+
+    fn to_avro(&self) -> Result<Value, FieldError> {
+        Ok(record(vec![
+            ("key", string(&self.key)),
+            ("event_id", string(&self.forwarded.event_id)),
+            ("at", instant(&self.forwarded.at)),
+        ]))
+    }
+
+    fn from_avro(value: Value) -> Result<Self, FieldError> {
+        let mut f = Fields::of(value)?;
+        let key = f.get("key", read_string)?;
+        check_correlation_key(&key).map_err(|e| FieldError::new("key", e.to_string()))?;
+        Ok(RememberedEvent {
+            key,
+            forwarded: Forwarded {
+                event_id: f.get("event_id", read_string)?,
+                at: f.get("at", read_instant)?,
+            },
+        })
+    }
+}
+
+impl AvroRecord for StoredCorrelation {
     const NAME: &'static str = "CorrelationState";
 
     /// `<topic>-dev.weir.v1.CorrelationState` (TopicRecordNameStrategy): the state topic
@@ -1713,7 +1764,8 @@ impl AvroRecord for CorrelationState {
     }
 
     fn to_avro(&self) -> Result<Value, FieldError> {
-        let buffered = self
+        let StoredCorrelation { state, forwarded } = self;
+        let buffered = state
             .buffered
             .iter()
             .map(|b| {
@@ -1725,16 +1777,16 @@ impl AvroRecord for CorrelationState {
             })
             .collect();
         Ok(record(vec![
-            ("key", string(&self.key)),
+            ("key", string(&state.key)),
             (
                 "holders",
-                Value::Array(self.holders.iter().map(string).collect()),
+                Value::Array(state.holders.iter().map(string).collect()),
             ),
             ("buffered", Value::Array(buffered)),
             (
                 "forwarded",
                 Value::Array(
-                    self.forwarded
+                    forwarded
                         .iter()
                         .map(|f| {
                             record(vec![
@@ -1745,10 +1797,10 @@ impl AvroRecord for CorrelationState {
                         .collect(),
                 ),
             ),
-            ("waits_until", optional(self.waits_until.as_ref(), instant)),
+            ("waits_until", optional(state.waits_until.as_ref(), instant)),
             (
                 "cancel",
-                optional(self.cancel.as_ref(), |c| {
+                optional(state.cancel.as_ref(), |c| {
                     record(vec![
                         ("reason", string(&c.reason)),
                         ("terminate", Value::Boolean(c.terminate)),
@@ -1775,7 +1827,20 @@ impl AvroRecord for CorrelationState {
                 }))
             })
         })?;
-        Ok(CorrelationState {
+        let forwarded = f.get("forwarded", |v| match v {
+            Value::Array(items) => items
+                .into_iter()
+                .map(|item| {
+                    let mut r = Fields::of(item)?;
+                    Ok(Forwarded {
+                        event_id: r.get("event_id", read_string)?,
+                        at: r.get("at", read_instant)?,
+                    })
+                })
+                .collect(),
+            other => Err(unexpected("an array", &other)),
+        })?;
+        let state = CorrelationState {
             cancel,
             key,
             holders: f.get("holders", |v| match v {
@@ -1795,20 +1860,8 @@ impl AvroRecord for CorrelationState {
                     .collect(),
                 other => Err(unexpected("an array", &other)),
             })?,
-            forwarded: f.get("forwarded", |v| match v {
-                Value::Array(items) => items
-                    .into_iter()
-                    .map(|item| {
-                        let mut r = Fields::of(item)?;
-                        Ok(Forwarded {
-                            event_id: r.get("event_id", read_string)?,
-                            at: r.get("at", read_instant)?,
-                        })
-                    })
-                    .collect(),
-                other => Err(unexpected("an array", &other)),
-            })?,
             waits_until: f.get("waits_until", |v| read_optional(v, read_instant))?,
-        })
+        };
+        Ok(StoredCorrelation { state, forwarded })
     }
 }

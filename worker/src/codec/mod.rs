@@ -44,7 +44,7 @@ use apache_avro::reader::datum::GenericDatumReader;
 use apache_avro::types::Value;
 use apache_avro::writer::datum::GenericDatumWriter;
 
-pub use convert::{AvroRecord, EventRecord, ResponseInput, SubmissionInput};
+pub use convert::{AvroRecord, EventRecord, ResponseInput, StoredCorrelation, SubmissionInput};
 pub use error::{
     DecodeError, DecodeErrorKind, EncodeError, FieldError, RecordPosition, RegistryError, SchemaRef,
 };
@@ -216,7 +216,7 @@ impl Codec {
     /// serves (subject `<topic>-dev.weir.v1.ActivityCancel`), `ScheduleState` on the state
     /// topic, and by record name the other records workflow workers write: `CancelRequest`
     /// on the submissions topic, `ScheduleCommand` and `CorrelationCommand` on the responses
-    /// topic, `CorrelationState` on the state topic. Without it a codec with a
+    /// topic, `CorrelationState` and `RememberedEvent` on the state topic. Without it a codec with a
     /// registry can encode nothing; `weir worker` calls it at start-up. Returns (subject,
     /// record, id) of each; nothing without a registry. Idempotent.
     pub async fn register_topology(
@@ -325,9 +325,15 @@ impl Codec {
         )?;
         note(
             state.clone(),
-            weir_core::correlation::CorrelationState::subject(&state),
-            weir_core::correlation::CorrelationState::NAME,
-            self.register::<weir_core::correlation::CorrelationState>(&state)
+            StoredCorrelation::subject(&state),
+            StoredCorrelation::NAME,
+            self.register::<StoredCorrelation>(&state).await,
+        )?;
+        note(
+            state.clone(),
+            weir_core::correlation::RememberedEvent::subject(&state),
+            weir_core::correlation::RememberedEvent::NAME,
+            self.register::<weir_core::correlation::RememberedEvent>(&state)
                 .await,
         )?;
         let mut routes: Vec<&str> = topology.routes.iter().map(|r| r.topic.as_str()).collect();

@@ -58,6 +58,7 @@ const CURRENT_FILES: &[(&str, &str, &str)] = &[
     avsc!("ScheduleState", "schedule_state.avsc"),
     avsc!("CorrelationCommand", "correlation_command.avsc"),
     avsc!("CorrelationState", "correlation_state.avsc"),
+    avsc!("RememberedEvent", "remembered_event.avsc"),
 ];
 
 /// Earlier versions, oldest first. When a schema changes, its current file is copied here first.

@@ -687,6 +687,7 @@ impl ActivityWorker {
                 };
                 match self.encode_answer(&topic, ffqn, response) {
                     Ok(value) => OutgoingRecord {
+                        partition: None,
                         topic,
                         key,
                         value: Some(value),

@@ -166,6 +166,7 @@ fn record(dlq: String, copy: Copy, value: Vec<u8>) -> OutgoingRecord {
         ));
     }
     OutgoingRecord {
+        partition: None,
         topic: dlq,
         // The key as the envelope keeps it (cut when it is long).
         key: String::from_utf8_lossy(envelope.key.as_deref().unwrap_or_default()).into_owned(),
@@ -356,13 +357,27 @@ mod tests {
                 event: event.clone(),
                 sent_at: at,
             }],
-            forwarded: Vec::new(),
             waits_until: None,
             cancel: None,
         };
         codec
-            .encode(state_topic, &correlation)
+            .encode(
+                state_topic,
+                &crate::codec::StoredCorrelation::of(correlation),
+            )
             .expect("CorrelationState registered on the state topic");
+        codec
+            .encode(
+                state_topic,
+                &weir_core::correlation::RememberedEvent {
+                    key: key.clone(),
+                    forwarded: weir_core::correlation::Forwarded {
+                        event_id: event.event_id.clone(),
+                        at,
+                    },
+                },
+            )
+            .expect("RememberedEvent registered on the state topic");
         let events = &topology.topic(TopicRole::Events).name;
         let keyed = weir_core::correlation::KeyedEvent {
             event: event.clone(),

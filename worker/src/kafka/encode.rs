@@ -15,7 +15,11 @@ use weir_core::processor::Effect;
 use weir_core::trace::TraceParent;
 use weir_core::wire::{self, AddressError, Destination, Key};
 
-use crate::codec::{ActivityCancel, AvroRecord, Codec, DlqReason, EncodeError, HistoryRecord};
+use weir_core::correlation::{Forwarded, RememberedEvent};
+
+use crate::codec::{
+    ActivityCancel, AvroRecord, Codec, DlqReason, EncodeError, HistoryRecord, StoredCorrelation,
+};
 use crate::model::{ExecutionId, Ffqn};
 use crate::topology::{TopicRole, Topology};
 
@@ -76,13 +80,20 @@ pub fn records(
                 }
             }
         };
-        let key = match &address.key {
-            Key::Exactly(key) => key.clone(),
+        let (key, partition) = match &address.key {
+            Key::Exactly(key) => (key.clone(), None),
+            Key::Within { key, partition_of } => {
+                let partitions = topology.topic(address.role()).partitions;
+                let partition =
+                    weir_core::partitioner::partition_for_key(partition_of.as_bytes(), partitions);
+                (key.clone(), Some(partition))
+            }
             Key::OfInput(input) => {
                 let original = inputs
                     .get(*input)
                     .ok_or(EncodeEffectError::NoInput { input: *input })?;
-                String::from_utf8_lossy(original.key().unwrap_or_default()).into_owned()
+                let key = String::from_utf8_lossy(original.key().unwrap_or_default());
+                (key.into_owned(), None)
             }
         };
         let mut headers: Vec<(String, Vec<u8>)> = address
@@ -99,6 +110,7 @@ pub fn records(
         };
         let mut record = OutgoingRecord {
             topic,
+            partition,
             key,
             value,
             headers,
@@ -234,7 +246,25 @@ fn value(
         ),
         Effect::Correlation(command) => encoded(codec, topic, command),
         Effect::PutCorrelation { state, .. } => Ok(Value::Of(
-            state.as_ref().map(|s| codec.encode(topic, s)).transpose()?,
+            state
+                .as_ref()
+                .map(|s| codec.encode(topic, &StoredCorrelation::of(s.clone())))
+                .transpose()?,
+        )),
+        Effect::PutRemembered { key, event_id, at } => Ok(Value::Of(
+            at.map(|at| {
+                codec.encode(
+                    topic,
+                    &RememberedEvent {
+                        key: key.clone(),
+                        forwarded: Forwarded {
+                            event_id: event_id.clone(),
+                            at,
+                        },
+                    },
+                )
+            })
+            .transpose()?,
         )),
         Effect::ForwardEvent(event) => encoded(codec, topic, event),
         Effect::ReturnEvent(event) => encoded(codec, topic, event),
@@ -245,6 +275,9 @@ fn value(
 
 #[cfg(test)]
 mod tests {
+    /// Where a record went: topic, partition (`None`: its key's), key and kind.
+    type Placed<'a> = (String, Option<i32>, String, Option<&'a [u8]>);
+
     use chrono::Utc;
     use weir_core::correlation::{
         BufferedEvent, CorrelationAction, CorrelationCommand, CorrelationState, KeyedEvent,
@@ -290,7 +323,6 @@ mod tests {
                 event: event.clone(),
                 sent_at: at,
             }],
-            forwarded: Vec::new(),
             waits_until: None,
             cancel: None,
         };
@@ -324,24 +356,47 @@ mod tests {
             },
             Effect::ForwardEvent(forwarded.clone()),
             Effect::ReturnEvent(returned.clone()),
+            Effect::PutRemembered {
+                key: key.clone(),
+                event_id: "e-1".into(),
+                at: Some(at),
+            },
+            Effect::PutRemembered {
+                key: key.clone(),
+                event_id: "e-1".into(),
+                at: None,
+            },
         ];
         let records =
             records(&codec, &topology, &[], &effects, &[], &mut Vec::new()).expect("encoded");
         let name = |role| topology.topic(role).name.clone();
-        let shape: Vec<(String, String, Option<&[u8]>, bool)> = records
+        let shape: Vec<(Placed<'_>, bool)> = records
             .iter()
-            .map(|r| (r.topic.clone(), r.key.clone(), kind(r), r.value.is_some()))
+            .map(|r| {
+                let placed = (r.topic.clone(), r.partition, r.key.clone(), kind(r));
+                (placed, r.value.is_some())
+            })
             .collect();
         let correlation = Some(RecordKind::Correlation.header_value());
+        let remembered = Some(RecordKind::Remembered.header_value());
+        // An id the key remembers: a record of its own, on the key's partition.
+        let home = Some(weir_core::partitioner::partition_for_key(
+            key.as_bytes(),
+            topology.topic(TopicRole::State).partitions,
+        ));
+        let seen = format!("weir:seen:{key} e-1");
+        let at = |role, partition, key: &str, kind| (name(role), partition, key.to_owned(), kind);
         assert_eq!(
             shape,
             vec![
-                (name(TopicRole::Responses), key.clone(), correlation, true),
-                (name(TopicRole::State), key.clone(), correlation, true),
+                (at(TopicRole::Responses, None, &key, correlation), true),
+                (at(TopicRole::State, None, &key, correlation), true),
                 // A tombstone carries the header too.
-                (name(TopicRole::State), key.clone(), correlation, false),
-                (name(TopicRole::Events), holder.to_string(), None, true),
-                (name(TopicRole::Events), key.clone(), None, true),
+                (at(TopicRole::State, None, &key, correlation), false),
+                (at(TopicRole::Events, None, &holder.to_string(), None), true),
+                (at(TopicRole::Events, None, &key, None), true),
+                (at(TopicRole::State, home, &seen, remembered), true),
+                (at(TopicRole::State, home, &seen, remembered), false),
             ]
         );
         let position = RecordPosition::at("weir.events", 0, 0);
@@ -352,22 +407,31 @@ mod tests {
         };
         assert_eq!(decoded(3), EventRecord::Execution(forwarded));
         assert_eq!(decoded(4), EventRecord::Keyed(returned));
-        let read: CorrelationState = codec
+        let read: crate::codec::StoredCorrelation = codec
             .decode(records[1].value.as_deref().expect("a value"), &position)
             .expect("decodes");
-        assert_eq!(read, state);
+        assert_eq!(read.state, state);
+        assert!(
+            read.forwarded.is_empty(),
+            "remembered ids are records of their own"
+        );
+        let remembered: weir_core::correlation::RememberedEvent = codec
+            .decode(records[5].value.as_deref().expect("a value"), &position)
+            .expect("decodes");
+        assert_eq!(remembered.key, key);
+        assert_eq!(remembered.forwarded.event_id, "e-1");
     }
 
     /// Issue 33 F2: a key's state is written whole as one `weir.state` record, so the
     /// fullest state the bounds allow (the most holders, buffered events of the longest ids
-    /// and names with the most payload bytes, the most remembered ids) must fit the
-    /// producer's limit. With 1 MiB of buffered payloads it did not: the batch that wrote it
-    /// aborted, and the partition retried it forever.
+    /// and names with the most payload bytes, a kept cancellation of the longest reason) must
+    /// fit the producer's limit. With 1 MiB of buffered payloads it did not: the batch that
+    /// wrote it aborted, and the partition retried it forever. (Remembered ids were part of
+    /// it too, up to 1,000 of them, rewritten at every forward; each is a record of its own
+    /// now, issue 33 F10: the largest, the longest key and id, is a few hundred bytes.)
     #[test]
     fn the_fullest_correlation_state_fits_one_record() {
-        use weir_core::correlation::{
-            Forwarded, MAX_BUFFERED_EVENT_BYTES, MAX_BUFFERED_EVENTS, MAX_HOLDERS, MAX_REMEMBERED,
-        };
+        use weir_core::correlation::{MAX_BUFFERED_EVENT_BYTES, MAX_BUFFERED_EVENTS, MAX_HOLDERS};
         use weir_core::model::inbound::{MAX_EVENT_ID_LEN, MAX_EVENT_NAME_LEN};
         use weir_core::state_key::MAX_KEY_LEN;
         let topology = topology();
@@ -392,12 +456,6 @@ mod tests {
                     sent_at: at,
                 })
                 .collect(),
-            forwarded: (0..MAX_REMEMBERED)
-                .map(|n| Forwarded {
-                    event_id: id(MAX_BUFFERED_EVENTS + n),
-                    at,
-                })
-                .collect(),
             waits_until: Some(at),
             cancel: Some(Box::new(weir_core::records::CancelRequest {
                 execution_id: ExecutionId::top_level(ulid::Ulid::new()),
@@ -407,18 +465,26 @@ mod tests {
                 waited_until: None,
             })),
         };
-        let effects = [Effect::PutCorrelation {
-            key: key.clone(),
-            state: Some(state),
-        }];
+        let effects = [
+            Effect::PutCorrelation {
+                key: key.clone(),
+                state: Some(state),
+            },
+            Effect::PutRemembered {
+                key: key.clone(),
+                event_id: id(0),
+                at: Some(at),
+            },
+        ];
         let records =
             records(&codec, &topology, &[], &effects, &[], &mut Vec::new()).expect("encoded");
-        let record = &records[0];
-        let size = record.size();
+        let size = records[0].size();
         assert!(
             size <= crate::kafka::config::MAX_PRODUCED_RECORD_BYTES,
             "the fullest state is {size} bytes"
         );
+        let id_size = records[1].size();
+        assert!(id_size < 1_000, "a remembered id is {id_size} bytes");
     }
 
     /// The encoder routes every effect by `wire::address` (the simulation's producer does
@@ -443,7 +509,7 @@ mod tests {
         );
         let records =
             records(&codec, &topology, &[input], &effects, &[], &mut Vec::new()).expect("encoded");
-        let expected: Vec<(String, String, Option<&[u8]>)> = effects
+        let expected: Vec<Placed<'_>> = effects
             .iter()
             .filter_map(|effect| wire::address(effect).expect("an address"))
             .map(|address| {
@@ -455,17 +521,30 @@ mod tests {
                         .topic
                         .clone(),
                 };
-                let key = match &address.key {
-                    Key::Exactly(key) => key.clone(),
-                    Key::OfInput(0) => "poison".to_owned(),
+                let (key, partition) = match &address.key {
+                    Key::Exactly(key) => (key.clone(), None),
+                    Key::Within { key, partition_of } => {
+                        let partitions = topology.topic(address.role()).partitions;
+                        let partition = weir_core::partitioner::partition_for_key(
+                            partition_of.as_bytes(),
+                            partitions,
+                        );
+                        (key.clone(), Some(partition))
+                    }
+                    Key::OfInput(0) => ("poison".to_owned(), None),
                     Key::OfInput(other) => panic!("no input {other}"),
                 };
-                (topic, key, address.kind.map(RecordKind::header_value))
+                (
+                    topic,
+                    partition,
+                    key,
+                    address.kind.map(RecordKind::header_value),
+                )
             })
             .collect();
-        let written: Vec<(String, String, Option<&[u8]>)> = records
+        let written: Vec<Placed<'_>> = records
             .iter()
-            .map(|r| (r.topic.clone(), r.key.clone(), kind(r)))
+            .map(|r| (r.topic.clone(), r.partition, r.key.clone(), kind(r)))
             .collect();
         assert_eq!(written, expected);
         // And every other header of the address, with its value.

@@ -22,7 +22,7 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::{BorrowedMessage, Headers, Message};
 use rdkafka::{Offset, TopicPartitionList};
-use weir_core::correlation::CorrelationState;
+use weir_core::correlation::RememberedEvent;
 use weir_core::driver::{KeyedState, LoggedEntry};
 use weir_core::processor::CorruptState;
 use weir_core::schedule::ScheduleState;
@@ -31,7 +31,7 @@ use weir_core::wire::{KindError, RecordType, TopicRole};
 use super::KafkaConfig;
 use super::group::QuietEof;
 use super::recovery;
-use crate::codec::{Codec, HistoryRecord, RecordPosition};
+use crate::codec::{Codec, HistoryRecord, RecordPosition, StoredCorrelation};
 use crate::store::patience::Patience;
 
 #[derive(Debug, thiserror::Error)]
@@ -203,7 +203,8 @@ pub fn list_keyed_state(
 /// A record of the state topic, as the last one of its key.
 enum StateRecord {
     Schedule(ScheduleState),
-    Correlation(CorrelationState),
+    Correlation(StoredCorrelation),
+    Remembered(RememberedEvent),
     /// Bytes that do not decode at all ([`crate::codec::DecodeError::is_corrupt`]).
     Corrupt(CorruptState),
     /// A tombstone, a record left out (not wanted, or of a schema or kind this worker does
@@ -317,6 +318,19 @@ impl<'a> StateRecords<'a> {
                     )
                 }
             }
+            (Some(bytes), Ok(record @ RecordType::RememberedEvent)) => {
+                if self.wanted == Wanted::Schedules {
+                    StateRecord::None
+                } else {
+                    self.decode(
+                        key,
+                        bytes,
+                        (partition, offset),
+                        record,
+                        StateRecord::Remembered,
+                    )
+                }
+            }
             (Some(_), Ok(other)) => {
                 tracing::error!(topic, partition, offset, record = ?other, "not a state; left out");
                 StateRecord::None
@@ -337,7 +351,24 @@ impl<'a> StateRecords<'a> {
         for record in self.last.into_values() {
             match record {
                 StateRecord::Schedule(s) => state.schedules.push(s),
-                StateRecord::Correlation(c) => state.correlations.push(c),
+                StateRecord::Correlation(StoredCorrelation {
+                    state: key_state,
+                    forwarded,
+                }) => {
+                    // Ids an earlier Weir kept in the key's own record: the new owner moves
+                    // them out (`Processor::restore_remembered`).
+                    if !forwarded.is_empty() {
+                        state.unrecorded.push(key_state.key.clone());
+                        state
+                            .remembered
+                            .extend(forwarded.into_iter().map(|forwarded| RememberedEvent {
+                                key: key_state.key.clone(),
+                                forwarded,
+                            }));
+                    }
+                    state.correlations.push(key_state);
+                }
+                StateRecord::Remembered(r) => state.remembered.push(r),
                 StateRecord::Corrupt(c) => state.corrupt.push(c),
                 StateRecord::None => {}
             }
@@ -627,7 +658,6 @@ pub(crate) mod tests {
             key: key.into(),
             holders: vec!["E_01ARZ3NDEKTSV4RRFFQ69G5FAV".parse().expect("an id")],
             buffered: Vec::new(),
-            forwarded: Vec::new(),
             waits_until: None,
             cancel: None,
         }
@@ -643,10 +673,10 @@ pub(crate) mod tests {
         let nightly = codec.encode(topic, &schedule("nightly")).expect("encodes");
         let weekly = codec.encode(topic, &schedule("weekly")).expect("encodes");
         let held = codec
-            .encode(topic, &correlation("payment:1"))
+            .encode(topic, &StoredCorrelation::of(correlation("payment:1")))
             .expect("encodes");
         let gone = codec
-            .encode(topic, &correlation("payment:2"))
+            .encode(topic, &StoredCorrelation::of(correlation("payment:2")))
             .expect("encodes");
         let schedule_kind = Ok(RecordType::ScheduleState);
         let correlation_kind = || Ok(RecordType::CorrelationState);
@@ -721,7 +751,7 @@ pub(crate) mod tests {
         let codec = Codec::single_object();
         let topic = "weir.state";
         let good = codec
-            .encode(topic, &correlation("payment:1"))
+            .encode(topic, &StoredCorrelation::of(correlation("payment:1")))
             .expect("encodes");
         // Single-object: 0xC3 0x01, the 8-byte fingerprint, the body.
         let mut newer = good.clone();
@@ -758,6 +788,79 @@ pub(crate) mod tests {
             ]
         );
         assert_eq!(state.correlations, vec![correlation("payment:1")]);
+    }
+
+    /// The ids a key remembers are records of their own (a tombstone forgets one); ids an
+    /// earlier Weir kept in the key's own record are returned too, with the key named as
+    /// unrecorded (its new owner moves them out).
+    #[test]
+    fn remembered_ids_are_read_from_their_records_and_from_an_old_key_record() {
+        use weir_core::correlation::{Forwarded, RememberedEvent};
+        let codec = Codec::single_object();
+        let topic = "weir.state";
+        let at = DateTime::from_timestamp(1_790_000_000, 0).expect("a time");
+        let remembered = |event_id: &str| RememberedEvent {
+            key: "payment:1".into(),
+            forwarded: Forwarded {
+                event_id: event_id.into(),
+                at,
+            },
+        };
+        let kind = || Ok(RecordType::RememberedEvent);
+        let record = |id: &str| codec.encode(topic, &remembered(id)).expect("encodes");
+        let old = codec
+            .encode(
+                topic,
+                &StoredCorrelation {
+                    state: correlation("payment:2"),
+                    forwarded: vec![Forwarded {
+                        event_id: "old-1".into(),
+                        at,
+                    }],
+                },
+            )
+            .expect("encodes");
+        let mut records = StateRecords::new(&codec, topic, Wanted::All);
+        records.take(
+            b"weir:seen:payment:1 ev-1",
+            0,
+            0,
+            Some(&record("ev-1")),
+            kind(),
+        );
+        records.take(
+            b"weir:seen:payment:1 ev-2",
+            0,
+            1,
+            Some(&record("ev-2")),
+            kind(),
+        );
+        records.take(b"weir:seen:payment:1 ev-2", 0, 2, None, kind());
+        records.take(
+            b"payment:2",
+            0,
+            3,
+            Some(&old),
+            Ok(RecordType::CorrelationState),
+        );
+        let state = records.finish().expect("read");
+        let ids: Vec<(&str, &str)> = state
+            .remembered
+            .iter()
+            .map(|r| (r.key.as_str(), r.forwarded.event_id.as_str()))
+            .collect();
+        assert_eq!(ids, [("payment:2", "old-1"), ("payment:1", "ev-1")]);
+        assert_eq!(state.unrecorded, ["payment:2"]);
+        assert_eq!(state.correlations, vec![correlation("payment:2")]);
+        let mut listing = StateRecords::new(&codec, topic, Wanted::Schedules);
+        listing.take(
+            b"weir:seen:payment:1 ev-1",
+            0,
+            0,
+            Some(&record("ev-1")),
+            kind(),
+        );
+        assert!(listing.finish().expect("read").remembered.is_empty());
     }
 
     /// A registry that was reachable when the states were written and is not any more.
@@ -810,7 +913,7 @@ pub(crate) mod tests {
         });
         let writer = Codec::new(Some(registry.clone()));
         runtime
-            .block_on(writer.register::<CorrelationState>(topic))
+            .block_on(writer.register::<StoredCorrelation>(topic))
             .expect("registers");
         let mut state = correlation("payment:9");
         state.buffered.push(weir_core::correlation::BufferedEvent {
@@ -821,7 +924,9 @@ pub(crate) mod tests {
             },
             sent_at: DateTime::from_timestamp(1_790_000_000, 0).expect("a time"),
         });
-        let bytes = writer.encode(topic, &state).expect("encodes");
+        let bytes = writer
+            .encode(topic, &StoredCorrelation::of(state.clone()))
+            .expect("encodes");
         assert_eq!(bytes[0], 0, "the registry's framing");
         let read = |reader: &Codec| {
             let _inside = runtime.enter();

@@ -6,6 +6,9 @@
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OutgoingRecord {
     pub topic: String,
+    /// The partition it goes to (`None`: its key's, by the producer's murmur2 partitioner);
+    /// set for a record read with another key's ([`weir_core::wire::Key::Within`]).
+    pub partition: Option<i32>,
     pub key: String,
     /// `None`: a tombstone (a compacted topic forgets the key).
     pub value: Option<Vec<u8>>,

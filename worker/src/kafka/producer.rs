@@ -125,10 +125,12 @@ impl Served {
         self.inner.producer.commit_transaction(timeout)
     }
 
-    /// Queues a record; its future resolves with where it landed (or why not).
+    /// Queues a record (on `partition`, or its key's); its future resolves with where it
+    /// landed (or why not).
     pub fn send(
         &self,
         topic: &str,
+        partition: Option<i32>,
         key: &str,
         payload: Option<&[u8]>,
         headers: OwnedHeaders,
@@ -137,6 +139,9 @@ impl Served {
         let mut record = BaseRecord::with_opaque_to(topic, Box::new(report))
             .key(key)
             .headers(headers);
+        if let Some(partition) = partition {
+            record = record.partition(partition);
+        }
         if let Some(payload) = payload {
             record = record.payload(payload);
         }

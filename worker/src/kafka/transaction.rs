@@ -178,7 +178,13 @@ impl Transactor {
                     });
             let delivery = self
                 .producer
-                .send(&record.topic, &record.key, record.value.as_deref(), headers)
+                .send(
+                    &record.topic,
+                    record.partition,
+                    &record.key,
+                    record.value.as_deref(),
+                    headers,
+                )
                 .map_err(|e| self.classify("produce", e))?;
             deliveries.push(delivery);
         }

@@ -378,6 +378,7 @@ fn encode_mapped(
         other => unreachable!("a trigger produces no {other:?}"),
     };
     Ok(OutgoingRecord {
+        partition: None,
         topic,
         key,
         value: Some(value),

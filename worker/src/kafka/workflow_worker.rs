@@ -417,6 +417,7 @@ impl KafkaLog {
             | RecordType::DlqEnvelope
             | RecordType::ScheduleState
             | RecordType::CorrelationState
+            | RecordType::RememberedEvent
             | RecordType::ActivityRequest
             | RecordType::ActivityCancel => Err(DecodeError {
                 record: "record",

@@ -202,6 +202,8 @@ pub struct InMemoryBus {
     cancelled: Vec<CancelledActivity>,
     /// The last state of each correlation key (`weir.state`; a tombstone removes it).
     correlations: BTreeMap<String, CorrelationState>,
+    /// The event ids each key remembers forwarding (`weir.state`, a record each).
+    remembered: BTreeMap<String, std::collections::BTreeSet<String>>,
     fresh_starts: u64,
     hot_deliveries: u64,
     cold_deliveries: u64,
@@ -237,6 +239,7 @@ impl InMemoryBus {
             dead_letters: Vec::new(),
             cancelled: Vec::new(),
             correlations: BTreeMap::new(),
+            remembered: BTreeMap::new(),
             fresh_starts: 0,
             hot_deliveries: 0,
             cold_deliveries: 0,
@@ -327,9 +330,19 @@ impl InMemoryBus {
     }
 
     /// The last state of correlation key `key`, as `weir.state` would have it (`None`: the
-    /// key holds no execution and no event).
+    /// key holds no execution, no event and no kept cancellation).
     pub fn correlation(&self, key: &str) -> Option<&CorrelationState> {
         self.correlations.get(key)
+    }
+
+    /// The event ids correlation key `key` remembers forwarding, in order of the ids.
+    pub fn remembered(&self, key: &str) -> Vec<&str> {
+        self.remembered
+            .get(key)
+            .into_iter()
+            .flatten()
+            .map(String::as_str)
+            .collect()
     }
 
     /// Every correlation key that holds an execution or an event.
@@ -559,6 +572,17 @@ impl InMemoryBus {
                 Effect::WriteStub(write) => self.queue.push_back(Record::StubWrite(write)),
                 Effect::ForwardEvent(event) => self.queue.push_back(Record::Event(event)),
                 Effect::ReturnEvent(event) => self.queue.push_back(Record::KeyedEvent(event)),
+                Effect::PutRemembered { key, event_id, at } => {
+                    let ids = self.remembered.entry(key.clone()).or_default();
+                    if at.is_some() {
+                        ids.insert(event_id);
+                    } else {
+                        ids.remove(&event_id);
+                        if ids.is_empty() {
+                            self.remembered.remove(&key);
+                        }
+                    }
+                }
                 Effect::PutCorrelation { key, state } => match state {
                     Some(state) => {
                         self.correlations.insert(key, state);

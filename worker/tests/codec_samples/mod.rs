@@ -11,10 +11,11 @@ use ulid::Ulid;
 use weir::codec::{
     ActivityCancel, ActivityRequest, CancelRequest, Created, DlqEnvelope, DlqHeader, DlqReason,
     EventRecord, ExecutionFinished, HistoryEntry, HistoryRecord, InboundEvent, ParentRef,
-    ReceivedEvent, Submission, UpgradeRequest,
+    ReceivedEvent, StoredCorrelation, Submission, UpgradeRequest,
 };
 use weir::correlation::{
     BufferedEvent, CorrelationAction, CorrelationCommand, CorrelationState, KeyedEvent,
+    RememberedEvent,
 };
 use weir::model::{
     ChildKind, DelayOutcome, EventOutcome, ExecutionError, ExecutionErrorKind, ExecutionId,
@@ -371,14 +372,20 @@ pub fn correlation_commands() -> Vec<CorrelationCommand> {
     ]
 }
 
-pub fn correlation_states() -> Vec<CorrelationState> {
+/// Keys' states as `weir.state` holds them: the first as an earlier Weir wrote it, with its
+/// remembered ids in its own record.
+pub fn correlation_states() -> Vec<StoredCorrelation> {
     let js = JoinSetId::generated(1).unwrap();
     vec![
         // Held, others waiting.
-        CorrelationState {
-            key: "payment:order-42".into(),
-            holders: vec![root(), root().child(&js, 2)],
-            buffered: Vec::new(),
+        StoredCorrelation {
+            state: CorrelationState {
+                key: "payment:order-42".into(),
+                holders: vec![root(), root().child(&js, 2)],
+                buffered: Vec::new(),
+                waits_until: None,
+                cancel: None,
+            },
             forwarded: vec![
                 weir_core::correlation::Forwarded {
                     event_id: "pay-1".into(),
@@ -389,11 +396,9 @@ pub fn correlation_states() -> Vec<CorrelationState> {
                     at: t0() + chrono::Duration::nanoseconds(1_234_567),
                 },
             ],
-            waits_until: None,
-            cancel: None,
         },
         // Nobody holds it: events wait.
-        CorrelationState {
+        StoredCorrelation::of(CorrelationState {
             key: "k".repeat(128),
             holders: Vec::new(),
             buffered: keyed_events()
@@ -403,12 +408,11 @@ pub fn correlation_states() -> Vec<CorrelationState> {
                     sent_at: k.sent_at,
                 })
                 .collect(),
-            forwarded: Vec::new(),
             waits_until: None,
             cancel: None,
-        },
+        }),
         // Events kept for an execution that does not exist yet, under its id.
-        CorrelationState {
+        StoredCorrelation::of(CorrelationState {
             key: root().to_string(),
             holders: Vec::new(),
             buffered: inbound_events()
@@ -419,12 +423,11 @@ pub fn correlation_states() -> Vec<CorrelationState> {
                     sent_at: e.sent_at,
                 })
                 .collect(),
-            forwarded: Vec::new(),
             waits_until: Some(t0() + chrono::Duration::minutes(10)),
             cancel: None,
-        },
+        }),
         // A cancellation (and an event) kept for an execution that does not exist yet.
-        CorrelationState {
+        StoredCorrelation::of(CorrelationState {
             key: root().to_string(),
             holders: Vec::new(),
             buffered: inbound_events()
@@ -435,7 +438,6 @@ pub fn correlation_states() -> Vec<CorrelationState> {
                     sent_at: e.sent_at,
                 })
                 .collect(),
-            forwarded: Vec::new(),
             waits_until: Some(t0() + chrono::Duration::minutes(10)),
             cancel: Some(Box::new(CancelRequest {
                 execution_id: root(),
@@ -444,6 +446,26 @@ pub fn correlation_states() -> Vec<CorrelationState> {
                 requested_at: t0() + chrono::Duration::nanoseconds(7),
                 waited_until: None,
             })),
+        }),
+    ]
+}
+
+/// Event ids keys remember forwarding (records of their own on `weir.state`).
+pub fn remembered_events() -> Vec<RememberedEvent> {
+    vec![
+        RememberedEvent {
+            key: "payment:order-42".into(),
+            forwarded: weir_core::correlation::Forwarded {
+                event_id: "pay-1".into(),
+                at: t0() + chrono::Duration::nanoseconds(1_234_567),
+            },
+        },
+        RememberedEvent {
+            key: "k".repeat(128),
+            forwarded: weir_core::correlation::Forwarded {
+                event_id: "an id with spaces and ü".into(),
+                at: DateTime::<Utc>::MAX_UTC,
+            },
         },
     ]
 }

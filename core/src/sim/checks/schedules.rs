@@ -178,7 +178,10 @@ pub(super) fn check_schedules(
     // The states, by key, in log order (a key's records are all on its partition).
     let mut states: BTreeMap<&str, Vec<StateRecord<'_>>> = BTreeMap::new();
     for (partition, r) in w.cluster.committed_records(Topic::State) {
-        if matches!(&r.payload, Some(Payload::Correlation(_))) {
+        if matches!(
+            &r.payload,
+            Some(Payload::Correlation(_) | Payload::Remembered(_))
+        ) {
             continue; // `check_correlation`'s
         }
         if matches!(&r.payload, Some(Payload::Garbage(_))) {
