@@ -401,3 +401,35 @@ impl DlqEnvelope {
         ]
     }
 }
+
+/// What a record of `weir.state` holds, as its kind says (`crate::wire::state_of`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StateOf {
+    Schedule,
+    Correlation,
+    /// An event id a correlation key remembers.
+    Remembered,
+}
+
+/// A record of `weir.state` that does not decode, as the take-over read it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CorruptState {
+    pub partition: i32,
+    pub offset: i64,
+    pub timestamp_millis: Option<i64>,
+    /// What its kind says it is.
+    pub of: StateOf,
+    pub key: Option<Vec<u8>>,
+    pub value: Vec<u8>,
+    /// Its headers, names and values, in order.
+    pub headers: Vec<(String, Option<Vec<u8>>)>,
+    /// Why it does not decode.
+    pub error: String,
+}
+
+impl CorruptState {
+    /// The key as text, for logs and the DLQ copy's key.
+    pub fn key_text(&self) -> String {
+        String::from_utf8_lossy(self.key.as_deref().unwrap_or_default()).into_owned()
+    }
+}

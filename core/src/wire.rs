@@ -262,6 +262,17 @@ pub fn record_type(role: TopicRole, kind: Option<RecordKind>) -> Result<RecordTy
     })
 }
 
+/// What a record of the state topic of `record` type holds (`None`: not a state).
+pub fn state_of(record: RecordType) -> Option<crate::records::StateOf> {
+    use crate::records::StateOf;
+    match record {
+        RecordType::ScheduleState => Some(StateOf::Schedule),
+        RecordType::CorrelationState => Some(StateOf::Correlation),
+        RecordType::RememberedEvent => Some(StateOf::Remembered),
+        _ => None,
+    }
+}
+
 /// The topic a record goes to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Destination {
@@ -715,7 +726,7 @@ pub mod examples {
                 partition: 0,
                 offset: 7,
                 timestamp_millis: Some(at.timestamp_millis()),
-                record: super::RecordType::CorrelationState,
+                of: crate::processor::StateOf::Correlation,
                 key: Some(CORRELATION_KEY.as_bytes().to_vec()),
                 value: b"\xC3\x01not a state".to_vec(),
                 headers: vec![("weir.kind".into(), Some(b"correlation".to_vec()))],

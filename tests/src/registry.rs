@@ -11,7 +11,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
+use std::net::{TcpListener, TcpStream};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
@@ -40,17 +40,28 @@ pub struct TestRegistry {
 
 impl TestRegistry {
     pub fn start() -> TestRegistry {
+        Self::serve_on("http", State::default(), |stream, state| {
+            let _ = serve(stream, state);
+        })
+    }
+
+    /// A registry of `state` on a fresh local port, each connection in a thread of its own
+    /// handed to `connection` (plain, or wrapped in TLS first).
+    fn serve_on(
+        scheme: &str,
+        state: State,
+        connection: impl Fn(TcpStream, &Mutex<State>) + Send + Sync + 'static,
+    ) -> TestRegistry {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind the registry");
-        let url = format!("http://{}", listener.local_addr().expect("address"));
-        let state = Arc::new(Mutex::new(State::default()));
+        let url = format!("{scheme}://{}", listener.local_addr().expect("address"));
+        let state = Arc::new(Mutex::new(state));
         let shared = Arc::clone(&state);
+        let connection = Arc::new(connection);
         std::thread::spawn(move || {
             for stream in listener.incoming() {
                 let Ok(stream) = stream else { continue };
-                let shared = Arc::clone(&shared);
-                std::thread::spawn(move || {
-                    let _ = serve(stream, &shared);
-                });
+                let (shared, connection) = (Arc::clone(&shared), Arc::clone(&connection));
+                std::thread::spawn(move || connection(stream, &shared));
             }
         });
         TestRegistry { url, state }
@@ -78,28 +89,18 @@ impl TestRegistry {
             .with_single_cert(chain, key)
             .expect("the server certificate and key"),
         );
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind the registry");
-        let url = format!("https://{}", listener.local_addr().expect("address"));
         let credentials =
             base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
-        let state = Arc::new(Mutex::new(State {
+        let state = State {
             login: Some(format!("Basic {credentials}")),
             ..State::default()
-        }));
-        let shared = Arc::clone(&state);
-        std::thread::spawn(move || {
-            for stream in listener.incoming() {
-                let Ok(stream) = stream else { continue };
-                let (shared, config) = (Arc::clone(&shared), Arc::clone(&config));
-                std::thread::spawn(move || {
-                    let Ok(connection) = rustls::ServerConnection::new(config) else {
-                        return;
-                    };
-                    let _ = serve(rustls::StreamOwned::new(connection, stream), &shared);
-                });
-            }
-        });
-        TestRegistry { url, state }
+        };
+        Self::serve_on("https", state, move |stream, state| {
+            let Ok(connection) = rustls::ServerConnection::new(Arc::clone(&config)) else {
+                return;
+            };
+            let _ = serve(rustls::StreamOwned::new(connection, stream), state);
+        })
     }
 
     /// How many requests were answered 401 (no login, or a wrong one).

@@ -19,33 +19,11 @@
 
 use super::Processor;
 use super::effect::Effect;
+use crate::records::{CorruptState, StateOf};
 use crate::runner::WorkflowRunner;
 use crate::state_key::StateKey;
-use crate::wire::RecordType;
-
-/// A record of `weir.state` that does not decode, as the take-over read it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CorruptState {
-    pub partition: i32,
-    pub offset: i64,
-    pub timestamp_millis: Option<i64>,
-    /// What its kind says it is: [`RecordType::ScheduleState`] or
-    /// [`RecordType::CorrelationState`].
-    pub record: RecordType,
-    pub key: Option<Vec<u8>>,
-    pub value: Vec<u8>,
-    /// Its headers, names and values, in order.
-    pub headers: Vec<(String, Option<Vec<u8>>)>,
-    /// Why it does not decode.
-    pub error: String,
-}
 
 impl CorruptState {
-    /// The key as text, for logs and the DLQ copy's key.
-    pub fn key_text(&self) -> String {
-        String::from_utf8_lossy(self.key.as_deref().unwrap_or_default()).into_owned()
-    }
-
     /// The tombstone that forgets this record's key on a worker with `partitions`, or why
     /// Weir cannot have written it (no tombstone would shadow it: it is left in place).
     pub fn tombstone(&self, partitions: i32) -> Result<Effect, String> {
@@ -54,23 +32,32 @@ impl CorruptState {
             .as_deref()
             .ok_or("it has no key")
             .and_then(|key| std::str::from_utf8(key).map_err(|_| "its key is not UTF-8"))?;
-        let tombstone = match (self.record, StateKey::parse(key)) {
-            (RecordType::ScheduleState, Ok(StateKey::Schedule(name))) => {
-                Effect::PutSchedule { name, state: None }
+        let (tombstone, partitioned_by) = match (self.of, StateKey::parse(key)) {
+            (StateOf::Schedule, Ok(StateKey::Schedule(name))) => {
+                (Effect::PutSchedule { name, state: None }, key.to_owned())
             }
-            (
-                RecordType::CorrelationState,
-                Ok(StateKey::Correlation(_) | StateKey::Execution(_)),
-            ) => Effect::PutCorrelation {
-                key: key.to_owned(),
-                state: None,
-            },
-            (record, Ok(parsed)) => {
-                return Err(format!("its key names {parsed:?}, not a {record:?}"));
+            (StateOf::Correlation, Ok(StateKey::Correlation(_) | StateKey::Execution(_))) => {
+                let tombstone = Effect::PutCorrelation {
+                    key: key.to_owned(),
+                    state: None,
+                };
+                (tombstone, key.to_owned())
+            }
+            // On its correlation key's partition.
+            (StateOf::Remembered, Ok(StateKey::Remembered { key, event_id })) => {
+                let tombstone = Effect::PutRemembered {
+                    key: key.clone(),
+                    event_id,
+                    at: None,
+                };
+                (tombstone, key)
+            }
+            (of, Ok(parsed)) => {
+                return Err(format!("its key names {parsed:?}, not a state of {of:?}"));
             }
             (_, Err(e)) => return Err(e.to_string()),
         };
-        let home = crate::partitioner::partition_for_key(key.as_bytes(), partitions);
+        let home = crate::partitioner::partition_for_key(partitioned_by.as_bytes(), partitions);
         if home != self.partition {
             return Err(format!("its key belongs to partition {home}"));
         }

@@ -2,7 +2,6 @@
 //! encodes each effect and commits the batch in one Kafka transaction; nothing here is
 //! encoded or sent.
 
-use super::corrupt_state::CorruptState;
 use super::input::StubWrite;
 use crate::correlation::CorrelationCommand;
 use crate::correlation::CorrelationState;
@@ -12,6 +11,7 @@ use crate::model::Ffqn;
 use crate::model::Response;
 use crate::records::ActivityRequest;
 use crate::records::CancelRequest;
+use crate::records::CorruptState;
 use crate::records::DlqReason;
 use crate::records::ExecutionFinished;
 use crate::records::HistoryEntry;

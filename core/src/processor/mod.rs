@@ -60,9 +60,9 @@ mod submit;
 mod trace;
 mod upgrades;
 
+pub use crate::records::{CorruptState, StateOf};
 pub use cache::view_bytes;
 pub use config::{ProcessorConfig, ProcessorError, ProcessorStats};
-pub use corrupt_state::CorruptState;
 pub use effect::{Batch, Effect};
 pub use input::{Body, Input, StubWrite, Undecodable};
 pub use size::ENVELOPE_ALLOWANCE;

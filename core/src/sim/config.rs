@@ -219,8 +219,9 @@ pub struct Faults {
     /// catch up the ticks within each window and count the rest missed.
     pub blackouts: bool,
     /// Records of `weir.state` that do not decode (corrupt bytes under a state's kind) are on
-    /// the log before the workers start: a correlation key's, an early-event buffer's, a
-    /// schedule's, and one Weir cannot have written (its key belongs to another partition).
+    /// the log before the workers start and come during the run: a correlation key's, an
+    /// early-event buffer's, a schedule's, a remembered event id's, and one Weir cannot have
+    /// written (its key belongs to another partition).
     /// Each of Weir's is copied to the DLQ once and its key tombstoned, the other left in
     /// place, across the kills, zombies and rebalances of the run (`corrupt-state`).
     pub corrupt_state: bool,

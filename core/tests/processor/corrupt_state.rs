@@ -3,17 +3,16 @@
 
 use crate::fixtures::*;
 use weir_core::model::ExecutionId;
-use weir_core::processor::{Batch, CorruptState, Effect, Processor};
+use weir_core::processor::{Batch, CorruptState, Effect, Processor, StateOf};
 use weir_core::sim::SimRunner;
 use weir_core::sim::exec::block_on;
-use weir_core::wire::RecordType;
 
-fn corrupt(partition: i32, key: &[u8], record: RecordType) -> CorruptState {
+fn corrupt(partition: i32, key: &[u8], of: StateOf) -> CorruptState {
     CorruptState {
         partition,
         offset: 3,
         timestamp_millis: Some(now().timestamp_millis()),
-        record,
+        of,
         key: Some(key.to_vec()),
         value: b"\x07garbage".to_vec(),
         headers: Vec::new(),
@@ -40,7 +39,7 @@ fn a_corrupt_state_is_copied_and_forgotten_before_the_batch_writes_its_key_again
     let mut processor = processor(1 << 20);
     let id = ExecutionId::top_level(ulid::Ulid::new());
     let key = id.to_string();
-    processor.restore_corrupt_states([corrupt(0, key.as_bytes(), RecordType::CorrelationState)]);
+    processor.restore_corrupt_states([corrupt(0, key.as_bytes(), StateOf::Correlation)]);
     assert!(processor.take_over_effects_due());
     let effects = batch_after_take_over(&mut processor, event_input(&id, "ev-1", 7));
     assert!(
@@ -70,7 +69,7 @@ fn a_corrupt_state_is_copied_and_forgotten_before_the_batch_writes_its_key_again
 #[test]
 fn only_what_weir_can_have_written_is_dropped() {
     let partitions = 4;
-    let schedule = corrupt(0, b"schedule:nightly", RecordType::ScheduleState);
+    let schedule = corrupt(0, b"schedule:nightly", StateOf::Schedule);
     let home = weir_core::partitioner::partition_for_key(b"schedule:nightly", partitions);
     let schedule = CorruptState {
         partition: home,
@@ -89,15 +88,26 @@ fn only_what_weir_can_have_written_is_dropped() {
     };
     assert!(elsewhere.tombstone(partitions).is_err());
     let wrong_kind = CorruptState {
-        record: RecordType::CorrelationState,
+        of: StateOf::Correlation,
         ..schedule.clone()
     };
     assert!(wrong_kind.tombstone(partitions).is_err());
-    let not_utf8 = corrupt(0, b"\xff\xfe", RecordType::CorrelationState);
+    // An id a key remembers: forgotten on its key's partition.
+    let seen = b"weir:seen:payment:1 ev-1";
+    let id_home = weir_core::partitioner::partition_for_key(b"payment:1", partitions);
+    assert_eq!(
+        corrupt(id_home, seen, StateOf::Remembered).tombstone(partitions),
+        Ok(Effect::PutRemembered {
+            key: "payment:1".into(),
+            event_id: "ev-1".into(),
+            at: None
+        })
+    );
+    let not_utf8 = corrupt(0, b"\xff\xfe", StateOf::Correlation);
     assert!(not_utf8.tombstone(1).is_err());
     let no_key = CorruptState {
         key: None,
-        ..corrupt(0, b"", RecordType::CorrelationState)
+        ..corrupt(0, b"", StateOf::Correlation)
     };
     assert!(no_key.tombstone(1).is_err());
 

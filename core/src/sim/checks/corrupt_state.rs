@@ -40,7 +40,11 @@ pub(super) fn check_corrupt_states(
             .map(|(_, r)| {
                 matches!(
                     r.payload,
-                    Some(Payload::Correlation(None) | Payload::Schedule(None))
+                    Some(
+                        Payload::Correlation(None)
+                            | Payload::Schedule(None)
+                            | Payload::Remembered(None)
+                    )
                 )
             })
             .collect();

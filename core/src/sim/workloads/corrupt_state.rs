@@ -10,7 +10,7 @@ use crate::sim::rng::Rng;
 use crate::sim::scheduler::Sim;
 use crate::sim::sent::CorruptSent;
 use crate::sim::world::lock;
-use crate::state_key::SCHEDULE_PREFIX;
+use crate::state_key::{REMEMBERED_PREFIX, SCHEDULE_PREFIX};
 use crate::wire::RecordKind;
 
 /// What a corrupt record is the state of.
@@ -19,6 +19,8 @@ enum Of {
     Correlation,
     EarlyEvents,
     Schedule,
+    /// An event id a correlation key remembers, on the key's partition.
+    Remembered,
     /// A correlation key's, on a partition its key does not belong to: not Weir's.
     Stray,
 }
@@ -32,7 +34,13 @@ impl Sim {
     /// Before the workers start: one corrupt state of each kind (a second correlation key's in
     /// some runs), and one that is not Weir's.
     pub(in crate::sim) fn write_corrupt_states(&mut self) {
-        for of in [Of::Correlation, Of::EarlyEvents, Of::Schedule, Of::Stray] {
+        for of in [
+            Of::Correlation,
+            Of::EarlyEvents,
+            Of::Schedule,
+            Of::Remembered,
+            Of::Stray,
+        ] {
             self.write_corrupt_state(of, true);
         }
         if self.corrupt_rng.chance(500) {
@@ -47,6 +55,7 @@ impl Sim {
                 Of::Correlation,
                 Of::EarlyEvents,
                 Of::Schedule,
+                Of::Remembered,
                 Of::Stray,
             ]);
             self.write_corrupt_state(of, false);
@@ -67,11 +76,21 @@ impl Sim {
                 (id.to_string(), Some(RecordKind::Correlation))
             }
             Of::Schedule => (format!("{SCHEDULE_PREFIX}corrupt-{n}"), None),
+            Of::Remembered => (
+                format!("{REMEMBERED_PREFIX}corrupt-{n} ev-{n}"),
+                Some(RecordKind::Remembered),
+            ),
         };
         let payload = Payload::Garbage(format!("{key}: not Avro"));
         let mut w = lock(&self.world);
         let partitions = w.cluster.partitions(Topic::State);
-        let home = w.cluster.partition_for(Topic::State, &key);
+        // An id a key remembers lives on its key's partition.
+        let home = match of {
+            Of::Remembered => w
+                .cluster
+                .partition_for(Topic::State, &format!("corrupt-{n}")),
+            _ => w.cluster.partition_for(Topic::State, &key),
+        };
         let (partition, weirs) = match of {
             Of::Stray if partitions > 1 => ((home + 1) % partitions, false),
             Of::Stray => return,
