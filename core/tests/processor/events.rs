@@ -477,6 +477,37 @@ mod correlation {
         assert_eq!(p.stats().keyed_events_forwarded, 3);
     }
 
+    /// Past the old bound of 1,000 remembered ids (the ids had to fit the key's record), the
+    /// first id sent again is still a duplicate: it reached a second holder before (issue 33,
+    /// a suspected finding confirmed). Each forward wrote the key's whole record then; it
+    /// writes one id now.
+    #[test]
+    fn a_key_remembers_more_than_a_thousand_ids() {
+        let mut p = processor();
+        let (first, second) = (id(), id());
+        for holder in [&first, &second] {
+            step(
+                &mut p,
+                record(KEY, command(holder, CorrelationAction::Register)),
+            );
+        }
+        for n in 0..1_001 {
+            let sent = step(&mut p, record(KEY, keyed(&format!("ev-{n}"), None)));
+            assert_eq!(forwards(&sent).len(), 1);
+            assert_eq!(put(&sent), None, "the key's record is not written again");
+        }
+        step(
+            &mut p,
+            record(KEY, command(&first, CorrelationAction::Unregister)),
+        );
+        let resent = step(&mut p, record(KEY, keyed("ev-0", None)));
+        assert!(
+            forwards(&resent).is_empty(),
+            "the first id does not reach the second holder: {resent:?}"
+        );
+        assert_eq!(p.remembered().count(), 1_001);
+    }
+
     /// A key record an earlier Weir wrote held its remembered ids: the new owner's first
     /// batch writes each as a record of its own and the key's record without them, before
     /// any input's effects; the ids dedup meanwhile.
