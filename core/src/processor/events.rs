@@ -379,8 +379,19 @@ impl<R: WorkflowRunner> Processor<R> {
         ids: impl IntoIterator<Item = RememberedEvent>,
         unrecorded: impl IntoIterator<Item = String>,
     ) {
+        // In time order per key, so that each id goes to the end of its key's queue (the
+        // state topic gives them in the order of their record keys).
+        let mut ids: Vec<RememberedEvent> = ids.into_iter().collect();
+        ids.sort_by(|a, b| (&a.key, a.forwarded.at).cmp(&(&b.key, b.forwarded.at)));
         for id in ids {
-            self.correlations.remember(&id.key, id.forwarded);
+            let (_, forgotten) = self.correlations.remember(&id.key, id.forwarded);
+            // Beyond the bound (written by a Weir of a larger one): forgotten by the first batch.
+            self.take_over_effects
+                .extend(forgotten.into_iter().map(|f| Effect::PutRemembered {
+                    key: id.key.clone(),
+                    event_id: f.event_id,
+                    at: None,
+                }));
         }
         for key in unrecorded {
             let remembered = self.correlations.remembered(&key);
