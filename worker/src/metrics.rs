@@ -111,6 +111,12 @@ pub struct Metrics {
     pub events_early: Counter,
     /// Cancellations kept for an execution that did not exist yet: `weir_cancels_early_total`.
     pub cancels_early: Counter,
+    /// Records of `weir.state` that did not decode, copied to the DLQ and their keys
+    /// forgotten at a take-over: `weir_state_corrupt_dropped_total`.
+    pub state_corrupt_dropped: Counter,
+    /// Event ids a correlation key forgot before their dedup window ended (past
+    /// `MAX_REMEMBERED` ids): `weir_correlation_ids_cut_total`.
+    pub correlation_ids_cut: Counter,
     /// Activity requests a workflow worker answered itself, in the batch that made them.
     pub inline_activities_answered: Counter,
     /// Inline requests sent to their topics instead (not run, interrupted at the budget, or a
@@ -219,6 +225,16 @@ impl Metrics {
             "cancels_early_total",
             "Cancellations kept for an execution that did not exist yet, to wait for its submission.",
             self.cancels_early.get(),
+        );
+        counter(
+            "state_corrupt_dropped_total",
+            "Records of weir.state that did not decode, copied to the DLQ and their keys forgotten at a take-over.",
+            self.state_corrupt_dropped.get(),
+        );
+        counter(
+            "correlation_ids_cut_total",
+            "Event ids a correlation key forgot before their dedup window ended (beyond the ids a key remembers).",
+            self.correlation_ids_cut.get(),
         );
         counter(
             "executions_replayed_total",

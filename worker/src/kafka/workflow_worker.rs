@@ -782,6 +782,12 @@ impl Log for KafkaLog {
             now.keyed_events_returned
                 .saturating_sub(last.keyed_events_returned),
         );
+        m.state_corrupt_dropped.add(
+            now.corrupt_states_dropped
+                .saturating_sub(last.corrupt_states_dropped),
+        );
+        m.correlation_ids_cut
+            .add(now.remembered_cut.saturating_sub(last.remembered_cut));
         self.reported = now;
         m.inline_activities_answered.add(
             report
