@@ -111,8 +111,8 @@ pub struct Metrics {
     pub events_early: Counter,
     /// Cancellations kept for an execution that did not exist yet: `weir_cancels_early_total`.
     pub cancels_early: Counter,
-    /// Records of `weir.state` that did not decode, copied to the DLQ and their keys
-    /// forgotten at a take-over: `weir_state_corrupt_dropped_total`.
+    /// Records of `weir.state` that did not decode, found at a take-over (and dropped by its
+    /// first batch): `weir_state_corrupt_dropped_total`.
     pub state_corrupt_dropped: Counter,
     /// Event ids a correlation key forgot before their dedup window ended (past
     /// `MAX_REMEMBERED` ids): `weir_correlation_ids_cut_total`.
@@ -228,7 +228,7 @@ impl Metrics {
         );
         counter(
             "state_corrupt_dropped_total",
-            "Records of weir.state that did not decode, copied to the DLQ and their keys forgotten at a take-over.",
+            "Records of weir.state that did not decode, found at a take-over; the first batch copies each to the DLQ and forgets its key (a take-over before it commits finds it again).",
             self.state_corrupt_dropped.get(),
         );
         counter(
