@@ -25,6 +25,8 @@ ensure_rust_build_deps
 ensure_java17
 # The web UI's browser test (tests/tests/ui_e2e.rs): Debian's Chromium and its WebDriver.
 ensure_apt chromium chromium-driver
+# tests/lanes.sh lists the test binaries from cargo's JSON messages.
+ensure_apt jq
 resolve_runtime kafka
 resolve_runtime cassandra
 # The external activity of the e2e tests (tests/java/TaxService.java): kafka-clients + Avro only.
@@ -111,7 +113,8 @@ if [ "$core_apart" = 1 ]; then
   core_tests &
   core_pid=$!
   rc=0
-  cargo test --workspace --exclude weir-core --locked --no-fail-fast 2>&1 | tee "$test_output" || rc=$?
+  # The rest in parallel lanes (tests/lanes.sh: most of it waits on the stack).
+  bash tests/lanes.sh "$test_output" || rc=$?
   log "waiting for weir-core's tests (release)"
   wait "$core_pid" || true
   tee -a "$test_output" <"$core_output"
