@@ -33,9 +33,10 @@ cargo test --workspace --exclude weir-core --locked --no-run --message-format=js
 [ -s "$work/binaries" ] || { echo "tests/lanes.sh: no test binaries listed" >&2; exit 1; }
 
 # Longest first by the last run's times (unknown ones first of all: they may be long).
-touch "$times"
-awk -F'\t' 'NR == FNR { t[$1] = $2; next } { print (($1 in t) ? t[$1] : 1e9) "\t" $0 }' \
-  "$times" "$work/binaries" | sort -t$'\t' -k1,1 -rn | cut -f2- >"$work/ordered"
+awk -F'\t' -v times="$times" '
+  BEGIN { while ((getline line < times) > 0) { split(line, f, "\t"); t[f[1]] = f[2] } }
+  { print (($1 in t) ? t[$1] : 1e9) "\t" $0 }' "$work/binaries" |
+  sort -t$'\t' -k1,1 -rn | cut -f2- >"$work/ordered"
 
 # One binary: its output (headed like cargo's) in $work/<name>.log, its seconds and outcome in
 # $work/<name>.done, a line on stdout when it ends.
@@ -64,7 +65,7 @@ awk -F'\t' -v ex="$EXCLUSIVE" 'index(ex, " " $1 " ") != 0' "$work/ordered" >"$wo
 ) >"$work/doc-tests.log" &
 doc_pid=$!
 
-tr '\t' '\n' <"$work/shared" | xargs -d '\n' -n 3 -P "$lanes" bash -c 'run_one "$@"' _
+tr '\t' '\n' <"$work/shared" | xargs -r -d '\n' -n 3 -P "$lanes" bash -c 'run_one "$@"' _
 while IFS=$'\t' read -r name executable directory; do
   run_one "$name" "$executable" "$directory"
 done <"$work/alone"
@@ -74,6 +75,14 @@ wait "$doc_pid" || doc_rc=$?
 # The outputs, whole, in the order the binaries started.
 cut -f1 "$work/shared" "$work/alone" | while read -r name; do cat "$work/$name.log"; done >>"$output"
 cat "$work/doc-tests.log" >>"$output"
+
+# Every binary listed must have run (and said how it went).
+listed=$(wc -l <"$work/binaries")
+ran=$(find "$work" -name '*.done' | wc -l)
+if [ "$ran" != "$listed" ]; then
+  echo "tests/lanes.sh: $listed test binaries listed, $ran ran" >&2
+  exit 1
+fi
 
 # The times for the next run's order; failed binaries are named.
 cat "$work"/*.done >"$times.new" && mv "$times.new" "$times"
