@@ -25,7 +25,7 @@ use std::future::Future;
 
 use chrono::{DateTime, Utc};
 
-use crate::model::{ExecutionId, ExecutionResult, Ffqn};
+use crate::model::{ExecutionId, ExecutionResult, Ffqn, Ran};
 use crate::processor::{Batch, Effect};
 use crate::records::ActivityRequest;
 
@@ -33,8 +33,8 @@ use crate::records::ActivityRequest;
 #[derive(Debug, Clone, PartialEq)]
 pub enum InlineOutcome {
     /// The answer (the retry policy decided: `ok`, an `err` not retried, or the error that
-    /// ends the retries).
-    Answered(ExecutionResult),
+    /// ends the retries), and when the attempt ran by the seam's clock.
+    Answered { result: ExecutionResult, ran: Ran },
     /// The attempt failed and is retried: the request goes to its topic as attempt
     /// `attempt`, to run no earlier than `not_before`.
     Retry {
@@ -126,7 +126,7 @@ pub fn take_requests<I: InlineActivities + ?Sized>(
 /// answer).
 pub fn spill(request: ActivityRequest, outcome: &InlineOutcome) -> Option<Effect> {
     match outcome {
-        InlineOutcome::Answered(_) => None,
+        InlineOutcome::Answered { .. } => None,
         InlineOutcome::Spill => Some(Effect::RequestActivity(request)),
         InlineOutcome::Retry {
             attempt,
@@ -210,7 +210,13 @@ mod tests {
         assert_eq!(
             spill(
                 r.clone(),
-                &InlineOutcome::Answered(ExecutionResult::Ok(json!(1)))
+                &InlineOutcome::Answered {
+                    result: ExecutionResult::Ok(json!(1)),
+                    ran: Ran {
+                        started_at: at,
+                        finished_at: at,
+                    },
+                }
             ),
             None
         );

@@ -591,6 +591,7 @@ mod tests {
             created_at: t0(),
             component: None,
             deadline: None,
+            submitted_at: None,
         }
     }
 
@@ -760,6 +761,7 @@ mod tests {
                     execution_id: id(),
                     seq,
                     entry,
+                    at: Some(t0()),
                 },
                 t0(),
             )

@@ -129,6 +129,10 @@ pub struct Created {
     pub correlation_id: Option<String>,
     pub metadata: BTreeMap<String, String>,
     pub created_at: DateTime<Utc>,
+    /// When its submission was sent: the submission record's Kafka timestamp (added in history
+    /// schema v8; `None` when read from an earlier record, or for a record without one).
+    /// From it to `created_at` the submission waited for its owner.
+    pub submitted_at: Option<DateTime<Utc>>,
     /// Workflows: the content digest (`sha256:<hex>`) of the component the execution is
     /// pinned to, the newest its creator had; every replay runs that build. `None` in
     /// records written before pinning (and for executions the host did not pin): they run
@@ -244,6 +248,9 @@ pub struct HistoryRecord {
     /// execution id, the idempotency key of the materialised history.
     pub seq: u64,
     pub entry: HistoryEntry,
+    /// When it happened, by the clock of the owner that appended it (added in history schema
+    /// v8; `None` when read from an earlier record): the store's `recorded_at`.
+    pub at: Option<DateTime<Utc>>,
 }
 
 /// A finished top-level execution. Topic `weir.results`, key: `execution_id`.

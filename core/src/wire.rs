@@ -601,6 +601,7 @@ pub mod examples {
                     result: result.clone(),
                     finished_at: at,
                 },
+                at,
             },
             Effect::Submit(Submission {
                 execution_id: id(WRITER),
@@ -625,6 +626,10 @@ pub mod examples {
                 response: Response::ChildExecutionFinished {
                     child_execution_id: activity.clone(),
                     result: result.clone(),
+                    ran: Some(crate::model::Ran {
+                        started_at: at - chrono::Duration::milliseconds(1_250),
+                        finished_at: at,
+                    }),
                 },
             },
             Effect::PublishResult(ExecutionFinished {

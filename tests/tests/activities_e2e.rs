@@ -160,6 +160,7 @@ fn answers(
             if let Response::ChildExecutionFinished {
                 child_execution_id,
                 result,
+                ..
             } = response
                 && children.contains(&&child_execution_id)
             {

@@ -211,6 +211,7 @@ async fn refused_inputs_are_dead_lettered_and_answered_and_change_nothing_else()
     let bogus = Response::ChildExecutionFinished {
         child_execution_id: invoice.child(&JoinSetId::generated(99).expect("join set"), 7),
         result: ExecutionResult::Ok(json!("from a buggy service")),
+        ran: None,
     };
     let bytes = deployment.codec.encode(&responses, &bogus).expect("encode");
     deployment

@@ -128,6 +128,7 @@ async fn a_cancelled_execution_stops_its_children_and_compensates() {
         HistoryEntry::ResponseAppended(Response::ChildExecutionFinished {
             child_execution_id,
             result,
+            ..
         }) if *child_execution_id == activity => Some((r.seq, result.clone())),
         _ => None,
     });

@@ -136,6 +136,7 @@ async fn past_its_deadline_an_execution_times_out_and_its_children_stop() {
         HistoryEntry::ResponseAppended(Response::ChildExecutionFinished {
             child_execution_id,
             result: ExecutionResult::ExecutionError(e),
+            ..
         }) if *child_execution_id == activity => Some(e.clone()),
         _ => None,
     });

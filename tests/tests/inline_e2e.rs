@@ -9,7 +9,7 @@ use std::time::Duration;
 use chrono::Utc;
 use serde_json::json;
 use weir::codec::{ActivityRequest, HistoryEntry, HistoryRecord};
-use weir::model::{ExecutionId, ExecutionResult, HistoryEvent};
+use weir::model::{ExecutionId, ExecutionResult, HistoryEvent, JoinSetRequest, Response};
 use weir::topology::TopicRole;
 use weir::wire::NOT_BEFORE_HEADER;
 use weir_e2e::deployment::{Deployment, ReadRecord, WorkerProcess};
@@ -67,6 +67,71 @@ fn steps_journalled(history: &[ReadRecord<HistoryRecord>]) -> (usize, usize) {
     (requests, responses)
 }
 
+/// The history says when each thing happened (issue 37 item 4): every record has its time, in
+/// seq order, from the creation (not before its submission) to the finish (the `Finished`
+/// record's own); each activity answer says when its attempt ran, after its request and before
+/// it was journalled, for a time that is not zero (each `fibonacci` call runs a WASM
+/// instance). Returns the attempts' durations.
+fn assert_true_timings(history: &[ReadRecord<HistoryRecord>]) -> Vec<chrono::Duration> {
+    let mut previous = None;
+    let mut asked = std::collections::BTreeMap::new();
+    let mut ran = Vec::new();
+    for read in history {
+        let record = &read.record;
+        let at = record
+            .at
+            .unwrap_or_else(|| panic!("seq {} says when it happened", record.seq));
+        assert!(
+            previous.is_none_or(|p| p <= at),
+            "seq {} at {at}, before {previous:?}",
+            record.seq
+        );
+        previous = Some(at);
+        match &record.entry {
+            HistoryEntry::Created(c) => {
+                assert_eq!(c.created_at, at);
+                let submitted = c.submitted_at.expect("the submission's time");
+                assert!(
+                    submitted <= c.created_at,
+                    "submitted {submitted}, created {}",
+                    c.created_at
+                );
+            }
+            HistoryEntry::Event {
+                event:
+                    HistoryEvent::JoinSetRequest {
+                        request:
+                            JoinSetRequest::ChildExecutionRequest {
+                                child_execution_id, ..
+                            },
+                        ..
+                    },
+                ..
+            } => {
+                asked.insert(child_execution_id.clone(), at);
+            }
+            HistoryEntry::ResponseAppended(Response::ChildExecutionFinished {
+                child_execution_id,
+                ran: Some(r),
+                ..
+            }) => {
+                let asked = asked[child_execution_id];
+                assert!(
+                    asked <= r.started_at && r.started_at < r.finished_at && r.finished_at <= at,
+                    "{child_execution_id}: asked at {asked}, ran {r:?}, journalled at {at}"
+                );
+                ran.push(r.duration());
+            }
+            HistoryEntry::ResponseAppended(r) => {
+                panic!("an answer that does not say when it ran: {r}")
+            }
+            HistoryEntry::Finished { finished_at, .. } => assert_eq!(*finished_at, at),
+            _ => {}
+        }
+    }
+    ran
+}
+
 fn metric(worker: &WorkerProcess, name: &str) -> f64 {
     worker
         .metrics()
@@ -103,6 +168,8 @@ async fn a_lone_executions_inline_steps_commit_together_without_the_activity_top
     );
     assert!(metric(&worker, "weir_inline_activities_answered_total") >= 5.0);
     assert_eq!(metric(&worker, "weir_activity_attempts_total"), 0.0);
+    // One transaction, yet each step has its own time.
+    assert_eq!(assert_true_timings(&history).len(), 5);
 }
 
 /// `--inline-activities off`: every request goes through its topic and the activity worker,
@@ -131,6 +198,8 @@ async fn with_inline_activities_off_every_request_goes_through_its_topic() {
         0.0
     );
     assert_eq!(metric(&worker, "weir_activity_attempts_total"), 3.0);
+    // The activity worker tells when each attempt ran.
+    assert_eq!(assert_true_timings(&history).len(), 3);
 }
 
 /// A failed inline attempt that its policy retries goes to the activity topic as attempt 2,

@@ -340,6 +340,7 @@ fn history_catch_up_waits_for_a_hanging_transaction_and_reads_what_lies_beyond_i
                 result: ExecutionResult::Ok(serde_json::json!(seq)),
                 finished_at: chrono::Utc::now(),
             },
+            at: Some(chrono::Utc::now()),
         };
         codec.encode(&topic, &record).expect("encode")
     };

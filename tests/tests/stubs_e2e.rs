@@ -155,6 +155,7 @@ async fn stubs_written_from_outside_are_taken_once_and_conflicts_are_refused() {
     let forged = Response::ChildExecutionFinished {
         child_execution_id: first.parse().expect("id"),
         result: ExecutionResult::Ok(json!("mallory")),
+        ran: None,
     };
     let bytes = codec.encode(&topic, &forged).expect("encode");
     deployment
@@ -257,6 +258,7 @@ async fn a_workflow_writes_the_stub_of_another_execution() {
             HistoryEntry::ResponseAppended(Response::ChildExecutionFinished {
                 child_execution_id,
                 result,
+                ..
             }) if child_execution_id.to_string() == request => Some(result),
             _ => None,
         })

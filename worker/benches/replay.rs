@@ -60,6 +60,7 @@ fn answer(outputs: Vec<Output>, inbox: &mut Vec<Response>) {
             } => inbox.push(Response::ChildExecutionFinished {
                 child_execution_id,
                 result: ExecutionResult::Ok(params),
+                ran: None,
             }),
             Output::RequestDelay { delay_id, .. } => inbox.push(Response::DelayFinished {
                 delay_id,

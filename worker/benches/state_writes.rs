@@ -129,6 +129,7 @@ fn main() {
                             sent_at: at,
                             returned_by: None,
                         })),
+                        timestamp: None,
                     };
                     let mut batch = Batch::new(at);
                     block_on(p.step(&mut batch, input)).expect("steps");

@@ -1,10 +1,11 @@
 //! JSON presentations of what the store holds, shared by the CLI (`weir status|history|list
 //! --json`, `weir schedule list --json`) and the HTTP API, so that both show an execution, its
-//! history, a list and a schedule the same way.
+//! history, a list and a schedule the same way; and the text lines of `weir history`.
 
 use serde_json::{Value, json};
 
 use crate::codec::{Codec, DecodeError, HistoryEntry, HistoryRecord, RecordPosition};
+use crate::model::Response;
 use crate::store::list::cursor_text;
 use crate::store::rows::{ExecutionRow, HistoryRow, ListPage, ListedExecution};
 
@@ -71,6 +72,7 @@ pub fn stub_state(
             HistoryEntry::ResponseAppended(Response::ChildExecutionFinished {
                 child_execution_id,
                 result,
+                ..
             }) if child_execution_id == child => Some(StubState::Written(result.clone())),
             _ => None,
         })
@@ -111,14 +113,17 @@ pub fn decode_history<'a>(
         .collect()
 }
 
-/// One changelog record, with the offset it was committed at on `weir.history` and when the
-/// store materialised it (the UI's timeline).
+/// One changelog record, with the offset it was committed at on `weir.history` and when it
+/// happened (`recorded_at`: the record's own time, or for a record of an earlier Weir when the
+/// store materialised it; the UI's timeline). A child's answer carries `ran` (when the work it
+/// answers started and ended) if the answerer told.
 pub fn history_entry_json(row: &HistoryRow, record: &HistoryRecord) -> Value {
     let body = match &record.entry {
         HistoryEntry::Created(c) => json!({
             "kind": "created", "ffqn": c.ffqn.to_string(), "params": c.params,
             "parent": c.parent.as_ref().map(|p| p.execution_id.to_string()),
             "scheduled_at": c.scheduled_at, "created_at": c.created_at,
+            "submitted_at": c.submitted_at,
             "component": c.component, "deadline": c.deadline,
         }),
         HistoryEntry::Event { version, event } => {
@@ -202,4 +207,100 @@ pub fn correlation_json(listed: &crate::kafka::correlations::ListedKey) -> serde
             "requested_at": k.requested_at.to_rfc3339(),
         })),
     })
+}
+
+/// `weir history`'s table: a header, then one line per record — its seq, offset, time since the
+/// execution's creation (`at`), how long the work it answers ran (`ran`, for a child's answer
+/// that says), its kind and what it says — and, once finished, its end-to-end time.
+pub fn history_lines(entries: &[(&HistoryRow, HistoryRecord)]) -> Vec<String> {
+    let created = entries.iter().find_map(|(_, r)| match &r.entry {
+        HistoryEntry::Created(c) => Some(c),
+        _ => None,
+    });
+    let start = created.map(|c| c.created_at);
+    let mut lines = vec![format!(
+        "{:>4}  {:>8}  {:>10}  {:>9}  {:<9}  detail",
+        "seq", "offset", "at", "ran", "kind"
+    )];
+    for (row, record) in entries {
+        let happened = record.at.unwrap_or(row.recorded_at);
+        let at = start.map_or_else(String::new, |start| {
+            format!("+{}", seconds(happened - start))
+        });
+        let ran = match &record.entry {
+            HistoryEntry::ResponseAppended(Response::ChildExecutionFinished {
+                ran: Some(ran),
+                ..
+            }) => seconds(ran.duration()),
+            _ => String::new(),
+        };
+        let (kind, detail) = describe(&record.entry);
+        lines.push(format!(
+            "{:>4}  {:>8}  {at:>10}  {ran:>9}  {kind:<9}  {detail}",
+            record.seq, row.kafka_offset
+        ));
+    }
+    let finished = entries.iter().find_map(|(_, r)| match &r.entry {
+        HistoryEntry::Finished { finished_at, .. } => Some(*finished_at),
+        _ => None,
+    });
+    if let (Some(created), Some(finished)) = (created, finished) {
+        let waited = created.submitted_at.map_or_else(String::new, |submitted| {
+            format!(
+                " from its submission ({} waiting for a worker)",
+                seconds(created.created_at - submitted)
+            )
+        });
+        let from = created.submitted_at.unwrap_or(created.created_at);
+        lines.push(format!("took {}{waited}", seconds(finished - from)));
+    }
+    lines
+}
+
+/// `1.234s`, to the millisecond (a negative span, from clocks that disagree, shows as 0).
+fn seconds(span: chrono::Duration) -> String {
+    let ms = span.num_milliseconds().max(0);
+    format!("{}.{:03}s", ms / 1000, ms % 1000)
+}
+
+/// A history entry as (kind, one readable line).
+pub fn describe(entry: &HistoryEntry) -> (&'static str, String) {
+    match entry {
+        HistoryEntry::Created(c) => (
+            "created",
+            format!(
+                "{}({}){}{}",
+                c.ffqn,
+                c.params,
+                c.parent
+                    .as_ref()
+                    .map(|p| format!(" child of {}", p.execution_id))
+                    .unwrap_or_default(),
+                c.component
+                    .as_ref()
+                    .map(|d| format!(" on {d}"))
+                    .unwrap_or_default()
+            ),
+        ),
+        HistoryEntry::Event { version, event } => ("event", format!("v{version} {event}")),
+        HistoryEntry::ResponseAppended(r) => ("response", r.to_string()),
+        HistoryEntry::Finished { result, .. } => ("finished", result.to_string()),
+        HistoryEntry::Upgraded { from, to } => (
+            "upgraded",
+            format!(
+                "from {} to {to}",
+                from.as_deref().unwrap_or("no pinned build")
+            ),
+        ),
+        HistoryEntry::CancelRequested { reason } => {
+            ("cancel", format!("cancel requested: {reason}"))
+        }
+        HistoryEntry::EventReceived(e) => (
+            "event-in",
+            format!(
+                "{} `{}` {} (kept for a wait)",
+                e.event_id, e.name, e.payload
+            ),
+        ),
+    }
 }

@@ -20,6 +20,7 @@ use weir::codec::{
     StoredCorrelation, Submission, value_subject,
 };
 use weir::correlation::{CorrelationState, KeyedEvent};
+use weir::model::Response;
 
 fn avro_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../schemas/avro")
@@ -243,7 +244,7 @@ fn the_check_catches_a_field_added_without_default() {
 
 /// Fields added to nested records since the first schemas (`Created.component`,
 /// `Created.deadline`): dropped from a value written with an old schema that lacks them.
-const NESTED_FIELDS_ADDED: &[&str] = &["component", "deadline"];
+const NESTED_FIELDS_ADDED: &[&str] = &["component", "deadline", "submitted_at", "ran"];
 
 /// `value` without the nested record fields `names`, at any depth.
 fn without_fields(value: Value, names: &[&str]) -> Value {
@@ -389,8 +390,18 @@ fn v1_records_read_as_current_unchanged() {
         &held(execution_finished()),
         Clone::clone,
     );
-    check_old_records("v1", "weir.history", &held(history_records()), Clone::clone);
-    check_old_records("v1", "weir.responses", &held(responses()), Clone::clone);
+    check_old_records(
+        "v1",
+        "weir.history",
+        &held(timeless_history()),
+        Clone::clone,
+    );
+    check_old_records(
+        "v1",
+        "weir.responses",
+        &held(timeless_responses()),
+        Clone::clone,
+    );
     let dlq: Vec<DlqEnvelope> = dlq_envelopes()
         .into_iter()
         .filter(|e| {
@@ -408,7 +419,7 @@ fn v1_records_read_as_current_unchanged() {
 /// `Upgraded` entry: its history records read as they were written, pinned to nothing.
 #[test]
 fn v2_history_records_read_as_current_unpinned() {
-    let held: Vec<HistoryRecord> = history_records()
+    let held: Vec<HistoryRecord> = timeless_history()
         .into_iter()
         .filter(|r| {
             let text = format!("{r:?}");
@@ -437,7 +448,7 @@ fn holds_events(text: &str) -> bool {
 /// v3 (before events) history records read as current records unchanged.
 #[test]
 fn v3_history_records_read_as_current_unchanged() {
-    let held: Vec<HistoryRecord> = history_records()
+    let held: Vec<HistoryRecord> = timeless_history()
         .into_iter()
         .filter(|r| {
             let text = format!("{r:?}");
@@ -465,7 +476,7 @@ fn v4_records_read_as_current_without_deadlines() {
         deadline: None,
         ..s.clone()
     });
-    let records = held_before_correlation(history_records());
+    let records = held_before_correlation(timeless_history());
     assert!(holds_deadline(&format!("{records:?}")));
     check_old_records("v4", "weir.history", &records, |r| match &r.entry {
         HistoryEntry::Created(c) => HistoryRecord {
@@ -523,7 +534,7 @@ fn v5_records_read_as_current_without_correlation() {
             ..k.clone()
         }),
     });
-    let records = history_records();
+    let records = timeless_history();
     assert!(holds_correlation(&format!("{records:?}")));
     check_old_records(
         "v5",
@@ -604,6 +615,63 @@ fn records_framed_with_the_legacy_fingerprint_still_decode() {
         let decoded: weir::codec::ActivityRequest = codec.decode(&bytes, &position).unwrap();
         assert_eq!(decoded, request);
     }
-    // A schema without logical types has one fingerprint.
-    assert_eq!(schemas::current_named("Response").legacy_fingerprint, None);
+    // A schema without logical types (Response before it said when an answer ran) has one
+    // fingerprint.
+    let timeless = schemas::previous()
+        .iter()
+        .find(|s| s.file == "history/v8/response.avsc")
+        .expect("v8 Response");
+    assert!(!timeless.text.contains("logicalType"));
+    assert_eq!(timeless.legacy_fingerprint, None);
+}
+
+/// A response as a Weir before true timings (schema v8) wrote it: no answer says when it ran.
+fn timeless(response: &Response) -> Response {
+    match response {
+        Response::ChildExecutionFinished {
+            child_execution_id,
+            result,
+            ..
+        } => Response::child_finished(child_execution_id.clone(), result.clone()),
+        other => other.clone(),
+    }
+}
+
+/// A history record as a Weir before true timings wrote it: it does not say when it happened,
+/// its creation when it was submitted, its answer when it ran.
+fn timeless_record(record: &HistoryRecord) -> HistoryRecord {
+    let entry = match &record.entry {
+        HistoryEntry::Created(c) => HistoryEntry::Created(Created {
+            submitted_at: None,
+            ..c.clone()
+        }),
+        HistoryEntry::ResponseAppended(r) => HistoryEntry::ResponseAppended(timeless(r)),
+        other => other.clone(),
+    };
+    HistoryRecord {
+        entry,
+        at: None,
+        ..record.clone()
+    }
+}
+
+fn timeless_history() -> Vec<HistoryRecord> {
+    history_records().iter().map(timeless_record).collect()
+}
+
+fn timeless_responses() -> Vec<Response> {
+    responses().iter().map(timeless).collect()
+}
+
+/// Before true timings: a history record did not say when it happened (`at`), a creation
+/// when it was submitted, a child's answer (in history and on `weir.responses`) when it ran.
+/// Such records read as current ones without them.
+#[test]
+fn v8_records_read_as_current_without_timings() {
+    let records = history_records();
+    let text = format!("{records:?}");
+    assert!(text.contains("at: Some") && text.contains("submitted_at: Some"));
+    assert!(text.contains("ran: Some"));
+    check_old_records("v8", "weir.history", &records, timeless_record);
+    check_old_records("v8", "weir.responses", &responses(), timeless);
 }

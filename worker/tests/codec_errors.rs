@@ -412,6 +412,7 @@ fn the_workflow_workers_inputs_keep_what_names_the_execution() {
         Response::ChildExecutionFinished {
             child_execution_id: id,
             result: ExecutionResult::ExecutionError(e),
+            ..
         } => {
             assert_eq!(id, child_execution_id);
             assert_eq!(e.kind, ExecutionErrorKind::InvalidResponse);

@@ -362,6 +362,7 @@ proptest! {
         submission.correlation_id = correlation.clone();
         submission.metadata.insert(text.clone(), text.clone());
         let history = HistoryRecord {
+            at: Some(at),
             execution_id: root(),
             seq: version,
             entry: HistoryEntry::Event {

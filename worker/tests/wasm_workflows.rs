@@ -191,6 +191,7 @@ async fn refused_submissions_are_dead_lettered_and_finished_with_an_error() {
         let stray = Response::ChildExecutionFinished {
             child_execution_id: format!("{nobody}.g:1_1").parse().unwrap(),
             result: ExecutionResult::Ok(json!(1)),
+            ran: None,
         };
         bus.send(Record::Response {
             to: nobody.clone(),
@@ -414,6 +415,7 @@ async fn a_delay_that_wins_the_race_cancels_the_activity_as_the_worker_does() {
                 Response::ChildExecutionFinished {
                     child_execution_id,
                     result: ExecutionResult::ExecutionError(e),
+                    ..
                 },
             ] => {
                 assert_eq!(child_execution_id, &child);
@@ -458,6 +460,7 @@ async fn an_unknown_activity_is_answered_with_unknown_function() {
                 Response::ChildExecutionFinished {
                     child_execution_id,
                     result: ExecutionResult::ExecutionError(e),
+                    ..
                 },
         } if *to == parent && *child_execution_id == child => Some(e.clone()),
         _ => None,
@@ -501,6 +504,7 @@ async fn a_cancelled_activitys_answer_is_journalled_by_a_parent_still_running() 
             Response::ChildExecutionFinished {
                 child_execution_id,
                 result: ExecutionResult::ExecutionError(e),
+                ..
             } if *child_execution_id == child => Some(e.clone()),
             _ => None,
         });
@@ -727,6 +731,7 @@ async fn a_workflows_own_stub_write_wins_over_an_outside_write_read_after_it() {
         response: Response::ChildExecutionFinished {
             child_execution_id: stub.clone(),
             result: ExecutionResult::Ok(json!("mallory")),
+            ran: None,
         },
     };
     bus.send(outside.clone());

@@ -33,10 +33,10 @@ pub fn too_large(
         "the result of activity {child_execution_id} ({ffqn}) is {encoded} bytes encoded; an \
          answer carries at most {limit}"
     );
-    Some(Response::ChildExecutionFinished {
-        child_execution_id: child_execution_id.clone(),
-        result: ExecutionResult::error(ExecutionErrorKind::ValueTooLarge, reason),
-    })
+    Some(Response::child_finished(
+        child_execution_id.clone(),
+        ExecutionResult::error(ExecutionErrorKind::ValueTooLarge, reason),
+    ))
 }
 
 #[cfg(test)]
@@ -51,11 +51,13 @@ mod tests {
         let response = Response::ChildExecutionFinished {
             child_execution_id: child.clone(),
             result: ExecutionResult::Ok(serde_json::json!("x")),
+            ran: None,
         };
         assert_eq!(too_large(&response, &ffqn, 100, 100), None);
         let Some(Response::ChildExecutionFinished {
             child_execution_id,
             result: ExecutionResult::ExecutionError(error),
+            ..
         }) = too_large(&response, &ffqn, 101, 100)
         else {
             panic!("replaced by an error");

@@ -23,7 +23,7 @@ use super::{
     ActivitySettingsError, AttemptId, Body, Commit, Committed, CoreConfig, Counters, Effect,
     Gauges, Input, Outgoing, Record, RoutePartition, Serve, ServiceCheck, Start,
 };
-use crate::model::{ExecutionErrorKind, ExecutionResult, Response};
+use crate::model::{ExecutionErrorKind, ExecutionResult, Ran, Response};
 use crate::records::{ActivityCancel, ActivityRequest, DlqReason};
 use crate::retry::{self, Decision};
 
@@ -733,6 +733,15 @@ impl<S: Clone> ActivityCore<S> {
             response: Response::ChildExecutionFinished {
                 child_execution_id: job.request.execution_id,
                 result,
+                // The attempt that answered, if one ran (a cancel or a deadline may end a
+                // job that never started).
+                ran: match job.phase {
+                    Phase::Running { started, .. } => Some(Ran {
+                        started_at: started,
+                        finished_at: now,
+                    }),
+                    _ => None,
+                },
             },
             source: job.source,
         });

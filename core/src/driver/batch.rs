@@ -119,10 +119,10 @@ where
                 // The seam owes one outcome per request; a missing one is sent to the topic.
                 let outcome = outcomes.get(index).unwrap_or(&InlineOutcome::Spill);
                 match outcome {
-                    InlineOutcome::Answered(result) => {
+                    InlineOutcome::Answered { result, ran } => {
                         self.inline_answered += 1;
                         self.processor
-                            .answer_inline(batch, &request, result.clone())
+                            .answer_inline(batch, &request, result.clone(), *ran)
                             .await?;
                     }
                     other => spilled.extend(inline::spill(request, other)),

@@ -31,6 +31,7 @@ where
                     execution_id,
                     seq,
                     entry,
+                    at: happened,
                 } => {
                     let Some(at) = landed.next() else {
                         return Err(DriverError::Log(
@@ -47,7 +48,9 @@ where
                         record: at.bytes,
                         kafka_partition: at.partition,
                         kafka_offset: at.offset,
-                        recorded_at: now,
+                        // When it happened, as its record says: a rebuild from the topic
+                        // writes the same time.
+                        recorded_at: *happened,
                     });
                 }
                 Effect::PutTimer(timer) => timers.put(timer.clone()),

@@ -308,7 +308,9 @@ where
                 record: bytes,
                 kafka_partition: partition,
                 kafka_offset: offset,
-                recorded_at: timestamp,
+                // When it happened, as its record says (the live path stores the same), else
+                // (a record of an earlier Weir) when it was produced.
+                recorded_at: record.at.unwrap_or(timestamp),
             });
             if job.history.len() >= CATCHUP_FLUSH_EVERY || i + 1 == read {
                 timers.write_into(&mut job);

@@ -30,5 +30,5 @@ pub use ffqn::{Ffqn, FfqnError, FfqnErrorKind};
 pub use ids::{DelayId, EventRequestId, ExecutionId, ParseIdError, ParseIdErrorKind, Step};
 pub use inbound::{EventNameError, EventOutcome, check_event_id, check_event_name, is_plain_name};
 pub use join_set::{JoinSetId, JoinSetIdError, JoinSetKind};
-pub use response::{DelayOutcome, Response};
+pub use response::{DelayOutcome, Ran, Response};
 pub use result::{ExecutionError, ExecutionErrorKind, ExecutionResult};

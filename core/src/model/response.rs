@@ -3,6 +3,7 @@
 
 use std::fmt;
 
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::ids::{DelayId, EventRequestId, ExecutionId, Step};
@@ -20,6 +21,24 @@ pub enum DelayOutcome {
     Cancelled,
 }
 
+/// When the work a [`Response::ChildExecutionFinished`] answers ran: the activity attempt that
+/// answered (from its start to its answer), or a child workflow from its creation to its
+/// finish. Told by whoever ran it (the workflow worker for an inline attempt, the activity
+/// worker, the child's owner); journalled with the response, so a rebuilt history shows the
+/// same times. Nothing replay decides depends on it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ran {
+    pub started_at: DateTime<Utc>,
+    pub finished_at: DateTime<Utc>,
+}
+
+impl Ran {
+    /// How long it ran (zero if the clocks that told the ends disagree).
+    pub fn duration(&self) -> chrono::Duration {
+        (self.finished_at - self.started_at).max(chrono::Duration::zero())
+    }
+}
+
 /// A response to a request of one of the execution's join sets.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -27,6 +46,10 @@ pub enum Response {
     ChildExecutionFinished {
         child_execution_id: ExecutionId,
         result: ExecutionResult,
+        /// When it ran, if the answerer told (an external activity may not; a timeout or a
+        /// cancellation Weir answers itself did not run).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ran: Option<Ran>,
     },
     DelayFinished {
         delay_id: DelayId,
@@ -61,6 +84,15 @@ impl Response {
     }
 
     /// Whether this response answers a request of `execution_id`; no allocation.
+    /// The answer of child `child_execution_id` with `result`, without saying when it ran.
+    pub fn child_finished(child_execution_id: ExecutionId, result: ExecutionResult) -> Response {
+        Response::ChildExecutionFinished {
+            child_execution_id,
+            result,
+            ran: None,
+        }
+    }
+
     pub fn is_for(&self, execution_id: &ExecutionId) -> bool {
         match self {
             Response::ChildExecutionFinished {
@@ -80,6 +112,7 @@ impl fmt::Display for Response {
             Response::ChildExecutionFinished {
                 child_execution_id,
                 result,
+                ..
             } => write!(f, "ChildExecutionFinished({child_execution_id}, {result})"),
             Response::DelayFinished { delay_id, outcome } => {
                 write!(f, "DelayFinished({delay_id}, {outcome:?})")
@@ -104,6 +137,7 @@ mod tests {
         let child = Response::ChildExecutionFinished {
             child_execution_id: parent.child(&js, 2),
             result: ExecutionResult::Ok(json!(1)),
+            ran: None,
         };
         assert_eq!(child.join_set_id(), Some(&js));
         assert_eq!(child.step().unwrap().index, 2);
@@ -118,6 +152,7 @@ mod tests {
         let orphan = Response::ChildExecutionFinished {
             child_execution_id: parent.clone(),
             result: ExecutionResult::Ok(json!(1)),
+            ran: None,
         };
         assert_eq!(orphan.step(), None);
         assert!(!orphan.is_for(&parent));

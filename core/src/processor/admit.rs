@@ -98,6 +98,7 @@ impl<R: WorkflowRunner> Processor<R> {
                 {
                     let response = Response::ChildExecutionFinished {
                         child_execution_id,
+                        ran: None,
                         result: error_result(
                             ExecutionErrorKind::ValueTooLarge,
                             format!("the answer was not taken: {error}"),

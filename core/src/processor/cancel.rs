@@ -74,6 +74,7 @@ impl<R: WorkflowRunner> StepCtx<'_, R> {
                         });
                     }
                     own.push(Response::ChildExecutionFinished {
+                        ran: None,
                         result: error_result(
                             ExecutionErrorKind::Cancelled,
                             format!("{child} was cancelled: {id} {reason}"),

@@ -83,6 +83,7 @@ impl<R: WorkflowRunner> StepCtx<'_, R> {
             execution_id: view.id.clone(),
             seq,
             entry,
+            at: self.batch.at,
         });
         push_timer_changes(self.batch, timers);
         self.batch.touched.insert(view.id.clone());

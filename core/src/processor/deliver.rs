@@ -31,6 +31,7 @@ use crate::model::DelayOutcome;
 use crate::model::ExecutionErrorKind;
 use crate::model::ExecutionId;
 use crate::model::ExecutionResult;
+use crate::model::Ran;
 use crate::model::Response;
 use crate::projection;
 use crate::records::ActivityRequest;
@@ -80,18 +81,26 @@ impl<R: WorkflowRunner> Processor<R> {
     /// parent as if it had come on `weir.responses` — journalled, then given to the run, in
     /// the batch that journals the request. The parent is in memory with its run: it was
     /// stepped in this batch, and a run the batch touched is never dropped for room.
+    /// What the answer makes the parent append happened when the attempt ended (`ran`), not
+    /// at the batch's start ([`Batch::at`]).
     pub async fn answer_inline(
         &mut self,
         batch: &mut Batch,
         request: &ActivityRequest,
         result: ExecutionResult,
+        ran: Ran,
     ) -> Result<(), ProcessorError> {
         let response = Response::ChildExecutionFinished {
             child_execution_id: request.execution_id.clone(),
             result,
+            ran: Some(ran),
         };
-        self.deliver(batch, &request.parent_execution_id, response, None, None)
-            .await
+        let at = std::mem::replace(&mut batch.at, ran.finished_at.max(batch.now));
+        let delivered = self
+            .deliver(batch, &request.parent_execution_id, response, None, None)
+            .await;
+        batch.at = at;
+        delivered
     }
 
     /// Delivers `response` to `owner`: from the input record `index` (`None`: a due timer, or
@@ -227,6 +236,7 @@ impl<R: WorkflowRunner> StepCtx<'_, R> {
         let Response::ChildExecutionFinished {
             child_execution_id,
             result,
+            ran,
         } = response
         else {
             return response;
@@ -251,6 +261,7 @@ impl<R: WorkflowRunner> StepCtx<'_, R> {
         Response::ChildExecutionFinished {
             child_execution_id,
             result,
+            ran,
         }
     }
 

@@ -33,6 +33,8 @@ pub enum Effect {
         execution_id: ExecutionId,
         seq: u64,
         entry: HistoryEntry,
+        /// When it happened ([`Batch::at`] when it was appended).
+        at: DateTime<Utc>,
     },
     /// A submission (`weir.submissions`, keyed by its id): a child workflow, or a top-level
     /// execution scheduled by a workflow.
@@ -117,7 +119,13 @@ pub enum Effect {
 /// The effects of one batch, in order, and the executions it touched.
 #[derive(Debug, Clone)]
 pub struct Batch {
+    /// The batch's time: what the rules decide by (timers, deadlines, expiries).
     pub now: DateTime<Utc>,
+    /// When what is appended now happened, for the record ([`Effect::Append`]'s `at`, a
+    /// finish's `finished_at`): `now`, except while an inline attempt's answer is delivered,
+    /// when it is the attempt's end ([`Processor::answer_inline`](super::Processor::answer_inline)).
+    /// Never earlier than `now`; nothing decides by it.
+    pub at: DateTime<Utc>,
     pub effects: Vec<Effect>,
     pub touched: IndexSet<ExecutionId>,
 }
@@ -126,6 +134,7 @@ impl Batch {
     pub fn new(now: DateTime<Utc>) -> Self {
         Batch {
             now,
+            at: now,
             effects: Vec::new(),
             touched: IndexSet::new(),
         }

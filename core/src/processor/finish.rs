@@ -11,6 +11,7 @@ use crate::correlation::CorrelationCommand;
 use crate::model::ExecutionError;
 use crate::model::ExecutionErrorKind;
 use crate::model::ExecutionResult;
+use crate::model::Ran;
 use crate::model::Response;
 use crate::records::ExecutionFinished;
 use crate::records::HistoryEntry;
@@ -67,7 +68,7 @@ impl<R: WorkflowRunner> StepCtx<'_, R> {
             &mut live.view,
             HistoryEntry::Finished {
                 result: result.clone(),
-                finished_at: self.batch.now,
+                finished_at: self.batch.at,
             },
         )?;
         self.stats.finished += 1;
@@ -78,13 +79,18 @@ impl<R: WorkflowRunner> StepCtx<'_, R> {
                 response: Response::ChildExecutionFinished {
                     child_execution_id: live.view.id.clone(),
                     result,
+                    // A child workflow ran from its creation to its finish.
+                    ran: Some(Ran {
+                        started_at: created.created_at,
+                        finished_at: self.batch.at,
+                    }),
                 },
             },
             None => Effect::PublishResult(ExecutionFinished {
                 execution_id: live.view.id.clone(),
                 ffqn: created.ffqn.clone(),
                 result,
-                finished_at: self.batch.now,
+                finished_at: self.batch.at,
                 correlation_id: created.correlation_id.clone(),
             }),
         };

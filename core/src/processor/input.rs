@@ -1,6 +1,8 @@
 //! What the processor takes: one [`Input`] at a time, a decoded record ([`Body`]) or a due
 //! timer.
 
+use chrono::{DateTime, Utc};
+
 use crate::correlation::CorrelationCommand;
 use crate::correlation::KeyedEvent;
 use crate::model::ExecutionId;
@@ -89,6 +91,10 @@ pub enum Input {
         key: Option<String>,
         size: usize,
         body: Result<Body, Undecodable>,
+        /// The record's Kafka timestamp, if it has one: when its producer sent it (or when
+        /// the broker appended it, on a topic with `LogAppendTime`). A submission's is the
+        /// execution's `submitted_at`.
+        timestamp: Option<DateTime<Utc>>,
     },
     /// A due timer of an owned partition.
     TimerDue(TimerRow),

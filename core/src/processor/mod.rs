@@ -227,6 +227,7 @@ impl<R: WorkflowRunner> Processor<R> {
                 size,
                 body,
                 key,
+                timestamp,
             } => {
                 let record = Record {
                     index,
@@ -235,30 +236,37 @@ impl<R: WorkflowRunner> Processor<R> {
                     size,
                 };
                 match self.admit(batch, record, body).await? {
-                    Some(body) => self.dispatch(batch, index, key.as_deref(), body).await,
+                    Some(body) => {
+                        self.dispatch(batch, index, key.as_deref(), body, timestamp)
+                            .await
+                    }
                     None => Ok(()),
                 }
             }
         }
     }
 
-    /// Takes an admitted record's body to the rules of its kind.
+    /// Takes an admitted record's body (sent at `sent_at`, its Kafka timestamp) to the rules
+    /// of its kind.
     async fn dispatch(
         &mut self,
         batch: &mut Batch,
         index: usize,
         key: Option<&str>,
         body: Body,
+        sent_at: Option<DateTime<Utc>>,
     ) -> Result<(), ProcessorError> {
         match body {
-            Body::Submission(submission) => self.submit(batch, index, submission, None).await,
+            Body::Submission(submission) => {
+                self.submit(batch, index, submission, None, sent_at).await
+            }
             Body::UnparsableParams { submission, error } => {
-                self.submit(batch, index, submission, Some(Flaw::Params(error)))
-                    .await
+                let flaw = Some(Flaw::Params(error));
+                self.submit(batch, index, submission, flaw, sent_at).await
             }
             Body::UnparsableFfqn { submission, error } => {
-                self.submit(batch, index, submission, Some(Flaw::Ffqn(error)))
-                    .await
+                let flaw = Some(Flaw::Ffqn(error));
+                self.submit(batch, index, submission, flaw, sent_at).await
             }
             Body::Response(response) => self.answer(batch, index, key, response, None).await,
             Body::MalformedAnswer { response, error } => {

@@ -112,10 +112,7 @@ impl<R: WorkflowRunner> StepCtx<'_, R> {
                 execution_id,
                 result,
             } => {
-                return Ok(Some(Response::ChildExecutionFinished {
-                    child_execution_id: execution_id,
-                    result,
-                }));
+                return Ok(Some(Response::child_finished(execution_id, result)));
             }
             // An unawaited activity or stub of a closed join set ends `cancelled`, and a delay
             // `DelayFinished` with outcome `cancelled` (its timer is deleted by the projection):
@@ -135,10 +132,10 @@ impl<R: WorkflowRunner> StepCtx<'_, R> {
                 let reason = format!(
                     "{child_execution_id} was cancelled: its join set was closed before it answered"
                 );
-                return Ok(Some(Response::ChildExecutionFinished {
+                return Ok(Some(Response::child_finished(
                     child_execution_id,
-                    result: error_result(ExecutionErrorKind::Cancelled, reason),
-                }));
+                    error_result(ExecutionErrorKind::Cancelled, reason),
+                )));
             }
             Output::CancelDelay { delay_id } => {
                 return Ok(Some(Response::DelayFinished {
@@ -252,10 +249,10 @@ fn child_effect(
                 })),
                 _ => Some(Effect::Respond {
                     to: parent.clone(),
-                    response: Response::ChildExecutionFinished {
-                        child_execution_id: child,
-                        result: stub_write_answer(StubWriteOutcome::NotFound),
-                    },
+                    response: Response::child_finished(
+                        child,
+                        stub_write_answer(StubWriteOutcome::NotFound),
+                    ),
                 }),
             }
         }

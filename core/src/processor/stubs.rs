@@ -71,18 +71,12 @@ impl<R: WorkflowRunner> Processor<R> {
                 .view(owner)
                 .is_some_and(|v| v.stub_child(&target) == Some(None))
         {
-            let response = Response::ChildExecutionFinished {
-                child_execution_id: target,
-                result,
-            };
+            let response = Response::child_finished(target, result);
             self.deliver(batch, owner, response, None, None).await?;
         }
         batch.effects.push(Effect::Respond {
             to: writer,
-            response: Response::ChildExecutionFinished {
-                child_execution_id: request,
-                result: stub_write_answer(outcome),
-            },
+            response: Response::child_finished(request, stub_write_answer(outcome)),
         });
         Ok(())
     }
@@ -123,6 +117,7 @@ impl<R: WorkflowRunner> StepCtx<'_, R> {
         let Response::ChildExecutionFinished {
             child_execution_id,
             result,
+            ..
         } = response
         else {
             return false;

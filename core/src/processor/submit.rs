@@ -43,13 +43,15 @@ use chrono::DateTime;
 use chrono::Utc;
 
 impl<R: WorkflowRunner> Processor<R> {
-    /// A submission (`flaw`: a field that did not parse, and why); see the module docs.
+    /// A submission (`flaw`: a field that did not parse, and why; `sent_at`: its record's
+    /// Kafka timestamp); see the module docs.
     pub(super) async fn submit(
         &mut self,
         batch: &mut Batch,
         index: usize,
         submission: Submission,
         flaw: Option<Flaw>,
+        sent_at: Option<DateTime<Utc>>,
     ) -> Result<(), ProcessorError> {
         let id = submission.execution_id.clone();
         if let Some(problem) = id_problem(&submission) {
@@ -68,7 +70,7 @@ impl<R: WorkflowRunner> Processor<R> {
             Some(Flaw::Params(error)) => Some(error),
             None => None,
         };
-        let (mut live, held_cancel) = self.create(batch, &submission)?;
+        let (mut live, held_cancel) = self.create(batch, &submission, sent_at)?;
         let checked = match unparsable {
             Some(error) => Err(Rejection::InvalidParams(format!(
                 "the params of {id} are not a JSON array: {error}"
@@ -173,10 +175,7 @@ impl<R: WorkflowRunner> Processor<R> {
             None => answer_refused(batch, submission, result),
             Some(parent) => batch.effects.push(Effect::Respond {
                 to: parent.execution_id.clone(),
-                response: Response::ChildExecutionFinished {
-                    child_execution_id: id.clone(),
-                    result,
-                },
+                response: Response::child_finished(id.clone(), result),
             }),
         }
     }
@@ -189,6 +188,7 @@ impl<R: WorkflowRunner> Processor<R> {
         &mut self,
         batch: &mut Batch,
         submission: &Submission,
+        submitted_at: Option<DateTime<Utc>>,
     ) -> Result<(Live<R::Run>, Option<CancelRequest>), ProcessorError> {
         let id = &submission.execution_id;
         let created = Created {
@@ -199,6 +199,7 @@ impl<R: WorkflowRunner> Processor<R> {
             correlation_id: submission.correlation_id.clone(),
             metadata: submission.metadata.clone(),
             created_at: batch.now,
+            submitted_at,
             component: self.runner.component_of(&submission.ffqn),
             deadline: effective_deadline(
                 submission.deadline,
@@ -218,6 +219,7 @@ impl<R: WorkflowRunner> Processor<R> {
             execution_id: id.clone(),
             seq: 0,
             entry: HistoryEntry::Created(created),
+            at: batch.at,
         });
         push_timer_changes(batch, timers);
         batch.touched.insert(id.clone());

@@ -466,6 +466,7 @@ impl JoinSets {
                 Response::ChildExecutionFinished {
                     child_execution_id,
                     result,
+                    ..
                 },
                 Request::Child {
                     ffqn, result: slot, ..

@@ -98,10 +98,14 @@ pub enum Invariant {
     /// A record of `weir.state` that does not decode is copied to the DLQ once and its key
     /// tombstoned after it, if Weir could have written it; else it is left in place.
     CorruptState,
+    /// Every history record says when it happened, in seq order; a creation is not before its
+    /// submission, a finish is when its record says, a child ran after its request and before
+    /// its answer was journalled; the store keeps each record's own time.
+    Timings,
 }
 
 impl Invariant {
-    pub const ALL: [Invariant; 44] = [
+    pub const ALL: [Invariant; 45] = [
         Invariant::SeamContract,
         Invariant::Upgrade,
         Invariant::HistoryPartition,
@@ -146,6 +150,7 @@ impl Invariant {
         Invariant::TriggerLost,
         Invariant::TriggerOnce,
         Invariant::CorruptState,
+        Invariant::Timings,
     ];
 
     /// Its name in reports (kebab-case).
@@ -194,6 +199,7 @@ impl Invariant {
             Invariant::TriggerLost => "trigger-lost",
             Invariant::TriggerOnce => "trigger-once",
             Invariant::CorruptState => "corrupt-state",
+            Invariant::Timings => "timings",
             Invariant::ActivityNotBefore => "activity-not-before",
         }
     }

@@ -397,7 +397,11 @@ impl InlineActivities for SimInline {
         let (world, pid) = (self.world.clone(), self.pid);
         let requests = requests.to_vec();
         async move {
-            lock(&world).set_at(pid, "inline: attempts running");
+            let started_at = {
+                let mut w = lock(&world);
+                w.set_at(pid, "inline: attempts running");
+                w.now
+            };
             yield_now().await;
             let mut w = lock(&world);
             requests
@@ -417,7 +421,12 @@ impl InlineActivities for SimInline {
                     } else {
                         w.stats.inline_answered += 1;
                         let result: ExecutionResult = activity_result(&request.params);
-                        InlineOutcome::Answered(result)
+                        // The attempts ran while the scheduler let time pass.
+                        let ran = crate::model::Ran {
+                            started_at,
+                            finished_at: w.now,
+                        };
+                        InlineOutcome::Answered { result, ran }
                     }
                 })
                 .collect()

@@ -671,6 +671,7 @@ mod tests {
                         } => outstanding.push(Response::ChildExecutionFinished {
                             child_execution_id,
                             result: activity_result(&params),
+                            ran: None,
                         }),
                         crate::replay::Output::RequestDelay { delay_id, .. } => {
                             outstanding.push(Response::DelayFinished {

@@ -450,10 +450,7 @@ impl World {
                 .entry(partition)
                 .or_default()
                 .push(answer.clone());
-            let payload = Payload::Response(Response::ChildExecutionFinished {
-                child_execution_id: answer.child,
-                result: answer.result,
-            });
+            let payload = Payload::Response(Response::child_finished(answer.child, answer.result));
             let bytes = encode(&payload);
             self.cluster.append(
                 Topic::Responses,

@@ -26,7 +26,9 @@ fn an_oversize_answer_is_dead_lettered_and_its_parent_answered_value_too_large()
         body: Ok(Body::Response(Response::ChildExecutionFinished {
             child_execution_id: request.execution_id.clone(),
             result: ExecutionResult::Ok(json!(10)),
+            ran: None,
         })),
+        timestamp: None,
     };
     let mut batch = Batch::new(now());
     block_on(processor.step(&mut batch, answer)).expect("no processor error");
@@ -50,6 +52,7 @@ fn an_oversize_answer_is_dead_lettered_and_its_parent_answered_value_too_large()
                     HistoryEntry::ResponseAppended(Response::ChildExecutionFinished {
                         child_execution_id,
                         result,
+                        ..
                     }),
                 ..
             } if *child_execution_id == request.execution_id => Some(result),
@@ -84,6 +87,7 @@ fn an_oversize_submission_is_dead_lettered_and_answered() {
             metadata: Default::default(),
             deadline: None,
         })),
+        timestamp: None,
     };
     let mut batch = Batch::new(now());
     assert_eq!(processor.needs(&batch, &input), Some((id.clone(), 0)));

@@ -256,8 +256,10 @@ fn a_run_stepped_in_the_current_batch_is_not_dropped_for_room() {
             weir_core::model::Response::ChildExecutionFinished {
                 child_execution_id: first.execution_id.clone(),
                 result: ExecutionResult::Ok(json!(5)),
+                ran: None,
             },
         )),
+        timestamp: None,
     };
     assert_eq!(processor.needs(&batch, &answer), None);
     block_on(processor.step(&mut batch, answer)).expect("no processor error");
@@ -281,8 +283,10 @@ fn a_run_stepped_in_the_current_batch_is_not_dropped_for_room() {
                     .parent_execution_id
                     .child(first.execution_id.join_set_id().expect("a child"), 1),
                 result: ExecutionResult::Ok(json!(6)),
+                ran: None,
             },
         )),
+        timestamp: None,
     };
     assert_eq!(
         processor.needs(&batch, &second),
@@ -482,8 +486,10 @@ fn answer_input(id: &ExecutionId, index: usize, child: &ExecutionId) -> Input {
             weir_core::model::Response::ChildExecutionFinished {
                 child_execution_id: child.clone(),
                 result: ExecutionResult::Ok(json!(index)),
+                ran: None,
             },
         )),
+        timestamp: None,
     }
 }
 

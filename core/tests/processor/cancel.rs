@@ -111,7 +111,9 @@ fn a_cancelled_execution_cancels_what_it_waits_for_and_finishes_cancelled() {
                 ExecutionErrorKind::Cancelled,
                 "its parent was cancelled",
             )),
+            ran: None,
         })),
+        timestamp: None,
     };
     assert!(cancelled(published(&step(&mut processor, answer))));
 
@@ -348,7 +350,9 @@ fn a_deadline_times_the_execution_out_and_bounds_its_children() {
         body: Ok(Body::Response(Response::ChildExecutionFinished {
             child_execution_id: request.execution_id.clone(),
             result: ExecutionResult::Ok(json!(6)),
+            ran: None,
         })),
+        timestamp: None,
     };
     let mut batch = Batch::new(deadline + chrono::Duration::milliseconds(1));
     block_on(processor.step(&mut batch, answer)).expect("no processor error");

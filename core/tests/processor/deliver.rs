@@ -22,6 +22,7 @@ fn answered<R: weir_core::runner::WorkflowRunner>(
         key: Some(request.parent_execution_id.to_string()),
         size: 100,
         body: Ok(body),
+        timestamp: None,
     };
     let mut batch = Batch::new(now());
     block_on(processor.step(&mut batch, input)).expect("no processor error");
@@ -31,6 +32,7 @@ fn answered<R: weir_core::runner::WorkflowRunner>(
             HistoryEntry::ResponseAppended(Response::ChildExecutionFinished {
                 child_execution_id,
                 result,
+                ..
             }) if child_execution_id == request.execution_id => Some(result),
             _ => None,
         })
@@ -74,6 +76,7 @@ fn external_requests_carry_their_terms_and_misfit_answers_become_the_childs_erro
         Body::Response(Response::ChildExecutionFinished {
             child_execution_id: request.execution_id.clone(),
             result: ExecutionResult::Ok(value),
+            ran: None,
         })
     };
     let misfit = answer(&request, json!({"ten": 10}));
@@ -116,6 +119,7 @@ fn a_malformed_answer_is_journalled_as_the_childs_error_and_dead_lettered() {
         response: Response::ChildExecutionFinished {
             child_execution_id: request.execution_id.clone(),
             result: error.clone(),
+            ran: None,
         },
         error: "the value is not JSON text".into(),
     };
@@ -149,6 +153,7 @@ fn an_event_delivery_on_the_responses_topic_is_refused() {
                 payload: json!(1),
             },
         })),
+        timestamp: None,
     };
     let effects = step(&mut processor, forged);
     assert!(appended(&effects).is_empty(), "{effects:?}");

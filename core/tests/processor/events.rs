@@ -349,6 +349,7 @@ mod correlation {
             key: Some(key.to_owned()),
             size: 100,
             body: Ok(body),
+            timestamp: None,
         }
     }
 
@@ -640,6 +641,7 @@ mod correlation {
             key: Some(KEY.to_owned()),
             size: 100,
             body: Ok(keyed("ev-1", None)),
+            timestamp: None,
         };
         let effects = step(&mut p, input);
         assert_eq!(dead_letters(&effects)[0].0, DlqReason::Misrouted);

@@ -55,6 +55,7 @@ pub fn submission_input(id: &ExecutionId, workflow: Workflow, params: serde_json
             metadata: Default::default(),
             deadline: None,
         })),
+        timestamp: None,
     }
 }
 
@@ -100,6 +101,7 @@ pub fn stored(
                 execution_id: id.clone(),
                 seq,
                 entry,
+                at: Some(at),
             };
             (record, at)
         })
@@ -143,6 +145,7 @@ pub fn input_of(key: &ExecutionId, body: Body) -> Input {
         key: Some(key.to_string()),
         size: 100,
         body: Ok(body),
+        timestamp: None,
     }
 }
 
@@ -154,6 +157,7 @@ pub fn answer(owner: &ExecutionId, child: &ExecutionId, result: ExecutionResult)
         Body::Response(weir_core::model::Response::ChildExecutionFinished {
             child_execution_id: child.clone(),
             result,
+            ran: None,
         }),
     )
 }

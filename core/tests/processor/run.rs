@@ -102,6 +102,7 @@ fn closing_a_join_set_journals_what_it_cancelled_and_a_rebuild_replays_it() {
             HistoryEntry::ResponseAppended(Response::ChildExecutionFinished {
                 child_execution_id,
                 result: ExecutionResult::ExecutionError(e),
+                ..
             }) if e.kind == ExecutionErrorKind::Cancelled => Some(child_execution_id),
             _ => None,
         })
@@ -145,7 +146,9 @@ fn closing_a_join_set_journals_what_it_cancelled_and_a_rebuild_replays_it() {
         body: Ok(Body::Response(Response::ChildExecutionFinished {
             child_execution_id: child.clone(),
             result: ExecutionResult::Ok(json!(value)),
+            ran: None,
         })),
+        timestamp: None,
     };
     let answered = step(&mut processor, answer(&child, 14));
     assert!(

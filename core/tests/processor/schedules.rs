@@ -55,6 +55,7 @@ fn input_on(partition: i32, key: Option<String>, command: ScheduleCommand) -> In
         key,
         size: 100,
         body: Ok(Body::Schedule(command)),
+        timestamp: None,
     }
 }
 
@@ -195,6 +196,7 @@ fn a_schedule_is_created_and_each_tick_starts_one_execution() {
         key: Some(id.to_string()),
         size: 100,
         body: Ok(Body::Submission(submission.clone())),
+        timestamp: None,
     };
     let effects = step_at(&mut processor, record, at(3_600));
     assert_eq!(published(&effects), Some(ExecutionResult::Ok(json!(0))));

@@ -107,6 +107,7 @@ fn a_workflow_writes_the_stub_of_another_execution() {
                 ffqn,
                 result: ExecutionResult::Ok(json!(value)),
             })),
+            timestamp: None,
         };
         (request, input)
     };
@@ -118,6 +119,7 @@ fn a_workflow_writes_the_stub_of_another_execution() {
                     Response::ChildExecutionFinished {
                         child_execution_id,
                         result,
+                        ..
                     },
             } if child_execution_id == request => {
                 assert_eq!(Some(to), request.parent().as_ref());
@@ -247,6 +249,7 @@ fn a_stub_written_after_its_execution_finished_without_it_is_refused() {
             execution_id: id.clone(),
             seq,
             entry: trapped,
+            at: Some(now()),
         },
         now(),
     ));

@@ -33,6 +33,7 @@ fn a_submission_with_an_unparsable_function_name_is_answered() {
             },
             error: "invalid function name `not a name`".into(),
         }),
+        timestamp: None,
     };
     let mut batch = Batch::new(now());
     block_on(processor.step(&mut batch, input)).expect("no processor error");

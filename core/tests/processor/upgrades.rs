@@ -81,6 +81,7 @@ fn an_upgrade_is_taken_only_for_the_history_it_was_checked_against() {
             expected_seq,
             requested_at: now(),
         })),
+        timestamp: None,
     };
     let refused = |effects: &[Effect]| {
         effects.iter().find_map(|e| match e {
@@ -152,7 +153,9 @@ fn an_upgrade_is_taken_only_for_the_history_it_was_checked_against() {
             body: Ok(Body::Response(Response::ChildExecutionFinished {
                 child_execution_id: activity,
                 result: ExecutionResult::Ok(json!(0)),
+                ran: None,
             })),
+            timestamp: None,
         },
     );
     assert!(

@@ -14,7 +14,7 @@ use rdkafka::{Offset, TopicPartitionList};
 use serde_json::Value;
 
 use super::ClusterArgs;
-use crate::codec::{Codec, ExecutionFinished, HistoryEntry, RecordPosition};
+use crate::codec::{Codec, ExecutionFinished, RecordPosition};
 use crate::kafka::partitioner::partition_for_key;
 use crate::model::{ExecutionId, ExecutionResult, Ffqn};
 use crate::store::{CqlStore, Store, connect};
@@ -423,13 +423,8 @@ pub async fn history(args: ShowArgs) -> ExitCode {
                 .collect();
             println!("{}", serde_json::to_string_pretty(&json)?);
         } else {
-            println!("{:>4}  {:>8}  {:<9}  detail", "seq", "offset", "kind");
-            for (row, record) in &entries {
-                let (kind, detail) = describe(&record.entry);
-                println!(
-                    "{:>4}  {:>8}  {:<9}  {detail}",
-                    record.seq, row.kafka_offset, kind
-                );
+            for line in crate::present::history_lines(&entries) {
+                println!("{line}");
             }
         }
         Ok(())
@@ -437,47 +432,5 @@ pub async fn history(args: ShowArgs) -> ExitCode {
     match run.await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail(e),
-    }
-}
-
-/// A history entry as (kind, one readable line).
-pub fn describe(entry: &HistoryEntry) -> (&'static str, String) {
-    match entry {
-        HistoryEntry::Created(c) => (
-            "created",
-            format!(
-                "{}({}){}{}",
-                c.ffqn,
-                c.params,
-                c.parent
-                    .as_ref()
-                    .map(|p| format!(" child of {}", p.execution_id))
-                    .unwrap_or_default(),
-                c.component
-                    .as_ref()
-                    .map(|d| format!(" on {d}"))
-                    .unwrap_or_default()
-            ),
-        ),
-        HistoryEntry::Event { version, event } => ("event", format!("v{version} {event}")),
-        HistoryEntry::ResponseAppended(r) => ("response", r.to_string()),
-        HistoryEntry::Finished { result, .. } => ("finished", result.to_string()),
-        HistoryEntry::Upgraded { from, to } => (
-            "upgraded",
-            format!(
-                "from {} to {to}",
-                from.as_deref().unwrap_or("no pinned build")
-            ),
-        ),
-        HistoryEntry::CancelRequested { reason } => {
-            ("cancel", format!("cancel requested: {reason}"))
-        }
-        HistoryEntry::EventReceived(e) => (
-            "event-in",
-            format!(
-                "{} `{}` {} (kept for a wait)",
-                e.event_id, e.name, e.payload
-            ),
-        ),
     }
 }

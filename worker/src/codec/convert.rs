@@ -20,7 +20,7 @@ use super::schemas::{RecordSchema, current_named};
 use crate::model::ExecutionId;
 use crate::model::{
     ChildKind, DelayOutcome, EventOutcome, ExecutionError, ExecutionErrorKind, ExecutionResult,
-    HistoryEvent, JoinSetRequest, PersistValue, Response, ScheduleAt, StubOutcome, Version,
+    HistoryEvent, JoinSetRequest, PersistValue, Ran, Response, ScheduleAt, StubOutcome, Version,
 };
 use crate::model::{check_event_id, check_event_name};
 use weir_core::correlation::{
@@ -104,6 +104,21 @@ fn instant(t: &DateTime<Utc>) -> Value {
             Value::Int((t.timestamp_subsec_nanos() % 1000) as i32),
         ),
     ])
+}
+
+fn ran(r: &Ran) -> Value {
+    record(vec![
+        ("started_at", instant(&r.started_at)),
+        ("finished_at", instant(&r.finished_at)),
+    ])
+}
+
+fn read_ran(v: Value) -> Result<Ran, FieldError> {
+    let mut f = Fields::of(v)?;
+    Ok(Ran {
+        started_at: f.get("started_at", read_instant)?,
+        finished_at: f.get("finished_at", read_instant)?,
+    })
 }
 
 fn string_map(m: &BTreeMap<String, String>) -> Value {
@@ -204,11 +219,13 @@ fn response(r: &Response) -> Value {
         Response::ChildExecutionFinished {
             child_execution_id,
             result: res,
+            ran: r,
         } => branch(
             0,
             record(vec![
                 ("child_execution_id", string(child_execution_id)),
                 ("result", result(res)),
+                ("ran", optional(r.as_ref(), ran)),
             ]),
         ),
         Response::DelayFinished { delay_id, outcome } => branch(
@@ -662,6 +679,7 @@ fn read_response_with(
             0 => Ok(Response::ChildExecutionFinished {
                 child_execution_id: b.get("child_execution_id", read_parsed)?,
                 result: b.get("result", |v| read_result_with(v, value))?,
+                ran: b.get("ran", |v| read_optional(v, read_ran))?,
             }),
             1 => Ok(Response::DelayFinished {
                 delay_id: b.get("delay_id", read_parsed)?,
@@ -860,7 +878,9 @@ impl AvroRecord for ResponseInput {
         let response = match (response, &value_error) {
             (
                 Response::ChildExecutionFinished {
-                    child_execution_id, ..
+                    child_execution_id,
+                    ran,
+                    ..
                 },
                 Some(error),
             ) => Response::ChildExecutionFinished {
@@ -870,6 +890,7 @@ impl AvroRecord for ResponseInput {
                     detail: None,
                 }),
                 child_execution_id,
+                ran,
             },
             (response, _) => response,
         };
@@ -1320,6 +1341,7 @@ impl AvroRecord for HistoryRecord {
                     ),
                     ("metadata", string_map(&c.metadata)),
                     ("created_at", instant(&c.created_at)),
+                    ("submitted_at", optional(c.submitted_at.as_ref(), instant)),
                     ("component", optional(c.component.as_ref(), string)),
                     ("deadline", optional(c.deadline.as_ref(), instant)),
                 ]),
@@ -1361,6 +1383,7 @@ impl AvroRecord for HistoryRecord {
             ("execution_id", string(&self.execution_id)),
             ("seq", u64_bits(self.seq)),
             ("entry", entry),
+            ("at", optional(self.at.as_ref(), instant)),
         ]))
     }
 
@@ -1380,6 +1403,7 @@ impl AvroRecord for HistoryRecord {
                     correlation_id: e.get("correlation_id", |v| read_optional(v, read_string))?,
                     metadata: e.get("metadata", read_string_map)?,
                     created_at: e.get("created_at", read_instant)?,
+                    submitted_at: e.get("submitted_at", |v| read_optional(v, read_instant))?,
                     component: e.get("component", |v| read_optional(v, read_string))?,
                     deadline: e.get("deadline", |v| read_optional(v, read_instant))?,
                 })),
@@ -1409,6 +1433,7 @@ impl AvroRecord for HistoryRecord {
             execution_id,
             seq,
             entry,
+            at: f.get("at", |v| read_optional(v, read_instant))?,
         })
     }
 }

@@ -93,6 +93,10 @@ const PREVIOUS_FILES: &[(&str, &str, &str)] = &[
     // `waited_until`, CorrelationState `cancel`.
     avsc!("CancelRequest", "history/v7/cancel_request.avsc"),
     avsc!("CorrelationState", "history/v7/correlation_state.avsc"),
+    // Before true timings: HistoryRecord gained `at`, Created `submitted_at`, and a child's
+    // answer (Response, and in history) `ran`.
+    avsc!("HistoryRecord", "history/v8/history_record.avsc"),
+    avsc!("Response", "history/v8/response.avsc"),
 ];
 
 fn parse(files: &[(&'static str, &'static str, &'static str)]) -> Vec<RecordSchema> {

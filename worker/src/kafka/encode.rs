@@ -165,6 +165,7 @@ fn value(
             execution_id,
             seq,
             entry,
+            at,
         } => encoded(
             codec,
             topic,
@@ -172,6 +173,7 @@ fn value(
                 execution_id: execution_id.clone(),
                 seq: *seq,
                 entry: entry.clone(),
+                at: Some(*at),
             },
         ),
         Effect::Submit(submission) => encoded(codec, topic, submission),
@@ -239,10 +241,7 @@ fn value(
         Effect::WriteStub(write) => encoded(
             codec,
             topic,
-            &crate::model::Response::ChildExecutionFinished {
-                child_execution_id: write.target.clone(),
-                result: write.result.clone(),
-            },
+            &crate::model::Response::child_finished(write.target.clone(), write.result.clone()),
         ),
         Effect::Correlation(command) => encoded(codec, topic, command),
         Effect::PutCorrelation { state, .. } => Ok(Value::Of(

@@ -118,10 +118,7 @@ pub async fn send_stub(
     let parent = child
         .parent()
         .ok_or_else(|| SubmitError::NotAChild(child.clone()))?;
-    let response = crate::model::Response::ChildExecutionFinished {
-        child_execution_id: child.clone(),
-        result,
-    };
+    let response = crate::model::Response::child_finished(child.clone(), result);
     send_keyed(producer, codec, topic, &parent.to_string(), &response, None).await
 }
 

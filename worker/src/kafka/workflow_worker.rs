@@ -340,6 +340,10 @@ impl KafkaLog {
                     reason: e.dlq_reason(),
                     error: e.to_string(),
                 }),
+                timestamp: message
+                    .timestamp()
+                    .to_millis()
+                    .and_then(DateTime::from_timestamp_millis),
             },
         })
     }
@@ -828,6 +832,7 @@ fn stub_write<M: Message>(
             Response::ChildExecutionFinished {
                 child_execution_id,
                 result,
+                ..
             },
             None,
         ) if request.parent().is_some() => Ok(Body::StubWrite(weir_core::processor::StubWrite {

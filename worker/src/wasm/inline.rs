@@ -20,7 +20,7 @@ use weir_core::inline::{InlineActivities, InlineOutcome};
 use weir_core::retry::{self, Decision};
 
 use crate::codec::ActivityRequest;
-use crate::model::Ffqn;
+use crate::model::{Ffqn, Ran};
 
 use super::WasmHost;
 use super::activity::jitter_unit;
@@ -98,7 +98,8 @@ async fn attempt(host: &WasmHost, request: &ActivityRequest) -> InlineOutcome {
     };
     let policy = policy.clone();
     // The attempt ends by the deadline at the latest (its parent's, if the parent has one).
-    let timeout = request.attempt_bound(Utc::now());
+    let started_at = Utc::now();
+    let timeout = request.attempt_bound(started_at);
     let report = match host
         .run_activity_attempt(&request.ffqn, &request.params, timeout)
         .await
@@ -106,15 +107,22 @@ async fn attempt(host: &WasmHost, request: &ActivityRequest) -> InlineOutcome {
         Ok(report) => report,
         Err(_unknown) => return InlineOutcome::Spill,
     };
+    let finished_at = Utc::now();
     match retry::decide(
         &policy,
         request.attempt,
         report.result,
-        Utc::now(),
+        finished_at,
         request.deadline,
         jitter_unit(&request.execution_id, request.attempt),
     ) {
-        Decision::Answer(result) => InlineOutcome::Answered(result),
+        Decision::Answer(result) => InlineOutcome::Answered {
+            result,
+            ran: Ran {
+                started_at,
+                finished_at,
+            },
+        },
         Decision::Retry {
             attempt,
             not_before,

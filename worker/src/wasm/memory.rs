@@ -505,6 +505,7 @@ impl InMemoryBus {
             key: Some(key),
             size: 0,
             body: Ok(body),
+            timestamp: None,
         };
         let mut batch = Batch::new(self.now);
         let stats = self.processor.stats();
@@ -538,15 +539,17 @@ impl InMemoryBus {
             now,
             effects,
             touched,
+            ..
         } = batch;
-        let recorded_at = to_store_precision(now);
         for effect in effects {
             match effect {
+                // Stored at the time it happened, as the materialiser stores it.
                 Effect::Append {
                     execution_id,
                     seq,
                     entry,
-                } => self.append(execution_id, seq, entry, recorded_at)?,
+                    at,
+                } => self.append(execution_id, seq, entry, to_store_precision(at))?,
                 Effect::Submit(submission) => self.queue.push_back(Record::Submission(submission)),
                 // The bus runs every activity with its in-process retries: it never spills one.
                 Effect::RequestActivity(request) | Effect::RetryActivity { request, .. } => {
@@ -706,6 +709,7 @@ impl InMemoryBus {
                 execution_id: id,
                 seq,
                 entry,
+                at: Some(recorded_at),
             },
             recorded_at,
         ));
@@ -743,6 +747,7 @@ impl InMemoryBus {
             response: Response::ChildExecutionFinished {
                 child_execution_id: child.clone(),
                 result,
+                ran: None,
             },
         });
     }
@@ -774,6 +779,7 @@ impl InMemoryBus {
             response: Response::ChildExecutionFinished {
                 child_execution_id: request.execution_id.clone(),
                 result,
+                ran: None,
             },
         });
     }

@@ -19,7 +19,7 @@ use weir::correlation::{
 };
 use weir::model::{
     ChildKind, DelayOutcome, EventOutcome, ExecutionError, ExecutionErrorKind, ExecutionId,
-    ExecutionResult, Ffqn, HistoryEvent, JoinSetId, JoinSetRequest, PersistValue, Response,
+    ExecutionResult, Ffqn, HistoryEvent, JoinSetId, JoinSetRequest, PersistValue, Ran, Response,
     ScheduleAt, StubOutcome, Version,
 };
 
@@ -72,6 +72,11 @@ pub fn responses() -> Vec<Response> {
         .map(|(i, result)| Response::ChildExecutionFinished {
             child_execution_id: root().child(&js, i as u64 + 1),
             result,
+            // Told and not told, each.
+            ran: (i % 2 == 0).then(|| Ran {
+                started_at: t0(),
+                finished_at: t0() + chrono::Duration::nanoseconds(1_250_000_001),
+            }),
         })
         .collect();
     let sleep = JoinSetId::one_off(2, "sleep").unwrap();
@@ -529,6 +534,7 @@ pub fn history_records() -> Vec<HistoryRecord> {
             created_at: t0(),
             component: None,
             deadline: None,
+            submitted_at: None,
         }),
         HistoryEntry::Created(Created {
             ffqn: ffqn(),
@@ -544,6 +550,7 @@ pub fn history_records() -> Vec<HistoryRecord> {
             created_at: DateTime::<Utc>::MIN_UTC,
             component: Some(format!("sha256:{}", "ab".repeat(32))),
             deadline: Some(DateTime::<Utc>::MAX_UTC),
+            submitted_at: Some(DateTime::<Utc>::MIN_UTC),
         }),
     ];
     entries.extend(
@@ -590,6 +597,8 @@ pub fn history_records() -> Vec<HistoryRecord> {
             execution_id: id.clone(),
             seq: seq as u64,
             entry,
+            // When it happened: told, and not (a record of an earlier Weir).
+            at: (seq % 2 == 0).then(|| t0() + chrono::Duration::nanoseconds(seq as i64 * 1_001)),
         })
         .collect()
 }

@@ -157,6 +157,7 @@ fn show(effect: &Effect<i64>) -> String {
                             Response::ChildExecutionFinished {
                                 child_execution_id,
                                 result,
+                                ..
                             },
                         ..
                     } if *to == parent() => {

@@ -20,6 +20,7 @@ fn finished(child: &crate::model::ExecutionId, v: i64) -> Response {
     Response::ChildExecutionFinished {
         child_execution_id: child.clone(),
         result: ExecutionResult::Ok(json!(v)),
+        ran: None,
     }
 }
 

@@ -127,6 +127,7 @@ impl World {
                 self.outstanding.push(Response::ChildExecutionFinished {
                     child_execution_id: child_execution_id.clone(),
                     result: answer(ffqn, params),
+                    ran: None,
                 });
             }
             Output::StubWrite {
@@ -135,6 +136,7 @@ impl World {
             } => self.outstanding.push(Response::ChildExecutionFinished {
                 child_execution_id: execution_id.clone(),
                 result: result.clone(),
+                ran: None,
             }),
             Output::RequestDelay { delay_id, .. } => {
                 self.outstanding.push(Response::DelayFinished {
@@ -149,6 +151,7 @@ impl World {
                     if let Response::ChildExecutionFinished {
                         child_execution_id: id,
                         result,
+                        ..
                     } = r
                         && id == child_execution_id
                     {

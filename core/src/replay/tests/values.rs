@@ -188,6 +188,7 @@ fn stub_conflicts_with_a_result_written_by_someone_else() {
             let external = crate::model::Response::ChildExecutionFinished {
                 child_execution_id: s.clone(),
                 result: ExecutionResult::Ok(json!("operator")),
+                ran: None,
             };
             run.engine.deliver_response(external.clone()).unwrap();
             run.shared.journal.push(super::harness::Arrival {

@@ -9,6 +9,7 @@
 //! - `outputs`: no output committed twice; poison records dead-lettered once.
 //! - `events`, `cancels`, `schedules`, `correlation`, `stubs`, `activity`, `triggers`: the
 //!   features'; `corrupt_state`: corrupt keyed state dropped once, the rest left in place.
+//! - `timings`: when each history record says it happened, in order, and kept by the store.
 //! - `quiescence`: nothing left behind once the run settled.
 //!
 //! Here: [`Violation`], and the helpers several checkers share (the committed histories,
@@ -28,6 +29,7 @@ mod replay;
 mod results;
 mod schedules;
 mod stubs;
+mod timings;
 mod triggers;
 mod upgrades;
 
@@ -159,6 +161,7 @@ pub fn check(w: &World, sent: &Sent<'_>, settled: bool) -> Vec<Violation> {
 
     upgrades::check_upgrades(&mut add, w, &logs);
     history::check_histories(&mut add, w, &logs);
+    timings::check_timings(&mut add, w, &logs);
     let results = results::check_results(&mut add, w, &logs, submitted, keyed);
     let dead = outputs::check_outputs(&mut add, w, poison);
 

@@ -181,6 +181,7 @@ fn stub_model_of(w: &World, logs: &BTreeMap<ExecutionId, Vec<Logged<'_>>>) -> St
                 HistoryEntry::ResponseAppended(Response::ChildExecutionFinished {
                     child_execution_id,
                     result,
+                    ..
                 }) => {
                     if let Some(stub) = own.get_mut(child_execution_id) {
                         stub.values.push(result.clone());
@@ -231,6 +232,7 @@ fn stub_model_of(w: &World, logs: &BTreeMap<ExecutionId, Vec<Logged<'_>>>) -> St
                 Some(Payload::Response(Response::ChildExecutionFinished {
                     child_execution_id,
                     result,
+                    ..
                 })),
             ) => writes.push(seen(child_execution_id.to_string(), result)),
             (Producer::Worker { .. }, Some(Payload::StubWrite(sw))) => {
@@ -246,6 +248,7 @@ fn stub_model_of(w: &World, logs: &BTreeMap<ExecutionId, Vec<Logged<'_>>>) -> St
                 Some(Payload::Response(Response::ChildExecutionFinished {
                     child_execution_id,
                     result,
+                    ..
                 })),
             ) if requests.contains_key(child_execution_id) => answers
                 .entry(child_execution_id.clone())

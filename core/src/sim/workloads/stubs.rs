@@ -123,10 +123,7 @@ impl Sim {
         let Some(parent) = stub.parent() else {
             return;
         };
-        let response = crate::model::Response::ChildExecutionFinished {
-            child_execution_id: stub.clone(),
-            result: result.clone(),
-        };
+        let response = crate::model::Response::child_finished(stub.clone(), result.clone());
         let (partition, offset) = lock(&self.world).client_append(
             Topic::Responses,
             parent.to_string(),

@@ -177,6 +177,7 @@ impl World {
                                 key: record.key.clone(),
                                 size: record.bytes.len(),
                                 body: decode(topic, record),
+                                timestamp: Some(record.timestamp),
                             },
                         });
                         consumer.last_poll.push(PolledCopy {

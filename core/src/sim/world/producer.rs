@@ -115,10 +115,12 @@ impl World {
                 execution_id,
                 seq,
                 entry,
+                at,
             } => Payload::History(HistoryRecord {
                 execution_id: execution_id.clone(),
                 seq: *seq,
                 entry: entry.clone(),
+                at: Some(*at),
             }),
             Effect::Submit(s) => Payload::Submission(s.clone()),
             // The simulated activity service answers when it chooses: a retry's backoff is
