@@ -1,11 +1,22 @@
 //! Metrics a user can scrape: counters and gauges of the worker, rendered in the Prometheus
 //! text format and served at `GET /metrics` by [`serve`]. Hand-rolled (a few atomics) rather
 //! than a metrics framework: the set is small and fixed.
+//!
+//! Every family is rendered from the start of the process, each series at 0 before anything
+//! happened (one series per worker kind, DLQ reason, store operation), so that a dashboard or
+//! an alert that names a metric never finds it absent (`docker/monitoring/`, checked against a
+//! running worker by `tests/tests/dashboards.rs`). The one exception are the per-partition
+//! series of [`PartitionProgress`], which exist while their partition is owned; each has a
+//! per-worker aggregate that is always there.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::codec::DlqReason;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -53,6 +64,116 @@ impl Timing {
     }
 }
 
+/// How often [`PartitionProgress`] is sampled at most (each sample asks the consumer for its
+/// positions and cached high watermarks: cheap, local, but not for every poll).
+pub const PROGRESS_SAMPLE_INTERVAL: Duration = Duration::from_secs(1);
+
+/// What a worker's consumer knows of one partition it owns when it is sampled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionSample {
+    pub topic: String,
+    pub partition: i32,
+    /// The next offset the worker reads (librdkafka's application position, which moves past
+    /// transaction markers and aborted records); `None` right after an assignment or a seek,
+    /// until the first record or marker is taken.
+    pub position: Option<i64>,
+    /// The partition's high watermark as last fetched; `None` before the first fetch.
+    pub end: Option<i64>,
+}
+
+/// One owned partition as last sampled.
+#[derive(Debug, Clone, Copy)]
+struct PartitionState {
+    position: i64,
+    end: i64,
+    /// When its position last moved forward or it had nothing to read.
+    advanced_at: Instant,
+}
+
+impl PartitionState {
+    fn lag(&self) -> i64 {
+        (self.end - self.position).max(0)
+    }
+
+    /// How long it has had records to read without its position moving: 0 when caught up.
+    fn stalled(&self, now: Instant) -> Duration {
+        if self.lag() > 0 {
+            now.saturating_duration_since(self.advanced_at)
+        } else {
+            Duration::ZERO
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct ProgressState {
+    sampled_at: Option<Instant>,
+    partitions: BTreeMap<(String, i32), PartitionState>,
+}
+
+/// The consumer lag of a worker's owned input partitions, and how long each has been stuck:
+/// `weir_consumer_lag{worker,topic,partition}` (records readable past the worker's position)
+/// and `weir_partition_stall_seconds{…}` (how long a partition with records to read has not
+/// moved), with the per-worker aggregates `weir_consumer_lag_records{worker}` and
+/// `weir_partition_stall_seconds_max{worker}`, rendered from the start.
+///
+/// Sampled by the worker's loop ([`crate::kafka::lag`]) from what its consumer has locally.
+/// A stall is computed when rendered, from the instant the partition last moved, so it keeps
+/// growing while the loop itself is blocked (a batch that never ends, a store outage ridden
+/// out) as long as the last sample saw records to read. A partition whose position is not
+/// known yet (assigned or sought, nothing taken since) keeps the position of its last
+/// sample, or at its first sample counts as caught up with the end it has.
+#[derive(Debug, Default)]
+pub struct PartitionProgress(Mutex<ProgressState>);
+
+impl PartitionProgress {
+    /// Whether a sample is due at `now` (none taken within [`PROGRESS_SAMPLE_INTERVAL`]).
+    pub fn due(&self, now: Instant) -> bool {
+        self.state()
+            .sampled_at
+            .is_none_or(|at| now.saturating_duration_since(at) >= PROGRESS_SAMPLE_INTERVAL)
+    }
+
+    /// Replaces the owned partitions with `samples` taken at `now`: a partition not among
+    /// them is no longer owned and its series go.
+    pub fn record(&self, now: Instant, samples: impl IntoIterator<Item = PartitionSample>) {
+        let mut state = self.state();
+        let previous = std::mem::take(&mut state.partitions);
+        for sample in samples {
+            let key = (sample.topic, sample.partition);
+            let before = previous.get(&key);
+            let Some(end) = sample.end.or(before.map(|b| b.end)) else {
+                continue; // nothing fetched yet: nothing to say
+            };
+            let position = sample
+                .position
+                .or(before.map(|b| b.position))
+                .unwrap_or(end);
+            let moved = before.is_none_or(|b| position > b.position);
+            let mut current = PartitionState {
+                position,
+                end,
+                advanced_at: now,
+            };
+            if !moved
+                && current.lag() > 0
+                && let Some(before) = before
+            {
+                current.advanced_at = before.advanced_at;
+            }
+            state.partitions.insert(key, current);
+        }
+        state.sampled_at = Some(now);
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, ProgressState> {
+        // A panic while holding it leaves nothing half-written that matters to a metric.
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
 /// The batches of one kind of worker, exported with a `worker` label (`workflow`, `activity`).
 #[derive(Default, Debug)]
 pub struct BatchMetrics {
@@ -66,6 +187,8 @@ pub struct BatchMetrics {
     pub client_restarts: Counter,
     /// Processing and commit of a batch.
     pub seconds: Timing,
+    /// The lag and stalls of the partitions its consumer owns.
+    pub progress: PartitionProgress,
 }
 
 /// Every metric of a worker process.
@@ -82,6 +205,9 @@ pub struct Metrics {
     /// Dead letters whose transaction committed (counted by the transactional producer after
     /// the commit, so an aborted attempt that is run again is not counted twice).
     pub dlq_records: Counter,
+    /// The same, by reason (the index of its reason in [`DlqReason::ALL`]):
+    /// `weir_dlq_records_by_reason_total{reason}`.
+    pub dlq_by_reason: [Counter; DlqReason::ALL.len()],
     /// Offsets skipped because librdkafka could not fetch their batch (`kafka::unfetchable`).
     pub unfetchable_offsets_skipped: Counter,
     pub executions_created: Counter,
@@ -129,8 +255,10 @@ pub struct Metrics {
     pub submissions_paused: Gauge,
     pub partitions_owned: Gauge,
     pub activity_attempts: Counter,
-    /// Store calls retried during an outage (reads and materialiser writes).
-    pub store_retries: Counter,
+    /// Store calls retried during an outage: the workflow worker's reads (loads, checkpoints,
+    /// timers) and the materialiser's writes: `weir_store_retries_total{op}`.
+    pub store_read_retries: Counter,
+    pub store_write_retries: Counter,
     /// Records read again later because the schema registry did not answer for their writer
     /// schema (held in their partition, never dead-lettered).
     pub registry_holds: Counter,
@@ -156,10 +284,49 @@ pub struct Metrics {
 }
 
 impl Metrics {
+    /// Counts one committed dead letter whose `weir.dlq.reason` header is `reason` (a header
+    /// value no reason spells counts as `other`).
+    pub fn dead_letter(&self, reason: &[u8]) {
+        self.dlq_records.inc();
+        let index = DlqReason::ALL
+            .iter()
+            .position(|r| r.header_value().as_bytes() == reason)
+            .or_else(|| DlqReason::ALL.iter().position(|r| *r == DlqReason::Other))
+            .unwrap_or(0);
+        self.dlq_by_reason[index].inc();
+    }
+
     /// The Prometheus text exposition of every metric.
     pub fn render(&self) -> String {
         let mut out = String::new();
         self.render_batches(&mut out);
+        self.render_progress(&mut out, Instant::now());
+        let _ = writeln!(
+            out,
+            "# HELP weir_dlq_records_by_reason_total Input records sent to the DLQ (in committed transactions), by the reason in their weir.dlq.reason header.\n# TYPE weir_dlq_records_by_reason_total counter"
+        );
+        for (reason, counter) in DlqReason::ALL.iter().zip(&self.dlq_by_reason) {
+            let _ = writeln!(
+                out,
+                "weir_dlq_records_by_reason_total{{reason=\"{}\"}} {}",
+                reason.header_value(),
+                counter.get()
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP weir_store_retries_total Store calls retried with backoff during an outage, by operation: read (the workflow worker's loads, checkpoints, timers), write (the materialiser's).\n# TYPE weir_store_retries_total counter"
+        );
+        for (op, counter) in [
+            ("read", &self.store_read_retries),
+            ("write", &self.store_write_retries),
+        ] {
+            let _ = writeln!(
+                out,
+                "weir_store_retries_total{{op=\"{op}\"}} {}",
+                counter.get()
+            );
+        }
         let _ = writeln!(
             out,
             "# HELP weir_schedule_ticks_total Schedule ticks taken, by outcome: started an execution, skipped (overlap), missed (owed longer than the catch-up window).\n# TYPE weir_schedule_ticks_total counter"
@@ -267,11 +434,6 @@ impl Metrics {
             self.inline_activities_spilled.get(),
         );
         counter(
-            "store_retries_total",
-            "Store calls retried with backoff during an outage.",
-            self.store_retries.get(),
-        );
-        counter(
             "registry_holds_total",
             "Records held in their partition and read again because the schema registry did not answer.",
             self.registry_holds.get(),
@@ -377,6 +539,73 @@ impl Metrics {
             );
         }
         out
+    }
+
+    /// The consumer lag and stalls of each worker kind: per owned partition, and per worker
+    /// (always there).
+    fn render_progress(&self, out: &mut String, now: Instant) {
+        let kinds = [
+            ("workflow", &self.workflow_batches.progress),
+            ("activity", &self.activity_batches.progress),
+            ("trigger", &self.trigger_batches.progress),
+        ];
+        let states: Vec<_> = kinds
+            .iter()
+            .map(|(worker, progress)| (*worker, progress.state().partitions.clone()))
+            .collect();
+        let _ = writeln!(
+            out,
+            "# HELP weir_consumer_lag Records readable on an owned input partition past the worker's position (its high watermark less its position).\n# TYPE weir_consumer_lag gauge"
+        );
+        for (worker, partitions) in &states {
+            for ((topic, partition), state) in partitions {
+                let _ = writeln!(
+                    out,
+                    "weir_consumer_lag{{worker=\"{worker}\",topic=\"{topic}\",partition=\"{partition}\"}} {}",
+                    state.lag()
+                );
+            }
+        }
+        let _ = writeln!(
+            out,
+            "# HELP weir_partition_stall_seconds How long an owned input partition has had records to read without the worker's position moving (0 when caught up).\n# TYPE weir_partition_stall_seconds gauge"
+        );
+        for (worker, partitions) in &states {
+            for ((topic, partition), state) in partitions {
+                let _ = writeln!(
+                    out,
+                    "weir_partition_stall_seconds{{worker=\"{worker}\",topic=\"{topic}\",partition=\"{partition}\"}} {}",
+                    state.stalled(now).as_secs_f64()
+                );
+            }
+        }
+        let _ = writeln!(
+            out,
+            "# HELP weir_consumer_lag_records Records readable past the worker's position, summed over the input partitions it owns.\n# TYPE weir_consumer_lag_records gauge"
+        );
+        for (worker, partitions) in &states {
+            let sum: i64 = partitions.values().map(PartitionState::lag).sum();
+            let _ = writeln!(
+                out,
+                "weir_consumer_lag_records{{worker=\"{worker}\"}} {sum}"
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP weir_partition_stall_seconds_max The longest stall among the input partitions the worker owns (0 when none has records it does not read).\n# TYPE weir_partition_stall_seconds_max gauge"
+        );
+        for (worker, partitions) in &states {
+            let max = partitions
+                .values()
+                .map(|state| state.stalled(now))
+                .max()
+                .unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "weir_partition_stall_seconds_max{{worker=\"{worker}\"}} {}",
+                max.as_secs_f64()
+            );
+        }
     }
 
     /// The per-worker batch metrics, one series per worker kind.
@@ -523,6 +752,135 @@ mod tests {
         assert!(
             response.contains("weir_kafka_client_restarts_total{worker=\"activity\"} 1"),
             "{response}"
+        );
+    }
+
+    fn sample(partition: i32, position: Option<i64>, end: Option<i64>) -> PartitionSample {
+        PartitionSample {
+            topic: "weir.submissions".to_owned(),
+            partition,
+            position,
+            end,
+        }
+    }
+
+    fn line<'a>(rendered: &'a str, series: &str) -> Option<&'a str> {
+        rendered
+            .lines()
+            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+    }
+
+    #[test]
+    fn every_family_an_alert_names_is_there_before_anything_happened() {
+        let rendered = Metrics::default().render();
+        for series in [
+            "weir_consumer_lag_records{worker=\"workflow\"}",
+            "weir_partition_stall_seconds_max{worker=\"trigger\"}",
+            "weir_dlq_records_by_reason_total{reason=\"misrouted\"}",
+            "weir_store_retries_total{op=\"read\"}",
+            "weir_store_retries_total{op=\"write\"}",
+            "weir_execution_starts_deferred_total",
+        ] {
+            assert_eq!(line(&rendered, series), Some("0"), "{series} in {rendered}");
+        }
+        assert!(!rendered.contains("weir_consumer_lag{"), "{rendered}");
+    }
+
+    #[test]
+    fn dead_letters_are_counted_by_the_reason_in_their_header() {
+        let metrics = Metrics::default();
+        metrics.dead_letter(b"misrouted");
+        metrics.dead_letter(b"misrouted");
+        metrics.dead_letter(b"no-such-reason");
+        let rendered = metrics.render();
+        assert_eq!(line(&rendered, "weir_dlq_records_total"), Some("3"));
+        let by = |reason: &str| {
+            line(
+                &rendered,
+                &format!("weir_dlq_records_by_reason_total{{reason=\"{reason}\"}}"),
+            )
+        };
+        assert_eq!(by("misrouted"), Some("2"));
+        assert_eq!(by("other"), Some("1"));
+        assert_eq!(by("conflict"), Some("0"));
+    }
+
+    #[test]
+    fn a_partition_with_records_to_read_and_no_progress_stalls() {
+        let progress = PartitionProgress::default();
+        let start = Instant::now();
+        progress.record(start, [sample(0, Some(5), Some(10)), sample(1, None, None)]);
+        let (lag, stalled) = {
+            let state = progress.state();
+            assert_eq!(state.partitions.len(), 1, "nothing fetched of 1: not shown");
+            let p0 = state.partitions[&("weir.submissions".to_owned(), 0)];
+            (p0.lag(), p0.stalled(start + Duration::from_secs(7)))
+        };
+        assert_eq!(lag, 5);
+        assert_eq!(
+            stalled,
+            Duration::from_secs(7),
+            "no progress since the first sample"
+        );
+        // Same position, more records: the stall goes on.
+        let later = start + Duration::from_secs(10);
+        progress.record(later, [sample(0, Some(5), Some(12))]);
+        let p0 = progress.state().partitions[&("weir.submissions".to_owned(), 0)];
+        assert_eq!(p0.stalled(later), Duration::from_secs(10));
+        // Moving forward ends it, even with records still to read.
+        let moved = later + Duration::from_secs(1);
+        progress.record(moved, [sample(0, Some(6), Some(12))]);
+        let p0 = progress.state().partitions[&("weir.submissions".to_owned(), 0)];
+        assert_eq!((p0.lag(), p0.stalled(moved)), (6, Duration::ZERO));
+    }
+
+    #[test]
+    fn an_unknown_position_keeps_the_last_one_or_counts_as_caught_up() {
+        let progress = PartitionProgress::default();
+        let now = Instant::now();
+        // First sight, nothing taken yet: caught up with the end it has.
+        progress.record(now, [sample(0, None, Some(10))]);
+        let p0 = progress.state().partitions[&("weir.submissions".to_owned(), 0)];
+        assert_eq!(p0.lag(), 0);
+        // Then records arrive and are not read (a sought or paused partition): they lag.
+        progress.record(now, [sample(0, None, Some(14))]);
+        let p0 = progress.state().partitions[&("weir.submissions".to_owned(), 0)];
+        assert_eq!(p0.lag(), 4);
+        // A partition no longer assigned goes.
+        progress.record(now, [sample(3, Some(0), Some(0))]);
+        let state = progress.state();
+        assert_eq!(
+            state.partitions.keys().collect::<Vec<_>>(),
+            [&("weir.submissions".to_owned(), 3)]
+        );
+    }
+
+    #[test]
+    fn per_partition_series_and_their_aggregates_are_rendered() {
+        let metrics = Metrics::default();
+        let now = Instant::now();
+        metrics.workflow_batches.progress.record(
+            now,
+            [sample(0, Some(1), Some(4)), sample(1, Some(2), Some(4))],
+        );
+        let rendered = metrics.render();
+        let series =
+            "weir_consumer_lag{worker=\"workflow\",topic=\"weir.submissions\",partition=\"0\"}";
+        assert_eq!(line(&rendered, series), Some("3"), "{rendered}");
+        assert_eq!(
+            line(&rendered, "weir_consumer_lag_records{worker=\"workflow\"}"),
+            Some("5")
+        );
+        assert_eq!(
+            rendered.matches("# TYPE weir_consumer_lag gauge").count(),
+            1,
+            "{rendered}"
+        );
+        assert!(
+            rendered.contains(
+                "weir_partition_stall_seconds{worker=\"workflow\",topic=\"weir.submissions\",partition=\"1\"}"
+            ),
+            "{rendered}"
         );
     }
 }

@@ -228,6 +228,7 @@ impl ActivityWorker {
                     .filter(|_| held > 0)
                     .map(|wait| Instant::now() + wait);
             }
+            super::lag::sample(&member.consumer, &self.metrics.activity_batches.progress);
             // The one clock reading: every input of this turn is handled at this instant.
             let now = Utc::now();
             last = Some(now);

@@ -5,9 +5,10 @@
 //! [`weir_core::dlq`]'s rule, which the simulation applies too; this module adds the value's
 //! encoding and the copy's headers.
 //!
-//! `weir_dlq_records_total` counts dead letters whose transaction *committed*: the
-//! transactional producer counts them after the commit ([`is_dead_letter`]), so a batch that
-//! aborts and runs again counts its dead letters once.
+//! `weir_dlq_records_total` counts dead letters whose transaction *committed* (and
+//! `weir_dlq_records_by_reason_total` by their reason header): the transactional producer
+//! counts them after the commit ([`dead_letter_reason`]), so a batch that aborts and runs again
+//! counts its dead letters once.
 
 use chrono::Utc;
 use rdkafka::message::{Headers, Message, OwnedMessage};
@@ -36,7 +37,16 @@ pub struct DeadLetterError {
 
 /// Whether `record` is a dead letter (every one carries the reason header).
 pub fn is_dead_letter(record: &OutgoingRecord) -> bool {
-    record.headers.iter().any(|(k, _)| k == dlq_headers::REASON)
+    dead_letter_reason(record).is_some()
+}
+
+/// The reason header's value of `record`, if it is a dead letter.
+pub fn dead_letter_reason(record: &OutgoingRecord) -> Option<&[u8]> {
+    record
+        .headers
+        .iter()
+        .find(|(k, _)| k == dlq_headers::REASON)
+        .map(|(_, v)| v.as_slice())
 }
 
 /// The DLQ record for `message`, or a typed error when its envelope cannot be encoded.

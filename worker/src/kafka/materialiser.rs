@@ -196,9 +196,12 @@ impl Materialiser {
                 let mut written = Ok(());
                 for job in MaterialiseJob::merge_by_stamp(queued) {
                     let span = info_span!("materialise", first, batch, rows = job.history.len());
-                    written = patiently(&patience, &metrics.store_retries, "materialise", || {
-                        write(store.as_ref(), &job)
-                    })
+                    written = patiently(
+                        &patience,
+                        &metrics.store_write_retries,
+                        "materialise",
+                        || write(store.as_ref(), &job),
+                    )
                     .instrument(span)
                     .await;
                     if written.is_err() {

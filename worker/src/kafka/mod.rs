@@ -12,6 +12,7 @@ pub mod encode;
 pub mod group;
 pub mod headers;
 pub mod history_reader;
+pub mod lag;
 pub mod materialiser;
 pub mod member;
 pub mod outgoing;

@@ -15,7 +15,7 @@ use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::Producer;
 
 use super::KafkaConfig;
-use super::dlq::is_dead_letter;
+use super::dlq::dead_letter_reason;
 use super::outgoing::{Landed, OutgoingRecord};
 use super::producer::Served;
 use crate::metrics::Metrics;
@@ -62,7 +62,7 @@ pub struct Transactor {
     producer: Served,
     transactional_id: Arc<str>,
     timeout: Duration,
-    /// Where committed dead letters are counted (`weir_dlq_records_total`).
+    /// Where committed dead letters are counted (`weir_dlq_records_total`, and by reason).
     metrics: Option<Arc<Metrics>>,
     /// The prefix of this producer's failpoint names (`trigger-` for the trigger worker's,
     /// so that a test can stop one worker's transactions and not the others').
@@ -139,8 +139,9 @@ impl Transactor {
         {
             Ok(landed) => {
                 if let Some(metrics) = &self.metrics {
-                    let dead = records.iter().filter(|r| is_dead_letter(r)).count();
-                    metrics.dlq_records.add(dead as u64);
+                    for reason in records.iter().filter_map(dead_letter_reason) {
+                        metrics.dead_letter(reason);
+                    }
                 }
                 Ok(landed)
             }

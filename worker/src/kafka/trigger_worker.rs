@@ -91,6 +91,7 @@ impl TriggerWorker {
             }
             let records =
                 collect_batch(&member.consumer, std::time::Duration::ZERO, MAX_BATCH).await;
+            super::lag::sample(&member.consumer, &self.metrics.trigger_batches.progress);
             if let Some((code, reason)) = member.consumer.client().fatal_error() {
                 // E.g. FENCED_INSTANCE_ID, after a broker was away longer than the session: a
                 // consumer that failed fatally reads nothing more. Its clients are rebuilt.

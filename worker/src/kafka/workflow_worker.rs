@@ -191,7 +191,7 @@ impl<S: Store> StoreAdapter<S> {
     where
         Fut: std::future::Future<Output = Result<T, StoreError>>,
     {
-        patiently(&self.patience, &self.metrics.store_retries, what, call).await
+        patiently(&self.patience, &self.metrics.store_read_retries, what, call).await
     }
 }
 
@@ -496,6 +496,10 @@ impl Log for KafkaLog {
             records = collect_batch(&self.member.consumer, self.config.commit_interval, max) => records,
             _ = self.shutdown.changed() => return Ok(Polled::Shutdown),
         };
+        super::lag::sample(
+            &self.member.consumer,
+            &self.metrics.workflow_batches.progress,
+        );
         if let Some((code, reason)) = self.member.consumer.client().fatal_error() {
             // E.g. FENCED_INSTANCE_ID, after a broker was away longer than the session.
             let cause = WorkerError::ConsumerFatal {
