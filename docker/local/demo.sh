@@ -10,8 +10,19 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$ROOT"
 . docker/local/install.sh
 
+started=$(date +%s)
 ensure_rust_build_deps
-bash docker/local/stack.sh up
+# Every Debian package before anything runs in the background (apt takes one lock).
+ensure_java17
+ensure_maven
+# The stack boots (and, the first time, fetches Kafka and Cassandra) while cargo builds: on a
+# fresh machine each takes minutes, and one waits for the network or the JVMs, the other for
+# the CPU. Both are waited for before anything runs.
+stack_log="$WEIR_CACHE/demo-stack-up.log"
+mkdir -p "$WEIR_CACHE"
+log "bringing the stack up in the background (log: $stack_log)"
+bash docker/local/stack.sh up >"$stack_log" 2>&1 &
+stack_pid=$!
 eval "$(bash docker/local/stack.sh env)"
 export WEIR_BROKERS WEIR_CQL
 export WEIR_COMPONENTS_DIR="$WEIR_CACHE/examples"
@@ -23,6 +34,12 @@ log "building weir"
 # the CQL driver) are optimised in it anyway (see the workspace Cargo.toml).
 cargo build -p weir --bins --locked
 WEIR="$CARGO_TARGET_DIR/debug/weir"
+
+if ! wait "$stack_pid"; then
+  cat "$stack_log" >&2
+  die "the local stack did not come up"
+fi
+log "stack up: kafka $WEIR_BROKERS, cassandra $WEIR_CQL"
 
 log "applying the topology (topics and CQL schema)"
 "$WEIR" topology apply
@@ -49,5 +66,6 @@ done
 echo "its history (weir history $id):"
 "$WEIR" history "$id"
 echo
+echo "The demo took $(( $(date +%s) - started )) s."
 echo "The stack is still up: Kafka at $WEIR_BROKERS, Cassandra at $WEIR_CQL."
 echo "Stop it with:  bash docker/local/stack.sh down"

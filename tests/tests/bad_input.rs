@@ -79,6 +79,7 @@ impl AvroRecord for RawAnswer {
                 "result".into(),
                 Avro::Record(vec![("outcome".into(), outcome)]),
             ),
+            ("ran".into(), Avro::Union(0, Box::new(Avro::Null))),
         ]);
         Ok(Avro::Record(vec![(
             "response".into(),

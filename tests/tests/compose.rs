@@ -68,15 +68,59 @@ fn declared_env(path: &[String]) -> Option<BTreeSet<String>> {
 #[test]
 fn services_and_images_are_the_documented_ones() {
     let compose = compose();
-    let names: BTreeSet<&str> = compose["services"]
-        .as_mapping()
-        .expect("services")
-        .keys()
-        .map(|k| k.as_str().expect("name"))
-        .collect();
+    // The default stack, and what the `monitoring` profile adds.
+    let in_profile = |profile: Option<&str>| -> BTreeSet<&str> {
+        compose["services"]
+            .as_mapping()
+            .expect("services")
+            .iter()
+            .filter(|(_, s)| {
+                let profiles: Vec<&str> = s["profiles"]
+                    .as_sequence()
+                    .map(|p| p.iter().filter_map(Value::as_str).collect())
+                    .unwrap_or_default();
+                match profile {
+                    None => profiles.is_empty(),
+                    Some(p) => profiles == [p],
+                }
+            })
+            .map(|(k, _)| k.as_str().expect("name"))
+            .collect()
+    };
     assert_eq!(
-        names,
+        in_profile(None),
         BTreeSet::from(["kafka", "scylla", "topology", "worker"])
+    );
+    assert_eq!(
+        in_profile(Some("monitoring")),
+        BTreeSet::from(["grafana", "prometheus"])
+    );
+    assert_eq!(
+        compose["services"].as_mapping().expect("services").len(),
+        6,
+        "every service is in the default stack or the monitoring profile"
+    );
+    // Prometheus finds the workers on the port their metrics are served at.
+    let prometheus = repo_root().join("docker/monitoring/prometheus.yml");
+    let prometheus: Value =
+        serde_yaml::from_str(&std::fs::read_to_string(prometheus).expect("prometheus.yml"))
+            .expect("valid YAML");
+    let weir_job = prometheus["scrape_configs"]
+        .as_sequence()
+        .expect("scrape_configs")
+        .iter()
+        .find(|job| job["job_name"].as_str() == Some("weir"))
+        .expect("a scrape job `weir`");
+    let worker_env = environment(service(&compose, "worker"));
+    let metrics_port = worker_env
+        .get("WEIR_METRICS_ADDR")
+        .and_then(|a| a.rsplit(':').next())
+        .and_then(|p| p.parse::<u64>().ok())
+        .expect("the worker serves its metrics on WEIR_METRICS_ADDR");
+    assert_eq!(
+        weir_job["dns_sd_configs"][0]["port"].as_u64(),
+        Some(metrics_port),
+        "{weir_job:?}"
     );
     let kafka_image = service(&compose, "kafka")["image"].as_str().expect("image");
     assert!(kafka_image.starts_with("apache/kafka:4."), "{kafka_image}");

@@ -30,6 +30,10 @@ use weir_e2e::{delivered_events, wait_for};
 
 const AWAIT_APPROVAL: &str = "weir-examples:workflows/approval-event.await-approval";
 const COLLECT: &str = "weir-examples:workflows/approval-event.collect";
+/// How long the collector sleeps before it waits for its events: the window in which the test
+/// sends them (a JVM starts for one of them). 10 s was too short beside two other test
+/// binaries and the simulation on 2 cores (the events came after the wait opened).
+const COLLECTOR_SLEEP_MS: u64 = 60_000;
 const TIMEOUT: Duration = Duration::from_secs(120);
 
 fn send_with_cli(
@@ -115,7 +119,7 @@ async fn events_reach_running_executions_once_and_the_rest_is_dead_lettered() {
         .submit(&producer, AWAIT_APPROVAL, json!(["order-2", 1]))
         .await;
     let collector = deployment
-        .submit(&producer, COLLECT, json!([2, 10_000]))
+        .submit(&producer, COLLECT, json!([2, COLLECTOR_SLEEP_MS]))
         .await;
 
     // The event first: sent once the wait is in the history; the timeout is cancelled.
@@ -137,8 +141,8 @@ async fn events_reach_running_executions_once_and_the_rest_is_dead_lettered() {
         "order-1-ok"
     );
 
-    // Before the wait: `collect` sleeps 10 s first. The same event id twice (once from the
-    // Java client, once from the CLI) is taken once.
+    // Before the wait: `collect` sleeps first (COLLECTOR_SLEEP_MS). The same event id twice
+    // (once from the Java client, once from the CLI) is taken once.
     history_when(&deployment, &collector, "the collector's sleep", |h| {
         h.len() >= 3
     })
@@ -158,6 +162,21 @@ async fn events_reach_running_executions_once_and_the_rest_is_dead_lettered() {
         "2",
         "item-2",
     ));
+    // Both kept while it sleeps: no wait of theirs is open yet. (Were this to time out, the
+    // sends took longer than the collector's sleep: its window is what the test measures.)
+    history_when(
+        &deployment,
+        &collector,
+        "both items kept while the collector sleeps",
+        |h| {
+            let kept = h
+                .iter()
+                .filter(|r| matches!(&r.entry, HistoryEntry::EventReceived(_)))
+                .count();
+            kept == 2 && !waits_for_an_event(h)
+        },
+    )
+    .await;
 
     let results = deployment.results(
         &[

@@ -250,6 +250,8 @@ pub struct Metrics {
     pub inline_activities_spilled: Counter,
     pub executions_cached: Gauge,
     pub executions_parked: Gauge,
+    /// Executions whose start is deferred, waiting for their `retry` timer.
+    pub executions_start_deferred: Gauge,
     /// 1 while admission keeps new submissions in their partitions (as many runs in flight
     /// as the pool may park), 0 while they are read.
     pub submissions_paused: Gauge,
@@ -493,6 +495,11 @@ impl Metrics {
             "executions_parked",
             "Workflow instances parked in memory.",
             self.executions_parked.get(),
+        );
+        gauge(
+            "executions_start_deferred",
+            "Executions whose start is deferred (a full instance pool, a component not deployed yet), waiting to be tried again.",
+            self.executions_start_deferred.get(),
         );
         gauge(
             "submissions_paused",

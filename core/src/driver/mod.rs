@@ -358,6 +358,7 @@ where
             owned: self.owned.len(),
             cached: self.processor.len(),
             parked: self.processor.parked(),
+            deferred: self.processor.deferred(),
             stats: self.processor.stats(),
             inputs,
             effects,

@@ -241,6 +241,8 @@ pub struct Report {
     pub owned: usize,
     pub cached: usize,
     pub parked: usize,
+    /// Executions whose start is deferred, waiting for their `retry` timer.
+    pub deferred: usize,
     pub stats: ProcessorStats,
     /// Of the last batch: input records and timers, records out.
     pub inputs: usize,

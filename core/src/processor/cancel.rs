@@ -223,7 +223,9 @@ impl<R: WorkflowRunner> Processor<R> {
         batch: &mut Batch,
         id: &ExecutionId,
     ) -> Result<(), ProcessorError> {
-        let now = batch.now;
+        // When what is delivered next happened (`Batch::at`): an inline attempt that ended past
+        // the deadline comes too late, though the batch began before it.
+        let now = batch.at;
         let passed = |live: &Live<R::Run>| {
             live.view.state != ExecutionState::Finished
                 && live.view.created.deadline.is_some_and(|d| d <= now)

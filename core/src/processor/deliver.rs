@@ -96,9 +96,14 @@ impl<R: WorkflowRunner> Processor<R> {
             ran: Some(ran),
         };
         let at = std::mem::replace(&mut batch.at, ran.finished_at.max(batch.now));
-        let delivered = self
-            .deliver(batch, &request.parent_execution_id, response, None, None)
-            .await;
+        // An answer that came after the parent's deadline finds it timed out (and is dropped).
+        let delivered = match self.enforce_deadline(batch, &request.parent_execution_id) {
+            Ok(()) => {
+                self.deliver(batch, &request.parent_execution_id, response, None, None)
+                    .await
+            }
+            Err(e) => Err(e),
+        };
         batch.at = at;
         delivered
     }

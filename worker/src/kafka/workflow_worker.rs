@@ -750,6 +750,7 @@ impl Log for KafkaLog {
         m.partitions_owned.set(report.owned as i64);
         m.executions_cached.set(report.cached as i64);
         m.executions_parked.set(report.parked as i64);
+        m.executions_start_deferred.set(report.deferred as i64);
         m.submissions_paused.set(i64::from(!report.admitting));
         m.workflow_batches.records_in.add(report.inputs as u64);
         if report.inputs > 0 {
