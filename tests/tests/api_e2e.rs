@@ -8,13 +8,24 @@
 //!   refused at once (409), one that breaks the rules is a 400.
 //! - Without tokens, the server refuses to start unless told to serve anyone.
 //! - Schedules (issue 13 item 7): created, listed, paused and deleted; a bad spec is a 400.
+//! - Live views (issue 37 item 5): the stream of an execution sends every history entry once,
+//!   in seq order, then the result, and ends; resuming with `Last-Event-ID` (or `?after=`)
+//!   sends exactly the entries after it; a request without a token is refused; an id the store
+//!   does not have is `waiting`.
+//! - `weir submit --follow` prints each history entry as `weir history` does, then the
+//!   result, and exits 0 (4 for a result that is not `ok`); with no workflow worker running
+//!   it says so (the workers' consumer group has no members), and keeps following until one
+//!   runs.
 
+use std::io::Read as _;
+use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use weir_e2e::deployment::Deployment;
 
 const GREET: &str = "weir-examples:workflows/hello.greet";
+const SLEEP_FOR: &str = "weir-examples:workflows/sleepy.sleep-for";
 
 async fn call(
     client: &reqwest::Client,
@@ -363,4 +374,292 @@ async fn schedules_are_created_listed_paused_and_deleted_through_the_api() {
         }
     })
     .await;
+}
+
+/// One server-sent event.
+#[derive(Debug, Clone)]
+struct SseEvent {
+    name: String,
+    id: Option<String>,
+    data: Value,
+}
+
+/// Reads the event stream `request` opens until the server ends it, or until `enough` holds
+/// for the events read so far; the HTTP status and the events. Heartbeat comments are skipped.
+async fn read_stream(
+    request: reqwest::RequestBuilder,
+    enough: impl Fn(&[SseEvent]) -> bool,
+) -> (u16, Vec<SseEvent>) {
+    let mut response = request.send().await.expect("open the stream");
+    let status = response.status().as_u16();
+    if status != 200 {
+        return (status, Vec::new());
+    }
+    let content_type = response
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        content_type.starts_with("text/event-stream"),
+        "{content_type}"
+    );
+    let mut events = Vec::new();
+    let mut buffer = String::new();
+    let (mut name, mut id, mut data) = (String::from("message"), None, Vec::<String>::new());
+    while let Some(chunk) = response.chunk().await.expect("a chunk of the stream") {
+        buffer.push_str(std::str::from_utf8(&chunk).expect("UTF-8"));
+        while let Some(end) = buffer.find('\n') {
+            let line = buffer[..end].trim_end_matches('\r').to_owned();
+            buffer.drain(..=end);
+            if line.is_empty() {
+                if !data.is_empty() {
+                    events.push(SseEvent {
+                        name: std::mem::replace(&mut name, "message".to_owned()),
+                        id: id.take(),
+                        data: serde_json::from_str(&data.join("\n")).expect("JSON data"),
+                    });
+                    data.clear();
+                }
+                continue;
+            }
+            if line.starts_with(':') {
+                continue;
+            }
+            let (field, value) = line.split_once(':').unwrap_or((line.as_str(), ""));
+            let value = value.strip_prefix(' ').unwrap_or(value).to_owned();
+            match field {
+                "event" => name = value,
+                "id" => id = Some(value),
+                "data" => data.push(value),
+                _ => {}
+            }
+        }
+        if enough(&events) {
+            break;
+        }
+    }
+    (status, events)
+}
+
+fn history_seqs(events: &[SseEvent]) -> Vec<u64> {
+    events
+        .iter()
+        .filter(|e| e.name == "history")
+        .map(|e| {
+            let seq = e.data["seq"].as_u64().expect("a seq");
+            assert_eq!(e.id.as_deref(), Some(seq.to_string().as_str()), "{e:?}");
+            seq
+        })
+        .collect()
+}
+
+/// Issue 37 item 5: `GET /v1/executions/{id}/stream`.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_stream_sends_each_entry_once_in_order_then_the_result_and_resumes_exactly() {
+    let deployment = Deployment::new("api_stream");
+    let _worker = deployment.start_worker("w", &[]);
+    let (read, admin) = (
+        "read-token-0123456789abcdef",
+        "admin-token-0123456789abcdef",
+    );
+    let server = deployment.serve_api(read, admin);
+    let base = format!("{}/v1", server.base);
+    let client = weir_e2e::http()
+        .timeout(Duration::from_secs(120))
+        .build()
+        .expect("client");
+    let stream_url = |id: &str| format!("{base}/executions/{id}/stream");
+    let ended = |_: &[SseEvent]| false;
+
+    // Refused without a token or with an unknown one, as every read is.
+    let unknown = "E_01ARZ3NDEKTSV4RRFFQ69G5FAV";
+    let (status, body) = call(&client, client.get(stream_url(unknown)), None).await;
+    assert_eq!((status, error_code(&body)), (401, "unauthorized"), "{body}");
+    let (status, _) = call(
+        &client,
+        client.get(stream_url(unknown)),
+        Some("not-a-token-at-all"),
+    )
+    .await;
+    assert_eq!(status, 401);
+    let (status, body) = call(
+        &client,
+        client
+            .get(stream_url(unknown))
+            .header("last-event-id", "soon"),
+        Some(read),
+    )
+    .await;
+    assert_eq!((status, error_code(&body)), (400, "bad_request"), "{body}");
+
+    // An id the store does not have: `waiting` (and the stream stays open).
+    let (status, events) = read_stream(
+        client.get(stream_url(unknown)).bearer_auth(read),
+        |events| !events.is_empty(),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(events[0].name, "waiting", "{events:?}");
+    assert_eq!(events[0].data["execution_id"], unknown);
+
+    // A sleeper, followed from its submission: every entry once and in order, then the result.
+    let (status, answer) = call(
+        &client,
+        client
+            .post(format!("{base}/executions"))
+            .json(&json!({"ffqn": SLEEP_FOR, "params": [1500]})),
+        Some(admin),
+    )
+    .await;
+    assert_eq!(status, 202, "{answer}");
+    let id = answer["execution_id"].as_str().expect("an id").to_owned();
+    let (status, events) = read_stream(client.get(stream_url(&id)).bearer_auth(read), ended).await;
+    assert_eq!(status, 200);
+    let seqs = history_seqs(&events);
+    let count = seqs.len() as u64;
+    assert!(
+        count >= 6,
+        "created, the delay and its answer, finished: {events:?}"
+    );
+    assert_eq!(seqs, (0..count).collect::<Vec<_>>(), "{events:?}");
+    let last = events.last().expect("events");
+    assert_eq!(
+        last.name, "result",
+        "the result ends the stream: {events:?}"
+    );
+    assert_eq!(last.data["execution_id"], id.as_str());
+    assert!(last.data["result"].get("ok").is_some(), "{last:?}");
+    let statuses: Vec<&SseEvent> = events.iter().filter(|e| e.name == "status").collect();
+    let final_status = &statuses.last().expect("a status").data;
+    assert_eq!(final_status["state"], "finished", "{events:?}");
+    assert_eq!(final_status["history_version"], count, "{events:?}");
+    // What the stream sent is what the history endpoint holds.
+    let (status, history) = call(
+        &client,
+        client.get(format!("{base}/executions/{id}/history")),
+        Some(read),
+    )
+    .await;
+    assert_eq!(status, 200, "{history}");
+    let streamed: Vec<Value> = events
+        .iter()
+        .filter(|e| e.name == "history")
+        .map(|e| e.data.clone())
+        .collect();
+    assert_eq!(&Value::Array(streamed), &history["entries"]);
+
+    // Resumed after seq 2: exactly the later entries, then the result; `?after=` alike, and
+    // the header wins over it.
+    for request in [
+        client.get(stream_url(&id)).header("last-event-id", "2"),
+        client.get(format!("{}?after=2", stream_url(&id))),
+        client
+            .get(format!("{}?after=0", stream_url(&id)))
+            .header("last-event-id", "2"),
+    ] {
+        let (status, resumed) = read_stream(request.bearer_auth(read), ended).await;
+        assert_eq!(status, 200);
+        assert_eq!(
+            history_seqs(&resumed),
+            (3..count).collect::<Vec<_>>(),
+            "{resumed:?}"
+        );
+        assert_eq!(resumed.last().map(|e| e.name.as_str()), Some("result"));
+    }
+    // Resumed after the last entry: the status and the result only.
+    let (_, resumed) = read_stream(
+        client
+            .get(stream_url(&id))
+            .header("last-event-id", (count - 1).to_string())
+            .bearer_auth(read),
+        ended,
+    )
+    .await;
+    let names: Vec<&str> = resumed.iter().map(|e| e.name.as_str()).collect();
+    assert_eq!(names, vec!["status", "result"], "{resumed:?}");
+}
+
+/// Issue 37 item 5: `weir submit --follow`, first with no workflow worker running.
+#[tokio::test(flavor = "multi_thread")]
+async fn submit_follow_prints_the_history_and_says_when_no_worker_runs() {
+    let deployment = Deployment::new("api_follow");
+    let out = deployment.logs().join("follow.out");
+    let err = deployment.logs().join("follow.err");
+    let child = deployment
+        .command()
+        .args(["submit", GREET, r#"["follow"]"#, "--follow"])
+        .args(["--not-taken-after", "1", "--timeout", "300"])
+        .stdout(std::fs::File::create(&out).expect("stdout file"))
+        .stderr(std::fs::File::create(&err).expect("stderr file"))
+        .spawn()
+        .expect("run weir submit --follow");
+    let mut child = weir_e2e::Killed(child);
+    let group = format!("{}.weir.workflow-workers", deployment.namespace);
+    let said = format!("no workflow worker is running (consumer group {group} has no members)");
+    weir_e2e::wait_until(
+        "--follow to say that no worker runs",
+        Duration::from_secs(120),
+        || {
+            let text = std::fs::read_to_string(&err).ok()?;
+            text.contains(&said).then_some(())
+        },
+    );
+    assert!(
+        child.0.try_wait().expect("try_wait").is_none(),
+        "it keeps following"
+    );
+
+    // A worker comes: the execution runs, and --follow prints it to the end.
+    let _worker = deployment.start_worker("w", &[]);
+    let status = weir_e2e::wait_until("--follow to exit", Duration::from_secs(240), || {
+        child.0.try_wait().expect("try_wait")
+    });
+    let mut stdout = String::new();
+    std::fs::File::open(&out)
+        .expect("stdout")
+        .read_to_string(&mut stdout)
+        .expect("read stdout");
+    let stderr = std::fs::read_to_string(&err).unwrap_or_default();
+    assert!(status.success(), "{status}: {stdout}\n{stderr}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    let id = lines[0];
+    assert!(id.starts_with("E_"), "{stdout}");
+    // Each entry in the form of `weir history`, then the result.
+    let history = deployment
+        .command()
+        .args(["history", id])
+        .output()
+        .expect("weir history");
+    let history = String::from_utf8_lossy(&history.stdout);
+    let expected: Vec<&str> = history.lines().skip(1).collect();
+    assert_eq!(expected.len(), 2, "created and finished: {history}");
+    assert_eq!(&lines[1..=expected.len()], expected.as_slice(), "{stdout}");
+    let result: Value =
+        serde_json::from_str(&lines[expected.len() + 1..].join("\n")).expect("the result");
+    assert_eq!(result, json!({"ok": "hello, follow"}), "{stdout}");
+
+    // A result that is not `ok`: exit code 4. (The worker runs: nothing to explain.)
+    let output = deployment
+        .command()
+        .args([
+            "submit",
+            SLEEP_FOR,
+            "[600000]",
+            "--deadline",
+            "1s",
+            "--follow",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run weir submit --follow");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(4), "{stdout}");
+    assert!(stdout.contains("timed-out"), "{stdout}");
+    assert!(
+        !String::from_utf8_lossy(&output.stderr).contains("no workflow worker"),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
 }

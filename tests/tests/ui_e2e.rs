@@ -12,6 +12,13 @@
 //!   takes it and finishes, and the page shows the wait answered.
 //! - An execution is cancelled from its page (issue 13 item 5): a sleeper finishes
 //!   `cancelled`, its delay answered.
+//! - The buttons fit the state (issue 37 item 6): Cancel and Terminate are displayed on a
+//!   running execution's page and not on a finished one's (what the browser shows, not only the
+//!   `hidden` attribute: a class's `display` used to override it).
+//! - Live without polling (issue 37 item 5): an approval's page, open while it waits, shows it
+//!   finished when its event is sent through the API, and the page made no request for the
+//!   execution or its history meanwhile: the update came through the execution's stream, read
+//!   once to its end.
 
 use std::time::Duration;
 
@@ -189,6 +196,53 @@ fn rows_of<'a>(page: &'a Value, kind: &str) -> Vec<&'a Value> {
         .collect()
 }
 
+/// Whether the browser displays Cancel and Terminate (computed visibility, WebDriver's
+/// "displayedness"), each read again if a render replaced it in between.
+async fn stop_buttons_displayed(client: &Client) -> (bool, bool) {
+    let mut shown = [false; 2];
+    for (i, css) in ["#stop #cancel", "#stop #terminate"]
+        .into_iter()
+        .enumerate()
+    {
+        shown[i] = wait_for(
+            &format!("whether {css} is displayed"),
+            PAGE_TIMEOUT,
+            || async {
+                client
+                    .find(Locator::Css(css))
+                    .await
+                    .ok()?
+                    .is_displayed()
+                    .await
+                    .ok()
+            },
+        )
+        .await;
+    }
+    (shown[0], shown[1])
+}
+
+/// The page's requests (resource timing) whose path is `path` exactly.
+async fn requests_to(client: &Client, path: &str) -> u64 {
+    let script = format!(
+        r##"return performance.getEntriesByType("resource")
+              .filter((e) => new URL(e.name).pathname === "{path}").length;"##
+    );
+    read(client, &script).await.as_u64().expect("a count")
+}
+
+/// Sends `approved` to `id` through the API (admin token).
+async fn approve_through_api(base: &str, id: &str, event_id: &str) {
+    let response = weir_e2e::http_client()
+        .post(format!("{base}/v1/executions/{id}/events"))
+        .bearer_auth(ADMIN)
+        .json(&json!({"name": "approved", "payload": "api-approver", "event_id": event_id}))
+        .send()
+        .await
+        .expect("send the event");
+    assert_eq!(response.status(), 202, "{:?}", response.text().await);
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn the_ui_submits_the_order_saga_finds_it_and_shows_its_history() {
     let deployment = Deployment::new("ui");
@@ -288,6 +342,13 @@ async fn the_ui_submits_the_order_saga_finds_it_and_shows_its_history() {
         "{page}"
     );
 
+    // A finished execution has nothing to stop: the buttons are not displayed.
+    assert_eq!(
+        stop_buttons_displayed(&client).await,
+        (false, false),
+        "Cancel and Terminate on a finished execution's page"
+    );
+
     // For a person reading a failure (or the docs): what the page looked like.
     let shot = client.screenshot().await.expect("screenshot");
     std::fs::write(deployment.logs().join("ui-execution.png"), shot).expect("save screenshot");
@@ -356,6 +417,12 @@ async fn the_ui_submits_the_order_saga_finds_it_and_shows_its_history() {
         true,
         "{waiting}"
     );
+    // A running execution can be stopped: the buttons are displayed.
+    assert_eq!(
+        stop_buttons_displayed(&client).await,
+        (true, true),
+        "Cancel and Terminate on a running execution's page"
+    );
     type_into(&client, "#event-name", "approved").await;
     type_into(&client, "#event-payload", r#""ui-approver""#).await;
     type_into(&client, "#event-id", "ui-order-approved").await;
@@ -392,6 +459,81 @@ async fn the_ui_submits_the_order_saga_finds_it_and_shows_its_history() {
     )
     .await;
     assert_eq!(form_hidden, true);
+
+    // Live without polling: an approval's page open while it waits; its event sent through
+    // the API, not the page. The page shows it finished, and asked nothing about it but its
+    // stream: no request for the execution or its history, before or after the update.
+    let watched = submit_through_api(&server.base, AWAIT_APPROVAL, json!(["ui-live", 600])).await;
+    // The page stays the same document across views: count its requests from here on.
+    read(&client, "performance.clearResourceTimings(); return true;").await;
+    client
+        .goto(&format!("{ui}#/executions/{watched}"))
+        .await
+        .expect("open the watched approval");
+    wait_page(
+        &client,
+        "the watched approval waiting for its event",
+        EXECUTION_PAGE,
+        |page| page["state"] == "running" && !rows_of(page, "event-wait").is_empty(),
+    )
+    .await;
+    let execution_path = format!("/v1/executions/{watched}");
+    let history_path = format!("{execution_path}/history");
+    let stream_path = format!("{execution_path}/stream");
+    let before = (
+        requests_to(&client, &execution_path).await,
+        requests_to(&client, &history_path).await,
+    );
+    approve_through_api(&server.base, &watched, "ui-live-approved").await;
+    let updated = wait_page(
+        &client,
+        "the watched approval shown finished",
+        EXECUTION_PAGE,
+        |page| page["state"] == "finished",
+    )
+    .await;
+    assert_eq!(updated["id"], watched.as_str());
+    assert_eq!(updated["outcome"], "ok", "{updated}");
+    assert!(
+        updated["result"]
+            .as_str()
+            .is_some_and(|r| r.contains("api-approver")),
+        "{updated}"
+    );
+    assert_eq!(rows_of(&updated, "event-delivered").len(), 1, "{updated}");
+    let after = (
+        requests_to(&client, &execution_path).await,
+        requests_to(&client, &history_path).await,
+    );
+    assert_eq!(
+        before,
+        (0, 0),
+        "the page read the execution only through its stream"
+    );
+    assert_eq!(
+        after, before,
+        "the page polled the execution or its history"
+    );
+    // The stream ends after the result; resource timing lists a request once it has ended.
+    let streams = wait_page(
+        &client,
+        "the stream's request ended",
+        &format!(
+            r##"return performance.getEntriesByType("resource")
+                  .filter((e) => new URL(e.name).pathname === "{stream_path}").length;"##
+        ),
+        |count| count.as_u64() >= Some(1),
+    )
+    .await;
+    assert_eq!(
+        streams, 1,
+        "one stream, read to its end without a reconnect"
+    );
+    assert_eq!(
+        stop_buttons_displayed(&client).await,
+        (false, false),
+        "the buttons gone once it finished"
+    );
 
     // Cancelled from the page (issue 13 item 5): a sleeper finishes `cancelled`, and its
     // page shows the cancellation in the history.

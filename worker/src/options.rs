@@ -190,6 +190,9 @@ pub const DEFAULT_MATERIALISE_QUEUE_BYTES: usize = 128 * 1024 * 1024;
 
 /// `weir submit --follow --timeout`: how long to wait for the result, in seconds.
 pub const DEFAULT_FOLLOW_TIMEOUT_SECS: u64 = 120;
+/// `weir submit --follow --not-taken-after`: seconds without the execution in the store before
+/// `--follow` says why it is likely not taken.
+pub const DEFAULT_NOT_TAKEN_AFTER_SECS: u64 = 5;
 
 // -------------------------------------------------------------------------------- `weir list`
 

@@ -2,9 +2,10 @@
 //! --json`, `weir schedule list --json`) and the HTTP API, so that both show an execution, its
 //! history, a list and a schedule the same way; and the text lines of `weir history`.
 
+use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
-use crate::codec::{Codec, DecodeError, HistoryEntry, HistoryRecord, RecordPosition};
+use crate::codec::{Codec, Created, DecodeError, HistoryEntry, HistoryRecord, RecordPosition};
 use crate::model::Response;
 use crate::store::list::cursor_text;
 use crate::store::rows::{ExecutionRow, HistoryRow, ListPage, ListedExecution};
@@ -209,52 +210,70 @@ pub fn correlation_json(listed: &crate::kafka::correlations::ListedKey) -> serde
     })
 }
 
-/// `weir history`'s table: a header, then one line per record — its seq, offset, time since the
-/// execution's creation (`at`), how long the work it answers ran (`ran`, for a child's answer
-/// that says), its kind and what it says — and, once finished, its end-to-end time.
+/// `weir history`'s table: [`history_header`], a [`history_line`] per record, and once
+/// finished [`history_took`]. `weir submit --follow` prints the same lines as they come.
 pub fn history_lines(entries: &[(&HistoryRow, HistoryRecord)]) -> Vec<String> {
-    let created = entries.iter().find_map(|(_, r)| match &r.entry {
-        HistoryEntry::Created(c) => Some(c),
-        _ => None,
-    });
-    let start = created.map(|c| c.created_at);
-    let mut lines = vec![format!(
-        "{:>4}  {:>8}  {:>10}  {:>9}  {:<9}  detail",
-        "seq", "offset", "at", "ran", "kind"
-    )];
+    let mut lines = vec![history_header()];
+    let mut created = None;
     for (row, record) in entries {
-        let happened = record.at.unwrap_or(row.recorded_at);
-        let at = start.map_or_else(String::new, |start| {
-            format!("+{}", seconds(happened - start))
-        });
-        let ran = match &record.entry {
-            HistoryEntry::ResponseAppended(Response::ChildExecutionFinished {
-                ran: Some(ran),
-                ..
-            }) => seconds(ran.duration()),
-            _ => String::new(),
-        };
-        let (kind, detail) = describe(&record.entry);
-        lines.push(format!(
-            "{:>4}  {:>8}  {at:>10}  {ran:>9}  {kind:<9}  {detail}",
-            record.seq, row.kafka_offset
-        ));
-    }
-    let finished = entries.iter().find_map(|(_, r)| match &r.entry {
-        HistoryEntry::Finished { finished_at, .. } => Some(*finished_at),
-        _ => None,
-    });
-    if let (Some(created), Some(finished)) = (created, finished) {
-        let waited = created.submitted_at.map_or_else(String::new, |submitted| {
-            format!(
-                " from its submission ({} waiting for a worker)",
-                seconds(created.created_at - submitted)
-            )
-        });
-        let from = created.submitted_at.unwrap_or(created.created_at);
-        lines.push(format!("took {}{waited}", seconds(finished - from)));
+        if let HistoryEntry::Created(c) = &record.entry {
+            created = Some(c);
+        }
+        lines.push(history_line(created.map(|c| c.created_at), row, record));
+        if let (Some(c), HistoryEntry::Finished { finished_at, .. }) = (created, &record.entry) {
+            lines.push(history_took(c, *finished_at));
+        }
     }
     lines
+}
+
+/// The columns of [`history_line`].
+pub fn history_header() -> String {
+    format!(
+        "{:>4}  {:>8}  {:>10}  {:>9}  {:<9}  detail",
+        "seq", "offset", "at", "ran", "kind"
+    )
+}
+
+/// One record of an execution created at `start`: its seq, offset, when it happened since the
+/// creation (`at`), how long the work a child's answer answers ran (`ran`, when it says), its
+/// kind and what it says.
+pub fn history_line(
+    start: Option<DateTime<Utc>>,
+    row: &HistoryRow,
+    record: &HistoryRecord,
+) -> String {
+    let happened = record.at.unwrap_or(row.recorded_at);
+    let at = start.map_or_else(String::new, |start| {
+        format!("+{}", seconds(happened - start))
+    });
+    let ran = match &record.entry {
+        HistoryEntry::ResponseAppended(Response::ChildExecutionFinished {
+            ran: Some(ran), ..
+        }) => seconds(ran.duration()),
+        _ => String::new(),
+    };
+    let (kind, detail) = describe(&record.entry);
+    format!(
+        "{:>4}  {:>8}  {at:>10}  {ran:>9}  {kind:<9}  {detail}",
+        record.seq, row.kafka_offset
+    )
+}
+
+/// How long an execution created as `created` took to its finish at `finished_at`: from its
+/// submission when its creation says when that was, with its wait for a worker.
+pub fn history_took(created: &Created, finished_at: DateTime<Utc>) -> String {
+    match created.submitted_at {
+        Some(submitted) => format!(
+            "took {} from its submission ({} waiting for a worker)",
+            seconds(finished_at - submitted),
+            seconds(created.created_at - submitted)
+        ),
+        None => format!(
+            "took {} from its creation",
+            seconds(finished_at - created.created_at)
+        ),
+    }
 }
 
 /// `1.234s`, to the millisecond (a negative span, from clocks that disagree, shows as 0).

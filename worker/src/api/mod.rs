@@ -1,6 +1,7 @@
 //! The HTTP API (`weir serve`): a small JSON API over what a client can do with Kafka and the
 //! store. It can submit (idempotently, by key), send an event to an execution or a correlation key, write a
-//! stub's value, cancel or terminate an execution, get an execution, read its history, list, and name the functions that have executions,
+//! stub's value, cancel or terminate an execution, get an execution, read its history, follow it
+//! live ([`stream`]: server-sent events), list, and name the functions that have executions,
 //! list, create, pause, resume and delete recurring schedules, and list correlation keys (`docs/openapi.yaml`). The web UI ([`ui`]) is
 //! served beside it and reads only this API.
 //!
@@ -13,6 +14,7 @@
 //!   name ([`guard`]).
 
 pub mod guard;
+pub mod stream;
 pub mod ui;
 
 use std::collections::HashSet;
@@ -114,6 +116,8 @@ pub struct Api {
     pub allowed_hosts: guard::AllowedHosts,
     /// The schedule and correlation listings read the whole of `weir.state`: one at a time.
     pub state_reads: StateReads,
+    /// The live views open on this server ([`stream`]), bounded, and ended when it stops.
+    pub streams: stream::Streams,
 }
 
 /// The one read of `weir.state` the API does at a time: a listing of schedules or correlation
@@ -230,6 +234,7 @@ pub fn router(api: Arc<Api>) -> Router {
         .route("/v1/executions", get(list).post(submit))
         .route("/v1/executions/{id}", get(execution))
         .route("/v1/executions/{id}/history", get(history))
+        .route("/v1/executions/{id}/stream", get(stream::stream))
         .route(
             "/v1/executions/{id}/events",
             axum::routing::post(send_event),

@@ -1,21 +1,16 @@
-//! The client commands: `weir submit` (optionally following the result), `weir send-event`,
+//! The client commands: `weir submit` (optionally following it: [`super::follow`]), `weir send-event`,
 //! `weir stub`, `weir cancel`, `weir status` and `weir history` (read from the CQL store).
 
-use std::io::Write as _;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::message::Message;
-use rdkafka::producer::FutureProducer;
-use rdkafka::{Offset, TopicPartitionList};
+use rdkafka::producer::{FutureProducer, Producer as _};
 use serde_json::Value;
 
 use super::ClusterArgs;
-use crate::codec::{Codec, ExecutionFinished, RecordPosition};
-use crate::kafka::partitioner::partition_for_key;
+use crate::codec::Codec;
 use crate::model::{ExecutionId, ExecutionResult, Ffqn};
 use crate::store::{CqlStore, Store, connect};
 use crate::topology::{TopicRole, Topology};
@@ -28,12 +23,18 @@ pub struct SubmitArgs {
     pub ffqn: String,
     /// Its parameters as a JSON array, e.g. `'["alice", 3]'`.
     pub params: String,
-    /// Wait for the result on weir.results and print it.
+    /// Follow it in the store: print each history entry as it is recorded, then the result
+    /// (exit code 4 if it is not `ok`).
     #[arg(long)]
     pub follow: bool,
     /// How long `--follow` waits, in seconds.
     #[arg(long, default_value_t = crate::options::DEFAULT_FOLLOW_TIMEOUT_SECS)]
     pub timeout: u64,
+    /// Seconds without the execution in the store before `--follow` says why it is likely
+    /// not taken (no workflow worker running, the function registered nowhere); it then
+    /// keeps following.
+    #[arg(long, default_value_t = crate::options::DEFAULT_NOT_TAKEN_AFTER_SECS)]
+    pub not_taken_after: u64,
     /// Past this the execution finishes `timed-out` and its children are cancelled: an RFC
     /// 3339 instant or a duration from now (`90s`, `5m`, `1h 30m`). The component's
     /// `deadline_ms`, if earlier, wins.
@@ -106,12 +107,15 @@ pub struct ShowArgs {
 /// Fails with the broker's reason when `topic` cannot be seen (most often a missing ACL: a
 /// topic the user may not describe looks absent, and a later call only says "unknown
 /// partition").
-fn visible(consumer: &BaseConsumer, topic: &str) -> anyhow::Result<()> {
-    let metadata = consumer.fetch_metadata(Some(topic), Duration::from_secs(10))?;
+fn visible<C: rdkafka::ClientContext>(
+    client: &rdkafka::client::Client<C>,
+    topic: &str,
+) -> anyhow::Result<()> {
+    let metadata = client.fetch_metadata(Some(topic), Duration::from_secs(10))?;
     match metadata.topics().first().and_then(|t| t.error()) {
         None => Ok(()),
         Some(code) => anyhow::bail!(
-            "cannot read topic `{topic}`: {} (authorization failures mean the Kafka user lacks \
+            "cannot use topic `{topic}`: {} (authorization failures mean the Kafka user lacks \
              the client's ACLs: docs/security.md)",
             rdkafka::error::RDKafkaErrorCode::from(code)
         ),
@@ -285,84 +289,35 @@ async fn submit_inner(args: SubmitArgs) -> anyhow::Result<ExitCode> {
     let kafka = args.cluster.kafka()?;
     let codec = Codec::single_object();
     let id = ExecutionId::top_level(ulid::Ulid::new());
-    let results = topology.topic(TopicRole::Results);
-    let key = id.to_string();
-
-    // Listen before submitting, from the current end of the one partition the result can land in.
-    let listener: Option<BaseConsumer> = if args.follow {
-        let mut config = kafka.client();
-        config
-            .set(
-                "group.id",
-                kafka.group_id(&format!("weir-submit-{}", ulid::Ulid::new())),
-            )
-            .set("isolation.level", "read_committed")
-            .set("enable.auto.commit", "false");
-        let consumer: BaseConsumer = config.create()?;
-        visible(&consumer, &results.name)?;
-        let partition = partition_for_key(key.as_bytes(), results.partitions);
-        let (_, high) =
-            consumer.fetch_watermarks(&results.name, partition, Duration::from_secs(10))?;
-        let mut list = TopicPartitionList::new();
-        list.add_partition_offset(&results.name, partition, Offset::Offset(high))?;
-        consumer.assign(&list)?;
-        Some(consumer)
+    let submissions = &topology.topic(TopicRole::Submissions).name;
+    let producer: FutureProducer = kafka.producer().create()?;
+    // Following reads the store: connect before submitting, so that a store out of reach
+    // fails before anything runs.
+    let store = if args.follow {
+        // A topic the user may not use fails here with the broker's reason, not later with
+        // a timeout.
+        visible(producer.client(), submissions)?;
+        Some(store(&args.cluster).await?)
     } else {
         None
     };
-
-    let submissions = &topology.topic(TopicRole::Submissions).name;
-    let producer: FutureProducer = kafka.producer().create()?;
-    let submission =
-        crate::codec::Submission::top_level(&id, ffqn, params, Default::default(), deadline);
+    let submission = crate::codec::Submission::top_level(
+        &id,
+        ffqn.clone(),
+        params,
+        Default::default(),
+        deadline,
+    );
     crate::kafka::submit::submit(&producer, &codec, submissions, &submission).await?;
     println!("{id}");
-    let Some(consumer) = listener else {
+    let Some(store) = store else {
         return Ok(ExitCode::SUCCESS);
     };
-
-    let started = Instant::now();
-    let give_up = started + Duration::from_secs(args.timeout);
-    let consumer = Arc::new(consumer);
-    loop {
-        if Instant::now() > give_up {
-            eprintln!();
-            anyhow::bail!("no result for {id} after {} s", args.timeout);
-        }
-        eprint!(
-            "\rwaiting for the result of {id}… {} s",
-            started.elapsed().as_secs()
-        );
-        let _ = std::io::stderr().flush();
-        let polled = {
-            let consumer = Arc::clone(&consumer);
-            tokio::task::spawn_blocking(move || {
-                consumer.poll(Duration::from_millis(500)).map(|r| {
-                    r.map(|m| {
-                        (
-                            m.key().map(<[u8]>::to_vec),
-                            m.payload().map(<[u8]>::to_vec),
-                            m.offset(),
-                        )
-                    })
-                })
-            })
-            .await?
-        };
-        let Some(polled) = polled else { continue };
-        let (message_key, payload, offset) = polled?;
-        if message_key.as_deref() != Some(key.as_bytes()) {
-            continue;
-        }
-        eprintln!();
-        let position = RecordPosition::at(&results.name, 0, offset);
-        let finished: ExecutionFinished = codec.decode(&payload.unwrap_or_default(), &position)?;
-        println!("{}", serde_json::to_string_pretty(&finished.result)?);
-        return Ok(match finished.result {
-            ExecutionResult::Ok(_) => ExitCode::SUCCESS,
-            _ => ExitCode::from(4),
-        });
-    }
+    let settings = super::follow::FollowSettings {
+        timeout: Duration::from_secs(args.timeout),
+        not_taken_after: Duration::from_secs(args.not_taken_after),
+    };
+    super::follow::follow(&store, &kafka, &id, &ffqn.to_string(), settings).await
 }
 
 pub(super) async fn store(cluster: &ClusterArgs) -> anyhow::Result<CqlStore> {

@@ -10,6 +10,7 @@ mod client;
 mod correlation;
 pub mod deploy;
 mod digest;
+mod follow;
 mod list;
 mod replay;
 mod schedule;

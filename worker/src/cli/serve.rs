@@ -113,6 +113,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             args.api_allowed_hosts.iter().map(String::as_str),
         ),
         state_reads: Default::default(),
+        streams: Default::default(),
     });
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
@@ -121,13 +122,16 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     // SIGTERM (docker stop, Kubernetes) and SIGINT alike: finish the requests in flight.
     use tokio::signal::unix::{SignalKind, signal};
     let mut terminate = signal(SignalKind::terminate())?;
-    axum::serve(listener, crate::api::router(api))
+    let router = crate::api::router(Arc::clone(&api));
+    axum::serve(listener, router)
         .with_graceful_shutdown(async move {
             tokio::select! {
                 _ = tokio::signal::ctrl_c() => {}
                 _ = terminate.recv() => {}
             }
             info!("API stopping");
+            // Live views never end by themselves: end them, or the shutdown waits for them.
+            api.streams.stop();
         })
         .await?;
     Ok(())

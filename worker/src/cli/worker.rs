@@ -26,6 +26,10 @@ use crate::topology::Topology;
 use crate::wasm::inline::InlineConfig;
 use crate::wasm::{EngineConfig, WasmHost};
 
+/// The consumer group of the workflow workers (in the deployment's namespace): `weir submit
+/// --follow` looks at its members to say that no workflow worker runs.
+pub(super) const WORKFLOW_WORKERS_GROUP: &str = "weir.workflow-workers";
+
 #[derive(Debug, Clone, Args)]
 pub struct WorkerArgs {
     #[command(flatten)]
@@ -410,7 +414,7 @@ async fn serve(args: WorkerArgs) -> anyhow::Result<()> {
     let mut tasks = tokio::task::JoinSet::new();
     if let Some(store) = store {
         let worker = WorkflowWorker::new(
-            config("weir.workflow-workers"),
+            config(WORKFLOW_WORKERS_GROUP),
             Arc::clone(&topology),
             Arc::clone(&host),
             store,

@@ -37,6 +37,7 @@ const CHECKPOINTS_PER_BATCH: usize = 10;
 struct Statements {
     insert_history: PreparedStatement,
     select_history: PreparedStatement,
+    select_history_after: PreparedStatement,
     insert_execution: PreparedStatement,
     select_execution: PreparedStatement,
     insert_timer: PreparedStatement,
@@ -405,6 +406,11 @@ impl CqlStore {
                  FROM {ks}.history WHERE execution_id = ?"
             ))
             .await?,
+            select_history_after: prepare(format!(
+                "SELECT seq, kind, record, kafka_partition, kafka_offset, recorded_at \
+                 FROM {ks}.history WHERE execution_id = ? AND seq > ? LIMIT ?"
+            ))
+            .await?,
             insert_execution: prepare(format!(
                 "INSERT INTO {ks}.executions (execution_id, ffqn, parent_id, params, state, result, \
                  history_version, kafka_partition, created_at, updated_at, finished_at) \
@@ -690,6 +696,46 @@ impl Store for CqlStore {
         let pager = self
             .session
             .execute_iter(self.statements.select_history.clone(), (id.as_str(),))
+            .await
+            .map_err(|e| result_error(&context, e))?;
+        let rows: Vec<HistoryColumns> = pager
+            .rows_stream::<HistoryColumns>()
+            .map_err(|e| result_error(&context, e))?
+            .try_collect()
+            .await
+            .map_err(|e| result_error(&context, e))?;
+        rows.into_iter()
+            .map(
+                |(seq, kind, record, kafka_partition, kafka_offset, recorded_at)| {
+                    Ok(HistoryRow {
+                        execution_id: execution_id.clone(),
+                        seq,
+                        kind: parse_name(&kind, &id)?,
+                        record,
+                        kafka_partition,
+                        kafka_offset,
+                        recorded_at,
+                    })
+                },
+            )
+            .collect()
+    }
+
+    async fn history_after(
+        &self,
+        execution_id: &ExecutionId,
+        after_seq: i64,
+        limit: usize,
+    ) -> Result<Vec<HistoryRow>, StoreError> {
+        let id = execution_id.to_string();
+        let context = format!("read history of {id} after seq {after_seq}");
+        let limit = i32::try_from(limit).unwrap_or(i32::MAX);
+        let pager = self
+            .session
+            .execute_iter(
+                self.statements.select_history_after.clone(),
+                (id.as_str(), after_seq, limit),
+            )
             .await
             .map_err(|e| result_error(&context, e))?;
         let rows: Vec<HistoryColumns> = pager

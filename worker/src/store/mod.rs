@@ -109,6 +109,22 @@ pub trait Store: Send + Sync {
         execution_id: &ExecutionId,
     ) -> impl Future<Output = Result<Vec<HistoryRow>, StoreError>> + Send;
 
+    /// The changelog records of an execution with `seq > after_seq`, in seq order, at most
+    /// `limit` of them (what a live view has not seen yet: `crate::api::stream`).
+    fn history_after(
+        &self,
+        execution_id: &ExecutionId,
+        after_seq: i64,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<HistoryRow>, StoreError>> + Send {
+        async move {
+            let mut rows = self.history(execution_id).await?;
+            rows.retain(|row| row.seq > after_seq);
+            rows.truncate(limit);
+            Ok(rows)
+        }
+    }
+
     /// Upserts an execution row, unless the store has the row at a later history version
     /// (writes are ordered by history version, not by arrival).
     fn put_execution(

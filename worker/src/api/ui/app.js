@@ -1,12 +1,15 @@
 // The Weir web UI: a page over the JSON API of the same server (docs/openapi.yaml), with no
 // build step and no dependencies. Views, chosen by the URL's hash:
-//   #/                     executions of a function, filtered and paged (live)
-//   #/executions/<id>      one execution: params, result, children, history timeline (live)
+//   #/                     executions of a function, filtered and paged (live: polled)
+//   #/executions/<id>      one execution: params, result, children, history timeline (live:
+//                          rendered from the execution's event stream, never polled)
 //   #/submit               a form that submits an execution
 // The API token (if the server asks for one) is kept in sessionStorage, for this tab only.
 "use strict";
 
 const LIVE_MS = 1000;
+// A stream silent this long (the server sends a heartbeat every 15 s) is taken for dropped.
+const STREAM_SILENCE_MS = 45_000;
 const TOKEN_KEY = "weir.token";
 const FUNCTION_KEY = "weir.function";
 
@@ -110,14 +113,19 @@ function explain(error) {
 
 // ------------------------------------------------------------------ live refresh
 
-// One view at a time refreshes; a new view stops the previous one's timer.
+// One view at a time is live; a new view stops the previous one's timers and stream.
 let live = null;
 
 function stopLive() {
-  if (live) clearTimeout(live.timer);
+  if (live) {
+    clearTimeout(live.timer);
+    clearInterval(live.ticker);
+    if (live.abort) live.abort.abort();
+  }
   live = null;
 }
 
+// Polls: `refresh` again a second after it returns, until it returns false.
 function startLive(refresh) {
   stopLive();
   const mine = { timer: null };
@@ -133,6 +141,102 @@ function startLive(refresh) {
     if (live === mine && again !== false) mine.timer = setTimeout(tick, LIVE_MS);
   };
   tick();
+}
+
+// Follows a server-sent event stream of the API (`GET /v1/executions/{id}/stream`), read with
+// fetch() because EventSource cannot send the token. Calls onEvent(name, data) for each event
+// (data parsed from its JSON). After a drop, or an end without `result`, it reconnects with
+// Last-Event-ID (the seq of the last history entry it got), so that every entry comes once.
+// A refusal (a missing token, a bad request) is shown and not retried.
+function followStream(path, onEvent) {
+  stopLive();
+  const mine = { timer: null, ticker: null, abort: null };
+  live = mine;
+  let lastId = null;
+  let over = false;
+  let failures = 0;
+  const dispatch = (event) => {
+    if (!event.data.length) return;
+    if (event.id !== null) lastId = event.id;
+    failures = 0;
+    let data;
+    try {
+      data = JSON.parse(event.data.join("\n"));
+    } catch {
+      return;
+    }
+    if (event.name === "result") over = true;
+    if (event.name === "error") {
+      notice(data.error ? data.error.message : "the stream failed", "error");
+      // Gone from the store: nothing to come back for. Other failures: reconnect.
+      if (data.error && data.error.code === "gone") over = true;
+    }
+    onEvent(event.name, data);
+  };
+  const connect = async () => {
+    if (live !== mine) return;
+    const abort = new AbortController();
+    mine.abort = abort;
+    let watchdog = null;
+    const alive = () => {
+      clearTimeout(watchdog);
+      watchdog = setTimeout(() => abort.abort(), STREAM_SILENCE_MS);
+    };
+    try {
+      const headers = { Accept: "text/event-stream" };
+      const token = sessionStorage.getItem(TOKEN_KEY);
+      if (token) headers.Authorization = `Bearer ${token}`;
+      if (lastId !== null) headers["Last-Event-ID"] = lastId;
+      alive();
+      const response = await fetch(`/v1${path}`, { headers, signal: abort.signal, cache: "no-store" });
+      if (!response.ok) {
+        const body = await response.json().catch(() => null);
+        const error = (body && body.error) || {};
+        throw new ApiError(response.status, error.code || "http", error.message || response.statusText);
+      }
+      const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+      let buffer = "";
+      let event = { name: "message", data: [], id: null };
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        alive();
+        buffer += value;
+        const lines = buffer.split("\n");
+        buffer = lines.pop();
+        for (const raw of lines) {
+          const line = raw.endsWith("\r") ? raw.slice(0, -1) : raw;
+          if (line === "") {
+            dispatch(event);
+            event = { name: "message", data: [], id: null };
+            continue;
+          }
+          if (line.startsWith(":")) continue; // a heartbeat
+          const colon = line.indexOf(":");
+          const field = colon < 0 ? line : line.slice(0, colon);
+          let text = colon < 0 ? "" : line.slice(colon + 1);
+          if (text.startsWith(" ")) text = text.slice(1);
+          if (field === "event") event.name = text;
+          else if (field === "data") event.data.push(text);
+          else if (field === "id") event.id = text;
+        }
+      }
+    } catch (error) {
+      if (live !== mine) return;
+      if (error instanceof ApiError && error.status < 500 && error.status !== 429) {
+        notice(explain(error), "error");
+        return;
+      }
+    } finally {
+      clearTimeout(watchdog);
+    }
+    if (live !== mine || over) return;
+    failures += 1;
+    if (failures >= 3) notice("the live view lost the server: reconnecting…", "error");
+    mine.timer = setTimeout(connect, Math.min(10_000, 250 * 2 ** failures));
+  };
+  connect();
+  return mine;
 }
 
 // ------------------------------------------------------------------ the list
@@ -411,7 +515,9 @@ function historyTable(entries, finishedAt) {
 // The children an execution asked for, from its history (activities, stubs and workflows,
 // each with its outcome once answered); a child workflow's own children below it, from its
 // history, down to `depth` levels.
-async function childTree(entries, depth) {
+// A finished child's history is read once (`known`, by id); a running child workflow shows
+// its own children on its own page.
+async function childTree(entries, depth, known) {
   const pairs = timeline(entries);
   const items = [];
   for (const entry of entries) {
@@ -423,14 +529,20 @@ async function childTree(entries, depth) {
     const answer = pairs.answered.get(id);
     const outcome = answer ? outcomeOf(answer.entry.response.result) : null;
     let below = null;
-    if (r.child_kind === "workflow" && depth > 1) {
-      try {
-        const child = await api(`/executions/${encodeURIComponent(id)}/history`);
-        below = await childTree(child.entries, depth - 1);
-      } catch (error) {
-        // Not materialised yet (or expired): shown without its children.
-        if (!(error instanceof ApiError) || error.status !== 404) throw error;
+    if (r.child_kind === "workflow" && depth > 1 && answer) {
+      if (!known.has(id)) {
+        try {
+          const child = await api(`/executions/${encodeURIComponent(id)}/history`);
+          const last = child.entries[child.entries.length - 1];
+          // Kept once the store has all of it (the child's history may lag its answer).
+          if (last && last.entry.kind === "finished") known.set(id, child.entries);
+          else below = await childTree(child.entries, depth - 1, known);
+        } catch (error) {
+          // Not materialised yet (or expired): shown without its children.
+          if (!(error instanceof ApiError) || error.status !== 404) throw error;
+        }
       }
+      if (known.has(id)) below = await childTree(known.get(id), depth - 1, known);
     }
     items.push(el("li", { "data-id": id, "data-kind": r.child_kind },
       r.child_kind === "workflow" ? executionLink(id) : el("code", {}, id), " ",
@@ -502,30 +614,52 @@ function executionView(id) {
     stopButton(id, "cancel", "Cancel", false),
     stopButton(id, "terminate", "Terminate", true));
   view.replaceChildren(el("h1", {}, "Execution ", el("code", { id: "execution-id" }, id)), stop, content, send);
-  startLive(async () => {
-    let execution;
-    try {
-      execution = await api(`/executions/${encodeURIComponent(id)}`);
-    } catch (error) {
-      if (!(error instanceof ApiError) || error.status !== 404) throw error;
-      // Just submitted: the store has it once a worker took it and the materialiser wrote it.
-      content.replaceChildren(
-        el("p", { id: "waiting" }, "Not in the store yet: waiting for a worker to take it…"),
-      );
-      return true;
+  // What the stream has said: the execution (`status`), its entries in seq order, whether the
+  // store does not have it yet (`waiting`).
+  let execution = null;
+  const entries = [];
+  let waiting = false;
+  const known = new Map();
+  // Renders at most one at a time, once more if the stream said more meanwhile.
+  let rendering = false;
+  let again = false;
+  const render = async () => {
+    if (rendering) {
+      again = true;
+      return;
     }
-    const { entries } = await api(`/executions/${encodeURIComponent(id)}/history`);
-    const children = await childTree(entries, 4);
+    rendering = true;
+    try {
+      do {
+        again = false;
+        await draw();
+      } while (again);
+    } catch (error) {
+      notice(explain(error), "error");
+    } finally {
+      rendering = false;
+    }
+  };
+  const draw = async () => {
+    if (!execution) {
+      if (waiting) {
+        // Just submitted: the store has it once a worker took it and the materialiser wrote it.
+        content.replaceChildren(
+          el("p", { id: "waiting" }, "Not in the store yet: waiting for a worker to take it…"),
+        );
+      }
+      return;
+    }
+    const shown = entries.slice();
+    const children = await childTree(shown, 4, known);
     const created = time(execution.created_at);
     const finished = time(execution.finished_at);
     const outcome = outcomeOf(execution.result);
-    const again = el("button", { id: "run-again", type: "button" }, "Run again");
-    again.addEventListener("click", async () => {
+    const runAgain = el("button", { id: "run-again", type: "button" }, "Run again");
+    const { ffqn, params } = execution;
+    runAgain.addEventListener("click", async () => {
       try {
-        const answer = await api("/executions", {
-          method: "POST",
-          body: { ffqn: execution.ffqn, params: execution.params },
-        });
+        const answer = await api("/executions", { method: "POST", body: { ffqn, params } });
         location.hash = `#/executions/${encodeURIComponent(answer.execution_id)}`;
       } catch (error) {
         notice(explain(error), "error");
@@ -540,17 +674,38 @@ function executionView(id) {
         el("dt", {}, "Parent"), el("dd", {}, execution.parent_id ? executionLink(execution.parent_id) : "–"),
         el("dt", {}, "Created"), el("dd", {}, clock(created)),
         el("dt", {}, "Finished"), el("dd", {}, clock(finished)),
-        el("dt", {}, "Took"), el("dd", {}, finished ? duration(finished - created) : `${duration(Date.now() - created)} so far`),
+        el("dt", {}, "Took"), el("dd", { id: "took", "data-created": execution.created_at }, took(created, finished)),
         el("dt", {}, "History version"), el("dd", {}, execution.history_version)),
-      el("div", { class: "actions" }, again),
+      el("div", { class: "actions" }, runAgain),
       el("h2", {}, "Params"), el("pre", { id: "params" }, json(execution.params)),
       el("h2", {}, "Result"), el("pre", { id: "result" }, execution.result ? json(execution.result) : "(not finished)"),
       el("h2", {}, "Children"), el("div", { id: "children" }, children || "none"),
-      el("h2", {}, "History"), historyTable(entries, finished),
+      el("h2", {}, "History"), historyTable(shown, finished),
     );
-    // Live while it runs; once finished, nothing changes any more.
-    return execution.state !== "finished";
+  };
+  const mine = followStream(`/executions/${encodeURIComponent(id)}/stream`, (name, data) => {
+    if (name === "waiting") waiting = true;
+    else if (name === "status") execution = data;
+    else if (name === "history") {
+      // Each entry comes once; a reconnect resumes after the last one.
+      if (!entries.length || data.seq > entries[entries.length - 1].seq) entries.push(data);
+    } else if (name === "result" && execution) {
+      execution = { ...execution, state: "finished", result: data.result, finished_at: data.finished_at };
+    } else return;
+    notice("");
+    render();
   });
+  // While it runs, the time it has taken so far counts up (no request: the page's own clock).
+  mine.ticker = setInterval(() => {
+    const cell = document.getElementById("took");
+    if (cell && execution && execution.state !== "finished") {
+      cell.textContent = took(time(execution.created_at), null);
+    }
+  }, LIVE_MS);
+}
+
+function took(created, finished) {
+  return finished ? duration(finished - created) : `${duration(Date.now() - created)} so far`;
 }
 
 // ------------------------------------------------------------------ submit
