@@ -148,11 +148,15 @@ const EXECUTION_PAGE: &str = r##"
       params: (document.querySelector("#params") || {}).textContent,
       result: (document.querySelector("#result") || {}).textContent,
       children: [...document.querySelectorAll("#children li[data-id]")].map((li) => li.dataset.id),
+      took_ms: (document.querySelector("#took") || { dataset: {} }).dataset.ms,
       history: [...document.querySelectorAll("#history tbody tr")].map((tr) => ({
         seq: Number(tr.dataset.seq),
         kind: tr.dataset.kind,
+        at: tr.dataset.at,
         what: tr.querySelector(".what").textContent,
         took: tr.querySelector(".took").textContent,
+        took_ms: tr.querySelector(".took").dataset.ms,
+        ran: !!tr.querySelector(".bar.ran"),
         open: !!tr.querySelector(".bar.open"),
         closed: !!tr.querySelector(".bar.closed"),
       })),
@@ -335,6 +339,50 @@ async fn the_ui_submits_the_order_saga_finds_it_and_shows_its_history() {
         rows_of(&page, "child-finished").len(),
         requests.len(),
         "{page}"
+    );
+    // True durations (issue 37 item 4): the rows happened in order; each activity ran for a
+    // time that is not zero, drawn inside its request's bar; together they took no more than
+    // the saga did from its submission.
+    let at_ms = |row: &Value| {
+        chrono::DateTime::parse_from_rfc3339(row["at"].as_str().expect("at"))
+            .expect("an RFC 3339 time")
+            .timestamp_micros()
+    };
+    let times: Vec<i64> = page["history"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .map(at_ms)
+        .collect();
+    assert!(times.windows(2).all(|w| w[0] <= w[1]), "in order: {page}");
+    assert!(
+        times.last() > times.first(),
+        "the saga's rows are not all at one instant: {page}"
+    );
+    let ms = |v: &Value| -> f64 {
+        v.as_str()
+            .and_then(|t| t.parse().ok())
+            .or_else(|| v.as_f64())
+            .unwrap_or_else(|| panic!("a duration in ms: {v}"))
+    };
+    let ran: Vec<f64> = rows_of(&page, "child-finished")
+        .iter()
+        .map(|row| ms(&row["took_ms"]))
+        .collect();
+    assert!(
+        ran.iter().all(|&ms| ms > 0.0),
+        "each step ran a while: {ran:?} {page}"
+    );
+    for request in &requests {
+        assert_eq!(
+            request["ran"], true,
+            "when it ran, inside the bar: {request}"
+        );
+    }
+    let end_to_end = ms(&page["took_ms"]);
+    assert!(
+        ran.iter().sum::<f64>() <= end_to_end,
+        "the steps ({ran:?} ms) took no more than the saga ({end_to_end} ms)"
     );
     assert_eq!(
         page["children"].as_array().expect("children").len(),

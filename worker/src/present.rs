@@ -151,7 +151,7 @@ pub fn history_entry_json(row: &HistoryRow, record: &HistoryRecord) -> Value {
     json!({
         "seq": record.seq,
         "offset": row.kafka_offset,
-        "recorded_at": row.recorded_at,
+        "recorded_at": record.at.unwrap_or(row.recorded_at),
         "entry": body,
     })
 }

@@ -417,6 +417,7 @@ mod tests {
             execution_id: id(),
             seq: u64::try_from(seq).expect("a seq"),
             entry,
+            at: None,
         };
         HistoryRow {
             execution_id: id(),

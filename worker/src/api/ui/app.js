@@ -42,8 +42,18 @@ function clock(date) {
   return date ? date.toISOString().replace("T", " ").replace("Z", "") : "–";
 }
 
+// Milliseconds since the epoch, with the sub-millisecond digits of an RFC 3339 time (a Date
+// keeps whole milliseconds; Weir's times have nanoseconds, and an inline step can take less
+// than one).
+function preciseMs(text) {
+  const fraction = /\.(\d+)/.exec(text);
+  const below = fraction && fraction[1].length > 3 ? Number(`0.${fraction[1].slice(3)}`) : 0;
+  return Date.parse(text) + below;
+}
+
 function duration(ms) {
   if (ms === null || ms === undefined || Number.isNaN(ms)) return "–";
+  if (ms < 10) return `${ms.toFixed(ms < 1 ? 2 : 1)} ms`;
   if (ms < 1000) return `${Math.round(ms)} ms`;
   if (ms < 60_000) return `${(ms / 1000).toFixed(ms < 10_000 ? 2 : 1)} s`;
   const minutes = Math.floor(ms / 60_000);
@@ -413,12 +423,20 @@ function describe(entry, pairs) {
           ? { kind: "event-delivered", what: `event ${o.event_id} taken`, detail: json(o.payload), id, took }
           : { kind: "event-delivered", what: "event wait cancelled", detail: id, id, took };
       }
+      // When the child says when its work ran (an activity's attempt, a child workflow):
+      // that is its time; before it, the request waited (in its topic, or for a worker).
+      const ran = r.ran ? preciseMs(r.ran.finished_at) - preciseMs(r.ran.started_at) : null;
+      const asked = pairs.asked.get(id);
+      const queued = r.ran && asked ? preciseMs(r.ran.started_at) - preciseMs(asked.recorded_at) : null;
       return {
         kind: "child-finished",
         what: `child finished ${outcomeOf(r.result) || ""}`,
-        detail: json(r.result),
+        detail: r.ran
+          ? `ran ${duration(Math.max(0, ran))}${queued !== null ? ` after ${duration(Math.max(0, queued))} waiting` : ""}: ${json(r.result)}`
+          : json(r.result),
         id,
-        took,
+        took: r.ran ? Math.max(0, ran) : took,
+        ran: r.ran,
       };
     }
     case "event": {
@@ -488,21 +506,35 @@ function historyTable(entries, finishedAt) {
     let bar = el("span", { class: "tick", style: `left:${position(at)}%` });
     let took = d.took;
     if (d.open) {
-      // A request: a bar from it to its response, or to now while it is open.
+      // A request: a bar from it to its response, or to now while it is open; inside it, when
+      // the child's work ran, if the answer says.
       const answer = pairs.answered.get(d.open);
       const until = answer ? time(answer.recorded_at) : end;
-      took = until - at;
+      took = answer ? preciseMs(answer.recorded_at) - preciseMs(entry.recorded_at) : until - at;
+      const ran = answer && answer.entry.response.ran;
+      const width = (from, to) => Math.max(0.5, position(to) - position(from));
       bar = el("span", {
         class: `bar ${answer ? "closed" : "open"}`,
-        style: `left:${position(at)}%;width:${Math.max(0.5, position(until) - position(at))}%`,
+        style: `left:${position(at)}%;width:${width(at, until)}%`,
       });
+      if (ran) {
+        const [from, to] = [time(ran.started_at), time(ran.finished_at)];
+        bar = el("span", {}, bar, el("span", {
+          class: "bar ran",
+          title: `ran ${duration(Math.max(0, to - from))}`,
+          style: `left:${position(from)}%;width:${width(from, to)}%`,
+        }));
+      }
     }
-    return el("tr", { class: `entry ${d.kind}`, "data-kind": d.kind, "data-seq": entry.seq },
+    const hasTook = took !== undefined && took !== null;
+    return el("tr", { class: `entry ${d.kind}`, "data-kind": d.kind, "data-seq": entry.seq,
+                      "data-at": entry.recorded_at },
       el("td", { class: "seq" }, entry.seq),
       el("td", { class: "at", title: clock(at) }, pairs.start ? `+${duration(at - pairs.start)}` : ""),
       el("td", { class: "set" }, d.set || ""),
       el("td", { class: "what" }, d.what, d.id ? el("div", { class: "id" }, d.id) : null),
-      el("td", { class: "took" }, took !== undefined && took !== null ? duration(took) : ""),
+      el("td", { class: "took", ...(hasTook ? { "data-ms": Math.max(0, took) } : {}) },
+        hasTook ? duration(Math.max(0, took)) : ""),
       el("td", { class: "lane" }, bar),
       el("td", { class: "detail" }, d.detail ? el("code", {}, d.detail) : ""));
   });
@@ -654,6 +686,10 @@ function executionView(id) {
     const children = await childTree(shown, 4, known);
     const created = time(execution.created_at);
     const finished = time(execution.finished_at);
+    // When it was submitted (its creation record says, in histories written since v8): the
+    // end-to-end time counts from there.
+    const first = shown.length && shown[0].entry.kind === "created" ? shown[0].entry : null;
+    const submitted = first && first.submitted_at ? time(first.submitted_at) : null;
     const outcome = outcomeOf(execution.result);
     const runAgain = el("button", { id: "run-again", type: "button" }, "Run again");
     const { ffqn, params } = execution;
@@ -672,9 +708,15 @@ function executionView(id) {
         el("dt", {}, "Function"), el("dd", { id: "ffqn" }, execution.ffqn),
         el("dt", {}, "State"), el("dd", { id: "state" }, badge(execution.state, outcome)),
         el("dt", {}, "Parent"), el("dd", {}, execution.parent_id ? executionLink(execution.parent_id) : "–"),
-        el("dt", {}, "Created"), el("dd", {}, clock(created)),
+        el("dt", {}, "Submitted"), el("dd", { id: "submitted" }, submitted ? clock(submitted) : "–"),
+        el("dt", {}, "Created"), el("dd", {}, clock(created),
+          submitted ? el("span", { class: "id" }, ` after ${duration(Math.max(0, created - submitted))} waiting for a worker`) : null),
         el("dt", {}, "Finished"), el("dd", {}, clock(finished)),
-        el("dt", {}, "Took"), el("dd", { id: "took", "data-created": execution.created_at }, took(created, finished)),
+        el("dt", {}, "Took"), el("dd", {
+          id: "took",
+          "data-since": (submitted || created).toISOString(),
+          ...(finished ? { "data-ms": finished - (submitted || created) } : {}),
+        }, took(submitted || created, finished), submitted ? " from its submission" : ""),
         el("dt", {}, "History version"), el("dd", {}, execution.history_version)),
       el("div", { class: "actions" }, runAgain),
       el("h2", {}, "Params"), el("pre", { id: "params" }, json(execution.params)),
@@ -699,7 +741,7 @@ function executionView(id) {
   mine.ticker = setInterval(() => {
     const cell = document.getElementById("took");
     if (cell && execution && execution.state !== "finished") {
-      cell.textContent = took(time(execution.created_at), null);
+      cell.textContent = took(time(cell.dataset.since), null);
     }
   }, LIVE_MS);
 }
