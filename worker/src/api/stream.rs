@@ -81,8 +81,8 @@ pub enum Update {
     Waiting,
     /// The execution row, when it differs from the last one reported.
     Status(ExecutionRow),
-    /// The next history entry, in seq order.
-    Entry(HistoryRow, HistoryRecord),
+    /// The next history entry, in seq order (boxed: an entry is far larger than the rest).
+    Entry(Box<(HistoryRow, HistoryRecord)>),
     /// The execution has finished and every entry has been reported: the last update.
     Finished(ExecutionRow),
     /// The execution was in the store and is no longer (its retention ended): the last update.
@@ -172,7 +172,7 @@ impl Follower {
                 .collect();
             for (row, record) in crate::present::decode_history(codec, &run)? {
                 self.next_seq = row.seq + 1;
-                updates.push(Update::Entry(row.clone(), record));
+                updates.push(Update::Entry(Box::new((row.clone(), record))));
             }
         }
         if row.state == ExecutionState::Finished && self.next_seq >= row.history_version {
@@ -364,11 +364,11 @@ impl Live {
                         }),
                     ),
                     Update::Status(row) => event("status", &crate::present::execution_json(&row)),
-                    Update::Entry(row, record) => event(
+                    Update::Entry(entry) => event(
                         "history",
-                        &crate::present::history_entry_json(&row, &record),
+                        &crate::present::history_entry_json(&entry.0, &entry.1),
                     )
-                    .id(record.seq.to_string()),
+                    .id(entry.1.seq.to_string()),
                     Update::Finished(row) => {
                         let shown = crate::present::execution_json(&row);
                         event(
@@ -465,7 +465,7 @@ mod tests {
         updates
             .iter()
             .filter_map(|u| match u {
-                Update::Entry(row, _) => Some(row.seq),
+                Update::Entry(entry) => Some(entry.0.seq),
                 _ => None,
             })
             .collect()

@@ -52,7 +52,8 @@ pub async fn follow(
     loop {
         for update in follower.poll(store, &codec).await? {
             match update {
-                Update::Entry(row, record) => {
+                Update::Entry(entry) => {
+                    let (row, record) = *entry;
                     if let HistoryEntry::Created(c) = &record.entry {
                         created = Some(c.clone());
                     }
