@@ -48,6 +48,10 @@ suite_times() {
 
 stop_stack() {
   local rc=$?
+  # weir-core's tests, if the run stopped before it waited for them.
+  if [ -n "${core_pid:-}" ] && kill -0 "$core_pid" 2>/dev/null; then
+    pkill -TERM -P "$core_pid" 2>/dev/null || true
+  fi
   suite_times || true
   bash docker/local/stack.sh down || true
   secure down || true
@@ -64,14 +68,6 @@ secure up >"$WEIR_CACHE/secure-stack-up.log" 2>&1 &
 secure_pid=$!
 eval "$(secure env)"
 
-if [ -f examples/build.sh ]; then
-  log "building the example WASM components"
-  bash examples/build.sh
-fi
-log "cargo fmt --check"
-cargo fmt --all -- --check
-log "cargo clippy (warnings are errors)"
-cargo clippy --workspace --all-targets --locked -- -D warnings
 # weir-core's own tests are pure (the simulation among them, most of the suite's CPU): with
 # no arguments they run optimized, with debug assertions and overflow checks on, in a target
 # dir of their own (no lock shared with the other cargo), beside the end-to-end tests, which
@@ -87,7 +83,20 @@ core_tests() {
     >"$core_output" 2>&1
   echo $? >"$core_rc"
 }
+# They need nothing else: they build and run from the start, beside everything below.
+if [ "$core_apart" = 1 ]; then
+  core_tests &
+  core_pid=$!
+fi
 
+if [ -f examples/build.sh ]; then
+  log "building the example WASM components"
+  bash examples/build.sh
+fi
+log "cargo fmt --check"
+cargo fmt --all -- --check
+log "cargo clippy (warnings are errors)"
+cargo clippy --workspace --all-targets --locked -- -D warnings
 log "building the workspace (target dir $CARGO_TARGET_DIR)"
 if [ "$core_apart" = 1 ]; then
   cargo build --workspace --exclude weir-core --bins --tests --benches --locked
@@ -110,8 +119,6 @@ log "secure stack up: kafka $WEIR_SECURE_BROKERS, cassandra $WEIR_SECURE_CQL"
 log "running the tests"
 # Every binary runs even when one fails, so one failure does not hide another.
 if [ "$core_apart" = 1 ]; then
-  core_tests &
-  core_pid=$!
   rc=0
   # The rest in parallel lanes (tests/lanes.sh: most of it waits on the stack).
   bash tests/lanes.sh "$test_output" || rc=$?

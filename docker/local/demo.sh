@@ -51,21 +51,15 @@ trap 'kill "$worker" 2>/dev/null; wait "$worker" 2>/dev/null || true' EXIT
 
 order='[{"id":"demo-1","customer":"alice","sku":"widget","quantity":2,"address":"1 Main St"}]'
 log "submitting the order saga: weir submit weir-examples:workflows/order.checkout '$order' --follow"
-output="$("$WEIR" submit weir-examples:workflows/order.checkout "$order" --follow --timeout 120)"
-id="$(head -n1 <<<"$output")"
+# --follow prints the execution's id, then its history as the store gets it (what `weir
+# history` prints: when each step happened, how long each activity ran, how long it all took
+# from the submission), then its result.
+follow="$WEIR_CACHE/demo-follow.txt"
+"$WEIR" submit weir-examples:workflows/order.checkout "$order" --follow --timeout 120 | tee "$follow"
+id="$(head -n1 "$follow")"
 echo
-echo "execution $id finished with:"
-tail -n +2 <<<"$output"
-echo
-# The store follows the log: the materialiser writes committed batches at most every 200 ms
-# (`--materialise-linger-ms`). An execution row and its history are written together.
-for _ in $(seq 1 50); do
-  "$WEIR" status "$id" 2>/dev/null | grep -q '^state *finished' && break
-  sleep 0.2
-done
-echo "its history (weir history $id):"
-"$WEIR" history "$id"
-echo
+echo "That was execution $id: its history again with \`weir history $id\`, its page at"
+echo "http://127.0.0.1:8080/ui/#/executions/$id after \`weir serve\`."
 echo "The demo took $(( $(date +%s) - started )) s."
 echo "The stack is still up: Kafka at $WEIR_BROKERS, Cassandra at $WEIR_CQL."
 echo "Stop it with:  bash docker/local/stack.sh down"

@@ -633,13 +633,13 @@ async fn submit_follow_prints_the_history_and_says_when_no_worker_runs() {
         .output()
         .expect("weir history");
     let history = String::from_utf8_lossy(&history.stdout);
-    let expected: Vec<&str> = history.lines().skip(1).collect();
+    let expected: Vec<&str> = history.lines().collect();
     assert_eq!(
         expected.len(),
-        3,
-        "created, finished, and how long it took: {history}"
+        4,
+        "the header, created, finished, and how long it took: {history}"
     );
-    assert!(expected[2].starts_with("took "), "{history}");
+    assert!(expected[3].starts_with("took "), "{history}");
     assert_eq!(&lines[1..=expected.len()], expected.as_slice(), "{stdout}");
     let result: Value =
         serde_json::from_str(&lines[expected.len() + 1..].join("\n")).expect("the result");

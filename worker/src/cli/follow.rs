@@ -1,6 +1,7 @@
 //! `weir submit --follow`: follows an execution in the store through the same reading as the
 //! HTTP API's live view ([`crate::api::stream::Follower`]), printing each history entry as it
-//! arrives (in the line form of `weir history`), then the result.
+//! arrives (in the form of `weir history`: its header, a line per entry, how long it took),
+//! then the result.
 //!
 //! When the store has not got the execution after a while, it says once why it is likely not
 //! taken, and keeps following:
@@ -54,6 +55,9 @@ pub async fn follow(
             match update {
                 Update::Entry(entry) => {
                     let (row, record) = *entry;
+                    if row.seq == 0 {
+                        println!("{}", present::history_header());
+                    }
                     if let HistoryEntry::Created(c) = &record.entry {
                         created = Some(c.clone());
                     }
