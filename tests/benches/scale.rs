@@ -10,8 +10,10 @@
 //! ```
 //!
 //! Environment (all optional):
-//! - `WEIR_BENCH_ONLY=floor,lone,hello,saga,fanout,idle,throughput,scaleout`: run only these
-//!   scenarios (default: all but `scaleout`);
+//! - `WEIR_BENCH_ONLY=floor,topics,lone,hello,saga,fanout,idle,throughput,scaleout`: run only
+//!   these scenarios (default: all but `scaleout`);
+//! - `WEIR_BENCH_PEERS=restate`: also run these peers on the same machine
+//!   (`tests/benches/peers/<name>.sh`) and compare;
 //! - `WEIR_BENCH_SCALEOUT=1`: run `scaleout` too;
 //! - `WEIR_BENCH_THROUGHPUT=20,200,2000`: the concurrency levels of `throughput`;
 //! - `WEIR_BENCH_WORKER_ARGS="--cache-size 2500 --max-instances 3000"`: more arguments for
@@ -37,14 +39,23 @@
 //!
 //! ## The figures
 //!
+//! - **side by side** (issue 38, `side_by_side.rs`): after the table, the figures of this run
+//!   as ratios — through topics against the floor and against inline, and against the peers
+//!   `WEIR_BENCH_PEERS` names — beside the issue's goals.
+//! - **topics** (`topics`): the lone 20-step and the 100-way fan-out (×5, one at a time) on a
+//!   worker with `--inline-activities off`, and 20 and 200 concurrent 20-step executions
+//!   through the topics (each level its own deployment and worker).
 //! - **Kafka txn floor** (`floor`): `common::kafka_floor` with one chain of 200 hops: two
 //!   bare rdkafka consume → produce loops ping-ponging one record, one transaction per batch
 //!   (produce, acknowledgements, `send_offsets_to_transaction`, commit), the worker's client
 //!   settings and batching function (`collect_batch`, the worker's default commit interval).
 //!   A *round* is two hops back to back, visible(hop k+2) − visible(hop k): what one step
-//!   through an activity topic costs at least (the workflow worker's transaction + the
-//!   activity worker's). Reported per round; the notes give the per-hop p50 and the
-//!   in-process time (batch collected → committed).
+//!   through an activity topic cost at least before issue 38 (the workflow worker's
+//!   transaction + the activity worker's). Reported per round; the notes give the per-hop
+//!   p50 of each side and where a transaction's time goes from its batch's collection
+//!   (offsets sent, records acknowledged, committed). Then the same with the second side
+//!   producing idempotently and committing its offsets after (`HopWrite::Idempotent`): what a
+//!   step through a topic costs at least since issue 38.
 //! - **Step** of a `steps.fibonacci-chain(30, 20)` execution (20 sequential `fibonacci`
 //!   calls): the interval between two consecutive journalled responses of the execution,
 //!   visible(`ResponseAppended` k) − visible(`ResponseAppended` k−1) on `weir.history`, for
@@ -92,6 +103,8 @@
 //!   (rounds/s: steps/s a workflow of topic activities could do on Kafka alone).
 
 mod common;
+#[path = "scale/side_by_side.rs"]
+mod side_by_side;
 
 use std::collections::{HashMap, HashSet};
 use std::process::Command;
@@ -135,8 +148,9 @@ const MEMORY_SAMPLE: Duration = Duration::from_millis(250);
 const METRICS_PORTS: std::ops::Range<u16> = 20800..21000;
 const INLINE_FLAG: &str = "--inline-activities";
 
-const SCENARIOS: [&str; 8] = [
+const SCENARIOS: [&str; 9] = [
     "floor",
+    "topics",
     "lone",
     "hello",
     "saga",
@@ -410,6 +424,12 @@ impl Usage {
                 .map(|((k, c), (k0, c0))| (less(k, k0), less(c, c0))),
             replayed: self.replayed,
         }
+    }
+
+    /// Worker + Kafka + Cassandra CPU, ms per `count`.
+    fn total_ms_per(&self, count: usize) -> Option<f64> {
+        let (kafka, cassandra) = self.stack?;
+        Some((self.worker + kafka + cassandra) * 1000.0 / count.max(1) as f64)
     }
 
     fn busy_cores(&self) -> f64 {
@@ -741,6 +761,10 @@ fn fanout_numbers() -> Vec<u8> {
 #[derive(Default)]
 struct Row {
     scenario: String,
+    /// The row's headline figure for the side-by-side summary (ms a step or an execution, or
+    /// steps/s), and its CPU per unit (worker + Kafka + Cassandra, net of the observer).
+    figure: Option<f64>,
+    cpu_ms: Option<f64>,
     n: String,
     p50: String,
     p99: String,
@@ -824,13 +848,40 @@ fn report(rows: &mut Vec<Row>, row: Row) {
     rows.push(row);
 }
 
+/// [`report`], keeping the row's figure (and its CPU, under `cpu`) for the side-by-side
+/// summary.
+fn report_as(
+    rows: &mut Vec<Row>,
+    figures: &mut side_by_side::Figures,
+    key: &'static str,
+    cpu: Option<&'static str>,
+    row: Row,
+) {
+    if let Some(value) = row.figure {
+        figures.set(key, value);
+    }
+    if let (Some(cpu), Some(value)) = (cpu, row.cpu_ms) {
+        figures.set(cpu, value);
+    }
+    report(rows, row);
+}
+
 // ------------------------------------------------------------------------------ scenarios
 
 fn floor_row(floor: &common::FloorResult) -> Row {
+    use common::HopWrite;
+    let kind = match floor.writes {
+        [HopWrite::Transaction, HopWrite::Transaction] => "2 transactional hops",
+        [HopWrite::Transaction, HopWrite::Idempotent] => {
+            "a transactional hop + an idempotent one (offsets committed after)"
+        }
+        _ => "2 idempotent hops",
+    };
     let mut row = Row::new(format!(
-        "Kafka txn floor: 2 hops back to back ({} chain(s) in flight), per round",
+        "Kafka floor: {kind} back to back ({} chain(s) in flight), per round",
         floor.chains
     ));
+    row.figure = Some(floor.rounds.p50);
     row.n = floor.rounds.n.to_string();
     row.p50 = format!("{:.2} ms", floor.rounds.p50);
     row.p99 = format!("{:.2} ms", floor.rounds.p99);
@@ -841,9 +892,20 @@ fn floor_row(floor: &common::FloorResult) -> Row {
         .map_or_else(String::new, |(k, c)| {
             format!("- / {k:.2} / {c:.2} ms per round")
         });
+    let phases = match (&floor.offsets, &floor.acked) {
+        (Some(offsets), Some(acked)) => format!(
+            "; a transaction, from its batch: offsets sent p50 {:.2}, acked {:.2}, committed \
+             {:.2} ms",
+            offsets.p50, acked.p50, floor.in_process.p50
+        ),
+        _ => format!(
+            "; batch -> offsets committed p50 {:.2} ms",
+            floor.in_process.p50
+        ),
+    };
     row.notes = format!(
-        "per hop p50 {:.2} / p99 {:.2} ms; in-process batch -> commit p50 {:.2} ms",
-        floor.observed.p50, floor.observed.p99, floor.in_process.p50
+        "a hop p50 {:.2} / p99 {:.2} ms (side 1 {:.2}, side 2 {:.2}){phases}",
+        floor.observed.p50, floor.observed.p99, floor.sides[0].p50, floor.sides[1].p50
     );
     row
 }
@@ -863,6 +925,11 @@ async fn lone_row(setup: &Setup, label: &str, baseline: Option<&Usage>) -> Row {
     row.rate = format!("{:.0}", run.steps_per_second());
     row.cpu = run.usage.per(run.responses(), "step");
     row.rss = mib(run.rss_end);
+    row.figure = Some(stats(&per_step).p50);
+    row.cpu_ms = baseline.map_or_else(
+        || run.usage.total_ms_per(run.responses()),
+        |b| run.usage.net_of(b).total_ms_per(run.responses()),
+    );
     row.notes = format!("submit -> result / 20: p50 {:.2} ms", stats(&per_step).p50);
     if !activity.is_empty() {
         row.notes += &format!(
@@ -902,6 +969,7 @@ async fn in_turn_row(
     let waves = params.into_iter().map(|p| vec![p]).collect();
     let run = run(setup, ffqn, waves, check).await;
     let mut row = Row::new(format!("{label}: submit -> result")).latency(&run.totals());
+    row.figure = Some(stats(&run.totals()).p50);
     let responses = run.responses();
     let per = |usage: &Usage| match unit {
         PerUnit::Execution => usage.per(executions, "execution"),
@@ -929,6 +997,7 @@ async fn throughput_row(setup: &Setup, label: String, concurrency: usize) -> Row
     let run = run(setup, STEPS, waves, steps_ok).await;
     let mut row = Row::new(label).latency(&run.steps());
     let responses = run.responses();
+    row.figure = Some(run.steps_per_second());
     row.rate = format!("{:.0}", run.steps_per_second());
     row.cpu = run.usage.per(responses, "step");
     row.rss = mib(run.rss_end);
@@ -1012,10 +1081,29 @@ async fn bench() {
             .join(" ")
     );
     let mut rows = Vec::new();
+    let mut figures = side_by_side::Figures::default();
+    let figs = &mut figures;
 
     if options.runs("floor") {
         let floor = common::kafka_floor(1, FLOOR_HOPS).await;
-        report(&mut rows, floor_row(&floor));
+        report_as(
+            &mut rows,
+            figs,
+            "floor.txn-txn.round",
+            None,
+            floor_row(&floor),
+        );
+        // A step through an activity topic since issue 38: the workflow worker's transaction,
+        // the activity worker's idempotent answer.
+        let writes = [common::HopWrite::Transaction, common::HopWrite::Idempotent];
+        let floor = common::kafka_floor_of(1, FLOOR_HOPS, writes).await;
+        report_as(
+            &mut rows,
+            figs,
+            "floor.txn-idem.round",
+            None,
+            floor_row(&floor),
+        );
     }
 
     let shared = ["lone", "hello", "saga", "fanout", "idle"];
@@ -1032,9 +1120,13 @@ async fn bench() {
         report(&mut rows, row);
         let baseline = Some(&baseline);
         if options.runs("lone") {
-            report(
+            let row = lone_row(&setup, "default config", baseline).await;
+            report_as(
                 &mut rows,
-                lone_row(&setup, "default config", baseline).await,
+                figs,
+                "lone.inline.step",
+                Some("lone.inline.cpu"),
+                row,
             );
         }
         if options.runs("hello") {
@@ -1078,20 +1170,44 @@ async fn bench() {
                 baseline,
             )
             .await;
-            report(&mut rows, row);
+            report_as(&mut rows, figs, "fanout.inline", None, row);
         }
         if options.runs("idle") {
             report(&mut rows, idle_row(&setup));
         }
     }
 
-    if options.runs("lone") {
+    if options.runs("lone") || options.runs("topics") {
         let label = format!("{INLINE_FLAG} off");
         if options.has_inline_flag {
             let warm = [(STEPS, json!([5, 2]))];
             let setup = Setup::start(&options, "topic", 1, &[INLINE_FLAG, "off"], &warm).await;
             let (_, baseline) = observer_row(&setup);
-            report(&mut rows, lone_row(&setup, &label, Some(&baseline)).await);
+            let row = lone_row(&setup, &label, Some(&baseline)).await;
+            report_as(
+                &mut rows,
+                figs,
+                "lone.topics.step",
+                Some("lone.topics.cpu"),
+                row,
+            );
+            if options.runs("topics") {
+                let expected: u64 = fanout_numbers().iter().map(|&n| fib(u64::from(n))).sum();
+                let params = (0..FANOUT_EXECUTIONS)
+                    .map(|_| json!([fanout_numbers()]))
+                    .collect();
+                let row = in_turn_row(
+                    &setup,
+                    &format!("{FANOUT_WIDTH}-way fan-out x{FANOUT_EXECUTIONS}, {label}"),
+                    FIBONACCI_SUM,
+                    params,
+                    PerUnit::Child,
+                    |r| matches!(r, ExecutionResult::Ok(v) if v["sum"] == json!(expected)),
+                    Some(&baseline),
+                )
+                .await;
+                report_as(&mut rows, figs, "fanout.topics", None, row);
+            }
         } else {
             let mut row = Row::new(format!("lone 20-step sequential, {label}, per step"));
             row.notes = format!("n/a (worker has no {INLINE_FLAG})");
@@ -1104,7 +1220,21 @@ async fn bench() {
             let warm = [(STEPS, json!([5, 2]))];
             let setup = Setup::start(&options, &format!("t{concurrency}"), 1, &[], &warm).await;
             let label = format!("{concurrency} concurrent 20-step, per step");
-            report(&mut rows, throughput_row(&setup, label, concurrency).await);
+            let key = side_by_side::throughput_key("inline", concurrency);
+            let row = throughput_row(&setup, label, concurrency).await;
+            report_as(&mut rows, figs, key, None, row);
+        }
+    }
+
+    if options.runs("topics") && options.has_inline_flag {
+        for concurrency in side_by_side::LEVELS {
+            let warm = [(STEPS, json!([5, 2]))];
+            let args = [INLINE_FLAG, "off"];
+            let setup = Setup::start(&options, &format!("q{concurrency}"), 1, &args, &warm).await;
+            let label = format!("{concurrency} concurrent 20-step, {INLINE_FLAG} off, per step");
+            let key = side_by_side::throughput_key("topics", concurrency);
+            let row = throughput_row(&setup, label, concurrency).await;
+            report_as(&mut rows, figs, key, None, row);
         }
     }
 
@@ -1131,4 +1261,6 @@ async fn bench() {
         started.elapsed().as_secs()
     );
     print_table(&rows);
+    let peers = side_by_side::peers_from_env(&weir_e2e::repo_root());
+    side_by_side::print(&figures, &peers);
 }

@@ -648,3 +648,110 @@ async fn an_external_activity_past_its_deadline_is_answered_timed_out() {
         1.0
     );
 }
+
+/// Issue 38, answers before progress: the activity worker's first commit produces its answer
+/// and then fails before the progress is committed (failpoint `activity-before-offsets`,
+/// `fail-once`). The worker takes its partitions over from the committed progress, which
+/// does not mark the request finished, runs it again and answers again: the answer is on
+/// `weir.responses` twice, and the progress is committed past the request once.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_answer_whose_progress_was_not_committed_is_answered_again() {
+    let deployment = Deployment::new("act_dup");
+    let (topic, partitions) = slow_route(&deployment);
+    let worker = deployment.start_worker_with_env(
+        "w",
+        &["--activities-only"],
+        &[("WEIR_FAILPOINTS", "activity-before-offsets=fail-once(0)")],
+    );
+    let request = request_on(0, partitions, "sleep", json!([10]));
+    let producer = deployment.producer();
+    send_request(&deployment, &producer, &topic, &request).await;
+    let answers = answers(
+        &deployment,
+        &[&request.execution_id],
+        TIMEOUT,
+        Duration::from_secs(3),
+    );
+    worker.wait_for_log("failpoint activity-before-offsets reached", TIMEOUT);
+    let found = &answers[&request.execution_id];
+    assert_eq!(found.len(), 2, "answered {} times: {found:?}", found.len());
+    for (_, result) in found {
+        assert_eq!(result, &ExecutionResult::Ok(json!(10)));
+    }
+    let (offset, metadata) = wait_for("the progress past the request", TIMEOUT, || async {
+        deployment
+            .committed(ACTIVITY_GROUP, &topic, 0)
+            .filter(|(offset, _)| *offset > 0)
+    })
+    .await;
+    assert_eq!((offset, metadata.as_str()), (1, "wa1;n=0;o="));
+    assert_eq!(metric(&worker, "weir_activity_attempts_total"), 2.0);
+}
+
+/// Issue 38 on the parent's side: workflows whose activities go through their topics
+/// (`--inline-activities off`), the activity worker's first commit failing after its answers
+/// are out (as above). Every saga finishes with its result, and each parent's history
+/// journals exactly one answer per activity although one was answered twice.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_parent_journals_one_answer_of_an_activity_answered_twice() {
+    const CHECKOUT: &str = "weir-examples:workflows/order.checkout";
+    let deployment = Deployment::new("act_dup_parent");
+    let worker = deployment.start_worker_with_env(
+        "w",
+        &["--inline-activities", "off"],
+        &[("WEIR_FAILPOINTS", "activity-before-offsets=fail-once(0)")],
+    );
+    let producer = deployment.producer();
+    let mut ids = Vec::new();
+    for n in 0..3 {
+        let order = json!([{"id": format!("dup-{n}"), "customer": "c", "sku": "widget",
+            "quantity": 1, "address": "1 Main St"}]);
+        ids.push(deployment.submit(&producer, CHECKOUT, order).await);
+    }
+    let results = deployment.results(&ids, TIMEOUT);
+    for id in &ids {
+        assert!(
+            matches!(&results[id], ExecutionResult::Ok(_)),
+            "{id}: {:?}",
+            results[id]
+        );
+    }
+    worker.wait_for_log("failpoint activity-before-offsets reached", TIMEOUT);
+    // Every answer on the topic, per child: the one that failed to commit its progress is
+    // there twice.
+    let topic = deployment.topic(TopicRole::Responses);
+    let mut on_topic: HashMap<ExecutionId, usize> = HashMap::new();
+    for (_, response) in deployment.read_to_end::<Response>(&topic, TIMEOUT) {
+        if let Response::ChildExecutionFinished {
+            child_execution_id, ..
+        } = response
+        {
+            *on_topic.entry(child_execution_id).or_default() += 1;
+        }
+    }
+    assert!(
+        on_topic.values().any(|n| *n > 1),
+        "no answer was produced twice: {on_topic:?}"
+    );
+    let histories = deployment.kafka_histories();
+    for id in &ids {
+        let mut journalled: HashMap<ExecutionId, usize> = HashMap::new();
+        for record in &histories[id] {
+            if let HistoryEntry::ResponseAppended(Response::ChildExecutionFinished {
+                child_execution_id,
+                ..
+            }) = &record.entry
+            {
+                *journalled.entry(child_execution_id.clone()).or_default() += 1;
+            }
+        }
+        assert_eq!(
+            journalled.len(),
+            4,
+            "{id}: the saga's four activities: {journalled:?}"
+        );
+        for (child, n) in &journalled {
+            assert_eq!(*n, 1, "{id}: {child} journalled {n} times");
+        }
+    }
+}

@@ -9,7 +9,9 @@
 //! transaction's commit at `before-commit` aborts, as on a broker error). Points:
 //! `before-send-offsets` (outputs produced, offsets not sent) and `before-commit` (offsets
 //! accepted, the transaction not committed), in `kafka/transaction.rs`; the trigger worker's
-//! transactions have them as `trigger-before-send-offsets` and `trigger-before-commit`.
+//! transactions have them as `trigger-before-send-offsets` and `trigger-before-commit`; the
+//! activity worker's commit has `activity-before-offsets` (its answers acknowledged, their
+//! progress not committed; `fail-once` makes that commit fail, in `kafka/answers.rs`).
 //! Entries are separated by commas; malformed ones are ignored. Reaching a point with an action
 //! logs `failpoint <name> reached` at WARN, so that a test can wait for it before acting (e.g.
 //! freezing the process with SIGSTOP mid-transaction).

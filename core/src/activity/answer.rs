@@ -1,4 +1,4 @@
-//! The size gate of an activity's answer: an answer no producer could send (whose transaction
+//! The size gate of an activity's answer: an answer no producer could send (whose commit
 //! would fail for ever, issue 11 item 7) is replaced by a `value-too-large` error that says
 //! why, so the parent hears and the partition goes on. One rule for the Kafka activity worker
 //! and the simulated one, which apply it to the answer as they encode it.

@@ -14,11 +14,18 @@
 //!
 //! **What it promises** (exactly once, nothing lost, no partition stuck):
 //! - Each request is answered to its parent (a [`Response`] keyed by the parent) exactly
-//!   once: the answer is only ever emitted inside a [`Commit`] together with the progress
-//!   that marks its request finished, so after a crash or a take-over the next owner skips
-//!   it (the frontier passed it, or the metadata does not list it). A commit that fails is
-//!   followed by a take-over ([`Input::Revoked`], [`Input::Assigned`]) that forgets
-//!   everything not committed.
+//!   once *in the parent's history*: the answer is only ever emitted inside a [`Commit`]
+//!   together with the progress that marks its request finished, and the driver makes the
+//!   answer durable (produced and acknowledged) before it commits that progress. After the
+//!   progress committed, no owner runs the request again (the frontier passed it, or the
+//!   metadata does not list it). Before, a crash, a zombie or a refused commit may leave an
+//!   answer on the topic whose request is then answered again by the next owner: a
+//!   duplicate, which the parent drops (it journals one answer per child,
+//!   `crate::processor`'s `deliver`). A commit that fails is followed by a take-over
+//!   ([`Input::Revoked`], [`Input::Assigned`]) that forgets everything not committed.
+//!   (Until issue 38 the answers and the progress were one Kafka transaction; one
+//!   transaction a step less is most of what a step through a topic costs:
+//!   `docs/design/activities.md#answers-before-progress`.)
 //! - Nothing is lost: a request stays unfinished (listed in the metadata, or at or past the
 //!   frontier) until its answer (or its dead letter, or its cancellation) commits.
 //! - No partition is stuck: a request for a function nobody runs is answered
@@ -237,7 +244,7 @@ pub enum Input<S> {
     },
 }
 
-/// A record to produce in the next transaction.
+/// A record to produce in the next commit.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Outgoing<S> {
     /// The answer to the parent: `weir.responses`, keyed by `parent`; `ffqn` is the
@@ -272,8 +279,9 @@ impl<S> Outgoing<S> {
     }
 }
 
-/// One transaction: its records and the progress of every partition whose progress moved
-/// (its frontier as the offset, [`Progress::metadata`] as the offset's metadata).
+/// One commit: its records, produced first, and the progress of every partition whose
+/// progress moved (its frontier as the offset, [`Progress::metadata`] as the offset's
+/// metadata), committed once they are acknowledged.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Commit<S> {
     pub records: Vec<Outgoing<S>>,
@@ -322,8 +330,8 @@ pub enum Effect<S> {
         partition: RoutePartition,
         from: Option<i64>,
     },
-    /// Produce the records and commit the offsets in one transaction; report
-    /// [`Input::Committed`], or take over ([`Input::Revoked`]) if it failed.
+    /// Produce the records (durably: acknowledged), then commit the progress; report
+    /// [`Input::Committed`], or take over ([`Input::Revoked`]) if either failed.
     Commit(Commit<S>),
 }
 

@@ -1,6 +1,6 @@
 //! The progress of a route partition as the activity worker commits it: the **frontier** (the
 //! committed offset: every record before it is finished) and, in the offset's **metadata**
-//! (committed in the same transaction as the answers, `send_offsets_to_transaction`), what is
+//! (committed once the answers it finishes are acknowledged), what is
 //! *not* finished between the frontier and the last record read — every other record there
 //! is finished — with, per unfinished request, the attempt it is at and when that attempt may
 //! run (a retry waiting for its backoff).

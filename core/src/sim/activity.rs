@@ -111,8 +111,6 @@ pub struct ActProc {
     pub pid: u64,
     pub slot: u32,
     pub status: Status,
-    pub transactional_id: String,
-    pub epoch: u32,
     pub member: Option<u64>,
     pub generation: u64,
     pub owned: BTreeSet<i32>,
@@ -122,8 +120,8 @@ pub struct ActProc {
     pub paused: BTreeSet<(Topic, i32)>,
     pub core: ActivityCore<SimSource>,
     pub running: BTreeMap<AttemptId, Running>,
-    /// A commit produced, its offsets not sent yet.
-    pub open_txn: Option<(u64, Commit<SimSource>)>,
+    /// A commit whose records are produced (acknowledged), its offsets not committed yet.
+    pub producing: Option<Commit<SimSource>>,
     /// Asked to stop: the next step flushes and leaves.
     pub shutdown: bool,
     pub at: &'static str,
@@ -161,10 +159,12 @@ pub struct ActivityLog {
     pub started: Vec<Started>,
     /// A failed attempt fed to a core (the retry decided then, if any).
     pub failed: Vec<Started>,
-    /// Answers produced: (seq, pid, transaction, child).
-    pub produced: Vec<(u64, u64, u64, ExecutionId)>,
-    /// The first committed answer of each activity: (seq, when).
+    /// Answers produced (each visible at once): (seq, pid, child).
+    pub produced: Vec<(u64, u64, ExecutionId)>,
+    /// The first answer of each activity whose progress committed: (seq, when).
     pub committed: BTreeMap<ExecutionId, (u64, SimTime)>,
+    /// How many commits whose progress committed carried an answer of each activity.
+    pub progress_committed: BTreeMap<ExecutionId, u64>,
     /// The not-before header of requests sent as later attempts (inline retries), by
     /// (topic, partition, offset).
     pub headers: BTreeMap<(Topic, i32, i64), SimTime>,
@@ -184,7 +184,8 @@ pub struct ActivityCounts {
     pub failures: u64,
     /// Attempts in flight when their process was killed.
     pub lost_in_flight: u64,
-    /// Commits refused (a zombie's offsets): their answers aborted.
+    /// Offset commits refused (a zombie's, after a rebalance): their answers were produced
+    /// already, and are answered again by the next owner.
     pub refused_commits: u64,
     /// Running attempts aborted by a cancellation.
     pub cancel_aborts: u64,
@@ -194,7 +195,8 @@ pub struct ActivityCounts {
     /// External requests checked against the service's group: answered by it, or not.
     pub service_answered: u64,
     pub service_not_answered: u64,
-    /// Activities whose answer was produced more than once (a zombie's, aborted).
+    /// Activities answered more than once on `weir.responses` (a zombie's answer, or one
+    /// whose progress a crash or a refused commit lost; the parent journals one).
     pub produced_twice: u64,
     /// Retries (attempt `n > 1`) started by another process than the one whose attempt
     /// `n − 1` failed: resumed from the committed metadata.

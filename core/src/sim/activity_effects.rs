@@ -6,7 +6,7 @@
 use chrono::Duration;
 
 use super::activity::{Running, SimSource, Started, attempt_result, topic_of};
-use super::cluster::{Payload, Producer, SimTime, Topic, TxnRefused};
+use super::cluster::{Payload, Producer, SimTime, Topic};
 use super::process::Status;
 use super::workflows::activity_result;
 use super::world::{PendingAnswer, World, encode};
@@ -106,30 +106,21 @@ impl World {
         }
     }
 
-    /// Begins the transaction and produces the commit's records (its offsets are sent at the
-    /// next step).
+    /// Produces the commit's records with the idempotent producer, outside any transaction:
+    /// each is visible once acknowledged, at once here. Its progress (the offsets) is
+    /// committed at the next step: a crash, a freeze or a refused commit in between leaves
+    /// the answers on the topic and their requests unfinished, to be answered again by the
+    /// next owner (a duplicate the parent drops).
     pub(super) fn act_begin_commit(&mut self, pid: u64, commit: Commit<SimSource>) {
-        let now = self.now;
-        let (tid, epoch) = {
-            let p = self.act_procs(pid);
-            (p.transactional_id.clone(), p.epoch)
-        };
-        let txn = match self.cluster.begin(&tid, epoch, pid, now) {
-            Ok(txn) => txn,
-            Err(e) => {
-                self.act_exit(pid, &format!("{e:?}"));
-                return;
-            }
-        };
         for record in &commit.records {
-            self.act_produce(pid, txn, record);
+            self.act_produce(pid, record);
         }
         let p = self.act_procs_mut(pid);
-        p.at = "commit: produced";
-        p.open_txn = Some((txn, commit));
+        p.at = "commit: produced, offsets not committed";
+        p.producing = Some(commit);
     }
 
-    pub(super) fn act_produce(&mut self, pid: u64, txn: u64, record: &Outgoing<SimSource>) {
+    pub(super) fn act_produce(&mut self, pid: u64, record: &Outgoing<SimSource>) {
         let now = self.now;
         let producer = Producer::ActivityWorker { pid };
         match record {
@@ -163,12 +154,12 @@ impl World {
                     payload,
                     bytes,
                     producer,
-                    Some(txn),
+                    None,
                     now,
                 );
                 if let Some(child) = record.answered() {
                     let seq = self.act.log.next();
-                    self.act.log.produced.push((seq, pid, txn, child.clone()));
+                    self.act.log.produced.push((seq, pid, child.clone()));
                 }
             }
             Outgoing::DeadLetter {
@@ -201,55 +192,43 @@ impl World {
                     payload,
                     bytes,
                     producer,
-                    Some(txn),
+                    None,
                     now,
                 );
             }
         }
     }
 
-    /// Sends the offsets of the commit in flight and commits (or, refused, aborts and takes
-    /// over again).
+    /// Commits the progress of the commit whose records were produced (or, refused, takes
+    /// over again: its answers stay on the topic as duplicates of the next owner's).
     pub(super) fn act_end_commit(&mut self, pid: u64) {
         let now = self.now;
         let p = self.act_procs_mut(pid);
-        let Some((txn, commit)) = p.open_txn.take() else {
+        let Some(commit) = p.producing.take() else {
             return;
         };
-        let (tid, epoch, member, generation, name) = (
-            p.transactional_id.clone(),
-            p.epoch,
-            p.member,
-            p.generation,
-            p.name(),
-        );
-        if let Err(e) = self.cluster.check_open(txn, &tid, epoch) {
-            self.act_exit(pid, &format!("{e:?}"));
-            return;
-        }
+        let (member, generation, name) = (p.member, p.generation, p.name());
         let offsets: Vec<(Topic, i32, i64, String)> = commit
             .progress
             .iter()
             .map(|(k, p)| (topic_of(&k.topic), k.partition, p.frontier, p.metadata()))
             .collect();
-        let sent = if offsets.is_empty() {
+        let committed = if offsets.is_empty() {
             Ok(())
         } else {
             self.cluster
-                .send_route_offsets(txn, &offsets, member, generation)
+                .commit_route_offsets(&offsets, member, generation)
         };
-        match sent {
-            Err(TxnRefused::Generation(e)) => {
-                self.cluster.end(txn, false, now);
+        match committed {
+            Err(e) => {
                 self.act.counts.refused_commits += 1;
                 self.event(format!(
-                    "{name}: activity commit refused, transaction {txn} aborted: {e}"
+                    "{name}: activity offsets refused ({} records already produced): {e:?}",
+                    commit.records.len()
                 ));
                 self.act_procs_mut(pid).revoke(now);
             }
-            Err(TxnRefused::Fenced(e)) => self.act_exit(pid, &e),
             Ok(()) => {
-                self.cluster.end(txn, true, now);
                 self.stats.commits += 1;
                 let answered: Vec<(ExecutionId, Response, ExecutionId)> = commit
                     .records
@@ -262,6 +241,12 @@ impl World {
                     })
                     .collect();
                 for (child, response, parent) in answered {
+                    *self
+                        .act
+                        .log
+                        .progress_committed
+                        .entry(child.clone())
+                        .or_default() += 1;
                     let seq = self.act.log.next();
                     self.act
                         .log
@@ -286,7 +271,7 @@ impl World {
                     }
                 }
                 self.event(format!(
-                    "{name}: activity commit {txn}: {} records, offsets {offsets:?}",
+                    "{name}: activity commit: {} records, offsets {offsets:?}",
                     commit.records.len()
                 ));
                 let p = self.act_procs_mut(pid);
@@ -306,7 +291,7 @@ impl World {
             .act
             .procs
             .get(&pid)
-            .is_some_and(|p| p.open_txn.is_some())
+            .is_some_and(|p| p.producing.is_some())
         {
             self.act_end_commit(pid);
         }
@@ -315,17 +300,8 @@ impl World {
         self.act_bury(pid, false);
     }
 
-    /// The process exits with an error (fenced): its supervisor restarts it.
-    pub(super) fn act_exit(&mut self, pid: u64, why: &str) {
-        let name = self.act_procs(pid).name();
-        self.stats.exits += 1;
-        self.stats.fenced += 1;
-        self.event(format!("{name}: exits with an error: {why}"));
-        self.act_bury(pid, false);
-    }
-
     /// The process is gone: killed (its member stays until its session expires, an open
-    /// transaction hangs until the transaction timeout) or exited (it left the group).
+    /// transaction hangs until the transaction timeout) or exited (it left the group); answers it produced stay.
     pub fn act_bury(&mut self, pid: u64, killed: bool) {
         let now = self.now;
         let session = self.ms(self.config.session_timeout_ms);
@@ -342,8 +318,9 @@ impl World {
                 .values()
                 .filter(|r| matches!(r, Running::Attempt { .. }))
                 .count() as u64;
-        } else if let Some((txn, _)) = p.open_txn.take() {
-            self.cluster.end(txn, false, now);
+        } else {
+            // Its answers are on the topic already; the progress is not committed.
+            p.producing = None;
         }
         let Some(member) = p.member else {
             return;

@@ -27,7 +27,7 @@ impl World {
     pub fn act_counts(&self) -> ActivityCounts {
         let log = &self.act.log;
         let mut produced: BTreeMap<&ExecutionId, u64> = BTreeMap::new();
-        for (_, _, _, child) in &log.produced {
+        for (_, _, child) in &log.produced {
             *produced.entry(child).or_default() += 1;
         }
         let retried_elsewhere = log
@@ -76,8 +76,6 @@ impl World {
 
     /// A new activity worker process `pid` in `slot`.
     pub fn act_spawn(&mut self, pid: u64, slot: u32) {
-        let transactional_id = format!("weir.activity-workers-a{slot}-{pid}");
-        let epoch = self.cluster.init_producer(&transactional_id, self.now);
         let config = self.act.config.clone().unwrap_or_else(|| CoreConfig {
             settings: ActivitySettings {
                 concurrency: 2,
@@ -98,8 +96,6 @@ impl World {
                 pid,
                 slot,
                 status: Status::Running,
-                transactional_id,
-                epoch,
                 member: None,
                 generation: 0,
                 owned: BTreeSet::new(),
@@ -108,7 +104,7 @@ impl World {
                 paused: BTreeSet::new(),
                 core,
                 running: BTreeMap::new(),
-                open_txn: None,
+                producing: None,
                 shutdown: false,
                 at: "start",
             },
@@ -124,7 +120,7 @@ impl World {
         if p.status != Status::Running {
             return;
         }
-        if p.open_txn.is_some() {
+        if p.producing.is_some() {
             self.act_end_commit(pid);
             return;
         }
@@ -135,8 +131,8 @@ impl World {
         if !self.act_poll(pid) {
             return;
         }
-        if !self.act_procs(pid).taken_over && !self.act_take_over(pid) {
-            return;
+        if !self.act_procs(pid).taken_over {
+            self.act_take_over(pid);
         }
         let mut inputs = self.act_finished(pid);
         inputs.extend(self.act_fetch(pid));
@@ -149,7 +145,7 @@ impl World {
             let effects = p.core.handle(input, now);
             self.act_execute(pid, effects, record);
             if self.act_procs(pid).status != Status::Running {
-                return; // exited (fenced)
+                return;
             }
         }
     }
@@ -224,22 +220,11 @@ impl World {
         stable
     }
 
-    /// Restores the committed progress of every owned partition (fetched as stable); false
-    /// while an open transaction holds offsets of one of them.
-    fn act_take_over(&mut self, pid: u64) -> bool {
+    /// Restores the committed progress of every owned partition (its offsets are committed
+    /// outside transactions: nothing to wait for).
+    fn act_take_over(&mut self, pid: u64) {
         let now = self.now;
         let owned = self.act_procs(pid).owned.clone();
-        if let Some(txn) = self.cluster.route_offsets_pending(&owned) {
-            let p = self.act_procs_mut(pid);
-            if p.at != "take-over: waiting for an open transaction" {
-                p.at = "take-over: waiting for an open transaction";
-                let name = p.name();
-                self.event(format!(
-                    "{name}: take-over waits: transaction {txn} holds offsets of {owned:?}"
-                ));
-            }
-            return false;
-        }
         let assigned: Vec<(RoutePartition, Option<Committed>)> = owned
             .iter()
             .flat_map(|p| Topic::ROUTES.map(|t| (t, *p)))
@@ -274,7 +259,6 @@ impl World {
         let name = p.name();
         self.act_execute(pid, effects, false);
         self.event(format!("{name}: takes over {owned:?}: {restored:?}"));
-        true
     }
 
     /// The attempts and checks that ended by now, as the core's inputs.

@@ -230,9 +230,6 @@ pub struct Txn {
     /// Offsets sent with `send_offsets_to_transaction` (held until the end of the
     /// transaction; KIP-447 readers wait for them).
     pub offsets: Vec<(InputTopic, i32, i64)>,
-    /// Offsets (with their metadata) of the activity workers' group sent with the
-    /// transaction.
-    pub route_offsets: Vec<(Topic, i32, i64, String)>,
     /// Offsets of the trigger workers' group in the source topic sent with the transaction.
     pub source_offsets: Vec<(i32, i64)>,
 }
@@ -638,7 +635,6 @@ impl Cluster {
                 first: BTreeMap::new(),
                 written: Vec::new(),
                 offsets: Vec::new(),
-                route_offsets: Vec::new(),
                 source_offsets: Vec::new(),
             },
         );
@@ -690,11 +686,10 @@ impl Cluster {
         Ok(())
     }
 
-    /// `send_offsets_to_transaction` of an activity worker: validated against the activity
-    /// workers' group.
-    pub fn send_route_offsets(
+    /// An activity worker's offset commit (outside any transaction, as the consumer commits
+    /// it): validated against the activity workers' group and applied at once.
+    pub fn commit_route_offsets(
         &mut self,
-        number: u64,
         offsets: &[(Topic, i32, i64, String)],
         member: Option<u64>,
         generation: u64,
@@ -711,8 +706,9 @@ impl Cluster {
                 group.generation
             )));
         }
-        if let Some(t) = self.txns.get_mut(&number) {
-            t.route_offsets.extend_from_slice(offsets);
+        for (topic, partition, offset, metadata) in offsets {
+            self.route_committed
+                .insert((*topic, *partition), (*offset, metadata.clone()));
         }
         Ok(())
     }
@@ -775,19 +771,6 @@ impl Cluster {
         (partition, offset)
     }
 
-    /// Whether an open transaction holds offsets of the activity workers' group for one of
-    /// `partitions` of the route topics.
-    pub fn route_offsets_pending(&self, partitions: &BTreeSet<i32>) -> Option<u64> {
-        self.txns
-            .values()
-            .find(|t| {
-                t.route_offsets
-                    .iter()
-                    .any(|(_, p, _, _)| partitions.contains(p))
-            })
-            .map(|t| t.number)
-    }
-
     /// Commits or aborts an open transaction: markers on its partitions, its offsets
     /// committed (on commit). Returns the transaction, if it was open.
     pub fn end(&mut self, number: u64, commit: bool, now: SimTime) -> Option<Txn> {
@@ -821,10 +804,6 @@ impl Cluster {
             }
             for &(partition, offset) in &txn.source_offsets {
                 self.source_committed.insert(partition, offset);
-            }
-            for (topic, partition, offset, metadata) in &txn.route_offsets {
-                self.route_committed
-                    .insert((*topic, *partition), (*offset, metadata.clone()));
             }
         }
         if let Some(p) = self.producers.get_mut(&txn.transactional_id)

@@ -438,13 +438,13 @@ pub(crate) fn dst_upgrades() {
 /// (`weir_core::activity`), among the classes of `found_with` plus inline attempts (retries
 /// sent to the topic with their not-before header), zombies and hanging transactions of the
 /// workflow workers. Their own faults: kills with attempts in flight (the next owner runs them
-/// again from the committed metadata), zombies frozen inside a commit (their answers produced
-/// again by the next owner, their own aborted with their refused offsets), kills inside a
-/// commit (a hanging transaction), rebalances; attempts fail and are retried across all that;
+/// again from the committed metadata), zombies frozen inside a commit (their answers produced,
+/// their offsets refused: the next owner answers again, a duplicate), kills inside a commit
+/// (answers produced, progress lost), rebalances; attempts fail and are retried across all that;
 /// cancellations race the answers (`abandon`); `watched` executions call an external route,
 /// watched until its deadline while an outside service answers late, twice or never.
-/// `check_activity`: each activity answered at most once by the workers and exactly once in
-/// its parent's history, none lost, no attempt started after its answer committed, no retry
+/// `check_activity`: each activity answered by at most one commit whose progress committed
+/// and exactly once in its parent's history (duplicates dropped), none lost, no attempt started after its answer committed, no retry
 /// before its not-before, no route partition stuck. The runs must exercise all of it.
 #[test]
 pub(crate) fn dst_activity_workers() {

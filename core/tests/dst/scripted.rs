@@ -20,20 +20,20 @@ pub(crate) fn activity_deployment() -> Sim {
     )
 }
 
-/// An activity worker frozen inside a commit that carries an answer (its offsets not sent
-/// yet) past its session: the other worker takes the partition over, runs the request again
-/// and commits the answer; the zombie, back, has its offsets refused and its transaction —
-/// the same answer, produced twice — aborted. The parent journals one answer.
+/// An activity worker frozen inside a commit that carries an answer (produced, its offsets
+/// not committed yet) past its session: the other worker takes the partition over, runs the
+/// request again and answers it again; the zombie, back, has its offsets refused. The answer
+/// is on `weir.responses` twice; the parent journals one.
 #[test]
-pub(crate) fn a_zombie_activity_workers_answer_is_aborted_and_the_next_owners_commits() {
+pub(crate) fn a_zombie_activity_workers_answer_is_a_duplicate_the_parent_drops() {
     let mut sim = activity_deployment();
     sim.add_activity_worker();
     step(&mut sim, 10);
     sim.submit(Workflow::Seq, &[1, 5]);
     let answering = |p: &weir_core::sim::activity::ActProc| {
-        p.open_txn
+        p.producing
             .as_ref()
-            .is_some_and(|(_, c)| c.records.iter().any(|r| r.answered().is_some()))
+            .is_some_and(|c| c.records.iter().any(|r| r.answered().is_some()))
     };
     let mut zombie = None;
     'find: for _ in 0..300 {

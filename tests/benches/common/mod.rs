@@ -209,16 +209,56 @@ async fn collect(consumer: &StreamConsumer) -> Vec<(OwnedMessage, f64)> {
     records.into_iter().map(|m| (m, at)).collect()
 }
 
+/// How one side of the floor writes its hop and commits what it consumed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HopWrite {
+    /// One transaction per batch: the hops produced and the input offsets committed together
+    /// (what the workflow worker does, and the activity worker did before issue 38).
+    Transaction,
+    /// The hops produced by the idempotent producer outside any transaction and acknowledged,
+    /// then the input offsets committed by the consumer: at-least-once, the reader dropping
+    /// duplicates (what the activity worker does since issue 38).
+    #[allow(dead_code)] // `scale.rs` runs it; `stack.rs` only the transactional floor
+    Idempotent,
+}
+
+/// The floor's Kafka client settings: the worker's, plus `WEIR_BENCH_KAFKA_PROPERTIES`
+/// (`key=value,key=value`: a setting tried on the floor before it is given to the workers).
+fn floor_config() -> weir::kafka::KafkaConfig {
+    let mut config = kafka_config();
+    if let Ok(list) = std::env::var("WEIR_BENCH_KAFKA_PROPERTIES") {
+        for pair in list.split(',').filter(|p| !p.trim().is_empty()) {
+            let (key, value) = pair
+                .split_once('=')
+                .expect("WEIR_BENCH_KAFKA_PROPERTIES: key=value,key=value");
+            config
+                .properties
+                .push((key.trim().to_owned(), value.trim().to_owned()));
+        }
+    }
+    config
+}
+
+/// Where a side's time went in one batch, in ms from the batch's collection: the hops
+/// acknowledged, the offsets sent (`send_offsets_to_transaction`, or the consumer's commit),
+/// the transaction committed (equal to the offsets for [`HopWrite::Idempotent`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Phases {
+    pub offsets: f64,
+    pub acked: f64,
+    pub committed: f64,
+}
+
 /// One side of the ping-pong: consumes `input`, produces the next hop of every chain to
-/// `output`, one transaction per batch with the input offsets. Records, per consumed hop,
-/// the in-process time from the end of its batch's collection to that batch's commit.
+/// `output`, as `write` says. Records, per batch, where its time went ([`Phases`]).
 async fn hop_loop(
     input: String,
     output: String,
+    write: HopWrite,
     stop: Arc<AtomicBool>,
-    in_process: Arc<Mutex<Vec<f64>>>,
+    phases: Arc<Mutex<Vec<Phases>>>,
 ) {
-    let config = kafka_config();
+    let config = floor_config();
     let group = unique_name("benchfloor");
     let mut consumer_config = config.consumer(&group);
     consumer_config.set("partition.assignment.strategy", "range");
@@ -226,23 +266,31 @@ async fn hop_loop(
     consumer.subscribe(&[&input]).expect("subscribe");
     // The worker's producer (its delivery reports served by a thread of its own) and its
     // commit (`Served::commit_transaction`), so that the floor commits as the worker does.
-    let producer = Served::create(config.transactional_producer(&format!("{group}-tx")).set(
-        "transaction.timeout.ms",
-        TRANSACTION_TIMEOUT.as_millis().to_string(),
-    ))
-    .expect("floor producer");
-    {
-        let producer = Arc::clone(producer.producer());
-        blocking(move || producer.init_transactions(TRANSACTION_TIMEOUT))
-            .await
-            .expect("init transactions");
-    }
+    let producer = match write {
+        HopWrite::Transaction => {
+            let producer =
+                Served::create(config.transactional_producer(&format!("{group}-tx")).set(
+                    "transaction.timeout.ms",
+                    TRANSACTION_TIMEOUT.as_millis().to_string(),
+                ))
+                .expect("floor producer");
+            let p = Arc::clone(producer.producer());
+            blocking(move || p.init_transactions(TRANSACTION_TIMEOUT))
+                .await
+                .expect("init transactions");
+            producer
+        }
+        HopWrite::Idempotent => Served::create(&config.producer()).expect("floor producer"),
+    };
     while !stop.load(Ordering::Relaxed) {
         let records = collect(&consumer).await;
         if records.is_empty() {
             continue;
         }
-        producer.producer().begin_transaction().expect("begin");
+        let collected = records[0].1;
+        if write == HopWrite::Transaction {
+            producer.producer().begin_transaction().expect("begin");
+        }
         let mut offsets: BTreeMap<i32, i64> = BTreeMap::new();
         let mut deliveries = Vec::new();
         for (message, _) in &records {
@@ -263,67 +311,103 @@ async fn hop_loop(
                 deliveries.push(delivery);
             }
         }
-        // Acknowledged before the commit, as the worker does.
-        for delivery in deliveries {
-            delivery
-                .await
-                .expect("delivery not cancelled")
-                .expect("delivered");
-        }
         let mut list = TopicPartitionList::new();
         for (partition, offset) in offsets {
             list.add_partition_offset(&input, partition, Offset::Offset(offset))
                 .expect("offset");
         }
-        let metadata = consumer.group_metadata().expect("group metadata");
-        let p = Arc::clone(producer.producer());
-        blocking(move || p.send_offsets_to_transaction(&list, &metadata, TRANSACTION_TIMEOUT))
-            .await
-            .expect("send offsets");
-        let p = producer.clone();
-        blocking(move || p.commit_transaction(TRANSACTION_TIMEOUT))
-            .await
-            .expect("commit");
-        let committed = now_ms();
-        in_process
-            .lock()
-            .expect("lock")
-            .extend(records.iter().map(|(_, consumed)| committed - consumed));
+        let mut phase = Phases::default();
+        match write {
+            HopWrite::Transaction => {
+                // Offsets sent while the hops are acknowledged, as the worker does.
+                let metadata = consumer.group_metadata().expect("group metadata");
+                let p = Arc::clone(producer.producer());
+                blocking(move || {
+                    p.send_offsets_to_transaction(&list, &metadata, TRANSACTION_TIMEOUT)
+                })
+                .await
+                .expect("send offsets");
+                phase.offsets = now_ms() - collected;
+                for delivery in deliveries {
+                    delivery
+                        .await
+                        .expect("delivery not cancelled")
+                        .expect("delivered");
+                }
+                phase.acked = now_ms() - collected;
+                let p = producer.clone();
+                blocking(move || p.commit_transaction(TRANSACTION_TIMEOUT))
+                    .await
+                    .expect("commit");
+                phase.committed = now_ms() - collected;
+            }
+            HopWrite::Idempotent => {
+                for delivery in deliveries {
+                    delivery
+                        .await
+                        .expect("delivery not cancelled")
+                        .expect("delivered");
+                }
+                phase.acked = now_ms() - collected;
+                consumer
+                    .commit(&list, rdkafka::consumer::CommitMode::Sync)
+                    .expect("commit offsets");
+                phase.offsets = now_ms() - collected;
+                phase.committed = phase.offsets;
+            }
+        }
+        phases.lock().expect("lock").push(phase);
     }
 }
 
+#[allow(dead_code)] // `stack.rs` reads a part, `scale.rs` all of it
 pub struct FloorResult {
     pub chains: usize,
     /// Per hop: visible(hop k+1) − visible(hop k).
     pub observed: Stats,
     /// Per two-hop round: visible(hop k+2) − visible(hop k), k even.
     pub rounds: Stats,
+    /// Per hop, by the side that wrote it (ping → pong, pong → ping).
+    pub sides: [Stats; 2],
+    pub writes: [HopWrite; 2],
+    /// Per batch of the transactional side(s), ms from the batch's collection.
+    pub offsets: Option<Stats>,
+    pub acked: Option<Stats>,
     pub in_process: Stats,
     pub hops_per_second: f64,
     /// The stack's CPU over the measured chains.
     pub cpu: SubstrateCpu,
 }
 
-/// The ping-pong with `chains` chains of `hops` hops each in flight at once.
+/// The ping-pong with `chains` chains of `hops` hops each in flight at once, both sides
+/// transactional (two transactions a round, as a step through an activity topic paid before
+/// issue 38).
 pub async fn kafka_floor(chains: usize, hops: u32) -> FloorResult {
+    kafka_floor_of(chains, hops, [HopWrite::Transaction, HopWrite::Transaction]).await
+}
+
+/// The ping-pong, each side writing as `writes` says (ping → pong, pong → ping).
+pub async fn kafka_floor_of(chains: usize, hops: u32, writes: [HopWrite; 2]) -> FloorResult {
     let ping = unique_name("benchping");
     let pong = unique_name("benchpong");
     create_topics(&[(&ping, 6), (&pong, 6)]);
     let observer = Observer::start(&[ping.clone(), pong.clone()]);
     let stop = Arc::new(AtomicBool::new(false));
-    let in_process = Arc::new(Mutex::new(Vec::new()));
+    let phases = [Arc::default(), Arc::default()];
     let loops = [
         tokio::spawn(hop_loop(
             ping.clone(),
             pong.clone(),
+            writes[0],
             Arc::clone(&stop),
-            Arc::clone(&in_process),
+            Arc::clone(&phases[0]),
         )),
         tokio::spawn(hop_loop(
             pong.clone(),
             ping.clone(),
+            writes[1],
             Arc::clone(&stop),
-            Arc::clone(&in_process),
+            Arc::clone(&phases[1]),
         )),
     ];
     let seeder: FutureProducer = kafka_config().producer().create().expect("seeder");
@@ -353,7 +437,9 @@ pub async fn kafka_floor(chains: usize, hops: u32) -> FloorResult {
     observer.wait("the floor's warm-up chain", RESULTS_TIMEOUT, |seen| {
         seen.iter().any(|s| is_last(s, warmup))
     });
-    in_process.lock().expect("lock").clear();
+    for side in &phases {
+        side.lock().expect("lock").clear();
+    }
 
     let mut cpu = SubstrateCpu::start();
     let started = now_ms();
@@ -383,12 +469,15 @@ pub async fn kafka_floor(chains: usize, hops: u32) -> FloorResult {
         }
     }
     let mut hop_latencies = Vec::new();
+    let mut sides: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
     let mut ended = started;
     for chain in 0..chains {
         for hop in 0..hops {
             let from = at[&(chain, hop)];
             let to = at[&(chain, hop + 1)];
             hop_latencies.push(to - from);
+            // Hop 0 is seeded on ping; side 0 (ping → pong) writes the odd hops.
+            sides[(hop % 2) as usize].push(to - from);
             ended = ended.max(to);
         }
     }
@@ -396,12 +485,33 @@ pub async fn kafka_floor(chains: usize, hops: u32) -> FloorResult {
         .flat_map(|chain| (0..hops - 1).step_by(2).map(move |hop| (chain, hop)))
         .map(|(chain, hop)| at[&(chain, hop + 2)] - at[&(chain, hop)])
         .collect();
-    let in_process = std::mem::take(&mut *in_process.lock().expect("lock"));
+    let phases: Vec<(HopWrite, Phases)> = writes
+        .iter()
+        .zip(&phases)
+        .flat_map(|(write, side)| {
+            std::mem::take(&mut *side.lock().expect("lock"))
+                .into_iter()
+                .map(move |p| (*write, p))
+        })
+        .collect();
+    let transactional: Vec<&Phases> = phases
+        .iter()
+        .filter(|(w, _)| *w == HopWrite::Transaction)
+        .map(|(_, p)| p)
+        .collect();
+    let of = |f: fn(&Phases) -> f64| {
+        (!transactional.is_empty())
+            .then(|| stats(&transactional.iter().map(|p| f(p)).collect::<Vec<_>>()))
+    };
     FloorResult {
         chains,
         observed: stats(&hop_latencies),
+        sides: [stats(&sides[0]), stats(&sides[1])],
+        writes,
         rounds: stats(&rounds),
-        in_process: stats(&in_process),
+        offsets: of(|p| p.offsets),
+        acked: of(|p| p.acked),
+        in_process: stats(&phases.iter().map(|(_, p)| p.committed).collect::<Vec<_>>()),
         hops_per_second: hop_latencies.len() as f64 / ((ended - started) / 1000.0),
         cpu,
     }

@@ -10,9 +10,10 @@
 //! the finished tasks and a tick to the core with the instant of its turn (the one place it
 //! reads the clock), and executes the core's effects: attempts spawned on the [`WasmHost`]
 //! (and aborted), checks of external services' consumer groups, pauses and resumes, seeks, and
-//! commits — the answers and dead letters produced in one Kafka transaction with the progress
-//! of every partition (its frontier as the committed offset, the unfinished requests in the
-//! offset's metadata, `send_offsets_to_transaction`).
+//! commits — the answers and dead letters produced by the idempotent producer and
+//! acknowledged, then the progress of every partition (its frontier as the committed offset,
+//! the unfinished requests in the offset's metadata) committed by the consumer
+//! ([`super::answers`]).
 //!
 //! **Nothing waits for anything else.** Attempts run concurrently, up to
 //! [`ActivitySettings::concurrency`], as tasks of their own, while the loop keeps polling the
@@ -20,9 +21,11 @@
 //! reading further records (a slow attempt holds back nobody). Each answer is committed as soon
 //! as it is ready (with the others that finish within `--commit-interval-ms`).
 //!
-//! So a request answered out of order is never run again after a crash or a rebalance: the
-//! next owner seeks to the frontier and skips what the metadata does not list. The answer and
-//! the record of its request being finished commit together, or neither does: exactly once.
+//! So a request answered out of order is never run again after a crash or a rebalance once
+//! its progress committed: the next owner seeks to the frontier and skips what the metadata
+//! does not list. Its answer was acknowledged before that progress was committed; one
+//! produced by a commit whose progress was lost is answered again (a duplicate the parent
+//! drops): exactly once in the parent's history.
 //! Retries are durable in that same metadata; a request that arrives as a later attempt
 //! (`attempt > 1` with a [`NOT_BEFORE_HEADER`]) runs at that attempt, not before that
 //! instant. A cancellation ([`ActivityCancel`], kind [`wire::RecordKind::Cancel`] in its [`wire::KIND_HEADER`])
@@ -55,6 +58,7 @@ use weir_core::activity::answer;
 use weir_core::wire::{self, NOT_BEFORE_HEADER, RecordType};
 
 use super::activity_tasks::{Source, Tasks};
+use super::answers::Answers;
 use super::dlq::dead_letter;
 use super::group::{MemberContext, RebalanceTracker};
 use super::headers;
@@ -92,6 +96,8 @@ pub struct ActivityWorker {
     host: Arc<WasmHost>,
     codec: Arc<Codec>,
     metrics: Arc<Metrics>,
+    /// The producer of the answers (created when the worker runs).
+    answers: Option<Answers>,
 }
 
 impl ActivityWorker {
@@ -111,6 +117,7 @@ impl ActivityWorker {
             host,
             codec,
             metrics,
+            answers: None,
         }
     }
 
@@ -142,6 +149,9 @@ impl ActivityWorker {
             info!("no activity routes to serve");
             return Ok(());
         }
+        self.answers = Some(self.new_answers()?);
+        // The member's transactional producer commits nothing of this worker (its answers go
+        // through `answers`); it is the group member the three workers share.
         let mut member = self.config.join_group(&topics, None).await?;
         let mut recovery = Recovery::new(self.config.static_membership);
         info!(instance = %self.config.instance_id, ?topics, settings = ?self.core.config().settings, "activity worker started");
@@ -275,6 +285,15 @@ impl ActivityWorker {
                 {
                     warn!(error = %e, "activity commit aborted; taking the partitions over again");
                     self.metrics.activity_batches.aborted.inc();
+                    self.take_over(&member, &mut tasks, now).await?;
+                }
+                Err(WorkerError::Answers(e)) => {
+                    warn!(error = %e, "activity commit failed; taking the partitions over again (answers already produced are duplicates their parents drop)");
+                    self.metrics.activity_batches.aborted.inc();
+                    if self.answers.as_ref().is_some_and(|a| e.is_fatal(a)) {
+                        warn!("the activity worker's producer failed fatally; creating a new one");
+                        self.answers = Some(self.new_answers()?);
+                    }
                     self.take_over(&member, &mut tasks, now).await?;
                 }
                 Err(WorkerError::Transaction(e)) => {
@@ -619,7 +638,17 @@ impl ActivityWorker {
         Ok(())
     }
 
-    /// Produces the commit's records and commits its progress, in one transaction.
+    fn new_answers(&self) -> Result<Answers, WorkerError> {
+        Answers::new(
+            &self.config.kafka,
+            self.config.transaction_timeout,
+            Arc::clone(&self.metrics),
+        )
+        .map_err(|e| WorkerError::Answers(Box::new(e)))
+    }
+
+    /// Produces the commit's records, then commits its progress once they are acknowledged
+    /// ([`Answers::commit`]).
     async fn commit(
         &self,
         member: &GroupMember,
@@ -640,14 +669,14 @@ impl ActivityWorker {
         }
         let records: Vec<OutgoingRecord> =
             commit.records.iter().map(|r| self.outgoing(r)).collect();
-        let group_metadata = member
-            .consumer
-            .group_metadata()
-            .ok_or_else(|| self.consumer_error(rdkafka::error::KafkaError::NoMessageReceived))?;
-        member
-            .transactor
-            .commit(&records, list, group_metadata)
-            .await?;
+        let answers = self
+            .answers
+            .as_ref()
+            .expect("the answers' producer is created before the worker takes records");
+        answers
+            .commit(&member.consumer, &records, list)
+            .await
+            .map_err(|e| WorkerError::Answers(Box::new(e)))?;
         let batches = &self.metrics.activity_batches;
         batches.committed.inc();
         batches.records_in.add(commit.finished);

@@ -10,9 +10,24 @@ use rdkafka::ClientConfig;
 pub const CODECS: [&str; 4] = ["gzip", "snappy", "lz4", "zstd"];
 
 /// First retry backoff of the transactional producers' requests (librdkafka's default is 100
-/// ms; see [`KafkaConfig::transactional_producer`]). Later retries still back off
-/// exponentially up to `retry.backoff.max.ms` (1 s).
+/// ms; see [`KafkaConfig::transactional_producer`]). Later retries back off exponentially ...
 pub const TRANSACTIONAL_RETRY_BACKOFF_MS: &str = "5";
+
+/// ... and at most this long (librdkafka's `retry.backoff.max.ms`, default 1 s). With
+/// transactions back to back (no linger, [`PRODUCER_LINGER_MS`]) the next one's
+/// `AddPartitionsToTxn` / `AddOffsetsToTxn` often meets the previous one still completing
+/// (`CONCURRENT_TRANSACTIONS`), several times in a row: doubling from 5 ms to 1 s made some
+/// lone steps through a topic wait 100–200 ms (issue 38's bench: p99 182 ms a step, 11.2 ms
+/// on average; with 20 ms, p99 22.6 ms and 5.9 ms).
+pub const TRANSACTIONAL_RETRY_BACKOFF_MAX_MS: &str = "20";
+
+/// How long Weir's producers wait for more records before sending a batch (librdkafka's
+/// `linger.ms`, whose default is 5 ms). Every producer of Weir sends what a batch of its loop
+/// produced and then waits for it (the acknowledgements before a commit, the commit itself):
+/// lingering only delayed each hop. Measured on the Kafka floor (`tests/benches/scale.rs`,
+/// issue 38): a transactional hop 9.1 ms with 5, 3.5–3.8 ms with 0; a round of two
+/// transactional hops 18.8 against 7.3–7.8 ms, and half the broker's CPU a round.
+pub const PRODUCER_LINGER_MS: &str = "0";
 
 /// The largest record Weir's producers send, set as librdkafka's `message.max.bytes` (the
 /// rule is the wire table's: [`weir_core::wire::MAX_PRODUCED_RECORD_BYTES`]).
@@ -331,7 +346,9 @@ impl KafkaConfig {
         // (CONCURRENT_TRANSACTIONS); librdkafka retries it after `retry.backoff.ms`, 100 ms by
         // default (growing to `retry.backoff.max.ms`): a 100 ms stall in every other batch
         // (issue 12's bench: 79 steps/s at 20 concurrent executions, p50 236 ms a step).
-        config.set("retry.backoff.ms", TRANSACTIONAL_RETRY_BACKOFF_MS);
+        config
+            .set("retry.backoff.ms", TRANSACTIONAL_RETRY_BACKOFF_MS)
+            .set("retry.backoff.max.ms", TRANSACTIONAL_RETRY_BACKOFF_MAX_MS);
         config.set("transactional.id", transactional_id);
         self.finish(config)
     }
@@ -369,6 +386,10 @@ impl KafkaConfig {
     fn producer_settings(config: &mut ClientConfig) {
         config
             .set("partitioner", "murmur2_random")
+            .set("linger.ms", PRODUCER_LINGER_MS)
+            // As the Java client does (TCP_NODELAY): a small request (a commit, an offset) is
+            // not held back behind an unacknowledged one.
+            .set("socket.nagle.disable", "true")
             .set("enable.idempotence", "true")
             .set("message.max.bytes", MAX_PRODUCED_RECORD_BYTES.to_string());
     }
@@ -424,6 +445,24 @@ mod tests {
             .push(("heartbeat.interval.ms".into(), "500".into()));
         let member = kafka.member("g", &MemberSettings::default());
         assert_eq!(member.get("heartbeat.interval.ms"), Some("500"));
+    }
+
+    /// Issue 38: every producer sends at once (no linger, no Nagle), a transactional one
+    /// retries a concurrent transaction within 20 ms; unless the user says otherwise.
+    #[test]
+    fn producers_do_not_linger_unless_told_to() {
+        let mut kafka = KafkaConfig::new("broker:9092");
+        for config in [kafka.producer(), kafka.transactional_producer("t")] {
+            assert_eq!(config.get("linger.ms"), Some(PRODUCER_LINGER_MS));
+            assert_eq!(config.get("socket.nagle.disable"), Some("true"));
+        }
+        let transactional = kafka.transactional_producer("t");
+        assert_eq!(
+            transactional.get("retry.backoff.max.ms"),
+            Some(TRANSACTIONAL_RETRY_BACKOFF_MAX_MS)
+        );
+        kafka.properties.push(("linger.ms".into(), "20".into()));
+        assert_eq!(kafka.producer().get("linger.ms"), Some("20"));
     }
 
     #[test]

@@ -286,6 +286,9 @@ pub enum WorkerError {
     },
     #[error(transparent)]
     Transaction(Box<TransactionError>),
+    /// The activity worker's commit of answers and progress failed (`super::answers`).
+    #[error("activity commit: {0}")]
+    Answers(Box<super::answers::AnswerError>),
     /// The schema registry did not answer (the trigger worker reading an Avro record's
     /// schema); nothing of the batch was committed.
     #[error("schema registry: {0}")]

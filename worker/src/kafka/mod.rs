@@ -5,6 +5,7 @@
 mod activity_tasks;
 pub mod activity_worker;
 pub mod admin;
+pub mod answers;
 pub mod config;
 pub mod correlations;
 pub mod dlq;

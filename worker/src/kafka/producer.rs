@@ -1,4 +1,5 @@
-//! The producer behind [`super::transaction::Transactor`]: librdkafka's `BaseProducer`, each
+//! The producer behind [`super::transaction::Transactor`] and [`super::answers::Answers`]:
+//! librdkafka's `BaseProducer`, each
 //! record's delivery report sent to a future, and the reports served by a thread of Weir's.
 //!
 //! Why not rdkafka's `FutureProducer`: its polling thread (`ThreadedProducer`, rdkafka 0.39)
@@ -19,11 +20,11 @@ use rdkafka::ClientConfig;
 use rdkafka::client::ClientContext;
 use rdkafka::config::FromClientConfigAndContext;
 use rdkafka::error::KafkaError;
-use rdkafka::message::{Message, OwnedHeaders};
+use rdkafka::message::{Header, Message, OwnedHeaders};
 use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, ProducerContext};
 use tokio::sync::oneshot;
 
-use super::outgoing::Landed;
+use super::outgoing::{Landed, OutgoingRecord};
 
 /// How long one poll of the serving thread waits for delivery reports; also how long the
 /// thread (and the producer it holds) outlives the last [`Served`] handle at most.
@@ -147,6 +148,26 @@ impl Served {
         }
         self.inner.producer.send(record).map_err(|(e, _)| e)?;
         Ok(delivery)
+    }
+
+    /// [`send`](Self::send) of an [`OutgoingRecord`].
+    pub fn send_record(&self, record: &OutgoingRecord) -> Result<Delivery, KafkaError> {
+        let headers = record
+            .headers
+            .iter()
+            .fold(OwnedHeaders::new(), |headers, (key, value)| {
+                headers.insert(Header {
+                    key,
+                    value: Some(value),
+                })
+            });
+        self.send(
+            &record.topic,
+            record.partition,
+            &record.key,
+            record.value.as_deref(),
+            headers,
+        )
     }
 }
 

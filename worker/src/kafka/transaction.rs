@@ -11,7 +11,6 @@ use std::time::Duration;
 use rdkafka::TopicPartitionList;
 use rdkafka::consumer::ConsumerGroupMetadata;
 use rdkafka::error::{KafkaError, RDKafkaError};
-use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::Producer;
 
 use super::KafkaConfig;
@@ -167,25 +166,9 @@ impl Transactor {
     ) -> Result<Vec<Landed>, TransactionError> {
         let mut deliveries = Vec::with_capacity(records.len());
         for record in records {
-            let headers =
-                record
-                    .headers
-                    .iter()
-                    .fold(OwnedHeaders::new(), |headers, (key, value)| {
-                        headers.insert(Header {
-                            key,
-                            value: Some(value),
-                        })
-                    });
             let delivery = self
                 .producer
-                .send(
-                    &record.topic,
-                    record.partition,
-                    &record.key,
-                    record.value.as_deref(),
-                    headers,
-                )
+                .send_record(record)
                 .map_err(|e| self.classify("produce", e))?;
             deliveries.push(delivery);
         }

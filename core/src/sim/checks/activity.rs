@@ -2,14 +2,17 @@
 //! `read_committed` reader of the log sees and the activity log
 //! ([`crate::sim::activity::ActivityLog`]):
 //!
-//! - `activity-once`: the activity workers commit at most one answer per activity (what a
-//!   zombie produced again is aborted with its refused offsets).
+//! - `activity-once`: at most one answer per activity is produced by a commit whose progress
+//!   then committed (answers are produced outside transactions, before their progress: a
+//!   zombie's, or one whose progress a crash or a refused commit lost, is a duplicate on
+//!   `weir.responses`, which the parent drops — `activity-journal`).
 //! - `activity-lost` (settled): every request of the route Weir serves has a committed
 //!   answer of the activity workers (answered, or answered `cancelled`).
 //! - `activity-journal` (settled): the parent's history journals exactly one answer for each
 //!   activity it requested, whoever answered how often (the external service and the
 //!   worker's `timed-out`, a cancellation journalled by the parent itself).
-//! - `activity-rerun`: no attempt of an activity starts after its answer committed.
+//! - `activity-rerun`: no attempt of an activity starts after the progress that finished it
+//!   (with its answer produced before) committed.
 //! - `activity-not-before`: attempt `n > 1` starts no earlier than a failure of attempt
 //!   `n − 1` plus its backoff, or the not-before header it arrived with.
 //! - `activity-stuck` (settled): the activity workers' committed offsets are past every
@@ -57,7 +60,8 @@ fn requests(w: &World) -> BTreeMap<ExecutionId, Request> {
     out
 }
 
-/// The answers the activity workers committed, per activity.
+/// The answers the activity workers produced (visible to a `read_committed` reader), per
+/// activity.
 fn worker_answers(w: &World) -> BTreeMap<ExecutionId, usize> {
     let mut out = BTreeMap::new();
     for (_, r) in w.cluster.committed_records(Topic::Responses) {
@@ -101,10 +105,10 @@ pub(super) fn check_activity(add: &mut impl FnMut(Invariant, String), w: &World,
     let answers = worker_answers(w);
     let log = &w.act.log;
     let ms = |t: SimTime| (t - w.start).num_milliseconds();
-    for (child, n) in answers.iter().filter(|(_, n)| **n > 1) {
+    for (child, n) in log.progress_committed.iter().filter(|(_, n)| **n > 1) {
         add(
             Invariant::ActivityOnce,
-            format!("{child}: the activity workers committed {n} answers"),
+            format!("{child}: {n} commits answered it and committed their progress"),
         );
     }
     if settled {
@@ -120,7 +124,7 @@ pub(super) fn check_activity(add: &mut impl FnMut(Invariant, String), w: &World,
                     .collect();
                 add(
                     Invariant::ActivityLost,
-                    format!("{child}: no committed answer; attempts started: {attempts:?}"),
+                    format!("{child}: no answer; attempts started: {attempts:?}"),
                 );
             }
             let n = journal.get(child).copied().unwrap_or(0);
@@ -128,7 +132,7 @@ pub(super) fn check_activity(add: &mut impl FnMut(Invariant, String), w: &World,
                 add(
                     Invariant::ActivityJournal,
                     format!(
-                        "{child} ({}): its parent journalled {n} answers (the workers committed {answered})",
+                        "{child} ({}): its parent journalled {n} answers (the workers produced {answered})",
                         request.topic.name()
                     ),
                 );

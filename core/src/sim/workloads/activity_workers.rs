@@ -91,9 +91,10 @@ impl Sim {
         false
     }
 
-    /// Runs `slot`'s activity worker until it has a transaction open (at most `max` turns).
+    /// Runs `slot`'s activity worker until it has produced a commit's records and not
+    /// committed its offsets yet (at most `max` turns).
     pub fn act_run_until_committing(&mut self, slot: u32, max: usize) -> bool {
-        self.act_run_until(slot, max, |p| p.open_txn.is_some())
+        self.act_run_until(slot, max, |p| p.producing.is_some())
     }
 
     /// Runs `slot`'s activity worker until it has attempts in flight (at most `max` turns).
@@ -116,23 +117,23 @@ impl Sim {
     }
 
     /// kill -9 of `slot`'s activity worker, wherever it stands (attempts in flight are lost,
-    /// an open transaction hangs).
+    /// answers produced without their offsets are duplicates of the next owner's).
     pub fn act_crash(&mut self, slot: u32) {
         let Some(pid) = self.act_pid(slot) else {
             return;
         };
-        let (name, at, running, txn) = {
+        let (name, at, running, produced) = {
             let w = self.world();
             let p = &w.act.procs[&pid];
             (
                 p.name(),
                 p.at,
                 p.running.len(),
-                p.open_txn.as_ref().map(|t| t.0),
+                p.producing.as_ref().map_or(0, |c| c.records.len()),
             )
         };
         self.note(format!(
-            "kill -9 {name} at `{at}` ({running} attempts in flight, open txn {txn:?})"
+            "kill -9 {name} at `{at}` ({running} attempts in flight, {produced} records produced without their offsets)"
         ));
         self.world().stats.crashes += 1;
         lock(&self.world).act_bury(pid, true);
@@ -180,7 +181,7 @@ impl Sim {
                         .and_then(|pid| w.act.procs.get(&pid))
                         .is_some_and(|p| {
                             let g = p.core.gauges();
-                            g.running + g.waiting > 0 || p.open_txn.is_some()
+                            g.running + g.waiting > 0 || p.producing.is_some()
                         })
                 })
                 .map(|(slot, _)| *slot)
