@@ -27,13 +27,22 @@ eval "$(bash docker/local/stack.sh env)"
 export WEIR_BROKERS WEIR_CQL
 export WEIR_COMPONENTS_DIR="$WEIR_CACHE/examples"
 
-log "building the example components"
-WEIR_EXAMPLES_OUT="$WEIR_COMPONENTS_DIR" bash examples/build.sh >/dev/null
+# The guests' toolchain (Debian packages) first, then the example components build beside
+# weir: each has stretches where it keeps one core busy, not two.
+bash examples/build.sh --install-only
+examples_log="$WEIR_CACHE/demo-examples.log"
+log "building the example components in the background (log: $examples_log)"
+WEIR_EXAMPLES_OUT="$WEIR_COMPONENTS_DIR" bash examples/build.sh >"$examples_log" 2>&1 &
+examples_pid=$!
 log "building weir"
 # The dev profile shares its build with the test suite; dependencies (wasmtime, librdkafka,
 # the CQL driver) are optimised in it anyway (see the workspace Cargo.toml).
 cargo build -p weir --bins --locked
 WEIR="$CARGO_TARGET_DIR/debug/weir"
+if ! wait "$examples_pid"; then
+  cat "$examples_log" >&2
+  die "the example components did not build"
+fi
 
 if ! wait "$stack_pid"; then
   cat "$stack_log" >&2

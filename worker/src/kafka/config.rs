@@ -16,10 +16,12 @@ pub const TRANSACTIONAL_RETRY_BACKOFF_MS: &str = "5";
 /// ... and at most this long (librdkafka's `retry.backoff.max.ms`, default 1 s). With
 /// transactions back to back (no linger, [`PRODUCER_LINGER_MS`]) the next one's
 /// `AddPartitionsToTxn` / `AddOffsetsToTxn` often meets the previous one still completing
-/// (`CONCURRENT_TRANSACTIONS`), several times in a row: doubling from 5 ms to 1 s made some
-/// lone steps through a topic wait 100–200 ms (issue 38's bench: p99 182 ms a step, 11.2 ms
-/// on average; with 20 ms, p99 22.6 ms and 5.9 ms).
-pub const TRANSACTIONAL_RETRY_BACKOFF_MAX_MS: &str = "20";
+/// (`CONCURRENT_TRANSACTIONS`), several times in a row: doubling from 5 ms up to 1 s made
+/// some lone steps through a topic wait 100–200 ms (issue 38's bench, one run: p99 182 ms a
+/// step). Runs of the same bench with 20, 100 and 1000 ms (`docs/benchmarks.md`): 20 retried
+/// so often that the broker's CPU cut the throughput at 20 and 200 concurrent executions by a
+/// fifth; 100 kept the lone steps' p99 at 18 ms and the throughput of 1000.
+pub const TRANSACTIONAL_RETRY_BACKOFF_MAX_MS: &str = "100";
 
 /// How long Weir's producers wait for more records before sending a batch (librdkafka's
 /// `linger.ms`, whose default is 5 ms). Every producer of Weir sends what a batch of its loop
