@@ -634,12 +634,14 @@ impl Metrics {
                 "Records produced in committed transactions.",
                 |b| b.records_out.get(),
             ),
-            ("batches_committed_total", "Transactions committed.", |b| {
-                b.committed.get()
-            }),
+            (
+                "batches_committed_total",
+                "Batches committed (a transaction; the activity worker's: answers acknowledged, then progress committed).",
+                |b| b.committed.get(),
+            ),
             (
                 "batches_aborted_total",
-                "Transactions aborted (batch reprocessed).",
+                "Batches aborted or failed to commit (reprocessed).",
                 |b| b.aborted.get(),
             ),
             (
