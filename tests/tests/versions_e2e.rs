@@ -123,6 +123,9 @@ async fn in_flight_executions_finish_on_their_build_while_new_ones_run_the_new_b
     let fresh = deployment.submit(&producer, SLEEP_FOR, json!([100])).await;
     let results = deployment.results(std::slice::from_ref(&fresh), Duration::from_secs(60));
     assert!(results[&fresh].is_ok(), "{:?}", results[&fresh]);
+    // The store lags the log: its history of the execution is read once it reaches the end
+    // (read right after the result, it once held one of the two naps).
+    deployment.finished_history(&store, &fresh).await;
     let (pinned, delays) = pinned_and_delays(&deployment, &store, &fresh).await;
     assert_eq!(
         pinned.as_deref(),
