@@ -328,12 +328,7 @@ async fn hop_loop(
                 .await
                 .expect("send offsets");
                 phase.offsets = now_ms() - collected;
-                for delivery in deliveries {
-                    delivery
-                        .await
-                        .expect("delivery not cancelled")
-                        .expect("delivered");
-                }
+                acknowledged(deliveries).await;
                 phase.acked = now_ms() - collected;
                 let p = producer.clone();
                 blocking(move || p.commit_transaction(TRANSACTION_TIMEOUT))
@@ -342,12 +337,7 @@ async fn hop_loop(
                 phase.committed = now_ms() - collected;
             }
             HopWrite::Idempotent => {
-                for delivery in deliveries {
-                    delivery
-                        .await
-                        .expect("delivery not cancelled")
-                        .expect("delivered");
-                }
+                acknowledged(deliveries).await;
                 phase.acked = now_ms() - collected;
                 consumer
                     .commit(&list, rdkafka::consumer::CommitMode::Sync)
@@ -357,6 +347,16 @@ async fn hop_loop(
             }
         }
         phases.lock().expect("lock").push(phase);
+    }
+}
+
+/// Waits until every hop of a batch is acknowledged.
+async fn acknowledged(deliveries: Vec<weir::kafka::producer::Delivery>) {
+    for delivery in deliveries {
+        delivery
+            .await
+            .expect("delivery not cancelled")
+            .expect("delivered");
     }
 }
 

@@ -66,7 +66,6 @@ use super::member::{GroupMember, WorkerConfig, WorkerError};
 use super::outgoing::OutgoingRecord;
 use super::recovery::{Failure, Recovery};
 use super::registry_hold::RegistryHold;
-use super::transaction::TransactionError;
 use crate::codec::{
     ActivityCancel, ActivityRequest, Codec, DecodeError, DlqReason, RecordPosition,
 };
@@ -277,16 +276,6 @@ impl ActivityWorker {
             }
             match self.turn(&member, &mut tasks, inputs, now).await {
                 Ok(()) => {}
-                Err(WorkerError::Transaction(e))
-                    if matches!(
-                        *e,
-                        TransactionError::Aborted { .. } | TransactionError::Rebalanced { .. }
-                    ) =>
-                {
-                    warn!(error = %e, "activity commit aborted; taking the partitions over again");
-                    self.metrics.activity_batches.aborted.inc();
-                    self.take_over(&member, &mut tasks, now).await?;
-                }
                 Err(WorkerError::Answers(e)) => {
                     warn!(error = %e, "activity commit failed; taking the partitions over again (answers already produced are duplicates their parents drop)");
                     self.metrics.activity_batches.aborted.inc();
@@ -295,27 +284,6 @@ impl ActivityWorker {
                         self.answers = Some(self.new_answers()?);
                     }
                     self.take_over(&member, &mut tasks, now).await?;
-                }
-                Err(WorkerError::Transaction(e)) => {
-                    let Some(failure) = Failure::of_transaction(&e) else {
-                        return Err(WorkerError::Transaction(e));
-                    };
-                    let restarted = self
-                        .restart(
-                            &mut member,
-                            &topics,
-                            &mut recovery,
-                            &mut shutdown,
-                            &mut tasks,
-                            failure,
-                            e.to_string(),
-                            now,
-                        )
-                        .await?;
-                    match restarted {
-                        Some(new_generation) => generation = new_generation,
-                        None => break,
-                    }
                 }
                 Err(e) => return Err(e),
             }
