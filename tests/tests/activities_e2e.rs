@@ -688,6 +688,61 @@ async fn an_answer_whose_progress_was_not_committed_is_answered_again() {
     assert_eq!(metric(&worker, "weir_activity_attempts_total"), 2.0);
 }
 
+/// A take-over that meets a coordinator that moved (seen in `broker_restart`: after the broker
+/// came back, the activity worker's commit was refused with `NOT_COORDINATOR`, and the
+/// take-over that followed met the same error fetching the committed progress, which stopped
+/// the process). Here each worker's first fetch of committed offsets fails that way
+/// (failpoints `workflow-fetch-committed`, `activity-fetch-committed`, `fail-once`) and the
+/// activity worker's first commit fails after its answers are out (`activity-before-offsets`),
+/// so that its take-over follows a failed commit as it did there. Both fetch again: the
+/// worker lives on and the saga finishes once.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_take_over_fetches_the_committed_offsets_again_when_the_coordinator_moved() {
+    const CHECKOUT: &str = "weir-examples:workflows/order.checkout";
+    let deployment = Deployment::new("act_coordinator");
+    let mut worker = deployment.start_worker_with_env(
+        "w",
+        &["--inline-activities", "off"],
+        &[(
+            "WEIR_FAILPOINTS",
+            "workflow-fetch-committed=fail-once(0),activity-fetch-committed=fail-once(0),\
+             activity-before-offsets=fail-once(0)",
+        )],
+    );
+    let producer = deployment.producer();
+    let order = json!([{"id": "moved", "customer": "c", "sku": "widget", "quantity": 1,
+        "address": "1 Main St"}]);
+    let id = deployment.submit(&producer, CHECKOUT, order).await;
+    let results = deployment.results(std::slice::from_ref(&id), TIMEOUT);
+    assert!(
+        matches!(&results[&id], ExecutionResult::Ok(_)),
+        "{id}: {:?}",
+        results[&id]
+    );
+    for point in [
+        "workflow-fetch-committed",
+        "activity-fetch-committed",
+        "activity-before-offsets",
+    ] {
+        worker.wait_for_log(&format!("failpoint {point} reached"), TIMEOUT);
+    }
+    let log = std::fs::read_to_string(&worker.log).expect("the worker's log");
+    let retried = log
+        .lines()
+        .filter(|l| l.contains("fetching the committed offsets") && l.contains("trying again"))
+        .count();
+    assert!(
+        retried >= 2,
+        "{retried} fetches tried again; see {}",
+        worker.log.display()
+    );
+    assert!(
+        worker.child.try_wait().expect("try_wait").is_none(),
+        "the worker exited; see {}",
+        worker.log.display()
+    );
+}
+
 /// Issue 38 on the parent's side: workflows whose activities go through their topics
 /// (`--inline-activities off`), the activity worker's first commit failing after its answers
 /// are out (as above). Every saga finishes with its result, and each parent's history

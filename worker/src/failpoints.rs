@@ -11,7 +11,10 @@
 //! accepted, the transaction not committed), in `kafka/transaction.rs`; the trigger worker's
 //! transactions have them as `trigger-before-send-offsets` and `trigger-before-commit`; the
 //! activity worker's commit has `activity-before-offsets` (its answers acknowledged, their
-//! progress not committed; `fail-once` makes that commit fail, in `kafka/answers.rs`).
+//! progress not committed; `fail-once` makes that commit fail, in `kafka/answers.rs`). A
+//! take-over's fetch of the committed offsets (`kafka/group.rs`, `fetch_committed`) has
+//! `workflow-fetch-committed`, `activity-fetch-committed` and `trigger-fetch-committed`:
+//! `fail-once` makes the first fetch fail as a coordinator that moved does (`NOT_COORDINATOR`).
 //! Entries are separated by commas; malformed ones are ignored. Reaching a point with an action
 //! logs `failpoint <name> reached` at WARN, so that a test can wait for it before acting (e.g.
 //! freezing the process with SIGSTOP mid-transaction).

@@ -271,7 +271,8 @@ impl ActivityWorker {
             let (now_generation, _) = member.tracker.snapshot();
             if now_generation != generation {
                 generation = now_generation;
-                self.take_over(&member, &mut tasks, now).await?;
+                self.take_over_unless_fenced(&member, &mut tasks, now)
+                    .await?;
                 continue;
             }
             match self.turn(&member, &mut tasks, inputs, now).await {
@@ -283,7 +284,8 @@ impl ActivityWorker {
                         warn!("the activity worker's producer failed fatally; creating a new one");
                         self.answers = Some(self.new_answers()?);
                     }
-                    self.take_over(&member, &mut tasks, now).await?;
+                    self.take_over_unless_fenced(&member, &mut tasks, now)
+                        .await?;
                 }
                 Err(e) => return Err(e),
             }
@@ -364,6 +366,27 @@ impl ActivityWorker {
         Ok(Some(generation))
     }
 
+    /// [`Self::take_over`], except that one cut short by the consumer failing fatally (fenced
+    /// while it fetched the committed progress, after a broker was away longer than the
+    /// session) is left to the loop's next turn, which rebuilds the member and takes over
+    /// then. Until then the core owns nothing, so nothing is answered or committed.
+    async fn take_over_unless_fenced(
+        &mut self,
+        member: &GroupMember,
+        tasks: &mut Tasks,
+        now: DateTime<Utc>,
+    ) -> Result<(), WorkerError> {
+        match self.take_over(member, tasks, now).await {
+            Err(error @ WorkerError::TakeOver { .. })
+                if member.consumer.client().fatal_error().is_some() =>
+            {
+                warn!(%error, "take-over cut short: the consumer failed fatally; rebuilding it");
+                Ok(())
+            }
+            other => other,
+        }
+    }
+
     /// Drops everything in flight and resumes from the committed progress of every assigned
     /// partition (after a rebalance, or a commit that failed).
     async fn take_over(
@@ -376,15 +399,18 @@ impl ActivityWorker {
         self.execute(member, tasks, effects, now).await?;
         tasks.abort_all();
         let consumer = &member.consumer;
-        let assignment = consumer.assignment().map_err(|e| self.consumer_error(e))?;
+        let take_over_error = |source| WorkerError::TakeOver {
+            group: self.config.group_id.clone(),
+            source,
+        };
+        let assignment = consumer.assignment().map_err(take_over_error)?;
         if assignment.count() == 0 {
             return Ok(());
         }
-        // Fetched as stable (KIP-447): waits until a previous owner's open transaction on
-        // these partitions is resolved.
-        let committed = consumer
-            .committed_offsets(assignment, Duration::from_secs(120))
-            .map_err(|e| self.consumer_error(e))?;
+        let committed =
+            super::group::fetch_committed(consumer, &assignment, "activity-fetch-committed")
+                .await
+                .map_err(take_over_error)?;
         let assigned: Vec<(RoutePartition, Option<Committed>)> = committed
             .elements()
             .iter()

@@ -19,18 +19,20 @@
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rdkafka::ClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance, StreamConsumer};
 use rdkafka::error::{KafkaError, KafkaResult};
 use rdkafka::topic_partition_list::TopicPartitionList;
+use rdkafka::types::RDKafkaErrorCode;
 use tracing::{error, info, warn};
 
 use super::KafkaConfig;
-use super::recovery::ClusterTrouble;
+use super::recovery::{self, ClusterTrouble};
 use super::unfetchable::{self, Skip};
 use crate::metrics::Metrics;
+use crate::store::patience::Patience;
 
 /// The process's request to its group members to leave their groups, and how many have.
 /// Cheap to clone; every clone is the same request.
@@ -284,21 +286,57 @@ fn partitions(list: &TopicPartitionList) -> Vec<(String, i32)> {
         .collect()
 }
 
+/// How long one fetch of committed offsets may wait for them to be stable.
+const COMMITTED_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The committed offsets (with their metadata) of `partitions` for `consumer`'s group, where
+/// a take-over starts from. Fetched as stable (KIP-447): the fetch waits until a previous
+/// owner's open transaction on these partitions is resolved, up to its transaction timeout.
+/// Fetched again while the cluster fails transiently — the coordinator moved (a commit that
+/// failed with `NOT_COORDINATOR` is followed by a take-over that meets the same), a broker
+/// restarts — within [`recovery::CLUSTER_PATIENCE`]: a worker rides that out instead of
+/// stopping (`tests/tests/broker_restart.rs` saw it stop). A blocking call, run off the
+/// async scheduling (the worker runs on tokio's multi-threaded runtime).
+///
+/// `failpoint` names the point (see [`crate::failpoints`]) at which a test makes the first
+/// fetch fail as a coordinator that moved does.
+pub async fn fetch_committed<C: ConsumerContext>(
+    consumer: &StreamConsumer<C>,
+    partitions: &TopicPartitionList,
+    failpoint: &str,
+) -> KafkaResult<TopicPartitionList> {
+    let mut moved = crate::failpoints::failpoint(failpoint).await;
+    let what = format!(
+        "fetching the committed offsets of {} partitions",
+        partitions.count()
+    );
+    let patience = Patience::new(recovery::CLUSTER_PATIENCE);
+    let started = Instant::now();
+    tokio::task::block_in_place(|| {
+        recovery::patiently(&what, &patience, started, || {
+            if std::mem::take(&mut moved) {
+                return Err(KafkaError::MetadataFetch(RDKafkaErrorCode::NotCoordinator));
+            }
+            consumer.committed_offsets(partitions.clone(), COMMITTED_TIMEOUT)
+        })
+    })
+}
+
 /// Seeks every assigned partition back to its committed offset (the beginning when nothing is
 /// committed yet): after an aborted batch or a rebalance, the records read past it must be
 /// read again. Returns the committed offsets (partitions with none are left out: until their
-/// first record is read, there is nothing to commit for them).
-pub fn rewind_to_committed<C: ConsumerContext>(
+/// first record is read, there is nothing to commit for them). The committed offsets are
+/// fetched by [`fetch_committed`] (with `failpoint`).
+pub async fn rewind_to_committed<C: ConsumerContext>(
     consumer: &StreamConsumer<C>,
+    failpoint: &str,
 ) -> KafkaResult<Vec<(String, i32, i64)>> {
     use rdkafka::Offset;
     let assignment = consumer.assignment()?;
     if assignment.count() == 0 {
         return Ok(Vec::new());
     }
-    // Fetched as stable (KIP-447): this waits until a previous owner's open transaction on
-    // these partitions is resolved, which takes up to its transaction timeout.
-    let committed = consumer.committed_offsets(assignment, std::time::Duration::from_secs(120))?;
+    let committed = fetch_committed(consumer, &assignment, failpoint).await?;
     let mut seek = TopicPartitionList::new();
     let mut positions = Vec::new();
     for element in committed.elements() {

@@ -532,33 +532,6 @@ fn consumer(
     config.create_with_context(QuietEof)
 }
 
-/// `call`, made again while it fails with an error that passes
-/// ([`recovery::is_transient`]: a process whose connections dropped while it was paused, a
-/// broker restarting) while `patience` allows, counted from `started`: 100 ms between tries,
-/// doubling to 2 s (the store's backoff rule, [`Patience::next_delay`]).
-fn patiently<T>(
-    topic: &str,
-    partition: i32,
-    patience: &Patience,
-    started: Instant,
-    mut call: impl FnMut() -> Result<T, KafkaError>,
-) -> Result<T, KafkaError> {
-    let mut failures = 0;
-    loop {
-        match call() {
-            Err(e) if e.rdkafka_error_code().is_some_and(recovery::is_transient) => {
-                failures += 1;
-                let Some(pause) = patience.next_delay(failures, started.elapsed()) else {
-                    return Err(e);
-                };
-                tracing::warn!(topic, partition, error = %e, retry_in = ?pause, "history read failed for now; trying again");
-                std::thread::sleep(pause);
-            }
-            other => return other,
-        }
-    }
-}
-
 /// Waits until the last stable offset of `topic`/`partition` (as `committed`, a
 /// `read_committed` consumer, sees it) reaches the high watermark it had when the wait began
 /// (as `uncommitted` sees it).
@@ -580,13 +553,14 @@ pub fn wait_until_settled(
         max_delay: Duration::from_secs(2),
         give_up_after: settle,
     };
-    let (_, high) = patiently(topic, partition, &patience, started, || {
+    let what = format!("reading the end of {topic}/{partition}");
+    let (_, high) = recovery::patiently(&what, &patience, started, || {
         uncommitted.fetch_watermarks(topic, partition, QUERY_TIMEOUT)
     })
     .map_err(kafka_error)?;
     let mut warned = false;
     loop {
-        let (_, lso) = patiently(topic, partition, &patience, started, || {
+        let (_, lso) = recovery::patiently(&what, &patience, started, || {
             committed.fetch_watermarks(topic, partition, QUERY_TIMEOUT)
         })
         .map_err(kafka_error)?;

@@ -258,6 +258,16 @@ pub enum WorkerError {
         group: String,
         source: rdkafka::error::KafkaError,
     },
+    /// A take-over could not read the committed offsets it starts from (or seek to them),
+    /// after fetching them again while the cluster failed transiently
+    /// ([`super::group::fetch_committed`]).
+    #[error(
+        "cannot take the partitions of group `{group}` over from their committed offsets: {source}"
+    )]
+    TakeOver {
+        group: String,
+        source: rdkafka::error::KafkaError,
+    },
     /// The consumer cannot go on (librdkafka's fatal error); the worker rebuilds it (see
     /// [`super::recovery`]). A fencing here is most often this process's own rejoin after its
     /// session timed out (a broker away longer than the session).

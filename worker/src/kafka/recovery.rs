@@ -41,9 +41,11 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use rdkafka::error::KafkaError;
 use rdkafka::types::RDKafkaErrorCode;
 
 use super::transaction::TransactionError;
+use crate::store::patience::Patience;
 
 /// The first wait before a restart.
 pub const FIRST_BACKOFF: Duration = Duration::from_secs(1);
@@ -76,6 +78,39 @@ pub fn is_transient(code: RDKafkaErrorCode) -> bool {
             | RDKafkaErrorCode::NotCoordinator
             | RDKafkaErrorCode::CoordinatorNotAvailable
     )
+}
+
+/// How long a worker makes a one-off call to the cluster again while it fails transiently
+/// ([`is_transient`]), when nothing else bounds it: the committed offsets a take-over starts
+/// from. Longer than a broker takes to restart or a group's coordinator to move; past it the
+/// error is the worker's (it stops, and its supervisor starts it again).
+pub const CLUSTER_PATIENCE: Duration = Duration::from_secs(300);
+
+/// `call`, made again while it fails with an error that passes ([`is_transient`]: a process
+/// whose connections dropped while it was paused, a broker restarting, a coordinator moving)
+/// while `patience` allows, counted from `started` ([`Patience::next_delay`], the store's
+/// backoff rule). Blocking: it sleeps between tries; `what` names the call in the warning
+/// logged before each retry.
+pub fn patiently<T>(
+    what: &str,
+    patience: &Patience,
+    started: Instant,
+    mut call: impl FnMut() -> Result<T, KafkaError>,
+) -> Result<T, KafkaError> {
+    let mut failures = 0;
+    loop {
+        match call() {
+            Err(e) if e.rdkafka_error_code().is_some_and(is_transient) => {
+                failures += 1;
+                let Some(pause) = patience.next_delay(failures, started.elapsed()) else {
+                    return Err(e);
+                };
+                tracing::warn!(error = %e, retry_in = ?pause, "{what} failed for now; trying again");
+                std::thread::sleep(pause);
+            }
+            other => return other,
+        }
+    }
 }
 
 /// How a client failed, as far as the rule cares.

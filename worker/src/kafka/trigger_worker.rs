@@ -124,7 +124,7 @@ impl TriggerWorker {
                 // The batch spans a rebalance: nothing of it is committed; read again from the
                 // committed offsets of what is assigned now.
                 generation = now_generation;
-                self.rewind(&member.consumer)?;
+                self.rewind(&member.consumer).await?;
                 continue;
             }
             if records.is_empty() {
@@ -136,14 +136,14 @@ impl TriggerWorker {
                     // Nothing is committed: read the batch again once the registry answers.
                     warn!(error = %e, "trigger batch not taken: the schema registry did not answer; trying again in 1 s");
                     tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-                    self.rewind(&member.consumer)?;
+                    self.rewind(&member.consumer).await?;
                     continue;
                 }
                 Err(e) => return Err(e),
             };
             let offsets = next_offsets(&records).map_err(|e| self.consumer_error(e))?;
             let Some(group_metadata) = member.consumer.group_metadata() else {
-                self.rewind(&member.consumer)?;
+                self.rewind(&member.consumer).await?;
                 continue;
             };
             match member
@@ -163,7 +163,7 @@ impl TriggerWorker {
                 ) => {
                     warn!(error = %e, "trigger batch aborted: read again");
                     self.metrics.trigger_batches.aborted.inc();
-                    self.rewind(&member.consumer)?;
+                    self.rewind(&member.consumer).await?;
                 }
                 Err(e) => {
                     let Some(failure) = Failure::of_transaction(&e) else {
@@ -218,13 +218,17 @@ impl TriggerWorker {
         Ok(Some(member.tracker.snapshot().0))
     }
 
-    fn rewind<C: rdkafka::consumer::ConsumerContext>(
+    async fn rewind<C: rdkafka::consumer::ConsumerContext>(
         &self,
         consumer: &rdkafka::consumer::StreamConsumer<C>,
     ) -> Result<(), WorkerError> {
-        rewind_to_committed(consumer)
+        rewind_to_committed(consumer, "trigger-fetch-committed")
+            .await
             .map(|_| ())
-            .map_err(|e| self.consumer_error(e))
+            .map_err(|source| WorkerError::TakeOver {
+                group: self.config.group_id.clone(),
+                source,
+            })
     }
 
     fn consumer_error(&self, source: rdkafka::error::KafkaError) -> WorkerError {

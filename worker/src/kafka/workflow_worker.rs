@@ -573,8 +573,14 @@ impl Log for KafkaLog {
 
     async fn rewind(&mut self) -> Result<Positions, BoxError> {
         let started = Instant::now();
-        let committed =
-            rewind_to_committed(&self.member.consumer).map_err(|e| self.consumer_error(e))?;
+        let committed = rewind_to_committed(&self.member.consumer, "workflow-fetch-committed")
+            .await
+            .map_err(|source| {
+                Box::new(WorkerError::TakeOver {
+                    group: self.config.group_id.clone(),
+                    source,
+                })
+            })?;
         tracing::debug!(took = ?started.elapsed(), partitions = committed.len(), "rewound to the committed offsets (fetched as stable)");
         let submissions = self.topic_name(InputTopic::Submissions).to_owned();
         let events = self.topic_name(InputTopic::Events).to_owned();
