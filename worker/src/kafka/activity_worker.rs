@@ -75,6 +75,9 @@ use crate::options;
 use crate::topology::{TopicRole, Topology};
 use crate::wasm::{RetryPolicy, WasmHost};
 
+/// The activity worker's member: a consumer, no producer (answers go through [`Answers`]).
+type ActivityMember = GroupMember<()>;
+
 /// The loop turns at least this often while nothing happens (it polls the consumer meanwhile,
 /// which is what keeps the member in its group).
 const TICK: Duration = Duration::from_millis(200);
@@ -149,9 +152,8 @@ impl ActivityWorker {
             return Ok(());
         }
         self.answers = Some(self.new_answers()?);
-        // The member's transactional producer commits nothing of this worker (its answers go
-        // through `answers`); it is the group member the three workers share.
-        let mut member = self.config.join_group(&topics, None).await?;
+        // Its member has no producer: answers go through `answers`.
+        let mut member = self.config.join_group::<()>(&topics, None).await?;
         let mut recovery = Recovery::new(self.config.static_membership);
         info!(instance = %self.config.instance_id, ?topics, settings = ?self.core.config().settings, "activity worker started");
         let (mut tasks, mut done_rx) = Tasks::new();
@@ -306,7 +308,7 @@ impl ActivityWorker {
     /// Feeds the turn's inputs and a tick to the core, executing its effects as they come.
     async fn turn(
         &mut self,
-        member: &GroupMember,
+        member: &ActivityMember,
         tasks: &mut Tasks,
         inputs: Vec<Input<Source>>,
         now: DateTime<Utc>,
@@ -321,7 +323,7 @@ impl ActivityWorker {
     /// Commits what is finished now (and, with `interrupt`, aborts what runs first).
     async fn flush(
         &mut self,
-        member: &GroupMember,
+        member: &ActivityMember,
         tasks: &mut Tasks,
         interrupt: bool,
         now: DateTime<Utc>,
@@ -336,7 +338,7 @@ impl ActivityWorker {
     #[allow(clippy::too_many_arguments)]
     async fn restart(
         &mut self,
-        member: &mut GroupMember,
+        member: &mut ActivityMember,
         topics: &[String],
         recovery: &mut Recovery,
         shutdown: &mut watch::Receiver<bool>,
@@ -372,7 +374,7 @@ impl ActivityWorker {
     /// then. Until then the core owns nothing, so nothing is answered or committed.
     async fn take_over_unless_fenced(
         &mut self,
-        member: &GroupMember,
+        member: &ActivityMember,
         tasks: &mut Tasks,
         now: DateTime<Utc>,
     ) -> Result<(), WorkerError> {
@@ -391,7 +393,7 @@ impl ActivityWorker {
     /// partition (after a rebalance, or a commit that failed).
     async fn take_over(
         &mut self,
-        member: &GroupMember,
+        member: &ActivityMember,
         tasks: &mut Tasks,
         now: DateTime<Utc>,
     ) -> Result<(), WorkerError> {
@@ -559,7 +561,7 @@ impl ActivityWorker {
     /// Executes the core's effects in order.
     async fn execute(
         &mut self,
-        member: &GroupMember,
+        member: &ActivityMember,
         tasks: &mut Tasks,
         effects: Vec<Effect<Source>>,
         now: DateTime<Utc>,
@@ -645,7 +647,7 @@ impl ActivityWorker {
     /// ([`Answers::commit`]).
     async fn commit(
         &self,
-        member: &GroupMember,
+        member: &ActivityMember,
         commit: Commit<Source>,
     ) -> Result<(), WorkerError> {
         let started = Instant::now();
