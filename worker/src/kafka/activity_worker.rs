@@ -75,9 +75,6 @@ use crate::options;
 use crate::topology::{TopicRole, Topology};
 use crate::wasm::{RetryPolicy, WasmHost};
 
-/// The activity worker's member: a consumer, no producer (answers go through [`Answers`]).
-type ActivityMember = GroupMember<()>;
-
 /// The loop turns at least this often while nothing happens (it polls the consumer meanwhile,
 /// which is what keeps the member in its group).
 const TICK: Duration = Duration::from_millis(200);
@@ -152,8 +149,9 @@ impl ActivityWorker {
             return Ok(());
         }
         self.answers = Some(self.new_answers()?);
-        // Its member has no producer: answers go through `answers`.
-        let mut member = self.config.join_group::<()>(&topics, None).await?;
+        // The member's transactional producer commits nothing of this worker (its answers go
+        // through `answers`); it is the group member the three workers share.
+        let mut member = self.config.join_group(&topics, None).await?;
         let mut recovery = Recovery::new(self.config.static_membership);
         info!(instance = %self.config.instance_id, ?topics, settings = ?self.core.config().settings, "activity worker started");
         let (mut tasks, mut done_rx) = Tasks::new();
@@ -308,7 +306,7 @@ impl ActivityWorker {
     /// Feeds the turn's inputs and a tick to the core, executing its effects as they come.
     async fn turn(
         &mut self,
-        member: &ActivityMember,
+        member: &GroupMember,
         tasks: &mut Tasks,
         inputs: Vec<Input<Source>>,
         now: DateTime<Utc>,
@@ -323,7 +321,7 @@ impl ActivityWorker {
     /// Commits what is finished now (and, with `interrupt`, aborts what runs first).
     async fn flush(
         &mut self,
-        member: &ActivityMember,
+        member: &GroupMember,
         tasks: &mut Tasks,
         interrupt: bool,
         now: DateTime<Utc>,
@@ -338,7 +336,7 @@ impl ActivityWorker {
     #[allow(clippy::too_many_arguments)]
     async fn restart(
         &mut self,
-        member: &mut ActivityMember,
+        member: &mut GroupMember,
         topics: &[String],
         recovery: &mut Recovery,
         shutdown: &mut watch::Receiver<bool>,
@@ -374,7 +372,7 @@ impl ActivityWorker {
     /// then. Until then the core owns nothing, so nothing is answered or committed.
     async fn take_over_unless_fenced(
         &mut self,
-        member: &ActivityMember,
+        member: &GroupMember,
         tasks: &mut Tasks,
         now: DateTime<Utc>,
     ) -> Result<(), WorkerError> {
@@ -393,7 +391,7 @@ impl ActivityWorker {
     /// partition (after a rebalance, or a commit that failed).
     async fn take_over(
         &mut self,
-        member: &ActivityMember,
+        member: &GroupMember,
         tasks: &mut Tasks,
         now: DateTime<Utc>,
     ) -> Result<(), WorkerError> {
@@ -561,7 +559,7 @@ impl ActivityWorker {
     /// Executes the core's effects in order.
     async fn execute(
         &mut self,
-        member: &ActivityMember,
+        member: &GroupMember,
         tasks: &mut Tasks,
         effects: Vec<Effect<Source>>,
         now: DateTime<Utc>,
@@ -647,7 +645,7 @@ impl ActivityWorker {
     /// ([`Answers::commit`]).
     async fn commit(
         &self,
-        member: &ActivityMember,
+        member: &GroupMember,
         commit: Commit<Source>,
     ) -> Result<(), WorkerError> {
         let started = Instant::now();

@@ -25,7 +25,7 @@ use rdkafka::producer::Producer;
 
 use super::KafkaConfig;
 use super::dlq::dead_letter_reason;
-use super::outgoing::OutgoingRecord;
+use super::outgoing::{Landed, OutgoingRecord};
 use super::producer::Served;
 use crate::metrics::Metrics;
 
@@ -81,13 +81,13 @@ impl Answers {
     }
 
     /// Produces `records` and waits until each is acknowledged, then commits `offsets` (with
-    /// their metadata) for `consumer`'s group.
+    /// their metadata) for `consumer`'s group. Returns where each record landed, in order.
     pub async fn commit<C: ConsumerContext + 'static>(
         &self,
         consumer: &StreamConsumer<C>,
         records: &[OutgoingRecord],
         offsets: TopicPartitionList,
-    ) -> Result<(), AnswerError> {
+    ) -> Result<Vec<Landed>, AnswerError> {
         let produce = |record: &OutgoingRecord, source| AnswerError::Produce {
             topic: record.topic.clone(),
             source,
@@ -100,9 +100,10 @@ impl Answers {
                     .map_err(|e| produce(record, e))?,
             );
         }
+        let mut landed = Vec::with_capacity(records.len());
         for (record, delivery) in records.iter().zip(deliveries) {
             match delivery.await {
-                Ok(Ok(_landed)) => {}
+                Ok(Ok(at)) => landed.push(at),
                 Ok(Err(e)) => return Err(produce(record, e)),
                 Err(_canceled) => return Err(produce(record, KafkaError::Canceled)),
             }
@@ -128,7 +129,8 @@ impl Answers {
             partitions: describe(&offsets),
             answers: records.len(),
             source,
-        })
+        })?;
+        Ok(landed)
     }
 }
 

@@ -1,15 +1,14 @@
 //! A worker's place in its consumer group, shared by the workflow, activity and trigger
 //! workers: how a worker runs ([`WorkerConfig`], whose defaults are [`crate::options`]'s),
-//! its member ([`GroupMember`]: the subscribed consumer, what its rebalances did, and what
-//! commits its batches, a [`Committer`]), how a member joins and is rebuilt
+//! its member ([`GroupMember`]: the subscribed consumer, what its rebalances did, the
+//! transactional producer that commits its batches), how a member joins and is rebuilt
 //! after one of its clients failed ([`super::recovery`]), and what a worker stops with
 //! ([`WorkerError`]).
 //!
-//! A member's identity is fixed by its config: the transactional id of the workflow and
-//! trigger workers' members is `<group>-<instance id>` (namespaced by the group, so that
-//! deployments sharing a cluster never fence each other), and a rebuilt member keeps it, so
-//! that its new producer fences whatever the old one left open. The activity worker's member
-//! has no producer: its answers go through its own idempotent one (`super::answers`).
+//! A member's identity is fixed by its config: the transactional id is
+//! `<group>-<instance id>` (namespaced by the group, so that deployments sharing a cluster
+//! never fence each other), and a rebuilt member keeps it, so that its new producer fences
+//! whatever the old one left open.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -83,50 +82,11 @@ pub struct WorkerConfig {
 }
 
 /// A worker's place in its consumer group: the subscribed consumer, what its rebalances did,
-/// and what commits its batches (built and rebuilt with the consumer).
-pub(super) struct GroupMember<C = Transactor> {
+/// and the transactional producer that commits its batches.
+pub(super) struct GroupMember {
     pub consumer: StreamConsumer<RebalanceTracker>,
     pub tracker: RebalanceTracker,
-    pub transactor: C,
-}
-
-/// What a group member commits its batches with: the workflow and trigger workers'
-/// transactional producer, registered as `<group>-<instance>` (which fences any earlier
-/// producer with that id), or nothing (`()`): the activity worker commits through
-/// `super::answers`.
-pub(super) trait Committer: Sized + Send + 'static {
-    fn create(
-        config: &WorkerConfig,
-    ) -> impl std::future::Future<Output = Result<Self, WorkerError>> + Send;
-
-    /// The transactional id, for the logs of a rebuild.
-    fn transactional_id(&self) -> Option<&str>;
-}
-
-impl Committer for Transactor {
-    async fn create(config: &WorkerConfig) -> Result<Self, WorkerError> {
-        Ok(Transactor::new(
-            &config.kafka,
-            &format!("{}-{}", config.group_id, config.instance_id),
-            config.transaction_timeout,
-        )
-        .await?
-        .with_metrics(Arc::clone(&config.metrics)))
-    }
-
-    fn transactional_id(&self) -> Option<&str> {
-        Some(Transactor::transactional_id(self))
-    }
-}
-
-impl Committer for () {
-    async fn create(_: &WorkerConfig) -> Result<Self, WorkerError> {
-        Ok(())
-    }
-
-    fn transactional_id(&self) -> Option<&str> {
-        None
-    }
+    pub transactor: Transactor,
 }
 
 impl WorkerConfig {
@@ -175,12 +135,14 @@ impl WorkerConfig {
     }
 
     /// Subscribes to `topics` in the group (with a partition assignment strategy, if given)
-    /// and creates the member's [`Committer`].
-    pub(super) async fn join_group<C: Committer>(
+    /// and registers the transactional producer `<group>-<instance>` — namespaced by the
+    /// group, so that deployments sharing a cluster never fence each other — which fences any
+    /// earlier producer with that id.
+    pub(super) async fn join_group(
         &self,
         topics: &[String],
         assignment_strategy: Option<&str>,
-    ) -> Result<GroupMember<C>, WorkerError> {
+    ) -> Result<GroupMember, WorkerError> {
         let consumer_error = |source| WorkerError::Consumer {
             group: self.group_id.clone(),
             source,
@@ -200,7 +162,13 @@ impl WorkerConfig {
             .map_err(consumer_error)?;
         let names: Vec<&str> = topics.iter().map(String::as_str).collect();
         consumer.subscribe(&names).map_err(consumer_error)?;
-        let transactor = C::create(self).await?;
+        let transactor = Transactor::new(
+            &self.kafka,
+            &format!("{}-{}", self.group_id, self.instance_id),
+            self.transaction_timeout,
+        )
+        .await?
+        .with_metrics(Arc::clone(&self.metrics));
         Ok(GroupMember {
             consumer,
             tracker,
@@ -215,9 +183,9 @@ impl WorkerConfig {
     /// the process is stopping, nothing was replaced. Errs when the rule says that another live
     /// process holds this identity.
     #[allow(clippy::too_many_arguments)]
-    pub(super) async fn restart_member<C: Committer>(
+    pub(super) async fn restart_member(
         &self,
-        member: &mut GroupMember<C>,
+        member: &mut GroupMember,
         topics: &[String],
         assignment_strategy: Option<&str>,
         recovery: &mut Recovery,
@@ -226,11 +194,7 @@ impl WorkerConfig {
         restarts: &Counter,
         shutdown: &mut watch::Receiver<bool>,
     ) -> Result<bool, WorkerError> {
-        let transactional_id = member
-            .transactor
-            .transactional_id()
-            .unwrap_or("none")
-            .to_owned();
+        let transactional_id = member.transactor.transactional_id().to_owned();
         let mut cause = cause;
         let mut failure = failure;
         loop {
@@ -252,7 +216,7 @@ impl WorkerConfig {
                 failure = recovery::describe(failure),
                 %cause,
                 ?after,
-                "a Kafka client of this worker failed; rebuilding its consumer (and transactional producer) in process (uncommitted work is dropped and taken over again)"
+                "a Kafka client of this worker failed; rebuilding its consumer and transactional producer in process (uncommitted work is dropped and taken over again)"
             );
             tokio::select! {
                 () = tokio::time::sleep(after) => {}
@@ -281,7 +245,7 @@ impl WorkerConfig {
 /// Drops a member's failed clients (off the async threads: closing a consumer blocks), and
 /// counts it as gone for the process's [`Departure`]. Its open transaction, if any, was
 /// already aborted and its producer fenced by the new producer's `init_transactions`.
-fn retire<C: Committer>(old: GroupMember<C>) {
+fn retire(old: GroupMember) {
     use super::group::MemberContext;
     old.consumer.context().left();
     tokio::task::spawn_blocking(move || drop(old));

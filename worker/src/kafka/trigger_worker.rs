@@ -22,7 +22,7 @@ use super::group::{MemberContext, collect_batch, leave, rewind_to_committed};
 use super::member::{GroupMember, WorkerConfig, WorkerError};
 use super::outgoing::OutgoingRecord;
 use super::recovery::{Failure, Recovery};
-use super::transaction::{TransactionError, Transactor};
+use super::transaction::TransactionError;
 use crate::codec::{Codec, DlqReason};
 use crate::metrics::Metrics;
 use crate::options;
@@ -76,7 +76,7 @@ impl TriggerWorker {
             return Ok(());
         }
         let topics: Vec<String> = self.triggers.keys().cloned().collect();
-        let mut member = self.config.join_group::<Transactor>(&topics, None).await?;
+        let mut member = self.config.join_group(&topics, None).await?;
         member.transactor = member.transactor.clone().with_failpoint_prefix(FAILPOINTS);
         let mut recovery = Recovery::new(self.config.static_membership);
         info!(instance = %self.config.instance_id, ?topics, "trigger worker started");
