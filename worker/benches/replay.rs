@@ -40,6 +40,7 @@ fn execution(n: u64) -> Execution {
         id: ExecutionId::top_level(ulid::Ulid::from_parts(1_700_000_000_000 + n, u128::from(n))),
         ffqn: "bench:wf/main.run".parse().unwrap(),
         params: json!([]),
+        created_at: chrono::DateTime::UNIX_EPOCH,
         component: None,
         trace: None,
     }

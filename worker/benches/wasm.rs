@@ -126,6 +126,7 @@ fn main() {
                 id: ExecutionId::top_level(Ulid::from_parts(1, n)),
                 ffqn: function.clone(),
                 params: params.clone(),
+                created_at: chrono::DateTime::UNIX_EPOCH,
                 component: None,
                 trace: None,
             };
@@ -250,6 +251,7 @@ fn parked_executions(
                 id: ExecutionId::top_level(Ulid::from_parts(7, i)),
                 ffqn: chain.clone(),
                 params: json!([10, 20]),
+                created_at: chrono::DateTime::UNIX_EPOCH,
                 component: None,
                 trace: None,
             };

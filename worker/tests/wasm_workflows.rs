@@ -33,6 +33,7 @@ async fn replay(host: &WasmHost, bus: &InMemoryBus, id: &ExecutionId) -> RunStep
         id: id.clone(),
         ffqn: e.ffqn.clone(),
         params: e.params.clone(),
+        created_at: e.created_at,
         component: None,
         trace: None,
     };
@@ -269,8 +270,8 @@ async fn unsatisfied_and_wasi_imports_fail_at_load_naming_the_import() {
         .expect("load must fail")
         .to_string();
     assert!(err.contains("workflows have no network"), "{err}");
-    // A component with WASI imports cannot be a workflow (without the egress lines, which
-    // would fail first).
+    // A component importing WASI a workflow does not get (`wasi:http`) cannot be a workflow
+    // (without the egress lines, which would fail first).
     let err = host_with(|t| {
         as_workflow(t)
             .lines()
@@ -282,9 +283,61 @@ async fn unsatisfied_and_wasi_imports_fail_at_load_naming_the_import() {
     .expect("load must fail")
     .to_string();
     assert!(
-        err.contains("imports `wasi:") && err.contains("no WASI"),
+        err.contains("imports `wasi:http/") && err.contains("WASI that workflows do not get"),
         "{err}"
     );
+}
+
+/// What a workflow reads through WASI: `clock-random` reads the clocks and random numbers
+/// twice a round and sleeps between rounds.
+#[tokio::test]
+async fn a_workflow_reads_the_recorded_clock_and_step_entropy_through_wasi() {
+    let host = host();
+    let mut bus = InMemoryBus::new(host.clone(), t0());
+    let id = bus
+        .submit(
+            &ffqn("weir-examples:workflows/clock-random.run"),
+            json!([3, 60_000]),
+        )
+        .unwrap();
+    bus.run_until_idle().await.unwrap();
+    bus.fire_all_timers().await.unwrap();
+    let Some(ExecutionResult::Ok(readings)) = bus.result(&id).cloned() else {
+        panic!("{:?}", bus.result(&id));
+    };
+    let readings = readings.as_array().unwrap();
+    assert_eq!(readings.len(), 6, "{readings:?}");
+    let created = bus.execution(&id).unwrap().created_at;
+    let nanos = |r: &Value, field: &str| r[field].as_u64().unwrap();
+    for (round, pair) in readings.chunks(2).enumerate() {
+        let (first, second) = (&pair[0], &pair[1]);
+        // Round k reads the execution's creation time moved by k recorded expiries.
+        let expected = created + chrono::TimeDelta::minutes(round as i64);
+        assert_eq!(
+            nanos(first, "wall-nanos"),
+            expected.timestamp_nanos_opt().unwrap() as u64,
+            "round {round}: {first}"
+        );
+        assert_eq!(
+            nanos(first, "monotonic-nanos"),
+            round as u64 * 60_000_000_000
+        );
+        // Time stands still within a step; the entropy goes on.
+        assert_eq!(first["wall-nanos"], second["wall-nanos"]);
+        assert_eq!(first["monotonic-nanos"], second["monotonic-nanos"]);
+        assert_ne!(first["random"], second["random"]);
+        assert_ne!(first["bytes"], second["bytes"]);
+        assert_ne!(first["seed"], second["seed"]);
+    }
+    assert_ne!(
+        readings[0]["random"], readings[2]["random"],
+        "steps draw apart"
+    );
+    // Reads recorded nothing: the history is the three sleeps'.
+    let history = &bus.execution(&id).unwrap().history;
+    assert_eq!(history.len(), 3 * 3, "{:?}", kinds(history));
+    // A rebuild from the recorded history and journal reads the same values.
+    assert_replays_identically(&host, &bus, &id).await;
 }
 
 #[tokio::test]
@@ -828,6 +881,11 @@ async fn hot_and_cold_paths_give_identical_histories_and_results() {
             json!(["o9", 10]),
         )
         .unwrap();
+        bus.submit(
+            &ffqn("weir-examples:workflows/clock-random.run"),
+            json!([3, 500]),
+        )
+        .unwrap();
         // What the processor refuses: dead-lettered and finished with an error.
         bus.submit_unchecked(&ffqn(CHECKOUT), json!([]));
         bus.submit_unchecked(&ffqn("weir-examples:nowhere/nothing.at-all"), json!([]));
@@ -906,6 +964,7 @@ async fn start(host: &std::sync::Arc<WasmHost>, function: &str, params: Value) -
         id: format!("E_01KA{:022}", 7).parse().unwrap(),
         ffqn: ffqn(function),
         params,
+        created_at: t0(),
         component: None,
         trace: None,
     };
@@ -1007,6 +1066,7 @@ async fn wait_for_no_capacity(host: &std::sync::Arc<WasmHost>) -> String {
             id: format!("E_01KA{:022}", 8).parse().unwrap(),
             ffqn: ffqn("weir-examples:workflows/hello.greet"),
             params: json!(["pool"]),
+            created_at: t0(),
             component: None,
             trace: None,
         };
@@ -1047,6 +1107,7 @@ async fn a_pool_parks_a_run_per_instance_of_a_component_with_two_tables() {
             id: format!("E_01KB{n:022}").parse().unwrap(),
             ffqn: ffqn("weir-examples:workflows/steps.fibonacci-chain"),
             params: json!([5, 3]),
+            created_at: t0(),
             component: None,
             trace: None,
         };
@@ -1164,6 +1225,7 @@ async fn a_pinned_execution_runs_on_its_build_and_parks_without_it() {
             id: format!("E_01KA{:022}", 9).parse().unwrap(),
             ffqn: ffqn(SLEEP_FOR),
             params: json!([5_000]),
+            created_at: t0(),
             component: component.map(str::to_owned),
             trace: None,
         };

@@ -83,7 +83,16 @@ impl Response {
         self.step().map(|s| &s.join_set_id)
     }
 
-    /// Whether this response answers a request of `execution_id`; no allocation.
+    /// The time this response tells of itself: when the child or attempt that answered
+    /// finished, if the answerer said. A delay's time is its request's recorded expiry, which
+    /// the response does not carry.
+    pub fn told_time(&self) -> Option<DateTime<Utc>> {
+        match self {
+            Response::ChildExecutionFinished { ran, .. } => ran.map(|r| r.finished_at),
+            Response::DelayFinished { .. } | Response::EventDelivered { .. } => None,
+        }
+    }
+
     /// The answer of child `child_execution_id` with `result`, without saying when it ran.
     pub fn child_finished(child_execution_id: ExecutionId, result: ExecutionResult) -> Response {
         Response::ChildExecutionFinished {
@@ -93,6 +102,7 @@ impl Response {
         }
     }
 
+    /// Whether this response answers a request of `execution_id`; no allocation.
     pub fn is_for(&self, execution_id: &ExecutionId) -> bool {
         match self {
             Response::ChildExecutionFinished {

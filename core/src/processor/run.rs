@@ -49,6 +49,7 @@ impl<R: WorkflowRunner> StepCtx<'_, R> {
             id: live.view.id.clone(),
             ffqn: live.view.created.ffqn.clone(),
             params: live.view.created.params.clone(),
+            created_at: live.view.created.created_at,
             component: live.view.component.clone(),
             trace: Some(crate::trace::TraceParent::of_execution(
                 &live.view.id,

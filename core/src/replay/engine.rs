@@ -20,6 +20,9 @@ pub struct Execution {
     pub ffqn: Ffqn,
     /// A JSON array, one element per WIT parameter.
     pub params: Value,
+    /// When it was created ([`Created::created_at`](crate::records::Created)): where the
+    /// clock a guest reads starts ([`Replay::recorded_time`]).
+    pub created_at: DateTime<Utc>,
     /// The component build it is pinned to ([`Created::component`](crate::records::Created)).
     pub component: Option<String>,
     /// The trace its runs' spans belong to ([`crate::trace`]); `None` where no span is
@@ -76,6 +79,8 @@ pub struct Replay {
     pub(super) join_set_counter: u64,
     pub(super) pending: Option<Pending>,
     pub(super) finished: Option<ExecutionResult>,
+    /// The guest's entropy stream of the current step (`guest.rs`).
+    pub(super) entropy: Option<super::guest::Entropy>,
 }
 
 impl Replay {
@@ -104,6 +109,7 @@ impl Replay {
             join_set_counter: 0,
             pending: None,
             finished: None,
+            entropy: None,
         };
         let responses = responses.into_iter();
         replay.join_sets.reserve(responses.size_hint().0);

@@ -235,9 +235,23 @@ pub(crate) struct JoinSets {
     /// sorts them in lazily, as join-nexts need them, so that it streams through the
     /// journal alongside the history instead of touching all of it up front.
     journal: VecDeque<Response>,
+    /// Responses consumed so far, in every join set: the guest's step ([`super::guest`]).
+    consumed: u64,
+    /// The latest time a consumed response told ([`Response::told_time`]).
+    told: Option<DateTime<Utc>>,
 }
 
 impl JoinSets {
+    /// Responses consumed so far by join-nexts (and closings), in every join set.
+    pub fn consumed(&self) -> u64 {
+        self.consumed
+    }
+
+    /// The latest time told by a consumed response, if any told one.
+    pub fn told(&self) -> Option<DateTime<Utc>> {
+        self.told
+    }
+
     fn slot_of(&self, id: &JoinSetId) -> Option<usize> {
         match id.kind() {
             JoinSetKind::Named => self.named.get(id).copied(),
@@ -446,6 +460,16 @@ impl JoinSets {
             return Some(Err(front.clone()));
         }
         let response = entry.response.take().expect("checked above");
+        let told = match (&response, state.request(index)) {
+            (
+                Response::DelayFinished {
+                    outcome: DelayOutcome::Ok,
+                    ..
+                },
+                Some(Request::Delay { expires_at, .. }),
+            ) => Some(*expires_at),
+            (response, _) => response.told_time(),
+        };
         state.head = entry.next;
         if state.head == NONE {
             state.tail = NONE;
@@ -506,6 +530,8 @@ impl JoinSets {
             }
             _ => unreachable!("kinds checked above"),
         };
+        self.consumed += 1;
+        self.told = self.told.max(told);
         Some(Ok(joined))
     }
 }

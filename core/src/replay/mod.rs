@@ -57,13 +57,15 @@
 //!
 //! Files: `engine.rs` (state, cursor, delivery, effects), `calls.rs` (non-blocking calls),
 //! `blocking.rs`, `closing.rs`, `join_sets.rs` (per-join-set state), `matching.rs`
-//! (comparisons), `outcome.rs`, `error.rs`, `rng.rs`, `hash.rs`; tests in `tests/`.
+//! (comparisons), `outcome.rs`, `error.rs`, `rng.rs`, `hash.rs`, `guest.rs` (the clock and
+//! entropy a guest reads through WASI); tests in `tests/`.
 
 mod blocking;
 mod calls;
 mod closing;
 mod engine;
 mod error;
+mod guest;
 mod hash;
 mod join_sets;
 mod matching;

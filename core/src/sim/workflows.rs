@@ -638,6 +638,7 @@ mod tests {
             id: "E_01ARZ3NDEKTSV4RRFFQ69G5FAV".parse().unwrap(),
             ffqn: workflow.ffqn(),
             params,
+            created_at: chrono::DateTime::UNIX_EPOCH,
             component: None,
             trace: None,
         }

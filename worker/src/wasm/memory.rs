@@ -73,6 +73,8 @@ pub const BUS_PARTITIONS: i32 = 6;
 pub struct StoredExecution {
     pub ffqn: Ffqn,
     pub params: Value,
+    /// When it was created (for activities: when the bus first saw its request).
+    pub created_at: DateTime<Utc>,
     pub parent: Option<ExecutionId>,
     /// `Activity` for an activity the bus ran; else what its submission says (`Workflow` for
     /// a top-level execution).
@@ -558,6 +560,7 @@ impl InMemoryBus {
                         .or_insert_with(|| StoredExecution {
                             ffqn: request.ffqn.clone(),
                             params: request.params.clone(),
+                            created_at: self.now,
                             parent: Some(request.parent_execution_id.clone()),
                             kind: ChildKind::Activity,
                             history: Vec::new(),
@@ -678,6 +681,7 @@ impl InMemoryBus {
                 let execution = StoredExecution {
                     ffqn: created.ffqn.clone(),
                     params: created.params.clone(),
+                    created_at: created.created_at,
                     parent: created.parent.as_ref().map(|p| p.execution_id.clone()),
                     kind: created
                         .parent

@@ -42,6 +42,7 @@ pub async fn verify(host: &WasmHost, recorded: Rebuilt, now: DateTime<Utc>) -> V
         id: view.id.clone(),
         ffqn: view.created.ffqn.clone(),
         params: view.created.params.clone(),
+        created_at: view.created.created_at,
         // On the host's registered build, not the one the execution is pinned to: that is
         // the build under judgement.
         component: None,

@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 
 use crate::model::{
     ChildKind, DelayId, DelayOutcome, ExecutionErrorKind, ExecutionId, ExecutionResult, Ffqn,
-    HistoryEvent, JoinSetId, Response, ScheduleAt,
+    HistoryEvent, JoinSetId, Ran, Response, ScheduleAt,
 };
 use crate::replay::rng::Draw;
 use crate::replay::{
@@ -47,6 +47,7 @@ pub(crate) fn execution() -> Execution {
         id: exec_id(),
         ffqn: f("main"),
         params: json!([]),
+        created_at: chrono::DateTime::UNIX_EPOCH,
         component: None,
         trace: None,
     }
@@ -63,6 +64,18 @@ pub(crate) fn answer(ffqn: &Ffqn, params: &Value) -> ExecutionResult {
     } else {
         ExecutionResult::Ok(json!({ "fn": name, "params": params }))
     }
+}
+
+/// When the simulated child ran, as its answerer tells: `timed*` functions given a number
+/// `n` ran from [`now`] to `n` minutes later; the others do not say.
+pub(crate) fn ran(ffqn: &Ffqn, params: &Value) -> Option<Ran> {
+    let minutes = params
+        .as_i64()
+        .filter(|_| ffqn.function().starts_with("timed"))?;
+    Some(Ran {
+        started_at: now(),
+        finished_at: now() + chrono::TimeDelta::minutes(minutes),
+    })
 }
 
 /// Why a program stopped without a value.
@@ -127,7 +140,7 @@ impl World {
                 self.outstanding.push(Response::ChildExecutionFinished {
                     child_execution_id: child_execution_id.clone(),
                     result: answer(ffqn, params),
-                    ran: None,
+                    ran: ran(ffqn, params),
                 });
             }
             Output::StubWrite {
@@ -413,6 +426,17 @@ impl Run {
     pub fn random_string(&mut self, min: u64, max: u64) -> R<String> {
         let r = self.engine.random_string(min, max).map_err(Stop::from);
         self.record(format!("random_string {min} {max}"), r)
+    }
+
+    /// What a guest reads through WASI now: the recorded time, the monotonic clock and two
+    /// entropy draws (recorded in the trace, so the three runs are compared on them).
+    pub fn read_guest(&mut self) -> R<(DateTime<Utc>, u64, u64, [u8; 5])> {
+        let mut bytes = [0; 5];
+        let time = self.engine.recorded_time();
+        let monotonic = self.engine.recorded_monotonic_nanos();
+        let draw = self.engine.entropy_u64();
+        self.engine.fill_entropy(&mut bytes);
+        self.record("read_guest".into(), Ok((time, monotonic, draw, bytes)))
     }
 
     pub fn schedule(&mut self, name: &str, params: Value, at: ScheduleAt) -> R<ExecutionId> {

@@ -5,6 +5,7 @@
 mod blocking;
 mod children;
 mod closing;
+mod guest;
 mod harness;
 mod join_sets;
 mod nondeterminism;

@@ -46,6 +46,7 @@ pub(super) fn check_replay(
             id: id.clone(),
             ffqn: created.ffqn.clone(),
             params: created.params.clone(),
+            created_at: created.created_at,
             component: created.component.clone(),
             trace: None,
         };

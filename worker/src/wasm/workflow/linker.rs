@@ -2,7 +2,7 @@
 //! values, log) and, dynamically, every interface the workflow imports from registered
 //! components, with the extension functions of schemas/wit/README.md §3. Every import is
 //! type-checked here (wasmtime does not check `func_new_async` definitions); an import that
-//! nothing satisfies — WASI included — is a load-time error naming it.
+//! nothing satisfies (WASI beyond what `wasi.rs` gives included) is a load-time error naming it.
 
 use std::sync::Arc;
 
@@ -88,6 +88,7 @@ pub(crate) fn workflow_linker(
         reason: format!("{e:#}"),
     };
     let ty = component.component.component_type();
+    let mut wasi_linked = false;
     for (import, item) in ty.imports(engine) {
         let unsatisfied = |reason: String| RegistryError::UnsatisfiedImport {
             component: name.clone(),
@@ -110,7 +111,19 @@ pub(crate) fn workflow_linker(
             continue;
         }
         if import.starts_with("wasi:") {
-            return Err(unsatisfied("is WASI, and workflows get no WASI".into()));
+            if !super::wasi::provides(import) {
+                return Err(unsatisfied(
+                    "is WASI that workflows do not get: they get deterministic clocks, random, \
+                     cli and io (filesystem and sockets refused); reach the outside from an \
+                     activity"
+                        .into(),
+                ));
+            }
+            if !wasi_linked {
+                super::wasi::add_to_linker(&mut linker).map_err(link_err)?;
+                wasi_linked = true;
+            }
+            continue;
         }
         let (target, mode) = parse_import(import);
         let functions = registry.interface(&target).ok_or_else(|| {

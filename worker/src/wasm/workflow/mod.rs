@@ -12,11 +12,12 @@
 //!
 //! Files: `linker.rs` (the host package and the dynamic imports with their extension
 //! functions), `shapes.rs` (structural type checks of imports), `convert.rs` (values of the
-//! `weir:workflow/types` interface).
+//! `weir:workflow/types` interface), `wasi.rs` (the deterministic WASI of interpreted guests).
 
 pub(crate) mod convert;
 pub(crate) mod linker;
 pub(crate) mod shapes;
+pub(crate) mod wasi;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -90,6 +91,8 @@ pub struct WorkflowState {
     inbox: mpsc::UnboundedReceiver<Inbound>,
     outbox: mpsc::UnboundedSender<Status>,
     pub(crate) limiter: MemoryLimiter,
+    /// WASI for interpreted guests ([`wasi`]), built at the instance's first WASI call.
+    pub(crate) wasi: Option<Box<wasi::GuestWasi>>,
 }
 
 impl WorkflowState {
@@ -379,6 +382,7 @@ impl WorkflowTemplate {
             inbox: inbox_rx,
             outbox: status_tx.clone(),
             limiter: MemoryLimiter::new(self.limits.memory_bytes),
+            wasi: None,
         };
         let span = tracing::info_span!("workflow", execution = %id, function = %self.function.ffqn);
         crate::telemetry::set_parent(&span, trace);
