@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds every Weir example (examples/workflows/*, examples/activities/*) into a WebAssembly
+# Builds every Weir example (examples/workflows/*, examples/activities/*, and unless
+# --rust-only the TypeScript and Python ones of examples/ts and examples/python) into a WebAssembly
 # component, following ../shared/TOOLCHAIN.md ("Rust guests as WASM components"):
 #   - Debian's rustc-web/cargo-web/rust-web-src (nightly features via RUSTC_BOOTSTRAP, std
 #     sources for -Zbuild-std) and lld-22's wasm-ld, installed here if missing;
@@ -15,6 +16,10 @@
 #   WASM_COMPONENT_LD     path of wasm-component-ld          (default: found via rustup)
 # Options:
 #   --install-only        install the toolchain if missing, build nothing
+#   --rust-only           only the Rust examples: not the TypeScript (examples/ts/build.sh,
+#                         jco from npm) and Python ones (examples/python/build.sh,
+#                         componentize-py from PyPI), which the suite tests and the demo
+#                         does not need
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -86,10 +91,20 @@ find_wasm_component_ld() {
     die "wasm-component-ld not found (it ships with rustup's host toolchain; set WASM_COMPONENT_LD)"
 }
 
+install_only=0
+rust_only=0
+for arg in "$@"; do
+    case "$arg" in
+        --install-only) install_only=1 ;;
+        --rust-only) rust_only=1 ;;
+        *) die "unknown option $arg (--install-only, --rust-only)" ;;
+    esac
+done
+
 install_toolchain
 [[ -x "$DEB_RUSTC" && -x "$DEB_CARGO" ]] || die "$DEB_RUSTC / $DEB_CARGO missing after install"
 [[ -x "$WASM_LD" ]] || die "$WASM_LD missing after install"
-if [[ "${1:-}" == "--install-only" ]]; then
+if ((install_only)); then
     log "toolchain ready: $("$DEB_RUSTC" --version)"
     exit 0
 fi
@@ -129,3 +144,10 @@ done
 for name in "${CRATES[@]}"; do
     printf '%s\t%s bytes\n' "$OUT/$name.wasm" "$(stat -c %s "$OUT/$name.wasm")"
 done
+
+# The same examples in TypeScript and Python (each script installs its pinned toolchain into
+# the cache and rebuilds only what changed).
+if ((!rust_only)); then
+    WEIR_EXAMPLES_OUT="$OUT" bash "$HERE/ts/build.sh"
+    WEIR_EXAMPLES_OUT="$OUT" bash "$HERE/python/build.sh"
+fi

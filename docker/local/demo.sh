@@ -32,7 +32,7 @@ export WEIR_COMPONENTS_DIR="$WEIR_CACHE/examples"
 bash examples/build.sh --install-only
 examples_log="$WEIR_CACHE/demo-examples.log"
 log "building the example components in the background (log: $examples_log)"
-WEIR_EXAMPLES_OUT="$WEIR_COMPONENTS_DIR" bash examples/build.sh >"$examples_log" 2>&1 &
+WEIR_EXAMPLES_OUT="$WEIR_COMPONENTS_DIR" bash examples/build.sh --rust-only >"$examples_log" 2>&1 &
 examples_pid=$!
 log "building weir"
 # The dev profile shares its build with the test suite; dependencies (wasmtime, librdkafka,

@@ -51,7 +51,7 @@ bash "$STACK_SH" up >"$WEIR_CACHE/fault-stack-up.log" 2>&1 &
 stack_pid=$!
 
 log "building the example WASM components"
-bash examples/build.sh
+bash examples/build.sh --rust-only
 log "building weir and fault_run (target dir ${CARGO_TARGET_DIR:-target})"
 cargo build --locked -p weir --bins -p weir-e2e --bin fault_run
 

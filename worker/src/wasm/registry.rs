@@ -555,6 +555,14 @@ pub enum SubmitError {
     Params(#[from] ParamsError),
 }
 
+/// Exports a guest toolchain adds for itself, which are no function of the component: the
+/// plain-named instance `exports` of componentize-py, whose `init` is its build-time hook
+/// (`docs/design/wit.md`, load-time rules). A plain name cannot be an interface of a package,
+/// so no workflow or activity can be hidden by this.
+fn is_toolchain_hook(name: &str) -> bool {
+    name == "exports"
+}
+
 pub(crate) fn exported_functions(
     engine: &WasmEngine,
     spec: &ComponentSpec,
@@ -576,6 +584,9 @@ pub(crate) fn exported_functions(
             // Types and other items carry no executable function.
             _ => continue,
         };
+        if is_toolchain_hook(name) {
+            continue;
+        }
         if is_reserved_package(name) {
             return Err(bad(
                 name,

@@ -13,7 +13,7 @@ use chrono::{DateTime, Utc};
 use weir::model::Ffqn;
 use weir::wasm::{ComponentsFile, EngineConfig, WasmHost};
 
-pub const EXAMPLES: [&str; 17] = [
+pub const EXAMPLES: [&str; 18] = [
     "order",
     "order-swapped",
     "fanout",
@@ -31,6 +31,7 @@ pub const EXAMPLES: [&str; 17] = [
     "tax-declaration",
     "slow",
     "patience",
+    "clock-random",
 ];
 
 /// `WEIR_EXAMPLES_OUT` or `/var/cache/weir/examples`; fails (never skips) when a component
@@ -49,6 +50,35 @@ pub fn examples_dir() -> PathBuf {
         );
     }
     dir
+}
+
+/// The workflow examples built in TypeScript and Python as well (`examples/ts`,
+/// `examples/python`), each into `<name>-ts.wasm` and `<name>-py.wasm` beside the Rust build.
+pub const INTERPRETED: [&str; 2] = ["order", "clock-random"];
+
+/// A host over components.toml with workflow `name` (a Rust example) replaced by the build
+/// `file` of the same world (`order-ts.wasm`, …).
+pub fn host_with_build(name: &str, file: &str) -> Arc<WasmHost> {
+    let dir = examples_dir();
+    for lang in ["ts", "py"] {
+        for example in INTERPRETED {
+            let path = dir.join(format!("{example}-{lang}.wasm"));
+            assert!(
+                path.is_file(),
+                "example component {} is missing: run `bash examples/build.sh` first",
+                path.display()
+            );
+        }
+    }
+    let from = format!("path = \"{name}.wasm\"");
+    let to = format!("path = \"{file}\"");
+    Arc::new(
+        host_with(|t| {
+            assert!(t.contains(&from), "components.toml has no {from}");
+            t.replace(&from, &to)
+        })
+        .unwrap_or_else(|e| panic!("loading the host with {file} failed: {e}")),
+    )
 }
 
 pub fn components_toml() -> PathBuf {

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Builds the TypeScript workflow examples (examples/ts/*.ts) into components with jco
+# (componentize-js, StarlingMonkey), after type-checking each against the TypeScript types jco
+# generates from its WIT world (`jco guest-types`). Called by examples/build.sh.
+#
+# - The toolchain (toolchain/package.json, pinned by toolchain/package-lock.json) is installed
+#   with `npm ci` into $WEIR_CACHE/js-toolchain, again only when the lock file changes.
+# - `<name>.ts` builds the world `<name>` of examples/wit/worlds.wit into `<name>-ts.wasm`.
+#   Workflows get the deterministic WASI (docs/design/deterministic-wasi.md) but no HTTP:
+#   built with `--disable http --disable fetch-event`.
+# - A component is rebuilt only when its source, the WIT or the toolchain changed (a stamp of
+#   their digest beside it).
+#
+# Environment: WEIR_EXAMPLES_OUT (where components go), WEIR_CACHE (default /var/cache/weir).
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+WIT="$(cd "$HERE/../wit" && pwd)"
+# The WIT's deps link into schemas/: the tools see the whole repository.
+REPO="$(cd "$HERE/../.." && pwd)"
+CACHE="${WEIR_CACHE:-/var/cache/weir}"
+OUT="${WEIR_EXAMPLES_OUT:-$CACHE/examples}"
+TOOLCHAIN="$CACHE/js-toolchain"
+
+log() { printf 'examples/ts/build.sh: %s\n' "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+command -v node >/dev/null || die "node is required (Node.js 20+)"
+command -v npm >/dev/null || die "npm is required"
+
+lock_digest="$(sha256sum "$HERE/toolchain/package-lock.json" | cut -c1-16)"
+if [[ "$(cat "$TOOLCHAIN/.lock-digest" 2>/dev/null)" != "$lock_digest" ]]; then
+    log "installing the toolchain into $TOOLCHAIN (npm ci)"
+    mkdir -p "$TOOLCHAIN"
+    cp "$HERE/toolchain/package.json" "$HERE/toolchain/package-lock.json" "$TOOLCHAIN/"
+    (cd "$TOOLCHAIN" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+    printf '%s\n' "$lock_digest" > "$TOOLCHAIN/.lock-digest"
+fi
+
+JCO="$TOOLCHAIN/node_modules/@bytecodealliance/jco/dist/jco.js"
+TSC="$TOOLCHAIN/node_modules/.bin/tsc"
+[[ -f "$JCO" ]] || die "$JCO missing after install"
+WEIR_JCO_SHIMS="$(find "$TOOLCHAIN/node_modules" -path '*/preview2-shim/lib/nodejs/filesystem.js' \
+    -o -path '*/preview2-shim/dist/nodejs/filesystem.js' | paste -sd: -)"
+export WEIR_JCO_SHIMS
+jco() { WEIR_JCO_PREOPENS="$1" node --import "$HERE/toolchain/preopen.mjs" "$JCO" "${@:2}"; }
+
+mkdir -p "$OUT"
+wit_digest="$(cd "$WIT" && find -L . -type f -name '*.wit' | sort | xargs cat | sha256sum | cut -c1-16)"
+for source in "$HERE"/*.ts; do
+    name="$(basename "$source" .ts)"
+    out="$OUT/$name-ts.wasm"
+    stamp="$lock_digest-$wit_digest-$(sha256sum "$source" "$HERE/tsconfig.json" | sha256sum | cut -c1-16)"
+    if [[ -f "$out" && "$(cat "$out.stamp" 2>/dev/null)" == "$stamp" ]]; then
+        continue
+    fi
+    work="$(mktemp -d)"
+    trap 'rm -rf "$work"' EXIT
+    start=$(date +%s)
+    # Types of the world, then a type check of the source against them.
+    jco "$REPO:$work" guest-types "$WIT" --world-name "$name" -o "$work/types" >/dev/null
+    cat > "$work/tsconfig.json" <<JSON
+{ "extends": "$HERE/tsconfig.json", "files": ["$source", "$work/types/$name.d.ts"] }
+JSON
+    "$TSC" -p "$work/tsconfig.json" || die "$name.ts does not type-check against world $name"
+    # The bundler reports the WIT imports as unresolved modules: they are, until the
+    # component is linked. Its output is shown only if the build fails.
+    jco "$REPO:$work" componentize "$source" --wit "$WIT" --world-name "$name" \
+        --disable http --disable fetch-event -o "$work/$name.wasm" >"$work/build.log" 2>&1 \
+        || { cat "$work/build.log" >&2; die "componentize of $name.ts failed"; }
+    mv -f "$work/$name.wasm" "$out"
+    printf '%s\n' "$stamp" > "$out.stamp"
+    rm -rf "$work"
+    trap - EXIT
+    log "built $out ($(stat -c %s "$out") bytes) in $(( $(date +%s) - start )) s"
+done
