@@ -2,7 +2,8 @@
 //! execution waits on a long delay; replayed against the deployed builds every one is clean
 //! (exit 0); against `order-swapped` (the saga with two calls swapped), each finished order is
 //! a mismatch that names the history version and both calls (exit 5), read one by one or as
-//! all finished executions of the function.
+//! all finished executions of the function. The TypeScript and Python builds of the saga
+//! replay the Rust build's histories cleanly.
 
 use std::time::Duration;
 
@@ -87,6 +88,19 @@ async fn recorded_executions_replay_cleanly_on_their_build_and_a_changed_one_is_
             && l.contains("running")),
         "{stdout}"
     );
+
+    // The same histories on the TypeScript and Python builds of the saga (issue 34): a history
+    // recorded by the Rust build replays cleanly on either.
+    for file in ["order-ts.wasm", "order-py.wasm"] {
+        let build = format!("order={}", components_dir().join(file).display());
+        let (code, stdout, stderr) = replay(&deployment, &["--build", &build, &ids[0], &ids[1]]);
+        assert_eq!(code, Some(0), "{file}: {stdout}{stderr}");
+        assert_eq!(
+            stdout.lines().filter(|l| l.contains("clean")).count(),
+            2,
+            "{file}: {stdout}"
+        );
+    }
 
     let swapped = components_dir().join("order-swapped.wasm");
     let build = format!("order={}", swapped.display());
