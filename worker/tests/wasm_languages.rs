@@ -12,47 +12,122 @@ use serde_json::{Value, json};
 use wasm_common::*;
 use weir::model::{ExecutionErrorKind, ExecutionId, ExecutionResult, HistoryEvent, Response};
 use weir::replay::Execution;
-use weir::wasm::memory::InMemoryBus;
+use weir::wasm::memory::{InMemoryBus, Record};
 use weir::wasm::{RunStep, WasmHost};
 
 const CHECKOUT: &str = "weir-examples:workflows/order.checkout";
 const CLOCK_RANDOM: &str = "weir-examples:workflows/clock-random.run";
 
+/// A call of a workflow function, with its JSON params.
+type Call = (&'static str, Value);
+
 /// The saga's cases: shipped, charge declined (one compensation), shipment failed (two), and
 /// an unknown SKU (nothing to compensate).
-fn orders() -> Vec<Value> {
+fn orders() -> Vec<Call> {
     let order = |id: &str, customer: &str, sku: &str, address: &str| json!([{"id": id, "customer": customer, "sku": sku, "quantity": 2, "address": address}]);
     vec![
-        order("o1", "alice", "widget", "1 Main St"),
-        order("o2", "declined-bob", "widget", "1 Main St"),
-        order("o3", "carol", "gadget", ""),
-        order("o4", "dave", "nope", "1 Main St"),
+        (CHECKOUT, order("o1", "alice", "widget", "1 Main St")),
+        (CHECKOUT, order("o2", "declined-bob", "widget", "1 Main St")),
+        (CHECKOUT, order("o3", "carol", "gadget", "")),
+        (CHECKOUT, order("o4", "dave", "nope", "1 Main St")),
     ]
 }
 
-/// What an execution left: its id, result, history and journal.
+/// The event `paid` sent to correlation key `key`.
+fn paid(key: &str) -> Record {
+    Record::KeyedEvent(weir::correlation::KeyedEvent {
+        event: weir::codec::ReceivedEvent {
+            event_id: format!("{key}-1"),
+            name: "paid".into(),
+            payload: json!({"amount": 700}),
+        },
+        key: key.into(),
+        sent_at: t0(),
+        returned_by: None,
+    })
+}
+
+/// An example built in the three languages, the calls that exercise it, and the events sent
+/// once every call has run as far as it can.
+struct Example {
+    name: &'static str,
+    calls: Vec<Call>,
+    events: Vec<Record>,
+}
+
+fn examples() -> Vec<Example> {
+    vec![
+        Example {
+            name: "order",
+            calls: orders(),
+            events: vec![],
+        },
+        Example {
+            name: "fanout",
+            calls: vec![
+                (
+                    "weir-examples:workflows/fanout.fibonacci-sum",
+                    json!([[5, 6, 7, 90]]),
+                ),
+                (
+                    "weir-examples:workflows/fanout.fibonacci-sum",
+                    json!([[94]]),
+                ),
+                ("weir-examples:workflows/fanout.race", json!([3, 1000])),
+            ],
+            events: vec![],
+        },
+        Example {
+            name: "approval-event",
+            calls: vec![
+                // The event comes: the wait wins. None comes: the timeout wins.
+                (
+                    "weir-examples:workflows/approval-event.await-payment",
+                    json!(["o7", 60]),
+                ),
+                (
+                    "weir-examples:workflows/approval-event.await-approval",
+                    json!(["o8", 30]),
+                ),
+            ],
+            events: vec![paid("payment:o7")],
+        },
+    ]
+}
+
+/// What an execution left: its call, id, result, history and journal.
 #[derive(Debug, PartialEq)]
 struct Run {
+    call: Call,
     id: ExecutionId,
     result: Option<ExecutionResult>,
     history: Vec<HistoryEvent>,
     responses: Vec<Response>,
 }
 
-async fn run_all(host: &Arc<WasmHost>, function: &str, inputs: &[Value], hot: bool) -> Vec<Run> {
+/// Runs `calls` to their end on `host` (hot or cold), sending `events` once they are idle,
+/// then firing every timer.
+async fn run_all(host: &Arc<WasmHost>, calls: &[Call], events: &[Record], hot: bool) -> Vec<Run> {
     let mut bus = InMemoryBus::new(host.clone(), t0());
     bus.set_hot(hot);
-    let ids: Vec<ExecutionId> = inputs
+    let ids: Vec<ExecutionId> = calls
         .iter()
-        .map(|params| bus.submit(&ffqn(function), params.clone()).unwrap())
+        .map(|(function, params)| bus.submit(&ffqn(function), params.clone()).unwrap())
         .collect();
     bus.run_until_idle().await.unwrap();
+    for event in events {
+        bus.send(event.clone());
+    }
+    bus.run_until_idle().await.unwrap();
     bus.fire_all_timers().await.unwrap();
-    ids.iter()
-        .map(|id| {
-            let e = bus.execution(id).unwrap();
+    calls
+        .iter()
+        .zip(ids)
+        .map(|(call, id)| {
+            let e = bus.execution(&id).unwrap();
             assert_eq!(e.created_at, t0(), "the bus creates at its start");
             Run {
+                call: call.clone(),
                 id: id.clone(),
                 result: e.result.clone(),
                 history: e.history.clone(),
@@ -63,11 +138,11 @@ async fn run_all(host: &Arc<WasmHost>, function: &str, inputs: &[Value], hot: bo
 }
 
 /// Replays a finished execution's history and journal on `host`.
-async fn replay_on(host: &WasmHost, function: &str, params: &Value, run: &Run) -> RunStep {
+async fn replay_on(host: &WasmHost, run: &Run) -> RunStep {
     let execution = Execution {
         id: run.id.clone(),
-        ffqn: ffqn(function),
-        params: params.clone(),
+        ffqn: ffqn(run.call.0),
+        params: run.call.1.clone(),
         created_at: t0(),
         component: None,
         trace: None,
@@ -79,61 +154,100 @@ async fn replay_on(host: &WasmHost, function: &str, params: &Value, run: &Run) -
     step
 }
 
-fn builds() -> [(&'static str, Arc<WasmHost>); 3] {
+/// The Rust, TypeScript and Python builds of example `name`.
+fn builds(name: &str) -> [(&'static str, Arc<WasmHost>); 3] {
     [
         ("rust", host()),
-        ("typescript", host_with_build("order", "order-ts.wasm")),
-        ("python", host_with_build("order", "order-py.wasm")),
+        (
+            "typescript",
+            host_with_build(name, &format!("{name}-ts.wasm")),
+        ),
+        ("python", host_with_build(name, &format!("{name}-py.wasm"))),
     ]
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn the_order_saga_gives_the_same_results_and_histories_in_typescript_and_python() {
-    let inputs = orders();
-    let mut runs = Vec::new();
-    for (lang, host) in builds() {
-        runs.push((lang, run_all(&host, CHECKOUT, &inputs, true).await));
-    }
-    let (_, rust) = &runs[0];
-    assert!(
-        matches!(&rust[0].result, Some(ExecutionResult::Ok(v)) if v["tracking-number"] == "T-o1"),
-        "{:?}",
-        rust[0].result
-    );
-    assert!(
-        matches!(&rust[1].result, Some(ExecutionResult::Err(v)) if v["payment-failed"].is_string()),
-        "{:?}",
-        rust[1].result
-    );
-    for (lang, other) in &runs[1..] {
-        for (case, (r, o)) in rust.iter().zip(other).enumerate() {
-            assert_eq!(r, o, "{lang}: case {case}");
+async fn each_example_gives_the_same_results_and_histories_in_typescript_and_python() {
+    for example in examples() {
+        let mut runs = Vec::new();
+        for (lang, host) in builds(example.name) {
+            runs.push((
+                lang,
+                run_all(&host, &example.calls, &example.events, true).await,
+            ));
+        }
+        let (_, rust) = &runs[0];
+        assert!(
+            rust.iter().all(|r| r.result.is_some()),
+            "{}: every call finishes: {rust:?}",
+            example.name
+        );
+        for (lang, other) in &runs[1..] {
+            for (r, o) in rust.iter().zip(other) {
+                assert_eq!(r, o, "{} in {lang}", example.name);
+            }
         }
     }
+    // The cases are the ones meant: a shipped order and a declined one, a fan-out that sums
+    // and one whose child fails, an event that came and one that timed out.
+    let rust = |name: &str| {
+        let example = examples().into_iter().find(|e| e.name == name).unwrap();
+        async move { run_all(&host(), &example.calls, &example.events, true).await }
+    };
+    let order = rust("order").await;
+    assert!(
+        matches!(&order[0].result, Some(ExecutionResult::Ok(v)) if v["tracking-number"] == "T-o1"),
+        "{:?}",
+        order[0].result
+    );
+    assert!(
+        matches!(&order[1].result, Some(ExecutionResult::Err(v)) if v["payment-failed"].is_string()),
+        "{:?}",
+        order[1].result
+    );
+    let fanout = rust("fanout").await;
+    assert!(
+        matches!(&fanout[0].result, Some(ExecutionResult::Ok(v)) if v["sum"] == 2_880_067_194_370_816_146_u64),
+        "{:?}",
+        fanout[0].result
+    );
+    assert!(
+        matches!(&fanout[1].result, Some(ExecutionResult::Err(_))),
+        "{:?}",
+        fanout[1].result
+    );
+    let events = rust("approval-event").await;
+    assert_eq!(
+        events[0].result,
+        Some(ExecutionResult::Ok(json!("{\"amount\":700}")))
+    );
+    assert!(
+        matches!(&events[1].result, Some(ExecutionResult::Err(e)) if e.as_str().is_some_and(|e| e.contains("no approval"))),
+        "{:?}",
+        events[1].result
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_history_recorded_in_one_language_replays_cleanly_in_the_others() {
-    let inputs = orders();
-    let builds = builds();
-    for (recorder, host) in &builds {
-        let recorded = run_all(host, CHECKOUT, &inputs, true).await;
-        for (replayer, other) in &builds {
-            for (params, run) in inputs.iter().zip(&recorded) {
-                let step = replay_on(other, CHECKOUT, params, run).await;
-                let RunStep::Finished { result, effects } = step else {
-                    panic!("{recorder} history on {replayer}: did not finish: {step:?}");
-                };
-                assert_eq!(
-                    Some(&result),
-                    run.result.as_ref(),
-                    "{recorder} on {replayer}"
-                );
-                assert!(
-                    effects.events.is_empty(),
-                    "{recorder} history on {replayer} recorded new events: {:?}",
-                    effects.events
-                );
+    for example in examples() {
+        let builds = builds(example.name);
+        for (recorder, host) in &builds {
+            let recorded = run_all(host, &example.calls, &example.events, true).await;
+            for (replayer, other) in &builds {
+                for run in &recorded {
+                    let step = replay_on(other, run).await;
+                    let what = format!("{} {recorder} history on {replayer}", run.call.0);
+                    let RunStep::Finished { result, effects } = step else {
+                        panic!("{what}: did not finish: {step:?}");
+                    };
+                    assert_eq!(Some(&result), run.result.as_ref(), "{what}");
+                    assert!(
+                        effects.events.is_empty(),
+                        "{what}: recorded new events: {:?}",
+                        effects.events
+                    );
+                }
             }
         }
     }
@@ -141,11 +255,11 @@ async fn a_history_recorded_in_one_language_replays_cleanly_in_the_others() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_build_calling_in_another_order_is_nondeterministic_whatever_the_language() {
-    let inputs = orders();
+    let shipped = &orders()[..1];
     let swapped = host_with_build("order", "order-swapped.wasm");
-    for (lang, host) in builds() {
-        let recorded = run_all(&host, CHECKOUT, &inputs[..1], true).await;
-        let step = replay_on(&swapped, CHECKOUT, &inputs[0], &recorded[0]).await;
+    for (lang, host) in builds("order") {
+        let recorded = run_all(&host, shipped, &[], true).await;
+        let step = replay_on(&swapped, &recorded[0]).await;
         let RunStep::Finished {
             result: ExecutionResult::ExecutionError(e),
             ..
@@ -166,14 +280,14 @@ async fn a_build_calling_in_another_order_is_nondeterministic_whatever_the_langu
 
 #[tokio::test(flavor = "multi_thread")]
 async fn what_typescript_and_python_runtimes_read_is_the_same_hot_cold_and_replayed() {
-    let input = [json!([3, 60_000])];
+    let input = [(CLOCK_RANDOM, json!([3, 60_000]))];
     for (lang, file) in [
         ("typescript", "clock-random-ts.wasm"),
         ("python", "clock-random-py.wasm"),
     ] {
         let host = host_with_build("clock-random", file);
-        let hot = run_all(&host, CLOCK_RANDOM, &input, true).await;
-        let cold = run_all(&host, CLOCK_RANDOM, &input, false).await;
+        let hot = run_all(&host, &input, &[], true).await;
+        let cold = run_all(&host, &input, &[], false).await;
         assert_eq!(hot, cold, "{lang}: hot and cold differ");
         let Run {
             result, history, ..
@@ -198,7 +312,7 @@ async fn what_typescript_and_python_runtimes_read_is_the_same_hot_cold_and_repla
         }
         // Reads recorded nothing: the history is the three sleeps'.
         assert_eq!(history.len(), 9, "{lang}: {history:?}");
-        let step = replay_on(&host, CLOCK_RANDOM, &input[0], &hot[0]).await;
+        let step = replay_on(&host, &hot[0]).await;
         let RunStep::Finished { result, effects } = step else {
             panic!("{lang}: replay did not finish: {step:?}");
         };
