@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Builds the Python workflow examples (examples/python/<name>/app.py) into components with
+# Builds the Python examples (examples/python/{workflows,activities}/<name>/app.py) into
+# components with
 # componentize-py (CPython). Called by examples/build.sh.
 #
 # - componentize-py, pinned in requirements.txt, is installed into a virtualenv at
 #   $WEIR_CACHE/py-toolchain, again only when requirements.txt changes.
-# - `<name>/app.py` builds the world `<name>` of examples/wit/worlds.wit into
-#   `<name>-py.wasm`. It imports WASI (clocks, random, cli, io, filesystem, sockets), which
-#   workflows get deterministically (docs/design/deterministic-wasi.md).
+# - `workflows/<name>/app.py` and `activities/<name>/app.py` build the world `<name>` of
+#   examples/wit/worlds.wit into `<name>-py.wasm`. CPython imports WASI (clocks, random, cli,
+#   io, filesystem, sockets), which workflows get deterministically
+#   (docs/design/deterministic-wasi.md) and activities as they are, with wasi:http.
 # - A component is rebuilt only when its sources, the WIT or the toolchain changed (a stamp of
 #   their digest beside it).
 #
@@ -37,7 +39,7 @@ CPY="$VENV/bin/componentize-py"
 
 mkdir -p "$OUT"
 wit_digest="$(cd "$WIT" && find -L . -type f -name '*.wit' | sort | xargs cat | sha256sum | cut -c1-16)"
-for dir in "$HERE"/*/; do
+for dir in "$HERE"/workflows/*/ "$HERE"/activities/*/; do
     name="$(basename "$dir")"
     [[ -f "$dir/app.py" ]] || continue
     out="$OUT/$name-py.wasm"

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Builds the TypeScript workflow examples (examples/ts/*.ts) into components with jco
+# Builds the TypeScript examples (examples/ts/{workflows,activities}/*.ts) into components with jco
 # (componentize-js, StarlingMonkey), after type-checking each against the TypeScript types jco
 # generates from its WIT world (`jco guest-types`). Called by examples/build.sh.
 #
 # - The toolchain (toolchain/package.json, pinned by toolchain/package-lock.json) is installed
 #   with `npm ci` into $WEIR_CACHE/js-toolchain, again only when the lock file changes.
-# - `<name>.ts` builds the world `<name>` of examples/wit/worlds.wit into `<name>-ts.wasm`.
-#   Workflows get the deterministic WASI (docs/design/deterministic-wasi.md) but no HTTP:
-#   built with `--disable http --disable fetch-event`.
+# - `workflows/<name>.ts` and `activities/<name>.ts` build the world `<name>` of
+#   examples/wit/worlds.wit into `<name>-ts.wasm`. Workflows get the deterministic WASI
+#   (docs/design/deterministic-wasi.md) but no HTTP: they are built with `--disable http
+#   --disable fetch-event`. Activities keep everything (fetch() over wasi:http).
 # - A component is rebuilt only when its source, the WIT or the toolchain changed (a stamp of
 #   their digest beside it).
 #
@@ -47,8 +48,12 @@ jco() { WEIR_JCO_PREOPENS="$1" node --import "$HERE/toolchain/preopen.mjs" "$JCO
 
 mkdir -p "$OUT"
 wit_digest="$(cd "$WIT" && find -L . -type f -name '*.wit' | sort | xargs cat | sha256sum | cut -c1-16)"
-for source in "$HERE"/*.ts; do
+for source in "$HERE"/workflows/*.ts "$HERE"/activities/*.ts; do
     name="$(basename "$source" .ts)"
+    features=()
+    if [[ "$source" == "$HERE"/workflows/* ]]; then
+        features=(--disable http --disable fetch-event)
+    fi
     out="$OUT/$name-ts.wasm"
     stamp="$lock_digest-$wit_digest-$(sha256sum "$source" "$HERE/tsconfig.json" | sha256sum | cut -c1-16)"
     if [[ -f "$out" && "$(cat "$out.stamp" 2>/dev/null)" == "$stamp" ]]; then
@@ -66,7 +71,7 @@ JSON
     # The bundler reports the WIT imports as unresolved modules: they are, until the
     # component is linked. Its output is shown only if the build fails.
     jco "$REPO:$work" componentize "$source" --wit "$WIT" --world-name "$name" \
-        --disable http --disable fetch-event -o "$work/$name.wasm" >"$work/build.log" 2>&1 \
+        "${features[@]}" -o "$work/$name.wasm" >"$work/build.log" 2>&1 \
         || { cat "$work/build.log" >&2; die "componentize of $name.ts failed"; }
     mv -f "$work/$name.wasm" "$out"
     printf '%s\n' "$stamp" > "$out.stamp"

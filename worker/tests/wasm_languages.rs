@@ -324,3 +324,69 @@ async fn what_typescript_and_python_runtimes_read_is_the_same_hot_cold_and_repla
         assert!(effects.events.is_empty(), "{lang}: {:?}", effects.events);
     }
 }
+
+/// The `http-get` activity in TypeScript (fetch) and Python (wasi:http through componentize-py's
+/// poll loop): allowed one local server's port, it answers as the Rust build does; another
+/// local server is refused by the host's egress check, which the guest sees as its `err`
+/// (StarlingMonkey's fetch() reports it as a `NetworkError`, without the reason).
+#[tokio::test(flavor = "multi_thread")]
+async fn activities_in_typescript_and_python_reach_only_the_hosts_they_are_allowed() {
+    let allowed = TestServer::start();
+    let forbidden = TestServer::start();
+    let port = |url: String| {
+        url.trim_start_matches("http://127.0.0.1:")
+            .split('/')
+            .next()
+            .expect("port")
+            .to_owned()
+    };
+    let get = |host: Arc<WasmHost>, url: String| async move {
+        host.run_activity(
+            &ffqn("weir-examples:http/client.get"),
+            &json!([url]),
+            weir::wasm::Cancellation::never(),
+        )
+        .await
+        .unwrap()
+    };
+    for (file_name, names_the_reason) in [
+        ("http-get.wasm", true),
+        ("http-get-ts.wasm", false),
+        ("http-get-py.wasm", true),
+    ] {
+        let text = std::fs::read_to_string(components_toml()).unwrap();
+        let text = text.replace(
+            "path = \"http-get.wasm\"",
+            &format!("path = \"{file_name}\""),
+        );
+        let mut file = weir::wasm::ComponentsFile::parse(&text, &components_toml()).unwrap();
+        for c in &mut file.components {
+            if c.name == "http-get" {
+                c.allowed_hosts = vec![format!("http://127.0.0.1:{}", port(allowed.url("/")))];
+            }
+        }
+        let specs = file.resolve(&examples_dir()).unwrap();
+        let egress = specs
+            .iter()
+            .find(|s| s.name == "http-get")
+            .map(|s| Arc::clone(&s.egress))
+            .expect("http-get");
+        let host = Arc::new(WasmHost::load(engine_config(), specs).unwrap());
+        let outcome = get(host.clone(), allowed.url("/hello")).await;
+        assert_eq!(
+            outcome.result,
+            ExecutionResult::Ok(json!({"status": 200, "body": "hello from /hello"})),
+            "{file_name}"
+        );
+        assert_eq!(egress.denied(), 0, "{file_name}");
+        let outcome = get(host, forbidden.url("/hello")).await;
+        match &outcome.result {
+            ExecutionResult::Err(e) => assert!(
+                e.to_string().to_lowercase().contains("denied") || !names_the_reason,
+                "{file_name}: the guest sees why: {e}"
+            ),
+            other => panic!("{file_name}: a forbidden port was reached: {other:?}"),
+        }
+        assert_eq!(egress.denied(), u64::from(outcome.attempts), "{file_name}");
+    }
+}

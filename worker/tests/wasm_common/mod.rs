@@ -61,7 +61,7 @@ pub const INTERPRETED: [&str; 4] = ["order", "fanout", "approval-event", "clock-
 pub fn host_with_build(name: &str, file: &str) -> Arc<WasmHost> {
     let dir = examples_dir();
     for lang in ["ts", "py"] {
-        for example in INTERPRETED {
+        for example in INTERPRETED.iter().chain(&["http-get"]) {
             let path = dir.join(format!("{example}-{lang}.wasm"));
             assert!(
                 path.is_file(),
