@@ -31,6 +31,8 @@ pub const DEFAULT_TOPOLOGY: &str = "topology";
 pub const DEFAULT_NAMESPACE: &str = "";
 /// `WEIR_LOG` (or `RUST_LOG`): the `tracing` log filter.
 pub const DEFAULT_LOG_FILTER: &str = "info,scylla=warn,rdkafka=warn";
+/// The log filter of `weir test` (which prints its own report): warnings only.
+pub const DEFAULT_TEST_LOG_FILTER: &str = "warn";
 
 // ------------------------------------------------------------------------------ `weir worker`
 

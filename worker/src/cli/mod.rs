@@ -16,6 +16,7 @@ mod replay;
 mod schedule;
 mod security;
 mod serve;
+mod test;
 
 mod topology;
 mod worker;
@@ -81,6 +82,9 @@ pub enum Command {
     /// Replay recorded executions against a build of their workflow, without side effects
     /// (exit code 5 on a mismatch: gate a deploy on it).
     Replay(Box<replay::ReplayArgs>),
+    /// Run an author's tests (`tests.toml`) on the in-memory bus, without Kafka or a store:
+    /// each execution hot, rebuilt at every step, and replayed, which must agree.
+    Test(Box<test::TestArgs>),
 }
 
 /// Where the cluster is: every subcommand that talks to Kafka or the CQL store takes these.
@@ -197,7 +201,12 @@ pub fn main() -> ExitCode {
         Command::Worker(args) => args.otlp(),
         _ => None,
     };
-    let telemetry = match init_tracing(otlp.as_ref()) {
+    // `weir test` prints its own report; the workflows' logs only when asked (WEIR_LOG).
+    let default_filter = match &cli.command {
+        Command::Test(_) => options::DEFAULT_TEST_LOG_FILTER,
+        _ => options::DEFAULT_LOG_FILTER,
+    };
+    let telemetry = match init_tracing(otlp.as_ref(), default_filter) {
         Ok(telemetry) => telemetry,
         Err(e) => {
             eprintln!("error: {e}");
@@ -231,6 +240,7 @@ pub fn main() -> ExitCode {
             Command::List(args) => list::run(*args).await,
             Command::Serve(args) => serve::run(*args).await,
             Command::Replay(args) => replay::run(*args).await,
+            Command::Test(args) => test::run(*args).await,
         }
     });
     telemetry.shutdown();
@@ -241,10 +251,11 @@ pub fn main() -> ExitCode {
 /// by default; spans also go to `otlp` if given.
 fn init_tracing(
     otlp: Option<&crate::telemetry::OtlpConfig>,
+    default_filter: &str,
 ) -> Result<crate::telemetry::Telemetry, crate::telemetry::TelemetryError> {
     let filter = std::env::var("WEIR_LOG")
         .or_else(|_| std::env::var("RUST_LOG"))
-        .unwrap_or_else(|_| options::DEFAULT_LOG_FILTER.to_owned());
+        .unwrap_or_else(|_| default_filter.to_owned());
     crate::telemetry::init(&filter, otlp)
 }
 

@@ -17,9 +17,9 @@
 //! - [`versions`]: the build an execution is pinned to, and the older builds fetched from
 //!   the store for executions pinned to them.
 //! - [`inline`]: activities a workflow worker runs itself (the core's inline seam).
-//! - `memory` (feature `test-util`): an in-memory driver of the partition processor that
-//!   routes submissions, responses, activities and timers between executions, for fast tests
-//!   and benchmarks without Kafka.
+//! - [`memory`]: an in-memory driver of the partition processor that routes submissions,
+//!   responses, activities and timers between executions, without Kafka: `weir test` (an
+//!   author's tests), the project's fast tests and benchmarks.
 
 // Errors here carry the names and types needed for a useful message; they are built on
 // cold paths only (load, submission, failure), so their size does not matter.
@@ -31,7 +31,6 @@ pub mod engine;
 pub mod host;
 pub mod inline;
 pub mod limits;
-#[cfg(any(test, feature = "test-util"))]
 pub mod memory;
 pub mod registry;
 pub mod secrets;
