@@ -11,6 +11,8 @@
 # would rebuild std).
 #
 # Environment:
+#   WEIR_GUESTS_DIR       the cargo workspace of guests     (default: this script's directory;
+#                         `weir new --lang rust` projects run a copy of this script on theirs)
 #   WEIR_EXAMPLES_OUT     where the components are copied   (default $WEIR_CACHE/examples, WEIR_CACHE=/var/cache/weir)
 #   WEIR_EXAMPLES_TARGET  cargo target dir for the guests   (default $WEIR_CACHE/examples-target)
 #   WASM_COMPONENT_LD     path of wasm-component-ld          (default: found via rustup)
@@ -22,7 +24,7 @@
 #                         does not need
 set -euo pipefail
 
-HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+HERE="$(cd "${WEIR_GUESTS_DIR:-$(dirname "${BASH_SOURCE[0]}")}" && pwd)"
 OUT="${WEIR_EXAMPLES_OUT:-${WEIR_CACHE:-/var/cache/weir}/examples}"
 TARGET_DIR="${WEIR_EXAMPLES_TARGET:-${WEIR_CACHE:-/var/cache/weir}/examples-target}"
 DEB_PACKAGES=(rustc-web cargo-web rust-web-src lld-22)
@@ -30,7 +32,7 @@ DEB_RUSTC=/usr/bin/rustc
 DEB_CARGO=/usr/bin/cargo
 WASM_LD=/usr/lib/llvm-22/bin/wasm-ld
 
-log() { printf 'examples/build.sh: %s\n' "$*" >&2; }
+log() { printf 'build-rust: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
 install_toolchain() {
@@ -147,7 +149,7 @@ done
 
 # The same examples in TypeScript and Python (each script installs its pinned toolchain into
 # the cache and rebuilds only what changed).
-if ((!rust_only)); then
+if ((!rust_only)) && [[ -f "$HERE/ts/build.sh" ]]; then
     WEIR_EXAMPLES_OUT="$OUT" bash "$HERE/ts/build.sh"
     WEIR_EXAMPLES_OUT="$OUT" bash "$HERE/python/build.sh"
 fi

@@ -12,16 +12,19 @@
 # - A component is rebuilt only when its sources, the WIT or the toolchain changed (a stamp of
 #   their digest beside it).
 #
-# Environment: WEIR_EXAMPLES_OUT (where components go), WEIR_CACHE (default /var/cache/weir).
+# Environment: WEIR_EXAMPLES_OUT (where components go), WEIR_CACHE (default /var/cache/weir),
+# WEIR_PY_DIR (the sources, default this script's directory), WEIR_WIT (default $WEIR_PY_DIR/../wit).
 set -euo pipefail
 
-HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-WIT="$(cd "$HERE/../wit" && pwd)"
+# The sources (workflows/, activities/, requirements.txt) and the WIT: the examples', or those
+# of a `weir new --lang python` project, which runs a copy of this script.
+HERE="$(cd "${WEIR_PY_DIR:-$(dirname "${BASH_SOURCE[0]}")}" && pwd)"
+WIT="$(cd "${WEIR_WIT:-$HERE/../wit}" && pwd)"
 CACHE="${WEIR_CACHE:-/var/cache/weir}"
 OUT="${WEIR_EXAMPLES_OUT:-$CACHE/examples}"
 VENV="$CACHE/py-toolchain"
 
-log() { printf 'examples/python/build.sh: %s\n' "$*" >&2; }
+log() { printf 'build-python: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
 command -v python3 >/dev/null || die "python3 is required (3.10+)"
@@ -43,7 +46,8 @@ for dir in "$HERE"/workflows/*/ "$HERE"/activities/*/; do
     name="$(basename "$dir")"
     [[ -f "$dir/app.py" ]] || continue
     out="$OUT/$name-py.wasm"
-    stamp="$req_digest-$wit_digest-$(find "$dir" -name '*.py' | sort | xargs sha256sum | sha256sum | cut -c1-16)"
+    # Of the contents and relative names only: a copy of the project builds nothing again.
+    stamp="$req_digest-$wit_digest-$(cd "$dir" && find . -name '*.py' | sort | xargs sha256sum | sha256sum | cut -c1-16)"
     if [[ -f "$out" && "$(cat "$out.stamp" 2>/dev/null)" == "$stamp" ]]; then
         continue
     fi

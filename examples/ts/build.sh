@@ -12,18 +12,19 @@
 # - A component is rebuilt only when its source, the WIT or the toolchain changed (a stamp of
 #   their digest beside it).
 #
-# Environment: WEIR_EXAMPLES_OUT (where components go), WEIR_CACHE (default /var/cache/weir).
+# Environment: WEIR_EXAMPLES_OUT (where components go), WEIR_CACHE (default /var/cache/weir),
+# WEIR_TS_DIR (the sources, default this script's directory), WEIR_WIT (default $WEIR_TS_DIR/../wit).
 set -euo pipefail
 
-HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-WIT="$(cd "$HERE/../wit" && pwd)"
-# The WIT's deps link into schemas/: the tools see the whole repository.
-REPO="$(cd "$HERE/../.." && pwd)"
+# The sources (workflows/, activities/, tsconfig.json, toolchain/) and the WIT: the examples',
+# or those of a `weir new --lang ts` project, which runs a copy of this script.
+HERE="$(cd "${WEIR_TS_DIR:-$(dirname "${BASH_SOURCE[0]}")}" && pwd)"
+WIT="$(cd "${WEIR_WIT:-$HERE/../wit}" && pwd)"
 CACHE="${WEIR_CACHE:-/var/cache/weir}"
 OUT="${WEIR_EXAMPLES_OUT:-$CACHE/examples}"
 TOOLCHAIN="$CACHE/js-toolchain"
 
-log() { printf 'examples/ts/build.sh: %s\n' "$*" >&2; }
+log() { printf 'build-ts: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
 command -v node >/dev/null || die "node is required (Node.js 20+)"
@@ -44,7 +45,9 @@ TSC="$TOOLCHAIN/node_modules/.bin/tsc"
 WEIR_JCO_SHIMS="$(find "$TOOLCHAIN/node_modules" -path '*/preview2-shim/lib/nodejs/filesystem.js' \
     -o -path '*/preview2-shim/dist/nodejs/filesystem.js' | paste -sd: -)"
 export WEIR_JCO_SHIMS
-jco() { WEIR_JCO_PREOPENS="$1" node --import "$HERE/toolchain/preopen.mjs" "$JCO" "${@:2}"; }
+# jco's tools see the whole file system: the WIT's deps may link anywhere (the examples'
+# into schemas/).
+jco() { WEIR_JCO_PREOPENS=/ node --import "$HERE/toolchain/preopen.mjs" "$JCO" "$@"; }
 
 mkdir -p "$OUT"
 wit_digest="$(cd "$WIT" && find -L . -type f -name '*.wit' | sort | xargs cat | sha256sum | cut -c1-16)"
@@ -55,7 +58,8 @@ for source in "$HERE"/workflows/*.ts "$HERE"/activities/*.ts; do
         features=(--disable http --disable fetch-event)
     fi
     out="$OUT/$name-ts.wasm"
-    stamp="$lock_digest-$wit_digest-$(sha256sum "$source" "$HERE/tsconfig.json" | sha256sum | cut -c1-16)"
+    # Of the contents only, not the paths: a copy of the project builds nothing again.
+    stamp="$lock_digest-$wit_digest-$(cat "$source" "$HERE/tsconfig.json" | sha256sum | cut -c1-16)"
     if [[ -f "$out" && "$(cat "$out.stamp" 2>/dev/null)" == "$stamp" ]]; then
         continue
     fi
@@ -63,14 +67,14 @@ for source in "$HERE"/workflows/*.ts "$HERE"/activities/*.ts; do
     trap 'rm -rf "$work"' EXIT
     start=$(date +%s)
     # Types of the world, then a type check of the source against them.
-    jco "$REPO:$work" guest-types "$WIT" --world-name "$name" -o "$work/types" >/dev/null
+    jco guest-types "$WIT" --world-name "$name" -o "$work/types" >/dev/null
     cat > "$work/tsconfig.json" <<JSON
 { "extends": "$HERE/tsconfig.json", "files": ["$source", "$work/types/$name.d.ts"] }
 JSON
     "$TSC" -p "$work/tsconfig.json" || die "$name.ts does not type-check against world $name"
     # The bundler reports the WIT imports as unresolved modules: they are, until the
     # component is linked. Its output is shown only if the build fails.
-    jco "$REPO:$work" componentize "$source" --wit "$WIT" --world-name "$name" \
+    jco componentize "$source" --wit "$WIT" --world-name "$name" \
         "${features[@]}" -o "$work/$name.wasm" >"$work/build.log" 2>&1 \
         || { cat "$work/build.log" >&2; die "componentize of $name.ts failed"; }
     mv -f "$work/$name.wasm" "$out"

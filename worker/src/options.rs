@@ -31,6 +31,10 @@ pub const DEFAULT_TOPOLOGY: &str = "topology";
 pub const DEFAULT_NAMESPACE: &str = "";
 /// `WEIR_LOG` (or `RUST_LOG`): the `tracing` log filter.
 pub const DEFAULT_LOG_FILTER: &str = "info,scylla=warn,rdkafka=warn";
+/// `weir test`'s registry: a `weir new` project's, run in its directory.
+pub const DEFAULT_PROJECT_COMPONENTS: &str = "components.toml";
+/// Where a `weir new` project's build.sh puts its components.
+pub const DEFAULT_PROJECT_COMPONENTS_DIR: &str = "build";
 /// The log filter of `weir test` (which prints its own report): warnings only.
 pub const DEFAULT_TEST_LOG_FILTER: &str = "warn";
 

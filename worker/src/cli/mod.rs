@@ -12,6 +12,7 @@ pub mod deploy;
 mod digest;
 mod follow;
 mod list;
+mod new;
 mod replay;
 mod schedule;
 mod security;
@@ -82,6 +83,9 @@ pub enum Command {
     /// Replay recorded executions against a build of their workflow, without side effects
     /// (exit code 5 on a mismatch: gate a deploy on it).
     Replay(Box<replay::ReplayArgs>),
+    /// Create a project of a workflow and an activity: `weir new greeter --lang ts`, then
+    /// `cd greeter && bash build.sh && weir test`.
+    New(new::NewArgs),
     /// Run an author's tests (`tests.toml`) on the in-memory bus, without Kafka or a store:
     /// each execution hot, rebuilt at every step, and replayed, which must agree.
     Test(Box<test::TestArgs>),
@@ -241,6 +245,7 @@ pub fn main() -> ExitCode {
             Command::Serve(args) => serve::run(*args).await,
             Command::Replay(args) => replay::run(*args).await,
             Command::Test(args) => test::run(*args).await,
+            Command::New(args) => new::run(args),
         }
     });
     telemetry.shutdown();

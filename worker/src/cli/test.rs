@@ -46,8 +46,17 @@ use crate::wasm::{RunStep, WasmHost};
 
 #[derive(Debug, Clone, Args)]
 pub struct TestArgs {
-    #[command(flatten)]
-    pub registry: super::RegistryArgs,
+    /// The component registry (a `weir new` project's, by default).
+    #[arg(long, env = "WEIR_COMPONENTS", default_value = crate::options::DEFAULT_PROJECT_COMPONENTS)]
+    pub components: PathBuf,
+    /// Where the registry's relative component paths are resolved (where a `weir new`
+    /// project's build.sh puts them, by default).
+    #[arg(
+        long,
+        env = "WEIR_COMPONENTS_DIR",
+        default_value = crate::options::DEFAULT_PROJECT_COMPONENTS_DIR
+    )]
+    pub components_dir: PathBuf,
     /// The tests file (default: `tests.toml` beside the components file).
     #[arg(long)]
     pub tests: Option<PathBuf>,
@@ -170,9 +179,12 @@ struct Outcome {
 }
 
 pub async fn run(args: TestArgs) -> ExitCode {
+    let registry = super::RegistryArgs {
+        components: args.components.clone(),
+        components_dir: args.components_dir.clone(),
+    };
     let tests_path = args.tests.clone().unwrap_or_else(|| {
-        args.registry
-            .components
+        args.components
             .parent()
             .unwrap_or(Path::new("."))
             .join("tests.toml")
@@ -184,8 +196,7 @@ pub async fn run(args: TestArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let host = match args
-        .registry
+    let host = match registry
         .specs()
         .map_err(|e| e.to_string())
         .and_then(|specs| {

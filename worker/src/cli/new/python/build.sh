@@ -1,0 +1,5 @@
+#!/usr/bin/env bash
+# Builds the components into build/ (the toolchain: toolchain/build-python.sh).
+set -euo pipefail
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+WEIR_PY_DIR="$HERE" WEIR_WIT="$HERE/wit" WEIR_EXAMPLES_OUT="$HERE/build" bash "$HERE/toolchain/build-python.sh"
