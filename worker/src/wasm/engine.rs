@@ -13,8 +13,10 @@
 //!   engine's compatibility hash (wasmtime version + settings), so a restart loads it in well
 //!   under a millisecond instead of recompiling.
 
+use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use sha2::{Digest, Sha256};
 use wasmtime::component::Component;
@@ -150,6 +152,12 @@ impl WasmEngine {
         bytes: &[u8],
     ) -> Result<(Component, LoadedFrom), EngineError> {
         let cached = self.cache_path(bytes);
+        // Loads of one artifact in this process take turns: the first compiles and caches
+        // it, the others then read it (an interpreted guest takes seconds to compile).
+        let turn = cached.as_deref().map(artifact_turn);
+        let _turn = turn
+            .as_ref()
+            .map(|t| t.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
         if let Some(cached) = &cached
             && cached.exists()
         {
@@ -182,6 +190,18 @@ impl WasmEngine {
         let hex = sha256_hex(bytes);
         Some(dir.join(format!("{hex}-{}.cwasm", self.engine_key)))
     }
+}
+
+/// The lock that loads of the compiled artifact at `path` take in turn.
+fn artifact_turn(path: &Path) -> Arc<Mutex<()>> {
+    static TURNS: OnceLock<Mutex<HashMap<PathBuf, Arc<Mutex<()>>>>> = OnceLock::new();
+    TURNS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .entry(path.to_owned())
+        .or_default()
+        .clone()
 }
 
 /// The bytes of the component file at `path`.
