@@ -1,5 +1,7 @@
 //! Benchmarks of the wasmtime host (`cargo bench -p weir --bench wasm`), printing figures:
 //!
+//! 0. instantiate-and-run of `hello.greet` built in Rust, TypeScript and Python
+//!    (`WEIR_BENCH_LANGUAGES_ONLY=1` runs only this part);
 //! 1. instantiate-and-run from a warm host, from `InstancePre` to the finished result (runs
 //!    inline, no task: neither parks): of the trivial workflow `hello.greet` (no host call),
 //!    and of `random-schedule.run` (four host calls: random-u64, random-string, schedule, log);
@@ -59,6 +61,87 @@ fn median(mut v: Vec<Duration>) -> Duration {
     v[v.len() / 2]
 }
 
+/// Runs a new execution `n` of `function(params)` on `host` from an empty history, inline,
+/// and checks that it finished `ok`.
+fn run_to_ok(
+    rt: &tokio::runtime::Runtime,
+    host: &WasmHost,
+    n: u128,
+    function: &Ffqn,
+    params: &serde_json::Value,
+    now: chrono::DateTime<chrono::Utc>,
+) {
+    let execution = Execution {
+        id: ExecutionId::top_level(Ulid::from_parts(1, n)),
+        ffqn: function.clone(),
+        params: params.clone(),
+        created_at: now,
+        component: None,
+        trace: None,
+    };
+    rt.block_on(async {
+        let (_run, step) = host
+            .start_workflow(execution, vec![], vec![], now)
+            .await
+            .expect("a run");
+        assert!(matches!(
+            step,
+            RunStep::Finished {
+                result: ExecutionResult::Ok(_),
+                ..
+            }
+        ));
+    });
+}
+
+/// Instantiate-and-run of `hello.greet` built in Rust, TypeScript and Python (the same
+/// world; `examples/ts`, `examples/python`), each from a warm host: what a fresh instance of
+/// an interpreted guest costs, and a cold rebuild of its execution with it.
+fn languages(rt: &tokio::runtime::Runtime, toml: &Path, now: chrono::DateTime<chrono::Utc>) {
+    let function: Ffqn = "weir-examples:workflows/hello.greet".parse().expect("ffqn");
+    let mut rust = None;
+    for (language, file) in [
+        ("Rust", "hello.wasm"),
+        ("TypeScript", "hello-ts.wasm"),
+        ("Python", "hello-py.wasm"),
+    ] {
+        let text = std::fs::read_to_string(toml)
+            .expect("components.toml")
+            .replace("path = \"hello.wasm\"", &format!("path = \"{file}\""));
+        let specs = weir::wasm::ComponentsFile::parse(&text, toml)
+            .and_then(|f| f.resolve(&examples_dir()))
+            .expect("the registry");
+        let host = WasmHost::load(engine_config(), specs).expect("a host");
+        let mut n: u128 = 0;
+        let params = json!(["weir"]);
+        let mut once = || {
+            n += 1;
+            run_to_ok(rt, &host, n, &function, &params, now);
+        };
+        let per_sample = if file == "hello.wasm" { 250 } else { 10 };
+        for _ in 0..per_sample {
+            once();
+        }
+        let mut samples = Vec::new();
+        for _ in 0..20 {
+            let t = Instant::now();
+            for _ in 0..per_sample {
+                once();
+            }
+            samples.push(t.elapsed() / per_sample);
+        }
+        let median = median(samples);
+        let ratio = rust.map_or(String::new(), |r: Duration| {
+            format!(" ({:.0}x Rust)", median.as_secs_f64() / r.as_secs_f64())
+        });
+        rust.get_or_insert(median);
+        println!(
+            "wasm host: instantiate-and-run of hello.greet in {language}, warm host: median {:.1} µs per execution{ratio}",
+            median.as_secs_f64() * 1e6
+        );
+    }
+}
+
 fn main() {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -103,6 +186,13 @@ fn main() {
         return;
     }
 
+    // 1a. the trivial workflow in each language (`WEIR_BENCH_LANGUAGES_ONLY=1`: only this)
+    let languages_only = std::env::var_os("WEIR_BENCH_LANGUAGES_ONLY").is_some();
+    languages(&rt, &toml, now);
+    if languages_only {
+        return;
+    }
+
     // 1. instantiate-and-run, trivial and with host calls
     let trivial_only = std::env::var_os("WEIR_BENCH_TRIVIAL_ONLY").is_some();
     let cases = [
@@ -122,27 +212,7 @@ fn main() {
         let function: Ffqn = function.parse().expect("ffqn");
         let mut once = |host: &WasmHost| {
             n += 1;
-            let execution = Execution {
-                id: ExecutionId::top_level(Ulid::from_parts(1, n)),
-                ffqn: function.clone(),
-                params: params.clone(),
-                created_at: chrono::DateTime::UNIX_EPOCH,
-                component: None,
-                trace: None,
-            };
-            rt.block_on(async {
-                let (_run, step) = host
-                    .start_workflow(execution, vec![], vec![], now)
-                    .await
-                    .expect("a run");
-                assert!(matches!(
-                    step,
-                    RunStep::Finished {
-                        result: ExecutionResult::Ok(_),
-                        ..
-                    }
-                ));
-            });
+            run_to_ok(&rt, host, n, &function, params, now);
         };
         for _ in 0..500 {
             once(&host);
