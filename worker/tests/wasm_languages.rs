@@ -390,3 +390,36 @@ async fn activities_in_typescript_and_python_reach_only_the_hosts_they_are_allow
         assert_eq!(egress.denied(), u64::from(outcome.attempts), "{file_name}");
     }
 }
+
+/// What a Python workflow meets when it reaches for the machine (`sandbox`, Python only):
+/// files and sockets refused with an error its code can catch, an empty environment.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_python_workflow_is_refused_files_and_sockets_and_sees_no_environment() {
+    let host = Arc::new(
+        host_with(|t| {
+            format!("{t}\n[[component]]\nname = \"sandbox\"\nkind = \"workflow\"\npath = \"sandbox-py.wasm\"\n")
+        })
+        .unwrap_or_else(|e| panic!("loading the host with sandbox-py.wasm failed: {e}")),
+    );
+    let probe = [("weir-examples:workflows/sandbox.probe", json!([]))];
+    let runs = run_all(&host, &probe, &[], true).await;
+    let Some(ExecutionResult::Ok(lines)) = &runs[0].result else {
+        panic!("{:?}", runs[0].result);
+    };
+    let lines: Vec<&str> = lines
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l.as_str().unwrap())
+        .collect();
+    assert_eq!(lines.len(), 5, "{lines:#?}");
+    // No directory is preopened: no path exists for it. Sockets are denied.
+    for line in &lines[..3] {
+        assert!(line.contains(": refused: FileNotFoundError"), "{lines:#?}");
+    }
+    assert!(
+        lines[3].contains(": refused: PermissionError"),
+        "{lines:#?}"
+    );
+    assert_eq!(lines[4], "environment: {}", "{lines:#?}");
+}
