@@ -80,7 +80,7 @@ pub struct Replay {
     pub(super) pending: Option<Pending>,
     pub(super) finished: Option<ExecutionResult>,
     /// The guest's entropy stream of the current step (`guest.rs`).
-    pub(super) entropy: Option<super::guest::Entropy>,
+    pub(super) entropy: Option<super::rng::StepEntropy>,
 }
 
 impl Replay {

@@ -22,18 +22,11 @@
 use chrono::{DateTime, Utc};
 
 use super::engine::Replay;
-use super::rng::Draw;
+use super::rng::{Draw, StepEntropy};
 
 /// Keeps the guest's entropy apart from the engine's own fresh draws (random values,
 /// generated ids), which use the same seed.
 const ENTROPY_SALT: u64 = 0x5745_4952_5741_5349; // "WEIRWASI"
-
-/// The entropy stream of one step.
-pub(super) struct Entropy {
-    /// Responses consumed when the stream was positioned.
-    step: u64,
-    draw: Draw,
-}
 
 impl Replay {
     /// The execution's recorded time: see the [module docs](self).
@@ -59,7 +52,7 @@ impl Replay {
         let seed = self.seed ^ ENTROPY_SALT;
         let entropy = match &mut self.entropy {
             Some(entropy) if entropy.step == step => entropy,
-            slot => slot.insert(Entropy {
+            slot => slot.insert(StepEntropy {
                 step,
                 draw: Draw::at(seed, step),
             }),

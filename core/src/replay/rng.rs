@@ -36,6 +36,13 @@ impl Draw {
     }
 }
 
+/// The entropy stream a guest reads in one step (`guest.rs`).
+pub(crate) struct StepEntropy {
+    /// Responses consumed when the stream was positioned.
+    pub(crate) step: u64,
+    pub(crate) draw: Draw,
+}
+
 const ALPHANUMERIC: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 
 /// An alphanumeric string with a length in `[min_len, max_len_exclusive)`.
