@@ -78,6 +78,22 @@ fn examples() -> Vec<Example> {
             events: vec![],
         },
         Example {
+            name: "approval",
+            calls: vec![
+                // Approved and rejected by the workflow's own stub write; its second write of
+                // the same value is accepted, of another a conflict.
+                (
+                    "weir-examples:workflows/approval.auto-approve",
+                    json!(["o5", 10]),
+                ),
+                (
+                    "weir-examples:workflows/approval.auto-approve",
+                    json!(["o6", 20_000]),
+                ),
+            ],
+            events: vec![],
+        },
+        Example {
             name: "approval-event",
             calls: vec![
                 // The event comes: the wait wins. None comes: the timeout wins.
@@ -215,6 +231,21 @@ async fn each_example_gives_the_same_results_and_histories_in_typescript_and_pyt
         matches!(&fanout[1].result, Some(ExecutionResult::Err(_))),
         "{:?}",
         fanout[1].result
+    );
+    let approval = rust("approval").await;
+    assert!(
+        matches!(&approval[0].result, Some(ExecutionResult::Ok(v))
+            if v["decision"] == "approved by auto-approver"
+                && v["same-value-again-ok"] == true
+                && v["different-value-conflict"] == true),
+        "{:?}",
+        approval[0].result
+    );
+    assert!(
+        matches!(&approval[1].result, Some(ExecutionResult::Ok(v))
+            if v["decision"].as_str().is_some_and(|d| d.starts_with("rejected: "))),
+        "{:?}",
+        approval[1].result
     );
     let events = rust("approval-event").await;
     assert_eq!(

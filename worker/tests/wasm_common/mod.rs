@@ -54,7 +54,13 @@ pub fn examples_dir() -> PathBuf {
 
 /// The workflow examples built in TypeScript and Python as well (`examples/ts`,
 /// `examples/python`), each into `<name>-ts.wasm` and `<name>-py.wasm` beside the Rust build.
-pub const INTERPRETED: [&str; 4] = ["order", "fanout", "approval-event", "clock-random"];
+pub const INTERPRETED: [&str; 5] = [
+    "order",
+    "fanout",
+    "approval",
+    "approval-event",
+    "clock-random",
+];
 
 /// A host over components.toml with workflow `name` (a Rust example) replaced by the build
 /// `file` of the same world (`order-ts.wasm`, …).
