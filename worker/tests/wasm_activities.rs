@@ -374,27 +374,7 @@ async fn an_exhausted_activity_answers_retries_exhausted_with_the_last_reason() 
 async fn an_activity_reaches_only_the_hosts_its_component_allows() {
     let allowed = TestServer::start();
     let forbidden = TestServer::start();
-    let port = |url: String| {
-        url.trim_start_matches("http://127.0.0.1:")
-            .split('/')
-            .next()
-            .expect("port")
-            .to_owned()
-    };
-    let text = std::fs::read_to_string(components_toml()).unwrap();
-    let mut file = weir::wasm::ComponentsFile::parse(&text, &components_toml()).unwrap();
-    for c in &mut file.components {
-        if c.name == "http-get" {
-            c.allowed_hosts = vec![format!("http://127.0.0.1:{}", port(allowed.url("/")))];
-        }
-    }
-    let specs = file.resolve(&examples_dir()).unwrap();
-    let egress = specs
-        .iter()
-        .find(|s| s.name == "http-get")
-        .map(|s| std::sync::Arc::clone(&s.egress))
-        .expect("http-get");
-    let host = weir::wasm::WasmHost::load(engine_config(), specs).unwrap();
+    let (host, egress) = host_with_http_get_allowed_to("http-get.wasm", &allowed);
     let outcome = http_get(&host, allowed.url("/hello")).await;
     assert_eq!(outcome.result, hello_answer());
     assert_eq!(egress.denied(), 0);

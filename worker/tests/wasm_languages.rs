@@ -364,13 +364,6 @@ async fn what_typescript_and_python_runtimes_read_is_the_same_hot_cold_and_repla
 async fn activities_in_typescript_and_python_reach_only_the_hosts_they_are_allowed() {
     let allowed = TestServer::start();
     let forbidden = TestServer::start();
-    let port = |url: String| {
-        url.trim_start_matches("http://127.0.0.1:")
-            .split('/')
-            .next()
-            .expect("port")
-            .to_owned()
-    };
     let get = |host: Arc<WasmHost>, url: String| async move {
         host.run_activity(
             &ffqn("weir-examples:http/client.get"),
@@ -385,24 +378,8 @@ async fn activities_in_typescript_and_python_reach_only_the_hosts_they_are_allow
         ("http-get-ts.wasm", false),
         ("http-get-py.wasm", true),
     ] {
-        let text = std::fs::read_to_string(components_toml()).unwrap();
-        let text = text.replace(
-            "path = \"http-get.wasm\"",
-            &format!("path = \"{file_name}\""),
-        );
-        let mut file = weir::wasm::ComponentsFile::parse(&text, &components_toml()).unwrap();
-        for c in &mut file.components {
-            if c.name == "http-get" {
-                c.allowed_hosts = vec![format!("http://127.0.0.1:{}", port(allowed.url("/")))];
-            }
-        }
-        let specs = file.resolve(&examples_dir()).unwrap();
-        let egress = specs
-            .iter()
-            .find(|s| s.name == "http-get")
-            .map(|s| Arc::clone(&s.egress))
-            .expect("http-get");
-        let host = Arc::new(WasmHost::load(engine_config(), specs).unwrap());
+        let (host, egress) = host_with_http_get_allowed_to(file_name, &allowed);
+        let host = Arc::new(host);
         let outcome = get(host.clone(), allowed.url("/hello")).await;
         assert_eq!(
             outcome.result,

@@ -127,6 +127,37 @@ pub fn host_with(edit: impl FnOnce(String) -> String) -> Result<WasmHost, weir::
     WasmHost::load(engine_config(), file.resolve(&dir)?)
 }
 
+/// A host whose `http-get` activity is the build `file` and may reach only `allowed`'s
+/// port, with that component's egress counter.
+pub fn host_with_http_get_allowed_to(
+    file: &str,
+    allowed: &TestServer,
+) -> (WasmHost, Arc<weir::wasm::egress::Egress>) {
+    let port = allowed
+        .url("/")
+        .trim_start_matches("http://127.0.0.1:")
+        .split('/')
+        .next()
+        .expect("port")
+        .to_owned();
+    let text = std::fs::read_to_string(components_toml())
+        .unwrap()
+        .replace("path = \"http-get.wasm\"", &format!("path = \"{file}\""));
+    let mut file = ComponentsFile::parse(&text, &components_toml()).unwrap();
+    for c in &mut file.components {
+        if c.name == "http-get" {
+            c.allowed_hosts = vec![format!("http://127.0.0.1:{port}")];
+        }
+    }
+    let specs = file.resolve(&examples_dir()).unwrap();
+    let egress = specs
+        .iter()
+        .find(|s| s.name == "http-get")
+        .map(|s| Arc::clone(&s.egress))
+        .expect("http-get");
+    (WasmHost::load(engine_config(), specs).unwrap(), egress)
+}
+
 pub fn t0() -> DateTime<Utc> {
     DateTime::from_timestamp(1_767_225_600, 0).unwrap() // 2026-01-01T00:00:00Z
 }
