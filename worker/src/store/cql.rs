@@ -565,6 +565,44 @@ fn parse_name<T: FromStr<Err = weir_core::rows::UnknownName>>(
 }
 
 impl CqlStore {
+    /// The history rows of `execution_id` that `statement` selects with `values`, in seq
+    /// order (the clustering order), every page of them.
+    async fn read_history(
+        &self,
+        execution_id: &ExecutionId,
+        context: &str,
+        statement: PreparedStatement,
+        values: impl SerializeRow,
+    ) -> Result<Vec<HistoryRow>, StoreError> {
+        let id = execution_id.to_string();
+        let pager = self
+            .session
+            .execute_iter(statement, values)
+            .await
+            .map_err(|e| result_error(context, e))?;
+        let rows: Vec<HistoryColumns> = pager
+            .rows_stream::<HistoryColumns>()
+            .map_err(|e| result_error(context, e))?
+            .try_collect()
+            .await
+            .map_err(|e| result_error(context, e))?;
+        rows.into_iter()
+            .map(
+                |(seq, kind, record, kafka_partition, kafka_offset, recorded_at)| {
+                    Ok(HistoryRow {
+                        execution_id: execution_id.clone(),
+                        seq,
+                        kind: parse_name(&kind, &id)?,
+                        record,
+                        kafka_partition,
+                        kafka_offset,
+                        recorded_at,
+                    })
+                },
+            )
+            .collect()
+    }
+
     /// The header of the build under `digest`: its name, size, chunk count and time, once
     /// every chunk is written (the header is written last).
     async fn build_header(
@@ -693,32 +731,9 @@ impl Store for CqlStore {
     async fn history(&self, execution_id: &ExecutionId) -> Result<Vec<HistoryRow>, StoreError> {
         let id = execution_id.to_string();
         let context = format!("read history of {id}");
-        let pager = self
-            .session
-            .execute_iter(self.statements.select_history.clone(), (id.as_str(),))
+        let statement = self.statements.select_history.clone();
+        self.read_history(execution_id, &context, statement, (id.as_str(),))
             .await
-            .map_err(|e| result_error(&context, e))?;
-        let rows: Vec<HistoryColumns> = pager
-            .rows_stream::<HistoryColumns>()
-            .map_err(|e| result_error(&context, e))?
-            .try_collect()
-            .await
-            .map_err(|e| result_error(&context, e))?;
-        rows.into_iter()
-            .map(
-                |(seq, kind, record, kafka_partition, kafka_offset, recorded_at)| {
-                    Ok(HistoryRow {
-                        execution_id: execution_id.clone(),
-                        seq,
-                        kind: parse_name(&kind, &id)?,
-                        record,
-                        kafka_partition,
-                        kafka_offset,
-                        recorded_at,
-                    })
-                },
-            )
-            .collect()
     }
 
     async fn history_after(
@@ -727,38 +742,21 @@ impl Store for CqlStore {
         after_seq: i64,
         limit: usize,
     ) -> Result<Vec<HistoryRow>, StoreError> {
+        // CQL refuses `LIMIT 0`; the contract's answer is no rows.
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
         let id = execution_id.to_string();
         let context = format!("read history of {id} after seq {after_seq}");
         let limit = i32::try_from(limit).unwrap_or(i32::MAX);
-        let pager = self
-            .session
-            .execute_iter(
-                self.statements.select_history_after.clone(),
-                (id.as_str(), after_seq, limit),
-            )
-            .await
-            .map_err(|e| result_error(&context, e))?;
-        let rows: Vec<HistoryColumns> = pager
-            .rows_stream::<HistoryColumns>()
-            .map_err(|e| result_error(&context, e))?
-            .try_collect()
-            .await
-            .map_err(|e| result_error(&context, e))?;
-        rows.into_iter()
-            .map(
-                |(seq, kind, record, kafka_partition, kafka_offset, recorded_at)| {
-                    Ok(HistoryRow {
-                        execution_id: execution_id.clone(),
-                        seq,
-                        kind: parse_name(&kind, &id)?,
-                        record,
-                        kafka_partition,
-                        kafka_offset,
-                        recorded_at,
-                    })
-                },
-            )
-            .collect()
+        let statement = self.statements.select_history_after.clone();
+        self.read_history(
+            execution_id,
+            &context,
+            statement,
+            (id.as_str(), after_seq, limit),
+        )
+        .await
     }
 
     async fn put_execution(&self, row: &ExecutionRow) -> Result<(), StoreError> {
