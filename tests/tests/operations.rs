@@ -352,15 +352,55 @@ async fn restart_after_kill(args: &[&str]) -> Duration {
 }
 
 /// The broker's transaction-coordinator log lines about `namespace`'s transactional ids.
-fn print_transaction_coordinator_lines(namespace: &str) {
+fn transaction_coordinator_lines(namespace: &str) -> Vec<String> {
     let log = stack_dir().join("kafka").join("server.log");
     match std::fs::read_to_string(&log) {
         Ok(text) => text
             .lines()
             .filter(|line| line.contains(namespace) && line.contains("ransaction"))
-            .for_each(|line| println!("broker: {line}")),
-        Err(e) => println!("cannot read {}: {e}", log.display()),
+            .map(str::to_owned)
+            .collect(),
+        Err(e) => vec![format!("cannot read {}: {e}", log.display())],
     }
+}
+
+fn print_transaction_coordinator_lines(namespace: &str) {
+    for line in transaction_coordinator_lines(namespace) {
+        println!("broker: {line}");
+    }
+}
+
+/// Only the members that commit in transactions register a transactional id: the workflow
+/// worker's (and the trigger worker's), not the activity worker's, whose answers are
+/// produced idempotently and whose progress its consumer commits (issue 38). An unused
+/// transactional producer cost each worker a producer, a connection and an id on the
+/// coordinator. Read from the broker's own log (the transaction coordinator logs each
+/// registration).
+#[tokio::test(flavor = "multi_thread")]
+async fn only_transactional_members_register_a_transactional_id() {
+    let deployment = Deployment::new("txn_ids");
+    let worker = deployment.spawn_worker("w", &["--instance-id", "w"], &[]);
+    worker.wait_for_log("activity worker started", Duration::from_secs(60));
+    let producer = deployment.producer();
+    let id = deployment.submit(&producer, CHECKOUT, order("t1")).await;
+    deployment.results(&[id], RESULTS_TIMEOUT);
+    let namespace = &deployment.namespace;
+    let registered = |group: &str| {
+        let id = format!("{namespace}.weir.{group}-w ");
+        transaction_coordinator_lines(namespace)
+            .iter()
+            .any(|line| line.contains("Initialized transactionalId") && line.contains(&id))
+    };
+    assert!(
+        registered("workflow-workers"),
+        "the workflow worker's transactional id is registered: {:#?}",
+        transaction_coordinator_lines(namespace)
+    );
+    assert!(
+        !registered("activity-workers"),
+        "the activity worker registers no transactional id: {:#?}",
+        transaction_coordinator_lines(namespace)
+    );
 }
 
 /// Item 19: SIGTERM (docker stop, Kubernetes) stops a worker gracefully: it leaves its groups,

@@ -62,7 +62,7 @@ use super::answers::Answers;
 use super::dlq::dead_letter;
 use super::group::{MemberContext, RebalanceTracker};
 use super::headers;
-use super::member::{GroupMember, WorkerConfig, WorkerError};
+use super::member::{GroupMember, NoTransactions, WorkerConfig, WorkerError};
 use super::outgoing::OutgoingRecord;
 use super::recovery::{Failure, Recovery};
 use super::registry_hold::RegistryHold;
@@ -78,6 +78,9 @@ use crate::wasm::{RetryPolicy, WasmHost};
 /// The loop turns at least this often while nothing happens (it polls the consumer meanwhile,
 /// which is what keeps the member in its group).
 const TICK: Duration = Duration::from_millis(200);
+
+/// The activity worker's group member: it commits through its consumer, not in transactions.
+type Member = GroupMember<NoTransactions>;
 
 /// The settings of `weir worker` when none are given.
 pub fn default_settings() -> ActivitySettings {
@@ -149,9 +152,9 @@ impl ActivityWorker {
             return Ok(());
         }
         self.answers = Some(self.new_answers()?);
-        // The member's transactional producer commits nothing of this worker (its answers go
-        // through `answers`); it is the group member the three workers share.
-        let mut member = self.config.join_group(&topics, None).await?;
+        // Answers go through `answers` (idempotent), progress through the consumer: the member
+        // has no transactional producer.
+        let mut member: Member = self.config.join_group(&topics, None).await?;
         let mut recovery = Recovery::new(self.config.static_membership);
         info!(instance = %self.config.instance_id, ?topics, settings = ?self.core.config().settings, "activity worker started");
         let (mut tasks, mut done_rx) = Tasks::new();
@@ -306,7 +309,7 @@ impl ActivityWorker {
     /// Feeds the turn's inputs and a tick to the core, executing its effects as they come.
     async fn turn(
         &mut self,
-        member: &GroupMember,
+        member: &Member,
         tasks: &mut Tasks,
         inputs: Vec<Input<Source>>,
         now: DateTime<Utc>,
@@ -321,7 +324,7 @@ impl ActivityWorker {
     /// Commits what is finished now (and, with `interrupt`, aborts what runs first).
     async fn flush(
         &mut self,
-        member: &GroupMember,
+        member: &Member,
         tasks: &mut Tasks,
         interrupt: bool,
         now: DateTime<Utc>,
@@ -336,7 +339,7 @@ impl ActivityWorker {
     #[allow(clippy::too_many_arguments)]
     async fn restart(
         &mut self,
-        member: &mut GroupMember,
+        member: &mut Member,
         topics: &[String],
         recovery: &mut Recovery,
         shutdown: &mut watch::Receiver<bool>,
@@ -372,7 +375,7 @@ impl ActivityWorker {
     /// then. Until then the core owns nothing, so nothing is answered or committed.
     async fn take_over_unless_fenced(
         &mut self,
-        member: &GroupMember,
+        member: &Member,
         tasks: &mut Tasks,
         now: DateTime<Utc>,
     ) -> Result<(), WorkerError> {
@@ -391,7 +394,7 @@ impl ActivityWorker {
     /// partition (after a rebalance, or a commit that failed).
     async fn take_over(
         &mut self,
-        member: &GroupMember,
+        member: &Member,
         tasks: &mut Tasks,
         now: DateTime<Utc>,
     ) -> Result<(), WorkerError> {
@@ -559,7 +562,7 @@ impl ActivityWorker {
     /// Executes the core's effects in order.
     async fn execute(
         &mut self,
-        member: &GroupMember,
+        member: &Member,
         tasks: &mut Tasks,
         effects: Vec<Effect<Source>>,
         now: DateTime<Utc>,
@@ -643,11 +646,7 @@ impl ActivityWorker {
 
     /// Produces the commit's records, then commits its progress once they are acknowledged
     /// ([`Answers::commit`]).
-    async fn commit(
-        &self,
-        member: &GroupMember,
-        commit: Commit<Source>,
-    ) -> Result<(), WorkerError> {
+    async fn commit(&self, member: &Member, commit: Commit<Source>) -> Result<(), WorkerError> {
         let started = Instant::now();
         let mut list = TopicPartitionList::new();
         for (partition, progress) in &commit.progress {

@@ -8,7 +8,9 @@
 //! A member's identity is fixed by its config: the transactional id is
 //! `<group>-<instance id>` (namespaced by the group, so that deployments sharing a cluster
 //! never fence each other), and a rebuilt member keeps it, so that its new producer fences
-//! whatever the old one left open.
+//! whatever the old one left open. Only the members that commit batches in transactions (the
+//! workflow and trigger workers') have one ([`MemberProducer`]); the activity worker's
+//! commits through its consumer and has no transactional id.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -82,11 +84,52 @@ pub struct WorkerConfig {
 }
 
 /// A worker's place in its consumer group: the subscribed consumer, what its rebalances did,
-/// and the transactional producer that commits its batches.
-pub(super) struct GroupMember {
+/// and what commits its batches (`T`: the transactional producer, or nothing).
+pub(super) struct GroupMember<T = Transactor> {
     pub consumer: StreamConsumer<RebalanceTracker>,
     pub tracker: RebalanceTracker,
-    pub transactor: Transactor,
+    pub transactor: T,
+}
+
+/// What a member commits its batches with, built with the member and again with each rebuilt
+/// one.
+pub(super) trait MemberProducer: Sized + Send + 'static {
+    fn create(config: &WorkerConfig) -> impl Future<Output = Result<Self, WorkerError>> + Send;
+    /// Its transactional id, if it has one (for the logs).
+    fn transactional_id(&self) -> Option<&str>;
+}
+
+/// The transactional producer `<group>-<instance>`: its registration fences any earlier
+/// producer with that id (and aborts what it left open).
+impl MemberProducer for Transactor {
+    async fn create(config: &WorkerConfig) -> Result<Self, WorkerError> {
+        Ok(Transactor::new(
+            &config.kafka,
+            &format!("{}-{}", config.group_id, config.instance_id),
+            config.transaction_timeout,
+        )
+        .await?
+        .with_metrics(Arc::clone(&config.metrics)))
+    }
+
+    fn transactional_id(&self) -> Option<&str> {
+        Some(Transactor::transactional_id(self))
+    }
+}
+
+/// No producer: a member whose progress is committed by its consumer (the activity worker,
+/// whose answers go through the idempotent producer of `super::answers`; issue 38). It
+/// registers no transactional id.
+pub(super) struct NoTransactions;
+
+impl MemberProducer for NoTransactions {
+    async fn create(_: &WorkerConfig) -> Result<Self, WorkerError> {
+        Ok(NoTransactions)
+    }
+
+    fn transactional_id(&self) -> Option<&str> {
+        None
+    }
 }
 
 impl WorkerConfig {
@@ -135,14 +178,14 @@ impl WorkerConfig {
     }
 
     /// Subscribes to `topics` in the group (with a partition assignment strategy, if given)
-    /// and registers the transactional producer `<group>-<instance>` — namespaced by the
-    /// group, so that deployments sharing a cluster never fence each other — which fences any
-    /// earlier producer with that id.
-    pub(super) async fn join_group(
+    /// and creates the member's producer `T` (the transactional producer
+    /// `<group>-<instance>` — namespaced by the group, so that deployments sharing a cluster
+    /// never fence each other — fences any earlier producer with that id).
+    pub(super) async fn join_group<T: MemberProducer>(
         &self,
         topics: &[String],
         assignment_strategy: Option<&str>,
-    ) -> Result<GroupMember, WorkerError> {
+    ) -> Result<GroupMember<T>, WorkerError> {
         let consumer_error = |source| WorkerError::Consumer {
             group: self.group_id.clone(),
             source,
@@ -162,13 +205,7 @@ impl WorkerConfig {
             .map_err(consumer_error)?;
         let names: Vec<&str> = topics.iter().map(String::as_str).collect();
         consumer.subscribe(&names).map_err(consumer_error)?;
-        let transactor = Transactor::new(
-            &self.kafka,
-            &format!("{}-{}", self.group_id, self.instance_id),
-            self.transaction_timeout,
-        )
-        .await?
-        .with_metrics(Arc::clone(&self.metrics));
+        let transactor = T::create(self).await?;
         Ok(GroupMember {
             consumer,
             tracker,
@@ -183,9 +220,9 @@ impl WorkerConfig {
     /// the process is stopping, nothing was replaced. Errs when the rule says that another live
     /// process holds this identity.
     #[allow(clippy::too_many_arguments)]
-    pub(super) async fn restart_member(
+    pub(super) async fn restart_member<T: MemberProducer>(
         &self,
-        member: &mut GroupMember,
+        member: &mut GroupMember<T>,
         topics: &[String],
         assignment_strategy: Option<&str>,
         recovery: &mut Recovery,
@@ -194,7 +231,11 @@ impl WorkerConfig {
         restarts: &Counter,
         shutdown: &mut watch::Receiver<bool>,
     ) -> Result<bool, WorkerError> {
-        let transactional_id = member.transactor.transactional_id().to_owned();
+        let transactional_id = member
+            .transactor
+            .transactional_id()
+            .unwrap_or("none")
+            .to_owned();
         let mut cause = cause;
         let mut failure = failure;
         loop {
@@ -245,7 +286,7 @@ impl WorkerConfig {
 /// Drops a member's failed clients (off the async threads: closing a consumer blocks), and
 /// counts it as gone for the process's [`Departure`]. Its open transaction, if any, was
 /// already aborted and its producer fenced by the new producer's `init_transactions`.
-fn retire(old: GroupMember) {
+fn retire<T: MemberProducer>(old: GroupMember<T>) {
     use super::group::MemberContext;
     old.consumer.context().left();
     tokio::task::spawn_blocking(move || drop(old));

@@ -76,7 +76,7 @@ impl TriggerWorker {
             return Ok(());
         }
         let topics: Vec<String> = self.triggers.keys().cloned().collect();
-        let mut member = self.config.join_group(&topics, None).await?;
+        let mut member: GroupMember = self.config.join_group(&topics, None).await?;
         member.transactor = member.transactor.clone().with_failpoint_prefix(FAILPOINTS);
         let mut recovery = Recovery::new(self.config.static_membership);
         info!(instance = %self.config.instance_id, ?topics, "trigger worker started");
