@@ -688,6 +688,32 @@ async fn an_answer_whose_progress_was_not_committed_is_answered_again() {
     assert_eq!(metric(&worker, "weir_activity_attempts_total"), 2.0);
 }
 
+/// Starts a worker of `deployment` with activities through their topics and the failpoints
+/// `spec` (`name=action,…`), runs one order saga to its result (which must be `Ok`) and waits
+/// until every failpoint of `spec` was reached: the worker, to look at its log.
+async fn one_saga_through_failpoints(deployment: &Deployment, spec: &str) -> WorkerProcess {
+    const CHECKOUT: &str = "weir-examples:workflows/order.checkout";
+    let worker = deployment.start_worker_with_env(
+        "w",
+        &["--inline-activities", "off"],
+        &[("WEIR_FAILPOINTS", spec)],
+    );
+    let producer = deployment.producer();
+    let order = json!([{"id": deployment.namespace, "customer": "c", "sku": "widget",
+        "quantity": 1, "address": "1 Main St"}]);
+    let id = deployment.submit(&producer, CHECKOUT, order).await;
+    let results = deployment.results(std::slice::from_ref(&id), TIMEOUT);
+    assert!(
+        matches!(&results[&id], ExecutionResult::Ok(_)),
+        "{id}: {:?}",
+        results[&id]
+    );
+    for point in spec.split(',').filter_map(|entry| entry.split('=').next()) {
+        worker.wait_for_log(&format!("failpoint {} reached", point.trim()), TIMEOUT);
+    }
+    worker
+}
+
 /// A take-over that meets a coordinator that moved (seen in `broker_restart`: after the broker
 /// came back, the activity worker's commit was refused with `NOT_COORDINATOR`, and the
 /// take-over that followed met the same error fetching the committed progress, which stopped
@@ -698,34 +724,13 @@ async fn an_answer_whose_progress_was_not_committed_is_answered_again() {
 /// worker lives on and the saga finishes once.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_take_over_fetches_the_committed_offsets_again_when_the_coordinator_moved() {
-    const CHECKOUT: &str = "weir-examples:workflows/order.checkout";
     let deployment = Deployment::new("act_coordinator");
-    let mut worker = deployment.start_worker_with_env(
-        "w",
-        &["--inline-activities", "off"],
-        &[(
-            "WEIR_FAILPOINTS",
-            "workflow-fetch-committed=fail-once(0),activity-fetch-committed=fail-once(0),\
-             activity-before-offsets=fail-once(0)",
-        )],
-    );
-    let producer = deployment.producer();
-    let order = json!([{"id": "moved", "customer": "c", "sku": "widget", "quantity": 1,
-        "address": "1 Main St"}]);
-    let id = deployment.submit(&producer, CHECKOUT, order).await;
-    let results = deployment.results(std::slice::from_ref(&id), TIMEOUT);
-    assert!(
-        matches!(&results[&id], ExecutionResult::Ok(_)),
-        "{id}: {:?}",
-        results[&id]
-    );
-    for point in [
-        "workflow-fetch-committed",
-        "activity-fetch-committed",
-        "activity-before-offsets",
-    ] {
-        worker.wait_for_log(&format!("failpoint {point} reached"), TIMEOUT);
-    }
+    let mut worker = one_saga_through_failpoints(
+        &deployment,
+        "workflow-fetch-committed=fail-once(0),activity-fetch-committed=fail-once(0),\
+         activity-before-offsets=fail-once(0)",
+    )
+    .await;
     let log = std::fs::read_to_string(&worker.log).expect("the worker's log");
     let retried = log
         .lines()
@@ -734,6 +739,35 @@ async fn a_take_over_fetches_the_committed_offsets_again_when_the_coordinator_mo
     assert!(
         retried >= 2,
         "{retried} fetches tried again; see {}",
+        worker.log.display()
+    );
+    assert!(
+        worker.child.try_wait().expect("try_wait").is_none(),
+        "the worker exited; see {}",
+        worker.log.display()
+    );
+}
+
+/// A take-over whose consumer is fenced while it fetches the committed offsets (a static
+/// member's own rejoin after a broker was away longer than the session; here librdkafka's
+/// fatal state, fabricated by the failpoints `workflow-fetch-committed-fenced` and
+/// `activity-fetch-committed-fenced` at each worker's first take-over). Each worker rebuilds
+/// its member and takes over again: the process lives on and the saga finishes once. Before,
+/// the workflow and trigger workers returned the fetch's error and the process stopped.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_take_over_fenced_while_it_fetches_rebuilds_the_member_instead_of_stopping() {
+    let deployment = Deployment::new("act_fenced_fetch");
+    let mut worker = one_saga_through_failpoints(
+        &deployment,
+        "workflow-fetch-committed-fenced=fail-once(0),activity-fetch-committed-fenced=fail-once(0)",
+    )
+    .await;
+    let log = std::fs::read_to_string(&worker.log).expect("the worker's log");
+    let cut_short = log.matches("take-over cut short").count();
+    let rebuilt = log.matches("Kafka clients rebuilt").count();
+    assert!(
+        cut_short >= 2 && rebuilt >= 2,
+        "{cut_short} take-overs cut short, {rebuilt} members rebuilt; see {}",
         worker.log.display()
     );
     assert!(

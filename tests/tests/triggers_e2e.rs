@@ -368,18 +368,13 @@ async fn avro_records_through_a_schema_registry_start_executions() {
     );
 }
 
-/// Issue 33 F3 on the real stack: a record whose mapped submission would be over the
-/// producer's limit (a 990 kB field becomes the parameter) is dead-lettered `oversize`, its
-/// bytes kept up to the copy's bound; the record after it starts its execution. Before the
-/// size gate, producing the submission failed the trigger's transaction and the worker read
-/// the same batch again, forever.
-#[tokio::test(flavor = "multi_thread")]
-async fn a_record_mapped_over_the_size_limit_is_dead_lettered_and_the_next_one_runs() {
-    let deployment = Deployment::new("trigger_size");
+/// A one-partition orders topic of `deployment`, each of whose records starts `hello.greet`
+/// with its `name` (identity: its `order`): the topic's name and the triggers file's path.
+fn greet_orders(deployment: &Deployment) -> (String, String) {
     let orders = format!("{}-shop.orders", deployment.namespace);
     create_topics(&[(&orders, 1)]);
     let triggers = triggers_file(
-        &deployment,
+        deployment,
         &format!(
             r#"
 [[trigger]]
@@ -391,6 +386,18 @@ id = "/order"
 "#
         ),
     );
+    (orders, triggers)
+}
+
+/// Issue 33 F3 on the real stack: a record whose mapped submission would be over the
+/// producer's limit (a 990 kB field becomes the parameter) is dead-lettered `oversize`, its
+/// bytes kept up to the copy's bound; the record after it starts its execution. Before the
+/// size gate, producing the submission failed the trigger's transaction and the worker read
+/// the same batch again, forever.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_record_mapped_over_the_size_limit_is_dead_lettered_and_the_next_one_runs() {
+    let deployment = Deployment::new("trigger_size");
+    let (orders, triggers) = greet_orders(&deployment);
     let _worker = deployment.start_worker("w1", &["--triggers", &triggers]);
     let producer = deployment.producer();
     let big = json!({"order": "o-big", "name": "x".repeat(990_000)}).to_string();
@@ -421,5 +428,53 @@ id = "/order"
         greetings(&deployment).len(),
         1,
         "only the record after it ran"
+    );
+}
+
+/// The trigger worker's take-over fenced while it fetches the committed offsets (failpoint
+/// `trigger-fetch-committed-fenced`: librdkafka's fatal state, as a static member's own rejoin
+/// after a long broker outage leaves it): the worker rebuilds its member and takes over again
+/// instead of stopping the process, and the record is read and run once.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_trigger_take_over_fenced_while_it_fetches_rebuilds_the_member() {
+    let deployment = Deployment::new("trigger_fenced");
+    let (orders, triggers) = greet_orders(&deployment);
+    let mut worker = deployment.start_worker_with_env(
+        "w1",
+        &["--triggers", &triggers],
+        &[(
+            "WEIR_FAILPOINTS",
+            "trigger-fetch-committed-fenced=fail-once(0)",
+        )],
+    );
+    let producer = deployment.producer();
+    let order = json!({"order": "o-fenced", "name": "fenced"}).to_string();
+    deployment
+        .produce_raw(&producer, &orders, "k-fenced", order.as_bytes())
+        .await;
+    weir_e2e::wait_for("the order's greeting", TIMEOUT, || async {
+        greetings(&deployment)
+            .into_values()
+            .any(|text| text.contains("fenced"))
+            .then_some(())
+    })
+    .await;
+    worker.wait_for_log("failpoint trigger-fetch-committed-fenced reached", TIMEOUT);
+    let log = std::fs::read_to_string(&worker.log).expect("the worker's log");
+    let trigger_group = format!("{}.weir.trigger", deployment.namespace);
+    assert!(
+        log.lines()
+            .any(|l| l.contains("take-over cut short") && l.contains(&trigger_group))
+            && log
+                .lines()
+                .any(|l| l.contains("Kafka clients rebuilt") && l.contains(&trigger_group)),
+        "the trigger worker's take-over was cut short and its member rebuilt; see {}",
+        worker.log.display()
+    );
+    assert_eq!(greetings(&deployment).len(), 1, "one execution");
+    assert!(
+        worker.child.try_wait().expect("try_wait").is_none(),
+        "the worker exited; see {}",
+        worker.log.display()
     );
 }

@@ -14,7 +14,9 @@
 //! progress not committed; `fail-once` makes that commit fail, in `kafka/answers.rs`). A
 //! take-over's fetch of the committed offsets (`kafka/group.rs`, `fetch_committed`) has
 //! `workflow-fetch-committed`, `activity-fetch-committed` and `trigger-fetch-committed`:
-//! `fail-once` makes the first fetch fail as a coordinator that moved does (`NOT_COORDINATOR`).
+//! `fail-once` makes the first fetch fail as a coordinator that moved does (`NOT_COORDINATOR`);
+//! each has a `-fenced` twin (`workflow-fetch-committed-fenced`, …) at which `fail-once` puts
+//! the consumer in librdkafka's fatal state (`FENCED_INSTANCE_ID`) before it fetches.
 //! Entries are separated by commas; malformed ones are ignored. Reaching a point with an action
 //! logs `failpoint <name> reached` at WARN, so that a test can wait for it before acting (e.g.
 //! freezing the process with SIGSTOP mid-transaction).

@@ -379,15 +379,8 @@ impl ActivityWorker {
         tasks: &mut Tasks,
         now: DateTime<Utc>,
     ) -> Result<(), WorkerError> {
-        match self.take_over(member, tasks, now).await {
-            Err(error @ WorkerError::TakeOver { .. })
-                if member.consumer.client().fatal_error().is_some() =>
-            {
-                warn!(%error, "take-over cut short: the consumer failed fatally; rebuilding it");
-                Ok(())
-            }
-            other => other,
-        }
+        let taken = self.take_over(member, tasks, now).await;
+        super::group::unless_fenced(&member.consumer, taken).map(|_| ())
     }
 
     /// Drops everything in flight and resumes from the committed progress of every assigned

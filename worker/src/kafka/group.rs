@@ -298,14 +298,28 @@ const COMMITTED_TIMEOUT: Duration = Duration::from_secs(120);
 /// stopping (`tests/tests/broker_restart.rs` saw it stop). A blocking call, run off the
 /// async scheduling (the worker runs on tokio's multi-threaded runtime).
 ///
+/// A consumer that failed fatally (fenced: another member took its `group.instance.id`,
+/// most often its own rejoin after a broker was away longer than the session) is not fetched
+/// with again: the fetch fails at once with [`RDKafkaErrorCode::Fatal`] instead of being
+/// tried again for minutes, and the worker's loop rebuilds the member
+/// ([`unless_fenced`]).
+///
 /// `failpoint` names the point (see [`crate::failpoints`]) at which a test makes the first
-/// fetch fail as a coordinator that moved does.
+/// fetch fail as a coordinator that moved does; `<failpoint>-fenced` the point at which it
+/// makes the consumer fail fatally before it fetches (librdkafka's own fatal state, as a
+/// fencing leaves it).
 pub async fn fetch_committed<C: ConsumerContext>(
     consumer: &StreamConsumer<C>,
     partitions: &TopicPartitionList,
     failpoint: &str,
 ) -> KafkaResult<TopicPartitionList> {
     let mut moved = crate::failpoints::failpoint(failpoint).await;
+    if crate::failpoints::failpoint(&format!("{failpoint}-fenced")).await {
+        fail_fatally(
+            consumer,
+            "failpoint: fenced while fetching the committed offsets",
+        );
+    }
     let what = format!(
         "fetching the committed offsets of {} partitions",
         partitions.count()
@@ -314,12 +328,53 @@ pub async fn fetch_committed<C: ConsumerContext>(
     let started = Instant::now();
     tokio::task::block_in_place(|| {
         recovery::patiently(&what, &patience, started, || {
+            if consumer.client().fatal_error().is_some() {
+                return Err(KafkaError::MetadataFetch(RDKafkaErrorCode::Fatal));
+            }
             if std::mem::take(&mut moved) {
                 return Err(KafkaError::MetadataFetch(RDKafkaErrorCode::NotCoordinator));
             }
             consumer.committed_offsets(partitions.clone(), COMMITTED_TIMEOUT)
         })
     })
+}
+
+/// Puts `consumer` in librdkafka's fatal state with `FENCED_INSTANCE_ID`
+/// (`rd_kafka_test_fatal_error`, librdkafka's way to fabricate a fatal error in tests): for
+/// failpoints only.
+fn fail_fatally<C: ConsumerContext>(consumer: &StreamConsumer<C>, reason: &str) {
+    let Ok(reason) = std::ffi::CString::new(reason) else {
+        return;
+    };
+    // SAFETY: `native_ptr` is the live client handle borrowed from `consumer`, `reason` a
+    // NUL-terminated string that outlives the call; librdkafka copies it.
+    unsafe {
+        rdkafka::bindings::rd_kafka_test_fatal_error(
+            consumer.client().native_ptr(),
+            rdkafka::bindings::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_FENCED_INSTANCE_ID,
+            reason.as_ptr(),
+        );
+    }
+}
+
+/// `result` of a take-over step, unless it failed because `consumer` failed fatally
+/// meanwhile (fenced while it fetched the committed offsets): then `Ok(None)`, and the
+/// take-over is left to the worker loop's next turn, which sees the consumer's fatal error,
+/// rebuilds the member (new clients, same identity: [`super::recovery`]) and takes over
+/// what the new member is assigned. Until then the worker owns nothing it could commit: the
+/// fenced consumer's group metadata is refused. The workflow, activity and trigger workers
+/// all take over this way, instead of stopping the process.
+pub fn unless_fenced<T, E: std::fmt::Display, C: ConsumerContext>(
+    consumer: &StreamConsumer<C>,
+    result: Result<T, E>,
+) -> Result<Option<T>, E> {
+    match result {
+        Err(error) if consumer.client().fatal_error().is_some() => {
+            warn!(%error, "take-over cut short: the consumer failed fatally; rebuilding it");
+            Ok(None)
+        }
+        other => other.map(Some),
+    }
 }
 
 /// Seeks every assigned partition back to its committed offset (the beginning when nothing is

@@ -257,7 +257,7 @@ impl WorkerConfig {
                 failure = recovery::describe(failure),
                 %cause,
                 ?after,
-                "a Kafka client of this worker failed; rebuilding its consumer and transactional producer in process (uncommitted work is dropped and taken over again)"
+                "a Kafka client of this worker failed; rebuilding its consumer (and its transactional producer, if it has one) in process (uncommitted work is dropped and taken over again)"
             );
             tokio::select! {
                 () = tokio::time::sleep(after) => {}

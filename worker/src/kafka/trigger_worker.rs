@@ -218,17 +218,20 @@ impl TriggerWorker {
         Ok(Some(member.tracker.snapshot().0))
     }
 
+    /// Reads again from the committed offsets of what is assigned; one cut short by the
+    /// consumer failing fatally is left to the loop's next turn
+    /// ([`super::group::unless_fenced`]).
     async fn rewind<C: rdkafka::consumer::ConsumerContext>(
         &self,
         consumer: &rdkafka::consumer::StreamConsumer<C>,
     ) -> Result<(), WorkerError> {
-        rewind_to_committed(consumer, "trigger-fetch-committed")
+        let rewound = rewind_to_committed(consumer, "trigger-fetch-committed")
             .await
-            .map(|_| ())
             .map_err(|source| WorkerError::TakeOver {
                 group: self.config.group_id.clone(),
                 source,
-            })
+            });
+        super::group::unless_fenced(consumer, rewound).map(|_| ())
     }
 
     fn consumer_error(&self, source: rdkafka::error::KafkaError) -> WorkerError {

@@ -573,14 +573,18 @@ impl Log for KafkaLog {
 
     async fn rewind(&mut self) -> Result<Positions, BoxError> {
         let started = Instant::now();
-        let committed = rewind_to_committed(&self.member.consumer, "workflow-fetch-committed")
+        let rewound = rewind_to_committed(&self.member.consumer, "workflow-fetch-committed")
             .await
             .map_err(|source| {
                 Box::new(WorkerError::TakeOver {
                     group: self.config.group_id.clone(),
                     source,
                 })
-            })?;
+            });
+        // Cut short by the consumer failing fatally: no positions; the next poll rebuilds the
+        // member and reports it as a rebalance to nothing, then to what the new one is given.
+        let committed =
+            super::group::unless_fenced(&self.member.consumer, rewound)?.unwrap_or_default();
         tracing::debug!(took = ?started.elapsed(), partitions = committed.len(), "rewound to the committed offsets (fetched as stable)");
         let submissions = self.topic_name(InputTopic::Submissions).to_owned();
         let events = self.topic_name(InputTopic::Events).to_owned();
