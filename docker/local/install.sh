@@ -112,7 +112,7 @@ resolve_runtime() {
 }
 
 # ensure_rust_build_deps : what cargo needs to build the workspace (librdkafka is built from
-# source by rdkafka-sys with cmake; zlib is linked from Debian).
+# source by rdkafka-sys; zlib and zstd are linked from Debian).
 ensure_rust_build_deps() {
   ensure_apt build-essential cmake pkg-config zlib1g-dev libssl-dev libsasl2-dev libzstd-dev curl ca-certificates
   if ! command -v cargo >/dev/null 2>&1; then

@@ -6,7 +6,7 @@ use rdkafka::ClientConfig;
 /// The compression codecs of Kafka. A client built without one of them cannot read a batch
 /// another client compressed with it: librdkafka reports the batch as undecompressable and
 /// fetches it again, forever (issue 11 item 8). Weir's build has all of them
-/// (`rdkafka` feature `zstd`; gzip through libz; snappy and lz4 are built into librdkafka).
+/// (`rdkafka` feature `zstd-pkg-config`; gzip through libz; snappy and lz4 are built into librdkafka).
 pub const CODECS: [&str; 4] = ["gzip", "snappy", "lz4", "zstd"];
 
 /// First retry backoff of the transactional producers' requests (librdkafka's default is 100
