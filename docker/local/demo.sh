@@ -57,6 +57,19 @@ log "starting a worker (log: $WEIR_CACHE/demo-worker.log, metrics: http://127.0.
 "$WEIR" worker --metrics-addr 127.0.0.1:9464 >"$WEIR_CACHE/demo-worker.log" 2>&1 &
 worker=$!
 trap 'kill "$worker" 2>/dev/null; wait "$worker" 2>/dev/null || true' EXIT
+# Its first take-over (the group joined, each partition's history and state read) takes a few
+# seconds on a new deployment: wait for it, so that what follows times the saga, not the start.
+log "waiting for the worker to take its partitions over"
+ready_by=$(( $(date +%s) + 120 ))
+until curl -fsS http://127.0.0.1:9464/metrics 2>/dev/null \
+    | awk '$1 == "weir_partitions_owned" && $2 > 0 { found = 1 } END { exit !found }'; do
+  if ! kill -0 "$worker" 2>/dev/null; then
+    tail -n 30 "$WEIR_CACHE/demo-worker.log" >&2
+    die "the worker stopped (log: $WEIR_CACHE/demo-worker.log)"
+  fi
+  [ "$(date +%s)" -lt "$ready_by" ] || die "the worker owns no partition after 120 s (log: $WEIR_CACHE/demo-worker.log)"
+  sleep 0.2
+done
 
 order='[{"id":"demo-1","customer":"alice","sku":"widget","quantity":2,"address":"1 Main St"}]'
 log "submitting the order saga: weir submit weir-examples:workflows/order.checkout '$order' --follow"

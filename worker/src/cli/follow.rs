@@ -6,9 +6,11 @@
 //! When the store has not got the execution after a while, it says once why it is likely not
 //! taken, and keeps following:
 //! - the workflow workers' consumer group has no members: no workflow worker is running;
-//! - else the function is not in the functions catalogue (`GET /v1/functions`): no worker has
-//!   taken an execution of it, so none is likely to have registered it;
-//! - else no worker has taken it yet (busy, or its partition is moving).
+//! - else, when the functions catalogue (`GET /v1/functions`) lists others but not this one:
+//!   no execution of it ever ran, so likely no worker has it among its components;
+//! - else no worker has taken it yet (busy, its partition moving, or a new deployment whose
+//!   workers are still taking their partitions over: the catalogue is empty until a first
+//!   execution runs, so it tells nothing then).
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -124,17 +126,29 @@ pub async fn why_not_taken(store: &CqlStore, kafka: &KafkaConfig, ffqn: &str) ->
             tracing::debug!(%group, error = %e, "cannot describe the workflow workers' group")
         }
     }
-    match store.functions().await {
-        Ok(functions) if !functions.iter().any(|f| f == ffqn) => {
-            format!(
-                "no worker has registered {ffqn} (no execution of it is in the functions catalogue)"
-            )
-        }
-        Ok(_) => "no worker has taken it yet".to_owned(),
-        Err(e) => {
-            tracing::debug!(error = %e, "cannot read the functions catalogue");
-            "no worker has taken it yet".to_owned()
-        }
+    let catalogue = store.functions().await;
+    if let Err(e) = &catalogue {
+        tracing::debug!(error = %e, "cannot read the functions catalogue");
+    }
+    not_taken_by_running_workers(catalogue.ok().as_deref(), ffqn)
+}
+
+/// Why an execution of `ffqn` is not taken while workflow workers run, by the functions
+/// catalogue (`None`: it could not be read). An empty catalogue tells nothing: it is empty
+/// until a first execution runs, as on a new deployment whose workers are still taking their
+/// partitions over.
+fn not_taken_by_running_workers(catalogue: Option<&[String]>, ffqn: &str) -> String {
+    match catalogue {
+        Some([]) => "no worker has taken it yet (nothing has run in this deployment yet: its \
+                     workers may still be taking their partitions over)"
+            .to_owned(),
+        Some(functions) if !functions.iter().any(|f| f == ffqn) => format!(
+            "no execution of {ffqn} ever ran here (the functions catalogue lists {} other{}): \
+             is it among a worker's components?",
+            functions.len(),
+            if functions.len() == 1 { "" } else { "s" }
+        ),
+        _ => "no worker has taken it yet".to_owned(),
     }
 }
 
@@ -162,4 +176,42 @@ async fn group_members(kafka: &KafkaConfig, group: &str) -> anyhow::Result<Optio
         })
     })
     .await?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::not_taken_by_running_workers as why;
+
+    const ORDER: &str = "weir-examples:workflows/order.checkout";
+
+    #[test]
+    fn an_empty_catalogue_does_not_say_the_function_is_missing() {
+        let said = why(Some(&[]), ORDER);
+        assert!(said.starts_with("no worker has taken it yet"), "{said}");
+        assert!(
+            said.contains("nothing has run in this deployment yet"),
+            "{said}"
+        );
+        assert!(!said.contains(ORDER), "{said}");
+    }
+
+    #[test]
+    fn a_catalogue_without_the_function_says_so() {
+        let others = ["weir-examples:workflows/hello.greet".to_owned()];
+        let said = why(Some(&others), ORDER);
+        assert_eq!(
+            said,
+            format!(
+                "no execution of {ORDER} ever ran here (the functions catalogue lists 1 other): \
+                 is it among a worker's components?"
+            )
+        );
+    }
+
+    #[test]
+    fn a_catalogue_with_the_function_or_none_read_says_it_is_not_taken_yet() {
+        let listed = [ORDER.to_owned()];
+        assert_eq!(why(Some(&listed), ORDER), "no worker has taken it yet");
+        assert_eq!(why(None, ORDER), "no worker has taken it yet");
+    }
 }
