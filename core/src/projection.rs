@@ -69,6 +69,8 @@ pub fn entry_kind(entry: &HistoryEntry) -> EntryKind {
         HistoryEntry::Upgraded { .. } => EntryKind::Upgraded,
         HistoryEntry::EventReceived(_) => EntryKind::EventReceived,
         HistoryEntry::CancelRequested { .. } => EntryKind::CancelRequested,
+        HistoryEntry::Paused { .. } => EntryKind::Paused,
+        HistoryEntry::Resumed { .. } => EntryKind::Resumed,
     }
 }
 
@@ -132,6 +134,9 @@ pub struct ExecutionView {
     pending_children: HashMap<String, (Ffqn, ChildKind)>,
     /// Why the execution was asked to stop, once it was (`CancelRequested`).
     pub cancel_requested: Option<String>,
+    /// While it is paused (`state` is `Paused`): the state it goes back to when resumed,
+    /// `Running` or `Scheduled` (one paused before its start time keeps waiting for it).
+    resume_to: Option<ExecutionState>,
     /// Stub children requested: child id → the function of the request and the value
     /// written (`None` until one is). Kept after the finish, so a later write of another
     /// value is still a conflict, and one through another function is still not this stub.
@@ -176,6 +181,7 @@ impl ExecutionView {
             pending_children: HashMap::new(),
             stub_children: HashMap::new(),
             cancel_requested: None,
+            resume_to: None,
             events_seen: HashSet::new(),
             buffered_events: Vec::new(),
             pending_events: Vec::new(),
@@ -329,6 +335,24 @@ impl ExecutionView {
             HistoryEntry::CancelRequested { reason } => {
                 self.cancel_requested = Some(reason.clone());
             }
+            HistoryEntry::Paused { .. } => {
+                if self.state != ExecutionState::Paused {
+                    self.resume_to = Some(self.state);
+                    self.state = ExecutionState::Paused;
+                }
+            }
+            HistoryEntry::Resumed { .. } => {
+                if let Some(to) = self.resume_to.take() {
+                    self.state = to;
+                }
+                // Its schedule timer may have fired while it was paused (and started
+                // nothing): put again, due now if its time has passed. The same key if not.
+                if self.state == ExecutionState::Scheduled
+                    && let Some(scheduled_at) = self.created.scheduled_at
+                {
+                    timers.push(TimerChange::Put(self.schedule_timer(scheduled_at.max(at))));
+                }
+            }
             HistoryEntry::EventReceived(event) => {
                 self.events_seen.insert(event.event_id.clone());
                 self.buffered_events.push(event.clone());
@@ -337,9 +361,10 @@ impl ExecutionView {
                 result,
                 finished_at,
             } => {
-                if self.state == ExecutionState::Scheduled {
+                if self.waits_for_its_start() {
                     timers.extend(self.schedule_timer_key().map(TimerChange::Delete));
                 }
+                self.resume_to = None;
                 timers.extend(self.deadline_timer().map(|t| TimerChange::Delete(t.key())));
                 self.pending_children.clear();
                 self.pending_events.clear();
@@ -360,6 +385,16 @@ impl ExecutionView {
         self.next_seq += 1;
         self.updated_at = at;
         Ok(timers)
+    }
+
+    /// Whether it has not started yet: scheduled, or paused before its start.
+    pub fn waits_for_its_start(&self) -> bool {
+        self.state == ExecutionState::Scheduled || self.resume_to == Some(ExecutionState::Scheduled)
+    }
+
+    /// The state a paused execution goes back to when resumed (`None`: not paused).
+    pub fn resumes_to(&self) -> Option<ExecutionState> {
+        self.resume_to
     }
 
     /// The execution's row in the store.
@@ -553,7 +588,9 @@ pub fn rebuild(
             | HistoryEntry::Finished { .. }
             | HistoryEntry::Upgraded { .. }
             | HistoryEntry::EventReceived(_)
-            | HistoryEntry::CancelRequested { .. } => {}
+            | HistoryEntry::CancelRequested { .. }
+            | HistoryEntry::Paused { .. }
+            | HistoryEntry::Resumed { .. } => {}
         }
     }
     Ok(Rebuilt {

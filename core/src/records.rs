@@ -176,6 +176,18 @@ pub enum HistoryEntry {
     CancelRequested {
         reason: String,
     },
+    /// The execution was paused (`weir pause`): until `Resumed` it runs no code and starts
+    /// nothing; what comes for it (answers, due delays, events) is journalled and waits
+    /// ([`crate::processor`]'s `pause` rules; `docs/design/pause.md`).
+    Paused {
+        reason: String,
+    },
+    /// The execution was resumed (`weir resume`, or a cancellation of a paused execution,
+    /// which it must run to compensate): its run is rebuilt from the history, what was
+    /// journalled while it was paused included, and goes on.
+    Resumed {
+        reason: String,
+    },
 }
 
 /// An event as an execution keeps it until a wait takes it.
@@ -238,6 +250,26 @@ pub struct CancelRequest {
     /// submission ran out (sent back on `weir.submissions` by [`crate::correlation::expire`]):
     /// its owner dead-letters it unless the execution exists by then.
     pub waited_until: Option<DateTime<Utc>>,
+}
+
+/// What a [`PauseRequest`] asks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PauseAction {
+    Pause,
+    Resume,
+}
+
+/// A request to pause or resume an execution, key: `execution_id`, with the Kafka header
+/// `weir.kind = pause-execution`, on `weir.responses` (`weir pause`, `weir resume`, the HTTP
+/// API). Pausing a finished or unknown execution is dead-lettered with why; pausing a paused
+/// one, or resuming one that is not paused, changes nothing.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PauseRequest {
+    pub execution_id: ExecutionId,
+    pub action: PauseAction,
+    /// Why, for the history.
+    pub reason: String,
+    pub requested_at: DateTime<Utc>,
 }
 
 /// A record of `weir.history`, key: `execution_id`.

@@ -58,6 +58,8 @@ named_enum!(
         /// Created with a start time in the future; its schedule timer starts it.
         Scheduled => "scheduled",
         Running => "running",
+        /// Paused (`weir pause`): it runs no code until resumed.
+        Paused => "paused",
         Finished => "finished",
     }
 );
@@ -70,6 +72,8 @@ named_enum!(
         Response => "response",
         EventReceived => "event-received",
         CancelRequested => "cancel-requested",
+        Paused => "paused",
+        Resumed => "resumed",
         Finished => "finished",
         Upgraded => "upgraded",
     }

@@ -151,11 +151,13 @@ pub enum RecordKind {
     /// A `RememberedEvent` on `weir.state`: an event id a correlation key forwarded, keyed
     /// [`StateKey::Remembered`] on the key's partition.
     Remembered,
+    /// A `PauseRequest` on `weir.responses` (`weir pause`, `weir resume`).
+    PauseExecution,
 }
 
 impl RecordKind {
     /// Every kind.
-    pub const ALL: [RecordKind; 7] = [
+    pub const ALL: [RecordKind; 8] = [
         RecordKind::Cancel,
         RecordKind::Upgrade,
         RecordKind::CancelExecution,
@@ -163,6 +165,7 @@ impl RecordKind {
         RecordKind::Correlation,
         RecordKind::StubWrite,
         RecordKind::Remembered,
+        RecordKind::PauseExecution,
     ];
 
     /// The header's value for this kind.
@@ -175,6 +178,7 @@ impl RecordKind {
             RecordKind::Correlation => b"correlation",
             RecordKind::StubWrite => b"stub-write",
             RecordKind::Remembered => b"remembered",
+            RecordKind::PauseExecution => b"pause-execution",
         }
     }
 
@@ -206,6 +210,7 @@ pub enum RecordType {
     Submission,
     CancelRequest,
     UpgradeRequest,
+    PauseRequest,
     Response,
     /// A `Response` written as another execution's stub value (with its stub headers).
     StubWrite,
@@ -246,6 +251,7 @@ pub fn record_type(role: TopicRole, kind: Option<RecordKind>) -> Result<RecordTy
         (R::Responses, None) => T::Response,
         (R::Responses, Some(K::CancelExecution)) => T::CancelRequest,
         (R::Responses, Some(K::Upgrade)) => T::UpgradeRequest,
+        (R::Responses, Some(K::PauseExecution)) => T::PauseRequest,
         (R::Responses, Some(K::Schedule)) => T::ScheduleCommand,
         (R::Responses, Some(K::Correlation)) => T::CorrelationCommand,
         (R::Responses, Some(K::StubWrite)) => T::StubWrite,

@@ -157,6 +157,7 @@ impl<R: WorkflowRunner> Processor<R> {
             // A key that is not an execution id is dead-lettered by `step`.
             Body::Response(_) | Body::MalformedAnswer { .. } => Ok(response_owner(key)?),
             Body::Upgrade(u) => keyed_by("an upgrade", &u.execution_id),
+            Body::Pause(p) => keyed_by("a pause request", &p.execution_id),
             Body::Event(e) => keyed_by("an event", &e.target),
             Body::StubWrite(w) => match w.target.parent() {
                 Some(parent) => keyed_by("a stub write", &parent),
@@ -289,6 +290,7 @@ pub(super) fn input_owner(key: Option<&str>, body: &Body) -> Option<ExecutionId>
         | Body::UnparsableFfqn { submission: s, .. } => s.execution_id.clone(),
         Body::Response(_) | Body::MalformedAnswer { .. } => response_owner(key)?,
         Body::Upgrade(u) => u.execution_id.clone(),
+        Body::Pause(p) => p.execution_id.clone(),
         Body::Event(e) => e.target.clone(),
         Body::Cancel(c) => c.execution_id.clone(),
         Body::StubWrite(w) => w.target.parent()?,

@@ -10,7 +10,8 @@
 //!   stubs answered `cancelled`, delays and event waits answered cancelled, child workflows
 //!   sent a `CancelRequest` of their own; the answers are journalled and delivered to the
 //!   run, which may compensate. Once cancelled, an execution finishes `cancelled` whatever it returns
-//!   ([`StepCtx::finish`]). `terminate` (or a still scheduled execution) finishes at once.
+//!   ([`StepCtx::finish`]). `terminate` (or a still scheduled execution) finishes at once. A paused
+//!   execution is resumed so that it can compensate ([`super::pause`]).
 //! - **Deadline**: before any input of an execution is taken, an execution past its deadline
 //!   (`Created.deadline`: the earlier of its submission's and its component's default) that
 //!   has not finished stops waiting as a terminated one does (activities interrupted and
@@ -193,7 +194,7 @@ impl<R: WorkflowRunner> Processor<R> {
             terminate: request.terminate,
         };
         let own = ctx.cancel_waits(live, &stop);
-        if request.terminate || live.view.state == ExecutionState::Scheduled {
+        if request.terminate || live.view.waits_for_its_start() {
             // Nothing waits for the workflow: what it waited for is journalled cancelled,
             // and it finishes now.
             ctx.journal_all(live, own)?;
@@ -203,6 +204,18 @@ impl<R: WorkflowRunner> Processor<R> {
                 format!("cancelled before it started: {reason}")
             };
             return ctx.finish_with(live, error_result(ExecutionErrorKind::Cancelled, why));
+        }
+        if live.view.state == ExecutionState::Paused {
+            // Paused: resumed, so that it can compensate (its run is rebuilt from the store
+            // with the cancellations journalled here, as any resumed run is).
+            ctx.journal_all(live, own)?;
+            let resumed = HistoryEntry::Resumed {
+                reason: format!("to handle its cancellation: {reason}"),
+            };
+            ctx.append(&mut live.view, resumed)?;
+            ctx.stats.resumed += 1;
+            self.rebuild_resumed(batch, &id);
+            return Ok(());
         }
         if live.run.is_none() {
             // Not running now (its start was deferred): the journal has the cancellations for

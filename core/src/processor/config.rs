@@ -61,6 +61,9 @@ pub struct ProcessorStats {
     pub events_unclaimed: u64,
     /// Executions cancelled or terminated.
     pub cancelled: u64,
+    /// Executions paused and resumed (`weir pause`, `weir resume`).
+    pub paused: u64,
+    pub resumed: u64,
     /// Executions that timed out at their deadline (or were submitted past it).
     pub deadlines_passed: u64,
     /// Schedule ticks that started an execution, were skipped for an overlap, were missed

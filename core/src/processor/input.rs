@@ -12,6 +12,7 @@ use crate::model::Response;
 use crate::records::CancelRequest;
 use crate::records::DlqReason;
 use crate::records::InboundEvent;
+use crate::records::PauseRequest;
 use crate::records::Submission;
 use crate::records::UpgradeRequest;
 use crate::rows::TimerRow;
@@ -47,6 +48,8 @@ pub enum Body {
     Upgrade(UpgradeRequest),
     /// An event sent to an execution (`weir.events`).
     Event(InboundEvent),
+    /// A request to pause or resume an execution (`weir pause`, `weir resume`).
+    Pause(PauseRequest),
     /// A request to stop an execution (`weir cancel`, or its parent's cancellation).
     Cancel(CancelRequest),
     /// A command about a schedule (`weir schedule`, `weir topology apply`, a finished run).

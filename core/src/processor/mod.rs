@@ -34,6 +34,7 @@
 //! - [`corrupt_state`]: keyed state that does not decode, dropped to the DLQ;
 //! - [`stubs`]: stub values from outside and from other workflows;
 //! - [`upgrades`]: moving an execution to another build;
+//! - [`pause`]: pausing and resuming an execution;
 //! - [`starts`]: scheduled starts and deferred starts that are retried;
 //! - [`cache`]: the execution cache (weights, eviction, room for a run);
 //! - [`trace`]: the trace context of each record.
@@ -51,6 +52,7 @@ mod finish;
 mod input;
 mod key_table;
 mod outputs;
+mod pause;
 mod run;
 mod schedules;
 mod size;
@@ -274,6 +276,7 @@ impl<R: WorkflowRunner> Processor<R> {
                 self.answer(batch, index, key, response, Some(copy)).await
             }
             Body::Upgrade(request) => self.upgrade(batch, index, request),
+            Body::Pause(request) => self.pause(batch, index, request),
             Body::Event(event) => self.receive_event(batch, index, event).await,
             Body::Cancel(request) => self.cancel(batch, index, request).await,
             Body::Schedule(command) => {

@@ -64,7 +64,8 @@ impl<R: WorkflowRunner> Processor<R> {
                 self.retry_at(batch, &id, batch.now);
                 Ok(())
             }
-            Some((ExecutionState::Finished, _)) | None => {
+            // Paused: it starts nothing until resumed, which tries its start again.
+            Some((ExecutionState::Paused | ExecutionState::Finished, _)) | None => {
                 self.deferred.shift_remove(&id);
                 Ok(())
             }

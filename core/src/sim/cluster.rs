@@ -152,6 +152,9 @@ pub enum Payload {
     StubWrite(crate::processor::StubWrite),
     /// A request to move an execution to another build (`weir upgrade`), on `weir.responses`.
     Upgrade(crate::records::UpgradeRequest),
+    /// A request to pause or resume an execution (`weir pause`, `weir resume`), on
+    /// `weir.responses`.
+    Pause(crate::records::PauseRequest),
     /// A parent closed the join set of an unawaited activity (`Faults::activity_workers`):
     /// on the activity topic, keyed by the activity, after its request.
     ActivityCancel(crate::records::ActivityCancel),

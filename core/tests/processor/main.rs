@@ -10,6 +10,7 @@ mod cancel;
 mod corrupt_state;
 mod deliver;
 mod events;
+mod pause;
 mod run;
 mod schedules;
 mod stubs;

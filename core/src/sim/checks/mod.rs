@@ -101,6 +101,8 @@ fn describe(entry: &HistoryEntry) -> String {
         HistoryEntry::Upgraded { to, .. } => format!("Upgraded({to})"),
         HistoryEntry::EventReceived(e) => format!("EventReceived({})", e.event_id),
         HistoryEntry::CancelRequested { reason } => format!("CancelRequested({reason})"),
+        HistoryEntry::Paused { reason } => format!("Paused({reason})"),
+        HistoryEntry::Resumed { reason } => format!("Resumed({reason})"),
     }
 }
 

@@ -1,0 +1,105 @@
+//! Pause and resume (`weir pause`, `weir resume`; issue 35 item 1; the design:
+//! `docs/design/pause.md`).
+//!
+//! A [`PauseRequest`] on `weir.responses`, keyed by its execution:
+//! - **Pause** appends `Paused` and drops the execution's run from memory. From then on the
+//!   execution's state is `Paused`, and every rule that would run its code or start anything
+//!   passes it by, because they all take a run in memory or a `Running` / `Scheduled` state:
+//!   - answers, due delays and events are journalled (checked against the requests its
+//!     history holds) and wait for the run ([`super::deliver`]);
+//!   - [`Processor::needs`] asks for no rebuild and a rehydration starts no run;
+//!   - a start due (its schedule timer, a deferred start's `retry` timer) starts nothing.
+//!   Running activity attempts go on; their answers are journalled too. Its deadline still
+//!   holds: past it, the execution finishes `timed-out` without running ([`super::cancel`]).
+//! - **Resume** appends `Resumed`: the state goes back to what it was (the projection keeps
+//!   it). A running one gets a `retry` timer due now; when it fires, after this batch is in
+//!   the store, the run is rebuilt from its history — what was journalled while it was paused
+//!   included — and takes its next steps, exactly as after an eviction. One paused before its
+//!   start time has its schedule timer put again by the projection (due now, if its time
+//!   passed while it was paused). A new owner that took the partition over between the two
+//!   finds a running execution in its catch-up and tries its start (the take-over's
+//!   reminders), so a resume lost with its owner's timers is not lost.
+//! - A cancellation of a paused execution resumes it, so that it can compensate
+//!   ([`super::cancel`]); a termination, or one of an execution not started yet, finishes it
+//!   at once.
+//!
+//! Bad input changes nothing: pausing or resuming an execution that does not exist, or one
+//! that has finished, is dead-lettered with why; pausing a paused execution, or resuming one
+//! that is not paused, is ignored.
+
+use super::Processor;
+use super::config::ProcessorError;
+use super::effect::Batch;
+use crate::model::ExecutionId;
+use crate::records::DlqReason;
+use crate::records::HistoryEntry;
+use crate::records::PauseAction;
+use crate::records::PauseRequest;
+use crate::rows::ExecutionState;
+use crate::runner::WorkflowRunner;
+
+impl<R: WorkflowRunner> Processor<R> {
+    /// Takes a pause or resume request (see the module docs).
+    pub(super) fn pause(
+        &mut self,
+        batch: &mut Batch,
+        index: usize,
+        request: PauseRequest,
+    ) -> Result<(), ProcessorError> {
+        let id = request.execution_id.clone();
+        let verb = match request.action {
+            PauseAction::Pause => "pause",
+            PauseAction::Resume => "resume",
+        };
+        let Some((mut ctx, live)) = self.ctx_of(batch, &id) else {
+            let error = format!("{verb} of {id}: the execution does not exist");
+            self.dead_letter(batch, index, DlqReason::Other, error);
+            return Ok(());
+        };
+        let reason = if request.reason.is_empty() {
+            format!("{verb}d")
+        } else {
+            request.reason
+        };
+        match (request.action, live.view.state) {
+            (_, ExecutionState::Finished) => {
+                let error = format!("{verb} of {id} refused: it has finished");
+                tracing::warn!(execution = %id, %error, "pause request refused");
+                ctx.dead_letter(index, DlqReason::Refused, error);
+                Ok(())
+            }
+            (PauseAction::Pause, ExecutionState::Paused) => {
+                tracing::debug!(execution = %id, "pause ignored: paused already");
+                Ok(())
+            }
+            (PauseAction::Pause, ExecutionState::Running | ExecutionState::Scheduled) => {
+                tracing::info!(execution = %id, %reason, "execution paused");
+                ctx.append(&mut live.view, HistoryEntry::Paused { reason })?;
+                ctx.stats.paused += 1;
+                live.run = None;
+                Ok(())
+            }
+            (PauseAction::Resume, ExecutionState::Paused) => {
+                tracing::info!(execution = %id, %reason, "execution resumed");
+                ctx.append(&mut live.view, HistoryEntry::Resumed { reason })?;
+                ctx.stats.resumed += 1;
+                let running = live.view.state == ExecutionState::Running;
+                if running {
+                    self.rebuild_resumed(batch, &id);
+                }
+                Ok(())
+            }
+            (PauseAction::Resume, ExecutionState::Running | ExecutionState::Scheduled) => {
+                tracing::debug!(execution = %id, "resume ignored: not paused");
+                Ok(())
+            }
+        }
+    }
+
+    /// A resumed running execution has no run in memory: its run is rebuilt from the store
+    /// (once this batch, which resumed it, is there) by a `retry` timer due now.
+    pub(super) fn rebuild_resumed(&mut self, batch: &mut Batch, id: &ExecutionId) {
+        let now = batch.now;
+        self.retry_at(batch, id, now);
+    }
+}
