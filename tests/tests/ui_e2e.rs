@@ -19,6 +19,12 @@
 //!   finished when its event is sent through the API, and the page made no request for the
 //!   execution or its history meanwhile: the update came through the execution's stream, read
 //!   once to its end.
+//! - Pause and resume (issue 35 item 1): a sleeper paused from its page is shown paused, with
+//!   the buttons that fit (Resume, Cancel, Terminate; not Pause); its delay comes due while it
+//!   is paused and is journalled without running it; resumed from the page, it finishes. Through
+//!   the API: an approval paused and resumed by `POST /v1/executions/{id}/pause|resume` takes
+//!   the event sent while it was paused once resumed; what changes nothing is 200, a finished
+//!   execution 409 `finished`, an unknown one 404.
 
 use std::time::Duration;
 
@@ -154,6 +160,7 @@ const EXECUTION_PAGE: &str = r##"
         kind: tr.dataset.kind,
         at: tr.dataset.at,
         what: tr.querySelector(".what").textContent,
+        detail: tr.querySelector(".detail").textContent,
         took: tr.querySelector(".took").textContent,
         took_ms: tr.querySelector(".took").dataset.ms,
         ran: !!tr.querySelector(".bar.ran"),
@@ -200,30 +207,101 @@ fn rows_of<'a>(page: &'a Value, kind: &str) -> Vec<&'a Value> {
         .collect()
 }
 
-/// Whether the browser displays Cancel and Terminate (computed visibility, WebDriver's
-/// "displayedness"), each read again if a render replaced it in between.
+/// Whether the browser displays the element `css` finds (computed visibility, WebDriver's
+/// "displayedness"), read again if a render replaced it in between.
+async fn displayed(client: &Client, css: &str) -> bool {
+    wait_for(
+        &format!("whether {css} is displayed"),
+        PAGE_TIMEOUT,
+        || async {
+            client
+                .find(Locator::Css(css))
+                .await
+                .ok()?
+                .is_displayed()
+                .await
+                .ok()
+        },
+    )
+    .await
+}
+
+/// Whether the browser displays Cancel and Terminate.
 async fn stop_buttons_displayed(client: &Client) -> (bool, bool) {
-    let mut shown = [false; 2];
-    for (i, css) in ["#stop #cancel", "#stop #terminate"]
-        .into_iter()
-        .enumerate()
-    {
-        shown[i] = wait_for(
-            &format!("whether {css} is displayed"),
-            PAGE_TIMEOUT,
-            || async {
-                client
-                    .find(Locator::Css(css))
-                    .await
-                    .ok()?
-                    .is_displayed()
-                    .await
-                    .ok()
-            },
-        )
-        .await;
+    (
+        displayed(client, "#stop #cancel").await,
+        displayed(client, "#stop #terminate").await,
+    )
+}
+
+/// Whether the browser displays Pause and Resume.
+async fn pause_buttons_displayed(client: &Client) -> (bool, bool) {
+    (
+        displayed(client, "#stop #pause").await,
+        displayed(client, "#stop #resume").await,
+    )
+}
+
+/// `POST /v1/executions/{id}/{action}` with `token` and `body` (`None`: an empty body, still
+/// JSON as every write must be): the status and the answer's JSON (`null` if none).
+async fn post_action(
+    base: &str,
+    token: &str,
+    id: &str,
+    action: &str,
+    body: Option<Value>,
+) -> (u16, Value) {
+    let request = weir_e2e::http_client()
+        .post(format!("{base}/v1/executions/{id}/{action}"))
+        .bearer_auth(token);
+    let request = match body {
+        Some(body) => request.json(&body),
+        None => request.header("Content-Type", "application/json"),
+    };
+    let response = request
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{action} {id}: {e}"));
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+/// The execution as `GET /v1/executions/{id}` returns it; `None` while the store does not
+/// have it.
+async fn api_execution(base: &str, id: &str) -> Option<Value> {
+    let response = weir_e2e::http_client()
+        .get(format!("{base}/v1/executions/{id}"))
+        .bearer_auth(READ)
+        .send()
+        .await
+        .expect("get the execution");
+    if response.status() == 404 {
+        return None;
     }
-    (shown[0], shown[1])
+    assert_eq!(response.status(), 200, "get {id}");
+    Some(response.json().await.expect("execution json"))
+}
+
+/// Waits until the store shows `id` in `state`; the execution then.
+async fn wait_state(base: &str, id: &str, state: &str) -> Value {
+    wait_for(
+        &format!("{id} {state} in the store"),
+        PAGE_TIMEOUT,
+        || async {
+            api_execution(base, id)
+                .await
+                .filter(|execution| execution["state"] == state)
+        },
+    )
+    .await
+}
+
+/// The kinds of the entries of a history the API returned, in order.
+fn kinds(entries: &[Value]) -> Vec<&str> {
+    entries
+        .iter()
+        .map(|e| e["entry"]["kind"].as_str().expect("a kind"))
+        .collect()
 }
 
 /// The page's requests (resource timing) whose path is `path` exactly.
@@ -728,6 +806,266 @@ async fn a_page_of_another_origin_can_neither_write_nor_read_through_a_rebound_n
         text.as_str().unwrap_or_default().contains("functions"),
         "{text}"
     );
+    client.close().await.expect("close the browser");
+    let _ = std::fs::remove_dir_all(&profile);
+}
+
+/// Issue 35 item 1: an execution paused and resumed, from its page and through the API.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_ui_and_the_api_pause_and_resume_an_execution() {
+    let deployment = Deployment::new("ui_pause");
+    let _worker = deployment.start_worker("w", &[]);
+    let server = deployment.serve_api(READ, ADMIN);
+    let base = server.base.as_str();
+    let profile = std::env::temp_dir().join(unique_name("weir-ui-pause-chromium"));
+    let (_driver, client) = browser(&profile).await;
+    let ui = format!("{base}/ui/");
+    client.goto(&ui).await.expect("open the UI");
+    type_into(&client, "#token", ADMIN).await;
+    click(&client, "#token-save").await;
+
+    // From the page: a sleeper (its delay long enough to be paused before it comes due) shows
+    // Pause, not Resume, while it runs.
+    let sleeper = submit_through_api(base, SLEEP_FOR, json!([20_000])).await;
+    client
+        .goto(&format!("{ui}#/executions/{sleeper}"))
+        .await
+        .expect("open the sleeper");
+    wait_page(
+        &client,
+        "the sleeper running, its delay open",
+        EXECUTION_PAGE,
+        |page| page["state"] == "running" && !rows_of(page, "delay").is_empty(),
+    )
+    .await;
+    assert_eq!(
+        pause_buttons_displayed(&client).await,
+        (true, false),
+        "Pause and not Resume on a running execution's page"
+    );
+    click(&client, "#stop #pause").await;
+    client.accept_alert().await.expect("confirm the pause");
+    let paused = wait_page(
+        &client,
+        "the sleeper shown paused",
+        EXECUTION_PAGE,
+        |page| page["state"] == "paused" && !rows_of(page, "paused").is_empty(),
+    )
+    .await;
+    let paused_rows = rows_of(&paused, "paused");
+    assert_eq!(paused_rows.len(), 1, "{paused}");
+    assert_eq!(
+        paused_rows[0]["detail"], "paused from the web UI",
+        "{paused}"
+    );
+    assert!(rows_of(&paused, "finished").is_empty(), "{paused}");
+    // Paused: Resume, not Pause; Cancel and Terminate still (a cancellation resumes it).
+    assert_eq!(
+        pause_buttons_displayed(&client).await,
+        (false, true),
+        "Resume and not Pause on a paused execution's page"
+    );
+    assert_eq!(
+        stop_buttons_displayed(&client).await,
+        (true, true),
+        "Cancel and Terminate on a paused execution's page"
+    );
+    // The API says so too: the execution, its history, and the list filtered by state.
+    assert_eq!(
+        api_execution(base, &sleeper).await.expect("in the store")["state"],
+        "paused"
+    );
+    let entries = api_history(base, &sleeper).await;
+    let entry = entries
+        .iter()
+        .find(|e| e["entry"]["kind"] == "paused")
+        .unwrap_or_else(|| panic!("a paused entry: {entries:?}"));
+    assert_eq!(
+        entry["entry"]["reason"], "paused from the web UI",
+        "{entry}"
+    );
+    wait_for("the sleeper listed paused", PAGE_TIMEOUT, || async {
+        let list: Value = weir_e2e::http_client()
+            .get(format!(
+                "{base}/v1/executions?function={SLEEP_FOR}&state=paused"
+            ))
+            .bearer_auth(READ)
+            .send()
+            .await
+            .ok()?
+            .json()
+            .await
+            .ok()?;
+        list["executions"]
+            .as_array()?
+            .iter()
+            .any(|e| e["execution_id"] == sleeper.as_str() && e["state"] == "paused")
+            .then_some(())
+    })
+    .await;
+    // Its delay comes due while it is paused: the answer is journalled, and it runs nothing
+    // with it (it stays paused, unfinished).
+    let due = wait_page(
+        &client,
+        "the sleeper's delay answered while it is paused (or the sleeper finished)",
+        EXECUTION_PAGE,
+        |page| !rows_of(page, "delay-finished").is_empty() || page["state"] == "finished",
+    )
+    .await;
+    assert_eq!(due["state"], "paused", "journalled, not run: {due}");
+    assert!(rows_of(&due, "finished").is_empty(), "{due}");
+    let seq = |page: &Value, kind: &str| rows_of(page, kind)[0]["seq"].as_u64().expect("seq");
+    assert!(seq(&due, "paused") < seq(&due, "delay-finished"), "{due}");
+    // Resumed from the page: it takes the answer and finishes.
+    click(&client, "#stop #resume").await;
+    client.accept_alert().await.expect("confirm the resume");
+    let resumed = wait_page(
+        &client,
+        "the sleeper resumed and finished",
+        EXECUTION_PAGE,
+        |page| page["state"] == "finished",
+    )
+    .await;
+    assert_eq!(resumed["outcome"], "ok", "{resumed}");
+    let resumed_rows = rows_of(&resumed, "resumed");
+    assert_eq!(resumed_rows.len(), 1, "{resumed}");
+    assert_eq!(
+        resumed_rows[0]["detail"], "resumed from the web UI",
+        "{resumed}"
+    );
+    assert!(
+        seq(&resumed, "delay-finished") < seq(&resumed, "resumed"),
+        "{resumed}"
+    );
+    assert!(
+        seq(&resumed, "resumed") < seq(&resumed, "finished"),
+        "{resumed}"
+    );
+    assert_eq!(
+        (
+            pause_buttons_displayed(&client).await,
+            stop_buttons_displayed(&client).await
+        ),
+        ((false, false), (false, false)),
+        "no button on a finished execution's page"
+    );
+
+    // Through the API: an approval, waiting for its event.
+    let approval = submit_through_api(base, AWAIT_APPROVAL, json!(["ui-pause", 600])).await;
+    wait_for(
+        "the approval waiting for its event",
+        PAGE_TIMEOUT,
+        || async {
+            let running = api_execution(base, &approval).await?["state"] == "running";
+            let waits = api_history(base, &approval)
+                .await
+                .iter()
+                .any(|e| e["entry"]["event"]["request"]["type"] == "event_request");
+            (running && waits).then_some(())
+        },
+    )
+    .await;
+    // Refused before anything is sent: a read token, a body with a field it does not know.
+    let (status, answer) = post_action(base, READ, &approval, "pause", None).await;
+    assert_eq!(status, 403, "{answer}");
+    let (status, answer) =
+        post_action(base, ADMIN, &approval, "pause", Some(json!({"why": "x"}))).await;
+    assert_eq!(status, 400, "{answer}");
+    // Resuming one that is not paused changes nothing: 200, nothing sent.
+    let (status, answer) = post_action(base, ADMIN, &approval, "resume", None).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["state"], "running", "{answer}");
+    // Paused with an empty body: 202, then the store shows it paused, with its entry.
+    let (status, answer) = post_action(base, ADMIN, &approval, "pause", None).await;
+    assert_eq!(status, 202, "{answer}");
+    assert_eq!(answer["execution_id"], approval.as_str(), "{answer}");
+    wait_state(base, &approval, "paused").await;
+    let entries = api_history(base, &approval).await;
+    let paused_at = entries
+        .iter()
+        .find(|e| e["entry"]["kind"] == "paused")
+        .unwrap_or_else(|| panic!("a paused entry: {entries:?}"));
+    assert_eq!(
+        paused_at["entry"]["reason"], "paused through the HTTP API",
+        "{paused_at}"
+    );
+    let paused_seq = paused_at["seq"].as_u64().expect("seq");
+    // Paused already: 200, nothing sent.
+    let (status, answer) = post_action(base, ADMIN, &approval, "pause", None).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["state"], "paused", "{answer}");
+    // An event sent while it is paused is journalled, and it stays paused.
+    approve_through_api(base, &approval, "ui-pause-approved").await;
+    let entries = wait_for(
+        "the event journalled while paused",
+        PAGE_TIMEOUT,
+        || async {
+            let entries = api_history(base, &approval).await;
+            entries
+                .iter()
+                .any(|e| e["seq"].as_u64() > Some(paused_seq))
+                .then_some(entries)
+        },
+    )
+    .await;
+    assert!(!kinds(&entries).contains(&"finished"), "{entries:?}");
+    assert_eq!(
+        api_execution(base, &approval).await.expect("in the store")["state"],
+        "paused"
+    );
+    // Resumed: 202; it takes the event and finishes ok.
+    let (status, answer) = post_action(
+        base,
+        ADMIN,
+        &approval,
+        "resume",
+        Some(json!({"reason": "resumed by the test"})),
+    )
+    .await;
+    assert_eq!(status, 202, "{answer}");
+    let finished = wait_state(base, &approval, "finished").await;
+    assert!(
+        finished["result"]["ok"]
+            .to_string()
+            .contains("api-approver"),
+        "{finished}"
+    );
+    let entries = api_history(base, &approval).await;
+    let kinds = kinds(&entries);
+    let at = |kind: &str| {
+        kinds
+            .iter()
+            .position(|k| *k == kind)
+            .unwrap_or_else(|| panic!("{kind} in {kinds:?}"))
+    };
+    assert!(
+        at("paused") < at("resumed") && at("resumed") < at("finished"),
+        "{kinds:?}"
+    );
+    assert_eq!(
+        entries[at("resumed")]["entry"]["reason"],
+        "resumed by the test",
+        "{entries:?}"
+    );
+
+    // A finished execution can be neither paused nor resumed: 409 `finished`; an unknown one
+    // is 404.
+    for action in ["pause", "resume"] {
+        let (status, answer) = post_action(base, ADMIN, &approval, action, None).await;
+        assert_eq!(
+            (status, &answer["error"]["code"]),
+            (409, &json!("finished")),
+            "{action}: {answer}"
+        );
+        let (status, answer) =
+            post_action(base, ADMIN, "E_01ARZ3NDEKTSV4RRFFQ69G5FAV", action, None).await;
+        assert_eq!(
+            (status, &answer["error"]["code"]),
+            (404, &json!("not_found")),
+            "{action}: {answer}"
+        );
+    }
+
     client.close().await.expect("close the browser");
     let _ = std::fs::remove_dir_all(&profile);
 }

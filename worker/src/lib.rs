@@ -12,6 +12,7 @@
 //! - [`failpoints`]: named pauses for fault-injection tests (`WEIR_FAILPOINTS`).
 //! - [`metrics`]: the worker's counters and gauges and their Prometheus endpoint.
 //! - [`options`]: the default of every setting, one source for clap, the library and `docs/cli.md`.
+//! - [`pause`]: what a client checks before it pauses or resumes an execution.
 //! - [`cli`]: the `weir` command line.
 
 pub mod api;
@@ -21,6 +22,7 @@ pub mod failpoints;
 pub mod kafka;
 pub mod metrics;
 pub mod options;
+pub mod pause;
 pub mod present;
 // The pure core lives in `weir-core`; its modules keep their paths here.
 pub use weir_core::{correlation, model, partitioner, projection, replay, schedule, wire};

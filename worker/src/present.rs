@@ -143,6 +143,8 @@ pub fn history_entry_json(row: &HistoryRow, record: &HistoryRecord) -> Value {
         HistoryEntry::CancelRequested { reason } => {
             json!({"kind": "cancel_requested", "reason": reason})
         }
+        HistoryEntry::Paused { reason } => json!({"kind": "paused", "reason": reason}),
+        HistoryEntry::Resumed { reason } => json!({"kind": "resumed", "reason": reason}),
         HistoryEntry::EventReceived(e) => json!({
             "kind": "event_received", "event_id": e.event_id, "name": e.name,
             "payload": e.payload,
@@ -314,6 +316,8 @@ pub fn describe(entry: &HistoryEntry) -> (&'static str, String) {
         HistoryEntry::CancelRequested { reason } => {
             ("cancel", format!("cancel requested: {reason}"))
         }
+        HistoryEntry::Paused { reason } => ("paused", format!("paused: {reason}")),
+        HistoryEntry::Resumed { reason } => ("resumed", format!("resumed: {reason}")),
         HistoryEntry::EventReceived(e) => (
             "event-in",
             format!(

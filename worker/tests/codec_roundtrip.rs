@@ -92,6 +92,11 @@ fn upgrade_requests_round_trip() {
 }
 
 #[test]
+fn pause_requests_round_trip() {
+    both("weir.responses", &pause_requests());
+}
+
+#[test]
 fn cancel_requests_round_trip() {
     both("weir.responses", &cancel_requests());
 }
@@ -278,11 +283,13 @@ fn history_records_round_trip_every_entry_and_event() {
             HistoryEntry::Upgraded { .. } => "Upgraded",
             HistoryEntry::EventReceived(_) => "EventReceived",
             HistoryEntry::CancelRequested { .. } => "CancelRequested",
+            HistoryEntry::Paused { .. } => "Paused",
+            HistoryEntry::Resumed { .. } => "Resumed",
         })
         .collect();
     kinds.sort();
     kinds.dedup();
-    assert_eq!(kinds.len(), 6 + 11, "{kinds:?}");
+    assert_eq!(kinds.len(), 8 + 11, "{kinds:?}");
     both("weir.history", &records);
 }
 

@@ -241,6 +241,8 @@ pub fn router(api: Arc<Api>) -> Router {
         )
         .route("/v1/executions/{id}/stub", axum::routing::post(write_stub))
         .route("/v1/executions/{id}/cancel", axum::routing::post(cancel))
+        .route("/v1/executions/{id}/pause", axum::routing::post(pause))
+        .route("/v1/executions/{id}/resume", axum::routing::post(resume))
         .route("/v1/functions", get(functions))
         .route("/v1/schedules", get(list_schedules))
         .route("/v1/correlations", get(list_correlations))
@@ -449,6 +451,80 @@ async fn cancel(
         .await
         .map_err(ApiError::internal)?;
     let accepted = json!({"execution_id": id.to_string(), "terminate": request.terminate});
+    Ok((StatusCode::ACCEPTED, Json(accepted)).into_response())
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct PauseBody {
+    #[serde(default)]
+    reason: Option<String>,
+}
+
+/// Pauses an execution (`weir pause`): 404 for one the store does not have, 409 `finished`
+/// for one that has finished, 200 for one paused already, else 202.
+async fn pause(
+    State(api): State<Arc<Api>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    body: axum::body::Bytes,
+) -> ApiResult {
+    pause_or_resume(api, headers, id, body, crate::codec::PauseAction::Pause).await
+}
+
+/// Resumes a paused execution (`weir resume`): 404, 409 `finished` as for a pause; 200 for
+/// one that is not paused, else 202.
+async fn resume(
+    State(api): State<Arc<Api>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    body: axum::body::Bytes,
+) -> ApiResult {
+    pause_or_resume(api, headers, id, body, crate::codec::PauseAction::Resume).await
+}
+
+async fn pause_or_resume(
+    api: Arc<Api>,
+    headers: HeaderMap,
+    id: String,
+    body: axum::body::Bytes,
+    action: crate::codec::PauseAction,
+) -> ApiResult {
+    use crate::pause::{PauseRefusal, PauseStep};
+    authorize(&api, &headers, Scope::Admin)?;
+    let id = parse_id(&id)?;
+    let body: PauseBody = if body.is_empty() {
+        PauseBody::default()
+    } else {
+        serde_json::from_slice(&body)
+            .map_err(|e| ApiError::bad_request(format!(r#"the body is not {{"reason"?}}: {e}"#)))?
+    };
+    let row = api.store.execution(&id).await.map_err(ApiError::internal)?;
+    let state = row.as_ref().map(|r| r.state.to_string());
+    match crate::pause::check(&id, row.as_ref(), action) {
+        Err(PauseRefusal::NotFound(_)) => return Err(not_found(&id)),
+        Err(refusal @ PauseRefusal::Finished { .. }) => {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "finished",
+                refusal.to_string(),
+            ));
+        }
+        Ok(PauseStep::AlreadyThere) => {
+            let body = json!({"execution_id": id.to_string(), "state": state});
+            return Ok((StatusCode::OK, Json(body)).into_response());
+        }
+        Ok(PauseStep::Send) => {}
+    }
+    let reason = body
+        .reason
+        .unwrap_or_else(|| format!("{} through the HTTP API", crate::pause::done(action)));
+    let request = crate::pause::request(&id, action, reason);
+    let topic = &api.topology.topic(TopicRole::Responses).name;
+    crate::kafka::submit::send_pause(&api.producer, &api.codec, topic, &request)
+        .await
+        .map_err(ApiError::internal)?;
+    let accepted = json!({"execution_id": id.to_string(), "state": state});
     Ok((StatusCode::ACCEPTED, Json(accepted)).into_response())
 }
 

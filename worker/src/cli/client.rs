@@ -122,7 +122,7 @@ fn visible<C: rdkafka::ClientContext>(
     }
 }
 
-fn fail(message: impl std::fmt::Display) -> ExitCode {
+pub(super) fn fail(message: impl std::fmt::Display) -> ExitCode {
     eprintln!("error: {message}");
     ExitCode::FAILURE
 }

@@ -13,6 +13,7 @@ mod digest;
 mod follow;
 mod list;
 mod new;
+mod pause;
 mod replay;
 mod schedule;
 mod security;
@@ -61,6 +62,11 @@ pub enum Command {
     /// finishes `cancelled` after it reacted (compensations run); `--terminate` finishes it
     /// at once: `weir cancel E_… --reason "order withdrawn"`.
     Cancel(client::CancelArgs),
+    /// Pause an execution: it runs no code and starts nothing until resumed (what comes for
+    /// it meanwhile is journalled): `weir pause E_… --reason "tax service down"`.
+    Pause(pause::PauseArgs),
+    /// Resume a paused execution: its run is rebuilt from its history and goes on.
+    Resume(pause::PauseArgs),
     /// Manage recurring schedules: `weir schedule create|list|pause|resume|delete`.
     #[command(subcommand)]
     Schedule(schedule::ScheduleCommand),
@@ -235,6 +241,8 @@ pub fn main() -> ExitCode {
             Command::SendEvent(args) => client::send_event(args).await,
             Command::Stub(args) => client::stub(args).await,
             Command::Cancel(args) => client::cancel(args).await,
+            Command::Pause(args) => pause::run(args, crate::codec::PauseAction::Pause).await,
+            Command::Resume(args) => pause::run(args, crate::codec::PauseAction::Resume).await,
             Command::Schedule(command) => schedule::run(command).await,
             Command::Correlation(command) => correlation::run(command).await,
             Command::Status(args) => client::status(args).await,

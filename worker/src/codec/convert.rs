@@ -13,8 +13,8 @@ use chrono::{DateTime, Utc};
 use super::error::FieldError;
 use super::records::{
     ActivityCancel, ActivityRequest, CancelRequest, Created, DlqEnvelope, DlqHeader, DlqReason,
-    ExecutionFinished, HistoryEntry, HistoryRecord, InboundEvent, ParentRef, ReceivedEvent,
-    Submission, UpgradeRequest,
+    ExecutionFinished, HistoryEntry, HistoryRecord, InboundEvent, ParentRef, PauseAction,
+    PauseRequest, ReceivedEvent, Submission, UpgradeRequest,
 };
 use super::schemas::{RecordSchema, current_named};
 use crate::model::ExecutionId;
@@ -1034,6 +1034,43 @@ impl AvroRecord for UpgradeRequest {
     }
 }
 
+impl AvroRecord for PauseRequest {
+    const NAME: &'static str = "PauseRequest";
+
+    /// `<topic>-dev.weir.v1.PauseRequest` (TopicRecordNameStrategy): the responses topic
+    /// carries `Response`s under `<topic>-value`.
+    fn subject(topic: &str) -> String {
+        format!("{topic}-{}.{}", super::schemas::NAMESPACE, Self::NAME)
+    }
+
+    fn to_avro(&self) -> Result<Value, FieldError> {
+        let action = match self.action {
+            PauseAction::Pause => enum_value(0, "PAUSE"),
+            PauseAction::Resume => enum_value(1, "RESUME"),
+        };
+        Ok(record(vec![
+            ("execution_id", string(&self.execution_id)),
+            ("action", action),
+            ("reason", string(&self.reason)),
+            ("requested_at", instant(&self.requested_at)),
+        ]))
+    }
+
+    fn from_avro(value: Value) -> Result<Self, FieldError> {
+        let mut f = Fields::of(value)?;
+        Ok(PauseRequest {
+            execution_id: f.get("execution_id", read_parsed)?,
+            action: f.get("action", |v| match read_symbol(v)?.as_str() {
+                "PAUSE" => Ok(PauseAction::Pause),
+                "RESUME" => Ok(PauseAction::Resume),
+                other => Err(bad_symbol(other)),
+            })?,
+            reason: f.get("reason", read_string)?,
+            requested_at: f.get("requested_at", read_instant)?,
+        })
+    }
+}
+
 fn received_event(event: &ReceivedEvent) -> Value {
     record(vec![
         ("event_id", string(&event.event_id)),
@@ -1378,6 +1415,8 @@ impl AvroRecord for HistoryRecord {
             HistoryEntry::CancelRequested { reason } => {
                 branch(6, record(vec![("reason", string(reason))]))
             }
+            HistoryEntry::Paused { reason } => branch(7, record(vec![("reason", string(reason))])),
+            HistoryEntry::Resumed { reason } => branch(8, record(vec![("reason", string(reason))])),
         };
         Ok(record(vec![
             ("execution_id", string(&self.execution_id)),
@@ -1424,6 +1463,12 @@ impl AvroRecord for HistoryRecord {
                 }),
                 5 => read_received_event(&mut e).map(HistoryEntry::EventReceived),
                 6 => Ok(HistoryEntry::CancelRequested {
+                    reason: e.get("reason", read_string)?,
+                }),
+                7 => Ok(HistoryEntry::Paused {
+                    reason: e.get("reason", read_string)?,
+                }),
+                8 => Ok(HistoryEntry::Resumed {
                     reason: e.get("reason", read_string)?,
                 }),
                 i => Err(bad_branch(i)),

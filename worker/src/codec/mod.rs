@@ -50,8 +50,8 @@ pub use error::{
 };
 pub use records::{
     ActivityCancel, ActivityRequest, CancelRequest, Created, DlqEnvelope, DlqHeader, DlqReason,
-    ExecutionFinished, HistoryEntry, HistoryRecord, InboundEvent, ParentRef, ReceivedEvent,
-    Submission, UpgradeRequest, dlq_headers,
+    ExecutionFinished, HistoryEntry, HistoryRecord, InboundEvent, ParentRef, PauseAction,
+    PauseRequest, ReceivedEvent, Submission, UpgradeRequest, dlq_headers,
 };
 pub use registry::{HttpRegistry, InMemoryRegistry, SchemaRegistry, value_subject};
 pub use schemas::{NAMESPACE, RecordSchema};

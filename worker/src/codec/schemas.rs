@@ -49,6 +49,7 @@ const CURRENT_FILES: &[(&str, &str, &str)] = &[
     avsc!("ActivityRequest", "activity_request.avsc"),
     avsc!("ActivityCancel", "activity_cancel.avsc"),
     avsc!("UpgradeRequest", "upgrade_request.avsc"),
+    avsc!("PauseRequest", "pause_request.avsc"),
     avsc!("InboundEvent", "event.avsc"),
     avsc!("CancelRequest", "cancel_request.avsc"),
     avsc!("HistoryRecord", "history_record.avsc"),
@@ -97,6 +98,8 @@ const PREVIOUS_FILES: &[(&str, &str, &str)] = &[
     // answer (Response, and in history) `ran`.
     avsc!("HistoryRecord", "history/v8/history_record.avsc"),
     avsc!("Response", "history/v8/response.avsc"),
+    // Before pause and resume: HistoryRecord gained the `Paused` and `Resumed` entries.
+    avsc!("HistoryRecord", "history/v9/history_record.avsc"),
 ];
 
 fn parse(files: &[(&'static str, &'static str, &'static str)]) -> Vec<RecordSchema> {

@@ -204,6 +204,19 @@ pub async fn send_upgrade(
     send_keyed(producer, codec, topic, &id, request, Some(headers)).await
 }
 
+/// Sends `request` to `topic` (the deployment's `weir.responses`), marked with the header
+/// `weir.kind = pause-execution`, and waits until the broker has it.
+pub async fn send_pause(
+    producer: &FutureProducer,
+    codec: &Codec,
+    topic: &str,
+    request: &crate::codec::PauseRequest,
+) -> Result<(), SubmitError> {
+    let headers = super::headers::of_kind(RecordKind::PauseExecution);
+    let id = request.execution_id.to_string();
+    send_keyed(producer, codec, topic, &id, request, Some(headers)).await
+}
+
 /// Encodes `record` for `topic`, sends it keyed by `key` (an execution id, or an event's
 /// correlation key; with `headers`), and waits until the broker has it.
 async fn send_keyed<R: AvroRecord>(

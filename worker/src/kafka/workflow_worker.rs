@@ -43,8 +43,8 @@ use super::recovery::{self, Failure, Recovery};
 use super::registry_hold::RegistryHold;
 use super::transaction::TransactionError;
 use crate::codec::{
-    CancelRequest, Codec, DecodeError, DecodeErrorKind, EventRecord, HistoryRecord, RecordPosition,
-    ResponseInput, SubmissionInput, UpgradeRequest,
+    CancelRequest, Codec, DecodeError, DecodeErrorKind, EventRecord, HistoryRecord, PauseRequest,
+    RecordPosition, ResponseInput, SubmissionInput, UpgradeRequest,
 };
 use crate::metrics::Metrics;
 use crate::model::{ExecutionId, Response};
@@ -385,6 +385,10 @@ impl KafkaLog {
                 .decode_fetching::<UpgradeRequest>(payload, position)
                 .await
                 .map(Body::Upgrade),
+            RecordType::PauseRequest => codec
+                .decode_fetching::<PauseRequest>(payload, position)
+                .await
+                .map(Body::Pause),
             RecordType::Response => codec
                 .decode_fetching::<ResponseInput>(payload, position)
                 .await

@@ -706,7 +706,10 @@ impl InMemoryBus {
             // The bus runs every execution on its host's registry: builds are not its concern.
             HistoryEntry::Upgraded { .. } => {}
             // Kept in the changelog only (the processor's view holds the buffer).
-            HistoryEntry::EventReceived(_) | HistoryEntry::CancelRequested { .. } => {}
+            HistoryEntry::EventReceived(_)
+            | HistoryEntry::CancelRequested { .. }
+            | HistoryEntry::Paused { .. }
+            | HistoryEntry::Resumed { .. } => {}
         }
         self.changelog.entry(id.clone()).or_default().push((
             HistoryRecord {

@@ -11,7 +11,7 @@ use ulid::Ulid;
 use weir::codec::{
     ActivityCancel, ActivityRequest, CancelRequest, Created, DlqEnvelope, DlqHeader, DlqReason,
     EventRecord, ExecutionFinished, HistoryEntry, HistoryRecord, InboundEvent, ParentRef,
-    ReceivedEvent, StoredCorrelation, Submission, UpgradeRequest,
+    PauseAction, PauseRequest, ReceivedEvent, StoredCorrelation, Submission, UpgradeRequest,
 };
 use weir::correlation::{
     BufferedEvent, CorrelationAction, CorrelationCommand, CorrelationState, KeyedEvent,
@@ -503,6 +503,23 @@ pub fn cancel_requests() -> Vec<CancelRequest> {
     ]
 }
 
+pub fn pause_requests() -> Vec<PauseRequest> {
+    vec![
+        PauseRequest {
+            execution_id: root(),
+            action: PauseAction::Pause,
+            reason: "the tax service is down: é".into(),
+            requested_at: t0(),
+        },
+        PauseRequest {
+            execution_id: root(),
+            action: PauseAction::Resume,
+            reason: String::new(),
+            requested_at: t0(),
+        },
+    ]
+}
+
 pub fn upgrade_requests() -> Vec<UpgradeRequest> {
     vec![UpgradeRequest {
         execution_id: root(),
@@ -576,6 +593,10 @@ pub fn history_records() -> Vec<HistoryRecord> {
     entries.push(HistoryEntry::CancelRequested {
         reason: "order withdrawn: é".into(),
     });
+    entries.push(HistoryEntry::Paused {
+        reason: "the tax service is down".into(),
+    });
+    entries.push(HistoryEntry::Resumed { reason: "".into() });
     entries.extend(results().into_iter().map(|result| HistoryEntry::Finished {
         result,
         finished_at: t0(),

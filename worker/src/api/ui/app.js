@@ -2,7 +2,8 @@
 // build step and no dependencies. Views, chosen by the URL's hash:
 //   #/                     executions of a function, filtered and paged (live: polled)
 //   #/executions/<id>      one execution: params, result, children, history timeline (live:
-//                          rendered from the execution's event stream, never polled)
+//                          rendered from the execution's event stream, never polled), and
+//                          what can be done to it: pause, resume, cancel, terminate, send an event
 //   #/submit               a form that submits an execution
 // The API token (if the server asks for one) is kept in sessionStorage, for this tab only.
 "use strict";
@@ -274,7 +275,7 @@ function listView(params) {
       el(
         "select",
         { id: "state", name: "state" },
-        ["", "scheduled", "running", "finished"].map((s) =>
+        ["", "scheduled", "running", "paused", "finished"].map((s) =>
           el("option", { value: s, selected: params.get("state") === s }, s || "any"),
         ),
       ),
@@ -408,6 +409,10 @@ function describe(entry, pairs) {
       return { kind: "upgraded", what: "upgraded", detail: `${e.from || "(unpinned)"} → ${e.to}` };
     case "cancel_requested":
       return { kind: "cancel-requested", what: "cancel requested", detail: e.reason };
+    case "paused":
+      return { kind: "paused", what: "paused", detail: e.reason };
+    case "resumed":
+      return { kind: "resumed", what: "resumed", detail: e.reason };
     case "event_received":
       return { kind: "event-received", what: `event ${e.name} received, kept for a wait`, detail: json(e.payload), id: e.event_id };
     case "response": {
@@ -638,13 +643,41 @@ function stopButton(id, name, label, terminate) {
   return button;
 }
 
+// Pause (it runs no code and starts nothing until resumed; what comes for it meanwhile waits)
+// or resume. The answer says the state the store shows: one paused already (or, for a resume,
+// not paused) is answered with nothing sent.
+function pauseButton(id, name, label, resume) {
+  const button = el("button", { id: name, type: "button" }, label);
+  button.addEventListener("click", async () => {
+    const what = resume
+      ? "Resume: it takes what came for it while paused and goes on."
+      : "Pause: it runs no code and starts nothing until resumed; what comes for it meanwhile waits.";
+    if (!window.confirm(`${what} Go on?`)) return;
+    try {
+      const answer = await api(`/executions/${encodeURIComponent(id)}/${resume ? "resume" : "pause"}`, {
+        method: "POST",
+        body: { reason: resume ? "resumed from the web UI" : "paused from the web UI" },
+      });
+      const there = resume ? answer.state !== "paused" : answer.state === "paused";
+      notice(there ? `${resume ? "not paused" : "paused"} already: nothing to do` : `${label} requested`);
+    } catch (error) {
+      notice(explain(error), "error");
+    }
+  });
+  return button;
+}
+
 function executionView(id) {
   const view = document.getElementById("view");
   const content = el("div", { id: "execution" }, el("p", {}, "Loading…"));
   const send = sendEventForm(id);
   const stop = el("div", { id: "stop", class: "actions", hidden: true },
+    pauseButton(id, "pause", "Pause", false),
+    pauseButton(id, "resume", "Resume", true),
     stopButton(id, "cancel", "Cancel", false),
     stopButton(id, "terminate", "Terminate", true));
+  const pause = stop.querySelector("#pause");
+  const resume = stop.querySelector("#resume");
   view.replaceChildren(el("h1", {}, "Execution ", el("code", { id: "execution-id" }, id)), stop, content, send);
   // What the stream has said: the execution (`status`), its entries in seq order, whether the
   // store does not have it yet (`waiting`).
@@ -702,7 +735,12 @@ function executionView(id) {
       }
     });
     send.hidden = execution.state === "finished";
+    // Cancel and Terminate while it has not finished (paused included: a cancellation resumes
+    // it, so that it can compensate); Pause while it runs or waits for its start; Resume while
+    // it is paused.
     stop.hidden = execution.state === "finished";
+    pause.hidden = execution.state !== "running" && execution.state !== "scheduled";
+    resume.hidden = execution.state !== "paused";
     content.replaceChildren(
       el("dl", { class: "facts" },
         el("dt", {}, "Function"), el("dd", { id: "ffqn" }, execution.ffqn),
