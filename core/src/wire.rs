@@ -72,11 +72,14 @@ pub enum TopicRole {
     /// keys' (`CorrelationState`): compacted, and co-partitioned, since an owner restores
     /// them from its own partition.
     State,
+    /// Fleet controls (`RoutePause`, keyed `route:<name>`; [`crate::control`]): compacted,
+    /// one partition, read whole by every worker.
+    Control,
 }
 
 impl TopicRole {
     /// Every role.
-    pub const ALL: [TopicRole; 8] = [
+    pub const ALL: [TopicRole; 9] = [
         TopicRole::Submissions,
         TopicRole::Responses,
         TopicRole::Events,
@@ -85,10 +88,11 @@ impl TopicRole {
         TopicRole::Dlq,
         TopicRole::Activity,
         TopicRole::State,
+        TopicRole::Control,
     ];
 
     /// The roles a topology must define exactly once.
-    pub const REQUIRED: [TopicRole; 7] = [
+    pub const REQUIRED: [TopicRole; 8] = [
         TopicRole::Submissions,
         TopicRole::Responses,
         TopicRole::Events,
@@ -96,6 +100,7 @@ impl TopicRole {
         TopicRole::Results,
         TopicRole::Dlq,
         TopicRole::State,
+        TopicRole::Control,
     ];
 
     /// The role as `topics.toml` spells it.
@@ -109,6 +114,7 @@ impl TopicRole {
             TopicRole::Dlq => "dlq",
             TopicRole::Activity => "activity",
             TopicRole::State => "state",
+            TopicRole::Control => "control",
         }
     }
 }
@@ -227,6 +233,9 @@ pub enum RecordType {
     RememberedEvent,
     ActivityRequest,
     ActivityCancel,
+    /// A paused route on `weir.control` ([`crate::control::RoutePause`]; a tombstone when
+    /// resumed).
+    RoutePause,
 }
 
 /// Why a record's kind cannot be read.
@@ -264,6 +273,7 @@ pub fn record_type(role: TopicRole, kind: Option<RecordKind>) -> Result<RecordTy
         (R::State, Some(K::Remembered)) => T::RememberedEvent,
         (R::Activity, None) => T::ActivityRequest,
         (R::Activity, Some(K::Cancel)) => T::ActivityCancel,
+        (R::Control, None) => T::RoutePause,
         (role, Some(kind)) => return Err(KindError::OffTopic { role, kind }),
     })
 }

@@ -166,3 +166,115 @@ async fn a_paused_execution_runs_nothing_until_resumed_across_a_kill() {
     );
     drop(restarted);
 }
+
+const STEPS: &str = "weir-examples:workflows/steps.fibonacci-chain";
+
+fn route_list(deployment: &Deployment) -> serde_json::Value {
+    let listed = succeeded(&weir(deployment, &["route", "list", "--json"]));
+    serde_json::from_str(&listed).expect("weir route list --json prints JSON")
+}
+
+fn paused_reason(routes: &serde_json::Value, topic_suffix: &str) -> Option<String> {
+    routes
+        .as_array()?
+        .iter()
+        .find(|r| {
+            r["topic"]
+                .as_str()
+                .is_some_and(|t| t.ends_with(topic_suffix))
+        })
+        .and_then(|r| r["paused"]["reason"].as_str().map(str::to_owned))
+}
+
+/// `weir route pause`: a paused route runs none of its activities — not inline, not in the
+/// activity worker — and its requests wait in Kafka; resumed, they run (each attempt starts
+/// after the resume) and the execution finishes. A name that names no route, or a route
+/// served outside Weir, is refused with why.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_paused_route_holds_its_requests_until_resumed() {
+    let deployment = Deployment::new("route");
+    let worker = deployment.start_worker("w", &[]);
+    let producer = deployment.producer();
+    let store = deployment.store().await;
+
+    let paused = succeeded(&weir(
+        &deployment,
+        &[
+            "route",
+            "pause",
+            "weir-examples:compute/math",
+            "--reason",
+            "the math service is down",
+        ],
+    ));
+    assert!(paused.contains("paused"), "{paused}");
+    assert_eq!(
+        paused_reason(&route_list(&deployment), "weir.activity.compute").as_deref(),
+        Some("the math service is down")
+    );
+    weir_e2e::wait_until("the worker to hold the paused route", TIMEOUT, || {
+        let held = worker
+            .metrics()?
+            .get("weir_activity_partitions_paused")
+            .copied()?;
+        (held > 0.0).then_some(())
+    });
+
+    let id = deployment.submit(&producer, STEPS, json!([10, 2])).await;
+    // Its first activity is requested (journalled, on its topic) and not answered.
+    let history = wait_for("the first activity requested", TIMEOUT, || async {
+        let history = deployment.store_history(&store, &id).await;
+        (!weir_e2e::child_requests(&history).is_empty()).then_some(history)
+    })
+    .await;
+    assert!(
+        !history
+            .iter()
+            .any(|r| matches!(r.entry, HistoryEntry::ResponseAppended(_))),
+        "nothing answered while the route is paused: {history:?}"
+    );
+
+    let resumed_at = chrono::Utc::now();
+    let resumed = succeeded(&weir(
+        &deployment,
+        &["route", "resume", "weir.activity.compute"],
+    ));
+    assert!(resumed.contains("resumed"), "{resumed}");
+    let results = deployment.results(std::slice::from_ref(&id), TIMEOUT);
+    assert!(
+        matches!(&results[&id], ExecutionResult::Ok(_)),
+        "{:?}",
+        results[&id]
+    );
+    let history = deployment.finished_history(&store, &id).await;
+    let ran: Vec<_> = history
+        .iter()
+        .filter_map(|r| match &r.entry {
+            HistoryEntry::ResponseAppended(Response::ChildExecutionFinished { ran, .. }) => {
+                Some(*ran)
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ran.len(), 2, "{history:?}");
+    for ran in ran {
+        let ran = ran.expect("an attempt says when it ran");
+        assert!(
+            ran.started_at >= resumed_at,
+            "an attempt started at {} before the resume at {resumed_at}",
+            ran.started_at
+        );
+    }
+    assert_eq!(
+        paused_reason(&route_list(&deployment), "weir.activity.compute"),
+        None
+    );
+
+    let unknown = failed(&weir(&deployment, &["route", "pause", "no-such:route/x"]));
+    assert!(unknown.contains("no route"), "{unknown}");
+    let external = failed(&weir(
+        &deployment,
+        &["route", "pause", "weir-examples:tax/rates"],
+    ));
+    assert!(external.contains("outside Weir"), "{external}");
+}

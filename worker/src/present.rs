@@ -327,3 +327,32 @@ pub fn describe(entry: &HistoryEntry) -> (&'static str, String) {
         ),
     }
 }
+
+/// Every route topic of the deployment, with the interfaces routed to it, who serves it and
+/// whether it is paused (`weir route list --json`, `GET /v1/routes`).
+pub fn routes_json(
+    topology: &crate::topology::Topology,
+    controls: &weir_core::control::Controls,
+) -> Value {
+    let paused: std::collections::BTreeMap<&str, &weir_core::control::RoutePause> = controls
+        .paused_routes()
+        .map(|p| (p.route.as_str(), p))
+        .collect();
+    let routes: Vec<Value> = topology
+        .route_topics()
+        .iter()
+        .map(|topic| {
+            let external = topology.served_route_topic(topic).is_err();
+            json!({
+                "topic": topic,
+                "interfaces": topology.interfaces_of(topic),
+                "external": external,
+                "paused": paused.get(topic.as_str()).map(|p| json!({
+                    "reason": p.reason,
+                    "paused_at": p.paused_at,
+                })),
+            })
+        })
+        .collect();
+    Value::Array(routes)
+}

@@ -40,6 +40,8 @@
 //!   for an activity answered already is ignored.
 //! - **Flow control**: a partition with [`ActivitySettings::partition_window`] unfinished
 //!   requests is paused until one finishes (the metadata stays within the broker's limit).
+//! - **Paused routes** ([`Input::TopicsPaused`]): no attempt of a paused route starts and its
+//!   partitions are not fetched until it is resumed; nothing of it is lost or answered.
 
 pub mod answer;
 pub mod external;
@@ -236,6 +238,12 @@ pub enum Input<S> {
     Tick,
     /// The last [`Effect::Commit`] committed.
     Committed,
+    /// The request topics of the routes an operator paused (`weir route pause`, read from
+    /// `weir.control`: [`crate::control`]), the whole set each time. No attempt of a paused
+    /// route's request starts (attempts running go on; retries and new requests wait) and its
+    /// partitions are not fetched, so its requests wait in Kafka; deadlines, unknown
+    /// functions and external routes' checks are answered as always.
+    TopicsPaused(std::collections::BTreeSet<String>),
     /// Commit what is finished now, whatever the interval (the worker leaves or stops);
     /// with `interrupt`, running attempts are aborted first (their requests run again at the
     /// next owner).

@@ -10,7 +10,7 @@
 //! - A job leaves `open` exactly when its answer, dead letter or cancellation is decided,
 //!   and its record counts as finished from then on (the next progress no longer lists it).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::mem;
 
 use chrono::{DateTime, Utc};
@@ -46,6 +46,8 @@ pub struct ActivityCore<S> {
     next_attempt: u64,
     running: usize,
     counters: Counters,
+    /// The request topics of the paused routes ([`Input::TopicsPaused`]).
+    paused_topics: BTreeSet<String>,
 }
 
 /// A request just read, and what it is.
@@ -74,6 +76,7 @@ impl<S: Clone> ActivityCore<S> {
             next_attempt: 0,
             running: 0,
             counters: Counters::default(),
+            paused_topics: BTreeSet::new(),
         })
     }
 
@@ -98,6 +101,14 @@ impl<S: Clone> ActivityCore<S> {
             Input::Tick => self.tick(now, &mut fx),
             Input::Committed => self.on_committed(),
             Input::Flush { interrupt } => self.flush(interrupt, &mut fx),
+            Input::TopicsPaused(topics) => {
+                if topics != self.paused_topics {
+                    info!(?topics, "paused routes changed");
+                    self.paused_topics = topics;
+                    self.flow_control(&mut fx);
+                    self.start_ready(now, &mut fx);
+                }
+            }
         }
         fx
     }
@@ -537,19 +548,23 @@ impl<S: Clone> ActivityCore<S> {
         }
     }
 
-    /// Starts ready jobs, oldest first, while attempt slots are free.
+    /// Starts ready jobs, oldest first, while attempt slots are free; none of a paused route
+    /// (its external checks still run: they answer deadlines, they run nothing).
     fn start_ready(&mut self, now: DateTime<Utc>, fx: &mut Vec<Effect<S>>) {
         let concurrency = self.config.settings.concurrency;
         if self.running >= concurrency {
             return;
         }
+        let paused = &self.paused_topics;
         let mut ready: Vec<(u64, RoutePartition, i64)> = self
             .partitions
             .iter()
             .flat_map(|(key, ps)| {
+                let held = paused.contains(&key.topic);
                 ps.open
                     .iter()
                     .filter(|(_, job)| job.phase == Phase::Ready)
+                    .filter(move |(_, job)| !(held && matches!(job.kind, JobKind::Wasm(_))))
                     .map(move |(offset, job)| (job.seq, key.clone(), *offset))
             })
             .collect();
@@ -625,17 +640,17 @@ impl<S: Clone> ActivityCore<S> {
         self.running += 1;
     }
 
-    /// Pauses a partition whose window is full, resumes it (from the record after the last one
-    /// taken) when it is not.
+    /// Pauses a partition whose window is full or whose route is paused, resumes it (from the
+    /// record after the last one taken) when neither holds.
     fn flow_control(&mut self, fx: &mut Vec<Effect<S>>) {
         let window = self.config.settings.partition_window;
         for (key, ps) in &mut self.partitions {
-            let full = ps.open.len() >= window;
+            let full = ps.open.len() >= window || self.paused_topics.contains(&key.topic);
             if full == ps.paused {
                 continue;
             }
             if full {
-                debug!(partition = %key, unfinished = ps.open.len(), "activity partition paused: its window is full");
+                debug!(partition = %key, unfinished = ps.open.len(), "activity partition paused: its window is full or its route is paused");
                 fx.push(Effect::Pause {
                     partition: key.clone(),
                 });

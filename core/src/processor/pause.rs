@@ -8,9 +8,10 @@
 //!   - answers, due delays and events are journalled (checked against the requests its
 //!     history holds) and wait for the run ([`super::deliver`]);
 //!   - [`Processor::needs`] asks for no rebuild and a rehydration starts no run;
-//!   - a start due (its schedule timer, a deferred start's `retry` timer) starts nothing.
-//!   Running activity attempts go on; their answers are journalled too. Its deadline still
-//!   holds: past it, the execution finishes `timed-out` without running ([`super::cancel`]).
+//!   - a start due (its schedule timer, a deferred start's `retry` timer) starts nothing;
+//!   - running activity attempts go on; their answers are journalled too;
+//!   - its deadline still holds: past it, the execution finishes `timed-out` without
+//!     running ([`super::cancel`]).
 //! - **Resume** appends `Resumed`: the state goes back to what it was (the projection keeps
 //!   it). A running one gets a `retry` timer due now; when it fires, after this batch is in
 //!   the store, the run is rebuilt from its history — what was journalled while it was paused

@@ -54,10 +54,12 @@ pub enum Topic {
     /// watch until their deadline and an outside service answers; as many partitions as
     /// [`Topic::Activity`].
     External,
+    /// `weir.control`: fleet controls (paused routes), one partition, read whole.
+    Control,
 }
 
 impl Topic {
-    pub const ALL: [Topic; 9] = [
+    pub const ALL: [Topic; 10] = [
         Topic::Submissions,
         Topic::Responses,
         Topic::Events,
@@ -67,6 +69,7 @@ impl Topic {
         Topic::Dlq,
         Topic::State,
         Topic::External,
+        Topic::Control,
     ];
 
     /// The route topics the activity workers consume.
@@ -83,6 +86,7 @@ impl Topic {
             Topic::Dlq => "weir.dlq",
             Topic::State => "weir.state",
             Topic::External => "weir.activity.ext",
+            Topic::Control => "weir.control",
         }
     }
 
@@ -101,6 +105,7 @@ impl Topic {
             TopicRole::Activity => Topic::Activity,
             TopicRole::Dlq => Topic::Dlq,
             TopicRole::State => Topic::State,
+            TopicRole::Control => Topic::Control,
         }
     }
 
@@ -121,6 +126,7 @@ impl Topic {
             Topic::Dlq => TopicRole::Dlq,
             Topic::State => TopicRole::State,
             Topic::External => TopicRole::Activity,
+            Topic::Control => TopicRole::Control,
         }
     }
 }
@@ -472,7 +478,7 @@ impl Cluster {
             .map(|t| {
                 let n = match t {
                     Topic::Activity | Topic::External => activity_partitions,
-                    Topic::Dlq => 1,
+                    Topic::Dlq | Topic::Control => 1,
                     _ => partitions,
                 };
                 (t, (0..n).map(|_| Vec::new()).collect())

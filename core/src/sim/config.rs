@@ -225,10 +225,21 @@ pub struct Faults {
     /// Each of Weir's is copied to the DLQ once and its key tombstoned, the other left in
     /// place, across the kills, zombies and rebalances of the run (`corrupt-state`).
     pub corrupt_state: bool,
+    /// Executions paused and resumed (`weir pause`, `weir resume`; issue 35 item 1): clients
+    /// pause running executions and child workflows (sometimes twice, sometimes one that
+    /// finished or was not created yet, or an id nobody submitted), cancel some paused ones
+    /// (with `cancels`), and resume them later (sometimes one that is not paused), while their
+    /// answers, due delays, events and deadlines keep coming. When the faults stop, clients go
+    /// on for a while as the executions run (a worker killed now and then, with `crashes`),
+    /// then resume every execution they paused. Drawn from an RNG of its own
+    /// (`Sim::pause_rng`): the fault phase's other draws are the same with or without the
+    /// class. Not `pauses`, which freezes worker processes. See `checks/pauses.rs` for what
+    /// is checked.
+    pub pause_resume: bool,
 }
 
 impl Faults {
-    pub const NAMES: [&'static str; 28] = [
+    pub const NAMES: [&'static str; 29] = [
         "crashes",
         "hanging_txns",
         "rebalances",
@@ -257,6 +268,7 @@ impl Faults {
         "triggers",
         "blackouts",
         "corrupt_state",
+        "pause_resume",
     ];
 
     pub fn none() -> Self {
@@ -289,6 +301,7 @@ impl Faults {
             triggers: false,
             blackouts: false,
             corrupt_state: false,
+            pause_resume: false,
         }
     }
 
@@ -308,8 +321,9 @@ impl Faults {
     /// 32) joined once a `retry` timer put again by the batch that fired it was no longer
     /// deleted with it, and a fenced owner's late `retry` timer behind the next owner's
     /// watermark no longer stayed in the store (the dropped timer buckets); `triggers`,
-    /// `blackouts` and `corrupt_state` joined as they were written. A class that finds
-    /// a new bug leaves this set until its fix, with an ignored test naming the seeds.
+    /// `blackouts`, `corrupt_state` and `pause_resume` joined as they were written. A class
+    /// that finds a new bug leaves this set until its fix, with an ignored test naming the
+    /// seeds.
     pub fn passing() -> Self {
         Faults::all()
     }
@@ -344,6 +358,7 @@ impl Faults {
             "triggers" => &mut self.triggers,
             "blackouts" => &mut self.blackouts,
             "corrupt_state" => &mut self.corrupt_state,
+            "pause_resume" => &mut self.pause_resume,
             _ => return None,
         })
     }

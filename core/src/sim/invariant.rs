@@ -11,6 +11,12 @@ pub enum Invariant {
     SeamContract,
     /// An `Upgraded` entry only where an upgrade request asked for one, at the history length it named.
     Upgrade,
+    /// A paused execution takes no step (no `Event` entry) until resumed, finishes only by a
+    /// termination or its deadline meanwhile, and is not left paused.
+    Pause,
+    /// `Paused` and `Resumed` entries alternate, each a request's (or a cancellation's), once,
+    /// in the requests' order; a request is dead-lettered or ignored only as the rules say.
+    PauseRequests,
     /// Every history record is on its execution's partition of `weir.history`.
     HistoryPartition,
     /// An execution's committed history records have contiguous seqs from 0, one record per seq.
@@ -105,9 +111,11 @@ pub enum Invariant {
 }
 
 impl Invariant {
-    pub const ALL: [Invariant; 45] = [
+    pub const ALL: [Invariant; 47] = [
         Invariant::SeamContract,
         Invariant::Upgrade,
+        Invariant::Pause,
+        Invariant::PauseRequests,
         Invariant::HistoryPartition,
         Invariant::HistorySeqs,
         Invariant::LogVsStore,
@@ -158,6 +166,8 @@ impl Invariant {
         match self {
             Invariant::SeamContract => "seam-contract",
             Invariant::Upgrade => "upgrade",
+            Invariant::Pause => "pause",
+            Invariant::PauseRequests => "pause-requests",
             Invariant::HistoryPartition => "history-partition",
             Invariant::HistorySeqs => "history-seqs",
             Invariant::LogVsStore => "log-vs-store",

@@ -410,6 +410,8 @@ pub struct Report {
     pub correlation: CorrelationCounts,
     pub stubs: StubCounts,
     pub upgrades: super::checks::UpgradeCounts,
+    /// What the pauses and resumes did (`Faults::pause_resume`).
+    pub pauses: super::checks::PauseCounts,
     /// What the activity workers did (`Faults::activity_workers`).
     pub activity: super::activity::ActivityCounts,
     /// What the trigger workers did (`Faults::triggers`).

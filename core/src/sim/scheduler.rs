@@ -89,6 +89,12 @@ pub struct Sim {
     pub(super) corrupt_states: Vec<super::sent::CorruptSent>,
     /// The side RNG of `Faults::corrupt_state` (see `workloads/corrupt_state.rs`).
     pub(super) corrupt_rng: Rng,
+    /// The side RNG of `Faults::pause_resume` (see `workloads/pauses.rs`).
+    pub(super) pause_rng: Rng,
+    /// The pause and resume requests clients sent, in order (`Faults::pause_resume`).
+    pub(super) pause_sends: Vec<super::sent::PauseSend>,
+    /// The executions a client paused and has not resumed yet: resumed when the faults stop.
+    pub(super) paused: indexmap::IndexSet<ExecutionId>,
     /// Events sent to executions nobody submitted: (event id, target).
     pub(super) stray_events: Vec<(String, ExecutionId)>,
     pub(super) next_event: i64,
@@ -139,6 +145,9 @@ impl Sim {
             poison: Vec::new(),
             corrupt_states: Vec::new(),
             corrupt_rng: Sim::corrupt_rng(seed),
+            pause_rng: Sim::pause_rng(seed),
+            pause_sends: Vec::new(),
+            paused: indexmap::IndexSet::new(),
             stray_events: Vec::new(),
             next_event: 0,
             schedules: Vec::new(),
@@ -209,6 +218,10 @@ impl Sim {
 
     pub fn stub_sends(&self) -> &[StubSend] {
         &self.stub_sends
+    }
+
+    pub fn pause_sends(&self) -> &[super::sent::PauseSend] {
+        &self.pause_sends
     }
 
     // ---- the activity service and the clock ----
@@ -433,6 +446,7 @@ impl Sim {
             schedules: &self.schedules,
             keyed: &self.keyed_events,
             triggered: &self.trig_sends,
+            pauses: &self.pause_sends,
         };
         out.extend(check(&self.world(), &sent, settled));
         out
@@ -452,6 +466,9 @@ impl Sim {
         let f = self.faults;
         if f.corrupt_state {
             self.maybe_write_corrupt_state();
+        }
+        if f.pause_resume {
+            self.maybe_pause_request();
         }
         let slots = self.slots();
         let staying = self.slots.values().filter(|s| !s.removing).count();
@@ -650,6 +667,11 @@ impl Sim {
                 self.bound_writer_lag(2_000);
             }
         }
+        if self.faults.pause_resume {
+            // Clients go on pausing and resuming while the executions run, then resume every
+            // execution they paused, so that each runs to its end.
+            self.pauses_after_faults();
+        }
         if self.faults.schedules {
             // The faults stop and the schedules' owners catch up (whether they do is checked:
             // the ticks before each end keep up); then the client ends them, or they would
@@ -709,6 +731,7 @@ impl Sim {
             correlation: CorrelationCounts::of(&w),
             stubs: StubCounts::of(&w, &self.stub_sends),
             upgrades: super::checks::UpgradeCounts::of(&w),
+            pauses: super::checks::PauseCounts::of(&w, &self.pause_sends),
             activity: w.act_counts(),
             triggers: w.trig.counts.clone(),
             executions: self.submitted.len(),

@@ -1,6 +1,6 @@
 //! What the simulated clients sent, as the scheduler records it: the submissions and what
 //! each must finish with, the events sent to correlation keys, the stub writes, the
-//! schedules and the commands that ended them. The scheduler writes these as it sends; the
+//! schedules and the commands that ended them, the pause and resume requests. The scheduler writes these as it sends; the
 //! invariants ([`super::checks`]) hold the run's outcome against them. Plain data: neither
 //! side's rules live here.
 
@@ -61,6 +61,37 @@ pub struct StubSend {
     /// The target's parent had finished (its `Finished` committed) when it was sent.
     pub after_finish: bool,
     pub sent_at: SimTime,
+}
+
+/// A pause or resume request a client sent (`Faults::pause_resume`), on `weir.responses`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PauseSend {
+    pub execution_id: ExecutionId,
+    pub action: crate::records::PauseAction,
+    /// Its reason, unique in the run (`sim pause 3`): the `Paused` or `Resumed` entry it
+    /// makes carries it.
+    pub reason: String,
+    /// Where it went: (partition, offset) of `weir.responses`.
+    pub at: (i32, i64),
+    /// What the client had read of the execution in the committed log when it sent it.
+    pub seen: PauseSeen,
+    /// The id is no execution a client submitted nor one it saw (dead-lettered: it does not
+    /// exist).
+    pub stray: bool,
+    pub sent_at: SimTime,
+}
+
+/// What a client had read of an execution's committed history when it sent a
+/// [`PauseSend`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PauseSeen {
+    /// No `Created` yet: its owner may not have read its submission (then the request is
+    /// dead-lettered, the execution does not exist yet).
+    Nothing,
+    /// Created and not finished: its owner knows it.
+    Running,
+    /// Finished: the request is refused (dead-lettered).
+    Finished,
 }
 
 /// A schedule a client created (`Faults::schedules`), and what it asked of it since.

@@ -10,11 +10,11 @@ use super::*;
 
 /// The fault classes a seed of `class` ran with when its bug was found: every class but
 /// the five that each found one (and `inline`, `schedules`, `correlation`, `stub_writes`,
-/// `activity_workers` and their sub-classes, which came after: with them a seed would run
-/// another run), plus `class`.
+/// `activity_workers`, `pause_resume` and their sub-classes, which came after: with them a
+/// seed would run another run), plus `class`.
 pub(crate) fn found_with(class: &str) -> Faults {
     let spec = format!(
-        "all,-hanging_txns,-zombies,-revoked_writes,-long_timers,-long_idle,-inline,-schedules,-correlation,-correlation_duplicates,-stub_writes,-stub_wrong_function,-deferrals,-upgrades,-activity_workers,-triggers,-blackouts,-corrupt_state,+{class}"
+        "all,-hanging_txns,-zombies,-revoked_writes,-long_timers,-long_idle,-inline,-schedules,-correlation,-correlation_duplicates,-stub_writes,-stub_wrong_function,-deferrals,-upgrades,-activity_workers,-triggers,-blackouts,-corrupt_state,-pause_resume,+{class}"
     );
     Faults::parse(&spec).unwrap()
 }
@@ -430,6 +430,45 @@ pub(crate) fn dst_upgrades() {
     assert!(
         total.taken > 0 && total.sent > total.taken,
         "the runs do not exercise upgrades, taken and refused: {total:?}"
+    );
+}
+
+/// Pause and resume (issue 35 item 1; `Faults::pause_resume`, not `pauses`, which freezes
+/// workers): clients pause running executions and child workflows (sometimes twice, one that
+/// finished or is not created yet, an id nobody submitted), cancel or terminate some paused
+/// ones, and resume them later (sometimes one not paused), while their answers, due delays,
+/// events and deadlines keep coming, with crashes, zombies, rebalances, freezes and outages
+/// around them; when the faults stop they go on a while as the executions run (a worker
+/// killed now and then), then resume every execution they paused. `pause`: no `Event` entry between
+/// a `Paused` and its `Resumed`, a finish meanwhile only by a termination or the deadline,
+/// nothing left paused; `pause-requests`: the entries alternate, each a request's (or a
+/// cancellation's) in the requests' order, a request dead-lettered or ignored only as the
+/// rules say; and every other invariant of the run (each execution finishes once, with its
+/// value). The runs must pause, resume, journal answers while paused, cancel paused
+/// executions and refuse requests.
+#[test]
+pub(crate) fn dst_pause_resume() {
+    let mut faults = found_with("pause_resume");
+    faults.zombies = true;
+    let Some(seeds) = seeds_or_one(faults, 300) else {
+        return;
+    };
+    assert_seeds_pass(&seeds, faults);
+    let mut total = weir_core::sim::checks::PauseCounts::default();
+    for seed in seeds.iter().take(100) {
+        total += run_seed(*seed, faults).pauses;
+    }
+    println!("pauses of the first 100 seeds: {total:?}");
+    assert!(
+        total.paused > 100
+            && total.resumed > 100
+            && total.resumed_to_cancel > 5
+            && total.journalled_while_paused > 50
+            && total.finished_while_paused > 0
+            && total.refused > 0
+            && total.unknown > 0
+            && total.ignored > 0,
+        "the runs do not exercise pause and resume: {total:?}"
     );
 }
 

@@ -185,7 +185,7 @@ const REGRESSION_RUNS: &[(u64, &str)] = &[
     // materialiser merged the delete's job with one of the next second, so the delete landed
     // with the later stamp and won the tie with the put (`lost-timer-put`). Jobs of
     // different stamps are no longer merged (`MaterialiseJob::merge_by_stamp`).
-    (508935, "all,-blackouts,-corrupt_state"),
+    (508935, "all,-blackouts,-corrupt_state,-pause_resume"),
 ];
 
 /// A seed is a replay: the same seed gives the same run, step for step.
@@ -216,8 +216,9 @@ fn passing_faults_do_happen() {
     // 40 seeds gave fewer than 50 commits during outages; with deferrals and upgrades among
     // the classes (their runs spend more of the outages parked), 60 gave 44; with the
     // trigger workers' and the blackouts' steps among them, 80 gave 45; with corrupt keyed
-    // state dropped by the first batches, 100 gave 49.
-    for seed in 0..120 {
+    // state dropped by the first batches, 100 gave 49; with executions paused (most of the
+    // 120's came from one seed, whose run the pauses changed), 120 gave 50 (160: 189).
+    for seed in 0..160 {
         let r = run_seed(seed, Faults::passing());
         kills += r.stats.crashes;
         exits += r.stats.exits;

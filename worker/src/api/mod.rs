@@ -14,6 +14,7 @@
 //!   name ([`guard`]).
 
 pub mod guard;
+mod routes;
 pub mod stream;
 pub mod ui;
 
@@ -244,6 +245,11 @@ pub fn router(api: Arc<Api>) -> Router {
         .route("/v1/executions/{id}/pause", axum::routing::post(pause))
         .route("/v1/executions/{id}/resume", axum::routing::post(resume))
         .route("/v1/functions", get(functions))
+        .route("/v1/routes", get(routes::list))
+        .route(
+            "/v1/routes/{name}/{action}",
+            axum::routing::post(routes::action),
+        )
         .route("/v1/schedules", get(list_schedules))
         .route("/v1/correlations", get(list_correlations))
         .route(

@@ -15,6 +15,7 @@ mod list;
 mod new;
 mod pause;
 mod replay;
+mod route;
 mod schedule;
 mod security;
 mod serve;
@@ -67,6 +68,9 @@ pub enum Command {
     Pause(pause::PauseArgs),
     /// Resume a paused execution: its run is rebuilt from its history and goes on.
     Resume(pause::PauseArgs),
+    /// Hold or release an activity route's requests: `weir route pause|resume|list`.
+    #[command(subcommand)]
+    Route(route::RouteCommand),
     /// Manage recurring schedules: `weir schedule create|list|pause|resume|delete`.
     #[command(subcommand)]
     Schedule(schedule::ScheduleCommand),
@@ -244,6 +248,7 @@ pub fn main() -> ExitCode {
             Command::Pause(args) => pause::run(args, crate::codec::PauseAction::Pause).await,
             Command::Resume(args) => pause::run(args, crate::codec::PauseAction::Resume).await,
             Command::Schedule(command) => schedule::run(command).await,
+            Command::Route(command) => route::run(command).await,
             Command::Correlation(command) => correlation::run(command).await,
             Command::Status(args) => client::status(args).await,
             Command::History(args) => client::history(args).await,

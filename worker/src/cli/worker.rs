@@ -411,6 +411,9 @@ async fn serve(args: WorkerArgs) -> anyhow::Result<()> {
         let _ = stop.send(true);
     });
 
+    // Paused routes (`weir route pause`), as `weir.control` says: followed for the inline
+    // activities and the activity worker.
+    let controls = crate::kafka::control::follow(&kafka, Arc::clone(&codec), &topology)?;
     let mut tasks = tokio::task::JoinSet::new();
     if let Some(store) = store {
         let worker = WorkflowWorker::new(
@@ -420,7 +423,8 @@ async fn serve(args: WorkerArgs) -> anyhow::Result<()> {
             store,
             Arc::clone(&codec),
             Arc::clone(&metrics),
-        );
+        )
+        .with_controls(controls.clone());
         let stopped = stopped.clone();
         tasks.spawn(async move { worker.run(stopped).await });
     }
@@ -448,7 +452,8 @@ async fn serve(args: WorkerArgs) -> anyhow::Result<()> {
             concurrency: args.activity_concurrency,
             partition_window: args.activity_partition_window,
             unknown_grace: Duration::from_secs(args.unknown_activity_grace_secs),
-        })?;
+        })?
+        .with_controls(controls.clone());
         tasks.spawn(async move { worker.run(stopped).await });
     }
     info!(instance = %instance_id, "worker running");

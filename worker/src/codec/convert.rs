@@ -1071,6 +1071,27 @@ impl AvroRecord for PauseRequest {
     }
 }
 
+impl AvroRecord for weir_core::control::RoutePause {
+    const NAME: &'static str = "RoutePause";
+
+    fn to_avro(&self) -> Result<Value, FieldError> {
+        Ok(record(vec![
+            ("route", string(&self.route)),
+            ("reason", string(&self.reason)),
+            ("paused_at", instant(&self.paused_at)),
+        ]))
+    }
+
+    fn from_avro(value: Value) -> Result<Self, FieldError> {
+        let mut f = Fields::of(value)?;
+        Ok(weir_core::control::RoutePause {
+            route: f.get("route", read_string)?,
+            reason: f.get("reason", read_string)?,
+            paused_at: f.get("paused_at", read_instant)?,
+        })
+    }
+}
+
 fn received_event(event: &ReceivedEvent) -> Value {
     record(vec![
         ("event_id", string(&event.event_id)),

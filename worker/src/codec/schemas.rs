@@ -50,6 +50,7 @@ const CURRENT_FILES: &[(&str, &str, &str)] = &[
     avsc!("ActivityCancel", "activity_cancel.avsc"),
     avsc!("UpgradeRequest", "upgrade_request.avsc"),
     avsc!("PauseRequest", "pause_request.avsc"),
+    avsc!("RoutePause", "route_pause.avsc"),
     avsc!("InboundEvent", "event.avsc"),
     avsc!("CancelRequest", "cancel_request.avsc"),
     avsc!("HistoryRecord", "history_record.avsc"),

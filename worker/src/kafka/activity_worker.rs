@@ -55,6 +55,7 @@ pub use weir_core::activity::{
 };
 
 use weir_core::activity::answer;
+use weir_core::control::Controls;
 use weir_core::wire::{self, NOT_BEFORE_HEADER, RecordType};
 
 use super::activity_tasks::{Source, Tasks};
@@ -100,6 +101,10 @@ pub struct ActivityWorker {
     metrics: Arc<Metrics>,
     /// The producer of the answers (created when the worker runs).
     answers: Option<Answers>,
+    /// The fleet controls the process follows (`weir.control`): paused routes.
+    controls: Option<watch::Receiver<Controls>>,
+    /// The paused routes' topics the core was last told of.
+    paused_told: std::collections::BTreeSet<String>,
 }
 
 impl ActivityWorker {
@@ -120,7 +125,26 @@ impl ActivityWorker {
             codec,
             metrics,
             answers: None,
+            controls: None,
+            paused_told: Default::default(),
         }
+    }
+
+    /// Follows the fleet controls (`weir.control`, [`super::control::follow`]): no attempt of
+    /// a paused route starts, and its partitions are not fetched, until it is resumed.
+    pub fn with_controls(mut self, controls: watch::Receiver<Controls>) -> Self {
+        self.controls = Some(controls);
+        self
+    }
+
+    /// The paused routes' topics, when they differ from what the core was last told.
+    fn paused_topics(&mut self) -> Option<Input<Source>> {
+        let topics = self.controls.as_ref()?.borrow().paused_route_names();
+        if topics == self.paused_told {
+            return None;
+        }
+        self.paused_told = topics.clone();
+        Some(Input::TopicsPaused(topics))
     }
 
     /// Other settings than the defaults.
@@ -194,9 +218,20 @@ impl ActivityWorker {
             };
             let mut inputs = Vec::new();
             let mut polled_any = false;
+            let controls_changed = async {
+                match self.controls.as_mut() {
+                    Some(controls) => {
+                        if controls.changed().await.is_err() {
+                            std::future::pending::<()>().await;
+                        }
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            };
             tokio::select! {
                 biased;
                 _ = shutdown.changed() => break,
+                () = controls_changed => {}
                 Some(done) = done_rx.recv() => inputs.push(tasks.finished(done, &self.metrics)),
                 () = tokio::time::sleep(wait) => {}
                 polled = tokio::time::timeout(TICK, member.consumer.recv()), if reading => match polled {
@@ -278,6 +313,7 @@ impl ActivityWorker {
                     .await?;
                 continue;
             }
+            inputs.extend(self.paused_topics());
             match self.turn(&member, &mut tasks, inputs, now).await {
                 Ok(()) => {}
                 Err(WorkerError::Answers(e)) => {

@@ -7,6 +7,7 @@ pub mod activity_worker;
 pub mod admin;
 pub mod answers;
 pub mod config;
+pub mod control;
 pub mod correlations;
 pub mod dlq;
 pub mod encode;

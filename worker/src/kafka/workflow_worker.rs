@@ -67,9 +67,21 @@ pub struct WorkflowWorker<S: Store> {
     store: Arc<S>,
     codec: Arc<Codec>,
     metrics: Arc<Metrics>,
+    /// The fleet controls the process follows (`weir.control`): a paused route's requests
+    /// are not run inline.
+    controls: Option<tokio::sync::watch::Receiver<weir_core::control::Controls>>,
 }
 
 impl<S: Store + 'static> WorkflowWorker<S> {
+    /// Follows the fleet controls: nothing of a paused route runs inline.
+    pub fn with_controls(
+        mut self,
+        controls: tokio::sync::watch::Receiver<weir_core::control::Controls>,
+    ) -> Self {
+        self.controls = Some(controls);
+        self
+    }
+
     pub fn new(
         config: WorkerConfig,
         topology: Arc<Topology>,
@@ -87,6 +99,7 @@ impl<S: Store + 'static> WorkflowWorker<S> {
             store,
             codec,
             metrics,
+            controls: None,
         }
     }
 
@@ -163,12 +176,26 @@ impl<S: Store + 'static> WorkflowWorker<S> {
                 ),
                 admission_idle: crate::options::ADMISSION_IDLE,
             },
-            WasmInline::new(Arc::clone(&self.host), self.config.inline.clone()),
+            self.inline(),
         );
         driver.run().await?;
         info!(instance = %self.config.instance_id, "workflow worker stopping");
         driver.log().member.consumer.unsubscribe();
         Ok(())
+    }
+}
+
+impl<S: Store> WorkflowWorker<S> {
+    /// The inline seam: the host's inline components, none of a paused route.
+    fn inline(&self) -> WasmInline {
+        let inline = WasmInline::new(Arc::clone(&self.host), self.config.inline.clone());
+        match &self.controls {
+            Some(controls) => inline.with_paused_routes(crate::wasm::inline::PausedRoutes {
+                controls: controls.clone(),
+                topology: Arc::clone(&self.topology),
+            }),
+            None => inline,
+        }
     }
 }
 
@@ -427,7 +454,8 @@ impl KafkaLog {
             | RecordType::CorrelationState
             | RecordType::RememberedEvent
             | RecordType::ActivityRequest
-            | RecordType::ActivityCancel => Err(DecodeError {
+            | RecordType::ActivityCancel
+            | RecordType::RoutePause => Err(DecodeError {
                 record: "record",
                 position: position.clone(),
                 kind: Box::new(DecodeErrorKind::Header {

@@ -66,6 +66,9 @@ impl Route {
 pub struct Topology {
     pub topics: Vec<TopicSpec>,
     pub routes: Vec<Route>,
+    /// The namespace every topic name is prefixed with ([`Topology::with_namespace`]; empty:
+    /// none).
+    pub namespace: String,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -162,6 +165,7 @@ impl Topology {
         let topology = Topology {
             topics,
             routes: routes.routes,
+            namespace: String::new(),
         };
         topology.validate()?;
         Ok(topology)
@@ -266,6 +270,11 @@ impl Topology {
             return Ok(self);
         }
         let rename = |name: &str| namespaced(namespace, name);
+        self.namespace = if self.namespace.is_empty() {
+            namespace.to_owned()
+        } else {
+            rename(&self.namespace)
+        };
         for topic in &mut self.topics {
             topic.name = rename(&topic.name);
         }
@@ -292,6 +301,41 @@ impl Topology {
         self.routes.iter().find(|r| r.interface == interface)
     }
 
+    /// The request topic of the route `name` names — an interface, or a route's topic, with
+    /// or without the deployment's namespace — that Weir's activity workers serve (what
+    /// `weir route pause` pauses: a topic, with every interface routed to it).
+    pub fn served_route_topic(&self, name: &str) -> Result<&str, RouteLookupError> {
+        let bare = namespaced(&self.namespace, name);
+        let named = |r: &&Route| r.interface == name || r.topic == name || r.topic == bare;
+        let route = self
+            .routes
+            .iter()
+            .find(named)
+            .ok_or_else(|| RouteLookupError::Unknown {
+                name: name.to_owned(),
+                known: self.route_topics().join(", "),
+            })?;
+        if self
+            .routes
+            .iter()
+            .any(|r| r.external && r.topic == route.topic)
+        {
+            return Err(RouteLookupError::External {
+                topic: route.topic.clone(),
+            });
+        }
+        Ok(&route.topic)
+    }
+
+    /// The interfaces routed to `topic`.
+    pub fn interfaces_of(&self, topic: &str) -> Vec<&str> {
+        self.routes
+            .iter()
+            .filter(|r| r.topic == topic)
+            .map(|r| r.interface.as_str())
+            .collect()
+    }
+
     /// Every activity request topic (routes may share one), sorted, each once.
     pub fn route_topics(&self) -> Vec<String> {
         let mut topics: Vec<String> = self.routes.iter().map(|r| r.topic.clone()).collect();
@@ -316,6 +360,18 @@ impl Topology {
         topics.dedup();
         topics
     }
+}
+
+/// Why a name names no route that can be paused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RouteLookupError {
+    #[error("no route is named `{name}` (an interface or a request topic; the topics: {known})")]
+    Unknown { name: String, known: String },
+    #[error(
+        "the route topic `{topic}` is served by a service outside Weir: Weir runs none of its \
+         requests, so pausing it here would hold nothing (pause that service instead)"
+    )]
+    External { topic: String },
 }
 
 /// Kafka's own rule for topic names (legal characters and length).
@@ -469,6 +525,10 @@ mod tests {
         name = "d"
         role = "dlq"
         partitions = 1
+        [[topic]]
+        name = "c"
+        role = "control"
+        partitions = 1
     "#;
 
     #[test]
@@ -503,9 +563,48 @@ mod tests {
         .unwrap();
         assert_eq!(t.topic(TopicRole::Submissions).partitions, 3);
         assert_eq!(t.topic(TopicRole::Dlq).partitions, 1);
-        assert_eq!(t.topics.len(), 8);
+        assert_eq!(t.topics.len(), 9);
         assert_eq!(t.route("a:b/c").unwrap().topic, "act.c");
         assert!(t.route("a:b/d").is_none());
+    }
+
+    /// `weir route pause` names a route by an interface or its topic (with or without the
+    /// namespace); a name of no route, or a topic served outside Weir, is refused.
+    #[test]
+    fn a_route_to_pause_is_named_by_interface_or_topic() {
+        let t = parse(
+            MINIMAL,
+            r#"[[route]]
+               interface = "a:b/c"
+               topic = "act.c"
+               [[route]]
+               interface = "a:b/d"
+               topic = "act.c"
+               [[route]]
+               interface = "x:y/z"
+               topic = "act.x"
+               external = true"#,
+        )
+        .unwrap()
+        .with_namespace("ns")
+        .unwrap();
+        for name in ["a:b/c", "a:b/d", "act.c", "ns.act.c"] {
+            assert_eq!(t.served_route_topic(name), Ok("ns.act.c"), "{name}");
+        }
+        assert_eq!(t.interfaces_of("ns.act.c"), ["a:b/c", "a:b/d"]);
+        assert!(matches!(
+            t.served_route_topic("x:y/z"),
+            Err(RouteLookupError::External { topic }) if topic == "ns.act.x"
+        ));
+        for name in ["act", "c", "other.act.c"] {
+            assert!(
+                matches!(
+                    t.served_route_topic(name),
+                    Err(RouteLookupError::Unknown { .. })
+                ),
+                "{name}"
+            );
+        }
     }
 
     #[test]

@@ -35,21 +35,50 @@ pub struct InlineConfig {
     pub budget: Duration,
 }
 
+/// The routes paused now ([`weir_core::control`]) and the topology that routes a function
+/// to its topic: a request of a paused route is not run inline (it goes to its topic, where
+/// the route's activity workers hold it).
+pub struct PausedRoutes {
+    pub controls: tokio::sync::watch::Receiver<weir_core::control::Controls>,
+    pub topology: Arc<crate::topology::Topology>,
+}
+
+impl PausedRoutes {
+    fn holds(&self, ffqn: &Ffqn) -> bool {
+        self.topology
+            .route(ffqn.ifc_fqn())
+            .is_some_and(|route| self.controls.borrow().is_route_paused(&route.topic))
+    }
+}
+
 /// The workflow worker's inline activities: those of `host` whose component is inline.
 pub struct WasmInline {
     host: Arc<WasmHost>,
     config: InlineConfig,
+    paused: Option<PausedRoutes>,
 }
 
 impl WasmInline {
     pub fn new(host: Arc<WasmHost>, config: InlineConfig) -> Self {
-        WasmInline { host, config }
+        WasmInline {
+            host,
+            config,
+            paused: None,
+        }
+    }
+
+    /// Runs nothing inline of the routes `paused` holds.
+    pub fn with_paused_routes(mut self, paused: PausedRoutes) -> Self {
+        self.paused = Some(paused);
+        self
     }
 }
 
 impl InlineActivities for WasmInline {
     fn runs(&self, ffqn: &Ffqn) -> bool {
-        self.config.enabled && self.host.runs_inline(ffqn)
+        self.config.enabled
+            && self.host.runs_inline(ffqn)
+            && !self.paused.as_ref().is_some_and(|p| p.holds(ffqn))
     }
 
     async fn run(

@@ -571,3 +571,45 @@ fn wide_settings() -> ActivitySettings {
         ..config(1, 1).settings
     }
 }
+
+fn paused(topics: &[&str]) -> Input<i64> {
+    Input::TopicsPaused(topics.iter().map(|t| (*t).to_owned()).collect())
+}
+
+/// A paused route (`weir route pause`): its partitions are not fetched and no attempt of it
+/// starts — a running one goes on and answers, a new request and a retry wait — until it is
+/// resumed; then they start and the partition is fetched again from the next record.
+#[test]
+fn a_paused_route_starts_nothing_until_resumed() {
+    run(
+        config(8, 8),
+        vec![
+            (
+                0,
+                req(0, 1, Serve::Wasm(policy(2))),
+                &["start #0 weir.activity.t/0@0 attempt 1 Some(5s)"],
+            ),
+            (1, paused(&[TOPIC]), &["pause weir.activity.t/0"]),
+            // Read before the pause took effect: kept, not started.
+            (2, req(1, 2, wasm()), &[]),
+            // The running attempt fails: its retry waits for the route too.
+            (
+                3,
+                finished(0, trap()),
+                &["commit [] weir.activity.t/0=0 wa1;n=2;o=0:2@1767225600103,1"],
+            ),
+            (200, Input::Tick, &[]),
+            // Another route paused: this one still is.
+            (201, paused(&[TOPIC, "weir.activity.other"]), &[]),
+            (
+                300,
+                paused(&["weir.activity.other"]),
+                &[
+                    "resume weir.activity.t/0 Some(2)",
+                    "start #1 weir.activity.t/0@0 attempt 2 Some(5s)",
+                    "start #2 weir.activity.t/0@1 attempt 1 Some(5s)",
+                ],
+            ),
+        ],
+    );
+}

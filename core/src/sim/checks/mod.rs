@@ -3,6 +3,8 @@
 //! fixed order (the order of the violations it returns); each module holds one concern:
 //!
 //! - `upgrades`: `Upgraded` entries only as requested; [`UpgradeCounts`].
+//! - `pauses`: no step of a paused execution, `Paused` and `Resumed` entries only as
+//!   requested, requests dead-lettered only as the rules say; [`PauseCounts`].
 //! - `history`: each execution's committed history, its store copy and row, its end;
 //!   with `deadlines`, `delays` and `replay` for what else each history must say.
 //! - `results`: each execution answered once per submission, with its expected value.
@@ -24,6 +26,7 @@ mod delays;
 mod events;
 mod history;
 mod outputs;
+mod pauses;
 mod quiescence;
 mod replay;
 mod results;
@@ -36,6 +39,7 @@ mod upgrades;
 use std::collections::{BTreeMap, BTreeSet};
 
 pub use correlation::correlation_at_settle;
+pub use pauses::PauseCounts;
 pub use stubs::{StubExpect, StubModel, StubSeen, StubWriteSeen, WriterSeen, stub_model};
 pub use upgrades::UpgradeCounts;
 
@@ -44,7 +48,7 @@ use crate::records::{HistoryEntry, HistoryRecord};
 
 use super::cluster::{Payload, SimTime, Topic};
 use super::invariant::Invariant;
-use super::sent::{KeyedSend, SimSchedule, Submitted, TriggerSends};
+use super::sent::{KeyedSend, PauseSend, SimSchedule, Submitted, TriggerSends};
 use super::world::World;
 
 /// An invariant that does not hold.
@@ -136,6 +140,8 @@ pub struct Sent<'a> {
     pub schedules: &'a [SimSchedule],
     pub keyed: &'a [KeyedSend],
     pub triggered: &'a TriggerSends,
+    /// Pause and resume requests, in order (`Faults::pause_resume`).
+    pub pauses: &'a [PauseSend],
 }
 
 /// Every invariant, at the end of a run; `settled`: it ended quiescent (if not, that is a
@@ -149,6 +155,7 @@ pub fn check(w: &World, sent: &Sent<'_>, settled: bool) -> Vec<Violation> {
         schedules,
         keyed,
         triggered,
+        pauses,
     } = *sent;
     let mut out = Vec::new();
     let mut add = |invariant: Invariant, detail: String| {
@@ -162,6 +169,7 @@ pub fn check(w: &World, sent: &Sent<'_>, settled: bool) -> Vec<Violation> {
     let logs = committed_histories(w);
 
     upgrades::check_upgrades(&mut add, w, &logs);
+    pauses::check_pauses(&mut add, w, &logs, pauses, settled);
     history::check_histories(&mut add, w, &logs);
     timings::check_timings(&mut add, w, &logs);
     let results = results::check_results(&mut add, w, &logs, submitted, keyed);

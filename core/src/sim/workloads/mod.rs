@@ -10,6 +10,7 @@
 //! - [`schedules`]: schedules created, paused, resumed, recreated, caught up and ended.
 //! - [`stubs`]: stub values written from outside and by `stub-writer`s.
 //! - [`cancels`], [`upgrades`]: cancel and upgrade requests for submitted executions.
+//! - [`pauses`]: pause and resume requests for submitted executions, all resumed at the end.
 //! - [`activity_workers`]: the activity workers' processes and their faults.
 //! - [`triggers`]: the trigger's source writer, and the trigger workers' faults.
 //! - [`corrupt_state`]: records of `weir.state` that do not decode.
@@ -23,6 +24,7 @@ mod correlation;
 mod corrupt_state;
 mod events;
 mod faults;
+mod pauses;
 mod schedules;
 mod stubs;
 mod submissions;
