@@ -25,6 +25,14 @@
 //!   the API: an approval paused and resumed by `POST /v1/executions/{id}/pause|resume` takes
 //!   the event sent while it was paused once resumed; what changes nothing is 200, a finished
 //!   execution 409 `finished`, an unknown one 404.
+//! - Paused routes: the Routes view lists every activity route (its topic, interfaces, who
+//!   serves it, running or paused) with Pause or Resume for those Weir serves and no button
+//!   for an external one. The compute route paused from it, with a reason, is shown paused
+//!   with that reason (as `GET /v1/routes` says), the worker holds it, and an activity it
+//!   routes waits; resumed from it, it is shown running and the activity runs after the
+//!   resume. Through the API: an interface or a bare topic names the route, 409 `external`
+//!   for the tax route, 404 for an unknown name or action, 400 for a bad body, 403 with a
+//!   read token (which the view shows).
 
 use std::time::Duration;
 
@@ -38,6 +46,9 @@ use weir_e2e::{Killed, free_port, unique_name, wait_for, wait_until};
 const CHECKOUT: &str = "weir-examples:workflows/order.checkout";
 const SLEEP_FOR: &str = "weir-examples:workflows/sleepy.sleep-for";
 const AWAIT_APPROVAL: &str = "weir-examples:workflows/approval-event.await-approval";
+const STEPS: &str = "weir-examples:workflows/steps.fibonacci-chain";
+const COMPUTE: &str = "weir-examples:compute/math";
+const TAX: &str = "weir-examples:tax/rates";
 const CHROMIUM: &str = "/usr/bin/chromium";
 const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
 const READ: &str = "ui-read-token-0123456789";
@@ -1066,6 +1077,388 @@ async fn the_ui_and_the_api_pause_and_resume_an_execution() {
         );
     }
 
+    client.close().await.expect("close the browser");
+    let _ = std::fs::remove_dir_all(&profile);
+}
+
+/// What the Routes view shows, one object per row, read in one go.
+const ROUTES_PAGE: &str = r##"
+    return [...document.querySelectorAll("#routes tbody tr")].map((tr) => ({
+      topic: tr.dataset.topic,
+      state: tr.dataset.state,
+      external: tr.dataset.external === "true",
+      badge: (tr.querySelector(".state .badge") || { dataset: {} }).dataset.state || null,
+      interfaces: [...tr.querySelectorAll(".interfaces .ffqn")].map((d) => d.textContent),
+      served: tr.querySelector(".served").textContent,
+      reason: (tr.querySelector(".state .reason") || {}).textContent || null,
+      since: (tr.querySelector(".state .since") || { dataset: {} }).dataset.at || null,
+      buttons: [...tr.querySelectorAll("button")].map((b) => b.textContent),
+    }));
+"##;
+
+/// The row of the Routes view for `topic` (`Null` if none).
+fn route_row<'a>(page: &'a Value, topic: &str) -> &'a Value {
+    page.as_array()
+        .and_then(|rows| rows.iter().find(|row| row["topic"] == topic))
+        .unwrap_or(&Value::Null)
+}
+
+/// `GET /v1/routes` with `token`: the status and the answer's JSON.
+async fn api_routes(base: &str, token: &str) -> (u16, Value) {
+    let response = weir_e2e::http_client()
+        .get(format!("{base}/v1/routes"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .expect("list the routes");
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+/// The route whose topic is `topic`, as `GET /v1/routes` lists it.
+async fn api_route(base: &str, topic: &str) -> Value {
+    let (status, answer) = api_routes(base, READ).await;
+    assert_eq!(status, 200, "{answer}");
+    answer["routes"]
+        .as_array()
+        .expect("routes")
+        .iter()
+        .find(|r| r["topic"] == topic)
+        .unwrap_or_else(|| panic!("{topic} in {answer}"))
+        .clone()
+}
+
+/// `POST /v1/routes/{name}/{action}` (`name` as it goes in the path) with `token` and `body`
+/// (`None`: an empty body, JSON as every write): the status and the answer's JSON.
+async fn post_route(
+    base: &str,
+    token: &str,
+    name: &str,
+    action: &str,
+    body: Option<Value>,
+) -> (u16, Value) {
+    let request = weir_e2e::http_client()
+        .post(format!("{base}/v1/routes/{name}/{action}"))
+        .bearer_auth(token);
+    let request = match body {
+        Some(body) => request.json(&body),
+        None => request.header("Content-Type", "application/json"),
+    };
+    let response = request
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{action} {name}: {e}"));
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+/// Waits until the worker's activity core holds `held` partitions of paused routes (more
+/// than none for `true`, none for `false`).
+fn wait_held(worker: &weir_e2e::deployment::WorkerProcess, held: bool) {
+    wait_until(
+        &format!("the worker to hold paused partitions: {held}"),
+        PAGE_TIMEOUT,
+        || {
+            let count = worker
+                .metrics()?
+                .get("weir_activity_partitions_paused")
+                .copied()?;
+            ((count > 0.0) == held).then_some(())
+        },
+    );
+}
+
+/// Paused routes in the web UI and the API.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_ui_and_the_api_pause_and_resume_a_route() {
+    let deployment = Deployment::new("ui_routes");
+    let worker = deployment.start_worker("w", &[]);
+    let server = deployment.serve_api(READ, ADMIN);
+    let base = server.base.as_str();
+    let compute = deployment
+        .topology
+        .route(COMPUTE)
+        .expect("the compute route")
+        .topic
+        .clone();
+    let tax = deployment
+        .topology
+        .route(TAX)
+        .expect("the tax route")
+        .topic
+        .clone();
+    let profile = std::env::temp_dir().join(unique_name("weir-ui-routes-chromium"));
+    let (_driver, client) = browser(&profile).await;
+    client
+        .goto(&format!("{base}/ui/"))
+        .await
+        .expect("open the UI");
+    type_into(&client, "#token", ADMIN).await;
+    click(&client, "#token-save").await;
+
+    // The view lists what the API lists, in its order, each route running.
+    click(&client, "a[href='#/routes']").await;
+    let (status, listed) = api_routes(base, READ).await;
+    assert_eq!(status, 200, "{listed}");
+    let listed = listed["routes"].as_array().expect("routes").clone();
+    let page = wait_page(&client, "the routes listed", ROUTES_PAGE, |page| {
+        page.as_array()
+            .is_some_and(|rows| rows.len() == listed.len())
+    })
+    .await;
+    let topics = |rows: &[Value]| -> Vec<String> {
+        rows.iter()
+            .map(|r| r["topic"].as_str().expect("topic").to_owned())
+            .collect()
+    };
+    assert_eq!(
+        topics(page.as_array().expect("rows")),
+        topics(&listed),
+        "{page}"
+    );
+    for (row, route) in page.as_array().expect("rows").iter().zip(&listed) {
+        assert_eq!(row["interfaces"], route["interfaces"], "{row} {route}");
+        assert_eq!(row["external"], route["external"], "{row} {route}");
+        assert_eq!(route["paused"], Value::Null, "{route}");
+        assert_eq!(
+            (&row["state"], &row["badge"]),
+            (&json!("running"), &json!("running")),
+            "{row}"
+        );
+    }
+    let row = route_row(&page, &compute);
+    assert_eq!(row["interfaces"], json!([COMPUTE]), "{row}");
+    assert_eq!(row["served"], "Weir", "{row}");
+    assert_eq!(row["buttons"], json!(["Pause"]), "{row}");
+    let row = route_row(&page, &tax);
+    assert_eq!(row["external"], true, "{row}");
+    assert_eq!(row["interfaces"], json!([TAX]), "{row}");
+    assert_eq!(row["served"], "a service outside Weir", "{row}");
+    assert_eq!(
+        row["buttons"],
+        json!([]),
+        "no button for an external route: {row}"
+    );
+    let shop = deployment
+        .topology
+        .route("weir-examples:shop/payment")
+        .expect("the shop route")
+        .topic
+        .clone();
+    assert_eq!(
+        route_row(&page, &shop)["interfaces"]
+            .as_array()
+            .map(Vec::len),
+        Some(3),
+        "the shop topic's three interfaces: {page}"
+    );
+
+    // Paused from the view, with a reason: shown paused with it and since when, as the API
+    // lists it; the worker holds the route's partitions.
+    let reason = "the math service is down (ui test)";
+    let before = chrono::Utc::now();
+    click(
+        &client,
+        &format!("#routes tr[data-topic='{compute}'] button.route-pause"),
+    )
+    .await;
+    client
+        .send_alert_text(reason)
+        .await
+        .expect("type the reason");
+    client.accept_alert().await.expect("confirm the pause");
+    let page = wait_page(
+        &client,
+        "the compute route shown paused",
+        ROUTES_PAGE,
+        |page| route_row(page, &compute)["state"] == "paused",
+    )
+    .await;
+    let row = route_row(&page, &compute);
+    assert_eq!(row["badge"], "paused", "{row}");
+    assert_eq!(row["reason"], reason, "{row}");
+    assert_eq!(row["buttons"], json!(["Resume"]), "{row}");
+    let route = api_route(base, &compute).await;
+    assert_eq!(route["paused"]["reason"], reason, "{route}");
+    let paused_at = |v: &Value| {
+        chrono::DateTime::parse_from_rfc3339(v.as_str().expect("a time")).expect("RFC 3339")
+    };
+    assert_eq!(
+        paused_at(&row["since"]),
+        paused_at(&route["paused"]["paused_at"]),
+        "{row} {route}"
+    );
+    assert!(paused_at(&row["since"]) >= before, "{row}");
+    // The view says so once the server showed it.
+    wait_page(
+        &client,
+        "the pause confirmed",
+        r##"return document.querySelector("#notice").textContent;"##,
+        |notice| {
+            notice
+                .as_str()
+                .is_some_and(|n| n.contains(&format!("{compute} paused")))
+        },
+    )
+    .await;
+    // The other routes run on.
+    let others = page
+        .as_array()
+        .expect("rows")
+        .iter()
+        .filter(|r| r["topic"] != compute.as_str() && r["state"] != "running")
+        .count();
+    assert_eq!(others, 0, "{page}");
+    wait_held(&worker, true);
+
+    // An activity of the paused route is requested and not answered.
+    let id = submit_through_api(base, STEPS, json!([10, 2])).await;
+    let entries = wait_for("the first activity requested", PAGE_TIMEOUT, || async {
+        // Not in the store until a worker took it and the materialiser wrote it: 404 so far.
+        api_execution(base, &id).await?;
+        let entries = api_history(base, &id).await;
+        entries
+            .iter()
+            .any(|e| e["entry"]["event"]["request"]["type"] == "child_execution_request")
+            .then_some(entries)
+    })
+    .await;
+    assert!(
+        !kinds(&entries).contains(&"response"),
+        "nothing answered while the route is paused: {entries:?}"
+    );
+
+    // Resumed from the view: shown running, as the API lists it; the worker holds nothing,
+    // and the activity runs after the resume.
+    let resumed_at = chrono::Utc::now();
+    click(
+        &client,
+        &format!("#routes tr[data-topic='{compute}'] button.route-resume"),
+    )
+    .await;
+    client.accept_alert().await.expect("confirm the resume");
+    let page = wait_page(
+        &client,
+        "the compute route shown running",
+        ROUTES_PAGE,
+        |page| route_row(page, &compute)["state"] == "running",
+    )
+    .await;
+    let row = route_row(&page, &compute);
+    assert_eq!(
+        (&row["reason"], &row["since"], &row["buttons"]),
+        (&Value::Null, &Value::Null, &json!(["Pause"])),
+        "{row}"
+    );
+    assert_eq!(api_route(base, &compute).await["paused"], Value::Null);
+    wait_held(&worker, false);
+    let finished = wait_state(base, &id, "finished").await;
+    assert!(finished["result"].get("ok").is_some(), "{finished}");
+    let entries = api_history(base, &id).await;
+    let ran: Vec<&Value> = entries
+        .iter()
+        .filter(|e| e["entry"]["response"]["type"] == "child_execution_finished")
+        .map(|e| &e["entry"]["response"]["ran"]["started_at"])
+        .collect();
+    assert!(!ran.is_empty(), "{entries:?}");
+    for started in ran {
+        let started = paused_at(started);
+        assert!(
+            started >= resumed_at,
+            "an attempt started at {started} before the resume at {resumed_at}"
+        );
+    }
+
+    // Through the API. An interface (its `/` encoded) names the route; an empty body is fine.
+    let (status, answer) =
+        post_route(base, ADMIN, "weir-examples:compute%2Fmath", "pause", None).await;
+    assert_eq!(status, 202, "{answer}");
+    assert_eq!(answer, json!({"topic": compute, "paused": true}));
+    let route = api_route(base, &compute).await;
+    assert_eq!(
+        route["paused"]["reason"], "paused through the HTTP API",
+        "{route}"
+    );
+    // The view shows what another client did once it reads the routes again.
+    click(&client, "#routes-reload").await;
+    wait_page(&client, "the API's pause shown", ROUTES_PAGE, |page| {
+        route_row(page, &compute)["reason"] == "paused through the HTTP API"
+    })
+    .await;
+    // The topic without the deployment's namespace names it too.
+    let (status, answer) = post_route(
+        base,
+        ADMIN,
+        "weir.activity.compute",
+        "resume",
+        Some(json!({"reason": "back"})),
+    )
+    .await;
+    assert_eq!(status, 202, "{answer}");
+    assert_eq!(answer, json!({"topic": compute, "paused": false}));
+    assert_eq!(api_route(base, &compute).await["paused"], Value::Null);
+    // Refused: a route served outside Weir (by interface or topic), a name of no route, an
+    // action of none, a body with a field it does not know, a read token.
+    for name in ["weir-examples:tax%2Frates", tax.as_str()] {
+        for action in ["pause", "resume"] {
+            let (status, answer) = post_route(base, ADMIN, name, action, None).await;
+            assert_eq!(
+                (status, &answer["error"]["code"]),
+                (409, &json!("external")),
+                "{action} {name}: {answer}"
+            );
+        }
+    }
+    let (status, answer) = post_route(base, ADMIN, "no-such%3Aroute%2Fx", "pause", None).await;
+    assert_eq!(
+        (status, &answer["error"]["code"]),
+        (404, &json!("not_found")),
+        "{answer}"
+    );
+    let (status, answer) = post_route(base, ADMIN, &compute, "halt", None).await;
+    assert_eq!(
+        (status, &answer["error"]["code"]),
+        (404, &json!("not_found")),
+        "{answer}"
+    );
+    let (status, answer) =
+        post_route(base, ADMIN, &compute, "pause", Some(json!({"why": "x"}))).await;
+    assert_eq!(
+        (status, &answer["error"]["code"]),
+        (400, &json!("bad_request")),
+        "{answer}"
+    );
+    for action in ["pause", "resume"] {
+        let (status, answer) = post_route(base, READ, &compute, action, None).await;
+        assert_eq!(
+            (status, &answer["error"]["code"]),
+            (403, &json!("forbidden")),
+            "{action}: {answer}"
+        );
+    }
+    assert_eq!(api_route(base, &tax).await["paused"], Value::Null);
+    assert_eq!(api_route(base, &compute).await["paused"], Value::Null);
+
+    // With a read token the view lists the routes, and a pause from it is refused with why.
+    type_into(&client, "#token", READ).await;
+    click(&client, "#token-save").await;
+    click(
+        &client,
+        &format!("#routes tr[data-topic='{compute}'] button.route-pause"),
+    )
+    .await;
+    client.accept_alert().await.expect("confirm the pause");
+    wait_page(
+        &client,
+        "the refusal shown",
+        r##"const n = document.querySelector("#notice"); return n.className + " " + n.textContent;"##,
+        |notice| notice.as_str().is_some_and(|n| n.starts_with("error") && n.contains("admin token")),
+    )
+    .await;
+    assert_eq!(api_route(base, &compute).await["paused"], Value::Null);
+
+    let shot = client.screenshot().await.expect("screenshot");
+    std::fs::write(deployment.logs().join("ui-routes.png"), shot).expect("save screenshot");
     client.close().await.expect("close the browser");
     let _ = std::fs::remove_dir_all(&profile);
 }

@@ -5,6 +5,9 @@
 //                          rendered from the execution's event stream, never polled), and
 //                          what can be done to it: pause, resume, cancel, terminate, send an event
 //   #/submit               a form that submits an execution
+//   #/routes               the activity routes, each running or paused, with Pause and Resume
+//                          for those Weir serves (read once, and again after an action until
+//                          the server shows it: never polled otherwise)
 // The API token (if the server asks for one) is kept in sessionStorage, for this tab only.
 "use strict";
 
@@ -832,6 +835,102 @@ function submitView() {
   });
 }
 
+// ------------------------------------------------------------------ routes
+
+// How long, at most, the view reads the routes again after a pause or a resume for the
+// server to show it (it takes effect in about a second: the switch is on weir.control).
+const ROUTE_SETTLE_MS = 15_000;
+
+// One route's row: its topic, interfaces, who serves it, whether it is paused (why, since
+// when), and the button that fits (none for a route served outside Weir: Weir runs none of
+// its requests, so there is nothing here to hold).
+function routeRow(r, act) {
+  const state = r.paused ? "paused" : "running";
+  let button = null;
+  if (!r.external) {
+    button = r.paused
+      ? el("button", { type: "button", class: "route-resume", onclick: () => act(r, false) }, "Resume")
+      : el("button", { type: "button", class: "route-pause", onclick: () => act(r, true) }, "Pause");
+  }
+  return el("tr", { "data-topic": r.topic, "data-state": state, "data-external": String(r.external) },
+    el("td", { class: "topic" }, el("code", {}, r.topic)),
+    el("td", { class: "interfaces" }, r.interfaces.map((i) => el("div", { class: "ffqn" }, i))),
+    el("td", { class: "served" }, r.external ? "a service outside Weir" : "Weir"),
+    el("td", { class: "state" }, badge(state),
+      r.paused ? el("div", { class: "reason" }, r.paused.reason) : null,
+      r.paused ? el("div", { class: "since id", "data-at": r.paused.paused_at },
+        `since ${clock(time(r.paused.paused_at))}`) : null),
+    el("td", { class: "act" }, button));
+}
+
+function routesView() {
+  stopLive();
+  const mine = { timer: null };
+  live = mine;
+  const view = document.getElementById("view");
+  const table = el("table", { id: "routes" },
+    el("thead", {}, el("tr", {},
+      ["Topic", "Interfaces", "Served by", "State", ""].map((h) => el("th", {}, h)))),
+    el("tbody", {}));
+  const reload = el("button", { id: "routes-reload", type: "button" }, "Reload");
+  view.replaceChildren(
+    el("h1", {}, "Routes"),
+    el("p", { class: "id" },
+      "A paused route starts no attempt of its activities (attempts already running go on); " +
+      "its requests wait in Kafka and run once it is resumed. Pausing and resuming needs an admin token."),
+    el("div", { class: "actions" }, reload),
+    table);
+  // Shows the routes as the server has them now; the list.
+  const load = async () => {
+    const { routes } = await api("/routes");
+    if (live === mine) table.tBodies[0].replaceChildren(...routes.map((r) => routeRow(r, act)));
+    return routes;
+  };
+  // Waits `ms`, unless the view is left meanwhile (then never: what waits is dropped).
+  const delay = (ms) => new Promise((resolve) => { mine.timer = setTimeout(resolve, ms); });
+  // Reads the routes again until `topic` shows `paused` (or not), for a bounded time: a
+  // short interval at first, longer after.
+  const settle = async (topic, paused) => {
+    const until = Date.now() + ROUTE_SETTLE_MS;
+    for (let wait = 100; live === mine; wait = Math.min(1000, wait * 2)) {
+      const route = (await load()).find((r) => r.topic === topic);
+      if (route && Boolean(route.paused) === paused) return true;
+      if (Date.now() >= until) return false;
+      await delay(wait);
+    }
+    return false;
+  };
+  const act = async (r, pausing) => {
+    let body;
+    if (pausing) {
+      const reason = window.prompt(
+        `Pause ${r.topic}: no attempt of ${r.interfaces.join(", ")} starts until it is resumed ` +
+        "(attempts already running go on); its requests wait in Kafka. Why?",
+        "paused from the web UI");
+      if (reason === null) return;
+      body = { reason: reason.trim() || "paused from the web UI" };
+    } else if (!window.confirm(`Resume ${r.topic}: the requests that waited run. Go on?`)) {
+      return;
+    }
+    try {
+      const answer = await api(`/routes/${encodeURIComponent(r.topic)}/${pausing ? "pause" : "resume"}`,
+        { method: "POST", body });
+      notice(`${pausing ? "pause" : "resume"} of ${answer.topic} sent: waiting for the server to show it…`);
+      if (await settle(answer.topic, pausing)) {
+        notice(`${answer.topic} ${pausing ? "paused" : "resumed"} (every worker follows within about a second)`);
+      }
+      else if (live === mine) notice(`${answer.topic}: the server does not show it ${pausing ? "paused" : "resumed"} yet; reload to see`, "error");
+    } catch (error) {
+      notice(explain(error), "error");
+    }
+  };
+  reload.addEventListener("click", () => {
+    notice("");
+    load().catch((e) => notice(explain(e), "error"));
+  });
+  load().catch((e) => notice(explain(e), "error"));
+}
+
 // ------------------------------------------------------------------ routing
 
 function route() {
@@ -841,6 +940,7 @@ function route() {
   const execution = path.match(/^\/executions\/(.+)$/);
   if (execution) executionView(decodeURIComponent(execution[1]));
   else if (path === "/submit") submitView();
+  else if (path === "/routes") routesView();
   else listView(new URLSearchParams(query || ""));
 }
 
