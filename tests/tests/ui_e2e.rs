@@ -1301,6 +1301,8 @@ async fn the_ui_and_the_api_pause_and_resume_a_route() {
         },
     )
     .await;
+    let shot = client.screenshot().await.expect("screenshot");
+    std::fs::write(deployment.logs().join("ui-routes-paused.png"), shot).expect("save screenshot");
     // The other routes run on.
     let others = page
         .as_array()

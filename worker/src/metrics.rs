@@ -237,6 +237,10 @@ pub struct Metrics {
     pub events_early: Counter,
     /// Cancellations kept for an execution that did not exist yet: `weir_cancels_early_total`.
     pub cancels_early: Counter,
+    /// Executions paused and resumed (`weir pause`, `weir resume`, a cancellation of a paused
+    /// execution): `weir_executions_paused_total`, `weir_executions_resumed_total`.
+    pub executions_paused: Counter,
+    pub executions_resumed: Counter,
     /// Records of `weir.state` that did not decode, found at a take-over (and dropped by its
     /// first batch): `weir_state_corrupt_dropped_total`.
     pub state_corrupt_dropped: Counter,
@@ -394,6 +398,16 @@ impl Metrics {
             "cancels_early_total",
             "Cancellations kept for an execution that did not exist yet, to wait for its submission.",
             self.cancels_early.get(),
+        );
+        counter(
+            "executions_paused_total",
+            "Executions paused (weir pause): they run no code until resumed.",
+            self.executions_paused.get(),
+        );
+        counter(
+            "executions_resumed_total",
+            "Executions resumed (weir resume, or a cancellation of a paused execution).",
+            self.executions_resumed.get(),
         );
         counter(
             "state_corrupt_dropped_total",

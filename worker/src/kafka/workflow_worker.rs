@@ -829,6 +829,10 @@ impl Log for KafkaLog {
             .add(now.events_early.saturating_sub(last.events_early));
         m.cancels_early
             .add(now.cancels_early.saturating_sub(last.cancels_early));
+        m.executions_paused
+            .add(now.paused.saturating_sub(last.paused));
+        m.executions_resumed
+            .add(now.resumed.saturating_sub(last.resumed));
         m.keyed_events_returned.add(
             now.keyed_events_returned
                 .saturating_sub(last.keyed_events_returned),

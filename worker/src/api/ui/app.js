@@ -875,7 +875,7 @@ function routesView() {
   const reload = el("button", { id: "routes-reload", type: "button" }, "Reload");
   view.replaceChildren(
     el("h1", {}, "Routes"),
-    el("p", { class: "id" },
+    el("p", { class: "hint" },
       "A paused route starts no attempt of its activities (attempts already running go on); " +
       "its requests wait in Kafka and run once it is resumed. Pausing and resuming needs an admin token."),
     el("div", { class: "actions" }, reload),
