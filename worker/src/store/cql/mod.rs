@@ -15,6 +15,7 @@ use scylla::serialize::row::SerializeRow;
 use scylla::statement::batch::{Batch, BatchType};
 use scylla::statement::prepared::PreparedStatement;
 
+use self::statements::Statements;
 use super::rows::{
     Checkpoint, DroppedTimerBucket, ExecutionRow, HistoryRow, TimerRow, TimerWatermark, WriteStamp,
 };
@@ -23,6 +24,9 @@ use super::{ComponentBuild, Retention, Store, StoreError, buckets_between, timer
 use crate::model::ids::ExecutionId;
 
 /// Rows per page when reading a history or a timer bucket.
+mod builds;
+mod statements;
+
 const PAGE_SIZE: i32 = 1000;
 
 /// Record bytes per request when materialising. One request's rows of an execution are one
@@ -39,33 +43,6 @@ const TIMER_BUCKETS_IN_FLIGHT: usize = 32;
 /// Checkpoints per unlogged batch: Cassandra warns about unlogged batches over more than ten
 /// partitions (`unlogged_batch_across_partitions_warn_threshold`).
 const CHECKPOINTS_PER_BATCH: usize = 10;
-
-struct Statements {
-    insert_history: PreparedStatement,
-    select_history: PreparedStatement,
-    select_history_after: PreparedStatement,
-    insert_execution: PreparedStatement,
-    select_execution: PreparedStatement,
-    insert_timer: PreparedStatement,
-    delete_timer: PreparedStatement,
-    drop_timer_bucket: PreparedStatement,
-    select_timers: PreparedStatement,
-    insert_checkpoint: PreparedStatement,
-    select_checkpoint: PreparedStatement,
-    insert_watermark: PreparedStatement,
-    select_watermark: PreparedStatement,
-    insert_by_function: PreparedStatement,
-    insert_by_parent: PreparedStatement,
-    select_by_function: PreparedStatement,
-    select_by_parent: PreparedStatement,
-    select_by_parent_after: PreparedStatement,
-    insert_function: PreparedStatement,
-    select_functions: PreparedStatement,
-    insert_build_chunk: PreparedStatement,
-    insert_build_header: PreparedStatement,
-    select_build_header: PreparedStatement,
-    select_build_chunk: PreparedStatement,
-}
 
 /// The real store. Cheap to clone: clones share the session and the prepared statements.
 #[derive(Clone)]
@@ -385,146 +362,7 @@ impl CqlStore {
     /// Prepares every statement against `keyspace` (whose tables `topology apply` created).
     pub async fn new(session: Arc<Session>, keyspace: &str) -> Result<Self, StoreError> {
         validate_keyspace(keyspace)?;
-        let prepare = |cql: String| {
-            let session = Arc::clone(&session);
-            async move {
-                let mut statement =
-                    session
-                        .prepare(cql.clone())
-                        .await
-                        .map_err(|e| StoreError::Result {
-                            context: format!("prepare `{cql}`"),
-                            reason: e.to_string(),
-                        })?;
-                statement.set_page_size(PAGE_SIZE);
-                Ok::<_, StoreError>(statement)
-            }
-        };
-        let ks = keyspace;
-        let statements = Statements {
-            insert_history: prepare(format!(
-                "INSERT INTO {ks}.history (execution_id, seq, kind, record, kafka_partition, \
-                 kafka_offset, recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?) USING TTL ?"
-            ))
-            .await?,
-            select_history: prepare(format!(
-                "SELECT seq, kind, record, kafka_partition, kafka_offset, recorded_at \
-                 FROM {ks}.history WHERE execution_id = ?"
-            ))
-            .await?,
-            select_history_after: prepare(format!(
-                "SELECT seq, kind, record, kafka_partition, kafka_offset, recorded_at \
-                 FROM {ks}.history WHERE execution_id = ? AND seq > ? LIMIT ?"
-            ))
-            .await?,
-            insert_execution: prepare(format!(
-                "INSERT INTO {ks}.executions (execution_id, ffqn, parent_id, params, state, result, \
-                 history_version, kafka_partition, created_at, updated_at, finished_at) \
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) USING TIMESTAMP ? AND TTL ?"
-            ))
-            .await?,
-            select_execution: prepare(format!(
-                "SELECT ffqn, parent_id, params, state, result, history_version, kafka_partition, \
-                 created_at, updated_at, finished_at FROM {ks}.executions WHERE execution_id = ?"
-            ))
-            .await?,
-            insert_timer: prepare(format!(
-                "INSERT INTO {ks}.timers (kafka_partition, time_bucket, due_at, timer_id, \
-                 execution_id, kind) VALUES (?, ?, ?, ?, ?, ?) USING TIMESTAMP ?"
-            ))
-            .await?,
-            delete_timer: prepare(format!(
-                "DELETE FROM {ks}.timers USING TIMESTAMP ? WHERE kafka_partition = ? \
-                 AND time_bucket = ? \
-                 AND due_at = ? AND timer_id = ?"
-            ))
-            .await?,
-            drop_timer_bucket: prepare(format!(
-                "DELETE FROM {ks}.timers USING TIMESTAMP ? WHERE kafka_partition = ? \
-                 AND time_bucket = ?"
-            ))
-            .await?,
-            select_timers: prepare(format!(
-                "SELECT due_at, timer_id, execution_id, kind FROM {ks}.timers \
-                 WHERE kafka_partition = ? AND time_bucket = ? AND due_at >= ? AND due_at < ?"
-            ))
-            .await?,
-            insert_checkpoint: prepare(format!(
-                "INSERT INTO {ks}.checkpoints (topic, kafka_partition, materialised_offset, owner, \
-                 updated_at) VALUES (?, ?, ?, ?, ?) USING TIMESTAMP ?"
-            ))
-            .await?,
-            select_checkpoint: prepare(format!(
-                "SELECT materialised_offset, owner, updated_at FROM {ks}.checkpoints \
-                 WHERE topic = ? AND kafka_partition = ?"
-            ))
-            .await?,
-            insert_watermark: prepare(format!(
-                "INSERT INTO {ks}.timer_watermarks (kafka_partition, fired_before, owner, \
-                 updated_at) VALUES (?, ?, ?, ?) USING TIMESTAMP ?"
-            ))
-            .await?,
-            select_watermark: prepare(format!(
-                "SELECT fired_before, owner, updated_at FROM {ks}.timer_watermarks \
-                 WHERE kafka_partition = ?"
-            ))
-            .await?,
-            insert_by_function: prepare(format!(
-                "INSERT INTO {ks}.executions_by_function (ffqn, created_day, created_at, \
-                 execution_id, parent_id, state, outcome, finished_at) \
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?) USING TIMESTAMP ? AND TTL ?"
-            ))
-            .await?,
-            insert_by_parent: prepare(format!(
-                "INSERT INTO {ks}.executions_by_parent (parent_id, created_at, execution_id, \
-                 ffqn, state, outcome, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?) \
-                 USING TIMESTAMP ? AND TTL ?"
-            ))
-            .await?,
-            select_by_function: prepare(format!(
-                "SELECT created_at, execution_id, parent_id, state, outcome, finished_at \
-                 FROM {ks}.executions_by_function WHERE ffqn = ? AND created_day = ? \
-                 AND created_at >= ? AND created_at <= ?"
-            ))
-            .await?,
-            select_by_parent: prepare(format!(
-                "SELECT created_at, execution_id, ffqn, state, outcome, finished_at \
-                 FROM {ks}.executions_by_parent WHERE parent_id = ?"
-            ))
-            .await?,
-            select_by_parent_after: prepare(format!(
-                "SELECT created_at, execution_id, ffqn, state, outcome, finished_at \
-                 FROM {ks}.executions_by_parent WHERE parent_id = ? \
-                 AND (created_at, execution_id) < (?, ?)"
-            ))
-            .await?,
-            insert_function: prepare(format!(
-                "INSERT INTO {ks}.functions (catalogue, ffqn) VALUES (?, ?)"
-            ))
-            .await?,
-            select_functions: prepare(format!(
-                "SELECT ffqn FROM {ks}.functions WHERE catalogue = ?"
-            ))
-            .await?,
-            insert_build_chunk: prepare(format!(
-                "INSERT INTO {ks}.component_builds (digest, chunk, bytes) VALUES (?, ?, ?)"
-            ))
-            .await?,
-            insert_build_header: prepare(format!(
-                "INSERT INTO {ks}.component_builds (digest, name, size, chunks, registered_at) \
-                 VALUES (?, ?, ?, ?, ?)"
-            ))
-            .await?,
-            select_build_header: prepare(format!(
-                "SELECT name, size, chunks, registered_at FROM {ks}.component_builds \
-                 WHERE digest = ? LIMIT 1"
-            ))
-            .await?,
-            select_build_chunk: prepare(format!(
-                "SELECT bytes FROM {ks}.component_builds WHERE digest = ? AND chunk = ?"
-            ))
-            .await?,
-        };
+        let statements = Statements::prepare(&session, keyspace).await?;
         Ok(CqlStore {
             session,
             statements: Arc::new(statements),
@@ -608,122 +446,15 @@ impl CqlStore {
             )
             .collect()
     }
-
-    /// The header of the build under `digest`: its name, size, chunk count and time, once
-    /// every chunk is written (the header is written last).
-    async fn build_header(
-        &self,
-        digest: &str,
-    ) -> Result<Option<(String, i64, i32, DateTime<Utc>)>, StoreError> {
-        let context = format!("read the header of component build {digest}");
-        let result = self
-            .session
-            .execute_unpaged(&self.statements.select_build_header, (digest,))
-            .await
-            .map_err(execute_error(context.clone()))?;
-        let rows = result
-            .into_rows_result()
-            .map_err(|e| result_error(&context, e))?;
-        type Header = (
-            Option<String>,
-            Option<i64>,
-            Option<i32>,
-            Option<DateTime<Utc>>,
-        );
-        Ok(
-            match rows
-                .maybe_first_row::<Header>()
-                .map_err(|e| result_error(&context, e))?
-            {
-                Some((Some(name), Some(size), Some(chunks), Some(at))) => {
-                    Some((name, size, chunks, at))
-                }
-                _ => None,
-            },
-        )
-    }
 }
 
 impl Store for CqlStore {
     async fn put_component_build(&self, build: &ComponentBuild) -> Result<(), StoreError> {
-        let digest = build.digest.as_str();
-        let chunks: Vec<&[u8]> = if build.bytes.is_empty() {
-            vec![&[]]
-        } else {
-            build.bytes.chunks(super::COMPONENT_CHUNK_BYTES).collect()
-        };
-        for (i, chunk) in chunks.iter().enumerate() {
-            let index = i32::try_from(i).map_err(|_| StoreError::Result {
-                context: format!("write component build {digest}"),
-                reason: format!("{} bytes is too large to store", build.bytes.len()),
-            })?;
-            self.session
-                .execute_unpaged(&self.statements.insert_build_chunk, (digest, index, *chunk))
-                .await
-                .map_err(execute_error(format!(
-                    "write chunk {index} of component build {digest} (`{}`)",
-                    build.name
-                )))?;
-        }
-        let size = i64::try_from(build.bytes.len()).unwrap_or(i64::MAX);
-        let count = i32::try_from(chunks.len()).unwrap_or(i32::MAX);
-        self.session
-            .execute_unpaged(
-                &self.statements.insert_build_header,
-                (
-                    digest,
-                    build.name.as_str(),
-                    size,
-                    count,
-                    build.registered_at,
-                ),
-            )
-            .await
-            .map_err(execute_error(format!(
-                "write the header of component build {digest} (`{}`)",
-                build.name
-            )))?;
-        Ok(())
+        self.write_build(build).await
     }
 
     async fn component_build(&self, digest: &str) -> Result<Option<ComponentBuild>, StoreError> {
-        let Some((name, size, chunks, registered_at)) = self.build_header(digest).await? else {
-            return Ok(None);
-        };
-        let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
-        for chunk in 0..chunks {
-            let context = format!("read chunk {chunk} of component build {digest}");
-            let result = self
-                .session
-                .execute_unpaged(&self.statements.select_build_chunk, (digest, chunk))
-                .await
-                .map_err(execute_error(context.clone()))?;
-            let rows = result
-                .into_rows_result()
-                .map_err(|e| result_error(&context, e))?;
-            let Some((Some(part),)) = rows
-                .maybe_first_row::<(Option<Vec<u8>>,)>()
-                .map_err(|e| result_error(&context, e))?
-            else {
-                return Err(StoreError::Result {
-                    context,
-                    reason: format!("the header counts {chunks} chunks; this one is missing"),
-                });
-            };
-            bytes.extend_from_slice(&part);
-        }
-        if i64::try_from(bytes.len()).ok() != Some(size) {
-            return Err(StoreError::Result {
-                context: format!("read component build {digest}"),
-                reason: format!("{} bytes read, the header says {size}", bytes.len()),
-            });
-        }
-        Ok(Some(ComponentBuild {
-            digest: digest.to_owned(),
-            name,
-            bytes,
-            registered_at,
-        }))
+        self.read_build(digest).await
     }
 
     async fn has_component_build(&self, digest: &str) -> Result<bool, StoreError> {
