@@ -241,8 +241,10 @@ pub enum Input<S> {
     /// The request topics of the routes an operator paused (`weir route pause`, read from
     /// `weir.control`: [`crate::control`]), the whole set each time. No attempt of a paused
     /// route's request starts (attempts running go on; retries and new requests wait) and its
-    /// partitions are not fetched, so its requests wait in Kafka; deadlines, unknown
-    /// functions and external routes' checks are answered as always.
+    /// partitions are not fetched (from a take-over on too), so its requests wait in Kafka;
+    /// the requests already read have their deadlines, unknown functions and external checks
+    /// answered as always, the others once they are read after the resume. (An external
+    /// route's topic listed here is not fetched either; `weir route pause` refuses one.)
     TopicsPaused(std::collections::BTreeSet<String>),
     /// Commit what is finished now, whatever the interval (the worker leaves or stops);
     /// with `interrupt`, running attempts are aborted first (their requests run again at the

@@ -91,6 +91,8 @@ impl<S: Clone> ActivityCore<S> {
             Input::Assigned(assigned) => {
                 self.revoke(&mut fx);
                 self.assign(assigned, &mut fx);
+                // A paused route's partitions are not fetched from the take-over on.
+                self.flow_control(&mut fx);
             }
             Input::Revoked => self.revoke(&mut fx),
             Input::Record(record) => self.on_record(record, now, &mut fx),

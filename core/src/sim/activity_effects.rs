@@ -73,6 +73,9 @@ impl World {
                     offset,
                     ..
                 } => {
+                    if self.route_told_paused(pid, &partition.topic) {
+                        self.routes.log.external_while_paused += 1;
+                    }
                     let latency = self.rng.range(0, 300) as i64;
                     self.act_procs_mut(pid).running.insert(
                         id,
@@ -128,8 +131,13 @@ impl World {
                 parent,
                 ffqn,
                 response,
-                ..
+                source,
             } => {
+                if source.topic == Topic::External
+                    && self.route_told_paused(pid, Topic::External.name())
+                {
+                    self.routes.log.external_while_paused += 1;
+                }
                 // Routed by the wire table and held to the answers' size gate, as the Kafka
                 // activity worker routes and gates it.
                 let address = wire::answer(parent);

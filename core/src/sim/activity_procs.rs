@@ -136,9 +136,15 @@ impl World {
         }
         let mut inputs = self.act_finished(pid);
         inputs.extend(self.act_fetch(pid));
+        // The paused routes, when they changed: after the turn's records, as production's
+        // loop adds them (`routes.rs`).
+        inputs.extend(self.act_controls(pid));
         inputs.push(Input::Tick);
         for input in inputs {
             let record = matches!(input, Input::Record(_));
+            if let Input::TopicsPaused(topics) = &input {
+                self.route_told(pid, topics);
+            }
             let Some(p) = self.act.procs.get_mut(&pid) else {
                 return;
             };
@@ -350,6 +356,15 @@ impl World {
                     .read_committed(topic, partition, position, want - inputs.len());
             let records: Vec<_> = records.into_iter().cloned().collect();
             for r in records {
+                if let Some(Payload::Activity(request)) = &r.payload {
+                    let seq = self.act.log.next();
+                    self.routes.log.fetched.push(crate::sim::routes::Fetched {
+                        seq,
+                        pid,
+                        child: request.execution_id.clone(),
+                        topic,
+                    });
+                }
                 let body = self.act_body(topic, partition, r.offset, r.payload.as_ref());
                 inputs.push(Input::Record(Record {
                     partition: key_of(topic, partition),

@@ -161,6 +161,9 @@ pub enum Payload {
     /// A request to pause or resume an execution (`weir pause`, `weir resume`), on
     /// `weir.responses`.
     Pause(crate::records::PauseRequest),
+    /// A paused route on `weir.control`, keyed `route:<request topic>` (`None`: a tombstone,
+    /// resumed; `Faults::route_pauses`).
+    RoutePause(Option<crate::control::RoutePause>),
     /// A parent closed the join set of an unawaited activity (`Faults::activity_workers`):
     /// on the activity topic, keyed by the activity, after its request.
     ActivityCancel(crate::records::ActivityCancel),

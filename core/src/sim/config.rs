@@ -236,10 +236,23 @@ pub struct Faults {
     /// class. Not `pauses`, which freezes worker processes. See `checks/pauses.rs` for what
     /// is checked.
     pub pause_resume: bool,
+    /// Activity routes paused and resumed (`weir route pause`, `weir route resume`; records
+    /// keyed `route:<request topic>` on `weir.control`): a client pauses the activity route
+    /// (sometimes the external route, or one no worker serves), pauses one paused already,
+    /// resumes one that is not, and writes records the workers skip (a value that does not
+    /// decode, a key that names nothing); it resumes every route once the faults stop. Every
+    /// activity worker process follows the topic at its own turns (folded by
+    /// [`crate::control::Controls::apply`]) and tells its core the paused topics when they
+    /// change (`Input::TopicsPaused`); every workflow worker follows it at its polls, and its
+    /// inline seam runs nothing of a paused route. Drawn from RNGs of their own
+    /// (`Sim::route_rng`, the followers'): the fault phase's other draws are the same with
+    /// or without the class until a worker reads a pause. See `checks/routes.rs` for what is
+    /// checked.
+    pub route_pauses: bool,
 }
 
 impl Faults {
-    pub const NAMES: [&'static str; 29] = [
+    pub const NAMES: [&'static str; 30] = [
         "crashes",
         "hanging_txns",
         "rebalances",
@@ -269,6 +282,7 @@ impl Faults {
         "blackouts",
         "corrupt_state",
         "pause_resume",
+        "route_pauses",
     ];
 
     pub fn none() -> Self {
@@ -302,6 +316,7 @@ impl Faults {
             blackouts: false,
             corrupt_state: false,
             pause_resume: false,
+            route_pauses: false,
         }
     }
 
@@ -321,9 +336,9 @@ impl Faults {
     /// 32) joined once a `retry` timer put again by the batch that fired it was no longer
     /// deleted with it, and a fenced owner's late `retry` timer behind the next owner's
     /// watermark no longer stayed in the store (the dropped timer buckets); `triggers`,
-    /// `blackouts`, `corrupt_state` and `pause_resume` joined as they were written. A class
-    /// that finds a new bug leaves this set until its fix, with an ignored test naming the
-    /// seeds.
+    /// `blackouts`, `corrupt_state`, `pause_resume` and `route_pauses` joined as they were
+    /// written. A class that finds a new bug leaves this set until its fix, with an ignored
+    /// test naming the seeds.
     pub fn passing() -> Self {
         Faults::all()
     }
@@ -359,6 +374,7 @@ impl Faults {
             "blackouts" => &mut self.blackouts,
             "corrupt_state" => &mut self.corrupt_state,
             "pause_resume" => &mut self.pause_resume,
+            "route_pauses" => &mut self.route_pauses,
             _ => return None,
         })
     }

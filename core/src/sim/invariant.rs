@@ -95,6 +95,10 @@ pub enum Invariant {
     ActivityRerun,
     /// No retry attempt runs before its not-before instant.
     ActivityNotBefore,
+    /// No attempt of a paused route's request starts at an activity worker whose core was told
+    /// the route is paused, and nothing of it runs inline at a workflow worker that read it
+    /// paused; a settled run ends with every route resumed and every running worker told so.
+    RoutePause,
     /// Every source record of a trigger that maps starts its execution, and only such
     /// records start one; every one that does not is dead-lettered, with its reason.
     TriggerLost,
@@ -111,7 +115,7 @@ pub enum Invariant {
 }
 
 impl Invariant {
-    pub const ALL: [Invariant; 47] = [
+    pub const ALL: [Invariant; 48] = [
         Invariant::SeamContract,
         Invariant::Upgrade,
         Invariant::Pause,
@@ -155,6 +159,7 @@ impl Invariant {
         Invariant::ActivityStuck,
         Invariant::ActivityRerun,
         Invariant::ActivityNotBefore,
+        Invariant::RoutePause,
         Invariant::TriggerLost,
         Invariant::TriggerOnce,
         Invariant::CorruptState,
@@ -211,6 +216,7 @@ impl Invariant {
             Invariant::CorruptState => "corrupt-state",
             Invariant::Timings => "timings",
             Invariant::ActivityNotBefore => "activity-not-before",
+            Invariant::RoutePause => "route-pause",
         }
     }
 }

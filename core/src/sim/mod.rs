@@ -13,6 +13,8 @@
 //! - [`triggers`]: the trigger workers (`Faults::triggers`): processes mapping another
 //!   system's topic by the real trigger mapping ([`crate::trigger`]) in transactions (their
 //!   state; their turns in `trigger_procs.rs`); `checks/triggers.rs` their invariants.
+//! - [`routes`]: paused activity routes (`Faults::route_pauses`): what each worker process
+//!   read of `weir.control` and told its core; `checks/routes.rs` their invariant.
 //! - [`store`]: the store's tables (upserts, last write wins) and the materialiser queue.
 //! - `seams`: [`SimLog`], [`SimStore`], [`SimMaterialiser`] — the driver's three seams.
 //! - [`workflows`]: scripted workflows on the replay engine, and [`SimRunner`].
@@ -42,6 +44,7 @@ pub mod log;
 pub mod process;
 mod report;
 pub mod rng;
+pub mod routes;
 mod scheduler;
 mod seams;
 pub mod sent;

@@ -412,6 +412,8 @@ pub struct Report {
     pub upgrades: super::checks::UpgradeCounts,
     /// What the pauses and resumes did (`Faults::pause_resume`).
     pub pauses: super::checks::PauseCounts,
+    /// What the paused routes did (`Faults::route_pauses`).
+    pub routes: super::checks::RouteCounts,
     /// What the activity workers did (`Faults::activity_workers`).
     pub activity: super::activity::ActivityCounts,
     /// What the trigger workers did (`Faults::triggers`).

@@ -95,6 +95,11 @@ pub struct Sim {
     pub(super) pause_sends: Vec<super::sent::PauseSend>,
     /// The executions a client paused and has not resumed yet: resumed when the faults stop.
     pub(super) paused: indexmap::IndexSet<ExecutionId>,
+    /// The side RNG of `Faults::route_pauses` (see `workloads/routes.rs`).
+    pub(super) route_rng: Rng,
+    /// The routes a client paused on `weir.control` and has not resumed yet: resumed when the
+    /// faults stop.
+    pub(super) paused_routes: std::collections::BTreeSet<String>,
     /// Events sent to executions nobody submitted: (event id, target).
     pub(super) stray_events: Vec<(String, ExecutionId)>,
     pub(super) next_event: i64,
@@ -148,6 +153,8 @@ impl Sim {
             pause_rng: Sim::pause_rng(seed),
             pause_sends: Vec::new(),
             paused: indexmap::IndexSet::new(),
+            route_rng: Sim::route_rng(seed),
+            paused_routes: std::collections::BTreeSet::new(),
             stray_events: Vec::new(),
             next_event: 0,
             schedules: Vec::new(),
@@ -163,6 +170,7 @@ impl Sim {
             steps: 0,
         };
         sim.note(format!("seed {seed}: {:?}; faults {faults}", sim.config));
+        lock(&sim.world).routes.rng = Sim::route_follower_rng(seed);
         for _ in 0..workers {
             sim.add_worker();
         }
@@ -470,6 +478,9 @@ impl Sim {
         if f.pause_resume {
             self.maybe_pause_request();
         }
+        if f.route_pauses {
+            self.maybe_route_control();
+        }
         let slots = self.slots();
         let staying = self.slots.values().filter(|s| !s.removing).count();
         // `stub-writer`s are the stub step's, not submissions of the run's workload.
@@ -672,6 +683,11 @@ impl Sim {
             // execution they paused, so that each runs to its end.
             self.pauses_after_faults();
         }
+        if self.faults.route_pauses {
+            // The client goes on pausing and resuming routes while the executions run, then
+            // resumes every route it paused, so that every request held runs.
+            self.routes_after_faults();
+        }
         if self.faults.schedules {
             // The faults stop and the schedules' owners catch up (whether they do is checked:
             // the ticks before each end keep up); then the client ends them, or they would
@@ -732,6 +748,7 @@ impl Sim {
             stubs: StubCounts::of(&w, &self.stub_sends),
             upgrades: super::checks::UpgradeCounts::of(&w),
             pauses: super::checks::PauseCounts::of(&w, &self.pause_sends),
+            routes: super::checks::RouteCounts::of(&w),
             activity: w.act_counts(),
             triggers: w.trig.counts.clone(),
             executions: self.submitted.len(),

@@ -43,7 +43,12 @@ impl Log for SimLog {
         async move {
             lock(&world).set_at(pid, "poll");
             yield_now().await;
-            let polled = lock(&world).poll(pid, max);
+            let polled = {
+                let mut w = lock(&world);
+                // It follows `weir.control` too (`Faults::route_pauses`; `routes.rs`).
+                w.follow_view(pid);
+                w.poll(pid, max)
+            };
             if matches!(&polled, Polled::Records(r) if r.is_empty()) {
                 // A poll with nothing to return times out.
                 lock(&world).set_at(pid, "poll: timed out");
@@ -384,8 +389,18 @@ pub struct SimInline {
 }
 
 impl InlineActivities for SimInline {
+    /// `double`, unless its process read its route paused (production's `PausedRoutes`: the
+    /// request goes to its topic, where the route's activity workers hold it).
     fn runs(&self, ffqn: &Ffqn) -> bool {
-        *ffqn == double_ffqn()
+        if *ffqn != double_ffqn() {
+            return false;
+        }
+        let mut w = lock(&self.world);
+        if w.route_read_paused(self.pid, Topic::Activity.name()) {
+            w.routes.log.inline_held += 1;
+            return false;
+        }
+        true
     }
 
     fn run(
@@ -400,6 +415,17 @@ impl InlineActivities for SimInline {
             let started_at = {
                 let mut w = lock(&world);
                 w.set_at(pid, "inline: attempts running");
+                for request in &requests {
+                    let seq = w.act.log.next();
+                    let at = w.now;
+                    w.routes.log.inline.push(crate::sim::routes::InlineRun {
+                        seq,
+                        at,
+                        pid,
+                        child: request.execution_id.clone(),
+                        topic: Topic::Activity.name(),
+                    });
+                }
                 w.now
             };
             yield_now().await;

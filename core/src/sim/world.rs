@@ -151,6 +151,8 @@ pub struct World {
     pub act: ActivityWorkers,
     /// The trigger workers (`Faults::triggers`).
     pub trig: super::triggers::Triggers,
+    /// What the workers read of `weir.control` and did with it (`Faults::route_pauses`).
+    pub routes: super::routes::Routes,
     pub rng: Rng,
     pub trace: Vec<String>,
     /// Things a seam saw that no correct driver does (checked as an invariant).
@@ -177,6 +179,7 @@ impl World {
             activities: ActivityService::default(),
             act: ActivityWorkers::default(),
             trig: super::triggers::Triggers::default(),
+            routes: super::routes::Routes::default(),
             rng,
             trace: Vec::new(),
             anomalies: Vec::new(),

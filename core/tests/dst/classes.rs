@@ -10,11 +10,11 @@ use super::*;
 
 /// The fault classes a seed of `class` ran with when its bug was found: every class but
 /// the five that each found one (and `inline`, `schedules`, `correlation`, `stub_writes`,
-/// `activity_workers`, `pause_resume` and their sub-classes, which came after: with them a
-/// seed would run another run), plus `class`.
+/// `activity_workers`, `pause_resume`, `route_pauses` and their sub-classes, which came after:
+/// with them a seed would run another run), plus `class`.
 pub(crate) fn found_with(class: &str) -> Faults {
     let spec = format!(
-        "all,-hanging_txns,-zombies,-revoked_writes,-long_timers,-long_idle,-inline,-schedules,-correlation,-correlation_duplicates,-stub_writes,-stub_wrong_function,-deferrals,-upgrades,-activity_workers,-triggers,-blackouts,-corrupt_state,-pause_resume,+{class}"
+        "all,-hanging_txns,-zombies,-revoked_writes,-long_timers,-long_idle,-inline,-schedules,-correlation,-correlation_duplicates,-stub_writes,-stub_wrong_function,-deferrals,-upgrades,-activity_workers,-triggers,-blackouts,-corrupt_state,-pause_resume,-route_pauses,+{class}"
     );
     Faults::parse(&spec).unwrap()
 }
@@ -509,6 +509,46 @@ pub(crate) fn dst_activity_workers() {
             && total.pauses > 0
             && total.service_not_answered + total.service_answered > 0,
         "the runs do not exercise the activity workers: {total:?}"
+    );
+}
+
+/// Paused activity routes (`Faults::route_pauses`; `weir route pause`, `weir route resume`):
+/// among the classes of `dst_activity_workers` (its kills, zombies and rebalances of the
+/// activity workers, inline attempts), a client pauses and resumes the activity route on
+/// `weir.control` (sometimes the external route, one no worker serves, one paused already, one
+/// not paused; records the workers skip), then resumes every route once the faults stop.
+/// Each activity worker follows the topic at its own turns and tells its core the paused
+/// topics when they change; each workflow worker follows it at its polls and runs nothing of
+/// a paused route inline. `route-pause`: no attempt of a paused route starts at a worker whose
+/// core was told so, no inline run at a workflow worker that read it; nothing paused once the
+/// run settled, every worker told; and every other invariant (each request answered once,
+/// none lost, every execution finished with its value). The runs must pause and resume,
+/// hold requests that start after the resume, start some before a worker read the pause
+/// (the propagation delay), send inline requests of a paused route to its topic, and answer
+/// the external route while it is paused.
+#[test]
+pub(crate) fn dst_route_pauses() {
+    let mut faults = activity_faults();
+    faults.route_pauses = true;
+    let Some(seeds) = seeds_or_one(faults, 300) else {
+        return;
+    };
+    assert_seeds_pass(&seeds, faults);
+    let mut total = weir_core::sim::checks::RouteCounts::default();
+    for seed in seeds.iter().take(60) {
+        total += run_seed(*seed, faults).routes;
+    }
+    println!("paused routes of the first 60 seeds: {total:?}");
+    assert!(
+        total.pauses_sent > 100
+            && total.resumes_sent > 100
+            && total.skipped_sent > 5
+            && total.told > 100
+            && total.held > 50
+            && total.started_unaware > 0
+            && total.inline_held > 10
+            && total.external_while_paused > 0,
+        "the runs do not exercise paused routes: {total:?}"
     );
 }
 

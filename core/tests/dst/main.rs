@@ -185,7 +185,10 @@ const REGRESSION_RUNS: &[(u64, &str)] = &[
     // materialiser merged the delete's job with one of the next second, so the delete landed
     // with the later stamp and won the tie with the put (`lost-timer-put`). Jobs of
     // different stamps are no longer merged (`MaterialiseJob::merge_by_stamp`).
-    (508935, "all,-blackouts,-corrupt_state,-pause_resume"),
+    (
+        508935,
+        "all,-blackouts,-corrupt_state,-pause_resume,-route_pauses",
+    ),
 ];
 
 /// A seed is a replay: the same seed gives the same run, step for step.
@@ -217,8 +220,9 @@ fn passing_faults_do_happen() {
     // the classes (their runs spend more of the outages parked), 60 gave 44; with the
     // trigger workers' and the blackouts' steps among them, 80 gave 45; with corrupt keyed
     // state dropped by the first batches, 100 gave 49; with executions paused (most of the
-    // 120's came from one seed, whose run the pauses changed), 120 gave 50 (160: 189).
-    for seed in 0..160 {
+    // 120's came from one seed, whose run the pauses changed), 120 gave 50 (160: 189); with
+    // routes paused (seed 154's 105 of those 189 went with its run), 160 gave 64 (200: 93).
+    for seed in 0..200 {
         let r = run_seed(seed, Faults::passing());
         kills += r.stats.crashes;
         exits += r.stats.exits;

@@ -613,3 +613,15 @@ fn a_paused_route_starts_nothing_until_resumed() {
         ],
     );
 }
+
+/// A take-over of a paused route's partition pauses its fetch at once, after the seek.
+#[test]
+fn a_paused_route_taken_over_is_not_fetched() {
+    let mut core = ActivityCore::new(config(8, 8)).expect("valid settings");
+    assert!(core.handle(paused(&[TOPIC]), t(0)).is_empty());
+    let fx = core.handle(assigned(&[(0, None)]), t(0));
+    assert_eq!(
+        fx.iter().map(show).collect::<Vec<_>>(),
+        ["seek weir.activity.t/0 None", "pause weir.activity.t/0"]
+    );
+}

@@ -11,6 +11,8 @@
 //! - `outputs`: no output committed twice; poison records dead-lettered once.
 //! - `events`, `cancels`, `schedules`, `correlation`, `stubs`, `activity`, `triggers`: the
 //!   features'; `corrupt_state`: corrupt keyed state dropped once, the rest left in place.
+//! - `routes`: nothing of a paused route starts at a worker told it is paused, everything
+//!   resumed at the end; [`RouteCounts`].
 //! - `timings`: when each history record says it happened, in order, and kept by the store.
 //! - `quiescence`: nothing left behind once the run settled.
 //!
@@ -30,6 +32,7 @@ mod pauses;
 mod quiescence;
 mod replay;
 mod results;
+mod routes;
 mod schedules;
 mod stubs;
 mod timings;
@@ -40,6 +43,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 pub use correlation::correlation_at_settle;
 pub use pauses::PauseCounts;
+pub use routes::RouteCounts;
 pub use stubs::{StubExpect, StubModel, StubSeen, StubWriteSeen, WriterSeen, stub_model};
 pub use upgrades::UpgradeCounts;
 
@@ -192,6 +196,7 @@ pub fn check(w: &World, sent: &Sent<'_>, settled: bool) -> Vec<Violation> {
     if w.faults.activity_workers {
         activity::check_activity(&mut add, w, settled);
     }
+    routes::check_routes(&mut add, w, settled);
     if w.faults.triggers {
         triggers::check_triggers(&mut add, w, triggered, &dead, settled);
     }

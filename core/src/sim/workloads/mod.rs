@@ -11,6 +11,7 @@
 //! - [`stubs`]: stub values written from outside and by `stub-writer`s.
 //! - [`cancels`], [`upgrades`]: cancel and upgrade requests for submitted executions.
 //! - [`pauses`]: pause and resume requests for submitted executions, all resumed at the end.
+//! - [`routes`]: activity routes paused and resumed on `weir.control`, all resumed at the end.
 //! - [`activity_workers`]: the activity workers' processes and their faults.
 //! - [`triggers`]: the trigger's source writer, and the trigger workers' faults.
 //! - [`corrupt_state`]: records of `weir.state` that do not decode.
@@ -25,6 +26,7 @@ mod corrupt_state;
 mod events;
 mod faults;
 mod pauses;
+mod routes;
 mod schedules;
 mod stubs;
 mod submissions;
