@@ -4,6 +4,10 @@
 //! beginning ([`follow`]) and a client reads it to its end ([`read`]). Both fold what they
 //! read by the one rule, [`Controls::apply`].
 //!
+//! Both read without joining a group or committing; their consumers' group ids are in the
+//! deployment's namespace (`<ns>.weir-control-…`), as every group of a deployment is, so the
+//! documented ACLs cover them (`docs/security.md`).
+//!
 //! A record that does not decode, or a key that names nothing, is skipped with a warning that
 //! names its offset: the topic holds operators' switches, not work, and the next record of
 //! its key replaces it.
@@ -121,7 +125,7 @@ pub fn read(
         source: Box::new(source),
     };
     let consumer: BaseConsumer = kafka
-        .consumer(&format!("weir-control-read-{}", ulid::Ulid::new()))
+        .consumer(&kafka.group_id(&format!("weir-control-read-{}", ulid::Ulid::new())))
         .create()
         .map_err(failed)?;
     let (low, high) = consumer
@@ -177,7 +181,7 @@ pub fn follow(
         source: Box::new(source),
     };
     let consumer: StreamConsumer = kafka
-        .consumer(&format!("weir-control-follow-{}", ulid::Ulid::new()))
+        .consumer(&kafka.group_id(&format!("weir-control-follow-{}", ulid::Ulid::new())))
         .create()
         .map_err(failed)?;
     let mut assignment = TopicPartitionList::new();
