@@ -80,8 +80,65 @@ async fn submit_orders(
     }
 }
 
+/// The tests of this binary stop the one broker: one at a time.
+static BROKER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// A worker started while the broker is away (its workflow worker's transactional producer
+/// cannot be initialised) waits for it, as a worker whose clients failed does, and works once
+/// it is back; it used to exit at once (`cannot create the transactional producer …: Timed
+/// out`), which broke the run that found it when the trigger worker was still starting.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_worker_started_while_the_broker_is_away_waits_for_it() {
+    let _broker = BROKER.lock().await;
+    let stack = Stack::from_env(std::env::temp_dir().join("weir-e2e"))
+        .expect("the test stack (WEIR_STACK_DIR, set by tests/run.sh)");
+    let deployment = Deployment::new("broker_away_start");
+    stack.kill9(Service::Kafka).expect("kill -9 the broker");
+    let mut worker = deployment.spawn_worker(
+        "w",
+        &[
+            "--instance-id",
+            "w",
+            "--session-timeout-ms",
+            "6000",
+            "--transaction-timeout-ms",
+            "10000",
+        ],
+        &[],
+    );
+    wait_until("the worker to wait for the broker", RESULTS_TIMEOUT, || {
+        assert_alive(&mut worker, "while the broker was away at its start");
+        worker
+            .log_contains("the broker is away; trying again")
+            .then_some(())
+    });
+    stack.up().expect("restart the broker");
+    wait_until("the worker to own partitions", RESULTS_TIMEOUT, || {
+        worker
+            .metrics()
+            .and_then(|m| m.get("weir_partitions_owned").copied())
+            .filter(|owned| *owned > 0.0)
+    });
+    let mut expected = HashMap::new();
+    submit_orders(&deployment, "late", 3, &mut expected).await;
+    let ids: Vec<ExecutionId> = expected.keys().cloned().collect();
+    let results = deployment.results(&ids, RESULTS_TIMEOUT);
+    for (id, tracking) in &expected {
+        match &results[id] {
+            ExecutionResult::Ok(value) => assert_eq!(
+                value["tracking-number"].as_str(),
+                Some(tracking.as_str()),
+                "{id}"
+            ),
+            other => panic!("{id}: expected ok, got {other}"),
+        }
+    }
+    assert_alive(&mut worker, "after the broker came back");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_static_worker_survives_a_broker_restart_and_finishes_everything_once() {
+    let _broker = BROKER.lock().await;
     let stack = Stack::from_env(std::env::temp_dir().join("weir-e2e"))
         .expect("the test stack (WEIR_STACK_DIR, set by tests/run.sh)");
     let deployment = Deployment::new("broker_restart");

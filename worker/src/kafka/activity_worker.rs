@@ -178,7 +178,13 @@ impl ActivityWorker {
         self.answers = Some(self.new_answers()?);
         // Answers go through `answers` (idempotent), progress through the consumer: the member
         // has no transactional producer.
-        let mut member: Member = self.config.join_group(&topics, None).await?;
+        let Some(mut member): Option<Member> = self
+            .config
+            .join_group_at_start(&topics, None, &mut shutdown)
+            .await?
+        else {
+            return Ok(());
+        };
         let mut recovery = Recovery::new(self.config.static_membership);
         info!(instance = %self.config.instance_id, ?topics, settings = ?self.core.config().settings, "activity worker started");
         let (mut tasks, mut done_rx) = Tasks::new();

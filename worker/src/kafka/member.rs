@@ -213,6 +213,37 @@ impl WorkerConfig {
         })
     }
 
+    /// [`join_group`](Self::join_group) at a worker's start. A broker that is away (a
+    /// transactional producer's `init_transactions` timing out while it restarts) is waited
+    /// for, a second at first, doubling to [`START_RETRY_MAX`], as a restart of the member
+    /// waits for it, instead of stopping the process; any other failure stops it. `Ok(None)`:
+    /// the process is stopping.
+    pub(super) async fn join_group_at_start<T: MemberProducer>(
+        &self,
+        topics: &[String],
+        assignment_strategy: Option<&str>,
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> Result<Option<GroupMember<T>>, WorkerError> {
+        let mut wait = Duration::from_secs(1);
+        loop {
+            match self.join_group(topics, assignment_strategy).await {
+                Ok(member) => return Ok(Some(member)),
+                Err(e) if e.is_broker_away() => {
+                    warn!(group = %self.group_id, error = %e, retry_in = ?wait, "cannot join the group yet: the broker is away; trying again");
+                    tokio::select! {
+                        () = tokio::time::sleep(wait) => {}
+                        _ = shutdown.changed() => return Ok(None),
+                    }
+                    if *shutdown.borrow() {
+                        return Ok(None);
+                    }
+                    wait = (wait * 2).min(START_RETRY_MAX);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
     /// Replaces `member`, one of whose clients failed with `failure` (`cause`), by a new
     /// member of the same group with the same identity (`group.instance.id`, transactional
     /// id): see [`super::recovery`]. Waits the backoff first, and again while the new clients
@@ -282,6 +313,10 @@ impl WorkerConfig {
         }
     }
 }
+
+/// The longest wait between two tries to join a group at a worker's start while the broker
+/// is away.
+pub const START_RETRY_MAX: Duration = Duration::from_secs(10);
 
 /// Drops a member's failed clients (off the async threads: closing a consumer blocks), and
 /// counts it as gone for the process's [`Departure`]. Its open transaction, if any, was
@@ -360,6 +395,30 @@ pub enum WorkerError {
 }
 
 // Boxed: the errors of librdkafka and the CQL driver are large.
+impl WorkerError {
+    /// Whether it says that the broker did not answer in time (a client to build again
+    /// later), not that something is wrong with this worker.
+    pub fn is_broker_away(&self) -> bool {
+        use rdkafka::error::KafkaError;
+        use rdkafka::types::RDKafkaErrorCode as Code;
+        let WorkerError::Transaction(e) = self else {
+            return false;
+        };
+        let TransactionError::Create {
+            source: KafkaError::Transaction(e),
+            ..
+        } = e.as_ref()
+        else {
+            return false;
+        };
+        e.is_retriable()
+            || matches!(
+                e.code(),
+                Code::OperationTimedOut | Code::AllBrokersDown | Code::BrokerTransportFailure
+            )
+    }
+}
+
 impl From<TransactionError> for WorkerError {
     fn from(e: TransactionError) -> Self {
         WorkerError::Transaction(Box::new(e))

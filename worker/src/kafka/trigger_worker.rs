@@ -76,7 +76,13 @@ impl TriggerWorker {
             return Ok(());
         }
         let topics: Vec<String> = self.triggers.keys().cloned().collect();
-        let mut member: GroupMember = self.config.join_group(&topics, None).await?;
+        let Some(mut member): Option<GroupMember> = self
+            .config
+            .join_group_at_start(&topics, None, &mut shutdown)
+            .await?
+        else {
+            return Ok(());
+        };
         member.transactor = member.transactor.clone().with_failpoint_prefix(FAILPOINTS);
         let mut recovery = Recovery::new(self.config.static_membership);
         info!(instance = %self.config.instance_id, ?topics, "trigger worker started");

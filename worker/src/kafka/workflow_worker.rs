@@ -112,7 +112,14 @@ impl<S: Store + 'static> WorkflowWorker<S> {
             self.topology.topic(TopicRole::Events).name.clone(),
         ];
         // `range` gives one member the same partition of every co-partitioned input topic.
-        let member = self.config.join_group(&inputs, Some("range")).await?;
+        let mut shutdown = shutdown;
+        let Some(member) = self
+            .config
+            .join_group_at_start(&inputs, Some("range"), &mut shutdown)
+            .await?
+        else {
+            return Ok(());
+        };
         info!(instance = %self.config.instance_id, group = %self.config.group_id, "workflow worker started");
         let patience = Patience::new(self.config.store_patience);
         let materialiser = Materialiser::spawn_with(
