@@ -460,11 +460,23 @@ async fn cancel(
     Ok((StatusCode::ACCEPTED, Json(accepted)).into_response())
 }
 
+/// The body of a pause or resume (of an execution or a route): `{"reason"?}`, or empty.
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 struct PauseBody {
     #[serde(default)]
     reason: Option<String>,
+}
+
+impl PauseBody {
+    /// Reads `body` (empty: no reason); one that is not `{"reason"?}` is a 400.
+    fn read(body: &[u8]) -> Result<Self, ApiError> {
+        if body.is_empty() {
+            return Ok(PauseBody::default());
+        }
+        serde_json::from_slice(body)
+            .map_err(|e| ApiError::bad_request(format!(r#"the body is not {{"reason"?}}: {e}"#)))
+    }
 }
 
 /// Pauses an execution (`weir pause`): 404 for one the store does not have, 409 `finished`
@@ -499,12 +511,7 @@ async fn pause_or_resume(
     use crate::pause::{PauseRefusal, PauseStep};
     authorize(&api, &headers, Scope::Admin)?;
     let id = parse_id(&id)?;
-    let body: PauseBody = if body.is_empty() {
-        PauseBody::default()
-    } else {
-        serde_json::from_slice(&body)
-            .map_err(|e| ApiError::bad_request(format!(r#"the body is not {{"reason"?}}: {e}"#)))?
-    };
+    let body = PauseBody::read(&body)?;
     let row = api.store.execution(&id).await.map_err(ApiError::internal)?;
     let state = row.as_ref().map(|r| r.state.to_string());
     match crate::pause::check(&id, row.as_ref(), action) {

@@ -7,11 +7,10 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
-use serde::Deserialize;
 use serde_json::json;
 use weir_core::control::RoutePause;
 
-use super::{Api, ApiError, ApiResult, Scope, authorize};
+use super::{Api, ApiError, ApiResult, PauseBody, Scope, authorize};
 use crate::topology::RouteLookupError;
 
 /// Every route: its topic, interfaces, who serves it, whether it is paused.
@@ -26,13 +25,6 @@ pub(super) async fn list(State(api): State<Arc<Api>>, headers: HeaderMap) -> Api
     .map_err(ApiError::internal)?;
     let routes = crate::present::routes_json(&api.topology, &controls);
     Ok(Json(json!({ "routes": routes })).into_response())
-}
-
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct PauseBody {
-    #[serde(default)]
-    reason: Option<String>,
 }
 
 /// Pauses or resumes a route (`action`: `pause` or `resume`): 404 `not_found` for a name that
@@ -55,12 +47,7 @@ pub(super) async fn action(
             ));
         }
     };
-    let body: PauseBody = if body.is_empty() {
-        PauseBody::default()
-    } else {
-        serde_json::from_slice(&body)
-            .map_err(|e| ApiError::bad_request(format!(r#"the body is not {{"reason"?}}: {e}"#)))?
-    };
+    let body = PauseBody::read(&body)?;
     let topic = match api.topology.served_route_topic(&name) {
         Ok(topic) => topic.to_owned(),
         Err(e @ RouteLookupError::Unknown { .. }) => {
