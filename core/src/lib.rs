@@ -41,6 +41,7 @@ pub mod processor;
 pub mod projection;
 pub mod records;
 pub mod replay;
+pub mod reset;
 pub mod retry;
 pub mod rows;
 pub mod runner;

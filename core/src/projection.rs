@@ -71,6 +71,7 @@ pub fn entry_kind(entry: &HistoryEntry) -> EntryKind {
         HistoryEntry::CancelRequested { .. } => EntryKind::CancelRequested,
         HistoryEntry::Paused { .. } => EntryKind::Paused,
         HistoryEntry::Resumed { .. } => EntryKind::Resumed,
+        HistoryEntry::Reset { .. } => EntryKind::Reset,
     }
 }
 
@@ -151,6 +152,9 @@ pub struct ExecutionView {
     /// The correlation keys the execution registered (`Correlate`), in order, each once: its
     /// finish unregisters them.
     pub correlation_keys: IndexSet<String>,
+    /// The executions started from this one's history (`Reset`), in order: a reset request
+    /// naming one of them again changes nothing.
+    pub resets: Vec<ExecutionId>,
     pub updated_at: DateTime<Utc>,
     pub finished_at: Option<DateTime<Utc>>,
 }
@@ -186,6 +190,7 @@ impl ExecutionView {
             buffered_events: Vec::new(),
             pending_events: Vec::new(),
             correlation_keys: IndexSet::new(),
+            resets: Vec::new(),
             updated_at: at,
             finished_at: None,
         };
@@ -231,7 +236,9 @@ impl ExecutionView {
                 expected: self.next_seq,
             });
         }
-        if self.state == ExecutionState::Finished {
+        // A finished execution's history takes one kind of entry more: the link to an
+        // execution reset from it (`weir reset` of a run that went wrong).
+        if self.state == ExecutionState::Finished && !matches!(entry, HistoryEntry::Reset { .. }) {
             return Err(ProjectionError::AfterFinished {
                 execution: self.id.clone(),
                 seq,
@@ -353,6 +360,9 @@ impl ExecutionView {
                     timers.push(TimerChange::Put(self.schedule_timer(scheduled_at.max(at))));
                 }
             }
+            HistoryEntry::Reset {
+                new_execution_id, ..
+            } => self.resets.push(new_execution_id.clone()),
             HistoryEntry::EventReceived(event) => {
                 self.events_seen.insert(event.event_id.clone());
                 self.buffered_events.push(event.clone());
@@ -390,6 +400,20 @@ impl ExecutionView {
     /// Whether it has not started yet: scheduled, or paused before its start.
     pub fn waits_for_its_start(&self) -> bool {
         self.state == ExecutionState::Scheduled || self.resume_to == Some(ExecutionState::Scheduled)
+    }
+
+    /// The requests it made and has no answer for: children and activities, delays, waits
+    /// for events (their ids, sorted).
+    pub fn open_requests(&self) -> Vec<String> {
+        let mut open: Vec<String> = self
+            .pending_children
+            .keys()
+            .chain(self.pending_delays.keys())
+            .cloned()
+            .chain(self.pending_events.iter().map(|(id, _)| id.to_string()))
+            .collect();
+        open.sort();
+        open
     }
 
     /// The state a paused execution goes back to when resumed (`None`: not paused).
@@ -590,7 +614,8 @@ pub fn rebuild(
             | HistoryEntry::EventReceived(_)
             | HistoryEntry::CancelRequested { .. }
             | HistoryEntry::Paused { .. }
-            | HistoryEntry::Resumed { .. } => {}
+            | HistoryEntry::Resumed { .. }
+            | HistoryEntry::Reset { .. } => {}
         }
     }
     Ok(Rebuilt {

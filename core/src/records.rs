@@ -141,6 +141,18 @@ pub struct Created {
     /// The execution's deadline: the earlier of its submission's and its component's
     /// default counted from `created_at` (added in history schema v5).
     pub deadline: Option<DateTime<Utc>>,
+    /// Set on an execution started by a reset (`weir reset`): the execution and the last
+    /// seq of its history this one starts from; the entries that follow `Created` are that
+    /// history's, copied ([`crate::reset`]; added in history schema v11).
+    pub reset_of: Option<ResetOf>,
+}
+
+/// Where a reset execution comes from: the execution reset and the last seq of its history
+/// kept (the old one's `Reset` entry links back).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResetOf {
+    pub execution_id: ExecutionId,
+    pub seq: u64,
 }
 
 /// One entry of an execution's changelog.
@@ -186,6 +198,14 @@ pub enum HistoryEntry {
     /// which it must run to compensate): its run is rebuilt from the history, what was
     /// journalled while it was paused included, and goes on.
     Resumed {
+        reason: String,
+    },
+    /// A new execution was started from this one's history up to `to_seq` (`weir reset`):
+    /// the link to it. This execution goes on as it was unless the request asked for its
+    /// cancellation or termination (which follow this entry).
+    Reset {
+        new_execution_id: ExecutionId,
+        to_seq: u64,
         reason: String,
     },
 }
@@ -270,6 +290,50 @@ pub struct PauseRequest {
     /// Why, for the history.
     pub reason: String,
     pub requested_at: DateTime<Utc>,
+}
+
+/// What a reset does to the execution it starts from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ResetThen {
+    /// It goes on as it was.
+    Keep,
+    /// It is cancelled (it runs its compensations), as `weir cancel` does.
+    Cancel,
+    /// It is terminated at once, as `weir cancel --terminate` does.
+    Terminate,
+}
+
+/// A request to start a new execution from an execution's history up to `to_seq` (its last
+/// good step), key: `execution_id`, with the Kafka header `weir.kind = reset-execution`, on
+/// `weir.responses` (`weir reset`, the HTTP API). The new execution, `new_execution_id`
+/// (top-level; chosen by the client, so that a request sent twice starts one execution),
+/// runs the newest build of the function and replays the kept entries before it goes on
+/// ([`crate::reset`] has the rules of the cut; `docs/design/reset.md`). A point the history
+/// cannot be cut at, or an execution that does not exist, is dead-lettered with why.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ResetRequest {
+    pub execution_id: ExecutionId,
+    /// The last seq of the history the new execution keeps (0: only `Created`, a new start
+    /// with the same params).
+    pub to_seq: u64,
+    pub new_execution_id: ExecutionId,
+    pub then: ResetThen,
+    /// Why, for both histories.
+    pub reason: String,
+    pub requested_at: DateTime<Utc>,
+}
+
+/// The start of an execution made by a reset: a submission with the entries it starts
+/// from. Topic `weir.submissions`, key: `submission.execution_id`, header
+/// `weir.kind = reset-start`; sent by the reset execution's owner, in the transaction that
+/// appends its `Reset` entry.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ResetStart {
+    pub submission: Submission,
+    pub reset_of: ResetOf,
+    /// The new execution's entries after `Created`, in order: the kept history, its ids
+    /// those of the new execution ([`crate::reset::cut`]).
+    pub entries: Vec<HistoryEntry>,
 }
 
 /// A record of `weir.history`, key: `execution_id`.

@@ -74,6 +74,7 @@ named_enum!(
         CancelRequested => "cancel-requested",
         Paused => "paused",
         Resumed => "resumed",
+        Reset => "reset",
         Finished => "finished",
         Upgraded => "upgraded",
     }

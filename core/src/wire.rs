@@ -159,11 +159,15 @@ pub enum RecordKind {
     Remembered,
     /// A `PauseRequest` on `weir.responses` (`weir pause`, `weir resume`).
     PauseExecution,
+    /// A `ResetRequest` on `weir.responses` (`weir reset`).
+    ResetExecution,
+    /// A `ResetStart` on `weir.submissions`: the start of an execution made by a reset.
+    ResetStart,
 }
 
 impl RecordKind {
     /// Every kind.
-    pub const ALL: [RecordKind; 8] = [
+    pub const ALL: [RecordKind; 10] = [
         RecordKind::Cancel,
         RecordKind::Upgrade,
         RecordKind::CancelExecution,
@@ -172,6 +176,8 @@ impl RecordKind {
         RecordKind::StubWrite,
         RecordKind::Remembered,
         RecordKind::PauseExecution,
+        RecordKind::ResetExecution,
+        RecordKind::ResetStart,
     ];
 
     /// The header's value for this kind.
@@ -185,6 +191,8 @@ impl RecordKind {
             RecordKind::StubWrite => b"stub-write",
             RecordKind::Remembered => b"remembered",
             RecordKind::PauseExecution => b"pause-execution",
+            RecordKind::ResetExecution => b"reset-execution",
+            RecordKind::ResetStart => b"reset-start",
         }
     }
 
@@ -217,6 +225,8 @@ pub enum RecordType {
     CancelRequest,
     UpgradeRequest,
     PauseRequest,
+    ResetRequest,
+    ResetStart,
     Response,
     /// A `Response` written as another execution's stub value (with its stub headers).
     StubWrite,
@@ -257,10 +267,12 @@ pub fn record_type(role: TopicRole, kind: Option<RecordKind>) -> Result<RecordTy
     Ok(match (role, kind) {
         (R::Submissions, None) => T::Submission,
         (R::Submissions, Some(K::CancelExecution)) => T::CancelRequest,
+        (R::Submissions, Some(K::ResetStart)) => T::ResetStart,
         (R::Responses, None) => T::Response,
         (R::Responses, Some(K::CancelExecution)) => T::CancelRequest,
         (R::Responses, Some(K::Upgrade)) => T::UpgradeRequest,
         (R::Responses, Some(K::PauseExecution)) => T::PauseRequest,
+        (R::Responses, Some(K::ResetExecution)) => T::ResetRequest,
         (R::Responses, Some(K::Schedule)) => T::ScheduleCommand,
         (R::Responses, Some(K::Correlation)) => T::CorrelationCommand,
         (R::Responses, Some(K::StubWrite)) => T::StubWrite,
@@ -461,6 +473,13 @@ pub fn address(effect: &Effect) -> Result<Option<Address>, AddressError> {
         Effect::CancelExecution(request) => {
             Address::to(R::Submissions, &request.execution_id).of_kind(RecordKind::CancelExecution)
         }
+        // Keyed by the new execution: on its partition, where its owner creates it.
+        Effect::StartReset(start) => Address::to(R::Submissions, &start.submission.execution_id)
+            .of_kind(RecordKind::ResetStart),
+        // Back to the execution reset, which reads its history once this batch is stored.
+        Effect::ResendReset(request) => {
+            Address::to(R::Responses, &request.execution_id).of_kind(RecordKind::ResetExecution)
+        }
         Effect::PutSchedule { name, .. } => Address::to(R::State, StateKey::schedule(name)),
         Effect::ScheduleCommand(command) => {
             Address::to(R::Responses, StateKey::schedule(&command.name))
@@ -534,13 +553,13 @@ pub mod examples {
     use crate::processor::{CorruptState, Effect, StubWrite};
     use crate::records::{
         ActivityRequest, CancelRequest, DlqReason, ExecutionFinished, HistoryEntry, InboundEvent,
-        ReceivedEvent, Submission,
+        ReceivedEvent, ResetOf, ResetRequest, ResetStart, ResetThen, Submission,
     };
     use crate::rows::{TimerKind, TimerRow};
     use crate::schedule::{ScheduleAction, ScheduleCommand};
 
     /// How many variants [`Effect`] has; [`variant`] numbers them.
-    pub const EFFECT_VARIANTS: usize = 20;
+    pub const EFFECT_VARIANTS: usize = 22;
 
     /// The number of `effect`'s variant, below [`EFFECT_VARIANTS`] (no wildcard: a new
     /// variant does not compile until it is numbered, and then the examples must have it).
@@ -566,6 +585,8 @@ pub mod examples {
             Effect::DeadLetter { .. } => 17,
             Effect::DeadLetterState(_) => 18,
             Effect::PutRemembered { .. } => 19,
+            Effect::StartReset(_) => 20,
+            Effect::ResendReset(_) => 21,
         }
     }
 
@@ -588,6 +609,9 @@ pub mod examples {
     pub const ACTIVITY_FFQN: &str = "weir-examples:compute/math.fibo";
     pub const CORRELATION_KEY: &str = "payment:order-42";
     pub const SCHEDULE: &str = "nightly";
+    /// The execution a reset of [`PARENT`] starts, and a child of it.
+    pub const RESET_TO: &str = "E_01CX5ZZKBKACTAV9WEVGEMMVRZ";
+    pub const RESET_CHILD: &str = "E_01CX5ZZKBKACTAV9WEVGEMMVRZ.g:1_1";
 
     /// At least one effect of every variant (two of `PutCorrelation` and of `PutRemembered`:
     /// a record and a tombstone), each with values the codecs accept, at `at`.
@@ -753,6 +777,34 @@ pub mod examples {
                 headers: vec![("weir.kind".into(), Some(b"correlation".to_vec()))],
                 error: "the body does not decode".into(),
             })),
+            Effect::StartReset(ResetStart {
+                submission: Submission {
+                    execution_id: id(RESET_TO),
+                    ffqn: ffqn("weir-examples:workflows/workflow.fibo"),
+                    params: json!([10]),
+                    parent: None,
+                    scheduled_at: None,
+                    correlation_id: Some("order-42".into()),
+                    metadata: [("team".to_owned(), "shop".to_owned())].into(),
+                    deadline: None,
+                },
+                reset_of: ResetOf {
+                    execution_id: parent.clone(),
+                    seq: 1,
+                },
+                entries: vec![HistoryEntry::ResponseAppended(Response::child_finished(
+                    id(RESET_CHILD),
+                    ExecutionResult::Ok(json!(55)),
+                ))],
+            }),
+            Effect::ResendReset(ResetRequest {
+                execution_id: parent,
+                to_seq: 1,
+                new_execution_id: id(RESET_TO),
+                then: ResetThen::Cancel,
+                reason: "a bad deploy".into(),
+                requested_at: at,
+            }),
         ]
     }
 }

@@ -163,6 +163,21 @@ where
                 return Ok(false);
             }
         }
+        if let Some((id, pinned_until)) = self.processor.reads(batch, &input) {
+            // Read from the store: it must hold every batch that touched the execution.
+            self.materialiser
+                .wait_for(pinned_until)
+                .await
+                .map_err(DriverError::Materialise)?;
+            match self.store.load(&id).await {
+                Ok(stored) => self.processor.provide(id, stored),
+                Err(LoadError::Unreadable { reason, .. }) => {
+                    self.processor.unreadable(batch, &id, &input, reason);
+                    return Ok(false);
+                }
+                Err(LoadError::Store(e)) => return Err(DriverError::Store(e)),
+            }
+        }
         self.processor.step(batch, input).await?;
         Ok(true)
     }

@@ -167,6 +167,19 @@ impl ExecutionId {
         }
     }
 
+    /// This id with the top-level ancestor `from` replaced by `to`: the same derivation
+    /// under another top-level execution (a reset copies an execution's history under a new
+    /// id, [`crate::reset`]). An id under another top-level execution is returned as it is.
+    pub fn rebased(&self, from: Ulid, to: Ulid) -> ExecutionId {
+        if self.root != from {
+            return self.clone();
+        }
+        ExecutionId {
+            root: to,
+            path: self.path.clone(),
+        }
+    }
+
     /// The ULID of the top-level ancestor (the execution itself when top-level).
     pub fn root(&self) -> Ulid {
         self.root
@@ -356,6 +369,15 @@ pub type DelayId = RequestId<DelayKind>;
 pub type EventRequestId = RequestId<EventRequestKind>;
 
 impl<K: RequestKind> RequestId<K> {
+    /// This id with its execution [rebased](ExecutionId::rebased).
+    pub fn rebased(&self, from: Ulid, to: Ulid) -> Self {
+        RequestId {
+            execution_id: self.execution_id.rebased(from, to),
+            step: self.step.clone(),
+            kind: PhantomData,
+        }
+    }
+
     /// The execution that made the request.
     pub fn execution_id(&self) -> &ExecutionId {
         &self.execution_id

@@ -158,6 +158,8 @@ impl<R: WorkflowRunner> Processor<R> {
             Body::Response(_) | Body::MalformedAnswer { .. } => Ok(response_owner(key)?),
             Body::Upgrade(u) => keyed_by("an upgrade", &u.execution_id),
             Body::Pause(p) => keyed_by("a pause request", &p.execution_id),
+            Body::Reset(r) => keyed_by("a reset request", &r.execution_id),
+            Body::ResetStart(r) => keyed_by("a reset's start", &r.submission.execution_id),
             Body::Event(e) => keyed_by("an event", &e.target),
             Body::StubWrite(w) => match w.target.parent() {
                 Some(parent) => keyed_by("a stub write", &parent),
@@ -291,6 +293,8 @@ pub(super) fn input_owner(key: Option<&str>, body: &Body) -> Option<ExecutionId>
         Body::Response(_) | Body::MalformedAnswer { .. } => response_owner(key)?,
         Body::Upgrade(u) => u.execution_id.clone(),
         Body::Pause(p) => p.execution_id.clone(),
+        Body::Reset(r) => r.execution_id.clone(),
+        Body::ResetStart(r) => r.submission.execution_id.clone(),
         Body::Event(e) => e.target.clone(),
         Body::Cancel(c) => c.execution_id.clone(),
         Body::StubWrite(w) => w.target.parent()?,

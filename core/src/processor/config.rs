@@ -64,6 +64,8 @@ pub struct ProcessorStats {
     /// Executions paused and resumed (`weir pause`, `weir resume`).
     pub paused: u64,
     pub resumed: u64,
+    /// Executions reset (`weir reset`): new executions started from their histories.
+    pub resets: u64,
     /// Executions that timed out at their deadline (or were submitted past it).
     pub deadlines_passed: u64,
     /// Schedule ticks that started an execution, were skipped for an overlap, were missed

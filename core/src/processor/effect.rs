@@ -16,6 +16,8 @@ use crate::records::DlqReason;
 use crate::records::ExecutionFinished;
 use crate::records::HistoryEntry;
 use crate::records::InboundEvent;
+use crate::records::ResetRequest;
+use crate::records::ResetStart;
 use crate::records::Submission;
 use crate::rows::TimerKey;
 use crate::rows::TimerRow;
@@ -105,6 +107,14 @@ pub enum Effect {
     /// A workflow writes the value of another execution's stub child: for the owner of the
     /// stub's parent (`weir.responses`, keyed by the parent, header `weir.kind = stub-write`).
     WriteStub(StubWrite),
+    /// The start of an execution made by a reset (`weir.submissions`, keyed by the new
+    /// execution, header `weir.kind = reset-start`): its owner creates it from the entries.
+    StartReset(ResetStart),
+    /// A reset request sent back to the execution it resets (`weir.responses`, keyed by it,
+    /// header `weir.kind = reset-execution`): the batch that took it had changed the
+    /// execution, whose history the store does not hold yet; taken again later, it is read
+    /// from there ([`super::reset`]).
+    ResendReset(ResetRequest),
     /// The input record `input` of the batch goes to the DLQ, byte for byte.
     DeadLetter {
         input: usize,

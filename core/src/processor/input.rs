@@ -13,6 +13,8 @@ use crate::records::CancelRequest;
 use crate::records::DlqReason;
 use crate::records::InboundEvent;
 use crate::records::PauseRequest;
+use crate::records::ResetRequest;
+use crate::records::ResetStart;
 use crate::records::Submission;
 use crate::records::UpgradeRequest;
 use crate::rows::TimerRow;
@@ -50,6 +52,10 @@ pub enum Body {
     Event(InboundEvent),
     /// A request to pause or resume an execution (`weir pause`, `weir resume`).
     Pause(PauseRequest),
+    /// A request to start a new execution from an execution's history (`weir reset`).
+    Reset(ResetRequest),
+    /// The start of an execution made by a reset.
+    ResetStart(ResetStart),
     /// A request to stop an execution (`weir cancel`, or its parent's cancellation).
     Cancel(CancelRequest),
     /// A command about a schedule (`weir schedule`, `weir topology apply`, a finished run).

@@ -35,6 +35,7 @@
 //! - [`stubs`]: stub values from outside and from other workflows;
 //! - [`upgrades`]: moving an execution to another build;
 //! - [`pause`]: pausing and resuming an execution;
+//! - [`reset`]: a new execution from an execution's history up to a point;
 //! - [`starts`]: scheduled starts and deferred starts that are retried;
 //! - [`cache`]: the execution cache (weights, eviction, room for a run);
 //! - [`trace`]: the trace context of each record.
@@ -53,6 +54,7 @@ mod input;
 mod key_table;
 mod outputs;
 mod pause;
+mod reset;
 mod run;
 mod schedules;
 mod size;
@@ -106,6 +108,7 @@ impl<R: WorkflowRunner> Processor<R> {
             correlations: key_table::KeyTable::default(),
             submissions_unread_at: None,
             take_over_effects: Vec::new(),
+            provided: None,
         }
     }
 
@@ -156,6 +159,39 @@ impl<R: WorkflowRunner> Processor<R> {
             }
             Some(_) => None,
         }
+    }
+
+    /// A stored history the rule of `input` reads, besides the rebuild [`Processor::needs`]
+    /// asks for, with the materialiser's batch number that must be in the store first: the
+    /// history of the execution a reset request cuts ([`reset`]). `None` when the batch being
+    /// built changed that execution (the store cannot hold what the batch appended; the rule
+    /// sends the request back). Read it, and give it with [`Processor::provide`].
+    pub fn reads(&self, batch: &Batch, input: &Input) -> Option<(ExecutionId, u64)> {
+        let Input::Record {
+            partition,
+            key,
+            body: Ok(body @ Body::Reset(request)),
+            ..
+        } = input
+        else {
+            return None;
+        };
+        let id = &request.execution_id;
+        if self.misrouted(*partition, key.as_deref(), body).is_some() || batch.touched.contains(id)
+        {
+            return None;
+        }
+        Some((id.clone(), self.cache.get(id).map_or(0, |l| l.pinned_until)))
+    }
+
+    /// The history [`Processor::reads`] asked for (`None`: the store has none), for the next
+    /// [`Processor::step`].
+    pub fn provide(
+        &mut self,
+        id: ExecutionId,
+        stored: Option<Vec<(HistoryRecord, DateTime<Utc>)>>,
+    ) {
+        self.provided = Some((id, stored));
     }
 
     /// Rebuilds `id` from its stored changelog (`None`: the store has none; the execution
@@ -218,6 +254,13 @@ impl<R: WorkflowRunner> Processor<R> {
     /// Processes one input; its effects are appended to `batch`. Call [`Processor::needs`]
     /// first and rehydrate what it names.
     pub async fn step(&mut self, batch: &mut Batch, input: Input) -> Result<(), ProcessorError> {
+        let stepped = self.step_input(batch, input).await;
+        // What was read for this input is not for another.
+        self.provided = None;
+        stepped
+    }
+
+    async fn step_input(&mut self, batch: &mut Batch, input: Input) -> Result<(), ProcessorError> {
         match input {
             Input::TimerDue(timer) => {
                 self.enforce_deadline(batch, &timer.execution_id)?;
@@ -277,6 +320,12 @@ impl<R: WorkflowRunner> Processor<R> {
             }
             Body::Upgrade(request) => self.upgrade(batch, index, request),
             Body::Pause(request) => self.pause(batch, index, request),
+            Body::Reset(request) => self.reset(batch, index, request).await,
+            Body::ResetStart(start) => {
+                let (submission, seed) = reset::Seed::of(start);
+                self.submit_seeded(batch, index, submission, seed, sent_at)
+                    .await
+            }
             Body::Event(event) => self.receive_event(batch, index, event).await,
             Body::Cancel(request) => self.cancel(batch, index, request).await,
             Body::Schedule(command) => {
@@ -368,4 +417,7 @@ pub struct Processor<R: WorkflowRunner> {
     /// ([`Processor::take_over_effects`]): corrupt keyed state dropped ([`corrupt_state`]),
     /// remembered ids moved out of their keys' records ([`Processor::restore_remembered`]).
     take_over_effects: Vec<Effect>,
+    /// The history [`Processor::reads`] asked for and the driver read, until the step that
+    /// takes it.
+    provided: Option<(ExecutionId, Option<reset::Stored>)>,
 }

@@ -23,8 +23,10 @@ use super::ctx::error_result;
 use super::ctx::push_timer_changes;
 use super::effect::Batch;
 use super::effect::Effect;
+use super::reset::Seed;
 use super::run::Start;
 use crate::correlation;
+use crate::correlation::{CorrelationAction, CorrelationCommand};
 use crate::model::ExecutionErrorKind;
 use crate::model::ExecutionResult;
 
@@ -53,13 +55,54 @@ impl<R: WorkflowRunner> Processor<R> {
         flaw: Option<Flaw>,
         sent_at: Option<DateTime<Utc>>,
     ) -> Result<(), ProcessorError> {
+        self.create_and_start(batch, index, submission, flaw, None, sent_at)
+            .await
+    }
+
+    /// The start of an execution made by a reset ([`super::reset`]): a submission whose
+    /// history starts from `seed`'s entries, its run rebuilt from them.
+    pub(super) async fn submit_seeded(
+        &mut self,
+        batch: &mut Batch,
+        index: usize,
+        submission: Submission,
+        seed: Seed,
+        sent_at: Option<DateTime<Utc>>,
+    ) -> Result<(), ProcessorError> {
+        self.create_and_start(batch, index, submission, None, Some(seed), sent_at)
+            .await
+    }
+
+    async fn create_and_start(
+        &mut self,
+        batch: &mut Batch,
+        index: usize,
+        submission: Submission,
+        flaw: Option<Flaw>,
+        seed: Option<Seed>,
+        sent_at: Option<DateTime<Utc>>,
+    ) -> Result<(), ProcessorError> {
         let id = submission.execution_id.clone();
         if let Some(problem) = id_problem(&submission) {
             self.refuse_submission(batch, index, &submission, problem);
             return Ok(());
         }
-        if self.cache.contains_key(&id) {
-            self.resubmitted(batch, index, &submission);
+        if let Some(live) = self.cache.get(&id) {
+            match &seed {
+                None => self.resubmitted(batch, index, &submission),
+                // Read twice: it made its execution already.
+                Some(seed) if live.view.created.reset_of.as_ref() == Some(&seed.reset_of) => {
+                    tracing::debug!(execution = %id, "a reset's start read again: ignored");
+                }
+                Some(seed) => {
+                    let problem = format!(
+                        "execution {id} exists, not a reset of {} at seq {}; an execution id \
+                         can be used once",
+                        seed.reset_of.execution_id, seed.reset_of.seq
+                    );
+                    self.refuse_submission(batch, index, &submission, problem);
+                }
+            }
             return Ok(());
         }
         let unparsable = match flaw {
@@ -70,7 +113,7 @@ impl<R: WorkflowRunner> Processor<R> {
             Some(Flaw::Params(error)) => Some(error),
             None => None,
         };
-        let (mut live, held_cancel) = self.create(batch, &submission, sent_at)?;
+        let (mut live, held_cancel, start) = self.create(batch, &submission, sent_at, seed)?;
         let checked = match unparsable {
             Some(error) => Err(Rejection::InvalidParams(format!(
                 "the params of {id} are not a JSON array: {error}"
@@ -109,7 +152,7 @@ impl<R: WorkflowRunner> Processor<R> {
                 None
             }
             Ok(()) if live.view.state == ExecutionState::Scheduled => None,
-            Ok(()) => ctx.start_run(&mut live, Start::Fresh).await?,
+            Ok(()) => ctx.start_run(&mut live, start).await?,
         };
         self.accessed.insert(id.clone());
         self.cache.insert(id.clone(), live);
@@ -181,15 +224,21 @@ impl<R: WorkflowRunner> Processor<R> {
     }
 
     /// Creates the execution of `submission`: `Created` at seq 0 (its deadline the earlier of
-    /// the submission's and its component's default), then the events kept for it before it
-    /// existed, in the order they came (the run's first step finds them as any buffered
-    /// event), and their buffer forgotten; with the cancellation kept for it, if one came.
+    /// the submission's and its component's default), then a reset's copied entries (`seed`),
+    /// then the events kept for it before it existed, in the order they came (the run's first
+    /// step finds them as any buffered event), and their buffer forgotten; with the
+    /// cancellation kept for it, if one came, and how its run starts.
     fn create(
         &mut self,
         batch: &mut Batch,
         submission: &Submission,
         submitted_at: Option<DateTime<Utc>>,
-    ) -> Result<(Live<R::Run>, Option<CancelRequest>), ProcessorError> {
+        seed: Option<Seed>,
+    ) -> Result<(Live<R::Run>, Option<CancelRequest>, Start), ProcessorError> {
+        let (reset_of, entries) = match seed {
+            Some(seed) => (Some(seed.reset_of), Some(seed.entries)),
+            None => (None, None),
+        };
         let id = &submission.execution_id;
         let created = Created {
             ffqn: submission.ffqn.clone(),
@@ -206,6 +255,7 @@ impl<R: WorkflowRunner> Processor<R> {
                 self.runner.default_deadline(&submission.ffqn),
                 batch.now,
             ),
+            reset_of,
         };
         let partition = self.partition_of(id);
         let (view, timers) = ExecutionView::new(id.clone(), partition, created.clone(), batch.now);
@@ -224,6 +274,10 @@ impl<R: WorkflowRunner> Processor<R> {
         push_timer_changes(batch, timers);
         batch.touched.insert(id.clone());
         self.stats.created += 1;
+        let start = match entries {
+            None => Start::Fresh,
+            Some(entries) => self.plant(batch, &mut live, entries)?,
+        };
         let key = id.to_string();
         let mut held_cancel = None;
         if let Some(state) = self.correlations.get(&key) {
@@ -237,7 +291,39 @@ impl<R: WorkflowRunner> Processor<R> {
             held_cancel = early.cancel;
             self.put_correlation(batch, &key, changed);
         }
-        Ok((live, held_cancel))
+        Ok((live, held_cancel, start))
+    }
+
+    /// Appends a reset execution's copied `entries` after its `Created` (the projection
+    /// checks them as any entry) and registers the correlation keys they registered: the
+    /// start that rebuilds its run from them.
+    fn plant(
+        &mut self,
+        batch: &mut Batch,
+        live: &mut Live<R::Run>,
+        entries: Vec<HistoryEntry>,
+    ) -> Result<Start, ProcessorError> {
+        let mut ctx = self.ctx(batch);
+        let (mut events, mut responses) = (Vec::new(), Vec::new());
+        for entry in entries {
+            match &entry {
+                HistoryEntry::Event { event, .. } => events.push(event.clone()),
+                HistoryEntry::ResponseAppended(response) => responses.push(response.clone()),
+                _ => {}
+            }
+            ctx.append(&mut live.view, entry)?;
+        }
+        for key in &live.view.correlation_keys {
+            ctx.batch
+                .effects
+                .push(Effect::Correlation(CorrelationCommand {
+                    key: key.clone(),
+                    execution_id: live.view.id.clone(),
+                    action: CorrelationAction::Register,
+                    sent_at: ctx.batch.now,
+                }));
+        }
+        Ok(Start::Rebuild(events, responses))
     }
 
     /// Dead-letters a submission that cannot create its execution and, if it is top-level,

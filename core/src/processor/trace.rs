@@ -64,6 +64,14 @@ impl<R: WorkflowRunner> Processor<R> {
                     .unwrap_or_else(|| request.execution_id.clone());
                 TraceParent::for_execution(&parent, metadata(&parent))
             }
+            // In the trace of the execution reset (the new one inherits its metadata).
+            Effect::StartReset(start) => TraceParent::for_execution(
+                &start.submission.execution_id,
+                &start.submission.metadata,
+            ),
+            Effect::ResendReset(request) => {
+                TraceParent::for_execution(&request.execution_id, metadata(&request.execution_id))
+            }
             // In the trace of the execution it reaches (known only on its partition).
             Effect::ForwardEvent(event) => {
                 TraceParent::for_execution(&event.target, metadata(&event.target))

@@ -161,6 +161,10 @@ pub enum Payload {
     /// A request to pause or resume an execution (`weir pause`, `weir resume`), on
     /// `weir.responses`.
     Pause(crate::records::PauseRequest),
+    /// A request to reset an execution (`weir reset`), on `weir.responses`.
+    Reset(crate::records::ResetRequest),
+    /// The start of an execution made by a reset, on `weir.submissions`.
+    ResetStart(crate::records::ResetStart),
     /// A paused route on `weir.control`, keyed `route:<request topic>` (`None`: a tombstone,
     /// resumed; `Faults::route_pauses`).
     RoutePause(Option<crate::control::RoutePause>),

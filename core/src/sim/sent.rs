@@ -81,6 +81,21 @@ pub struct PauseSend {
     pub sent_at: SimTime,
 }
 
+/// A reset request a client sent (`Faults::resets`), on `weir.responses`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResetSend {
+    pub execution_id: ExecutionId,
+    pub new_execution_id: ExecutionId,
+    pub to_seq: u64,
+    pub then: crate::records::ResetThen,
+    /// The rule ([`crate::reset::cut`]) allows it on the history the client read: it makes
+    /// the new execution (once per new id), which must finish. Else it is refused.
+    pub allowed: bool,
+    /// Where it went: (partition, offset) of `weir.responses`.
+    pub at: (i32, i64),
+    pub sent_at: SimTime,
+}
+
 /// What a client had read of an execution's committed history when it sent a
 /// [`PauseSend`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -741,6 +741,8 @@ fn decode(topic: InputTopic, record: &Record) -> Result<Body, Undecodable> {
         (RecordType::StubWrite, Some(Payload::StubWrite(w))) => Ok(Body::StubWrite(w.clone())),
         (RecordType::UpgradeRequest, Some(Payload::Upgrade(u))) => Ok(Body::Upgrade(u.clone())),
         (RecordType::PauseRequest, Some(Payload::Pause(p))) => Ok(Body::Pause(p.clone())),
+        (RecordType::ResetRequest, Some(Payload::Reset(r))) => Ok(Body::Reset(r.clone())),
+        (RecordType::ResetStart, Some(Payload::ResetStart(r))) => Ok(Body::ResetStart(r.clone())),
         (expected, other) => Err(undecodable(format!(
             "not a {expected:?}, as its topic and kind say: {other:?}"
         ))),

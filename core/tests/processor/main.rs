@@ -11,6 +11,7 @@ mod corrupt_state;
 mod deliver;
 mod events;
 mod pause;
+mod reset;
 mod run;
 mod schedules;
 mod stubs;

@@ -344,7 +344,9 @@ fn analyse(
                         }
                     }
                 }
-                HistoryEntry::Created(_) | HistoryEntry::Upgraded { .. } => {}
+                HistoryEntry::Created(_)
+                | HistoryEntry::Upgraded { .. }
+                | HistoryEntry::Reset { .. } => {}
             }
         }
         if let Some(cancelled) = cancel_while_paused {

@@ -12,6 +12,7 @@
 //! - [`cancels`], [`upgrades`]: cancel and upgrade requests for submitted executions.
 //! - [`pauses`]: pause and resume requests for submitted executions, all resumed at the end.
 //! - [`routes`]: activity routes paused and resumed on `weir.control`, all resumed at the end.
+//! - [`resets`]: new executions from executions' histories, each of which must finish.
 //! - [`activity_workers`]: the activity workers' processes and their faults.
 //! - [`triggers`]: the trigger's source writer, and the trigger workers' faults.
 //! - [`corrupt_state`]: records of `weir.state` that do not decode.
@@ -26,6 +27,7 @@ mod corrupt_state;
 mod events;
 mod faults;
 mod pauses;
+mod resets;
 mod routes;
 mod schedules;
 mod stubs;

@@ -107,8 +107,9 @@ impl Sim {
 
     /// Submits an already submitted execution again.
     pub fn resubmit(&mut self, id: &ExecutionId) {
-        // A trigger's execution is submitted by the trigger workers alone.
-        if self.trig_sends.ids.contains(id) {
+        // A trigger's execution is submitted by the trigger workers alone, a reset's by the
+        // reset execution's owner.
+        if self.trig_sends.ids.contains(id) || self.made_by_reset(id) {
             return;
         }
         if let Some(s) = self.submitted.get(id).cloned() {
@@ -185,8 +186,8 @@ impl Sim {
     /// A submission of an existing top-level id with other params (issue 11 item 4):
     /// dead-lettered once and answered with a `conflict` error; the execution is untouched.
     pub fn submit_conflicting(&mut self, id: &ExecutionId) {
-        // A conflict could come before the trigger's own submission, and win.
-        if self.trig_sends.ids.contains(id) {
+        // A conflict could come before the trigger's (or the reset's) own submission, and win.
+        if self.trig_sends.ids.contains(id) || self.made_by_reset(id) {
             return;
         }
         let Some(s) = self.submitted.get_mut(id) else {

@@ -138,6 +138,8 @@ impl World {
             }
             Effect::Respond { response, .. } => Payload::Response(response.clone()),
             Effect::CancelExecution(request) => Payload::Cancel(request.clone()),
+            Effect::StartReset(start) => Payload::ResetStart(start.clone()),
+            Effect::ResendReset(request) => Payload::Reset(request.clone()),
             Effect::PublishResult(f) => Payload::Result(f.clone()),
             Effect::DeadLetter {
                 input,
