@@ -10,6 +10,7 @@
 //!   previous owner, what it committed, its flow control.
 //! - [`external`]: requests of external routes, watched until their deadline.
 //! - [`answer`]: the size gate of an answer (too large: `value-too-large`).
+//! - [`rate`]: the token bucket of a rate-limited route's topic ([`RateLimit`]).
 //! - `state`: [`ActivityCore`], the state machine over the owned partitions.
 //!
 //! **What it promises** (exactly once, nothing lost, no partition stuck):
@@ -42,21 +43,31 @@
 //!   requests is paused until one finishes (the metadata stays within the broker's limit).
 //! - **Paused routes** ([`Input::TopicsPaused`]): no attempt of a paused route starts and its
 //!   partitions are not fetched until it is resumed; nothing of it is lost or answered.
+//! - **Rate limits** ([`CoreConfig::rate_limits`], [`rate`]): an attempt of a rate-limited
+//!   topic starts only with a token of its topic's bucket — one bucket per topic and per core
+//!   (per worker process), kept across take-overs; retries are attempts like the first. An
+//!   attempt without a token stays ready, as a paused route's does (nothing lost, nothing
+//!   answered; its partition is fetched until its window is full), and
+//!   [`ActivityCore::next_wake`] names the instant the next token comes, so no partition is
+//!   stuck on an empty bucket.
 
 pub mod answer;
 pub mod external;
 mod partition;
 pub mod progress;
+pub mod rate;
 mod state;
 #[cfg(test)]
 mod tests;
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
 pub use self::progress::{MAX_PARTITION_WINDOW, Mark, MetadataError, Progress};
+pub use self::rate::{RateLimit, RateLimitError};
 pub use self::state::ActivityCore;
 use crate::model::{ExecutionId, ExecutionResult, Ffqn, Response};
 use crate::records::{ActivityCancel, ActivityRequest, DlqReason};
@@ -80,6 +91,12 @@ pub enum ActivitySettingsError {
     NoConcurrency,
     #[error("the activity partition window must be 1 to {MAX_PARTITION_WINDOW}, not {0}")]
     Window(usize),
+    #[error("the rate limit of route topic `{topic}` ({limit}): {error}")]
+    Rate {
+        topic: String,
+        limit: RateLimit,
+        error: RateLimitError,
+    },
 }
 
 impl ActivitySettings {
@@ -102,6 +119,25 @@ pub struct CoreConfig {
     pub commit_interval: Duration,
     /// ... or as soon as this many records wait to be committed.
     pub max_batch: usize,
+    /// The rate-limited request topics (the topology's `rate` of their routes), each with its
+    /// limit: what one core — one activity worker process — starts of the topic's attempts.
+    pub rate_limits: BTreeMap<String, RateLimit>,
+}
+
+impl CoreConfig {
+    pub fn validate(&self) -> Result<(), ActivitySettingsError> {
+        self.settings.validate()?;
+        for (topic, limit) in &self.rate_limits {
+            limit
+                .validate()
+                .map_err(|error| ActivitySettingsError::Rate {
+                    topic: topic.clone(),
+                    limit: *limit,
+                    error,
+                })?;
+        }
+        Ok(())
+    }
 }
 
 /// A partition of an activity route's topic.
@@ -354,6 +390,9 @@ pub struct Counters {
     pub unknown_answered: u64,
     pub cancelled: u64,
     pub deadlines_enforced: u64,
+    /// Attempts a rate limit delayed (each attempt once, when it first found its topic's
+    /// bucket empty with a slot free), by topic.
+    pub rate_limited: BTreeMap<String, u64>,
 }
 
 /// What stands now (for the metrics).
@@ -362,4 +401,6 @@ pub struct Gauges {
     pub running: usize,
     pub waiting: usize,
     pub paused: usize,
+    /// Ready attempts the last start found waiting for a token of their topic's rate limit.
+    pub rate_held: usize,
 }

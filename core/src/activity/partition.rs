@@ -64,6 +64,8 @@ pub(super) struct Job<S> {
     /// When the request was written (its record's timestamp).
     pub written_at: DateTime<Utc>,
     pub phase: Phase,
+    /// Its attempt found its topic's rate limit without a token (counted once an attempt).
+    pub rate_delayed: bool,
 }
 
 impl<S> Job<S> {
@@ -231,6 +233,7 @@ mod tests {
             deadline: None,
             written_at: t(0),
             phase: Phase::Ready,
+            rate_delayed: false,
         }
     }
 

@@ -9,6 +9,11 @@
 //!   of every partition that moved; a commit is not emitted while one is in flight.
 //! - A job leaves `open` exactly when its answer, dead letter or cancellation is decided,
 //!   and its record counts as finished from then on (the next progress no longer lists it).
+//! - An attempt of a rate-limited topic is started only with a token taken from its topic's
+//!   bucket at that instant (`buckets`, one per topic of [`CoreConfig::rate_limits`], kept for
+//!   the core's life: a take-over gives no new tokens). `rate_waits` holds, for each topic
+//!   whose ready attempts the last start left waiting for a token, when the next one comes;
+//!   [`ActivityCore::next_wake`] includes it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::mem;
@@ -19,6 +24,7 @@ use tracing::{debug, info, warn};
 use super::external::{self, Checked, Due};
 use super::partition::{Admit, Job, JobKind, Partition, Phase};
 use super::progress::{Mark, Progress};
+use super::rate::TokenBucket;
 use super::{
     ActivitySettingsError, AttemptId, Body, Commit, Committed, CoreConfig, Counters, Effect,
     Gauges, Input, Outgoing, Record, RoutePartition, Serve, ServiceCheck, Start,
@@ -48,6 +54,13 @@ pub struct ActivityCore<S> {
     counters: Counters,
     /// The request topics of the paused routes ([`Input::TopicsPaused`]).
     paused_topics: BTreeSet<String>,
+    /// The bucket of each rate-limited topic.
+    buckets: BTreeMap<String, TokenBucket>,
+    /// For each topic whose ready attempts the last start left waiting for a token: when the
+    /// next token comes.
+    rate_waits: BTreeMap<String, DateTime<Utc>>,
+    /// How many ready attempts the last start left waiting for a token.
+    rate_held: usize,
 }
 
 /// A request just read, and what it is.
@@ -64,7 +77,16 @@ struct Arrival<S> {
 
 impl<S: Clone> ActivityCore<S> {
     pub fn new(config: CoreConfig) -> Result<Self, ActivitySettingsError> {
-        config.settings.validate()?;
+        config.validate()?;
+        let mut buckets = BTreeMap::new();
+        for (topic, limit) in &config.rate_limits {
+            let bucket = TokenBucket::new(limit).map_err(|error| ActivitySettingsError::Rate {
+                topic: topic.clone(),
+                limit: *limit,
+                error,
+            })?;
+            buckets.insert(topic.clone(), bucket);
+        }
         Ok(ActivityCore {
             config,
             partitions: BTreeMap::new(),
@@ -77,6 +99,9 @@ impl<S: Clone> ActivityCore<S> {
             running: 0,
             counters: Counters::default(),
             paused_topics: BTreeSet::new(),
+            buckets,
+            rate_waits: BTreeMap::new(),
+            rate_held: 0,
         })
     }
 
@@ -116,7 +141,8 @@ impl<S: Clone> ActivityCore<S> {
     }
 
     /// The next instant something waits for (a retry's backoff, a grace, a deadline, the
-    /// commit of what is finished); `None`: nothing.
+    /// commit of what is finished, the next token of a rate limit an attempt waits for);
+    /// `None`: nothing.
     pub fn next_wake(&self) -> Option<DateTime<Utc>> {
         let commit = self
             .dirty_since
@@ -129,7 +155,8 @@ impl<S: Clone> ActivityCore<S> {
                 Phase::Waiting { until } => Some(until),
                 _ => None,
             });
-        commit.into_iter().chain(waiting).min()
+        let tokens = self.rate_waits.values().copied();
+        commit.into_iter().chain(waiting).chain(tokens).min()
     }
 
     /// Whether something finished waits to be committed.
@@ -155,6 +182,7 @@ impl<S: Clone> ActivityCore<S> {
                 .filter(|job| matches!(job.phase, Phase::Waiting { .. }))
                 .count(),
             paused: self.partitions.values().filter(|ps| ps.paused).count(),
+            rate_held: self.rate_held,
         }
     }
 
@@ -207,6 +235,8 @@ impl<S: Clone> ActivityCore<S> {
         self.dirty_since = None;
         self.in_flight = None;
         self.running = 0;
+        self.rate_waits.clear();
+        self.rate_held = 0;
     }
 
     /// Resumes each assigned partition from its committed progress.
@@ -326,6 +356,7 @@ impl<S: Clone> ActivityCore<S> {
             deadline,
             written_at: a.written_at,
             phase,
+            rate_delayed: false,
         };
         if let Some(ps) = self.partitions.get_mut(&a.partition) {
             ps.open.insert(a.offset, job);
@@ -551,8 +582,12 @@ impl<S: Clone> ActivityCore<S> {
     }
 
     /// Starts ready jobs, oldest first, while attempt slots are free; none of a paused route
-    /// (its external checks still run: they answer deadlines, they run nothing).
+    /// (its external checks still run: they answer deadlines, they run nothing), and none of
+    /// a rate-limited topic whose bucket has no token (`start` leaves it ready and notes when
+    /// the next token comes). Jobs waiting for a slot wait for no token.
     fn start_ready(&mut self, now: DateTime<Utc>, fx: &mut Vec<Effect<S>>) {
+        self.rate_waits.clear();
+        self.rate_held = 0;
         let concurrency = self.config.settings.concurrency;
         if self.running >= concurrency {
             return;
@@ -579,9 +614,9 @@ impl<S: Clone> ActivityCore<S> {
         }
     }
 
-    /// Starts the ready job at `offset` of `key`: its next attempt, or the check of its
-    /// external service (or answers it `timed-out` if its deadline passed before it could
-    /// start).
+    /// Starts the ready job at `offset` of `key`: its next attempt (with a token of its
+    /// topic's rate limit, if it has one: else it stays ready), or the check of its external
+    /// service (or answers it `timed-out` if its deadline passed before it could start).
     fn start(
         &mut self,
         key: RoutePartition,
@@ -613,6 +648,25 @@ impl<S: Clone> ActivityCore<S> {
                     }
                     return;
                 }
+                if let Some(bucket) = self.buckets.get_mut(&key.topic)
+                    && !bucket.take(now)
+                {
+                    if let Some(at) = bucket.next_token() {
+                        self.rate_waits.insert(key.topic.clone(), at);
+                    }
+                    self.rate_held += 1;
+                    if !job.rate_delayed {
+                        job.rate_delayed = true;
+                        *self
+                            .counters
+                            .rate_limited
+                            .entry(key.topic.clone())
+                            .or_default() += 1;
+                        debug!(execution = %job.request.execution_id, partition = %key, offset, attempt = job.attempt, "activity attempt waits for a token of its route's rate limit");
+                    }
+                    return;
+                }
+                job.rate_delayed = false;
                 self.counters.attempts += 1;
                 fx.push(Effect::Start(Start {
                     id,

@@ -66,6 +66,7 @@ impl World {
             },
             commit_interval: StdDuration::from_millis(commit_ms),
             max_batch,
+            rate_limits: Default::default(),
         });
         let line = format!(
             "activity workers: {:?}; service group named: {}",
@@ -84,6 +85,7 @@ impl World {
             },
             commit_interval: StdDuration::from_millis(100),
             max_batch: 5,
+            rate_limits: Default::default(),
         });
         let Ok(core) = ActivityCore::new(config) else {
             self.anomalies

@@ -801,6 +801,7 @@ fn core_config(config: &WorkerConfig, settings: ActivitySettings) -> CoreConfig 
         settings,
         commit_interval: config.commit_interval,
         max_batch: config.max_batch_records,
+        rate_limits: Default::default(),
     }
 }
 

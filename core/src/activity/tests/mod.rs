@@ -10,6 +10,7 @@ use super::*;
 use crate::model::{ExecutionError, ExecutionErrorKind, ExecutionId, JoinSetId};
 
 mod outcomes;
+mod rates;
 
 const TOPIC: &str = "weir.activity.t";
 
@@ -195,6 +196,7 @@ fn config(concurrency: usize, window: usize) -> CoreConfig {
         },
         commit_interval: Duration::ZERO,
         max_batch: 100,
+        rate_limits: std::collections::BTreeMap::new(),
     }
 }
 
@@ -524,7 +526,8 @@ fn the_next_wake_is_the_first_thing_waited_for() {
         Gauges {
             running: 0,
             waiting: 2,
-            paused: 0
+            paused: 0,
+            rate_held: 0
         }
     );
     let counters = core.take_counters();
