@@ -49,6 +49,33 @@ impl Gauge {
     }
 }
 
+/// Counters by topic, each series there from when its topic is [registered](Self::register)
+/// (at 0).
+#[derive(Default, Debug)]
+pub struct TopicCounters(Mutex<BTreeMap<String, u64>>);
+
+impl TopicCounters {
+    /// The series of `topic`, at 0 if it was not there.
+    pub fn register(&self, topic: &str) {
+        self.lock().entry(topic.to_owned()).or_default();
+    }
+
+    pub fn add(&self, topic: &str, n: u64) {
+        *self.lock().entry(topic.to_owned()).or_default() += n;
+    }
+
+    /// Every series, by topic.
+    pub fn get(&self) -> BTreeMap<String, u64> {
+        self.lock().clone()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, u64>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
 /// Sum and count of observations, exported as a Prometheus summary without quantiles.
 #[derive(Default, Debug)]
 pub struct Timing {
@@ -285,6 +312,12 @@ pub struct Metrics {
     pub activity_unknown_answered: Counter,
     /// Activity worker: external requests answered `timed-out` at their deadline.
     pub activity_deadlines_enforced: Counter,
+    /// Activity worker: attempts a route's rate limit delayed (each once), by request topic:
+    /// `weir_activity_rate_limited_total{topic}`, a series per rate-limited topic from the
+    /// worker's start.
+    pub activity_rate_limited: TopicCounters,
+    /// Activity worker: ready attempts waiting for a token of their route's rate limit.
+    pub activity_rate_held: Gauge,
     /// Activity attempts that found the WASM instance pool full and waited for a slot.
     pub wasm_pool_waits: Counter,
 }
@@ -346,6 +379,16 @@ impl Metrics {
                 out,
                 "weir_schedule_ticks_total{{outcome=\"{outcome}\"}} {}",
                 counter.get()
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP weir_activity_rate_limited_total Activity attempts delayed by their route's rate limit (each attempt once, when it found the worker's bucket of its topic empty), by request topic.\n# TYPE weir_activity_rate_limited_total counter"
+        );
+        for (topic, n) in self.activity_rate_limited.get() {
+            let _ = writeln!(
+                out,
+                "weir_activity_rate_limited_total{{topic=\"{topic}\"}} {n}"
             );
         }
         let _ = writeln!(
@@ -534,6 +577,11 @@ impl Metrics {
             "activity_waiting",
             "Activity requests waiting (a retry's backoff, a worker that runs the function, an external answer).",
             self.activity_waiting.get(),
+        );
+        gauge(
+            "activity_rate_held",
+            "Activity attempts ready to start that wait for a token of their route's rate limit.",
+            self.activity_rate_held.get(),
         );
         gauge(
             "activity_partitions_paused",
@@ -776,6 +824,36 @@ mod tests {
             response.contains("weir_kafka_client_restarts_total{worker=\"activity\"} 1"),
             "{response}"
         );
+    }
+
+    /// `weir_activity_rate_limited_total` is there from the start, with a series per topic
+    /// registered (at 0) or counted.
+    #[test]
+    fn the_rate_limited_counter_has_a_series_per_limited_topic() {
+        let metrics = Metrics::default();
+        let rendered = metrics.render();
+        assert!(
+            rendered.contains("# TYPE weir_activity_rate_limited_total counter"),
+            "{rendered}"
+        );
+        metrics.activity_rate_limited.register("weir.activity.a");
+        metrics.activity_rate_limited.add("weir.activity.b", 2);
+        metrics.activity_rate_limited.add("weir.activity.b", 1);
+        metrics.activity_rate_held.set(4);
+        let rendered = metrics.render();
+        for (series, value) in [
+            (
+                "weir_activity_rate_limited_total{topic=\"weir.activity.a\"}",
+                "0",
+            ),
+            (
+                "weir_activity_rate_limited_total{topic=\"weir.activity.b\"}",
+                "3",
+            ),
+            ("weir_activity_rate_held", "4"),
+        ] {
+            assert_eq!(line(&rendered, series), Some(value), "{rendered}");
+        }
     }
 
     fn sample(partition: i32, position: Option<i64>, end: Option<i64>) -> PartitionSample {

@@ -34,6 +34,10 @@
 //! the loop reads the service group's committed offset when the core asks
 //! ([`Effect::CheckService`]). A partition with [`ActivitySettings::partition_window`]
 //! unfinished requests is paused until one finishes; the consumer is polled all along.
+//! The topology's rate limits ([`Topology::rate_limits`]) go to the core, which starts an
+//! attempt of a rate-limited topic only with a token of this process's bucket of it
+//! (`weir_activity_rate_limited_total{topic}` counts the attempts it delayed); the loop sleeps
+//! until the core's next wake, which names when the next token comes.
 
 use std::str::FromStr;
 use std::sync::Arc;
@@ -115,8 +119,13 @@ impl ActivityWorker {
         codec: Arc<Codec>,
         metrics: Arc<Metrics>,
     ) -> Self {
-        let core = ActivityCore::new(core_config(&config, default_settings()))
-            .expect("the default activity settings are valid (tested)");
+        // The topology's rate limits were validated when it was loaded, by the rule the core
+        // checks (`RateLimit::validate`).
+        let core = ActivityCore::new(core_config(&config, default_settings(), &topology))
+            .expect("the default activity settings are valid (tested), and so are the topology's rate limits");
+        for topic in topology.rate_limits().keys() {
+            metrics.activity_rate_limited.register(topic);
+        }
         ActivityWorker {
             config,
             core,
@@ -152,7 +161,7 @@ impl ActivityWorker {
         mut self,
         settings: ActivitySettings,
     ) -> Result<Self, ActivitySettingsError> {
-        self.core = ActivityCore::new(core_config(&self.config, settings))?;
+        self.core = ActivityCore::new(core_config(&self.config, settings, &self.topology))?;
         Ok(self)
     }
 
@@ -186,7 +195,7 @@ impl ActivityWorker {
             return Ok(());
         };
         let mut recovery = Recovery::new(self.config.static_membership);
-        info!(instance = %self.config.instance_id, ?topics, settings = ?self.core.config().settings, "activity worker started");
+        info!(instance = %self.config.instance_id, ?topics, settings = ?self.core.config().settings, rate_limits = ?self.core.config().rate_limits, "activity worker started");
         let (mut tasks, mut done_rx) = Tasks::new();
         // The instant of the last turn (`None` before the first).
         let mut last: Option<DateTime<Utc>> = None;
@@ -788,20 +797,28 @@ impl ActivityWorker {
         m.activity_unknown_answered.add(c.unknown_answered);
         m.activity_cancelled.add(c.cancelled);
         m.activity_deadlines_enforced.add(c.deadlines_enforced);
+        for (topic, n) in &c.rate_limited {
+            m.activity_rate_limited.add(topic, *n);
+        }
         let g = self.core.gauges();
         m.activity_running.set(g.running as i64);
         m.activity_waiting.set(g.waiting as i64);
         m.activity_partitions_paused.set(g.paused as i64);
+        m.activity_rate_held.set(g.rate_held as i64);
     }
 }
 
-/// The core's configuration from the worker's.
-fn core_config(config: &WorkerConfig, settings: ActivitySettings) -> CoreConfig {
+/// The core's configuration from the worker's, with the topology's rate limits.
+fn core_config(
+    config: &WorkerConfig,
+    settings: ActivitySettings,
+    topology: &Topology,
+) -> CoreConfig {
     CoreConfig {
         settings,
         commit_interval: config.commit_interval,
         max_batch: config.max_batch_records,
-        rate_limits: Default::default(),
+        rate_limits: topology.rate_limits(),
     }
 }
 
@@ -833,19 +850,66 @@ fn header_not_before(message: &OwnedMessage) -> Option<DateTime<Utc>> {
 mod tests {
     use super::*;
 
+    fn worker_config() -> WorkerConfig {
+        WorkerConfig::new(
+            crate::kafka::config::KafkaConfig::new("localhost:9092"),
+            "g",
+            "i",
+        )
+    }
+
+    fn repo_topology() -> Topology {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../topology");
+        Topology::load(&dir).expect("the repository's topology is valid")
+    }
+
     /// The defaults `ActivityWorker::new` builds its core with are valid.
     #[test]
     fn the_default_settings_are_valid() {
         assert_eq!(default_settings().validate(), Ok(()));
-        let config = core_config(
-            &WorkerConfig::new(
-                crate::kafka::config::KafkaConfig::new("localhost:9092"),
-                "g",
-                "i",
-            ),
-            default_settings(),
+        let config = core_config(&worker_config(), default_settings(), &repo_topology());
+        assert!(ActivityCore::<Source>::new(config).is_ok());
+    }
+
+    /// The topology's rate limits reach the core, by topic (a limit given on one interface of
+    /// a topic is the topic's); the core refuses one that is none, naming its topic.
+    #[test]
+    fn the_topologys_rate_limits_reach_the_core() {
+        let mut topology = repo_topology();
+        let shop = topology
+            .routes
+            .iter_mut()
+            .find(|r| r.interface == "weir-examples:shop/payment")
+            .expect("the shop's payment route");
+        shop.rate = Some(crate::topology::RouteRate {
+            per_second: 50.0,
+            burst: 10,
+        });
+        let config = core_config(&worker_config(), default_settings(), &topology);
+        assert_eq!(
+            config.rate_limits,
+            std::collections::BTreeMap::from([(
+                "weir.activity.shop".to_owned(),
+                weir_core::activity::RateLimit {
+                    per_second: 50.0,
+                    burst: 10
+                }
+            )])
         );
         assert!(ActivityCore::<Source>::new(config).is_ok());
+        if let Some(rate) = &mut topology.routes.iter_mut().find_map(|r| r.rate.as_mut()) {
+            rate.per_second = 0.0;
+        }
+        let refused = ActivityCore::<Source>::new(core_config(
+            &worker_config(),
+            default_settings(),
+            &topology,
+        ))
+        .expect_err("a rate of 0");
+        assert!(
+            matches!(&refused, ActivitySettingsError::Rate { topic, .. } if topic == "weir.activity.shop"),
+            "{refused:?}"
+        );
     }
 
     #[test]

@@ -193,9 +193,13 @@ impl<S: Store + 'static> WorkflowWorker<S> {
 }
 
 impl<S: Store> WorkflowWorker<S> {
-    /// The inline seam: the host's inline components, none of a paused route.
+    /// The inline seam: the host's inline components, none of a rate-limited or paused route.
     fn inline(&self) -> WasmInline {
-        let inline = WasmInline::new(Arc::clone(&self.host), self.config.inline.clone());
+        let inline = WasmInline::new(
+            Arc::clone(&self.host),
+            self.config.inline.clone(),
+            Arc::clone(&self.topology),
+        );
         match &self.controls {
             Some(controls) => inline.with_paused_routes(crate::wasm::inline::PausedRoutes {
                 controls: controls.clone(),

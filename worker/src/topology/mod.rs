@@ -3,13 +3,21 @@
 //! (`routes.toml`). Pure configuration: loading and validation here, creation of the topics in
 //! [`crate::kafka::admin`], of the CQL schema in [`crate::store::schema`]. The recurring
 //! schedules (`schedules.toml`) are read by [`schedules`].
+//!
+//! A route may limit the rate of its activities' attempts (`rate`, [`RouteRate`]): the limit
+//! is its request topic's — every interface routed to the topic shares it — and is enforced by
+//! each activity worker process (`weir_core::activity::rate`). A topology loads only if every
+//! limit is one ([`weir_core::activity::RateLimit::validate`]), is on a topic Weir serves, and
+//! the routes of a topic that give one give the same ([`RouteRateError`]).
 
 pub mod schedules;
 
 use std::collections::{BTreeMap, HashSet};
+use std::fmt;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
+use weir_core::activity::{RateLimit, RateLimitError};
 
 /// What a topic is used for: the core's, one table with the records' addresses.
 pub use weir_core::wire::TopicRole;
@@ -28,7 +36,7 @@ pub struct TopicSpec {
 }
 
 /// Where the requests of the activities of one interface go.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Route {
     /// `namespace:package/interface`, with `@version` when the interface is versioned.
@@ -49,6 +57,76 @@ pub struct Route {
     /// own routes always are.
     #[serde(default)]
     pub cancel_notices: bool,
+    /// Routes Weir serves: the rate limit of the route's topic (shared by every interface
+    /// routed to it), enforced by each activity worker process.
+    #[serde(default)]
+    pub rate: Option<RouteRate>,
+}
+
+/// A route's rate limit, `rate = { per_second = 50.0, burst = 10 }`: each activity worker
+/// process starts at most `burst` attempts of the topic at once and `per_second` a second on
+/// average (a token bucket; retries are attempts too).
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteRate {
+    /// Attempts a second, at least one a day (`0.5`, `50`, …).
+    pub per_second: f64,
+    /// Attempts that may start at once after a quiet spell (1 if not given).
+    #[serde(default = "RouteRate::default_burst")]
+    pub burst: u32,
+}
+
+impl RouteRate {
+    fn default_burst() -> u32 {
+        1
+    }
+
+    /// The limit the activity core enforces.
+    pub fn limit(&self) -> RateLimit {
+        RateLimit {
+            per_second: self.per_second,
+            burst: self.burst,
+        }
+    }
+}
+
+impl fmt::Display for RouteRate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{{ per_second = {}, burst = {} }}",
+            self.per_second, self.burst
+        )
+    }
+}
+
+/// Why a route's `rate` cannot be (the topology does not load).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RouteRateError {
+    #[error("route of `{interface}` (topic `{topic}`): rate {rate}: {error}")]
+    Invalid {
+        interface: String,
+        topic: String,
+        rate: RouteRate,
+        error: RateLimitError,
+    },
+    #[error(
+        "route of `{interface}` (topic `{topic}`) is external: Weir's activity workers run none \
+         of its requests, so they cannot limit their rate (limit the service that serves them)"
+    )]
+    External { interface: String, topic: String },
+    #[error(
+        "topic `{topic}` has two rate limits: the route of `{first}` gives {first_rate}, the \
+         route of `{second}` {second_rate}; the interfaces routed to a topic share its one \
+         limit (give it once, or the same on each)"
+    )]
+    Conflict {
+        topic: String,
+        first: String,
+        first_rate: RouteRate,
+        second: String,
+        second_rate: RouteRate,
+    },
 }
 
 impl Route {
@@ -62,7 +140,7 @@ impl Route {
 }
 
 /// The whole topology of a deployment.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Topology {
     pub topics: Vec<TopicSpec>,
     pub routes: Vec<Route>,
@@ -85,6 +163,8 @@ pub enum TopologyError {
     },
     #[error("invalid topology: {0}")]
     Invalid(String),
+    #[error("invalid topology: {0}")]
+    Rate(#[from] RouteRateError),
 }
 
 #[derive(Deserialize)]
@@ -260,6 +340,47 @@ impl Topology {
                 ));
             }
         }
+        self.validate_rates()?;
+        Ok(())
+    }
+
+    /// Each `rate` is a limit, on a route Weir serves, the same as any other of its topic.
+    fn validate_rates(&self) -> Result<(), RouteRateError> {
+        let mut by_topic: BTreeMap<&str, &Route> = BTreeMap::new();
+        for route in &self.routes {
+            let Some(rate) = route.rate else {
+                continue;
+            };
+            if route.external {
+                return Err(RouteRateError::External {
+                    interface: route.interface.clone(),
+                    topic: route.topic.clone(),
+                });
+            }
+            rate.limit()
+                .validate()
+                .map_err(|error| RouteRateError::Invalid {
+                    interface: route.interface.clone(),
+                    topic: route.topic.clone(),
+                    rate,
+                    error,
+                })?;
+            match by_topic.get(route.topic.as_str()) {
+                Some(first) if first.rate != Some(rate) => {
+                    return Err(RouteRateError::Conflict {
+                        topic: route.topic.clone(),
+                        first: first.interface.clone(),
+                        first_rate: first.rate.unwrap_or(rate),
+                        second: route.interface.clone(),
+                        second_rate: rate,
+                    });
+                }
+                Some(_) => {}
+                None => {
+                    by_topic.insert(&route.topic, route);
+                }
+            }
+        }
         Ok(())
     }
 
@@ -325,6 +446,26 @@ impl Topology {
             });
         }
         Ok(&route.topic)
+    }
+
+    /// The rate-limited request topics, each with its limit (what every activity worker
+    /// process enforces on its own: `docs/design/activities.md#rate-limits`).
+    pub fn rate_limits(&self) -> BTreeMap<String, RateLimit> {
+        self.routes
+            .iter()
+            .filter_map(|r| Some((r.topic.clone(), r.rate?.limit())))
+            .collect()
+    }
+
+    /// The rate limit of the topic `interface` is routed to, if it has one (a route of another
+    /// interface of the topic may give it).
+    pub fn rate_limit_of(&self, interface: &str) -> Option<RateLimit> {
+        let topic = &self.route(interface)?.topic;
+        self.routes
+            .iter()
+            .filter(|r| r.topic == *topic)
+            .find_map(|r| r.rate)
+            .map(|rate| rate.limit())
     }
 
     /// The interfaces routed to `topic`.
@@ -604,6 +745,160 @@ mod tests {
                 ),
                 "{name}"
             );
+        }
+    }
+
+    fn route_with_rate(rate: &str) -> String {
+        format!(
+            r#"[[route]]
+               interface = "a:b/c"
+               topic = "act.c"
+               rate = {rate}"#
+        )
+    }
+
+    /// `rate` limits the route's topic: `per_second` (an integer or a float) and `burst` (1 if
+    /// not given); every interface of the topic shares it, namespaced with the topic.
+    #[test]
+    fn a_rate_limits_the_topic_of_its_route() {
+        let t = parse(
+            MINIMAL,
+            r#"[[route]]
+               interface = "a:b/c"
+               topic = "act.c"
+               rate = { per_second = 50, burst = 10 }
+               [[route]]
+               interface = "a:b/d"
+               topic = "act.c"
+               [[route]]
+               interface = "a:b/e"
+               topic = "act.c"
+               rate = { per_second = 50.0, burst = 10 }
+               [[route]]
+               interface = "a:b/s"
+               topic = "act.s"
+               rate = { per_second = 0.5 }
+               [[route]]
+               interface = "a:b/f"
+               topic = "act.f""#,
+        )
+        .unwrap()
+        .with_namespace("ns")
+        .unwrap();
+        let fifty = RateLimit {
+            per_second: 50.0,
+            burst: 10,
+        };
+        let slow = RateLimit {
+            per_second: 0.5,
+            burst: 1,
+        };
+        assert_eq!(
+            t.rate_limits(),
+            BTreeMap::from([
+                ("ns.act.c".to_owned(), fifty),
+                ("ns.act.s".to_owned(), slow)
+            ])
+        );
+        assert_eq!(t.rate_limit_of("a:b/d"), Some(fifty), "the topic's limit");
+        assert_eq!(t.rate_limit_of("a:b/s"), Some(slow));
+        assert_eq!(t.rate_limit_of("a:b/f"), None);
+        assert_eq!(t.rate_limit_of("x:y/z"), None, "no route");
+        assert!(repo_topology().rate_limits().is_empty());
+    }
+
+    /// A rate that is not one, one on an external route, and two of one topic that differ are
+    /// typed errors naming the route and its topic; a key a rate does not have is a parse error.
+    #[test]
+    fn bad_rates_are_refused_naming_the_route_and_topic() {
+        for (rate, error) in [
+            ("{ per_second = 0 }", RateLimitError::NotPositive(0.0)),
+            ("{ per_second = -3.5 }", RateLimitError::NotPositive(-3.5)),
+            (
+                "{ per_second = inf }",
+                RateLimitError::NotFinite(f64::INFINITY),
+            ),
+            ("{ per_second = 1e-9 }", RateLimitError::TooSlow(1e-9)),
+            ("{ per_second = 5, burst = 0 }", RateLimitError::NoBurst),
+        ] {
+            let err = parse(MINIMAL, &route_with_rate(rate)).expect_err(rate);
+            match &err {
+                TopologyError::Rate(RouteRateError::Invalid {
+                    interface,
+                    topic,
+                    error: found,
+                    ..
+                }) => {
+                    assert_eq!((interface.as_str(), topic.as_str()), ("a:b/c", "act.c"));
+                    assert_eq!(*found, error, "{rate}");
+                }
+                other => panic!("{rate}: {other:?}"),
+            }
+            let message = err.to_string();
+            assert!(
+                message.starts_with("invalid topology: route of `a:b/c` (topic `act.c`): rate {"),
+                "{message}"
+            );
+        }
+        let nan = parse(MINIMAL, &route_with_rate("{ per_second = nan }")).unwrap_err();
+        assert!(
+            matches!(
+                nan,
+                TopologyError::Rate(RouteRateError::Invalid {
+                    error: RateLimitError::NotFinite(_),
+                    ..
+                })
+            ),
+            "{nan:?}"
+        );
+        let external = parse(
+            MINIMAL,
+            r#"[[route]]
+               interface = "x:y/z"
+               topic = "act.x"
+               external = true
+               rate = { per_second = 5 }"#,
+        )
+        .unwrap_err();
+        assert!(
+            matches!(&external, TopologyError::Rate(RouteRateError::External { interface, topic })
+                if interface == "x:y/z" && topic == "act.x"),
+            "{external:?}"
+        );
+        assert!(external.to_string().contains("is external"), "{external}");
+        let conflict = parse(
+            MINIMAL,
+            r#"[[route]]
+               interface = "a:b/c"
+               topic = "act.c"
+               rate = { per_second = 5 }
+               [[route]]
+               interface = "a:b/d"
+               topic = "act.c"
+               [[route]]
+               interface = "a:b/e"
+               topic = "act.c"
+               rate = { per_second = 5, burst = 2 }"#,
+        )
+        .unwrap_err();
+        assert!(
+            matches!(&conflict, TopologyError::Rate(RouteRateError::Conflict { topic, first, second, .. })
+                if topic == "act.c" && first == "a:b/c" && second == "a:b/e"),
+            "{conflict:?}"
+        );
+        assert!(
+            conflict.to_string().contains(
+                "topic `act.c` has two rate limits: the route of `a:b/c` gives { per_second = 5, burst = 1 }, the route of `a:b/e` { per_second = 5, burst = 2 }"
+            ),
+            "{conflict}"
+        );
+        for bad in [
+            "{ per_minute = 5 }",
+            "{ burst = 3 }",
+            "{ per_second = 5, burst = -1 }",
+        ] {
+            let err = toml::from_str::<RoutesFile>(&route_with_rate(bad)).err();
+            assert!(err.is_some(), "{bad} parsed");
         }
     }
 

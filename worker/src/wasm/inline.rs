@@ -11,6 +11,11 @@
 //! backoff; an attempt still running when the budget is spent is interrupted (its task
 //! aborted: wasmtime stops the guest at its next await point) and the request goes to the
 //! topic as it was, to run there in full.
+//!
+//! Nothing of a rate-limited route (`rate` in `routes.toml`) runs inline: an inline attempt
+//! takes no token of the bucket the route's activity workers start its attempts with, so it
+//! would escape the limit; its requests go to the topic. Nor of a paused route
+//! ([`PausedRoutes`]): the route's activity workers hold it.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -51,18 +56,25 @@ impl PausedRoutes {
     }
 }
 
-/// The workflow worker's inline activities: those of `host` whose component is inline.
+/// The workflow worker's inline activities: those of `host` whose component is inline and
+/// whose route in `topology` has no rate limit.
 pub struct WasmInline {
     host: Arc<WasmHost>,
     config: InlineConfig,
+    topology: Arc<crate::topology::Topology>,
     paused: Option<PausedRoutes>,
 }
 
 impl WasmInline {
-    pub fn new(host: Arc<WasmHost>, config: InlineConfig) -> Self {
+    pub fn new(
+        host: Arc<WasmHost>,
+        config: InlineConfig,
+        topology: Arc<crate::topology::Topology>,
+    ) -> Self {
         WasmInline {
             host,
             config,
+            topology,
             paused: None,
         }
     }
@@ -78,6 +90,7 @@ impl InlineActivities for WasmInline {
     fn runs(&self, ffqn: &Ffqn) -> bool {
         self.config.enabled
             && self.host.runs_inline(ffqn)
+            && self.topology.rate_limit_of(ffqn.ifc_fqn()).is_none()
             && !self.paused.as_ref().is_some_and(|p| p.holds(ffqn))
     }
 
