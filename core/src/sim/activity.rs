@@ -243,6 +243,8 @@ pub struct ActivityWorkers {
     pub service_group: bool,
     /// The core's configuration of the run (drawn).
     pub config: Option<CoreConfig>,
+    /// The run's rate limits and what the workers did with them (`Faults::rate_limits`).
+    pub rates: super::rates::Rates,
 }
 
 pub(super) fn topic_of(name: &str) -> Topic {

@@ -66,7 +66,7 @@ impl World {
             },
             commit_interval: StdDuration::from_millis(commit_ms),
             max_batch,
-            rate_limits: Default::default(),
+            rate_limits: self.act.rates.limits(),
         });
         let line = format!(
             "activity workers: {:?}; service group named: {}",
@@ -85,7 +85,7 @@ impl World {
             },
             commit_interval: StdDuration::from_millis(100),
             max_batch: 5,
-            rate_limits: Default::default(),
+            rate_limits: self.act.rates.limits(),
         });
         let Ok(core) = ActivityCore::new(config) else {
             self.anomalies
@@ -156,6 +156,23 @@ impl World {
                 return;
             }
         }
+        self.act_rates(pid);
+    }
+
+    /// After a turn of `pid`: what its core's rate limits delayed, and whether attempts that
+    /// wait for a token have a wake (`rates.rs`).
+    fn act_rates(&mut self, pid: u64) {
+        let (now, start) = (self.now, self.start);
+        let Some(p) = self.act.procs.get_mut(&pid) else {
+            return;
+        };
+        let counters = p.core.take_counters();
+        let held = p.core.gauges().rate_held;
+        let wake = p.core.next_wake();
+        let name = p.name();
+        let rates = &mut self.act.rates;
+        rates.delayed += counters.rate_limited.values().sum::<u64>();
+        rates.observe_turn(&name, now, start, held, wake);
     }
 
     pub(super) fn act_procs(&self, pid: u64) -> &ActProc {

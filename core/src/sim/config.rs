@@ -249,10 +249,16 @@ pub struct Faults {
     /// or without the class until a worker reads a pause. See `checks/routes.rs` for what is
     /// checked.
     pub route_pauses: bool,
+    /// Rate-limited activity routes (`rate = { per_second, burst }` in `routes.toml`): in three
+    /// runs of four the activity route carries a rate limit (half an attempt to twenty a
+    /// second, a burst of one to five; drawn from an RNG of its own, `sim/rates.rs`) that
+    /// every activity worker process's core enforces with a bucket of its own, and the
+    /// workflow workers run nothing of it inline. See `checks/rates.rs` for what is checked.
+    pub rate_limits: bool,
 }
 
 impl Faults {
-    pub const NAMES: [&'static str; 30] = [
+    pub const NAMES: [&'static str; 31] = [
         "crashes",
         "hanging_txns",
         "rebalances",
@@ -283,6 +289,7 @@ impl Faults {
         "corrupt_state",
         "pause_resume",
         "route_pauses",
+        "rate_limits",
     ];
 
     pub fn none() -> Self {
@@ -317,6 +324,7 @@ impl Faults {
             corrupt_state: false,
             pause_resume: false,
             route_pauses: false,
+            rate_limits: false,
         }
     }
 
@@ -336,8 +344,8 @@ impl Faults {
     /// 32) joined once a `retry` timer put again by the batch that fired it was no longer
     /// deleted with it, and a fenced owner's late `retry` timer behind the next owner's
     /// watermark no longer stayed in the store (the dropped timer buckets); `triggers`,
-    /// `blackouts`, `corrupt_state`, `pause_resume` and `route_pauses` joined as they were
-    /// written. A class that finds a new bug leaves this set until its fix, with an ignored
+    /// `blackouts`, `corrupt_state`, `pause_resume`, `route_pauses` and `rate_limits` joined
+    /// as they were written. A class that finds a new bug leaves this set until its fix, with an ignored
     /// test naming the seeds.
     pub fn passing() -> Self {
         Faults::all()
@@ -375,6 +383,7 @@ impl Faults {
             "corrupt_state" => &mut self.corrupt_state,
             "pause_resume" => &mut self.pause_resume,
             "route_pauses" => &mut self.route_pauses,
+            "rate_limits" => &mut self.rate_limits,
             _ => return None,
         })
     }

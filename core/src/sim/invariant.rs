@@ -99,6 +99,11 @@ pub enum Invariant {
     /// the route is paused, and nothing of it runs inline at a workflow worker that read it
     /// paused; a settled run ends with every route resumed and every running worker told so.
     RoutePause,
+    /// No activity worker process starts more attempts of a rate-limited route's topic in any
+    /// span `[s, t]` than its bucket allows (`burst + per_second · (t − s)`), nothing of such
+    /// a route runs inline, and a turn that leaves attempts waiting for a token names a wake
+    /// by the time the token comes.
+    RateLimit,
     /// Every source record of a trigger that maps starts its execution, and only such
     /// records start one; every one that does not is dead-lettered, with its reason.
     TriggerLost,
@@ -115,7 +120,7 @@ pub enum Invariant {
 }
 
 impl Invariant {
-    pub const ALL: [Invariant; 48] = [
+    pub const ALL: [Invariant; 49] = [
         Invariant::SeamContract,
         Invariant::Upgrade,
         Invariant::Pause,
@@ -160,6 +165,7 @@ impl Invariant {
         Invariant::ActivityRerun,
         Invariant::ActivityNotBefore,
         Invariant::RoutePause,
+        Invariant::RateLimit,
         Invariant::TriggerLost,
         Invariant::TriggerOnce,
         Invariant::CorruptState,
@@ -217,6 +223,7 @@ impl Invariant {
             Invariant::Timings => "timings",
             Invariant::ActivityNotBefore => "activity-not-before",
             Invariant::RoutePause => "route-pause",
+            Invariant::RateLimit => "rate-limit",
         }
     }
 }

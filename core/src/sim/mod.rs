@@ -15,6 +15,8 @@
 //!   state; their turns in `trigger_procs.rs`); `checks/triggers.rs` their invariants.
 //! - [`routes`]: paused activity routes (`Faults::route_pauses`): what each worker process
 //!   read of `weir.control` and told its core; `checks/routes.rs` their invariant.
+//! - [`rates`]: rate-limited activity routes (`Faults::rate_limits`): the run's limit and what
+//!   the activity workers' cores held for it; `checks/rates.rs` their invariant.
 //! - [`store`]: the store's tables (upserts, last write wins) and the materialiser queue.
 //! - `seams`: [`SimLog`], [`SimStore`], [`SimMaterialiser`] — the driver's three seams.
 //! - [`workflows`]: scripted workflows on the replay engine, and [`SimRunner`].
@@ -42,6 +44,7 @@ pub mod host;
 pub mod invariant;
 pub mod log;
 pub mod process;
+pub mod rates;
 mod report;
 pub mod rng;
 pub mod routes;

@@ -414,6 +414,8 @@ pub struct Report {
     pub pauses: super::checks::PauseCounts,
     /// What the paused routes did (`Faults::route_pauses`).
     pub routes: super::checks::RouteCounts,
+    /// What the rate limits did (`Faults::rate_limits`).
+    pub rates: super::checks::RateCounts,
     /// What the activity workers did (`Faults::activity_workers`).
     pub activity: super::activity::ActivityCounts,
     /// What the trigger workers did (`Faults::triggers`).

@@ -174,6 +174,15 @@ impl Sim {
         for _ in 0..workers {
             sim.add_worker();
         }
+        if faults.rate_limits {
+            // Before the activity workers' configuration, which takes the limits.
+            let rates = super::rates::Rates::draw(seed);
+            sim.note(format!(
+                "rate limit of the activity route: {:?}",
+                rates.limit
+            ));
+            lock(&sim.world).act.rates = rates;
+        }
         if faults.activity_workers {
             lock(&sim.world).act_configure();
             for _ in 0..sim.rng.range(1, 2) {
@@ -749,6 +758,7 @@ impl Sim {
             upgrades: super::checks::UpgradeCounts::of(&w),
             pauses: super::checks::PauseCounts::of(&w, &self.pause_sends),
             routes: super::checks::RouteCounts::of(&w),
+            rates: super::checks::RateCounts::of(&w),
             activity: w.act_counts(),
             triggers: w.trig.counts.clone(),
             executions: self.submitted.len(),

@@ -389,13 +389,19 @@ pub struct SimInline {
 }
 
 impl InlineActivities for SimInline {
-    /// `double`, unless its process read its route paused (production's `PausedRoutes`: the
-    /// request goes to its topic, where the route's activity workers hold it).
+    /// `double`, unless its route is rate-limited (`Faults::rate_limits`; production's
+    /// `WasmInline`: an inline attempt would escape the limit) or its process read it paused
+    /// (production's `PausedRoutes`): the request goes to its topic, where the route's
+    /// activity workers hold it.
     fn runs(&self, ffqn: &Ffqn) -> bool {
         if *ffqn != double_ffqn() {
             return false;
         }
         let mut w = lock(&self.world);
+        if w.act.rates.limits_topic(Topic::Activity.name()) {
+            w.act.rates.inline_held += 1;
+            return false;
+        }
         if w.route_read_paused(self.pid, Topic::Activity.name()) {
             w.routes.log.inline_held += 1;
             return false;

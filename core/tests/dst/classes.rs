@@ -10,11 +10,11 @@ use super::*;
 
 /// The fault classes a seed of `class` ran with when its bug was found: every class but
 /// the five that each found one (and `inline`, `schedules`, `correlation`, `stub_writes`,
-/// `activity_workers`, `pause_resume`, `route_pauses` and their sub-classes, which came after:
-/// with them a seed would run another run), plus `class`.
+/// `activity_workers`, `pause_resume`, `route_pauses`, `rate_limits` and their sub-classes,
+/// which came after: with them a seed would run another run), plus `class`.
 pub(crate) fn found_with(class: &str) -> Faults {
     let spec = format!(
-        "all,-hanging_txns,-zombies,-revoked_writes,-long_timers,-long_idle,-inline,-schedules,-correlation,-correlation_duplicates,-stub_writes,-stub_wrong_function,-deferrals,-upgrades,-activity_workers,-triggers,-blackouts,-corrupt_state,-pause_resume,-route_pauses,+{class}"
+        "all,-hanging_txns,-zombies,-revoked_writes,-long_timers,-long_idle,-inline,-schedules,-correlation,-correlation_duplicates,-stub_writes,-stub_wrong_function,-deferrals,-upgrades,-activity_workers,-triggers,-blackouts,-corrupt_state,-pause_resume,-route_pauses,-rate_limits,+{class}"
     );
     Faults::parse(&spec).unwrap()
 }
@@ -549,6 +549,41 @@ pub(crate) fn dst_route_pauses() {
             && total.inline_held > 10
             && total.external_while_paused > 0,
         "the runs do not exercise paused routes: {total:?}"
+    );
+}
+
+/// Rate-limited activity routes (`Faults::rate_limits`; `rate = { per_second, burst }` in
+/// `routes.toml`): among the classes of `dst_activity_workers` (its kills, zombies and
+/// rebalances of the activity workers, inline attempts, cancellations, deadlines), three runs
+/// in four limit the activity route (half an attempt to twenty a second, a burst of one to
+/// five); every activity worker process enforces it with a bucket of its own, and the
+/// workflow workers run nothing of it inline. `rate-limit`: no process starts more attempts of
+/// the route in any span than `burst + per_second · span`, nothing of it runs inline, and
+/// every turn that leaves attempts waiting for a token names a wake by the time the token
+/// comes; and every other invariant (each request answered once, none lost, every execution
+/// finished with its value). The runs must be limited, delay attempts, reach the limit (an
+/// attempt started with the last token of its span) and send inline requests of the limited
+/// route to its topic.
+#[test]
+pub(crate) fn dst_rate_limits() {
+    let mut faults = activity_faults();
+    faults.rate_limits = true;
+    let Some(seeds) = seeds_or_one(faults, 300) else {
+        return;
+    };
+    assert_seeds_pass(&seeds, faults);
+    let mut total = weir_core::sim::checks::RateCounts::default();
+    for seed in seeds.iter().take(60) {
+        total += run_seed(*seed, faults).rates;
+    }
+    println!("rate limits of the first 60 seeds: {total:?}");
+    assert!(
+        total.limited_runs > 30
+            && total.delayed > 100
+            && total.at_limit > 100
+            && total.held_turns > 100
+            && total.inline_held > 10,
+        "the runs do not exercise rate limits: {total:?}"
     );
 }
 

@@ -13,6 +13,8 @@
 //!   features'; `corrupt_state`: corrupt keyed state dropped once, the rest left in place.
 //! - `routes`: nothing of a paused route starts at a worker told it is paused, everything
 //!   resumed at the end; [`RouteCounts`].
+//! - `rates`: no worker starts more of a rate-limited route than its bucket allows, none of
+//!   it inline, no attempt waiting for a token without a wake; [`RateCounts`].
 //! - `timings`: when each history record says it happened, in order, and kept by the store.
 //! - `quiescence`: nothing left behind once the run settled.
 //!
@@ -30,6 +32,7 @@ mod history;
 mod outputs;
 mod pauses;
 mod quiescence;
+mod rates;
 mod replay;
 mod results;
 mod routes;
@@ -43,6 +46,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 pub use correlation::correlation_at_settle;
 pub use pauses::PauseCounts;
+pub use rates::RateCounts;
 pub use routes::RouteCounts;
 pub use stubs::{StubExpect, StubModel, StubSeen, StubWriteSeen, WriterSeen, stub_model};
 pub use upgrades::UpgradeCounts;
@@ -197,6 +201,7 @@ pub fn check(w: &World, sent: &Sent<'_>, settled: bool) -> Vec<Violation> {
         activity::check_activity(&mut add, w, settled);
     }
     routes::check_routes(&mut add, w, settled);
+    rates::check_rates(&mut add, w);
     if w.faults.triggers {
         triggers::check_triggers(&mut add, w, triggered, &dead, settled);
     }
