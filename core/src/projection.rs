@@ -654,6 +654,7 @@ mod tests {
             component: None,
             deadline: None,
             submitted_at: None,
+            reset_of: None,
         }
     }
 

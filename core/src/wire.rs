@@ -784,7 +784,7 @@ pub mod examples {
                     params: json!([10]),
                     parent: None,
                     scheduled_at: None,
-                    correlation_id: Some("order-42".into()),
+                    correlation_id: None,
                     metadata: [("team".to_owned(), "shop".to_owned())].into(),
                     deadline: None,
                 },

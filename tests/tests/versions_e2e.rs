@@ -161,7 +161,7 @@ async fn in_flight_executions_finish_on_their_build_while_new_ones_run_the_new_b
         text.contains("MISMATCH") && text.contains("upgrades requested: 0"),
         "{text}"
     );
-    // Onto the patched build it moves: only a log line differs.
+    // Onto the patched build it moves: its history replays there (only its result and a log line differ).
     let (code, text) = upgrade(&patched_build);
     assert_eq!(code, Some(0), "{text}");
     assert!(

@@ -24,6 +24,7 @@ pub mod metrics;
 pub mod options;
 pub mod pause;
 pub mod present;
+pub mod reset;
 // The pure core lives in `weir-core`; its modules keep their paths here.
 pub use weir_core::{correlation, model, partitioner, projection, replay, schedule, wire};
 pub mod store;

@@ -120,13 +120,23 @@ pub fn decode_history<'a>(
 /// answers started and ended) if the answerer told.
 pub fn history_entry_json(row: &HistoryRow, record: &HistoryRecord) -> Value {
     let body = match &record.entry {
-        HistoryEntry::Created(c) => json!({
-            "kind": "created", "ffqn": c.ffqn.to_string(), "params": c.params,
-            "parent": c.parent.as_ref().map(|p| p.execution_id.to_string()),
-            "scheduled_at": c.scheduled_at, "created_at": c.created_at,
-            "submitted_at": c.submitted_at,
-            "component": c.component, "deadline": c.deadline,
-        }),
+        HistoryEntry::Created(c) => {
+            let mut created = json!({
+                "kind": "created", "ffqn": c.ffqn.to_string(), "params": c.params,
+                "parent": c.parent.as_ref().map(|p| p.execution_id.to_string()),
+                "scheduled_at": c.scheduled_at, "created_at": c.created_at,
+                "submitted_at": c.submitted_at,
+                "component": c.component, "deadline": c.deadline,
+            });
+            // Started by a reset: where from.
+            if let (Some(link), Some(fields)) = (&c.reset_of, created.as_object_mut()) {
+                fields.insert(
+                    "reset_of".into(),
+                    json!({"execution_id": link.execution_id.to_string(), "seq": link.seq}),
+                );
+            }
+            created
+        }
         HistoryEntry::Event { version, event } => {
             json!({"kind": "event", "version": version, "event": event})
         }
@@ -145,6 +155,14 @@ pub fn history_entry_json(row: &HistoryRow, record: &HistoryRecord) -> Value {
         }
         HistoryEntry::Paused { reason } => json!({"kind": "paused", "reason": reason}),
         HistoryEntry::Resumed { reason } => json!({"kind": "resumed", "reason": reason}),
+        HistoryEntry::Reset {
+            new_execution_id,
+            to_seq,
+            reason,
+        } => json!({
+            "kind": "reset", "new_execution_id": new_execution_id.to_string(),
+            "to_seq": to_seq, "reason": reason,
+        }),
         HistoryEntry::EventReceived(e) => json!({
             "kind": "event_received", "event_id": e.event_id, "name": e.name,
             "payload": e.payload,
@@ -290,7 +308,7 @@ pub fn describe(entry: &HistoryEntry) -> (&'static str, String) {
         HistoryEntry::Created(c) => (
             "created",
             format!(
-                "{}({}){}{}",
+                "{}({}){}{}{}",
                 c.ffqn,
                 c.params,
                 c.parent
@@ -300,6 +318,10 @@ pub fn describe(entry: &HistoryEntry) -> (&'static str, String) {
                 c.component
                     .as_ref()
                     .map(|d| format!(" on {d}"))
+                    .unwrap_or_default(),
+                c.reset_of
+                    .as_ref()
+                    .map(|r| format!(" reset of {} at seq {}", r.execution_id, r.seq))
                     .unwrap_or_default()
             ),
         ),
@@ -318,6 +340,14 @@ pub fn describe(entry: &HistoryEntry) -> (&'static str, String) {
         }
         HistoryEntry::Paused { reason } => ("paused", format!("paused: {reason}")),
         HistoryEntry::Resumed { reason } => ("resumed", format!("resumed: {reason}")),
+        HistoryEntry::Reset {
+            new_execution_id,
+            to_seq,
+            reason,
+        } => (
+            "reset",
+            format!("reset to {new_execution_id} from seq {to_seq}: {reason}"),
+        ),
         HistoryEntry::EventReceived(e) => (
             "event-in",
             format!(

@@ -205,6 +205,9 @@ fn resolution_matches_union_branches_by_name() {
     check_full_resolution(&correlation_commands());
     check_full_resolution(&correlation_states());
     check_full_resolution(&remembered_events());
+    check_full_resolution(&pause_requests());
+    check_full_resolution(&reset_requests());
+    check_full_resolution(&reset_starts());
 }
 
 #[test]
@@ -244,7 +247,7 @@ fn the_check_catches_a_field_added_without_default() {
 
 /// Fields added to nested records since the first schemas (`Created.component`,
 /// `Created.deadline`): dropped from a value written with an old schema that lacks them.
-const NESTED_FIELDS_ADDED: &[&str] = &["component", "deadline", "submitted_at", "ran"];
+const NESTED_FIELDS_ADDED: &[&str] = &["component", "deadline", "submitted_at", "ran", "reset_of"];
 
 /// `value` without the nested record fields `names`, at any depth.
 fn without_fields(value: Value, names: &[&str]) -> Value {
@@ -668,11 +671,28 @@ fn holds_pause(text: &str) -> bool {
     text.contains("Paused {") || text.contains("Resumed {")
 }
 
-/// The history records v9 and earlier can hold (no `Paused`, no `Resumed`).
+/// The history records v9 and earlier can hold (no `Paused`, no `Resumed`, nothing of a
+/// reset).
 fn before_pause(records: Vec<HistoryRecord>) -> Vec<HistoryRecord> {
-    let held: Vec<HistoryRecord> = records
+    let held: Vec<HistoryRecord> = before_reset(records)
         .into_iter()
         .filter(|r| !holds_pause(&format!("{r:?}")))
+        .collect();
+    assert!(!held.is_empty());
+    held
+}
+
+/// Whether a sample (its `Debug` text) holds what only the current schema has: a `Reset`
+/// entry, or a creation by a reset.
+fn holds_reset(text: &str) -> bool {
+    text.contains("Reset {") || text.contains("reset_of: Some")
+}
+
+/// The history records v10 and earlier can hold (no `Reset`, no `Created.reset_of`).
+fn before_reset(records: Vec<HistoryRecord>) -> Vec<HistoryRecord> {
+    let held: Vec<HistoryRecord> = records
+        .into_iter()
+        .filter(|r| !holds_reset(&format!("{r:?}")))
         .collect();
     assert!(!held.is_empty());
     held
@@ -702,4 +722,20 @@ fn v9_history_records_read_as_current_unchanged() {
     let all = history_records();
     assert!(holds_pause(&format!("{all:?}")));
     check_old_records("v9", "weir.history", &before_pause(all), Clone::clone);
+}
+
+/// v10 (before reset) history records read as current ones unchanged: a creation that no
+/// reset made (`reset_of` null); the samples hold a `Reset` entry and a creation by a reset,
+/// which only the current schema has.
+#[test]
+fn v10_history_records_read_as_current_unchanged() {
+    let all = history_records();
+    assert!(holds_reset(&format!("{all:?}")));
+    let held = before_reset(all);
+    assert!(holds_pause(&format!("{held:?}")));
+    assert!(
+        held.iter()
+            .any(|r| matches!(r.entry, HistoryEntry::Created(_)))
+    );
+    check_old_records("v10", "weir.history", &held, Clone::clone);
 }

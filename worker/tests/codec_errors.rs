@@ -10,7 +10,7 @@ use codec_samples::*;
 use proptest::prelude::*;
 use weir::codec::{
     AvroRecord, Codec, DecodeError, DecodeErrorKind, DlqReason, HistoryRecord, HttpRegistry,
-    InMemoryRegistry, RecordPosition, SchemaRef, Submission,
+    InMemoryRegistry, RecordPosition, ResetStart, SchemaRef, Submission,
 };
 use weir::model::Response;
 
@@ -283,6 +283,78 @@ fn bad_field_values_name_the_field() {
         DecodeErrorKind::Field { path, .. } => assert_eq!(path, "parent.join_set_id", "{e}"),
         other => panic!("{other}"),
     }
+}
+
+/// A reset's start whose history records are not the new execution's 1, 2, … in order, or
+/// not records at all, does not decode: the error names the record in the history.
+#[test]
+fn a_reset_starts_history_must_be_the_new_executions_in_order() {
+    let codec = Codec::single_object();
+    let start = reset_starts().remove(1);
+    let value = start.to_avro().unwrap();
+    let with_history = |change: &dyn Fn(&mut Vec<Value>)| {
+        let Value::Record(mut fields) = value.clone() else {
+            unreachable!()
+        };
+        for (name, field) in &mut fields {
+            if let ("history", Value::Array(items)) = (name.as_str(), field) {
+                change(items);
+            }
+        }
+        let rs = ResetStart::schema();
+        let mut out = vec![0xC3, 0x01];
+        out.extend_from_slice(&rs.fingerprint.to_le_bytes());
+        GenericDatumWriter::builder(&rs.schema)
+            .build()
+            .unwrap()
+            .write_value(&mut out, Value::Record(fields))
+            .unwrap();
+        out
+    };
+    let other = Codec::encode_single_object(
+        "weir.history",
+        &HistoryRecord {
+            execution_id: root(),
+            seq: 1,
+            entry: start.entries[0].clone(),
+            at: None,
+        },
+    )
+    .unwrap();
+    /// Changes the history's records.
+    type Change<'a> = &'a dyn Fn(&mut Vec<Value>);
+    let cases: [(Change, &str); 4] = [
+        (&|items| items.swap(0, 1), "history[0].seq"),
+        (
+            &|items| items[0] = Value::Bytes(other.clone()),
+            "history[0].execution_id",
+        ),
+        (
+            &|items| items[2] = Value::Bytes(vec![0xC3, 0x01, 0, 0]),
+            "history[2]",
+        ),
+        (
+            &|items| items[1] = Value::Bytes(other[..other.len() - 1].to_vec()),
+            "history[1]",
+        ),
+    ];
+    for (change, path) in cases {
+        let e = codec
+            .decode::<ResetStart>(&with_history(change), &pos())
+            .unwrap_err();
+        match &*e.kind {
+            DecodeErrorKind::Field { path: at, .. } => assert_eq!(at, path, "{e}"),
+            other => panic!("{path}: {other}"),
+        }
+        assert_eq!(e.dlq_reason(), DlqReason::Undecodable);
+    }
+    // Untouched, it reads back.
+    assert_eq!(
+        codec
+            .decode::<ResetStart>(&with_history(&|_| {}), &pos())
+            .unwrap(),
+        start
+    );
 }
 
 trait RecordField {

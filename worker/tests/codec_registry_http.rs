@@ -20,8 +20,8 @@ use apache_avro::schema_compatibility::SchemaCompatibility;
 use codec_samples::*;
 use weir::codec::{
     ActivityCancel, ActivityRequest, Codec, DecodeErrorKind, DlqEnvelope, ExecutionFinished,
-    HistoryRecord, HttpRegistry, RecordPosition, RegistryError, SchemaRef, SchemaRegistry,
-    Submission,
+    HistoryRecord, HttpRegistry, RecordPosition, RegistryError, ResetRequest, ResetStart,
+    SchemaRef, SchemaRegistry, Submission,
 };
 use weir::model::Response;
 
@@ -221,6 +221,8 @@ async fn conformance(url: &str) {
     round_trip!(HistoryRecord, "history", history_records());
     round_trip!(ExecutionFinished, "results", execution_finished());
     round_trip!(DlqEnvelope, "dlq", dlq_envelopes());
+    round_trip!(ResetRequest, "responses", reset_requests());
+    round_trip!(ResetStart, "submissions", reset_starts());
 
     // An unknown id.
     let bytes = [0, 0x7f, 0xff, 0xff, 0xf0, 0];

@@ -6,13 +6,14 @@ mod codec_samples;
 use std::fmt::Debug;
 use std::sync::Arc;
 
+use apache_avro::types::Value;
 use chrono::DateTime;
 use codec_samples::*;
 use proptest::prelude::*;
 use weir::codec::{
-    AvroRecord, Codec, EventRecord, ExecutionFinished, HistoryEntry, HistoryRecord,
-    InMemoryRegistry, InboundEvent, RecordPosition, SchemaRegistry, Submission, WireFormat,
-    dlq_headers,
+    AvroRecord, Codec, EncodeError, EventRecord, ExecutionFinished, HistoryEntry, HistoryRecord,
+    InMemoryRegistry, InboundEvent, RecordPosition, ResetStart, SchemaRegistry, Submission,
+    WireFormat, dlq_headers,
 };
 use weir::correlation::KeyedEvent;
 use weir::model::{HistoryEvent, PersistValue, Version};
@@ -94,6 +95,89 @@ fn upgrade_requests_round_trip() {
 #[test]
 fn pause_requests_round_trip() {
     both("weir.responses", &pause_requests());
+}
+
+#[test]
+fn reset_requests_round_trip() {
+    both("weir.responses", &reset_requests());
+}
+
+#[test]
+fn reset_starts_round_trip() {
+    let starts = reset_starts();
+    assert!(starts.iter().any(|s| s.entries.is_empty()));
+    assert!(starts.iter().any(|s| s.entries.len() > 20));
+    both("weir.submissions", &starts);
+}
+
+/// A reset's start carries the new execution's history as the single-object records
+/// `weir.history` holds: each one reads as a `HistoryRecord` of the new execution, seq 1,
+/// 2, … in order, with `history_record.avsc` and nothing else.
+#[test]
+fn a_reset_start_carries_history_records_any_client_reads() {
+    let codec = Codec::single_object();
+    let position = RecordPosition::topic("weir.history");
+    for start in reset_starts() {
+        let bytes = codec.encode("weir.submissions", &start).unwrap();
+        let schema = &ResetStart::schema().schema;
+        let Value::Record(fields) = weir::codec::read_body(schema, &bytes[10..]).unwrap() else {
+            panic!("not a record")
+        };
+        let Some((_, Value::Array(items))) = fields.into_iter().find(|(name, _)| name == "history")
+        else {
+            panic!("no history")
+        };
+        assert_eq!(items.len(), start.entries.len());
+        for (i, (item, entry)) in items.into_iter().zip(&start.entries).enumerate() {
+            let Value::Bytes(item) = item else {
+                panic!("not bytes: {item:?}")
+            };
+            assert_eq!(&item[..2], &[0xC3, 0x01]);
+            assert_eq!(
+                &item[2..10],
+                &HistoryRecord::schema().fingerprint.to_le_bytes()
+            );
+            let record: HistoryRecord = codec.decode(&item, &position).unwrap();
+            assert_eq!(
+                record,
+                HistoryRecord {
+                    execution_id: start.submission.execution_id.clone(),
+                    seq: i as u64 + 1,
+                    entry: entry.clone(),
+                    at: None,
+                }
+            );
+        }
+    }
+}
+
+/// A reset's start is a top-level submission: one with a parent, a schedule, a correlation
+/// id or a deadline does not encode (rather than lose them).
+#[test]
+fn a_reset_start_with_more_than_a_top_level_submission_does_not_encode() {
+    let codec = Codec::single_object();
+    let child = submissions().remove(1);
+    /// Sets one field of a submission from the child's.
+    type Set = fn(&mut Submission, &Submission);
+    let cases: [(&str, Set); 4] = [
+        ("parent", |s, c| s.parent = c.parent.clone()),
+        ("scheduled_at", |s, c| s.scheduled_at = c.scheduled_at),
+        ("correlation_id", |s, c| {
+            s.correlation_id = c.correlation_id.clone()
+        }),
+        ("deadline", |s, c| s.deadline = c.deadline),
+    ];
+    for (field, set) in cases {
+        let mut start = reset_starts().remove(1);
+        set(&mut start.submission, &child);
+        match codec.encode("weir.submissions", &start) {
+            Err(EncodeError::Value { record, source, .. }) => {
+                assert_eq!(record, "ResetStart");
+                assert_eq!(source.path, format!("submission.{field}"), "{source}");
+            }
+            other => panic!("{field}: {other:?}"),
+        }
+    }
 }
 
 #[test]
@@ -285,11 +369,16 @@ fn history_records_round_trip_every_entry_and_event() {
             HistoryEntry::CancelRequested { .. } => "CancelRequested",
             HistoryEntry::Paused { .. } => "Paused",
             HistoryEntry::Resumed { .. } => "Resumed",
+            HistoryEntry::Reset { .. } => "Reset",
         })
         .collect();
     kinds.sort();
     kinds.dedup();
-    assert_eq!(kinds.len(), 8 + 11, "{kinds:?}");
+    assert_eq!(kinds.len(), 9 + 11, "{kinds:?}");
+    assert!(records.iter().any(|r| matches!(
+        &r.entry,
+        HistoryEntry::Created(c) if c.reset_of.is_some()
+    )));
     both("weir.history", &records);
 }
 

@@ -113,7 +113,11 @@ impl<R: WorkflowRunner> Processor<R> {
             Some(Flaw::Params(error)) => Some(error),
             None => None,
         };
-        let (mut live, held_cancel, start) = self.create(batch, &submission, sent_at, seed)?;
+        let NewExecution {
+            mut live,
+            held_cancel,
+            start,
+        } = self.create(batch, &submission, sent_at, seed)?;
         let checked = match unparsable {
             Some(error) => Err(Rejection::InvalidParams(format!(
                 "the params of {id} are not a JSON array: {error}"
@@ -234,7 +238,7 @@ impl<R: WorkflowRunner> Processor<R> {
         submission: &Submission,
         submitted_at: Option<DateTime<Utc>>,
         seed: Option<Seed>,
-    ) -> Result<(Live<R::Run>, Option<CancelRequest>, Start), ProcessorError> {
+    ) -> Result<NewExecution<R::Run>, ProcessorError> {
         let (reset_of, entries) = match seed {
             Some(seed) => (Some(seed.reset_of), Some(seed.entries)),
             None => (None, None),
@@ -291,7 +295,11 @@ impl<R: WorkflowRunner> Processor<R> {
             held_cancel = early.cancel;
             self.put_correlation(batch, &key, changed);
         }
-        Ok((live, held_cancel, start))
+        Ok(NewExecution {
+            live,
+            held_cancel,
+            start,
+        })
     }
 
     /// Appends a reset execution's copied `entries` after its `Created` (the projection
@@ -373,6 +381,14 @@ pub(super) fn answer_refused(batch: &mut Batch, submission: &Submission, result:
         finished_at: batch.now,
         correlation_id: submission.correlation_id.clone(),
     }));
+}
+
+/// A new execution as [`Processor::create`] leaves it: in memory, with the cancellation kept
+/// for it (if one came before it) and how its run starts.
+struct NewExecution<Run> {
+    live: Live<Run>,
+    held_cancel: Option<CancelRequest>,
+    start: Start,
 }
 
 /// A field of a submission that did not parse, and why.

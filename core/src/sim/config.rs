@@ -255,10 +255,18 @@ pub struct Faults {
     /// every activity worker process's core enforces with a bucket of its own, and the
     /// workflow workers run nothing of it inline. See `checks/rates.rs` for what is checked.
     pub rate_limits: bool,
+    /// Executions reset (`weir reset`; issue 35 item 2): clients read an execution's committed
+    /// history and ask for a new execution from it up to a point, mostly one the rule allows
+    /// (where it waits for nothing), sometimes one where it waits, one past its history or an
+    /// id nobody submitted (refused), sometimes the same request twice; some cancel or
+    /// terminate the old execution; when the faults stop they reset finished ones too. Every
+    /// new execution must finish once with what its params compute. Drawn from an RNG of its
+    /// own (`Sim::reset_rng`). See `checks/resets.rs` for what is checked.
+    pub resets: bool,
 }
 
 impl Faults {
-    pub const NAMES: [&'static str; 31] = [
+    pub const NAMES: [&'static str; 32] = [
         "crashes",
         "hanging_txns",
         "rebalances",
@@ -290,6 +298,7 @@ impl Faults {
         "pause_resume",
         "route_pauses",
         "rate_limits",
+        "resets",
     ];
 
     pub fn none() -> Self {
@@ -325,6 +334,7 @@ impl Faults {
             pause_resume: false,
             route_pauses: false,
             rate_limits: false,
+            resets: false,
         }
     }
 
@@ -344,7 +354,7 @@ impl Faults {
     /// 32) joined once a `retry` timer put again by the batch that fired it was no longer
     /// deleted with it, and a fenced owner's late `retry` timer behind the next owner's
     /// watermark no longer stayed in the store (the dropped timer buckets); `triggers`,
-    /// `blackouts`, `corrupt_state`, `pause_resume`, `route_pauses` and `rate_limits` joined
+    /// `blackouts`, `corrupt_state`, `pause_resume`, `route_pauses`, `rate_limits` and `resets` joined
     /// as they were written. A class that finds a new bug leaves this set until its fix, with an ignored
     /// test naming the seeds.
     pub fn passing() -> Self {
@@ -384,6 +394,7 @@ impl Faults {
             "pause_resume" => &mut self.pause_resume,
             "route_pauses" => &mut self.route_pauses,
             "rate_limits" => &mut self.rate_limits,
+            "resets" => &mut self.resets,
             _ => return None,
         })
     }

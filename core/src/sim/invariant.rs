@@ -17,6 +17,10 @@ pub enum Invariant {
     /// `Paused` and `Resumed` entries alternate, each a request's (or a cancellation's), once,
     /// in the requests' order; a request is dead-lettered or ignored only as the rules say.
     PauseRequests,
+    /// A `Reset` entry only as a request asked, one per new execution, which is created once
+    /// from the rule's cut of the old history; a refused request makes nothing, an allowed
+    /// one is not lost.
+    Reset,
     /// Every history record is on its execution's partition of `weir.history`.
     HistoryPartition,
     /// An execution's committed history records have contiguous seqs from 0, one record per seq.
@@ -120,11 +124,12 @@ pub enum Invariant {
 }
 
 impl Invariant {
-    pub const ALL: [Invariant; 49] = [
+    pub const ALL: [Invariant; 50] = [
         Invariant::SeamContract,
         Invariant::Upgrade,
         Invariant::Pause,
         Invariant::PauseRequests,
+        Invariant::Reset,
         Invariant::HistoryPartition,
         Invariant::HistorySeqs,
         Invariant::LogVsStore,
@@ -179,6 +184,7 @@ impl Invariant {
             Invariant::Upgrade => "upgrade",
             Invariant::Pause => "pause",
             Invariant::PauseRequests => "pause-requests",
+            Invariant::Reset => "reset",
             Invariant::HistoryPartition => "history-partition",
             Invariant::HistorySeqs => "history-seqs",
             Invariant::LogVsStore => "log-vs-store",

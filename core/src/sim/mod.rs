@@ -67,5 +67,7 @@ pub use report::{CorrelationCounts, EventCounts, Report, ScheduleCounts, StubCou
 pub use rng::Rng;
 pub use scheduler::{Mix, Sim, epoch, run_seed};
 pub use seams::{SimLog, SimMaterialiser, SimStore};
-pub use sent::{KeyedSend, PauseSeen, PauseSend, ScheduleEnd, SimSchedule, StubSend, Submitted};
+pub use sent::{
+    KeyedSend, PauseSeen, PauseSend, ResetSend, ScheduleEnd, SimSchedule, StubSend, Submitted,
+};
 pub use workflows::{SimRunner, Workflow};

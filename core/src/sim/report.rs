@@ -412,6 +412,8 @@ pub struct Report {
     pub upgrades: super::checks::UpgradeCounts,
     /// What the pauses and resumes did (`Faults::pause_resume`).
     pub pauses: super::checks::PauseCounts,
+    /// What the resets did (`Faults::resets`).
+    pub resets: super::checks::ResetCounts,
     /// What the paused routes did (`Faults::route_pauses`).
     pub routes: super::checks::RouteCounts,
     /// What the rate limits did (`Faults::rate_limits`).

@@ -97,6 +97,10 @@ pub struct Sim {
     pub(super) paused: indexmap::IndexSet<ExecutionId>,
     /// The side RNG of `Faults::route_pauses` (see `workloads/routes.rs`).
     pub(super) route_rng: Rng,
+    /// The side RNG of `Faults::resets` (see `workloads/resets.rs`).
+    pub(super) reset_rng: Rng,
+    /// The reset requests clients sent, in order (`Faults::resets`).
+    pub(super) reset_sends: Vec<super::sent::ResetSend>,
     /// The routes a client paused on `weir.control` and has not resumed yet: resumed when the
     /// faults stop.
     pub(super) paused_routes: std::collections::BTreeSet<String>,
@@ -154,6 +158,8 @@ impl Sim {
             pause_sends: Vec::new(),
             paused: indexmap::IndexSet::new(),
             route_rng: Sim::route_rng(seed),
+            reset_rng: Sim::reset_rng(seed),
+            reset_sends: Vec::new(),
             paused_routes: std::collections::BTreeSet::new(),
             stray_events: Vec::new(),
             next_event: 0,
@@ -464,6 +470,7 @@ impl Sim {
             keyed: &self.keyed_events,
             triggered: &self.trig_sends,
             pauses: &self.pause_sends,
+            resets: &self.reset_sends,
         };
         out.extend(check(&self.world(), &sent, settled));
         out
@@ -489,6 +496,9 @@ impl Sim {
         }
         if f.route_pauses {
             self.maybe_route_control();
+        }
+        if f.resets {
+            self.maybe_reset_request();
         }
         let slots = self.slots();
         let staying = self.slots.values().filter(|s| !s.removing).count();
@@ -692,6 +702,9 @@ impl Sim {
             // execution they paused, so that each runs to its end.
             self.pauses_after_faults();
         }
+        if self.faults.resets {
+            self.resets_after_faults();
+        }
         if self.faults.route_pauses {
             // The client goes on pausing and resuming routes while the executions run, then
             // resumes every route it paused, so that every request held runs.
@@ -757,6 +770,7 @@ impl Sim {
             stubs: StubCounts::of(&w, &self.stub_sends),
             upgrades: super::checks::UpgradeCounts::of(&w),
             pauses: super::checks::PauseCounts::of(&w, &self.pause_sends),
+            resets: super::checks::ResetCounts::of(&w, &self.reset_sends),
             routes: super::checks::RouteCounts::of(&w),
             rates: super::checks::RateCounts::of(&w),
             activity: w.act_counts(),

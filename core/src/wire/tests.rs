@@ -55,6 +55,8 @@ fn written(effect: &Effect) -> Option<RecordType> {
         Effect::PutTimer(_) | Effect::DeleteTimer(_) => return None,
         Effect::CancelActivity { .. } => RecordType::ActivityCancel,
         Effect::CancelExecution(_) => RecordType::CancelRequest,
+        Effect::StartReset(_) => RecordType::ResetStart,
+        Effect::ResendReset(_) => RecordType::ResetRequest,
         Effect::PutSchedule { .. } => RecordType::ScheduleState,
         Effect::ScheduleCommand(_) => RecordType::ScheduleCommand,
         Effect::Correlation(_) => RecordType::CorrelationCommand,
@@ -166,6 +168,19 @@ fn the_routing_of_every_effect() {
             Some((R::Dlq, Key::OfInput(0), None, vec![])),
             // A corrupt state's copy, keyed by the state's key.
             Some((R::Dlq, exactly(CORRELATION_KEY), None, vec![])),
+            // A reset's start, for the new execution's owner; a reset request sent back.
+            Some((
+                R::Submissions,
+                exactly(RESET_TO),
+                Some(K::ResetStart),
+                vec![]
+            )),
+            Some((
+                R::Responses,
+                exactly(PARENT),
+                Some(K::ResetExecution),
+                vec![]
+            )),
         ]
     );
 }

@@ -14,7 +14,7 @@ use super::*;
 /// which came after: with them a seed would run another run), plus `class`.
 pub(crate) fn found_with(class: &str) -> Faults {
     let spec = format!(
-        "all,-hanging_txns,-zombies,-revoked_writes,-long_timers,-long_idle,-inline,-schedules,-correlation,-correlation_duplicates,-stub_writes,-stub_wrong_function,-deferrals,-upgrades,-activity_workers,-triggers,-blackouts,-corrupt_state,-pause_resume,-route_pauses,-rate_limits,+{class}"
+        "all,-hanging_txns,-zombies,-revoked_writes,-long_timers,-long_idle,-inline,-schedules,-correlation,-correlation_duplicates,-stub_writes,-stub_wrong_function,-deferrals,-upgrades,-activity_workers,-triggers,-blackouts,-corrupt_state,-pause_resume,-route_pauses,-resets,-rate_limits,+{class}"
     );
     Faults::parse(&spec).unwrap()
 }
@@ -469,6 +469,38 @@ pub(crate) fn dst_pause_resume() {
             && total.unknown > 0
             && total.ignored > 0,
         "the runs do not exercise pause and resume: {total:?}"
+    );
+}
+
+/// Resets (issue 35 item 2; `Faults::resets`): clients read executions' committed histories
+/// and ask for new executions from them up to a point — mostly where the rule allows, some
+/// where it does not (waiting, past the history, an id nobody submitted), some twice, some
+/// cancelling or terminating the old execution, finished ones too once the faults stop —
+/// with crashes, zombies, rebalances, freezes and outages around them. `reset`: a `Reset`
+/// entry only as requested, once per new execution, which is created from the rule's cut
+/// of the old history; a refused request makes nothing, an allowed one is not lost; and
+/// each new execution finishes once, with what its params compute (`results`). The runs
+/// must reset running and finished executions, keep entries, refuse and send twice.
+#[test]
+pub(crate) fn dst_resets() {
+    let mut faults = found_with("resets");
+    faults.zombies = true;
+    let Some(seeds) = seeds_or_one(faults, 300) else {
+        return;
+    };
+    assert_seeds_pass(&seeds, faults);
+    let mut total = weir_core::sim::checks::ResetCounts::default();
+    for seed in seeds.iter().take(100) {
+        total += run_seed(*seed, faults).resets;
+    }
+    println!("resets of the first 100 seeds: {total:?}");
+    assert!(
+        total.reset > 100
+            && total.of_finished > 20
+            && total.kept_entries > 50
+            && total.refused > 20
+            && total.sent_twice > 5,
+        "the runs do not exercise resets: {total:?}"
     );
 }
 

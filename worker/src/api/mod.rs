@@ -14,6 +14,7 @@
 //!   name ([`guard`]).
 
 pub mod guard;
+mod reset;
 mod routes;
 pub mod stream;
 pub mod ui;
@@ -244,6 +245,11 @@ pub fn router(api: Arc<Api>) -> Router {
         .route("/v1/executions/{id}/cancel", axum::routing::post(cancel))
         .route("/v1/executions/{id}/pause", axum::routing::post(pause))
         .route("/v1/executions/{id}/resume", axum::routing::post(resume))
+        .route(
+            "/v1/executions/{id}/reset",
+            axum::routing::post(reset::reset),
+        )
+        .route("/v1/executions/{id}/reset-points", get(reset::points))
         .route("/v1/functions", get(functions))
         .route("/v1/routes", get(routes::list))
         .route(

@@ -15,6 +15,7 @@ mod list;
 mod new;
 mod pause;
 mod replay;
+mod reset;
 mod route;
 mod schedule;
 mod security;
@@ -68,6 +69,9 @@ pub enum Command {
     Pause(pause::PauseArgs),
     /// Resume a paused execution: its run is rebuilt from its history and goes on.
     Resume(pause::PauseArgs),
+    /// Start a new execution from an execution's history up to a point (its last good
+    /// step): `weir reset E_… --to-seq 7 --then cancel`; without `--to-seq`, list the points.
+    Reset(reset::ResetArgs),
     /// Hold or release an activity route's requests: `weir route pause|resume|list`.
     #[command(subcommand)]
     Route(route::RouteCommand),
@@ -247,6 +251,7 @@ pub fn main() -> ExitCode {
             Command::Cancel(args) => client::cancel(args).await,
             Command::Pause(args) => pause::run(args, crate::codec::PauseAction::Pause).await,
             Command::Resume(args) => pause::run(args, crate::codec::PauseAction::Resume).await,
+            Command::Reset(args) => reset::run(args).await,
             Command::Schedule(command) => schedule::run(command).await,
             Command::Route(command) => route::run(command).await,
             Command::Correlation(command) => correlation::run(command).await,

@@ -58,7 +58,7 @@ pub trait AvroRecord: Sized {
 // ---------------------------------------------------------------------------------------------
 // Building values
 
-fn record(fields: Vec<(&str, Value)>) -> Value {
+pub(super) fn record(fields: Vec<(&str, Value)>) -> Value {
     Value::Record(
         fields
             .into_iter()
@@ -67,36 +67,36 @@ fn record(fields: Vec<(&str, Value)>) -> Value {
     )
 }
 
-fn string(s: impl ToString) -> Value {
+pub(super) fn string(s: impl ToString) -> Value {
     Value::String(s.to_string())
 }
 
-fn json(v: &serde_json::Value) -> Value {
+pub(super) fn json(v: &serde_json::Value) -> Value {
     Value::String(v.to_string())
 }
 
 /// A `["null", X]` union.
-fn optional<T>(v: Option<T>, f: impl FnOnce(T) -> Value) -> Value {
+pub(super) fn optional<T>(v: Option<T>, f: impl FnOnce(T) -> Value) -> Value {
     match v {
         None => Value::Union(0, Box::new(Value::Null)),
         Some(v) => Value::Union(1, Box::new(f(v))),
     }
 }
 
-fn branch(index: u32, v: Value) -> Value {
+pub(super) fn branch(index: u32, v: Value) -> Value {
     Value::Union(index, Box::new(v))
 }
 
-fn enum_value(index: u32, symbol: &str) -> Value {
+pub(super) fn enum_value(index: u32, symbol: &str) -> Value {
     Value::Enum(index, symbol.to_string())
 }
 
 /// `u64`s are stored as the `long` with the same bits.
-fn u64_bits(v: u64) -> Value {
+pub(super) fn u64_bits(v: u64) -> Value {
     Value::Long(v as i64)
 }
 
-fn instant(t: &DateTime<Utc>) -> Value {
+pub(super) fn instant(t: &DateTime<Utc>) -> Value {
     record(vec![
         ("micros", Value::TimestampMicros(t.timestamp_micros())),
         (
@@ -121,7 +121,7 @@ fn read_ran(v: Value) -> Result<Ran, FieldError> {
     })
 }
 
-fn string_map(m: &BTreeMap<String, String>) -> Value {
+pub(super) fn string_map(m: &BTreeMap<String, String>) -> Value {
     Value::Map(
         m.iter()
             .map(|(k, v)| (k.clone(), Value::String(v.clone())))
@@ -422,12 +422,12 @@ fn history_event(e: &HistoryEvent) -> Result<Value, FieldError> {
 // Reading values
 
 /// The fields of a record value, taken out by name.
-struct Fields {
+pub(super) struct Fields {
     fields: Vec<(String, Value)>,
 }
 
 impl Fields {
-    fn of(v: Value) -> Result<Fields, FieldError> {
+    pub(super) fn of(v: Value) -> Result<Fields, FieldError> {
         match v {
             Value::Record(fields) => Ok(Fields { fields }),
             other => Err(FieldError::new(
@@ -446,7 +446,7 @@ impl Fields {
     }
 
     /// Takes field `name` and converts it with `f`, naming the field in errors.
-    fn get<T>(
+    pub(super) fn get<T>(
         &mut self,
         name: &str,
         f: impl FnOnce(Value) -> Result<T, FieldError>,
@@ -455,19 +455,19 @@ impl Fields {
     }
 }
 
-fn unexpected(what: &str, got: &Value) -> FieldError {
+pub(super) fn unexpected(what: &str, got: &Value) -> FieldError {
     let shown = prefix(&format!("{got:?}"), 80);
     FieldError::new("", format!("expected {what}, got {shown}"))
 }
 
-fn read_string(v: Value) -> Result<String, FieldError> {
+pub(super) fn read_string(v: Value) -> Result<String, FieldError> {
     match v {
         Value::String(s) => Ok(s),
         other => Err(unexpected("a string", &other)),
     }
 }
 
-fn read_parsed<T: FromStr>(v: Value) -> Result<T, FieldError>
+pub(super) fn read_parsed<T: FromStr>(v: Value) -> Result<T, FieldError>
 where
     T::Err: std::fmt::Display,
 {
@@ -481,7 +481,7 @@ fn read_json(v: Value) -> Result<serde_json::Value, FieldError> {
     serde_json::from_str(&s).map_err(|e| FieldError::new("", format!("not JSON text: {e}")))
 }
 
-fn read_params(v: Value) -> Result<serde_json::Value, FieldError> {
+pub(super) fn read_params(v: Value) -> Result<serde_json::Value, FieldError> {
     let params = read_json(v)?;
     if params.is_array() {
         Ok(params)
@@ -505,7 +505,7 @@ fn read_int(v: Value) -> Result<i32, FieldError> {
     }
 }
 
-fn read_u64_bits(v: Value) -> Result<u64, FieldError> {
+pub(super) fn read_u64_bits(v: Value) -> Result<u64, FieldError> {
     read_long(v).map(|n| n as u64)
 }
 
@@ -516,14 +516,14 @@ fn read_bool(v: Value) -> Result<bool, FieldError> {
     }
 }
 
-fn read_bytes(v: Value) -> Result<Vec<u8>, FieldError> {
+pub(super) fn read_bytes(v: Value) -> Result<Vec<u8>, FieldError> {
     match v {
         Value::Bytes(b) => Ok(b),
         other => Err(unexpected("bytes", &other)),
     }
 }
 
-fn read_optional<T>(
+pub(super) fn read_optional<T>(
     v: Value,
     f: impl FnOnce(Value) -> Result<T, FieldError>,
 ) -> Result<Option<T>, FieldError> {
@@ -543,7 +543,7 @@ fn read_branch(v: Value) -> Result<(u32, Value), FieldError> {
     }
 }
 
-fn read_symbol(v: Value) -> Result<String, FieldError> {
+pub(super) fn read_symbol(v: Value) -> Result<String, FieldError> {
     match v {
         Value::Enum(_, s) => Ok(s),
         other => Err(unexpected("an enum symbol", &other)),
@@ -554,11 +554,11 @@ fn bad_branch(i: u32) -> FieldError {
     FieldError::new("", format!("union branch {i} does not exist"))
 }
 
-fn bad_symbol(s: &str) -> FieldError {
+pub(super) fn bad_symbol(s: &str) -> FieldError {
     FieldError::new("", format!("unknown symbol `{s}`"))
 }
 
-fn read_instant(v: Value) -> Result<DateTime<Utc>, FieldError> {
+pub(super) fn read_instant(v: Value) -> Result<DateTime<Utc>, FieldError> {
     let mut f = Fields::of(v)?;
     let micros = f.get("micros", |v| match v {
         Value::TimestampMicros(n) | Value::Long(n) => Ok(n),
@@ -576,7 +576,7 @@ fn read_instant(v: Value) -> Result<DateTime<Utc>, FieldError> {
         .ok_or_else(|| FieldError::new("micros", format!("{micros} µs is out of range")))
 }
 
-fn read_string_map(v: Value) -> Result<BTreeMap<String, String>, FieldError> {
+pub(super) fn read_string_map(v: Value) -> Result<BTreeMap<String, String>, FieldError> {
     match v {
         Value::Map(m) => m
             .into_iter()
@@ -1402,6 +1402,10 @@ impl AvroRecord for HistoryRecord {
                     ("submitted_at", optional(c.submitted_at.as_ref(), instant)),
                     ("component", optional(c.component.as_ref(), string)),
                     ("deadline", optional(c.deadline.as_ref(), instant)),
+                    (
+                        "reset_of",
+                        optional(c.reset_of.as_ref(), super::reset::reset_of),
+                    ),
                 ]),
             ),
             HistoryEntry::Event { version, event } => branch(
@@ -1438,6 +1442,18 @@ impl AvroRecord for HistoryRecord {
             }
             HistoryEntry::Paused { reason } => branch(7, record(vec![("reason", string(reason))])),
             HistoryEntry::Resumed { reason } => branch(8, record(vec![("reason", string(reason))])),
+            HistoryEntry::Reset {
+                new_execution_id,
+                to_seq,
+                reason,
+            } => branch(
+                9,
+                record(vec![
+                    ("new_execution_id", string(new_execution_id)),
+                    ("to_seq", u64_bits(*to_seq)),
+                    ("reason", string(reason)),
+                ]),
+            ),
         };
         Ok(record(vec![
             ("execution_id", string(&self.execution_id)),
@@ -1466,6 +1482,9 @@ impl AvroRecord for HistoryRecord {
                     submitted_at: e.get("submitted_at", |v| read_optional(v, read_instant))?,
                     component: e.get("component", |v| read_optional(v, read_string))?,
                     deadline: e.get("deadline", |v| read_optional(v, read_instant))?,
+                    reset_of: e.get("reset_of", |v| {
+                        read_optional(v, super::reset::read_reset_of)
+                    })?,
                 })),
                 1 => Ok(HistoryEntry::Event {
                     version: Version(e.get("version", read_u64_bits)?),
@@ -1490,6 +1509,11 @@ impl AvroRecord for HistoryRecord {
                     reason: e.get("reason", read_string)?,
                 }),
                 8 => Ok(HistoryEntry::Resumed {
+                    reason: e.get("reason", read_string)?,
+                }),
+                9 => Ok(HistoryEntry::Reset {
+                    new_execution_id: e.get("new_execution_id", read_parsed)?,
+                    to_seq: e.get("to_seq", read_u64_bits)?,
                     reason: e.get("reason", read_string)?,
                 }),
                 i => Err(bad_branch(i)),

@@ -33,11 +33,12 @@ mod convert;
 pub mod error;
 pub use weir_core::records;
 pub mod registry;
+mod reset;
 mod resolve;
 pub mod schemas;
 
 use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 
 use apache_avro::Schema;
 use apache_avro::reader::datum::GenericDatumReader;
@@ -51,7 +52,8 @@ pub use error::{
 pub use records::{
     ActivityCancel, ActivityRequest, CancelRequest, Created, DlqEnvelope, DlqHeader, DlqReason,
     ExecutionFinished, HistoryEntry, HistoryRecord, InboundEvent, ParentRef, PauseAction,
-    PauseRequest, ReceivedEvent, Submission, UpgradeRequest, dlq_headers,
+    PauseRequest, ReceivedEvent, ResetOf, ResetRequest, ResetStart, ResetThen, Submission,
+    UpgradeRequest, dlq_headers,
 };
 pub use registry::{HttpRegistry, InMemoryRegistry, SchemaRegistry, value_subject};
 pub use schemas::{NAMESPACE, RecordSchema};
@@ -219,6 +221,9 @@ impl Codec {
     /// topic, `CorrelationState` and `RememberedEvent` on the state topic. Without it a codec with a
     /// registry can encode nothing; `weir worker` calls it at start-up. Returns (subject,
     /// record, id) of each; nothing without a registry. Idempotent.
+    ///
+    /// A reset's records too: `ResetStart` on the submissions topic, `ResetRequest` (sent
+    /// back to its execution) on the responses topic.
     pub async fn register_topology(
         &self,
         topology: &crate::topology::Topology,
@@ -297,6 +302,20 @@ impl Codec {
             CancelRequest::subject(&submissions),
             CancelRequest::NAME,
             self.register::<CancelRequest>(&submissions).await,
+        )?;
+        // A reset: the new execution's start on the submissions topic, and a request sent
+        // back to the execution reset (read again once the store holds its history).
+        note(
+            submissions.clone(),
+            ResetStart::subject(&submissions),
+            ResetStart::NAME,
+            self.register::<ResetStart>(&submissions).await,
+        )?;
+        note(
+            responses.clone(),
+            ResetRequest::subject(&responses),
+            ResetRequest::NAME,
+            self.register::<ResetRequest>(&responses).await,
         )?;
         note(
             responses.clone(),
@@ -571,6 +590,40 @@ impl Codec {
             message: e.message,
         })
     }
+}
+
+/// The codec of records nested in another record as bytes (the history a [`ResetStart`]
+/// carries): single-object encoding, every current and previous schema known by its
+/// fingerprint, no registry (a nested record never has the registry's framing).
+fn nested() -> &'static Codec {
+    static NESTED: OnceLock<Codec> = OnceLock::new();
+    NESTED.get_or_init(Codec::single_object)
+}
+
+/// `record` in Avro single-object encoding, as another record carries it: what the codec
+/// writes to its own topic without a registry.
+fn nested_bytes<R: AvroRecord>(record: &R) -> Result<Vec<u8>, FieldError> {
+    let mut out = Vec::with_capacity(128);
+    out.extend_from_slice(&SINGLE_OBJECT_MAGIC);
+    out.extend_from_slice(&R::schema().fingerprint.to_le_bytes());
+    match nested().write_body(R::NAME, record, &mut out) {
+        Ok(()) => Ok(out),
+        Err(EncodeError::Value { source, .. }) => Err(source),
+        Err(other) => Err(FieldError::new("", other.to_string())),
+    }
+}
+
+/// A record of type `R` nested in another one as `bytes` (single-object encoding, written
+/// with any schema this codec knows of `R`), resolved to the current schema.
+fn read_nested<R: AvroRecord>(bytes: &[u8]) -> Result<R, FieldError> {
+    nested().decode_kind::<R>(bytes).map_err(|kind| match kind {
+        DecodeErrorKind::Field {
+            schema,
+            path,
+            message,
+        } => FieldError::new(path, format!("{message} (nested {}, {schema})", R::NAME)),
+        other => FieldError::new("", format!("nested {}: {other}", R::NAME)),
+    })
 }
 
 /// A reader over the body that remembers whether the decoder tried to read past its end.

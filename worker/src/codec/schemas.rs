@@ -50,6 +50,8 @@ const CURRENT_FILES: &[(&str, &str, &str)] = &[
     avsc!("ActivityCancel", "activity_cancel.avsc"),
     avsc!("UpgradeRequest", "upgrade_request.avsc"),
     avsc!("PauseRequest", "pause_request.avsc"),
+    avsc!("ResetRequest", "reset_request.avsc"),
+    avsc!("ResetStart", "reset_start.avsc"),
     avsc!("RoutePause", "route_pause.avsc"),
     avsc!("InboundEvent", "event.avsc"),
     avsc!("CancelRequest", "cancel_request.avsc"),
@@ -101,6 +103,8 @@ const PREVIOUS_FILES: &[(&str, &str, &str)] = &[
     avsc!("Response", "history/v8/response.avsc"),
     // Before pause and resume: HistoryRecord gained the `Paused` and `Resumed` entries.
     avsc!("HistoryRecord", "history/v9/history_record.avsc"),
+    // Before reset: HistoryRecord gained the `Reset` entry, Created `reset_of`.
+    avsc!("HistoryRecord", "history/v10/history_record.avsc"),
 ];
 
 fn parse(files: &[(&'static str, &'static str, &'static str)]) -> Vec<RecordSchema> {

@@ -332,6 +332,43 @@ mod tests {
         codec
             .encode(&topology.topic(TopicRole::State).name, &state)
             .expect("ScheduleState registered on the state topic");
+        // A reset's records: the new execution's start on the submissions topic, the request
+        // sent back to the execution reset on the responses topic.
+        let new = crate::model::ExecutionId::top_level(ulid::Ulid::new());
+        let reset = crate::codec::ResetRequest {
+            execution_id: child_cancel.execution_id.clone(),
+            to_seq: 0,
+            new_execution_id: new.clone(),
+            then: crate::codec::ResetThen::Keep,
+            reason: String::new(),
+            requested_at: at,
+        };
+        codec
+            .encode(responses, &reset)
+            .expect("ResetRequest registered on the responses topic");
+        let start = crate::codec::ResetStart {
+            submission: crate::codec::Submission {
+                execution_id: new,
+                ffqn: "weir-examples:workflows/workflow.fibo"
+                    .parse()
+                    .expect("an ffqn"),
+                params: serde_json::json!([10]),
+                parent: None,
+                scheduled_at: None,
+                correlation_id: None,
+                metadata: Default::default(),
+                deadline: None,
+            },
+            reset_of: crate::codec::ResetOf {
+                execution_id: child_cancel.execution_id.clone(),
+                seq: 0,
+            },
+            entries: Vec::new(),
+        };
+        let value = codec
+            .encode(submissions, &start)
+            .expect("ResetStart registered on the submissions topic");
+        assert_eq!(value[0], crate::codec::CONFLUENT_MAGIC);
         // A correlation key's records: its commands on the responses topic and its state on
         // the state topic, each under a subject of its own; its events on the events topic,
         // the same record type (`InboundEvent`) whatever the target.

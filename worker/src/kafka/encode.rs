@@ -182,6 +182,8 @@ fn value(
         }
         Effect::Respond { response, .. } => encoded(codec, topic, response),
         Effect::CancelExecution(request) => encoded(codec, topic, request),
+        Effect::StartReset(start) => encoded(codec, topic, start),
+        Effect::ResendReset(request) => encoded(codec, topic, request),
         Effect::PublishResult(finished) => encoded(codec, topic, finished),
         Effect::DeadLetter {
             input,

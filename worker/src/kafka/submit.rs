@@ -217,6 +217,20 @@ pub async fn send_pause(
     send_keyed(producer, codec, topic, &id, request, Some(headers)).await
 }
 
+/// Sends `request` to `topic` (the deployment's `weir.responses`), keyed by the execution
+/// reset, marked with the header `weir.kind = reset-execution`, and waits until the broker
+/// has it.
+pub async fn send_reset(
+    producer: &FutureProducer,
+    codec: &Codec,
+    topic: &str,
+    request: &crate::codec::ResetRequest,
+) -> Result<(), SubmitError> {
+    let headers = super::headers::of_kind(RecordKind::ResetExecution);
+    let id = request.execution_id.to_string();
+    send_keyed(producer, codec, topic, &id, request, Some(headers)).await
+}
+
 /// Encodes `record` for `topic`, sends it keyed by `key` (an execution id, or an event's
 /// correlation key; with `headers`), and waits until the broker has it.
 async fn send_keyed<R: AvroRecord>(

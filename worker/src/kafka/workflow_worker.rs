@@ -44,7 +44,7 @@ use super::registry_hold::RegistryHold;
 use super::transaction::TransactionError;
 use crate::codec::{
     CancelRequest, Codec, DecodeError, DecodeErrorKind, EventRecord, HistoryRecord, PauseRequest,
-    RecordPosition, ResponseInput, SubmissionInput, UpgradeRequest,
+    RecordPosition, ResetRequest, ResetStart, ResponseInput, SubmissionInput, UpgradeRequest,
 };
 use crate::metrics::Metrics;
 use crate::model::{ExecutionId, Response};
@@ -427,6 +427,14 @@ impl KafkaLog {
                 .decode_fetching::<PauseRequest>(payload, position)
                 .await
                 .map(Body::Pause),
+            RecordType::ResetRequest => codec
+                .decode_fetching::<ResetRequest>(payload, position)
+                .await
+                .map(Body::Reset),
+            RecordType::ResetStart => codec
+                .decode_fetching::<ResetStart>(payload, position)
+                .await
+                .map(Body::ResetStart),
             RecordType::Response => codec
                 .decode_fetching::<ResponseInput>(payload, position)
                 .await

@@ -624,6 +624,20 @@ impl InMemoryBus {
                         command.name
                     )));
                 }
+                // A reset comes from a `ResetRequest` (`weir reset`), which nothing sends this
+                // bus.
+                Effect::StartReset(start) => {
+                    return Err(BusError::Inconsistent(format!(
+                        "reset of {} to {}: the in-memory bus does not run resets",
+                        start.reset_of.execution_id, start.submission.execution_id
+                    )));
+                }
+                Effect::ResendReset(request) => {
+                    return Err(BusError::Inconsistent(format!(
+                        "reset of {} to {}: the in-memory bus does not run resets",
+                        request.execution_id, request.new_execution_id
+                    )));
+                }
                 // Keyed state is read from `weir.state` at a take-over, which this bus has not.
                 Effect::DeadLetterState(state) => {
                     return Err(BusError::Inconsistent(format!(
@@ -709,7 +723,8 @@ impl InMemoryBus {
             HistoryEntry::EventReceived(_)
             | HistoryEntry::CancelRequested { .. }
             | HistoryEntry::Paused { .. }
-            | HistoryEntry::Resumed { .. } => {}
+            | HistoryEntry::Resumed { .. }
+            | HistoryEntry::Reset { .. } => {}
         }
         self.changelog.entry(id.clone()).or_default().push((
             HistoryRecord {

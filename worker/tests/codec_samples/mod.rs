@@ -11,7 +11,8 @@ use ulid::Ulid;
 use weir::codec::{
     ActivityCancel, ActivityRequest, CancelRequest, Created, DlqEnvelope, DlqHeader, DlqReason,
     EventRecord, ExecutionFinished, HistoryEntry, HistoryRecord, InboundEvent, ParentRef,
-    PauseAction, PauseRequest, ReceivedEvent, StoredCorrelation, Submission, UpgradeRequest,
+    PauseAction, PauseRequest, ReceivedEvent, ResetOf, ResetRequest, ResetStart, ResetThen,
+    StoredCorrelation, Submission, UpgradeRequest,
 };
 use weir::correlation::{
     BufferedEvent, CorrelationAction, CorrelationCommand, CorrelationState, KeyedEvent,
@@ -520,6 +521,98 @@ pub fn pause_requests() -> Vec<PauseRequest> {
     ]
 }
 
+/// The execution a reset of [`root`] starts.
+pub fn reset_to() -> ExecutionId {
+    ExecutionId::top_level(Ulid::from(0x0190_1234_5678_9abc_def0_1234_5678_9abd_u128))
+}
+
+pub fn reset_requests() -> Vec<ResetRequest> {
+    [ResetThen::Keep, ResetThen::Cancel, ResetThen::Terminate]
+        .into_iter()
+        .enumerate()
+        .map(|(i, then)| ResetRequest {
+            execution_id: root(),
+            to_seq: [0, 7, u64::MAX][i],
+            new_execution_id: reset_to(),
+            then,
+            reason: ["", "a bad deploy: é", "x"][i].into(),
+            requested_at: t0(),
+        })
+        .collect()
+}
+
+/// Starts of reset executions: with only `Created` kept, and with one of every entry a
+/// reset copies (an event of each kind, an answer of each kind, an event kept for a wait),
+/// with the new execution's ids.
+pub fn reset_starts() -> Vec<ResetStart> {
+    let (from, to) = (root().root(), reset_to().root());
+    let plain = Submission {
+        execution_id: reset_to(),
+        ffqn: ffqn(),
+        params: json!([10]),
+        parent: None,
+        scheduled_at: None,
+        correlation_id: None,
+        metadata: BTreeMap::new(),
+        deadline: None,
+    };
+    let mut entries: Vec<HistoryEntry> = events()
+        .into_iter()
+        .enumerate()
+        .map(|(i, event)| HistoryEntry::Event {
+            version: Version(i as u64),
+            event,
+        })
+        .collect();
+    entries.extend(responses().into_iter().map(|r| match r {
+        Response::ChildExecutionFinished {
+            child_execution_id,
+            result,
+            ran,
+        } => HistoryEntry::ResponseAppended(Response::ChildExecutionFinished {
+            child_execution_id: child_execution_id.rebased(from, to),
+            result,
+            ran,
+        }),
+        other => HistoryEntry::ResponseAppended(other),
+    }));
+    entries.extend(
+        event_deliveries()
+            .into_iter()
+            .map(HistoryEntry::ResponseAppended),
+    );
+    entries.extend(
+        inbound_events()
+            .into_iter()
+            .map(|e| HistoryEntry::EventReceived(e.event)),
+    );
+    vec![
+        ResetStart {
+            submission: plain.clone(),
+            reset_of: ResetOf {
+                execution_id: root(),
+                seq: 0,
+            },
+            entries: Vec::new(),
+        },
+        ResetStart {
+            submission: Submission {
+                params: json!([{"order": "o-1", "items": [1, 2]}, "é"]),
+                metadata: BTreeMap::from([
+                    ("traceparent".to_string(), "00-abc-def-01".to_string()),
+                    ("tenant".to_string(), "acme".to_string()),
+                ]),
+                ..plain
+            },
+            reset_of: ResetOf {
+                execution_id: root(),
+                seq: entries.len() as u64,
+            },
+            entries,
+        },
+    ]
+}
+
 pub fn upgrade_requests() -> Vec<UpgradeRequest> {
     vec![UpgradeRequest {
         execution_id: root(),
@@ -552,6 +645,7 @@ pub fn history_records() -> Vec<HistoryRecord> {
             component: None,
             deadline: None,
             submitted_at: None,
+            reset_of: None,
         }),
         HistoryEntry::Created(Created {
             ffqn: ffqn(),
@@ -568,6 +662,24 @@ pub fn history_records() -> Vec<HistoryRecord> {
             component: Some(format!("sha256:{}", "ab".repeat(32))),
             deadline: Some(DateTime::<Utc>::MAX_UTC),
             submitted_at: Some(DateTime::<Utc>::MIN_UTC),
+            reset_of: None,
+        }),
+        // Started by a reset.
+        HistoryEntry::Created(Created {
+            ffqn: ffqn(),
+            params: json!([1]),
+            parent: None,
+            scheduled_at: None,
+            correlation_id: None,
+            metadata: BTreeMap::from([("k".to_string(), "v".to_string())]),
+            created_at: t0(),
+            component: Some(format!("sha256:{}", "ab".repeat(32))),
+            deadline: None,
+            submitted_at: Some(t0()),
+            reset_of: Some(ResetOf {
+                execution_id: reset_to(),
+                seq: u64::MAX,
+            }),
         }),
     ];
     entries.extend(
@@ -597,6 +709,11 @@ pub fn history_records() -> Vec<HistoryRecord> {
         reason: "the tax service is down".into(),
     });
     entries.push(HistoryEntry::Resumed { reason: "".into() });
+    entries.push(HistoryEntry::Reset {
+        new_execution_id: reset_to(),
+        to_seq: 12,
+        reason: "a bad deploy: é".into(),
+    });
     entries.extend(results().into_iter().map(|result| HistoryEntry::Finished {
         result,
         finished_at: t0(),

@@ -15,6 +15,8 @@
 //!   resumed at the end; [`RouteCounts`].
 //! - `rates`: no worker starts more of a rate-limited route than its bucket allows, none of
 //!   it inline, no attempt waiting for a token without a wake; [`RateCounts`].
+//! - `resets`: `Reset` entries only as requested, each new execution created once from the
+//!   rule's cut of the old history, nothing refused made, nothing allowed lost; [`ResetCounts`].
 //! - `timings`: when each history record says it happened, in order, and kept by the store.
 //! - `quiescence`: nothing left behind once the run settled.
 //!
@@ -34,6 +36,7 @@ mod pauses;
 mod quiescence;
 mod rates;
 mod replay;
+mod resets;
 mod results;
 mod routes;
 mod schedules;
@@ -47,6 +50,7 @@ use std::collections::{BTreeMap, BTreeSet};
 pub use correlation::correlation_at_settle;
 pub use pauses::PauseCounts;
 pub use rates::RateCounts;
+pub use resets::ResetCounts;
 pub use routes::RouteCounts;
 pub use stubs::{StubExpect, StubModel, StubSeen, StubWriteSeen, WriterSeen, stub_model};
 pub use upgrades::UpgradeCounts;
@@ -56,7 +60,7 @@ use crate::records::{HistoryEntry, HistoryRecord};
 
 use super::cluster::{Payload, SimTime, Topic};
 use super::invariant::Invariant;
-use super::sent::{KeyedSend, PauseSend, SimSchedule, Submitted, TriggerSends};
+use super::sent::{KeyedSend, PauseSend, ResetSend, SimSchedule, Submitted, TriggerSends};
 use super::world::World;
 
 /// An invariant that does not hold.
@@ -115,6 +119,11 @@ fn describe(entry: &HistoryEntry) -> String {
         HistoryEntry::CancelRequested { reason } => format!("CancelRequested({reason})"),
         HistoryEntry::Paused { reason } => format!("Paused({reason})"),
         HistoryEntry::Resumed { reason } => format!("Resumed({reason})"),
+        HistoryEntry::Reset {
+            new_execution_id,
+            to_seq,
+            ..
+        } => format!("Reset({new_execution_id} at {to_seq})"),
     }
 }
 
@@ -150,6 +159,8 @@ pub struct Sent<'a> {
     pub triggered: &'a TriggerSends,
     /// Pause and resume requests, in order (`Faults::pause_resume`).
     pub pauses: &'a [PauseSend],
+    /// Reset requests, in order (`Faults::resets`).
+    pub resets: &'a [ResetSend],
 }
 
 /// Every invariant, at the end of a run; `settled`: it ended quiescent (if not, that is a
@@ -164,6 +175,7 @@ pub fn check(w: &World, sent: &Sent<'_>, settled: bool) -> Vec<Violation> {
         keyed,
         triggered,
         pauses,
+        resets,
     } = *sent;
     let mut out = Vec::new();
     let mut add = |invariant: Invariant, detail: String| {
@@ -178,6 +190,7 @@ pub fn check(w: &World, sent: &Sent<'_>, settled: bool) -> Vec<Violation> {
 
     upgrades::check_upgrades(&mut add, w, &logs);
     pauses::check_pauses(&mut add, w, &logs, pauses, settled);
+    resets::check_resets(&mut add, &logs, resets, settled);
     history::check_histories(&mut add, w, &logs);
     timings::check_timings(&mut add, w, &logs);
     let results = results::check_results(&mut add, w, &logs, submitted, keyed);

@@ -3,7 +3,8 @@
 //   #/                     executions of a function, filtered and paged (live: polled)
 //   #/executions/<id>      one execution: params, result, children, history timeline (live:
 //                          rendered from the execution's event stream, never polled), and
-//                          what can be done to it: pause, resume, cancel, terminate, send an event
+//                          what can be done to it: pause, resume, cancel, terminate, send an event,
+//                          reset to a row of its history (Reset here)
 //   #/submit               a form that submits an execution
 //   #/routes               the activity routes, each running or paused, with Pause and Resume
 //                          for those Weir serves (read once, and again after an action until
@@ -404,8 +405,12 @@ function describe(entry, pairs) {
       return {
         kind: "created",
         what: `created ${e.ffqn}`,
-        detail: e.component ? `build ${e.component}` : e.parent ? `child of ${e.parent}` : "",
+        detail: e.reset_of ? `reset of ${e.reset_of.execution_id} at seq ${e.reset_of.seq}`
+          : e.component ? `build ${e.component}` : e.parent ? `child of ${e.parent}` : "",
+        link: e.reset_of ? e.reset_of.execution_id : null,
       };
+    case "reset":
+      return { kind: "reset", what: `reset to seq ${e.to_seq} into`, link: e.new_execution_id, detail: e.reason };
     case "finished":
       return { kind: "finished", what: `finished ${outcomeOf(e.result) || ""}`, detail: json(e.result) };
     case "upgraded":
@@ -502,7 +507,9 @@ function describe(entry, pairs) {
   }
 }
 
-function historyTable(entries, finishedAt) {
+// `points`: the seqs a reset may keep up to (a "Reset here" button on each), `reset(seq)`
+// what it does.
+function historyTable(entries, finishedAt, points, reset) {
   const pairs = timeline(entries);
   const last = entries.length ? time(entries[entries.length - 1].recorded_at) : null;
   const end = finishedAt || new Date(Math.max(Date.now(), last ? last.getTime() : 0));
@@ -540,15 +547,20 @@ function historyTable(entries, finishedAt) {
       el("td", { class: "seq" }, entry.seq),
       el("td", { class: "at", title: clock(at) }, pairs.start ? `+${duration(at - pairs.start)}` : ""),
       el("td", { class: "set" }, d.set || ""),
-      el("td", { class: "what" }, d.what, d.id ? el("div", { class: "id" }, d.id) : null),
+      el("td", { class: "what" }, d.what, d.link ? [" ", executionLink(d.link)] : null,
+        d.id ? el("div", { class: "id" }, d.id) : null),
       el("td", { class: "took", ...(hasTook ? { "data-ms": Math.max(0, took) } : {}) },
         hasTook ? duration(Math.max(0, took)) : ""),
       el("td", { class: "lane" }, bar),
-      el("td", { class: "detail" }, d.detail ? el("code", {}, d.detail) : ""));
+      el("td", { class: "detail" }, d.detail ? el("code", {}, d.detail) : ""),
+      el("td", { class: "reset" }, points && points.has(entry.seq)
+        ? el("button", { type: "button", class: "reset-here", title: "Start a new execution from the history up to here",
+                         onclick: () => reset(entry.seq) }, "Reset here")
+        : ""));
   });
   return el("table", { id: "history" },
     el("thead", {}, el("tr", {},
-      ["#", "At", "Join set", "Step", "Took", "Timeline", "Detail"].map((h) => el("th", {}, h)))),
+      ["#", "At", "Join set", "Step", "Took", "Timeline", "Detail", ""].map((h) => el("th", {}, h)))),
     el("tbody", {}, body));
 }
 
@@ -670,6 +682,25 @@ function pauseButton(id, name, label, resume) {
   return button;
 }
 
+// A new execution from this one's history up to `seq`; this one goes on, or is cancelled or
+// terminated, as asked. The new one's page opens.
+async function resetAt(id, seq) {
+  const then = window.prompt(
+    `Reset to seq ${seq}: a new execution replays the history up to it on the newest build ` +
+    "and goes on. And this one? keep, cancel or terminate", "keep");
+  if (then === null) return;
+  try {
+    const answer = await api(`/executions/${encodeURIComponent(id)}/reset`, {
+      method: "POST",
+      body: { to_seq: seq, then: then.trim() || "keep", reason: "reset from the web UI" },
+    });
+    notice(`reset requested: ${answer.execution_id}`);
+    location.hash = `#/executions/${encodeURIComponent(answer.execution_id)}`;
+  } catch (error) {
+    notice(explain(error), "error");
+  }
+}
+
 function executionView(id) {
   const view = document.getElementById("view");
   const content = el("div", { id: "execution" }, el("p", {}, "Loading…"));
@@ -688,6 +719,9 @@ function executionView(id) {
   const entries = [];
   let waiting = false;
   const known = new Map();
+  // The seqs a reset may keep up to, as of a history `pointsOf` entries long.
+  let points = null;
+  let pointsOf = -1;
   // Renders at most one at a time, once more if the stream said more meanwhile.
   let rendering = false;
   let again = false;
@@ -720,6 +754,16 @@ function executionView(id) {
     }
     const shown = entries.slice();
     const children = await childTree(shown, 4, known);
+    // Where a reset may cut (the server's rule), for a top-level execution: read again only
+    // when the history grew.
+    if (!execution.parent_id && pointsOf !== shown.length) {
+      pointsOf = shown.length;
+      try {
+        points = new Set((await api(`/executions/${encodeURIComponent(id)}/reset-points`)).points);
+      } catch (error) {
+        points = null;
+      }
+    }
     const created = time(execution.created_at);
     const finished = time(execution.finished_at);
     // When it was submitted (its creation record says, in histories written since v8): the
@@ -763,7 +807,7 @@ function executionView(id) {
       el("h2", {}, "Params"), el("pre", { id: "params" }, json(execution.params)),
       el("h2", {}, "Result"), el("pre", { id: "result" }, execution.result ? json(execution.result) : "(not finished)"),
       el("h2", {}, "Children"), el("div", { id: "children" }, children || "none"),
-      el("h2", {}, "History"), historyTable(shown, finished),
+      el("h2", {}, "History"), historyTable(shown, finished, points, (seq) => resetAt(id, seq)),
     );
   };
   const mine = followStream(`/executions/${encodeURIComponent(id)}/stream`, (name, data) => {
