@@ -177,6 +177,8 @@ const EXECUTION_PAGE: &str = r##"
         ran: !!tr.querySelector(".bar.ran"),
         open: !!tr.querySelector(".bar.open"),
         closed: !!tr.querySelector(".bar.closed"),
+        reset_here: !!tr.querySelector("button.reset-here"),
+        link: (tr.querySelector(".what .execution-link") || {}).textContent,
       })),
     };
 "##;
@@ -1463,4 +1465,90 @@ async fn the_ui_and_the_api_pause_and_resume_a_route() {
     std::fs::write(deployment.logs().join("ui-routes.png"), shot).expect("save screenshot");
     client.close().await.expect("close the browser");
     let _ = std::fs::remove_dir_all(&profile);
+}
+
+/// A finished execution reset from its history in the UI: the rows the server allows carry
+/// Reset here (the delay's answer does, its request does not); one click (with `keep`) sends
+/// the reset and opens the new execution, which finishes and says whose reset it is; the old
+/// page shows the link to it.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_ui_resets_an_execution_from_a_history_row() {
+    let deployment = Deployment::new("ui_reset");
+    let _worker = deployment.start_worker("w", &[]);
+    let server = deployment.serve_api(READ, ADMIN);
+    let base = server.base.as_str();
+    let profile = std::env::temp_dir().join(unique_name("weir-ui-reset-chromium"));
+    let (_driver, client) = browser(&profile).await;
+    let ui = format!("{base}/ui/");
+    client.goto(&ui).await.expect("open the UI");
+    type_into(&client, "#token", ADMIN).await;
+    click(&client, "#token-save").await;
+
+    let sleeper = submit_through_api(base, SLEEP_FOR, json!([200])).await;
+    client
+        .goto(&format!("{ui}#/executions/{sleeper}"))
+        .await
+        .expect("open the sleeper");
+    let page = wait_page(
+        &client,
+        "the sleeper finished, its points shown",
+        EXECUTION_PAGE,
+        |page| {
+            page["state"] == "finished"
+                && page["history"]
+                    .as_array()
+                    .is_some_and(|rows| rows.iter().any(|r| r["reset_here"] == true))
+        },
+    )
+    .await;
+    let answered = rows_of(&page, "delay-finished");
+    assert_eq!(answered.len(), 1, "{page}");
+    assert_eq!(answered[0]["reset_here"], true, "{page}");
+    assert!(
+        rows_of(&page, "finished")
+            .iter()
+            .chain(rows_of(&page, "delay").iter())
+            .all(|r| r["reset_here"] == false),
+        "no reset at the finish, nor where it waits for its delay: {page}"
+    );
+    let seq = answered[0]["seq"].as_u64().expect("a seq");
+    click(
+        &client,
+        &format!("#history tr[data-seq='{seq}'] button.reset-here"),
+    )
+    .await;
+    client.accept_alert().await.expect("keep the old execution");
+    let new = wait_page(
+        &client,
+        "the new execution finished",
+        EXECUTION_PAGE,
+        |page| page["id"].as_str().is_some_and(|id| id != sleeper) && page["state"] == "finished",
+    )
+    .await;
+    let created = rows_of(&new, "created");
+    assert_eq!(created.len(), 1, "{new}");
+    assert!(
+        created[0]["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains(&format!("reset of {sleeper} at seq {seq}"))),
+        "{new}"
+    );
+    assert_eq!(created[0]["link"], sleeper.as_str(), "{new}");
+    assert_eq!(new["outcome"], "ok", "{new}");
+    let new_id = new["id"].as_str().expect("its id").to_owned();
+
+    client
+        .goto(&format!("{ui}#/executions/{sleeper}"))
+        .await
+        .expect("open the old one again");
+    let old = wait_page(
+        &client,
+        "the old page shows the link",
+        EXECUTION_PAGE,
+        |page| !rows_of(page, "reset").is_empty(),
+    )
+    .await;
+    let link = rows_of(&old, "reset");
+    assert_eq!(link[0]["link"], new_id.as_str(), "{old}");
+    assert_eq!(link[0]["detail"], "reset from the web UI", "{old}");
 }
