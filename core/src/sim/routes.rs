@@ -12,18 +12,16 @@
 //! told it last (`Input::TopicsPaused`, after the turn's records, as production does); a
 //! workflow worker's inline seam (`seams.rs`, `SimInline`) runs nothing of a route its
 //! process read paused. [`RouteLog`] keeps, in the activity log's sequence, what
-//! `checks/routes.rs` holds the starts and the inline runs against.
+//! `checks/routes.rs` holds the starts and the inline runs against. How a process follows
+//! the topic at its turns is the world's (`world/routes.rs`).
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::activity::Input;
 use crate::control::{ControlKey, Controls};
 use crate::model::ExecutionId;
 
-use super::activity::SimSource;
 use super::cluster::{Payload, SimTime, Topic};
 use super::rng::Rng;
-use super::world::World;
 
 /// A route no worker of the simulation serves (its pause changes nothing but the set).
 pub const OTHER_ROUTE: &str = "weir.activity.other";
@@ -42,16 +40,6 @@ pub fn fold(controls: &mut Controls, key: Option<&str>, payload: Option<&Payload
         }
         _ => false,
     }
-}
-
-/// What `weir.control` says, folded over every committed record (a client's read to its
-/// end).
-pub fn controls_now(w: &World) -> Controls {
-    let mut controls = Controls::default();
-    for (_, r) in w.cluster.committed_records(Topic::Control) {
-        fold(&mut controls, r.key.as_deref(), r.payload.as_ref());
-    }
-    controls
 }
 
 /// One process's follower of `weir.control`.
@@ -140,98 +128,5 @@ impl Default for Routes {
             followers: BTreeMap::new(),
             log: RouteLog::default(),
         }
-    }
-}
-
-impl World {
-    /// `pid` follows `weir.control` at one of its turns: when records are committed past its
-    /// position, at about one turn in two it reads them all and folds them. True if the
-    /// paused routes it knows changed. (Nothing is drawn while nothing is new: a run that
-    /// writes no control record draws what it drew before.)
-    fn follow_controls(&mut self, pid: u64) -> bool {
-        let World {
-            cluster, routes, ..
-        } = self;
-        let follower = routes.followers.entry(pid).or_default();
-        let (records, next) =
-            cluster.read_committed(Topic::Control, 0, follower.position, usize::MAX);
-        if next == follower.position || !routes.rng.chance(500) {
-            return false;
-        }
-        let before = follower.controls.paused_route_names();
-        for r in records {
-            fold(&mut follower.controls, r.key.as_deref(), r.payload.as_ref());
-        }
-        follower.position = next;
-        follower.controls.paused_route_names() != before
-    }
-
-    /// A workflow worker follows `weir.control` before its poll: what its inline seam goes by.
-    pub(super) fn follow_view(&mut self, pid: u64) {
-        if !self.follow_controls(pid) {
-            return;
-        }
-        let topics = self.routes.followers[&pid].controls.paused_route_names();
-        let seq = self.act.log.next();
-        let name = self
-            .procs
-            .get(&pid)
-            .map_or_else(|| format!("p{pid}"), |p| p.name());
-        self.event(format!(
-            "{name}: reads weir.control: paused routes {topics:?}"
-        ));
-        self.routes.log.told.push(Told {
-            seq,
-            at: self.now,
-            pid,
-            core: false,
-            topics,
-        });
-    }
-
-    /// Whether workflow worker `pid` read `topic`'s route paused.
-    pub(super) fn route_read_paused(&self, pid: u64, topic: &str) -> bool {
-        self.routes
-            .followers
-            .get(&pid)
-            .is_some_and(|f| f.controls.is_route_paused(topic))
-    }
-
-    /// Whether activity worker `pid` told its core that `topic`'s route is paused.
-    pub(super) fn route_told_paused(&self, pid: u64, topic: &str) -> bool {
-        self.routes
-            .followers
-            .get(&pid)
-            .is_some_and(|f| f.told.contains(topic))
-    }
-
-    /// An activity worker follows `weir.control` at its turn: the paused routes' topics, when
-    /// they differ from what its core was last told (production's `paused_topics`).
-    pub(super) fn act_controls(&mut self, pid: u64) -> Option<Input<SimSource>> {
-        self.follow_controls(pid);
-        let follower = self.routes.followers.get(&pid)?;
-        let topics = follower.controls.paused_route_names();
-        (topics != follower.told).then_some(Input::TopicsPaused(topics))
-    }
-
-    /// Activity worker `pid` tells its core `topics` (now).
-    pub(super) fn route_told(&mut self, pid: u64, topics: &BTreeSet<String>) {
-        let seq = self.act.log.next();
-        let name = self
-            .act
-            .procs
-            .get(&pid)
-            .map_or_else(|| format!("p{pid}"), |p| p.name());
-        self.event(format!(
-            "{name}: tells its core the paused routes {topics:?}"
-        ));
-        self.routes.followers.entry(pid).or_default().told = topics.clone();
-        self.routes.log.told.push(Told {
-            seq,
-            at: self.now,
-            pid,
-            core: true,
-            topics: topics.clone(),
-        });
     }
 }

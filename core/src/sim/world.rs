@@ -751,6 +751,9 @@ fn decode(topic: InputTopic, record: &Record) -> Result<Body, Undecodable> {
 
 mod consumer;
 mod producer;
+mod routes;
+
+pub use routes::controls_now;
 
 #[cfg(test)]
 mod tests;

@@ -1402,10 +1402,7 @@ impl AvroRecord for HistoryRecord {
                     ("submitted_at", optional(c.submitted_at.as_ref(), instant)),
                     ("component", optional(c.component.as_ref(), string)),
                     ("deadline", optional(c.deadline.as_ref(), instant)),
-                    (
-                        "reset_of",
-                        optional(c.reset_of.as_ref(), super::reset::reset_of),
-                    ),
+                    ("reset_of", optional(c.reset_of.as_ref(), reset_of)),
                 ]),
             ),
             HistoryEntry::Event { version, event } => branch(
@@ -1482,9 +1479,7 @@ impl AvroRecord for HistoryRecord {
                     submitted_at: e.get("submitted_at", |v| read_optional(v, read_instant))?,
                     component: e.get("component", |v| read_optional(v, read_string))?,
                     deadline: e.get("deadline", |v| read_optional(v, read_instant))?,
-                    reset_of: e.get("reset_of", |v| {
-                        read_optional(v, super::reset::read_reset_of)
-                    })?,
+                    reset_of: e.get("reset_of", |v| read_optional(v, read_reset_of))?,
                 })),
                 1 => Ok(HistoryEntry::Event {
                     version: Version(e.get("version", read_u64_bits)?),
@@ -1979,4 +1974,20 @@ impl AvroRecord for StoredCorrelation {
         };
         Ok(StoredCorrelation { state, forwarded })
     }
+}
+
+/// A `Created.reset_of` (the `ResetOf` record).
+pub(super) fn reset_of(link: &super::records::ResetOf) -> Value {
+    record(vec![
+        ("execution_id", string(&link.execution_id)),
+        ("seq", u64_bits(link.seq)),
+    ])
+}
+
+pub(super) fn read_reset_of(v: Value) -> Result<super::records::ResetOf, FieldError> {
+    let mut f = Fields::of(v)?;
+    Ok(super::records::ResetOf {
+        execution_id: f.get("execution_id", read_parsed)?,
+        seq: f.get("seq", read_u64_bits)?,
+    })
 }

@@ -1,6 +1,7 @@
 //! The records of a reset (`weir reset`; [`weir_core::reset`]): [`ResetRequest`]
 //! (`reset_request.avsc`) and [`ResetStart`] (`reset_start.avsc`), and the link a reset
-//! execution's `Created` keeps ([`ResetOf`], in `history_record.avsc`).
+//! execution's `Created` keeps ([`ResetOf`], in `history_record.avsc`, is the history's:
+//! `convert.rs`).
 //!
 //! A `ResetStart` carries the new execution's entries after `Created` as the records
 //! `weir.history` will hold: each a `HistoryRecord` of the new execution (seq 1, 2, …, no
@@ -18,22 +19,6 @@ use super::convert::{
 use super::error::FieldError;
 use super::records::{HistoryRecord, ResetOf, ResetRequest, ResetStart, ResetThen, Submission};
 use crate::model::ExecutionId;
-
-/// A `Created.reset_of` (the `ResetOf` record).
-pub(super) fn reset_of(link: &ResetOf) -> Value {
-    record(vec![
-        ("execution_id", string(&link.execution_id)),
-        ("seq", u64_bits(link.seq)),
-    ])
-}
-
-pub(super) fn read_reset_of(v: Value) -> Result<ResetOf, FieldError> {
-    let mut f = Fields::of(v)?;
-    Ok(ResetOf {
-        execution_id: f.get("execution_id", read_parsed)?,
-        seq: f.get("seq", read_u64_bits)?,
-    })
-}
 
 impl AvroRecord for ResetRequest {
     const NAME: &'static str = "ResetRequest";

@@ -21,8 +21,9 @@ use crate::model::ExecutionId;
 use crate::sim::cluster::{Payload, SimTime, Topic};
 use crate::sim::invariant::Invariant;
 use crate::sim::process::Status;
-use crate::sim::routes::{Told, controls_now, fold};
+use crate::sim::routes::{Told, fold};
 use crate::sim::world::World;
+use crate::sim::world::controls_now;
 
 /// Paused routes: see the module docs.
 pub(super) fn check_routes(add: &mut impl FnMut(Invariant, String), w: &World, settled: bool) {
