@@ -363,6 +363,24 @@ impl Deployment {
         path
     }
 
+    /// A copy of the repository's `topology/` directory with its `routes.toml` changed by
+    /// `edit`, written for this deployment; give it to a worker as `WEIR_TOPOLOGY`.
+    pub fn topology_with(&self, name: &str, edit: impl FnOnce(String) -> String) -> PathBuf {
+        let dir = self.logs.join(format!("{name}.topology"));
+        std::fs::create_dir_all(&dir).expect("a topology directory");
+        for entry in std::fs::read_dir(repo_root().join("topology")).expect("read topology/") {
+            let path = entry.expect("an entry of topology/").path();
+            if path.extension().is_some_and(|e| e == "toml") {
+                let file = path.file_name().expect("a file name");
+                std::fs::copy(&path, dir.join(file)).expect("copy a topology file");
+            }
+        }
+        let routes = dir.join("routes.toml");
+        let text = std::fs::read_to_string(&routes).expect("read routes.toml");
+        std::fs::write(&routes, edit(text)).expect("write routes.toml");
+        dir
+    }
+
     /// The offset (and its metadata) the consumer group `<namespace>.<group>` has committed
     /// for a partition, if any.
     pub fn committed(&self, group: &str, topic: &str, partition: i32) -> Option<(i64, String)> {

@@ -844,3 +844,89 @@ async fn a_parent_journals_one_answer_of_an_activity_answered_twice() {
         }
     }
 }
+
+/// A rate-limited route (issue 35 item 4: `rate = { per_second, burst }` in routes.toml):
+/// four executions of `steps` ask for eight `compute` attempts, mostly at once; the worker
+/// starts them no faster than its bucket allows — between any two starts `i < j`, at least
+/// `(j - i - burst) / per_second` (the attempts' own `ran.started_at`, by the worker's
+/// clock) — none inline, and counts the attempts it held.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rate_limited_route_starts_its_attempts_no_faster_than_its_limit() {
+    const PER_SECOND: f64 = 2.0;
+    const BURST: usize = 1;
+    let deployment = Deployment::new("rate");
+    let topology = deployment.topology_with("rate", |text| {
+        let route = "interface = \"weir-examples:compute/math\"\ntopic = \"weir.activity.compute\"";
+        let limited = text.replace(
+            route,
+            &format!("{route}\nrate = {{ per_second = {PER_SECOND}, burst = {BURST} }}"),
+        );
+        assert_ne!(
+            limited, text,
+            "routes.toml routes compute/math to weir.activity.compute"
+        );
+        limited
+    });
+    let topology = topology.to_str().expect("a UTF-8 path").to_owned();
+    let worker = deployment.start_worker_with_env("w", &[], &[("WEIR_TOPOLOGY", &topology)]);
+    let producer = deployment.producer();
+    let store = deployment.store().await;
+    let mut ids = Vec::new();
+    for _ in 0..4 {
+        ids.push(
+            deployment
+                .submit(
+                    &producer,
+                    "weir-examples:workflows/steps.fibonacci-chain",
+                    json!([10, 2]),
+                )
+                .await,
+        );
+    }
+    let results = deployment.results(&ids, TIMEOUT);
+    for id in &ids {
+        assert!(
+            matches!(&results[id], ExecutionResult::Ok(_)),
+            "{id}: {:?}",
+            results[id]
+        );
+    }
+    let mut starts = Vec::new();
+    for id in &ids {
+        for record in deployment.finished_history(&store, id).await {
+            if let HistoryEntry::ResponseAppended(Response::ChildExecutionFinished {
+                ran, ..
+            }) = &record.entry
+            {
+                starts.push(ran.expect("an attempt says when it ran").started_at);
+            }
+        }
+    }
+    assert_eq!(starts.len(), 8, "{starts:?}");
+    starts.sort();
+    for i in 0..starts.len() {
+        for j in i + 1..starts.len() {
+            let allowed = (j - i).saturating_sub(BURST) as f64 / PER_SECOND;
+            let gap = (starts[j] - starts[i])
+                .num_microseconds()
+                .unwrap_or(i64::MAX) as f64
+                / 1e6;
+            // The clock's precision in the record (microseconds) is the only slack.
+            assert!(
+                gap + 1e-3 >= allowed,
+                "starts {i} and {j} are {gap} s apart; the limit allows no less than {allowed} s: {starts:?}"
+            );
+        }
+    }
+    let held = worker
+        .metrics()
+        .and_then(|m| {
+            m.iter()
+                .find(|(name, _)| {
+                    name.starts_with("weir_activity_rate_limited_total") && name.contains("compute")
+                })
+                .map(|(_, v)| *v)
+        })
+        .unwrap_or_default();
+    assert!(held > 0.0, "the worker held attempts for tokens: {held}");
+}
