@@ -373,10 +373,17 @@ pub fn routes_json(
         .iter()
         .map(|topic| {
             let external = topology.served_route_topic(topic).is_err();
+            let interfaces = topology.interfaces_of(topic);
+            // A limit is its topic's: every interface routed to it names the same one.
+            let rate = interfaces
+                .first()
+                .and_then(|i| topology.rate_limit_of(i))
+                .map(|r| json!({"per_second": r.per_second, "burst": r.burst}));
             json!({
                 "topic": topic,
-                "interfaces": topology.interfaces_of(topic),
+                "interfaces": interfaces,
                 "external": external,
+                "rate": rate,
                 "paused": paused.get(topic.as_str()).map(|p| json!({
                     "reason": p.reason,
                     "paused_at": p.paused_at,

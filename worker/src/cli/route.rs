@@ -98,7 +98,10 @@ fn list(args: &ListArgs) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&routes)?);
         return Ok(());
     }
-    println!("{:<40} {:<9} {:<8} interfaces", "topic", "served", "state");
+    println!(
+        "{:<40} {:<9} {:<8} {:<14} interfaces",
+        "topic", "served", "state", "rate"
+    );
     for route in routes.as_array().into_iter().flatten() {
         let paused = &route["paused"];
         let state = if paused.is_null() {
@@ -106,8 +109,14 @@ fn list(args: &ListArgs) -> anyhow::Result<()> {
         } else {
             "paused"
         };
+        let rate = &route["rate"];
+        let rate = if rate.is_null() {
+            "-".to_owned()
+        } else {
+            format!("{}/s burst {}", rate["per_second"], rate["burst"])
+        };
         println!(
-            "{:<40} {:<9} {:<8} {}{}",
+            "{:<40} {:<9} {:<8} {:<14} {}{}",
             route["topic"].as_str().unwrap_or_default(),
             if route["external"].as_bool() == Some(true) {
                 "external"
@@ -115,6 +124,7 @@ fn list(args: &ListArgs) -> anyhow::Result<()> {
                 "weir"
             },
             state,
+            rate,
             route["interfaces"]
                 .as_array()
                 .into_iter()
