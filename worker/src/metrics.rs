@@ -268,6 +268,9 @@ pub struct Metrics {
     /// execution): `weir_executions_paused_total`, `weir_executions_resumed_total`.
     pub executions_paused: Counter,
     pub executions_resumed: Counter,
+    /// Executions reset (`weir reset`): new executions started from their histories,
+    /// `weir_executions_reset_total`.
+    pub executions_reset: Counter,
     /// Records of `weir.state` that did not decode, found at a take-over (and dropped by its
     /// first batch): `weir_state_corrupt_dropped_total`.
     pub state_corrupt_dropped: Counter,
@@ -451,6 +454,11 @@ impl Metrics {
             "executions_resumed_total",
             "Executions resumed (weir resume, or a cancellation of a paused execution).",
             self.executions_resumed.get(),
+        );
+        counter(
+            "executions_reset_total",
+            "Executions reset (weir reset): a new execution started from each one's history.",
+            self.executions_reset.get(),
         );
         counter(
             "state_corrupt_dropped_total",

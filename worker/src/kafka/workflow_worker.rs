@@ -852,6 +852,8 @@ impl Log for KafkaLog {
             .add(now.paused.saturating_sub(last.paused));
         m.executions_resumed
             .add(now.resumed.saturating_sub(last.resumed));
+        m.executions_reset
+            .add(now.resets.saturating_sub(last.resets));
         m.keyed_events_returned.add(
             now.keyed_events_returned
                 .saturating_sub(last.keyed_events_returned),

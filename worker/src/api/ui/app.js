@@ -752,11 +752,18 @@ function executionView(id) {
       }
       return;
     }
+    // One moment's picture: the entries and the execution as the stream had told them when
+    // the drawing began (what it says meanwhile is drawn next, `again`).
     const shown = entries.slice();
+    const shownExecution = execution;
+    // A finished execution is drawn with every entry its status counts: the status that says
+    // so comes before them (the stream's order), and a page that showed it finished with its
+    // history half drawn would say what never was.
+    if (shownExecution.state === "finished" && shown.length < shownExecution.history_version) return;
     const children = await childTree(shown, 4, known);
     // Where a reset may cut (the server's rule), for a top-level execution: read again only
     // when the history grew.
-    if (!execution.parent_id && pointsOf !== shown.length) {
+    if (!shownExecution.parent_id && pointsOf !== shown.length) {
       pointsOf = shown.length;
       try {
         points = new Set((await api(`/executions/${encodeURIComponent(id)}/reset-points`)).points);
@@ -764,15 +771,15 @@ function executionView(id) {
         points = null;
       }
     }
-    const created = time(execution.created_at);
-    const finished = time(execution.finished_at);
+    const created = time(shownExecution.created_at);
+    const finished = time(shownExecution.finished_at);
     // When it was submitted (its creation record says, in histories written since v8): the
     // end-to-end time counts from there.
     const first = shown.length && shown[0].entry.kind === "created" ? shown[0].entry : null;
     const submitted = first && first.submitted_at ? time(first.submitted_at) : null;
-    const outcome = outcomeOf(execution.result);
+    const outcome = outcomeOf(shownExecution.result);
     const runAgain = el("button", { id: "run-again", type: "button" }, "Run again");
-    const { ffqn, params } = execution;
+    const { ffqn, params } = shownExecution;
     runAgain.addEventListener("click", async () => {
       try {
         const answer = await api("/executions", { method: "POST", body: { ffqn, params } });
@@ -781,18 +788,18 @@ function executionView(id) {
         notice(explain(error), "error");
       }
     });
-    send.hidden = execution.state === "finished";
+    send.hidden = shownExecution.state === "finished";
     // Cancel and Terminate while it has not finished (paused included: a cancellation resumes
     // it, so that it can compensate); Pause while it runs or waits for its start; Resume while
     // it is paused.
-    stop.hidden = execution.state === "finished";
-    pause.hidden = execution.state !== "running" && execution.state !== "scheduled";
-    resume.hidden = execution.state !== "paused";
+    stop.hidden = shownExecution.state === "finished";
+    pause.hidden = shownExecution.state !== "running" && shownExecution.state !== "scheduled";
+    resume.hidden = shownExecution.state !== "paused";
     content.replaceChildren(
       el("dl", { class: "facts" },
-        el("dt", {}, "Function"), el("dd", { id: "ffqn" }, execution.ffqn),
-        el("dt", {}, "State"), el("dd", { id: "state" }, badge(execution.state, outcome)),
-        el("dt", {}, "Parent"), el("dd", {}, execution.parent_id ? executionLink(execution.parent_id) : "–"),
+        el("dt", {}, "Function"), el("dd", { id: "ffqn" }, shownExecution.ffqn),
+        el("dt", {}, "State"), el("dd", { id: "state" }, badge(shownExecution.state, outcome)),
+        el("dt", {}, "Parent"), el("dd", {}, shownExecution.parent_id ? executionLink(shownExecution.parent_id) : "–"),
         el("dt", {}, "Submitted"), el("dd", { id: "submitted" }, submitted ? clock(submitted) : "–"),
         el("dt", {}, "Created"), el("dd", {}, clock(created),
           submitted ? el("span", { class: "id" }, ` after ${duration(Math.max(0, created - submitted))} waiting for a worker`) : null),
@@ -802,10 +809,10 @@ function executionView(id) {
           "data-since": (submitted || created).toISOString(),
           ...(finished ? { "data-ms": finished - (submitted || created) } : {}),
         }, took(submitted || created, finished), submitted ? " from its submission" : ""),
-        el("dt", {}, "History version"), el("dd", {}, execution.history_version)),
+        el("dt", {}, "History version"), el("dd", {}, shownExecution.history_version)),
       el("div", { class: "actions" }, runAgain),
-      el("h2", {}, "Params"), el("pre", { id: "params" }, json(execution.params)),
-      el("h2", {}, "Result"), el("pre", { id: "result" }, execution.result ? json(execution.result) : "(not finished)"),
+      el("h2", {}, "Params"), el("pre", { id: "params" }, json(shownExecution.params)),
+      el("h2", {}, "Result"), el("pre", { id: "result" }, shownExecution.result ? json(shownExecution.result) : "(not finished)"),
       el("h2", {}, "Children"), el("div", { id: "children" }, children || "none"),
       el("h2", {}, "History"), historyTable(shown, finished, points, (seq) => resetAt(id, seq)),
     );
