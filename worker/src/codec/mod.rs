@@ -29,13 +29,20 @@
 //! }
 //! ```
 
+mod control;
 mod convert;
+mod dlq;
 pub mod error;
+mod events;
+mod history;
 pub use weir_core::records;
 pub mod registry;
 mod reset;
 mod resolve;
+mod response;
 pub mod schemas;
+mod state;
+mod submission;
 
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock, RwLock};
@@ -45,10 +52,11 @@ use apache_avro::reader::datum::GenericDatumReader;
 use apache_avro::types::Value;
 use apache_avro::writer::datum::GenericDatumWriter;
 
-pub use convert::{AvroRecord, EventRecord, ResponseInput, StoredCorrelation, SubmissionInput};
+pub use convert::AvroRecord;
 pub use error::{
     DecodeError, DecodeErrorKind, EncodeError, FieldError, RecordPosition, RegistryError, SchemaRef,
 };
+pub use events::EventRecord;
 pub use records::{
     ActivityCancel, ActivityRequest, CancelRequest, Created, DlqEnvelope, DlqHeader, DlqReason,
     ExecutionFinished, HistoryEntry, HistoryRecord, InboundEvent, ParentRef, PauseAction,
@@ -56,7 +64,10 @@ pub use records::{
     UpgradeRequest, dlq_headers,
 };
 pub use registry::{HttpRegistry, InMemoryRegistry, SchemaRegistry, value_subject};
+pub use response::ResponseInput;
 pub use schemas::{NAMESPACE, RecordSchema};
+pub use state::StoredCorrelation;
+pub use submission::SubmissionInput;
 
 /// The magic bytes of Avro single-object encoding.
 pub const SINGLE_OBJECT_MAGIC: [u8; 2] = [0xC3, 0x01];

@@ -1,7 +1,7 @@
 //! The records of a reset (`weir reset`; [`weir_core::reset`]): [`ResetRequest`]
 //! (`reset_request.avsc`) and [`ResetStart`] (`reset_start.avsc`), and the link a reset
 //! execution's `Created` keeps ([`ResetOf`], in `history_record.avsc`, is the history's:
-//! `convert.rs`).
+//! `history.rs`).
 //!
 //! A `ResetStart` carries the new execution's entries after `Created` as the records
 //! `weir.history` will hold: each a `HistoryRecord` of the new execution (seq 1, 2, …, no
