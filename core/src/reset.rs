@@ -126,16 +126,43 @@ pub fn cut(
     to_seq: u64,
     new: &ExecutionId,
 ) -> Result<Vec<HistoryEntry>, ResetError> {
-    if !old.is_top_level() {
-        return Err(ResetError::NotTopLevel {
-            execution: old.clone(),
-            root: ExecutionId::top_level(old.root()),
-        });
-    }
     if !new.is_top_level() || new == old {
         return Err(ResetError::BadNewId {
             execution: old.clone(),
             new: new.clone(),
+        });
+    }
+    walk(old, records, to_seq, &mut |_| {})?;
+    let (from, to) = (old.root(), new.root());
+    Ok(records[1..=to_seq as usize]
+        .iter()
+        .filter_map(|(record, _)| copied(&record.entry, from, to))
+        .collect())
+}
+
+/// The seqs a history can be cut at (what [`cut`] allows), ascending, in one pass over it:
+/// what the CLI lists and the UI offers.
+pub fn points(old: &ExecutionId, records: &[(HistoryRecord, DateTime<Utc>)]) -> Vec<u64> {
+    let mut points = Vec::new();
+    let last = (records.len() as u64).saturating_sub(1);
+    // Whatever stops the walk (its finish, its deadline's end, a wait at the last seq)
+    // stops the points there: none lies past it.
+    let _ = walk(old, records, last, &mut |seq| points.push(seq));
+    points
+}
+
+/// The rule of the cut on `old`'s history up to `to_seq` (see the module docs): `Ok` if it
+/// can be cut there; on the way, `clean` hears every seq up to `to_seq` it can be cut at.
+fn walk(
+    old: &ExecutionId,
+    records: &[(HistoryRecord, DateTime<Utc>)],
+    to_seq: u64,
+    clean: &mut dyn FnMut(u64),
+) -> Result<(), ResetError> {
+    if !old.is_top_level() {
+        return Err(ResetError::NotTopLevel {
+            execution: old.clone(),
+            root: ExecutionId::top_level(old.root()),
         });
     }
     let last = (records.len() as u64).saturating_sub(1);
@@ -166,6 +193,7 @@ pub fn cut(
     let end = deadline_end(records);
     let (mut view, _) = ExecutionView::new(old.clone(), 0, created.clone(), *at);
     let mut latest = Clean(0);
+    clean(0);
     let mut cancelled = None;
     for (record, at) in &records[1..=to_seq as usize] {
         if let Some(from) = end.filter(|from| record.seq >= *from) {
@@ -191,6 +219,7 @@ pub fn cut(
         view.apply(record.seq, &record.entry, *at)?;
         if cancelled.is_none() && view.open_requests().is_empty() {
             latest = Clean(record.seq);
+            clean(record.seq);
         }
     }
     if let Some(cancelled) = cancelled {
@@ -210,11 +239,7 @@ pub fn cut(
             latest,
         });
     }
-    let (from, to) = (old.root(), new.root());
-    Ok(records[1..=to_seq as usize]
-        .iter()
-        .filter_map(|(record, _)| copied(&record.entry, from, to))
-        .collect())
+    Ok(())
 }
 
 /// Where the end of an execution that passed its deadline begins: the waits its deadline

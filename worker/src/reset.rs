@@ -11,6 +11,7 @@ use chrono::{DateTime, Utc};
 use crate::codec::{Codec, DecodeError, HistoryEntry, HistoryRecord, ResetRequest, ResetThen};
 use crate::model::ExecutionId;
 use crate::store::HistoryRow;
+pub use weir_core::reset::points;
 use weir_core::reset::{ResetError, cut};
 
 /// Why a reset is not sent.
@@ -52,15 +53,6 @@ pub fn check(
     }
     cut(id, &records(codec, rows)?, to_seq, new)?;
     Ok(())
-}
-
-/// The seqs a reset of `id` may keep up to, on the history `records` holds: what the CLI
-/// lists and the UI offers.
-pub fn points(id: &ExecutionId, records: &[(HistoryRecord, DateTime<Utc>)]) -> Vec<u64> {
-    let probe = ExecutionId::top_level(ulid::Ulid::nil());
-    (0..records.len() as u64)
-        .filter(|seq| cut(id, records, *seq, &probe).is_ok())
-        .collect()
 }
 
 /// Whether the history `records` shows the reset into `new` taken (its `Reset` entry).

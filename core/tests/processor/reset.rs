@@ -120,6 +120,17 @@ fn a_reset_starts_a_new_execution_from_the_history_up_to_its_point() {
     let id = ExecutionId::top_level(ulid::Ulid::new());
     let (history, point) = finished_seq(&mut processor, &id);
     let new = ExecutionId::top_level(ulid::Ulid::new());
+    // The points, in one pass, are the seqs the cut allows one by one: the first answer's
+    // among them, the finish not.
+    let points = weir_core::reset::points(&id, &history);
+    let one_by_one: Vec<u64> = (0..history.len() as u64)
+        .filter(|seq| weir_core::reset::cut(&id, &history, *seq, &new).is_ok())
+        .collect();
+    assert_eq!(points, one_by_one);
+    assert!(
+        points.contains(&point) && !points.contains(&(history.len() as u64 - 1)),
+        "{points:?}"
+    );
 
     let reset = step_reading(
         &mut processor,

@@ -90,9 +90,7 @@ impl Sim {
             return;
         }
         let new = self.reset_id();
-        let points: Vec<u64> = (0..history.len() as u64)
-            .filter(|seq| crate::reset::cut(&id, &history, *seq, &new).is_ok())
-            .collect();
+        let points = crate::reset::points(&id, &history);
         let last = history.len() as u64 - 1;
         let to_seq = match r {
             // Anywhere in its history: perhaps where it waits (refused).
