@@ -29,6 +29,7 @@
 
 pub mod activity;
 pub mod cache;
+pub mod concurrency;
 pub mod control;
 pub mod correlation;
 pub mod dlq;

@@ -8,6 +8,7 @@
 //! | `E_…`                        | an execution (events kept for one not created yet)   |
 //! | `schedule:<name>`            | a schedule (its state, its commands)                 |
 //! | `weir:seen:<key> <event id>` | an event id a correlation key remembers forwarding   |
+//! | `weir:slot:<slot>`           | a concurrency slot ([`crate::concurrency::Slot`])    |
 //! | anything else                | a correlation key ([`check_correlation_key`])        |
 //!
 //! Invariants: a correlation key never starts with `E_` nor with a prefix Weir keeps
@@ -48,6 +49,9 @@ pub enum StateKey {
     /// ([`crate::correlation::RememberedEvent`]): `weir:seen:<key> <event id>` (a key has no
     /// spaces, so the first one ends it).
     Remembered { key: String, event_id: String },
+    /// A concurrency slot (its state, its commands): `weir:slot:key:<key>` or
+    /// `weir:slot:function:<ffqn>`.
+    Slot(crate::concurrency::Slot),
 }
 
 /// Why a key is refused.
@@ -72,6 +76,8 @@ pub enum KeyError {
     NotForEvents(String),
     #[error("`{0}` is not `{REMEMBERED_PREFIX}<correlation key> <event id>`")]
     Remembered(String),
+    #[error("`{0}` is not a concurrency slot's key: {1}")]
+    Slot(String, String),
 }
 
 /// Checks a correlation key: 1 to [`MAX_KEY_LEN`] bytes of printable ASCII (no spaces), not
@@ -109,6 +115,11 @@ impl StateKey {
                 _ => Err(KeyError::Remembered(key.to_owned())),
             };
         }
+        if key.starts_with(crate::concurrency::SLOT_PREFIX) {
+            return crate::concurrency::Slot::of_wire_key(key)
+                .map(StateKey::Slot)
+                .map_err(|e| KeyError::Slot(key.to_owned(), e.to_string()));
+        }
         if let Some(name) = key.strip_prefix(SCHEDULE_PREFIX) {
             return crate::schedule::check_name(name)
                 .map(|()| StateKey::Schedule(name.to_owned()))
@@ -137,7 +148,10 @@ impl StateKey {
     pub fn execution(&self) -> Option<&ExecutionId> {
         match self {
             StateKey::Execution(id) => Some(id),
-            StateKey::Schedule(_) | StateKey::Correlation(_) | StateKey::Remembered { .. } => None,
+            StateKey::Schedule(_)
+            | StateKey::Correlation(_)
+            | StateKey::Remembered { .. }
+            | StateKey::Slot(_) => None,
         }
     }
 }
@@ -151,6 +165,7 @@ impl fmt::Display for StateKey {
             StateKey::Remembered { key, event_id } => {
                 write!(f, "{REMEMBERED_PREFIX}{key} {event_id}")
             }
+            StateKey::Slot(slot) => f.write_str(&slot.wire_key()),
         }
     }
 }

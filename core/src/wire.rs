@@ -163,11 +163,14 @@ pub enum RecordKind {
     ResetExecution,
     /// A `ResetStart` on `weir.submissions`: the start of an execution made by a reset.
     ResetStart,
+    /// A `SlotCommand` on `weir.responses` (keyed by the slot, or by the execution it
+    /// answers), a `SlotState` on `weir.state` (keyed by the slot); [`crate::concurrency`].
+    Concurrency,
 }
 
 impl RecordKind {
     /// Every kind.
-    pub const ALL: [RecordKind; 10] = [
+    pub const ALL: [RecordKind; 11] = [
         RecordKind::Cancel,
         RecordKind::Upgrade,
         RecordKind::CancelExecution,
@@ -178,6 +181,7 @@ impl RecordKind {
         RecordKind::PauseExecution,
         RecordKind::ResetExecution,
         RecordKind::ResetStart,
+        RecordKind::Concurrency,
     ];
 
     /// The header's value for this kind.
@@ -193,6 +197,7 @@ impl RecordKind {
             RecordKind::PauseExecution => b"pause-execution",
             RecordKind::ResetExecution => b"reset-execution",
             RecordKind::ResetStart => b"reset-start",
+            RecordKind::Concurrency => b"concurrency",
         }
     }
 
@@ -232,6 +237,7 @@ pub enum RecordType {
     StubWrite,
     ScheduleCommand,
     CorrelationCommand,
+    SlotCommand,
     /// An event: an `InboundEvent` for an execution or a `KeyedEvent` for a correlation key,
     /// one union on `weir.events`, told apart by its target.
     Event,
@@ -241,6 +247,7 @@ pub enum RecordType {
     ScheduleState,
     CorrelationState,
     RememberedEvent,
+    SlotState,
     ActivityRequest,
     ActivityCancel,
     /// A paused route on `weir.control` ([`crate::control::RoutePause`]; a tombstone when
@@ -276,6 +283,7 @@ pub fn record_type(role: TopicRole, kind: Option<RecordKind>) -> Result<RecordTy
         (R::Responses, Some(K::Schedule)) => T::ScheduleCommand,
         (R::Responses, Some(K::Correlation)) => T::CorrelationCommand,
         (R::Responses, Some(K::StubWrite)) => T::StubWrite,
+        (R::Responses, Some(K::Concurrency)) => T::SlotCommand,
         (R::Events, None) => T::Event,
         (R::History, None) => T::HistoryRecord,
         (R::Results, None) => T::ExecutionFinished,
@@ -283,6 +291,7 @@ pub fn record_type(role: TopicRole, kind: Option<RecordKind>) -> Result<RecordTy
         (R::State, None) => T::ScheduleState,
         (R::State, Some(K::Correlation)) => T::CorrelationState,
         (R::State, Some(K::Remembered)) => T::RememberedEvent,
+        (R::State, Some(K::Concurrency)) => T::SlotState,
         (R::Activity, None) => T::ActivityRequest,
         (R::Activity, Some(K::Cancel)) => T::ActivityCancel,
         (R::Control, None) => T::RoutePause,
@@ -297,6 +306,7 @@ pub fn state_of(record: RecordType) -> Option<crate::records::StateOf> {
         RecordType::ScheduleState => Some(StateOf::Schedule),
         RecordType::CorrelationState => Some(StateOf::Correlation),
         RecordType::RememberedEvent => Some(StateOf::Remembered),
+        RecordType::SlotState => Some(StateOf::Slot),
         _ => None,
     }
 }
@@ -506,6 +516,11 @@ pub fn address(effect: &Effect) -> Result<Option<Address>, AddressError> {
             kind: Some(RecordKind::Remembered),
             headers: Vec::new(),
         },
+        // To a slot, keyed by it; to an execution (a grant), keyed by the execution.
+        Effect::Slot(command) => {
+            Address::to(R::Responses, command.key()).of_kind(RecordKind::Concurrency)
+        }
+        Effect::PutSlot { key, .. } => Address::to(R::State, key).of_kind(RecordKind::Concurrency),
         // For the holder, keyed by it (`correlation_key` set).
         Effect::ForwardEvent(event) => Address::to(R::Events, &event.target),
         // Back to its key from a finished holder (`returned_by` set), keyed by the key.
@@ -548,6 +563,7 @@ pub mod examples {
     use chrono::{DateTime, Utc};
     use serde_json::json;
 
+    use crate::concurrency::{Slot, SlotAction, SlotCommand, SlotState};
     use crate::correlation::{CorrelationAction, CorrelationCommand, CorrelationState, KeyedEvent};
     use crate::model::{ExecutionId, ExecutionResult, Ffqn, Response};
     use crate::processor::{CorruptState, Effect, StubWrite};
@@ -559,7 +575,7 @@ pub mod examples {
     use crate::schedule::{ScheduleAction, ScheduleCommand};
 
     /// How many variants [`Effect`] has; [`variant`] numbers them.
-    pub const EFFECT_VARIANTS: usize = 22;
+    pub const EFFECT_VARIANTS: usize = 24;
 
     /// The number of `effect`'s variant, below [`EFFECT_VARIANTS`] (no wildcard: a new
     /// variant does not compile until it is numbered, and then the examples must have it).
@@ -587,6 +603,8 @@ pub mod examples {
             Effect::PutRemembered { .. } => 19,
             Effect::StartReset(_) => 20,
             Effect::ResendReset(_) => 21,
+            Effect::Slot(_) => 22,
+            Effect::PutSlot { .. } => 23,
         }
     }
 
@@ -612,6 +630,8 @@ pub mod examples {
     /// The execution a reset of [`PARENT`] starts, and a child of it.
     pub const RESET_TO: &str = "E_01CX5ZZKBKACTAV9WEVGEMMVRZ";
     pub const RESET_CHILD: &str = "E_01CX5ZZKBKACTAV9WEVGEMMVRZ.g:1_1";
+    /// A concurrency key.
+    pub const CONCURRENCY_KEY: &str = "customer-42";
 
     /// At least one effect of every variant (two of `PutCorrelation` and of `PutRemembered`:
     /// a record and a tombstone), each with values the codecs accept, at `at`.
@@ -652,6 +672,10 @@ pub mod examples {
                 correlation_id: None,
                 metadata: Default::default(),
                 deadline: None,
+                concurrency: Some(crate::concurrency::ConcurrencyKey {
+                    key: CONCURRENCY_KEY.into(),
+                    limit: Some(3),
+                }),
             }),
             Effect::RequestActivity(request.clone()),
             Effect::RetryActivity {
@@ -787,6 +811,7 @@ pub mod examples {
                     correlation_id: None,
                     metadata: [("team".to_owned(), "shop".to_owned())].into(),
                     deadline: None,
+                    concurrency: None,
                 },
                 reset_of: ResetOf {
                     execution_id: parent.clone(),
@@ -805,6 +830,33 @@ pub mod examples {
                 reason: "a bad deploy".into(),
                 requested_at: at,
             }),
+            // An acquisition for the slot; a grant for the execution.
+            Effect::Slot(SlotCommand {
+                slot: Slot::Key(CONCURRENCY_KEY.into()),
+                execution_id: id(WRITER),
+                action: SlotAction::Acquire { limit: 2 },
+                sent_at: at,
+            }),
+            Effect::Slot(SlotCommand {
+                slot: Slot::Function(ffqn("weir-examples:workflows/workflow.fibo")),
+                execution_id: id(WRITER),
+                action: SlotAction::Grant,
+                sent_at: at,
+            }),
+            Effect::PutSlot {
+                key: Slot::Key(CONCURRENCY_KEY.into()).wire_key(),
+                state: Some(SlotState {
+                    slot: Slot::Key(CONCURRENCY_KEY.into()),
+                    limit: 2,
+                    holders: vec![id(WRITER)],
+                    waiting: vec![id(RESET_TO)],
+                    updated_at: at,
+                }),
+            },
+            Effect::PutSlot {
+                key: Slot::Key(CONCURRENCY_KEY.into()).wire_key(),
+                state: None,
+            },
         ]
     }
 }

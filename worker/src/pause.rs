@@ -53,7 +53,10 @@ pub fn check(
             done: done(action),
         }),
         (ExecutionState::Paused, PauseAction::Pause) => Ok(PauseStep::AlreadyThere),
-        (ExecutionState::Running | ExecutionState::Scheduled, PauseAction::Resume) => {
+        (
+            ExecutionState::Running | ExecutionState::Scheduled | ExecutionState::Queued,
+            PauseAction::Resume,
+        ) => {
             Ok(PauseStep::AlreadyThere)
         }
         _ => Ok(PauseStep::Send),

@@ -135,6 +135,15 @@ pub fn history_entry_json(row: &HistoryRow, record: &HistoryRecord) -> Value {
                     json!({"execution_id": link.execution_id.to_string(), "seq": link.seq}),
                 );
             }
+            // Holds concurrency slots to run: which, and their limits.
+            if let (false, Some(fields)) = (c.slots.is_empty(), created.as_object_mut()) {
+                let slots: Vec<Value> = c
+                    .slots
+                    .iter()
+                    .map(|s| json!({"slot": s.slot.to_string(), "limit": s.limit}))
+                    .collect();
+                fields.insert("slots".into(), Value::Array(slots));
+            }
             created
         }
         HistoryEntry::Event { version, event } => {
@@ -163,6 +172,9 @@ pub fn history_entry_json(row: &HistoryRow, record: &HistoryRecord) -> Value {
             "kind": "reset", "new_execution_id": new_execution_id.to_string(),
             "to_seq": to_seq, "reason": reason,
         }),
+        HistoryEntry::SlotGranted { slot } => {
+            json!({"kind": "slot_granted", "slot": slot.to_string()})
+        }
         HistoryEntry::EventReceived(e) => json!({
             "kind": "event_received", "event_id": e.event_id, "name": e.name,
             "payload": e.payload,
@@ -308,7 +320,7 @@ pub fn describe(entry: &HistoryEntry) -> (&'static str, String) {
         HistoryEntry::Created(c) => (
             "created",
             format!(
-                "{}({}){}{}{}",
+                "{}({}){}{}{}{}",
                 c.ffqn,
                 c.params,
                 c.parent
@@ -322,7 +334,11 @@ pub fn describe(entry: &HistoryEntry) -> (&'static str, String) {
                 c.reset_of
                     .as_ref()
                     .map(|r| format!(" reset of {} at seq {}", r.execution_id, r.seq))
-                    .unwrap_or_default()
+                    .unwrap_or_default(),
+                c.slots
+                    .iter()
+                    .map(|s| format!(" in slot {} (limit {})", s.slot, s.limit))
+                    .collect::<String>()
             ),
         ),
         HistoryEntry::Event { version, event } => ("event", format!("v{version} {event}")),
@@ -348,6 +364,7 @@ pub fn describe(entry: &HistoryEntry) -> (&'static str, String) {
             "reset",
             format!("reset to {new_execution_id} from seq {to_seq}: {reason}"),
         ),
+        HistoryEntry::SlotGranted { slot } => ("slot", format!("holds concurrency slot {slot}")),
         HistoryEntry::EventReceived(e) => (
             "event-in",
             format!(

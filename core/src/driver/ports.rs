@@ -164,6 +164,8 @@ pub trait Log: Send {
 pub struct KeyedState {
     pub schedules: Vec<ScheduleState>,
     pub correlations: Vec<CorrelationState>,
+    /// The concurrency slots that hold or queue executions.
+    pub slots: Vec<crate::concurrency::SlotState>,
     /// The event ids the correlation keys remember (records of their own).
     pub remembered: Vec<RememberedEvent>,
     /// Keys whose own record still held their remembered ids (written before each id was a

@@ -149,6 +149,7 @@ impl<R: WorkflowRunner> Processor<R> {
     pub fn clear(&mut self) {
         self.schedules.clear();
         self.correlations.clear();
+        self.slots.clear();
         self.take_over_effects.clear();
         self.cache.clear();
         self.deferred.clear();

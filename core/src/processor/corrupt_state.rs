@@ -52,6 +52,13 @@ impl CorruptState {
                 };
                 (tombstone, key)
             }
+            (StateOf::Slot, Ok(StateKey::Slot(_))) => {
+                let tombstone = Effect::PutSlot {
+                    key: key.to_owned(),
+                    state: None,
+                };
+                (tombstone, key.to_owned())
+            }
             (of, Ok(parsed)) => {
                 return Err(format!("its key names {parsed:?}, not a state of {of:?}"));
             }

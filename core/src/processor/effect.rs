@@ -3,6 +3,8 @@
 //! encoded or sent.
 
 use super::input::StubWrite;
+use crate::concurrency::SlotCommand;
+use crate::concurrency::SlotState;
 use crate::correlation::CorrelationCommand;
 use crate::correlation::CorrelationState;
 use crate::correlation::KeyedEvent;
@@ -115,6 +117,16 @@ pub enum Effect {
     /// execution, whose history the store does not hold yet; taken again later, it is read
     /// from there ([`super::reset`]).
     ResendReset(ResetRequest),
+    /// A command about a concurrency slot (`weir.responses`, header `weir.kind = concurrency`):
+    /// for the slot's owner (an acquisition or a release, keyed by the slot) or for an
+    /// execution's (a grant or a refusal, keyed by the execution); [`crate::concurrency`].
+    Slot(SlotCommand),
+    /// The new state of a concurrency slot of an owned partition (`None`: idle, forgotten),
+    /// on `weir.state` (compacted), keyed by the slot's wire key.
+    PutSlot {
+        key: String,
+        state: Option<SlotState>,
+    },
     /// The input record `input` of the batch goes to the DLQ, byte for byte.
     DeadLetter {
         input: usize,

@@ -3,6 +3,7 @@
 
 use chrono::{DateTime, Utc};
 
+use crate::concurrency::SlotCommand;
 use crate::correlation::CorrelationCommand;
 use crate::correlation::KeyedEvent;
 use crate::model::ExecutionId;
@@ -66,6 +67,10 @@ pub enum Body {
     Correlation(CorrelationCommand),
     /// A workflow writing the value of a stub child of an execution of this partition.
     StubWrite(StubWrite),
+    /// A concurrency slot's command (`weir.responses`): an execution acquiring or releasing
+    /// one of this partition's slots (keyed by the slot), or a slot granting or refusing one
+    /// of this partition's executions (keyed by it).
+    Slot(SlotCommand),
 }
 
 /// A write of the value of `target`, a stub child of another execution, by the workflow whose

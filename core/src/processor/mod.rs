@@ -31,6 +31,7 @@
 //! - [`cancel`]: cancellation, termination and deadlines;
 //! - [`events`]: events, early events and correlation keys;
 //! - [`schedules`]: schedules and their ticks;
+//! - [`concurrency`]: concurrency slots (keys, functions' limits), both sides;
 //! - [`corrupt_state`]: keyed state that does not decode, dropped to the DLQ;
 //! - [`stubs`]: stub values from outside and from other workflows;
 //! - [`upgrades`]: moving an execution to another build;
@@ -43,6 +44,7 @@
 mod admit;
 mod cache;
 mod cancel;
+mod concurrency;
 mod config;
 mod corrupt_state;
 mod ctx;
@@ -106,6 +108,7 @@ impl<R: WorkflowRunner> Processor<R> {
             accessed: IndexSet::new(),
             schedules: BTreeMap::new(),
             correlations: key_table::KeyTable::default(),
+            slots: BTreeMap::new(),
             submissions_unread_at: None,
             take_over_effects: Vec::new(),
             provided: None,
@@ -341,6 +344,7 @@ impl<R: WorkflowRunner> Processor<R> {
                 Ok(())
             }
             Body::StubWrite(write) => self.write_stub(batch, write).await,
+            Body::Slot(command) => self.slot_command(batch, index, command).await,
         }
     }
 
@@ -410,6 +414,9 @@ pub struct Processor<R: WorkflowRunner> {
     /// The correlation keys of the owned partitions that hold an execution or events
     /// (restored at take-over with the schedules).
     correlations: key_table::KeyTable,
+    /// The concurrency slots of the owned partitions that hold or queue executions, by wire
+    /// key (restored at take-over with the schedules; [`concurrency`]).
+    slots: BTreeMap<String, crate::concurrency::SlotState>,
     /// The last instant at which this owner was not reading the submissions partitions
     /// (paused by admission, or not owning them yet): see [`Processor::submissions_read`].
     submissions_unread_at: Option<DateTime<Utc>>,

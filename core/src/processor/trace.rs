@@ -85,6 +85,8 @@ impl<R: WorkflowRunner> Processor<R> {
             | Effect::Correlation(_)
             | Effect::PutCorrelation { .. }
             | Effect::PutRemembered { .. }
+            | Effect::Slot(_)
+            | Effect::PutSlot { .. }
             | Effect::ReturnEvent(_) => {
                 return None;
             }

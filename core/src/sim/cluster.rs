@@ -152,6 +152,10 @@ pub enum Payload {
     Remembered(Option<crate::correlation::RememberedEvent>),
     /// A registration of a correlation key or the end of one, on `weir.responses`.
     CorrelationCommand(crate::correlation::CorrelationCommand),
+    /// A concurrency slot's command, on `weir.responses` ([`crate::concurrency`]).
+    SlotCommand(crate::concurrency::SlotCommand),
+    /// A concurrency slot's state on `weir.state` (`None`: a tombstone).
+    Slot(Option<crate::concurrency::SlotState>),
     /// An event sent to a correlation key, on `weir.events`.
     KeyedEvent(crate::correlation::KeyedEvent),
     /// A workflow writing another execution's stub, on `weir.responses`.

@@ -263,10 +263,15 @@ pub struct Faults {
     /// new execution must finish once with what its params compute. Drawn from an RNG of its
     /// own (`Sim::reset_rng`). See `checks/resets.rs` for what is checked.
     pub resets: bool,
+    /// Concurrency keys (issue 35 item 4): a quarter of the submissions carry no key, the
+    /// others one of two keys, `k1` (one at a time) and `k2` (two at a time), by a digest of
+    /// their id (no draw: the seeds of the other classes stay the same). Every execution must
+    /// still finish once with its value. See `checks/concurrency.rs` for what is checked.
+    pub concurrency: bool,
 }
 
 impl Faults {
-    pub const NAMES: [&'static str; 32] = [
+    pub const NAMES: [&'static str; 33] = [
         "crashes",
         "hanging_txns",
         "rebalances",
@@ -299,6 +304,7 @@ impl Faults {
         "route_pauses",
         "rate_limits",
         "resets",
+        "concurrency",
     ];
 
     pub fn none() -> Self {
@@ -335,6 +341,7 @@ impl Faults {
             route_pauses: false,
             rate_limits: false,
             resets: false,
+            concurrency: false,
         }
     }
 
@@ -354,7 +361,7 @@ impl Faults {
     /// 32) joined once a `retry` timer put again by the batch that fired it was no longer
     /// deleted with it, and a fenced owner's late `retry` timer behind the next owner's
     /// watermark no longer stayed in the store (the dropped timer buckets); `triggers`,
-    /// `blackouts`, `corrupt_state`, `pause_resume`, `route_pauses`, `rate_limits` and `resets` joined
+    /// `blackouts`, `corrupt_state`, `pause_resume`, `route_pauses`, `rate_limits`, `resets` and `concurrency` joined
     /// as they were written. A class that finds a new bug leaves this set until its fix, with an ignored
     /// test naming the seeds.
     pub fn passing() -> Self {
@@ -395,6 +402,7 @@ impl Faults {
             "route_pauses" => &mut self.route_pauses,
             "rate_limits" => &mut self.rate_limits,
             "resets" => &mut self.resets,
+            "concurrency" => &mut self.concurrency,
             _ => return None,
         })
     }

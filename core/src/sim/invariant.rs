@@ -21,6 +21,11 @@ pub enum Invariant {
     /// from the rule's cut of the old history; a refused request makes nothing, an allowed
     /// one is not lost.
     Reset,
+    /// Concurrency slots: no execution's code runs before it holds every slot it claims; a
+    /// slot's committed state never holds more than its limit, grants its waiting executions
+    /// in the order they came and frees a place only for an execution whose `Finished` is
+    /// committed.
+    Concurrency,
     /// Every history record is on its execution's partition of `weir.history`.
     HistoryPartition,
     /// An execution's committed history records have contiguous seqs from 0, one record per seq.
@@ -124,12 +129,13 @@ pub enum Invariant {
 }
 
 impl Invariant {
-    pub const ALL: [Invariant; 50] = [
+    pub const ALL: [Invariant; 51] = [
         Invariant::SeamContract,
         Invariant::Upgrade,
         Invariant::Pause,
         Invariant::PauseRequests,
         Invariant::Reset,
+        Invariant::Concurrency,
         Invariant::HistoryPartition,
         Invariant::HistorySeqs,
         Invariant::LogVsStore,
@@ -185,6 +191,7 @@ impl Invariant {
             Invariant::Pause => "pause",
             Invariant::PauseRequests => "pause-requests",
             Invariant::Reset => "reset",
+            Invariant::Concurrency => "concurrency",
             Invariant::HistoryPartition => "history-partition",
             Invariant::HistorySeqs => "history-seqs",
             Invariant::LogVsStore => "log-vs-store",

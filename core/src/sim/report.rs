@@ -414,6 +414,8 @@ pub struct Report {
     pub pauses: super::checks::PauseCounts,
     /// What the resets did (`Faults::resets`).
     pub resets: super::checks::ResetCounts,
+    /// What the concurrency slots did (`Faults::concurrency`).
+    pub concurrency: super::checks::ConcurrencyCounts,
     /// What the paused routes did (`Faults::route_pauses`).
     pub routes: super::checks::RouteCounts,
     /// What the rate limits did (`Faults::rate_limits`).

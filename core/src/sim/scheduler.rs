@@ -771,6 +771,7 @@ impl Sim {
             upgrades: super::checks::UpgradeCounts::of(&w),
             pauses: super::checks::PauseCounts::of(&w, &self.pause_sends),
             resets: super::checks::ResetCounts::of(&w, &self.reset_sends),
+            concurrency: super::checks::ConcurrencyCounts::of(&w),
             routes: super::checks::RouteCounts::of(&w),
             rates: super::checks::RateCounts::of(&w),
             activity: w.act_counts(),

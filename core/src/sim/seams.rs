@@ -109,12 +109,14 @@ impl Log for SimLog {
                     remembered,
                     unrecorded,
                     corrupt,
+                    slots,
                 } = state;
                 all.schedules.extend(schedules);
                 all.correlations.extend(correlations);
                 all.remembered.extend(remembered);
                 all.unrecorded.extend(unrecorded);
                 all.corrupt.extend(corrupt);
+                all.slots.extend(slots);
             }
             Ok(all)
         }

@@ -739,6 +739,7 @@ fn decode(topic: InputTopic, record: &Record) -> Result<Body, Undecodable> {
             Ok(Body::Correlation(c.clone()))
         }
         (RecordType::StubWrite, Some(Payload::StubWrite(w))) => Ok(Body::StubWrite(w.clone())),
+        (RecordType::SlotCommand, Some(Payload::SlotCommand(c))) => Ok(Body::Slot(c.clone())),
         (RecordType::UpgradeRequest, Some(Payload::Upgrade(u))) => Ok(Body::Upgrade(u.clone())),
         (RecordType::PauseRequest, Some(Payload::Pause(p))) => Ok(Body::Pause(p.clone())),
         (RecordType::ResetRequest, Some(Payload::Reset(r))) => Ok(Body::Reset(r.clone())),

@@ -64,6 +64,8 @@ fn written(effect: &Effect) -> Option<RecordType> {
         Effect::PutRemembered { .. } => RecordType::RememberedEvent,
         Effect::ForwardEvent(_) | Effect::ReturnEvent(_) => RecordType::Event,
         Effect::WriteStub(_) => RecordType::StubWrite,
+        Effect::Slot(_) => RecordType::SlotCommand,
+        Effect::PutSlot { .. } => RecordType::SlotState,
         Effect::DeadLetter { .. } | Effect::DeadLetterState(_) => RecordType::DlqEnvelope,
     })
 }
@@ -179,6 +181,26 @@ fn the_routing_of_every_effect() {
                 R::Responses,
                 exactly(PARENT),
                 Some(K::ResetExecution),
+                vec![]
+            )),
+            // An acquisition keyed by its slot, a grant by its execution; the slot's state.
+            Some((
+                R::Responses,
+                exactly("weir:slot:key:customer-42"),
+                Some(K::Concurrency),
+                vec![]
+            )),
+            Some((R::Responses, exactly(WRITER), Some(K::Concurrency), vec![])),
+            Some((
+                R::State,
+                exactly("weir:slot:key:customer-42"),
+                Some(K::Concurrency),
+                vec![]
+            )),
+            Some((
+                R::State,
+                exactly("weir:slot:key:customer-42"),
+                Some(K::Concurrency),
                 vec![]
             )),
         ]

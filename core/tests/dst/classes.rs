@@ -14,7 +14,7 @@ use super::*;
 /// which came after: with them a seed would run another run), plus `class`.
 pub(crate) fn found_with(class: &str) -> Faults {
     let spec = format!(
-        "all,-hanging_txns,-zombies,-revoked_writes,-long_timers,-long_idle,-inline,-schedules,-correlation,-correlation_duplicates,-stub_writes,-stub_wrong_function,-deferrals,-upgrades,-activity_workers,-triggers,-blackouts,-corrupt_state,-pause_resume,-route_pauses,-resets,-rate_limits,+{class}"
+        "all,-hanging_txns,-zombies,-revoked_writes,-long_timers,-long_idle,-inline,-schedules,-correlation,-correlation_duplicates,-stub_writes,-stub_wrong_function,-deferrals,-upgrades,-activity_workers,-triggers,-blackouts,-corrupt_state,-pause_resume,-route_pauses,-resets,-rate_limits,-concurrency,+{class}"
     );
     Faults::parse(&spec).unwrap()
 }
@@ -501,6 +501,32 @@ pub(crate) fn dst_resets() {
             && total.refused > 20
             && total.sent_twice > 5,
         "the runs do not exercise resets: {total:?}"
+    );
+}
+
+/// Concurrency keys (issue 35 item 4; `Faults::concurrency`): three quarters of the
+/// submissions carry a key, `k1` (one at a time) or `k2` (two at a time), with crashes,
+/// zombies, rebalances, freezes, outages, cancellations and deadlines around them.
+/// `concurrency`: no code of an execution before it holds its slots, no slot above its limit,
+/// grants in the order the executions came, a place freed only by a committed finish; and
+/// every execution finishes once with its value (`results`: none lost in a queue). The runs
+/// must queue executions and grant them.
+#[test]
+pub(crate) fn dst_concurrency() {
+    let mut faults = found_with("concurrency");
+    faults.zombies = true;
+    let Some(seeds) = seeds_or_one(faults, 300) else {
+        return;
+    };
+    assert_seeds_pass(&seeds, faults);
+    let mut total = weir_core::sim::checks::ConcurrencyCounts::default();
+    for seed in seeds.iter().take(100) {
+        total += run_seed(*seed, faults).concurrency;
+    }
+    println!("concurrency slots of the first 100 seeds: {total:?}");
+    assert!(
+        total.granted > 500 && total.queued > 100 && total.longest_queue >= 3,
+        "the runs do not exercise concurrency slots: {total:?}"
     );
 }
 

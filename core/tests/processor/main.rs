@@ -7,6 +7,7 @@ mod fixtures;
 mod admit;
 mod cache;
 mod cancel;
+mod concurrency;
 mod corrupt_state;
 mod deliver;
 mod events;

@@ -296,6 +296,15 @@ struct SubmitBody {
     idempotency_key: Option<String>,
     /// An RFC 3339 instant or a duration from now (`90s`, `5m`).
     deadline: Option<String>,
+    /// At most `limit` (default 1) executions with `key` run at once.
+    concurrency: Option<ConcurrencyBody>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConcurrencyBody {
+    key: String,
+    limit: Option<i64>,
 }
 
 async fn submit(
@@ -330,13 +339,23 @@ async fn submit(
         .map(|d| crate::kafka::submit::parse_deadline(d, chrono::Utc::now()))
         .transpose()
         .map_err(|e| ApiError::bad_request(e.to_string()))?;
-    let submission = crate::codec::Submission::top_level(
-        &id,
-        ffqn,
-        body.params,
-        trace_metadata(&headers)?,
-        deadline,
-    );
+    let concurrency = body
+        .concurrency
+        .as_ref()
+        .map(|c| crate::kafka::submit::concurrency_key(Some(&c.key), c.limit))
+        .transpose()
+        .map_err(|e| ApiError::bad_request(e.to_string()))?
+        .flatten();
+    let submission = crate::codec::Submission {
+        concurrency,
+        ..crate::codec::Submission::top_level(
+            &id,
+            ffqn,
+            body.params,
+            trace_metadata(&headers)?,
+            deadline,
+        )
+    };
     let topic = &api.topology.topic(TopicRole::Submissions).name;
     crate::kafka::submit::submit(&api.producer, &api.codec, topic, &submission)
         .await

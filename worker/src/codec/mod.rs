@@ -29,6 +29,7 @@
 //! }
 //! ```
 
+mod concurrency;
 mod control;
 mod convert;
 mod dlq;
@@ -364,6 +365,22 @@ impl Codec {
             weir_core::correlation::RememberedEvent::subject(&state),
             weir_core::correlation::RememberedEvent::NAME,
             self.register::<weir_core::correlation::RememberedEvent>(&state)
+                .await,
+        )?;
+        // Concurrency slots: their commands on the responses topic, their states on the
+        // state topic.
+        note(
+            responses.clone(),
+            weir_core::concurrency::SlotCommand::subject(&responses),
+            weir_core::concurrency::SlotCommand::NAME,
+            self.register::<weir_core::concurrency::SlotCommand>(&responses)
+                .await,
+        )?;
+        note(
+            state.clone(),
+            weir_core::concurrency::SlotState::subject(&state),
+            weir_core::concurrency::SlotState::NAME,
+            self.register::<weir_core::concurrency::SlotState>(&state)
                 .await,
         )?;
         let mut routes: Vec<&str> = topology.routes.iter().map(|r| r.topic.as_str()).collect();

@@ -246,6 +246,10 @@ fn value(
             &crate::model::Response::child_finished(write.target.clone(), write.result.clone()),
         ),
         Effect::Correlation(command) => encoded(codec, topic, command),
+        Effect::Slot(command) => encoded(codec, topic, command),
+        Effect::PutSlot { state, .. } => Ok(Value::Of(
+            state.as_ref().map(|s| codec.encode(topic, s)).transpose()?,
+        )),
         Effect::PutCorrelation { state, .. } => Ok(Value::Of(
             state
                 .as_ref()

@@ -22,6 +22,7 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::{BorrowedMessage, Headers, Message};
 use rdkafka::{Offset, TopicPartitionList};
+use weir_core::concurrency::SlotState;
 use weir_core::correlation::RememberedEvent;
 use weir_core::driver::{KeyedState, LoggedEntry};
 use weir_core::processor::{CorruptState, StateOf};
@@ -163,12 +164,14 @@ pub enum Settle {
 /// Which records of the state topic a read of it keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Wanted {
-    /// Schedules and correlation keys: what a new owner restores.
+    /// Schedules, correlation keys and concurrency slots: what a new owner restores.
     All,
     /// Schedules only (a listing of them): correlation keys are skipped undecoded.
     Schedules,
     /// Correlation keys only (a listing of them): schedules are skipped undecoded.
     Correlations,
+    /// Concurrency slots only (a listing of them): the others are skipped undecoded.
+    Slots,
 }
 
 /// How long a client's listing of the state topic rides out a cluster that is away.
@@ -205,6 +208,7 @@ enum StateRecord {
     Schedule(ScheduleState),
     Correlation(StoredCorrelation),
     Remembered(RememberedEvent),
+    Slot(SlotState),
     /// Bytes that do not decode at all ([`crate::codec::DecodeError::is_corrupt`]).
     Corrupt(CorruptState),
     /// A tombstone, a record left out (not wanted, or of a schema or kind this worker does
@@ -292,8 +296,21 @@ impl<'a> StateRecords<'a> {
         let topic = self.topic;
         let state = match (payload, record) {
             (None, _) => StateRecord::None,
+            (Some(bytes), Ok(RecordType::SlotState)) => {
+                if !matches!(self.wanted, Wanted::All | Wanted::Slots) {
+                    StateRecord::None
+                } else {
+                    self.decode(
+                        key,
+                        bytes,
+                        (partition, offset),
+                        StateOf::Slot,
+                        StateRecord::Slot,
+                    )
+                }
+            }
             (Some(bytes), Ok(RecordType::ScheduleState)) => {
-                if self.wanted == Wanted::Correlations {
+                if matches!(self.wanted, Wanted::Correlations | Wanted::Slots) {
                     StateRecord::None
                 } else {
                     self.decode(
@@ -306,7 +323,7 @@ impl<'a> StateRecords<'a> {
                 }
             }
             (Some(bytes), Ok(RecordType::CorrelationState)) => {
-                if self.wanted == Wanted::Schedules {
+                if matches!(self.wanted, Wanted::Schedules | Wanted::Slots) {
                     StateRecord::None
                 } else {
                     self.decode(
@@ -319,7 +336,7 @@ impl<'a> StateRecords<'a> {
                 }
             }
             (Some(bytes), Ok(RecordType::RememberedEvent)) => {
-                if self.wanted == Wanted::Schedules {
+                if matches!(self.wanted, Wanted::Schedules | Wanted::Slots) {
                     StateRecord::None
                 } else {
                     self.decode(
@@ -369,6 +386,7 @@ impl<'a> StateRecords<'a> {
                     state.correlations.push(key_state);
                 }
                 StateRecord::Remembered(r) => state.remembered.push(r),
+                StateRecord::Slot(s) => state.slots.push(s),
                 StateRecord::Corrupt(c) => state.corrupt.push(c),
                 StateRecord::None => {}
             }

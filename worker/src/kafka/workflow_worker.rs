@@ -25,6 +25,7 @@ use rdkafka::message::{Message, OwnedMessage};
 use rdkafka::{Offset, TopicPartitionList};
 use tokio::sync::watch;
 use tracing::info;
+use weir_core::concurrency::SlotCommand;
 use weir_core::correlation::CorrelationCommand;
 use weir_core::driver::{
     BoxError, Commit, CommitError, Driver, DriverConfig, InputTopic, KeyedState, Landed, LoadError,
@@ -457,6 +458,10 @@ impl KafkaLog {
                 .decode_fetching::<CorrelationCommand>(payload, position)
                 .await
                 .map(Body::Correlation),
+            RecordType::SlotCommand => codec
+                .decode_fetching::<SlotCommand>(payload, position)
+                .await
+                .map(Body::Slot),
             // Its target tells an event for an execution from one for a correlation key.
             RecordType::Event => codec
                 .decode_fetching::<EventRecord>(payload, position)
@@ -472,6 +477,7 @@ impl KafkaLog {
             | RecordType::ScheduleState
             | RecordType::CorrelationState
             | RecordType::RememberedEvent
+            | RecordType::SlotState
             | RecordType::ActivityRequest
             | RecordType::ActivityCancel
             | RecordType::RoutePause => Err(DecodeError {

@@ -17,6 +17,8 @@
 //!   it inline, no attempt waiting for a token without a wake; [`RateCounts`].
 //! - `resets`: `Reset` entries only as requested, each new execution created once from the
 //!   rule's cut of the old history, nothing refused made, nothing allowed lost; [`ResetCounts`].
+//! - `concurrency`: no code before an execution holds its slots, no slot above its limit,
+//!   grants in order, places freed only by finishes.
 //! - `timings`: when each history record says it happened, in order, and kept by the store.
 //! - `quiescence`: nothing left behind once the run settled.
 //!
@@ -25,6 +27,7 @@
 
 mod activity;
 mod cancels;
+mod concurrency;
 mod correlation;
 mod corrupt_state;
 mod deadlines;
@@ -47,6 +50,7 @@ mod upgrades;
 
 use std::collections::{BTreeMap, BTreeSet};
 
+pub use concurrency::ConcurrencyCounts;
 pub use correlation::correlation_at_settle;
 pub use pauses::PauseCounts;
 pub use rates::RateCounts;
@@ -124,6 +128,7 @@ fn describe(entry: &HistoryEntry) -> String {
             to_seq,
             ..
         } => format!("Reset({new_execution_id} at {to_seq})"),
+        HistoryEntry::SlotGranted { slot } => format!("SlotGranted({slot})"),
     }
 }
 
@@ -191,6 +196,7 @@ pub fn check(w: &World, sent: &Sent<'_>, settled: bool) -> Vec<Violation> {
     upgrades::check_upgrades(&mut add, w, &logs);
     pauses::check_pauses(&mut add, w, &logs, pauses, settled);
     resets::check_resets(&mut add, &logs, resets, settled);
+    concurrency::check_concurrency(&mut add, w, &logs);
     history::check_histories(&mut add, w, &logs);
     timings::check_timings(&mut add, w, &logs);
     let results = results::check_results(&mut add, w, &logs, submitted, keyed);

@@ -346,7 +346,8 @@ fn analyse(
                 }
                 HistoryEntry::Created(_)
                 | HistoryEntry::Upgraded { .. }
-                | HistoryEntry::Reset { .. } => {}
+                | HistoryEntry::Reset { .. }
+                | HistoryEntry::SlotGranted { .. } => {}
             }
         }
         if let Some(cancelled) = cancel_while_paused {

@@ -327,6 +327,7 @@ impl World {
             Schedule(Option<crate::schedule::ScheduleState>),
             Correlation(Option<crate::correlation::CorrelationState>),
             Remembered(Option<crate::correlation::RememberedEvent>),
+            Slot(Option<crate::concurrency::SlotState>),
             Corrupt(crate::processor::CorruptState),
         }
         let mut last = std::collections::BTreeMap::new();
@@ -342,6 +343,7 @@ impl World {
                 (Ok(RecordType::RememberedEvent), Some(Payload::Remembered(id))) => {
                     Last::Remembered(id.clone())
                 }
+                (Ok(RecordType::SlotState), Some(Payload::Slot(slot))) => Last::Slot(slot.clone()),
                 (Ok(record), Some(Payload::Garbage(why))) => match wire::state_of(record) {
                     Some(of) => Last::Corrupt(crate::processor::CorruptState {
                         partition,
@@ -365,6 +367,7 @@ impl World {
                 Last::Schedule(s) => state.schedules.extend(s),
                 Last::Correlation(c) => state.correlations.extend(c),
                 Last::Remembered(r) => state.remembered.extend(r),
+                Last::Slot(s) => state.slots.extend(s),
                 Last::Corrupt(c) => {
                     self.stats.corrupt_states_read += 1;
                     state.corrupt.push(c);

@@ -198,6 +198,8 @@ impl World {
                 }))
             }
             Effect::Correlation(command) => Payload::CorrelationCommand(command.clone()),
+            Effect::Slot(command) => Payload::SlotCommand(command.clone()),
+            Effect::PutSlot { state, .. } => Payload::Slot(state.clone()),
             Effect::ForwardEvent(event) => Payload::Event(event.clone()),
             Effect::ReturnEvent(event) => Payload::KeyedEvent(event.clone()),
             Effect::WriteStub(write) => Payload::StubWrite(write.clone()),
