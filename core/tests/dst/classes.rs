@@ -525,7 +525,7 @@ pub(crate) fn dst_concurrency() {
     }
     println!("concurrency slots of the first 100 seeds: {total:?}");
     assert!(
-        total.granted > 500 && total.queued > 100 && total.longest_queue >= 3,
+        total.granted > 300 && total.queued > 200 && total.longest_queue >= 3,
         "the runs do not exercise concurrency slots: {total:?}"
     );
 }
