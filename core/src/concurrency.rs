@@ -94,7 +94,10 @@ impl Slot {
     /// Reads a slot's wire key (`weir:slot:…`).
     pub fn of_wire_key(key: &str) -> Result<Slot, SlotError> {
         let text = key.strip_prefix(SLOT_PREFIX).ok_or_else(|| {
-            SlotError::Slot(key.to_owned(), format!("does not start with `{SLOT_PREFIX}`"))
+            SlotError::Slot(
+                key.to_owned(),
+                format!("does not start with `{SLOT_PREFIX}`"),
+            )
         })?;
         Slot::parse(text)
     }
@@ -212,7 +215,10 @@ pub struct SlotCommand {
 impl SlotCommand {
     /// Whether it is for the slot's owner (else for the execution's).
     pub fn for_slot(&self) -> bool {
-        matches!(self.action, SlotAction::Acquire { .. } | SlotAction::Release)
+        matches!(
+            self.action,
+            SlotAction::Acquire { .. } | SlotAction::Release
+        )
     }
 
     /// The key it travels under: the slot's, or the execution's id.

@@ -424,9 +424,8 @@ impl ExecutionView {
     /// Whether it has not started yet: scheduled or queued for its slots, or paused before
     /// its start.
     pub fn waits_for_its_start(&self) -> bool {
-        let not_started = |s: ExecutionState| {
-            matches!(s, ExecutionState::Scheduled | ExecutionState::Queued)
-        };
+        let not_started =
+            |s: ExecutionState| matches!(s, ExecutionState::Scheduled | ExecutionState::Queued);
         not_started(self.state) || self.resume_to.is_some_and(not_started)
     }
 

@@ -56,9 +56,7 @@ pub fn check(
         (
             ExecutionState::Running | ExecutionState::Scheduled | ExecutionState::Queued,
             PauseAction::Resume,
-        ) => {
-            Ok(PauseStep::AlreadyThere)
-        }
+        ) => Ok(PauseStep::AlreadyThere),
         _ => Ok(PauseStep::Send),
     }
 }

@@ -36,7 +36,12 @@ fn run(commands: &[SlotCommand]) -> (Option<SlotState>, Vec<(ExecutionId, SlotAc
     let mut replies = Vec::new();
     for command in commands {
         let applied = apply(state.as_ref(), command, at());
-        replies.extend(applied.replies.into_iter().map(|r| (r.execution_id, r.action)));
+        replies.extend(
+            applied
+                .replies
+                .into_iter()
+                .map(|r| (r.execution_id, r.action)),
+        );
         state = applied.state;
     }
     (state, replies)
@@ -82,7 +87,10 @@ fn an_acquire_read_twice_grants_nothing_new_and_a_release_of_a_stranger_changes_
 fn a_waiting_execution_released_leaves_the_queue_and_an_idle_slot_is_forgotten() {
     let (state, _) = run(&[acquire(1, 1), acquire(2, 1), release(2)]);
     let state = state.expect("held");
-    assert_eq!((state.holders.clone(), state.waiting.len()), (vec![id(1)], 0));
+    assert_eq!(
+        (state.holders.clone(), state.waiting.len()),
+        (vec![id(1)], 0)
+    );
     let applied = apply(Some(&state), &release(1), at());
     assert!(applied.changed && applied.replies.is_empty());
     assert_eq!(applied.state, None, "idle: a tombstone");
@@ -98,7 +106,11 @@ fn a_lowered_limit_grants_nothing_until_below_it_and_a_raised_one_grants_at_once
     assert!(applied.replies.is_empty(), "still above the limit");
     let state = applied.state.expect("held");
     let applied = apply(Some(&state), &acquire(5, 4), at());
-    let granted: Vec<_> = applied.replies.iter().map(|r| r.execution_id.clone()).collect();
+    let granted: Vec<_> = applied
+        .replies
+        .iter()
+        .map(|r| r.execution_id.clone())
+        .collect();
     assert_eq!(granted, vec![id(4), id(5)], "in the order they came");
 }
 
@@ -157,12 +169,21 @@ fn claims_take_the_key_first_and_refuse_bad_limits() {
         ..key.clone()
     };
     let error = super::claims(&ffqn, Some(&zero), None).expect_err("0 refused");
-    assert!(error.to_string().contains("limit 0 of key `customer-42`"), "{error}");
+    assert!(
+        error.to_string().contains("limit 0 of key `customer-42`"),
+        "{error}"
+    );
     assert!(super::claims(&ffqn, None, Some(MAX_LIMIT + 1)).is_err());
     let spaced = ConcurrencyKey {
         key: "a b".to_owned(),
         limit: None,
     };
     assert!(super::claims(&ffqn, Some(&spaced), None).is_err());
-    assert_eq!(check_limit(-3, ""), Err(SlotError::Limit { limit: -3, of: String::new() }));
+    assert_eq!(
+        check_limit(-3, ""),
+        Err(SlotError::Limit {
+            limit: -3,
+            of: String::new()
+        })
+    );
 }

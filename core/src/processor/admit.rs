@@ -189,7 +189,10 @@ impl<R: WorkflowRunner> Processor<R> {
                 return self.misrouted_keyed(partition, key, &c.key, &what);
             }
             Body::Slot(c) if c.for_slot() => {
-                let what = format!("a command of {} for concurrency slot {}", c.execution_id, c.slot);
+                let what = format!(
+                    "a command of {} for concurrency slot {}",
+                    c.execution_id, c.slot
+                );
                 return self.misrouted_keyed(partition, key, &c.slot.wire_key(), &what);
             }
             Body::Slot(c) => keyed_by("a concurrency slot's answer", &c.execution_id),

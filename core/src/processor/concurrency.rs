@@ -88,7 +88,13 @@ impl<R: WorkflowRunner> Processor<R> {
         if live.view.state == ExecutionState::Finished {
             return Ok(());
         }
-        if !live.view.created.slots.iter().any(|c| c.slot == command.slot) {
+        if !live
+            .view
+            .created
+            .slots
+            .iter()
+            .any(|c| c.slot == command.slot)
+        {
             let error = format!(
                 "a {} of concurrency slot {} for {id}, which claims no such slot",
                 action_name(&command.action),
@@ -114,9 +120,7 @@ impl<R: WorkflowRunner> Processor<R> {
             SlotAction::Grant => {
                 ctx.append(
                     &mut live.view,
-                    HistoryEntry::SlotGranted {
-                        slot: command.slot,
-                    },
+                    HistoryEntry::SlotGranted { slot: command.slot },
                 )?;
                 if acquire_next(ctx.batch, &live.view) || live.view.state == ExecutionState::Paused
                 {

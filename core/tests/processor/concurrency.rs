@@ -69,12 +69,15 @@ fn run<R: weir_core::runner::WorkflowRunner>(
 }
 
 fn started(effects: &[Effect], id: &ExecutionId) -> bool {
-    effects.iter().any(|e| {
-        matches!(e, Effect::RequestActivity(r) if r.parent_execution_id == *id)
-    })
+    effects
+        .iter()
+        .any(|e| matches!(e, Effect::RequestActivity(r) if r.parent_execution_id == *id))
 }
 
-fn finish_seq(processor: &mut Processor<impl weir_core::runner::WorkflowRunner>, effects: &[Effect]) -> Vec<Effect> {
+fn finish_seq(
+    processor: &mut Processor<impl weir_core::runner::WorkflowRunner>,
+    effects: &[Effect],
+) -> Vec<Effect> {
     let request = effects
         .iter()
         .find_map(|e| match e {
@@ -106,17 +109,28 @@ fn a_key_runs_one_at_a_time_and_the_next_starts_when_the_first_finishes() {
     assert!(!started(&second, &b), "the second waits");
     assert_eq!(processor.view(&b).expect("b").state, ExecutionState::Queued);
     let slot = processor.slots().next().expect("the slot is held");
-    assert_eq!((slot.holders.clone(), slot.waiting.clone()), (vec![a.clone()], vec![b.clone()]));
+    assert_eq!(
+        (slot.holders.clone(), slot.waiting.clone()),
+        (vec![a.clone()], vec![b.clone()])
+    );
 
     let done = finish_seq(&mut processor, &first);
     assert_eq!(published(&done), Some(ExecutionResult::Ok(json!(6))));
     let release = slot_commands(&done);
     assert!(
-        release.iter().any(|c| c.execution_id == a && c.action == SlotAction::Release),
+        release
+            .iter()
+            .any(|c| c.execution_id == a && c.action == SlotAction::Release),
         "the finish releases its place: {release:?}"
     );
-    assert!(started(&done, &b), "the next one starts as the first finishes");
-    assert_eq!(processor.view(&b).expect("b").state, ExecutionState::Running);
+    assert!(
+        started(&done, &b),
+        "the next one starts as the first finishes"
+    );
+    assert_eq!(
+        processor.view(&b).expect("b").state,
+        ExecutionState::Running
+    );
     let finished = finish_seq(&mut processor, &done);
     assert_eq!(published(&finished), Some(ExecutionResult::Ok(json!(6))));
     assert_eq!(processor.slots().count(), 0, "an idle slot is forgotten");
@@ -126,7 +140,9 @@ fn a_key_runs_one_at_a_time_and_the_next_starts_when_the_first_finishes() {
 #[test]
 fn a_key_with_a_limit_of_two_runs_two() {
     let mut processor = processor(1 << 20);
-    let ids: Vec<ExecutionId> = (0..3).map(|_| ExecutionId::top_level(ulid::Ulid::new())).collect();
+    let ids: Vec<ExecutionId> = (0..3)
+        .map(|_| ExecutionId::top_level(ulid::Ulid::new()))
+        .collect();
     let runs: Vec<Vec<Effect>> = ids
         .iter()
         .map(|id| run(&mut processor, keyed(id, "k", Some(2))))
@@ -134,7 +150,10 @@ fn a_key_with_a_limit_of_two_runs_two() {
     assert!(started(&runs[0], &ids[0]) && started(&runs[1], &ids[1]));
     assert!(!started(&runs[2], &ids[2]));
     let done = finish_seq(&mut processor, &runs[1]);
-    assert!(started(&done, &ids[2]), "the third starts when the second finishes");
+    assert!(
+        started(&done, &ids[2]),
+        "the third starts when the second finishes"
+    );
 }
 
 /// A queued execution cancelled finishes at once and leaves the queue; a grant that still
@@ -151,7 +170,10 @@ fn a_queued_execution_cancelled_finishes_at_once_and_leaves_the_queue() {
     let cancelled_effects = run(&mut processor, cancel_input(&b, false));
     assert!(cancelled(published(&cancelled_effects)));
     let slot = processor.slots().next().expect("held by a");
-    assert_eq!((slot.holders.clone(), slot.waiting.len()), (vec![a.clone()], 0));
+    assert_eq!(
+        (slot.holders.clone(), slot.waiting.len()),
+        (vec![a.clone()], 0)
+    );
     let late = SlotCommand {
         slot: Slot::Key("k".into()),
         execution_id: b.clone(),
@@ -159,7 +181,10 @@ fn a_queued_execution_cancelled_finishes_at_once_and_leaves_the_queue() {
         sent_at: now(),
     };
     let effects = step(&mut processor, input_of(&b, Body::Slot(late)));
-    assert!(effects.is_empty(), "a finished execution ignores a grant: {effects:?}");
+    assert!(
+        effects.is_empty(),
+        "a finished execution ignores a grant: {effects:?}"
+    );
 }
 
 /// A function limited to one (`max_running = 1`): its executions run one at a time,
@@ -171,12 +196,21 @@ fn a_function_limit_runs_its_executions_one_at_a_time() {
         ExecutionId::top_level(ulid::Ulid::new()),
         ExecutionId::top_level(ulid::Ulid::new()),
     );
-    let first = run(&mut processor, submission_input(&a, Workflow::Seq, json!([1, 5])));
-    let second = run(&mut processor, submission_input(&b, Workflow::Seq, json!([1, 5])));
+    let first = run(
+        &mut processor,
+        submission_input(&a, Workflow::Seq, json!([1, 5])),
+    );
+    let second = run(
+        &mut processor,
+        submission_input(&b, Workflow::Seq, json!([1, 5])),
+    );
     assert!(started(&first, &a) && !started(&second, &b));
     let view = processor.view(&b).expect("b");
     assert_eq!(view.state, ExecutionState::Queued);
-    assert_eq!(view.created.slots[0].slot, Slot::Function(Workflow::Seq.ffqn()));
+    assert_eq!(
+        view.created.slots[0].slot,
+        Slot::Function(Workflow::Seq.ffqn())
+    );
     let done = finish_seq(&mut processor, &first);
     assert!(started(&done, &b));
 }
@@ -195,7 +229,10 @@ fn an_execution_takes_its_keys_slot_then_its_functions() {
             _ => None,
         })
         .collect();
-    assert_eq!(granted, vec![Slot::Key("k".into()), Slot::Function(Workflow::Seq.ffqn())]);
+    assert_eq!(
+        granted,
+        vec![Slot::Key("k".into()), Slot::Function(Workflow::Seq.ffqn())]
+    );
     assert!(started(&effects, &a));
 }
 
@@ -243,7 +280,10 @@ fn a_grant_for_a_slot_not_claimed_or_an_unknown_execution_is_dead_lettered() {
         };
         let effects = step(&mut processor, input_of(&target, Body::Slot(grant)));
         let letters = dead_letters(&effects);
-        assert!(matches!(&letters[..], [(r, _)] if *r == reason), "{letters:?}");
+        assert!(
+            matches!(&letters[..], [(r, _)] if *r == reason),
+            "{letters:?}"
+        );
         assert!(appended(&effects).is_empty());
     }
 }

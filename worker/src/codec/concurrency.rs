@@ -77,9 +77,8 @@ impl AvroRecord for SlotState {
     }
 
     fn to_avro(&self) -> Result<Value, FieldError> {
-        let ids = |ids: &[weir_core::model::ExecutionId]| {
-            Value::Array(ids.iter().map(string).collect())
-        };
+        let ids =
+            |ids: &[weir_core::model::ExecutionId]| Value::Array(ids.iter().map(string).collect());
         Ok(record(vec![
             ("slot", string(&self.slot)),
             ("limit", limit_value(self.limit)),

@@ -89,9 +89,7 @@ impl AvroRecord for HistoryRecord {
                     ("reason", string(reason)),
                 ]),
             ),
-            HistoryEntry::SlotGranted { slot } => {
-                branch(10, record(vec![("slot", string(slot))]))
-            }
+            HistoryEntry::SlotGranted { slot } => branch(10, record(vec![("slot", string(slot))])),
         };
         Ok(record(vec![
             ("execution_id", string(&self.execution_id)),

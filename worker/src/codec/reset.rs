@@ -11,12 +11,12 @@
 
 use apache_avro::types::Value;
 
+use super::concurrency::{concurrency_key, read_concurrency_key};
 use super::convert::{
     AvroRecord, Fields, bad_symbol, enum_value, instant, json, read_bytes, read_instant,
     read_params, read_parsed, read_string, read_string_map, read_symbol, read_u64_bits, record,
     string, string_map, u64_bits, unexpected,
 };
-use super::concurrency::{concurrency_key, read_concurrency_key};
 use super::convert::{optional, read_optional};
 use super::error::FieldError;
 use super::records::{HistoryRecord, ResetOf, ResetRequest, ResetStart, ResetThen, Submission};

@@ -4,12 +4,12 @@
 
 use apache_avro::types::Value;
 
+use super::concurrency::{concurrency_key, read_concurrency_key};
 use super::convert::{
     AvroRecord, Fields, instant, json, optional, parent, read_bool, read_instant, read_optional,
     read_params, read_parent, read_parsed, read_string, read_string_map, record, string,
     string_map,
 };
-use super::concurrency::{concurrency_key, read_concurrency_key};
 use super::error::FieldError;
 use super::records::{CancelRequest, Submission};
 

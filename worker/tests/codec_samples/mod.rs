@@ -209,6 +209,7 @@ pub fn submissions() -> Vec<Submission> {
             correlation_id: None,
             metadata: BTreeMap::new(),
             deadline: None,
+            concurrency: None,
         },
         Submission {
             execution_id: root().child(&js, 2),
@@ -226,6 +227,10 @@ pub fn submissions() -> Vec<Submission> {
                 ("tenant".to_string(), "acme".to_string()),
             ]),
             deadline: Some(t0() + chrono::Duration::nanoseconds(1_500)),
+            concurrency: Some(weir::concurrency::ConcurrencyKey {
+                key: "customer-42".into(),
+                limit: Some(3),
+            }),
         },
     ]
 }
@@ -555,6 +560,7 @@ pub fn reset_starts() -> Vec<ResetStart> {
         correlation_id: None,
         metadata: BTreeMap::new(),
         deadline: None,
+        concurrency: None,
     };
     let mut entries: Vec<HistoryEntry> = events()
         .into_iter()
@@ -646,6 +652,7 @@ pub fn history_records() -> Vec<HistoryRecord> {
             deadline: None,
             submitted_at: None,
             reset_of: None,
+            slots: Vec::new(),
         }),
         HistoryEntry::Created(Created {
             ffqn: ffqn(),
@@ -663,6 +670,16 @@ pub fn history_records() -> Vec<HistoryRecord> {
             deadline: Some(DateTime::<Utc>::MAX_UTC),
             submitted_at: Some(DateTime::<Utc>::MIN_UTC),
             reset_of: None,
+            slots: vec![
+                weir::concurrency::SlotClaim {
+                    slot: weir::concurrency::Slot::Key("customer-42".into()),
+                    limit: 1,
+                },
+                weir::concurrency::SlotClaim {
+                    slot: weir::concurrency::Slot::Function(ffqn()),
+                    limit: 1000,
+                },
+            ],
         }),
         // Started by a reset.
         HistoryEntry::Created(Created {
@@ -680,6 +697,7 @@ pub fn history_records() -> Vec<HistoryRecord> {
                 execution_id: reset_to(),
                 seq: u64::MAX,
             }),
+            slots: Vec::new(),
         }),
     ];
     entries.extend(
@@ -709,6 +727,9 @@ pub fn history_records() -> Vec<HistoryRecord> {
         reason: "the tax service is down".into(),
     });
     entries.push(HistoryEntry::Resumed { reason: "".into() });
+    entries.push(HistoryEntry::SlotGranted {
+        slot: weir::concurrency::Slot::Function(ffqn()),
+    });
     entries.push(HistoryEntry::Reset {
         new_execution_id: reset_to(),
         to_seq: 12,

@@ -55,19 +55,19 @@ pub(super) fn check_concurrency(
                     granted.push(slot);
                     held.insert((id, slot.clone()));
                 }
-                HistoryEntry::Event { .. } if granted.len() < created.slots.len() => {
-                    // A reset's execution holds copies of the old one's steps: they are not
-                    // its code running.
-                    if created.reset_of.is_none() {
-                        add(
-                            Invariant::Concurrency,
-                            format!(
-                                "{id}: {} at seq {seq}, holding {granted:?} of its slots {:?}",
-                                describe(&e.record.entry),
-                                created.slots
-                            ),
-                        );
-                    }
+                // A reset's execution holds copies of the old one's steps: they are not its
+                // code running.
+                HistoryEntry::Event { .. }
+                    if granted.len() < created.slots.len() && created.reset_of.is_none() =>
+                {
+                    add(
+                        Invariant::Concurrency,
+                        format!(
+                            "{id}: {} at seq {seq}, holding {granted:?} of its slots {:?}",
+                            describe(&e.record.entry),
+                            created.slots
+                        ),
+                    );
                 }
                 HistoryEntry::Finished { .. } => {
                     finished.insert(id);

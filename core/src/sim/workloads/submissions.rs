@@ -67,7 +67,11 @@ impl Sim {
             correlation_id: Some(format!("c-{id}")),
             metadata: Default::default(),
             deadline,
-            concurrency: self.faults.concurrency.then(|| concurrency_key(&id)).flatten(),
+            concurrency: self
+                .faults
+                .concurrency
+                .then(|| concurrency_key(&id))
+                .flatten(),
         };
         let (partition, offset) = lock(&self.world).client_append(
             Topic::Submissions,

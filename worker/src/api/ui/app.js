@@ -279,7 +279,7 @@ function listView(params) {
       el(
         "select",
         { id: "state", name: "state" },
-        ["", "scheduled", "running", "paused", "finished"].map((s) =>
+        ["", "scheduled", "queued", "running", "paused", "finished"].map((s) =>
           el("option", { value: s, selected: params.get("state") === s }, s || "any"),
         ),
       ),
@@ -406,6 +406,7 @@ function describe(entry, pairs) {
         kind: "created",
         what: `created ${e.ffqn}`,
         detail: e.reset_of ? `reset of ${e.reset_of.execution_id} at seq ${e.reset_of.seq}`
+          : e.slots ? `waits for ${e.slots.map((s) => `${s.slot} (limit ${s.limit})`).join(", ")}`
           : e.component ? `build ${e.component}` : e.parent ? `child of ${e.parent}` : "",
         link: e.reset_of ? e.reset_of.execution_id : null,
       };
@@ -421,6 +422,8 @@ function describe(entry, pairs) {
       return { kind: "paused", what: "paused", detail: e.reason };
     case "resumed":
       return { kind: "resumed", what: "resumed", detail: e.reason };
+    case "slot_granted":
+      return { kind: "slot-granted", what: "holds its concurrency slot", detail: e.slot };
     case "event_received":
       return { kind: "event-received", what: `event ${e.name} received, kept for a wait`, detail: json(e.payload), id: e.event_id };
     case "response": {
