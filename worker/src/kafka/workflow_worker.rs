@@ -860,6 +860,10 @@ impl Log for KafkaLog {
             .add(now.resumed.saturating_sub(last.resumed));
         m.executions_reset
             .add(now.resets.saturating_sub(last.resets));
+        m.slots_granted
+            .add(now.slots_granted.saturating_sub(last.slots_granted));
+        m.slots_refused
+            .add(now.slots_refused.saturating_sub(last.slots_refused));
         m.keyed_events_returned.add(
             now.keyed_events_returned
                 .saturating_sub(last.keyed_events_returned),
