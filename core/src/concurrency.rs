@@ -43,7 +43,6 @@ use std::fmt;
 use chrono::{DateTime, Utc};
 
 use crate::model::{ExecutionId, Ffqn};
-use crate::state_key::{KeyError, check_correlation_key};
 
 /// The largest limit a slot takes.
 pub const MAX_LIMIT: u32 = 1_000;
@@ -53,6 +52,9 @@ pub const MAX_WAITING: usize = 10_000;
 
 /// The limit of a concurrency key when its submission gives none: one at a time.
 pub const DEFAULT_KEY_LIMIT: u32 = 1;
+
+/// The longest concurrency key, in bytes.
+pub const MAX_KEY_LEN: usize = 128;
 
 /// The prefix of a slot's wire key (on `weir.responses` and `weir.state`).
 pub const SLOT_PREFIX: &str = "weir:slot:";
@@ -130,18 +132,23 @@ pub struct ConcurrencyKey {
 /// Why a concurrency key, a limit or a slot is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SlotError {
-    #[error("concurrency key: {0}")]
-    Key(#[from] KeyError),
+    #[error(
+        "concurrency key `{0}` is not 1 to {MAX_KEY_LEN} bytes of printable ASCII without spaces"
+    )]
+    Key(String),
     #[error("concurrency limit {limit}{of}: a limit is 1 to {MAX_LIMIT}")]
     Limit { limit: i64, of: String },
     #[error("`{0}` is not a slot: {1}")]
     Slot(String, String),
 }
 
-/// Checks a concurrency key: the syntax of a correlation key (1 to 128 bytes of printable
-/// ASCII, not an execution id, no prefix Weir keeps).
+/// Checks a concurrency key: 1 to [`MAX_KEY_LEN`] bytes of printable ASCII without spaces
+/// (its slot's wire key is namespaced, `weir:slot:key:<key>`, so no prefix is kept from it).
 pub fn check_key(key: &str) -> Result<(), SlotError> {
-    Ok(check_correlation_key(key)?)
+    if key.is_empty() || key.len() > MAX_KEY_LEN || !key.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(SlotError::Key(key.to_owned()));
+    }
+    Ok(())
 }
 
 /// Checks a limit (`of`: what it limits, for the message).

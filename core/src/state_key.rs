@@ -8,7 +8,7 @@
 //! | `E_…`                        | an execution (events kept for one not created yet)   |
 //! | `schedule:<name>`            | a schedule (its state, its commands)                 |
 //! | `weir:seen:<key> <event id>` | an event id a correlation key remembers forwarding   |
-//! | `weir:slot:<slot>`           | a concurrency slot ([`crate::concurrency::Slot`])    |
+//! | `weir:slot:<slot>`           | a concurrency slot (`concurrency.rs` reads these)    |
 //! | anything else                | a correlation key ([`check_correlation_key`])        |
 //!
 //! Invariants: a correlation key never starts with `E_` nor with a prefix Weir keeps
@@ -49,9 +49,6 @@ pub enum StateKey {
     /// ([`crate::correlation::RememberedEvent`]): `weir:seen:<key> <event id>` (a key has no
     /// spaces, so the first one ends it).
     Remembered { key: String, event_id: String },
-    /// A concurrency slot (its state, its commands): `weir:slot:key:<key>` or
-    /// `weir:slot:function:<ffqn>`.
-    Slot(crate::concurrency::Slot),
 }
 
 /// Why a key is refused.
@@ -76,8 +73,6 @@ pub enum KeyError {
     NotForEvents(String),
     #[error("`{0}` is not `{REMEMBERED_PREFIX}<correlation key> <event id>`")]
     Remembered(String),
-    #[error("`{0}` is not a concurrency slot's key: {1}")]
-    Slot(String, String),
 }
 
 /// Checks a correlation key: 1 to [`MAX_KEY_LEN`] bytes of printable ASCII (no spaces), not
@@ -115,11 +110,6 @@ impl StateKey {
                 _ => Err(KeyError::Remembered(key.to_owned())),
             };
         }
-        if key.starts_with(crate::concurrency::SLOT_PREFIX) {
-            return crate::concurrency::Slot::of_wire_key(key)
-                .map(StateKey::Slot)
-                .map_err(|e| KeyError::Slot(key.to_owned(), e.to_string()));
-        }
         if let Some(name) = key.strip_prefix(SCHEDULE_PREFIX) {
             return crate::schedule::check_name(name)
                 .map(|()| StateKey::Schedule(name.to_owned()))
@@ -148,10 +138,7 @@ impl StateKey {
     pub fn execution(&self) -> Option<&ExecutionId> {
         match self {
             StateKey::Execution(id) => Some(id),
-            StateKey::Schedule(_)
-            | StateKey::Correlation(_)
-            | StateKey::Remembered { .. }
-            | StateKey::Slot(_) => None,
+            StateKey::Schedule(_) | StateKey::Correlation(_) | StateKey::Remembered { .. } => None,
         }
     }
 }
@@ -165,7 +152,6 @@ impl fmt::Display for StateKey {
             StateKey::Remembered { key, event_id } => {
                 write!(f, "{REMEMBERED_PREFIX}{key} {event_id}")
             }
-            StateKey::Slot(slot) => f.write_str(&slot.wire_key()),
         }
     }
 }
