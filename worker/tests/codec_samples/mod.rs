@@ -227,10 +227,7 @@ pub fn submissions() -> Vec<Submission> {
                 ("tenant".to_string(), "acme".to_string()),
             ]),
             deadline: Some(t0() + chrono::Duration::nanoseconds(1_500)),
-            concurrency: Some(weir::concurrency::ConcurrencyKey {
-                key: "customer-42".into(),
-                limit: Some(3),
-            }),
+            concurrency: None,
         },
     ]
 }
@@ -670,16 +667,7 @@ pub fn history_records() -> Vec<HistoryRecord> {
             deadline: Some(DateTime::<Utc>::MAX_UTC),
             submitted_at: Some(DateTime::<Utc>::MIN_UTC),
             reset_of: None,
-            slots: vec![
-                weir::concurrency::SlotClaim {
-                    slot: weir::concurrency::Slot::Key("customer-42".into()),
-                    limit: 1,
-                },
-                weir::concurrency::SlotClaim {
-                    slot: weir::concurrency::Slot::Function(ffqn()),
-                    limit: 1000,
-                },
-            ],
+            slots: Vec::new(),
         }),
         // Started by a reset.
         HistoryEntry::Created(Created {
@@ -697,7 +685,16 @@ pub fn history_records() -> Vec<HistoryRecord> {
                 execution_id: reset_to(),
                 seq: u64::MAX,
             }),
-            slots: Vec::new(),
+            slots: vec![
+                weir::concurrency::SlotClaim {
+                    slot: weir::concurrency::Slot::Key("customer-42".into()),
+                    limit: 1,
+                },
+                weir::concurrency::SlotClaim {
+                    slot: weir::concurrency::Slot::Function(ffqn()),
+                    limit: 1000,
+                },
+            ],
         }),
     ];
     entries.extend(
