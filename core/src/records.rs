@@ -512,6 +512,8 @@ pub enum StateOf {
     Correlation,
     /// An event id a correlation key remembers.
     Remembered,
+    /// A batch operation's state (left in place when corrupt: [`crate::batch`]).
+    Batch,
 }
 
 /// A record of `weir.state` that does not decode, as the take-over read it.

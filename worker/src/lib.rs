@@ -26,7 +26,7 @@ pub mod pause;
 pub mod present;
 pub mod reset;
 // The pure core lives in `weir-core`; its modules keep their paths here.
-pub use weir_core::{correlation, model, partitioner, projection, replay, schedule, wire};
+pub use weir_core::{batch, correlation, model, partitioner, projection, replay, schedule, wire};
 pub mod store;
 pub mod telemetry;
 pub mod tls;

@@ -271,6 +271,8 @@ pub struct Metrics {
     /// Executions reset (`weir reset`): new executions started from their histories,
     /// `weir_executions_reset_total`.
     pub executions_reset: Counter,
+    /// Requests batch operations sent (`weir batch`): `weir_batch_requests_total`.
+    pub batch_requests: Counter,
     /// Records of `weir.state` that did not decode, found at a take-over (and dropped by its
     /// first batch): `weir_state_corrupt_dropped_total`.
     pub state_corrupt_dropped: Counter,
@@ -459,6 +461,11 @@ impl Metrics {
             "executions_reset_total",
             "Executions reset (weir reset): a new execution started from each one's history.",
             self.executions_reset.get(),
+        );
+        counter(
+            "batch_requests_total",
+            "Requests batch operations sent (weir batch): one per execution acted on.",
+            self.batch_requests.get(),
         );
         counter(
             "state_corrupt_dropped_total",

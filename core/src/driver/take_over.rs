@@ -98,17 +98,20 @@ where
                 .await
                 .map_err(DriverError::Log)?;
             if !state.schedules.is_empty()
+                || !state.batches.is_empty()
                 || !state.correlations.is_empty()
                 || !state.corrupt.is_empty()
             {
                 tracing::info!(
                     schedules = state.schedules.len(),
+                    batches = state.batches.len(),
                     correlation_keys = state.correlations.len(),
                     corrupt = state.corrupt.len(),
                     "keyed state restored"
                 );
             }
             self.processor.restore_schedules(state.schedules);
+            self.processor.restore_batches(state.batches);
             self.processor.restore_correlations(state.correlations);
             self.processor
                 .restore_remembered(state.remembered, state.unrecorded);

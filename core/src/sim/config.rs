@@ -263,10 +263,17 @@ pub struct Faults {
     /// new execution must finish once with what its params compute. Drawn from an RNG of its
     /// own (`Sim::reset_rng`). See `checks/resets.rs` for what is checked.
     pub resets: bool,
+    /// Batch operations (`weir batch`; issue 35 item 3): clients start batches that pause
+    /// every execution of a workflow function at a rate (sometimes the same start twice, a
+    /// start with a rate of 0 or less, a cancel of a batch or of one that does not exist)
+    /// while the faults go on; when the faults stop they wait for them to end, start a batch
+    /// that resumes what is paused, and resume what is left. Drawn from an RNG of its own
+    /// (`Sim::batch_rng`). See `checks/batches.rs` for what is checked.
+    pub batches: bool,
 }
 
 impl Faults {
-    pub const NAMES: [&'static str; 32] = [
+    pub const NAMES: [&'static str; 33] = [
         "crashes",
         "hanging_txns",
         "rebalances",
@@ -299,6 +306,7 @@ impl Faults {
         "route_pauses",
         "rate_limits",
         "resets",
+        "batches",
     ];
 
     pub fn none() -> Self {
@@ -335,6 +343,7 @@ impl Faults {
             route_pauses: false,
             rate_limits: false,
             resets: false,
+            batches: false,
         }
     }
 
@@ -354,7 +363,7 @@ impl Faults {
     /// 32) joined once a `retry` timer put again by the batch that fired it was no longer
     /// deleted with it, and a fenced owner's late `retry` timer behind the next owner's
     /// watermark no longer stayed in the store (the dropped timer buckets); `triggers`,
-    /// `blackouts`, `corrupt_state`, `pause_resume`, `route_pauses`, `rate_limits` and `resets` joined
+    /// `blackouts`, `corrupt_state`, `pause_resume`, `route_pauses`, `rate_limits`, `resets` and `batches` joined
     /// as they were written. A class that finds a new bug leaves this set until its fix, with an ignored
     /// test naming the seeds.
     pub fn passing() -> Self {
@@ -395,6 +404,7 @@ impl Faults {
             "route_pauses" => &mut self.route_pauses,
             "rate_limits" => &mut self.rate_limits,
             "resets" => &mut self.resets,
+            "batches" => &mut self.batches,
             _ => return None,
         })
     }

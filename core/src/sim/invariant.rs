@@ -21,6 +21,16 @@ pub enum Invariant {
     /// from the rule's cut of the old history; a refused request makes nothing, an allowed
     /// one is not lost.
     Reset,
+    /// A batch operation acts on each execution at most once (one request committed, one
+    /// outcome), and, once done, gave an outcome to every execution it selected that the store
+    /// held when it was started.
+    Batch,
+    /// A batch's requests keep to its rate: over its committed turns, at most `burst + rate ·
+    /// (t − s)` between `s` and `t`.
+    BatchRate,
+    /// A batch's counts are its committed outcomes, its `acted` ones are its committed
+    /// requests, and its state only moves forward.
+    BatchProgress,
     /// Every history record is on its execution's partition of `weir.history`.
     HistoryPartition,
     /// An execution's committed history records have contiguous seqs from 0, one record per seq.
@@ -124,12 +134,15 @@ pub enum Invariant {
 }
 
 impl Invariant {
-    pub const ALL: [Invariant; 50] = [
+    pub const ALL: [Invariant; 53] = [
         Invariant::SeamContract,
         Invariant::Upgrade,
         Invariant::Pause,
         Invariant::PauseRequests,
         Invariant::Reset,
+        Invariant::Batch,
+        Invariant::BatchRate,
+        Invariant::BatchProgress,
         Invariant::HistoryPartition,
         Invariant::HistorySeqs,
         Invariant::LogVsStore,
@@ -185,6 +198,9 @@ impl Invariant {
             Invariant::Pause => "pause",
             Invariant::PauseRequests => "pause-requests",
             Invariant::Reset => "reset",
+            Invariant::Batch => "batch",
+            Invariant::BatchRate => "batch-rate",
+            Invariant::BatchProgress => "batch-progress",
             Invariant::HistoryPartition => "history-partition",
             Invariant::HistorySeqs => "history-seqs",
             Invariant::LogVsStore => "log-vs-store",

@@ -65,6 +65,10 @@ fn written(effect: &Effect) -> Option<RecordType> {
         Effect::ForwardEvent(_) | Effect::ReturnEvent(_) => RecordType::Event,
         Effect::WriteStub(_) => RecordType::StubWrite,
         Effect::DeadLetter { .. } | Effect::DeadLetterState(_) => RecordType::DlqEnvelope,
+        Effect::PutBatch(_) => RecordType::BatchState,
+        Effect::PutBatchOutcomes { .. } => RecordType::BatchOutcomes,
+        Effect::BatchRequest(crate::batch::BatchRequest::Pause(_)) => RecordType::PauseRequest,
+        Effect::BatchRequest(crate::batch::BatchRequest::Cancel(_)) => RecordType::CancelRequest,
     })
 }
 
@@ -179,6 +183,29 @@ fn the_routing_of_every_effect() {
                 R::Responses,
                 exactly(PARENT),
                 Some(K::ResetExecution),
+                vec![]
+            )),
+            // A batch's state and a turn's outcomes, on the batch's partition; the pause it
+            // sends, for the execution's owner.
+            Some((
+                R::State,
+                exactly("weir:batch:pause-fibo"),
+                Some(K::Batch),
+                vec![]
+            )),
+            Some((
+                R::State,
+                Key::Within {
+                    key: "weir:batch:pause-fibo:1".to_owned(),
+                    partition_of: "weir:batch:pause-fibo".to_owned(),
+                },
+                Some(K::BatchOutcomes),
+                vec![]
+            )),
+            Some((
+                R::Responses,
+                exactly(PARENT),
+                Some(K::PauseExecution),
                 vec![]
             )),
         ]

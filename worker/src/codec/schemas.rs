@@ -63,6 +63,9 @@ const CURRENT_FILES: &[(&str, &str, &str)] = &[
     avsc!("CorrelationCommand", "correlation_command.avsc"),
     avsc!("CorrelationState", "correlation_state.avsc"),
     avsc!("RememberedEvent", "remembered_event.avsc"),
+    avsc!("BatchCommand", "batch_command.avsc"),
+    avsc!("BatchState", "batch_state.avsc"),
+    avsc!("BatchOutcomes", "batch_outcomes.avsc"),
 ];
 
 /// Earlier versions, oldest first. When a schema changes, its current file is copied here first.

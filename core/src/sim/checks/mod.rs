@@ -24,6 +24,7 @@
 //! [`unconsumed_inputs`], how an entry or a list reads in a message).
 
 mod activity;
+mod batches;
 mod cancels;
 mod correlation;
 mod corrupt_state;
@@ -47,6 +48,7 @@ mod upgrades;
 
 use std::collections::{BTreeMap, BTreeSet};
 
+pub use batches::BatchCounts;
 pub use correlation::correlation_at_settle;
 pub use pauses::PauseCounts;
 pub use rates::RateCounts;
@@ -161,6 +163,8 @@ pub struct Sent<'a> {
     pub pauses: &'a [PauseSend],
     /// Reset requests, in order (`Faults::resets`).
     pub resets: &'a [ResetSend],
+    /// Batch commands, in order (`Faults::batches`).
+    pub batches: &'a [super::sent::BatchSend],
 }
 
 /// Every invariant, at the end of a run; `settled`: it ended quiescent (if not, that is a
@@ -176,6 +180,7 @@ pub fn check(w: &World, sent: &Sent<'_>, settled: bool) -> Vec<Violation> {
         triggered,
         pauses,
         resets,
+        batches,
     } = *sent;
     let mut out = Vec::new();
     let mut add = |invariant: Invariant, detail: String| {
@@ -191,6 +196,7 @@ pub fn check(w: &World, sent: &Sent<'_>, settled: bool) -> Vec<Violation> {
     upgrades::check_upgrades(&mut add, w, &logs);
     pauses::check_pauses(&mut add, w, &logs, pauses, settled);
     resets::check_resets(&mut add, &logs, resets, settled);
+    batches::check_batches(&mut add, w, batches, settled);
     history::check_histories(&mut add, w, &logs);
     timings::check_timings(&mut add, w, &logs);
     let results = results::check_results(&mut add, w, &logs, submitted, keyed);

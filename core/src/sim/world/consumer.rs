@@ -325,6 +325,7 @@ impl World {
         // kind says which state it is; bytes that do not decode are corrupt.
         enum Last {
             Schedule(Option<crate::schedule::ScheduleState>),
+            Batch(Option<crate::batch::BatchState>),
             Correlation(Option<crate::correlation::CorrelationState>),
             Remembered(Option<crate::correlation::RememberedEvent>),
             Corrupt(crate::processor::CorruptState),
@@ -335,6 +336,9 @@ impl World {
             let state = match (wire::record_type(TopicRole::State, r.kind), &r.payload) {
                 (Ok(RecordType::ScheduleState), Some(Payload::Schedule(state))) => {
                     Last::Schedule(state.clone())
+                }
+                (Ok(RecordType::BatchState), Some(Payload::Batch(state))) => {
+                    Last::Batch(state.clone())
                 }
                 (Ok(RecordType::CorrelationState), Some(Payload::Correlation(state))) => {
                     Last::Correlation(state.clone())
@@ -363,6 +367,7 @@ impl World {
         for record in last.into_values() {
             match record {
                 Last::Schedule(s) => state.schedules.extend(s),
+                Last::Batch(b) => state.batches.extend(b),
                 Last::Correlation(c) => state.correlations.extend(c),
                 Last::Remembered(r) => state.remembered.extend(r),
                 Last::Corrupt(c) => {
