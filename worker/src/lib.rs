@@ -16,6 +16,7 @@
 //! - [`cli`]: the `weir` command line.
 
 pub mod api;
+pub mod batch_client;
 pub mod cli;
 pub mod codec;
 pub mod failpoints;

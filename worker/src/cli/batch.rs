@@ -11,17 +11,13 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 use rdkafka::producer::FutureProducer;
-use weir_core::batch::{
-    self, BatchAction, BatchCommandAction, BatchFilter, BatchSpec, BatchState, BatchStatus,
-};
-use weir_core::list::MAX_LIST_LIMIT;
+use weir_core::batch::{self, BatchCommandAction, BatchState, BatchStatus};
 
 use super::ClusterArgs;
 use super::client::topology;
 use crate::codec::Codec;
 use crate::kafka::batches::{self, Listed};
 use crate::options::DEFAULT_BATCH_RATE;
-use crate::store::Store;
 use crate::store::list::ListFilter;
 
 /// How often `--follow` reads the batch's state.
@@ -112,44 +108,14 @@ pub async fn run(command: BatchCommand) -> ExitCode {
     }
 }
 
-/// The spec `args` ask for (checked as the owner checks it).
-pub fn spec_of(
-    filter: &ListFilter,
-    action: &str,
-    rate: f64,
-    reason: &str,
-    id: &str,
-) -> anyhow::Result<BatchSpec> {
-    let action: BatchAction = action.parse()?;
-    if filter.finished_since.is_some() || filter.finished_until.is_some() {
-        anyhow::bail!(
-            "a batch selects by creation time: --finished-since/--finished-until are list-only"
-        );
-    }
-    let query = filter.query(1, None, chrono::Utc::now())?;
-    let spec = BatchSpec {
-        filter: BatchFilter {
-            by: query.by,
-            state: query.state,
-            outcome: query.outcome,
-            created_from: query.created_from,
-            created_until: query.created_until,
-        },
-        action,
-        per_second: rate,
-        reason: reason.to_owned(),
-    };
-    batch::check(id, &spec)?;
-    Ok(spec)
-}
-
 async fn start(args: StartArgs) -> anyhow::Result<ExitCode> {
     let id = args
         .id
         .clone()
         .unwrap_or_else(|| ulid::Ulid::new().to_string());
-    let spec = spec_of(&args.filter, &args.action, args.rate, &args.reason, &id)?;
-    let total = count(&args.cluster, &spec).await?;
+    let spec = crate::batch_client::spec_of(&args.filter, &args.action, args.rate, &args.reason, &id)?;
+    let store = super::client::store(&args.cluster).await?;
+    let total = crate::batch_client::count(&store, &spec).await?;
     if total == 0 {
         anyhow::bail!("no execution matches the filter: batch `{id}` not started");
     }
@@ -166,48 +132,6 @@ async fn start(args: StartArgs) -> anyhow::Result<ExitCode> {
         return follow(&args.cluster, &id, Some(total)).await;
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// How many executions the spec's filter selects now (the progress bar's total: executions
-/// created since are not selected, ones finished since are skipped, so it is what the batch
-/// will give an outcome, as far as the store is up to date).
-async fn count(cluster: &ClusterArgs, spec: &BatchSpec) -> anyhow::Result<u64> {
-    let store = super::client::store(cluster).await?;
-    let now = chrono::Utc::now();
-    let mut state = match batch::apply(
-        None,
-        &batches::command("count", BatchCommandAction::Start(spec.clone())),
-        now,
-    ) {
-        batch::Applied::Put(state) => *state,
-        _ => anyhow::bail!("the spec is refused"),
-    };
-    let mut total = 0;
-    loop {
-        let query = page_query(&state);
-        let page = store.list_executions(&query).await?;
-        total += page.executions.len() as u64;
-        match page.next {
-            Some(next) => state.cursor = Some(next),
-            None => return Ok(total),
-        }
-    }
-}
-
-/// The query of the next page of `state`'s selection, as large as a page may be.
-fn page_query(state: &BatchState) -> weir_core::rows::ListQuery {
-    let f = &state.spec.filter;
-    weir_core::rows::ListQuery {
-        by: f.by.clone(),
-        state: f.state,
-        outcome: f.outcome.clone(),
-        created_from: f.created_from,
-        created_until: f.created_until,
-        finished_from: None,
-        finished_until: None,
-        limit: MAX_LIST_LIMIT,
-        after: state.cursor.clone(),
-    }
 }
 
 async fn read(cluster: &ClusterArgs) -> anyhow::Result<Vec<Listed>> {
@@ -250,7 +174,7 @@ pub fn progress_line(state: &BatchState, total: Option<u64>) -> String {
 
 /// Draws the batch's progress until it ends: exit 0 when done, 1 when cancelled.
 async fn follow(cluster: &ClusterArgs, id: &str, total: Option<u64>) -> anyhow::Result<ExitCode> {
-    let mut out = std::io::stderr().lock();
+    let mut out = std::io::stderr();
     loop {
         if let Some(listed) = find(cluster, id).await? {
             write!(out, "\r{}", progress_line(&listed.state, total))?;
@@ -283,7 +207,7 @@ async fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
         );
     };
     if args.json {
-        let json = crate::present::batch_json(&listed.state, Some(&listed.outcomes));
+        let json = crate::present::batch_json(&listed.state, Some(listed.outcomes.as_slice()));
         println!("{}", serde_json::to_string_pretty(&json)?);
         return Ok(ExitCode::SUCCESS);
     }
