@@ -28,6 +28,7 @@
 //!   effect writes, and what a record read from a topic is.
 
 pub mod activity;
+pub mod batch;
 pub mod cache;
 pub mod concurrency;
 pub mod control;

@@ -543,6 +543,8 @@ pub enum StateOf {
     Remembered,
     /// A concurrency slot's state ([`crate::concurrency::SlotState`]).
     Slot,
+    /// A batch operation's state (left in place when corrupt: [`crate::batch`]).
+    Batch,
 }
 
 /// A record of `weir.state` that does not decode, as the take-over read it.

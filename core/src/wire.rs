@@ -166,11 +166,17 @@ pub enum RecordKind {
     /// A `SlotCommand` on `weir.responses` (keyed by the slot, or by the execution it
     /// answers), a `SlotState` on `weir.state` (keyed by the slot); [`crate::concurrency`].
     Concurrency,
+    /// A `BatchCommand` on `weir.responses`, a `BatchState` on `weir.state`; each keyed
+    /// `weir:batch:<id>` ([`crate::batch`]).
+    Batch,
+    /// A `BatchOutcomes` on `weir.state`: one turn's outcomes of a batch, keyed
+    /// `weir:batch:<id>:<turn>` on the batch's partition.
+    BatchOutcomes,
 }
 
 impl RecordKind {
     /// Every kind.
-    pub const ALL: [RecordKind; 11] = [
+    pub const ALL: [RecordKind; 13] = [
         RecordKind::Cancel,
         RecordKind::Upgrade,
         RecordKind::CancelExecution,
@@ -182,6 +188,8 @@ impl RecordKind {
         RecordKind::ResetExecution,
         RecordKind::ResetStart,
         RecordKind::Concurrency,
+        RecordKind::Batch,
+        RecordKind::BatchOutcomes,
     ];
 
     /// The header's value for this kind.
@@ -198,6 +206,8 @@ impl RecordKind {
             RecordKind::ResetExecution => b"reset-execution",
             RecordKind::ResetStart => b"reset-start",
             RecordKind::Concurrency => b"concurrency",
+            RecordKind::Batch => b"batch",
+            RecordKind::BatchOutcomes => b"batch-outcomes",
         }
     }
 
@@ -238,6 +248,7 @@ pub enum RecordType {
     ScheduleCommand,
     CorrelationCommand,
     SlotCommand,
+    BatchCommand,
     /// An event: an `InboundEvent` for an execution or a `KeyedEvent` for a correlation key,
     /// one union on `weir.events`, told apart by its target.
     Event,
@@ -248,6 +259,8 @@ pub enum RecordType {
     CorrelationState,
     RememberedEvent,
     SlotState,
+    BatchState,
+    BatchOutcomes,
     ActivityRequest,
     ActivityCancel,
     /// A paused route on `weir.control` ([`crate::control::RoutePause`]; a tombstone when
@@ -284,6 +297,7 @@ pub fn record_type(role: TopicRole, kind: Option<RecordKind>) -> Result<RecordTy
         (R::Responses, Some(K::Correlation)) => T::CorrelationCommand,
         (R::Responses, Some(K::StubWrite)) => T::StubWrite,
         (R::Responses, Some(K::Concurrency)) => T::SlotCommand,
+        (R::Responses, Some(K::Batch)) => T::BatchCommand,
         (R::Events, None) => T::Event,
         (R::History, None) => T::HistoryRecord,
         (R::Results, None) => T::ExecutionFinished,
@@ -292,6 +306,8 @@ pub fn record_type(role: TopicRole, kind: Option<RecordKind>) -> Result<RecordTy
         (R::State, Some(K::Correlation)) => T::CorrelationState,
         (R::State, Some(K::Remembered)) => T::RememberedEvent,
         (R::State, Some(K::Concurrency)) => T::SlotState,
+        (R::State, Some(K::Batch)) => T::BatchState,
+        (R::State, Some(K::BatchOutcomes)) => T::BatchOutcomes,
         (R::Activity, None) => T::ActivityRequest,
         (R::Activity, Some(K::Cancel)) => T::ActivityCancel,
         (R::Control, None) => T::RoutePause,
@@ -307,6 +323,7 @@ pub fn state_of(record: RecordType) -> Option<crate::records::StateOf> {
         RecordType::CorrelationState => Some(StateOf::Correlation),
         RecordType::RememberedEvent => Some(StateOf::Remembered),
         RecordType::SlotState => Some(StateOf::Slot),
+        RecordType::BatchState => Some(StateOf::Batch),
         _ => None,
     }
 }
@@ -491,6 +508,29 @@ pub fn address(effect: &Effect) -> Result<Option<Address>, AddressError> {
             Address::to(R::Responses, &request.execution_id).of_kind(RecordKind::ResetExecution)
         }
         Effect::PutSchedule { name, .. } => Address::to(R::State, StateKey::schedule(name)),
+        Effect::PutBatch(state) => {
+            Address::to(R::State, StateKey::Batch(state.id.clone())).of_kind(RecordKind::Batch)
+        }
+        // One record a turn, on the batch's partition: read with the batch's state.
+        Effect::PutBatchOutcomes { id, turn, .. } => {
+            let batch = StateKey::Batch(id.clone()).to_string();
+            Address {
+                destination: Destination::Topic(R::State),
+                key: Key::Within {
+                    key: format!("{batch}:{turn}"),
+                    partition_of: batch,
+                },
+                kind: Some(RecordKind::BatchOutcomes),
+                headers: Vec::new(),
+            }
+        }
+        // The records `weir pause` / `weir cancel` send, on the execution's partition.
+        Effect::BatchRequest(crate::batch::BatchRequest::Pause(r)) => {
+            Address::to(R::Responses, &r.execution_id).of_kind(RecordKind::PauseExecution)
+        }
+        Effect::BatchRequest(crate::batch::BatchRequest::Cancel(r)) => {
+            Address::to(R::Responses, &r.execution_id).of_kind(RecordKind::CancelExecution)
+        }
         Effect::ScheduleCommand(command) => {
             Address::to(R::Responses, StateKey::schedule(&command.name))
                 .of_kind(RecordKind::Schedule)
@@ -575,7 +615,7 @@ pub mod examples {
     use crate::schedule::{ScheduleAction, ScheduleCommand};
 
     /// How many variants [`Effect`] has; [`variant`] numbers them.
-    pub const EFFECT_VARIANTS: usize = 24;
+    pub const EFFECT_VARIANTS: usize = 27;
 
     /// The number of `effect`'s variant, below [`EFFECT_VARIANTS`] (no wildcard: a new
     /// variant does not compile until it is numbered, and then the examples must have it).
@@ -605,6 +645,9 @@ pub mod examples {
             Effect::ResendReset(_) => 21,
             Effect::Slot(_) => 22,
             Effect::PutSlot { .. } => 23,
+            Effect::PutBatch(_) => 24,
+            Effect::PutBatchOutcomes { .. } => 25,
+            Effect::BatchRequest(_) => 26,
         }
     }
 
@@ -823,7 +866,7 @@ pub mod examples {
                 ))],
             }),
             Effect::ResendReset(ResetRequest {
-                execution_id: parent,
+                execution_id: parent.clone(),
                 to_seq: 1,
                 new_execution_id: id(RESET_TO),
                 then: ResetThen::Cancel,
@@ -857,7 +900,64 @@ pub mod examples {
                 key: Slot::Key(CONCURRENCY_KEY.into()).wire_key(),
                 state: None,
             },
+            Effect::PutBatch(Box::new(batch_state(at))),
+            Effect::PutBatchOutcomes {
+                id: BATCH.into(),
+                turn: 1,
+                outcomes: vec![crate::batch::ExecutionOutcome {
+                    execution_id: parent.clone(),
+                    outcome: crate::batch::Outcome::Acted,
+                }],
+            },
+            Effect::BatchRequest(crate::batch::request(
+                BATCH,
+                &batch_state(at).spec,
+                &parent,
+                at,
+            )),
         ]
+    }
+
+    /// A batch operation's id.
+    pub const BATCH: &str = "pause-fibo";
+
+    /// A running batch that paused one execution of a function.
+    pub fn batch_state(at: DateTime<Utc>) -> crate::batch::BatchState {
+        use crate::batch::{
+            BatchAction, BatchCounts, BatchFilter, BatchSpec, BatchState, BatchStatus,
+        };
+        BatchState {
+            id: BATCH.into(),
+            spec: BatchSpec {
+                filter: BatchFilter {
+                    by: crate::rows::ListBy::Function(
+                        "weir-examples:workflows/workflow.fibo".into(),
+                    ),
+                    state: Some(crate::rows::ExecutionState::Running),
+                    outcome: None,
+                    created_from: None,
+                    created_until: Some(at),
+                },
+                action: BatchAction::Pause,
+                per_second: 10.0,
+                reason: "a bad deploy".into(),
+            },
+            status: BatchStatus::Running,
+            started_at: at,
+            ended_at: None,
+            cursor: Some(crate::rows::ListCursor {
+                created_at: at,
+                execution_id: id(PARENT),
+            }),
+            counts: BatchCounts {
+                acted: 1,
+                finished: 0,
+                already: 0,
+            },
+            tat: Some(at),
+            turns: 1,
+            updated_at: at,
+        }
     }
 }
 

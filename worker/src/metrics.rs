@@ -275,6 +275,8 @@ pub struct Metrics {
     /// `weir_concurrency_slots_granted_total`, `weir_concurrency_slots_refused_total`.
     pub slots_granted: Counter,
     pub slots_refused: Counter,
+    /// Requests batch operations sent (`weir batch`): `weir_batch_requests_total`.
+    pub batch_requests: Counter,
     /// Records of `weir.state` that did not decode, found at a take-over (and dropped by its
     /// first batch): `weir_state_corrupt_dropped_total`.
     pub state_corrupt_dropped: Counter,
@@ -473,6 +475,11 @@ impl Metrics {
             "concurrency_slots_refused_total",
             "Executions refused by a concurrency slot whose queue was full (they finish conflict).",
             self.slots_refused.get(),
+        );
+        counter(
+            "batch_requests_total",
+            "Requests batch operations sent (weir batch): one per execution acted on.",
+            self.batch_requests.get(),
         );
         counter(
             "state_corrupt_dropped_total",

@@ -210,6 +210,48 @@ pub fn schedule_json(s: &weir_core::schedule::ScheduleState) -> serde_json::Valu
     })
 }
 
+/// A batch operation as JSON (`weir batch status|list --json`, the API): its spec, status,
+/// counts and, when given, every execution's outcome.
+pub fn batch_json(
+    s: &weir_core::batch::BatchState,
+    outcomes: Option<&[weir_core::batch::BatchOutcomes]>,
+) -> serde_json::Value {
+    let f = &s.spec.filter;
+    let (function, parent) = match &f.by {
+        weir_core::rows::ListBy::Function(function) => (Some(function.clone()), None),
+        weir_core::rows::ListBy::Parent(parent) => (None, Some(parent.to_string())),
+    };
+    let mut json = json!({
+        "id": s.id,
+        "action": s.spec.action.as_str(),
+        "status": s.status.as_str(),
+        "rate": s.spec.per_second,
+        "reason": s.spec.reason,
+        "filter": {
+            "function": function,
+            "parent": parent,
+            "state": f.state.map(|s| s.as_str()),
+            "outcome": f.outcome,
+            "since": f.created_from.map(|t| t.to_rfc3339()),
+            "until": f.created_until.map(|t| t.to_rfc3339()),
+        },
+        "acted": s.counts.acted,
+        "skipped_finished": s.counts.finished,
+        "skipped_already": s.counts.already,
+        "seen": s.counts.seen(),
+        "started_at": s.started_at.to_rfc3339(),
+        "ended_at": s.ended_at.map(|t| t.to_rfc3339()),
+    });
+    if let Some(outcomes) = outcomes {
+        json["outcomes"] = outcomes
+            .iter()
+            .flat_map(|turn| &turn.outcomes)
+            .map(|o| json!({"execution_id": o.execution_id.to_string(), "outcome": o.outcome.as_str()}))
+            .collect();
+    }
+    json
+}
+
 /// A correlation key's state as JSON (`weir correlation list --json`, the API): its holder
 /// (`null`: nobody holds it), the executions queued after it in registration order, the
 /// events buffered for the next holder, and how many event ids it remembers having forwarded;

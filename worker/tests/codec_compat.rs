@@ -208,6 +208,9 @@ fn resolution_matches_union_branches_by_name() {
     check_full_resolution(&pause_requests());
     check_full_resolution(&reset_requests());
     check_full_resolution(&reset_starts());
+    check_full_resolution(&batch_commands());
+    check_full_resolution(&batch_states());
+    check_full_resolution(&batch_outcomes());
 }
 
 #[test]

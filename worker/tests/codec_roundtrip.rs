@@ -98,6 +98,13 @@ fn pause_requests_round_trip() {
 }
 
 #[test]
+fn batch_records_round_trip() {
+    both("weir.responses", &batch_commands());
+    both("weir.state", &batch_states());
+    both("weir.state", &batch_outcomes());
+}
+
+#[test]
 fn reset_requests_round_trip() {
     both("weir.responses", &reset_requests());
 }

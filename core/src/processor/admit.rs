@@ -175,6 +175,15 @@ impl<R: WorkflowRunner> Processor<R> {
                     &what,
                 );
             }
+            Body::Batch(c) => {
+                let what = format!("a command for batch `{}`", c.id);
+                return self.misrouted_keyed(
+                    partition,
+                    key,
+                    &StateKey::Batch(c.id.clone()).to_string(),
+                    &what,
+                );
+            }
             Body::KeyedEvent(e) => {
                 let what = format!("an event for correlation key `{}`", e.key);
                 return self.misrouted_keyed(partition, key, &e.key, &what);
@@ -294,7 +303,9 @@ pub(super) fn response_owner(key: Option<&str>) -> Option<ExecutionId> {
 pub(super) fn input_owner(key: Option<&str>, body: &Body) -> Option<ExecutionId> {
     Some(match body {
         // A schedule is no execution: nothing to rehydrate.
-        Body::Schedule(_) | Body::KeyedEvent(_) | Body::Correlation(_) => return None,
+        Body::Schedule(_) | Body::Batch(_) | Body::KeyedEvent(_) | Body::Correlation(_) => {
+            return None;
+        }
         // A slot's command is for its slot, no execution; a grant is for its execution.
         Body::Slot(c) if c.for_slot() => return None,
         Body::Slot(c) => c.execution_id.clone(),

@@ -148,6 +148,7 @@ impl<R: WorkflowRunner> Processor<R> {
     /// have moved past what is committed).
     pub fn clear(&mut self) {
         self.schedules.clear();
+        self.batches.clear();
         self.correlations.clear();
         self.slots.clear();
         self.take_over_effects.clear();

@@ -89,4 +89,6 @@ pub struct ProcessorStats {
     /// Remembered event ids forgotten before their window ended, a key having forwarded more
     /// than [`crate::correlation::MAX_REMEMBERED`] within it.
     pub remembered_cut: u64,
+    /// Requests sent by batch operations ([`super::batches`]).
+    pub batch_requests: u64,
 }

@@ -127,6 +127,20 @@ pub enum Effect {
         key: String,
         state: Option<SlotState>,
     },
+    /// The new state of a batch operation of an owned partition, on `weir.state`
+    /// (compacted), keyed `weir:batch:<id>` ([`crate::batch`]).
+    PutBatch(Box<crate::batch::BatchState>),
+    /// The outcomes of one turn of a batch, on `weir.state`, keyed `weir:batch:<id>:<turn>`
+    /// on the batch's partition (header `weir.kind = batch-outcomes`).
+    PutBatchOutcomes {
+        id: String,
+        turn: u64,
+        outcomes: Vec<crate::batch::ExecutionOutcome>,
+    },
+    /// A batch's request for an execution's owner (`weir.responses`, keyed by the execution,
+    /// header `weir.kind = pause-execution` or `cancel-execution`): the record `weir pause`
+    /// or `weir cancel` sends.
+    BatchRequest(crate::batch::BatchRequest),
     /// The input record `input` of the batch goes to the DLQ, byte for byte.
     DeadLetter {
         input: usize,

@@ -61,6 +61,8 @@ pub enum Body {
     Cancel(CancelRequest),
     /// A command about a schedule (`weir schedule`, `weir topology apply`, a finished run).
     Schedule(ScheduleCommand),
+    /// A command about a batch operation (`weir batch start`, `weir batch cancel`).
+    Batch(crate::batch::BatchCommand),
     /// An event sent to a correlation key (`weir.events`, keyed by the key).
     KeyedEvent(KeyedEvent),
     /// An execution registering a correlation key, or finished (`weir.responses`).

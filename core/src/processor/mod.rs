@@ -32,6 +32,7 @@
 //! - [`events`]: events, early events and correlation keys;
 //! - [`schedules`]: schedules and their ticks;
 //! - [`concurrency`]: concurrency slots (keys, functions' limits), both sides;
+//! - [`batches`]: batch operations and their turns;
 //! - [`corrupt_state`]: keyed state that does not decode, dropped to the DLQ;
 //! - [`stubs`]: stub values from outside and from other workflows;
 //! - [`upgrades`]: moving an execution to another build;
@@ -42,6 +43,7 @@
 //! - [`trace`]: the trace context of each record.
 
 mod admit;
+mod batches;
 mod cache;
 mod cancel;
 mod concurrency;
@@ -107,6 +109,7 @@ impl<R: WorkflowRunner> Processor<R> {
             policy: Policy::new(config.cache_bytes),
             accessed: IndexSet::new(),
             schedules: BTreeMap::new(),
+            batches: BTreeMap::new(),
             correlations: key_table::KeyTable::default(),
             slots: BTreeMap::new(),
             submissions_unread_at: None,
@@ -335,6 +338,10 @@ impl<R: WorkflowRunner> Processor<R> {
                 self.schedule_command(batch, index, command);
                 Ok(())
             }
+            Body::Batch(command) => {
+                self.batch_command(batch, index, command);
+                Ok(())
+            }
             Body::KeyedEvent(event) => {
                 self.receive_keyed_event(batch, index, event);
                 Ok(())
@@ -411,6 +418,8 @@ pub struct Processor<R: WorkflowRunner> {
     /// The schedules of the owned partitions, by name (restored at take-over, see
     /// [`Processor::restore_schedules`]).
     schedules: BTreeMap<String, ScheduleState>,
+    /// The batches of the owned partitions, by id (restored at take-over with the schedules).
+    batches: BTreeMap<String, crate::batch::BatchState>,
     /// The correlation keys of the owned partitions that hold an execution or events
     /// (restored at take-over with the schedules).
     correlations: key_table::KeyTable,

@@ -146,6 +146,12 @@ pub enum Payload {
     Schedule(Option<ScheduleState>),
     /// A command about a schedule, on `weir.responses`.
     ScheduleCommand(ScheduleCommand),
+    /// A batch operation's state on `weir.state` (`None`: a tombstone).
+    Batch(Option<crate::batch::BatchState>),
+    /// One turn's outcomes of a batch operation, on `weir.state`.
+    BatchOutcomes(Vec<crate::batch::ExecutionOutcome>),
+    /// A command about a batch operation, on `weir.responses`.
+    BatchCommand(crate::batch::BatchCommand),
     /// A correlation key's state on `weir.state` (`None`: a tombstone).
     Correlation(Option<crate::correlation::CorrelationState>),
     /// An event id a correlation key remembers, on `weir.state` (`None`: a tombstone).

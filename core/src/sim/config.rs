@@ -268,10 +268,17 @@ pub struct Faults {
     /// their id (no draw: the seeds of the other classes stay the same). Every execution must
     /// still finish once with its value. See `checks/concurrency.rs` for what is checked.
     pub concurrency: bool,
+    /// Batch operations (`weir batch`; issue 35 item 3): clients start batches that pause
+    /// every execution of a workflow function at a rate (sometimes the same start twice, a
+    /// start with a rate of 0 or less, a cancel of a batch or of one that does not exist)
+    /// while the faults go on; when the faults stop they wait for them to end, start a batch
+    /// that resumes what is paused, and resume what is left. Drawn from an RNG of its own
+    /// (`Sim::batch_rng`). See `checks/batches.rs` for what is checked.
+    pub batches: bool,
 }
 
 impl Faults {
-    pub const NAMES: [&'static str; 33] = [
+    pub const NAMES: [&'static str; 34] = [
         "crashes",
         "hanging_txns",
         "rebalances",
@@ -305,6 +312,7 @@ impl Faults {
         "rate_limits",
         "resets",
         "concurrency",
+        "batches",
     ];
 
     pub fn none() -> Self {
@@ -342,6 +350,7 @@ impl Faults {
             rate_limits: false,
             resets: false,
             concurrency: false,
+            batches: false,
         }
     }
 
@@ -361,7 +370,8 @@ impl Faults {
     /// 32) joined once a `retry` timer put again by the batch that fired it was no longer
     /// deleted with it, and a fenced owner's late `retry` timer behind the next owner's
     /// watermark no longer stayed in the store (the dropped timer buckets); `triggers`,
-    /// `blackouts`, `corrupt_state`, `pause_resume`, `route_pauses`, `rate_limits`, `resets` and `concurrency` joined
+    /// `blackouts`, `corrupt_state`, `pause_resume`, `route_pauses`, `rate_limits`, `resets`,
+    /// `concurrency` and `batches` joined
     /// as they were written. A class that finds a new bug leaves this set until its fix, with an ignored
     /// test naming the seeds.
     pub fn passing() -> Self {
@@ -403,6 +413,7 @@ impl Faults {
             "rate_limits" => &mut self.rate_limits,
             "resets" => &mut self.resets,
             "concurrency" => &mut self.concurrency,
+            "batches" => &mut self.batches,
             _ => return None,
         })
     }

@@ -101,6 +101,10 @@ pub struct Sim {
     pub(super) reset_rng: Rng,
     /// The reset requests clients sent, in order (`Faults::resets`).
     pub(super) reset_sends: Vec<super::sent::ResetSend>,
+    /// The side RNG of `Faults::batches` (see `workloads/batches.rs`).
+    pub(super) batch_rng: Rng,
+    /// The batch commands clients sent, in order (`Faults::batches`).
+    pub(super) batch_sends: Vec<super::sent::BatchSend>,
     /// The routes a client paused on `weir.control` and has not resumed yet: resumed when the
     /// faults stop.
     pub(super) paused_routes: std::collections::BTreeSet<String>,
@@ -160,6 +164,8 @@ impl Sim {
             route_rng: Sim::route_rng(seed),
             reset_rng: Sim::reset_rng(seed),
             reset_sends: Vec::new(),
+            batch_rng: Sim::batch_rng(seed),
+            batch_sends: Vec::new(),
             paused_routes: std::collections::BTreeSet::new(),
             stray_events: Vec::new(),
             next_event: 0,
@@ -461,6 +467,7 @@ impl Sim {
     pub fn check(&self, settled: bool) -> Vec<Violation> {
         let mut out = self.early.clone();
         let submitted = self.with_trigger_submissions();
+        let pauses = self.pause_sends_with_batches();
         let sent = super::checks::Sent {
             submitted: &submitted,
             poison: &self.poison,
@@ -469,8 +476,9 @@ impl Sim {
             schedules: &self.schedules,
             keyed: &self.keyed_events,
             triggered: &self.trig_sends,
-            pauses: &self.pause_sends,
+            pauses: &pauses,
             resets: &self.reset_sends,
+            batches: &self.batch_sends,
         };
         out.extend(check(&self.world(), &sent, settled));
         out
@@ -499,6 +507,9 @@ impl Sim {
         }
         if f.resets {
             self.maybe_reset_request();
+        }
+        if f.batches {
+            self.maybe_batch_command();
         }
         let slots = self.slots();
         let staying = self.slots.values().filter(|s| !s.removing).count();
@@ -705,6 +716,9 @@ impl Sim {
         if self.faults.resets {
             self.resets_after_faults();
         }
+        if self.faults.batches {
+            self.batches_after_faults();
+        }
         if self.faults.route_pauses {
             // The client goes on pausing and resuming routes while the executions run, then
             // resumes every route it paused, so that every request held runs.
@@ -744,6 +758,8 @@ impl Sim {
 impl Sim {
     /// The report of the run so far: what it did, and the violations `check` found.
     pub fn report(&self, settled: bool, violations: Vec<Violation>) -> Report {
+        // Before the world is locked: it reads the committed log itself.
+        let pause_sends = self.pause_sends_with_batches();
         let mut w = self.world();
         w.take_log();
         Report {
@@ -769,7 +785,8 @@ impl Sim {
             correlation: CorrelationCounts::of(&w),
             stubs: StubCounts::of(&w, &self.stub_sends),
             upgrades: super::checks::UpgradeCounts::of(&w),
-            pauses: super::checks::PauseCounts::of(&w, &self.pause_sends),
+            pauses: super::checks::PauseCounts::of(&w, &pause_sends),
+            batches: super::checks::BatchCounts::of(&w, &self.batch_sends),
             resets: super::checks::ResetCounts::of(&w, &self.reset_sends),
             concurrency: super::checks::ConcurrencyCounts::of(&w),
             routes: super::checks::RouteCounts::of(&w),

@@ -67,6 +67,10 @@ fn written(effect: &Effect) -> Option<RecordType> {
         Effect::Slot(_) => RecordType::SlotCommand,
         Effect::PutSlot { .. } => RecordType::SlotState,
         Effect::DeadLetter { .. } | Effect::DeadLetterState(_) => RecordType::DlqEnvelope,
+        Effect::PutBatch(_) => RecordType::BatchState,
+        Effect::PutBatchOutcomes { .. } => RecordType::BatchOutcomes,
+        Effect::BatchRequest(crate::batch::BatchRequest::Pause(_)) => RecordType::PauseRequest,
+        Effect::BatchRequest(crate::batch::BatchRequest::Cancel(_)) => RecordType::CancelRequest,
     })
 }
 
@@ -201,6 +205,29 @@ fn the_routing_of_every_effect() {
                 R::State,
                 exactly("weir:slot:key:customer-42"),
                 Some(K::Concurrency),
+                vec![]
+            )),
+            // A batch's state and a turn's outcomes, on the batch's partition; the pause it
+            // sends, for the execution's owner.
+            Some((
+                R::State,
+                exactly("weir:batch:pause-fibo"),
+                Some(K::Batch),
+                vec![]
+            )),
+            Some((
+                R::State,
+                Key::Within {
+                    key: "weir:batch:pause-fibo:1".to_owned(),
+                    partition_of: "weir:batch:pause-fibo".to_owned(),
+                },
+                Some(K::BatchOutcomes),
+                vec![]
+            )),
+            Some((
+                R::Responses,
+                exactly(PARENT),
+                Some(K::PauseExecution),
                 vec![]
             )),
         ]

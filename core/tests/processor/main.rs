@@ -5,6 +5,7 @@
 mod fixtures;
 
 mod admit;
+mod batches;
 mod cache;
 mod cancel;
 mod concurrency;

@@ -13,6 +13,7 @@
 //! - **Web pages** the operator visits cannot make it write, nor read it through a rebound
 //!   name ([`guard`]).
 
+mod batch;
 pub mod guard;
 mod reset;
 mod routes;
@@ -255,6 +256,12 @@ pub fn router(api: Arc<Api>) -> Router {
         .route(
             "/v1/routes/{name}/{action}",
             axum::routing::post(routes::action),
+        )
+        .route("/v1/batches", get(batch::list).post(batch::start))
+        .route("/v1/batches/{id}", get(batch::get))
+        .route(
+            "/v1/batches/{id}/cancel",
+            axum::routing::post(batch::cancel),
         )
         .route("/v1/schedules", get(list_schedules))
         .route("/v1/correlations", get(list_correlations))

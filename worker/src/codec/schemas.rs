@@ -65,6 +65,9 @@ const CURRENT_FILES: &[(&str, &str, &str)] = &[
     avsc!("RememberedEvent", "remembered_event.avsc"),
     avsc!("SlotCommand", "slot_command.avsc"),
     avsc!("SlotState", "slot_state.avsc"),
+    avsc!("BatchCommand", "batch_command.avsc"),
+    avsc!("BatchState", "batch_state.avsc"),
+    avsc!("BatchOutcomes", "batch_outcomes.avsc"),
 ];
 
 /// Earlier versions, oldest first. When a schema changes, its current file is copied here first.

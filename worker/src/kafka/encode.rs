@@ -239,6 +239,22 @@ fn value(
             state.as_ref().map(|s| codec.encode(topic, s)).transpose()?,
         )),
         Effect::ScheduleCommand(command) => encoded(codec, topic, command),
+        Effect::PutBatch(state) => encoded(codec, topic, state.as_ref()),
+        Effect::PutBatchOutcomes { id, turn, outcomes } => encoded(
+            codec,
+            topic,
+            &weir_core::batch::BatchOutcomes {
+                id: id.clone(),
+                turn: *turn,
+                outcomes: outcomes.clone(),
+            },
+        ),
+        Effect::BatchRequest(weir_core::batch::BatchRequest::Pause(request)) => {
+            encoded(codec, topic, request)
+        }
+        Effect::BatchRequest(weir_core::batch::BatchRequest::Cancel(request)) => {
+            encoded(codec, topic, request)
+        }
         // The stub's value as its parent reads a child's: `ChildExecutionFinished`.
         Effect::WriteStub(write) => encoded(
             codec,

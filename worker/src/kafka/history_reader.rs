@@ -22,6 +22,7 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::{BorrowedMessage, Headers, Message};
 use rdkafka::{Offset, TopicPartitionList};
+use weir_core::batch::{BatchOutcomes, BatchState};
 use weir_core::concurrency::SlotState;
 use weir_core::correlation::RememberedEvent;
 use weir_core::driver::{KeyedState, LoggedEntry};
@@ -172,6 +173,9 @@ pub enum Wanted {
     Correlations,
     /// Concurrency slots only (a listing of them): the others are skipped undecoded.
     Slots,
+    /// Batch operations with their turns' outcomes (a listing of them): nothing else is
+    /// decoded.
+    Batches,
 }
 
 /// How long a client's listing of the state topic rides out a cluster that is away.
@@ -209,6 +213,8 @@ enum StateRecord {
     Correlation(StoredCorrelation),
     Remembered(RememberedEvent),
     Slot(SlotState),
+    Batch(BatchState),
+    BatchOutcomes(BatchOutcomes),
     /// Bytes that do not decode at all ([`crate::codec::DecodeError::is_corrupt`]).
     Corrupt(CorruptState),
     /// A tombstone, a record left out (not wanted, or of a schema or kind this worker does
@@ -297,9 +303,7 @@ impl<'a> StateRecords<'a> {
         let state = match (payload, record) {
             (None, _) => StateRecord::None,
             (Some(bytes), Ok(RecordType::SlotState)) => {
-                if !matches!(self.wanted, Wanted::All | Wanted::Slots) {
-                    StateRecord::None
-                } else {
+                if matches!(self.wanted, Wanted::All | Wanted::Slots) {
                     self.decode(
                         key,
                         bytes,
@@ -307,8 +311,38 @@ impl<'a> StateRecords<'a> {
                         StateOf::Slot,
                         StateRecord::Slot,
                     )
+                } else {
+                    StateRecord::None
                 }
             }
+            (Some(bytes), Ok(RecordType::BatchState)) => {
+                if matches!(self.wanted, Wanted::All | Wanted::Batches) {
+                    self.decode(
+                        key,
+                        bytes,
+                        (partition, offset),
+                        StateOf::Batch,
+                        StateRecord::Batch,
+                    )
+                } else {
+                    StateRecord::None
+                }
+            }
+            // Read by a listing only: a take-over does not need them.
+            (Some(bytes), Ok(RecordType::BatchOutcomes)) => {
+                if self.wanted == Wanted::Batches {
+                    self.decode(
+                        key,
+                        bytes,
+                        (partition, offset),
+                        StateOf::Batch,
+                        StateRecord::BatchOutcomes,
+                    )
+                } else {
+                    StateRecord::None
+                }
+            }
+            (Some(_), Ok(_)) if self.wanted == Wanted::Batches => StateRecord::None,
             (Some(bytes), Ok(RecordType::ScheduleState)) => {
                 if matches!(self.wanted, Wanted::Correlations | Wanted::Slots) {
                     StateRecord::None
@@ -368,6 +402,8 @@ impl<'a> StateRecords<'a> {
         for record in self.last.into_values() {
             match record {
                 StateRecord::Schedule(s) => state.schedules.push(s),
+                StateRecord::Batch(b) => state.batches.push(b),
+                StateRecord::BatchOutcomes(o) => state.batch_outcomes.push(o),
                 StateRecord::Correlation(StoredCorrelation {
                     state: key_state,
                     forwarded,

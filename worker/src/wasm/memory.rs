@@ -642,6 +642,13 @@ impl InMemoryBus {
                         command.name
                     )));
                 }
+                // Batch operations live on `weir.state` and turn in the driver's loop, which
+                // this bus does not run.
+                Effect::PutBatch(_) | Effect::PutBatchOutcomes { .. } | Effect::BatchRequest(_) => {
+                    return Err(BusError::Inconsistent(
+                        "the in-memory bus does not run batch operations".into(),
+                    ));
+                }
                 // A reset comes from a `ResetRequest` (`weir reset`), which nothing sends this
                 // bus.
                 Effect::StartReset(start) => {

@@ -26,6 +26,7 @@
 //! [`unconsumed_inputs`], how an entry or a list reads in a message).
 
 mod activity;
+mod batches;
 mod cancels;
 mod concurrency;
 mod correlation;
@@ -50,6 +51,7 @@ mod upgrades;
 
 use std::collections::{BTreeMap, BTreeSet};
 
+pub use batches::BatchCounts;
 pub use concurrency::ConcurrencyCounts;
 pub use correlation::correlation_at_settle;
 pub use pauses::PauseCounts;
@@ -166,6 +168,8 @@ pub struct Sent<'a> {
     pub pauses: &'a [PauseSend],
     /// Reset requests, in order (`Faults::resets`).
     pub resets: &'a [ResetSend],
+    /// Batch commands, in order (`Faults::batches`).
+    pub batches: &'a [super::sent::BatchSend],
 }
 
 /// Every invariant, at the end of a run; `settled`: it ended quiescent (if not, that is a
@@ -181,6 +185,7 @@ pub fn check(w: &World, sent: &Sent<'_>, settled: bool) -> Vec<Violation> {
         triggered,
         pauses,
         resets,
+        batches,
     } = *sent;
     let mut out = Vec::new();
     let mut add = |invariant: Invariant, detail: String| {
@@ -197,6 +202,7 @@ pub fn check(w: &World, sent: &Sent<'_>, settled: bool) -> Vec<Violation> {
     pauses::check_pauses(&mut add, w, &logs, pauses, settled);
     resets::check_resets(&mut add, &logs, resets, settled);
     concurrency::check_concurrency(&mut add, w, &logs);
+    batches::check_batches(&mut add, w, batches, settled);
     history::check_histories(&mut add, w, &logs);
     timings::check_timings(&mut add, w, &logs);
     let results = results::check_results(&mut add, w, &logs, submitted, keyed);

@@ -325,6 +325,7 @@ impl World {
         // kind says which state it is; bytes that do not decode are corrupt.
         enum Last {
             Schedule(Option<crate::schedule::ScheduleState>),
+            Batch(Option<crate::batch::BatchState>),
             Correlation(Option<crate::correlation::CorrelationState>),
             Remembered(Option<crate::correlation::RememberedEvent>),
             Slot(Option<crate::concurrency::SlotState>),
@@ -336,6 +337,9 @@ impl World {
             let state = match (wire::record_type(TopicRole::State, r.kind), &r.payload) {
                 (Ok(RecordType::ScheduleState), Some(Payload::Schedule(state))) => {
                     Last::Schedule(state.clone())
+                }
+                (Ok(RecordType::BatchState), Some(Payload::Batch(state))) => {
+                    Last::Batch(state.clone())
                 }
                 (Ok(RecordType::CorrelationState), Some(Payload::Correlation(state))) => {
                     Last::Correlation(state.clone())
@@ -365,6 +369,7 @@ impl World {
         for record in last.into_values() {
             match record {
                 Last::Schedule(s) => state.schedules.extend(s),
+                Last::Batch(b) => state.batches.extend(b),
                 Last::Correlation(c) => state.correlations.extend(c),
                 Last::Remembered(r) => state.remembered.extend(r),
                 Last::Slot(s) => state.slots.extend(s),

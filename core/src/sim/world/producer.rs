@@ -187,6 +187,12 @@ impl World {
                 Payload::Dlq(Box::new(copy.envelope))
             }
             Effect::PutSchedule { state, .. } => Payload::Schedule(state.clone()),
+            Effect::PutBatch(state) => Payload::Batch(Some((**state).clone())),
+            Effect::PutBatchOutcomes { outcomes, .. } => Payload::BatchOutcomes(outcomes.clone()),
+            Effect::BatchRequest(crate::batch::BatchRequest::Pause(r)) => Payload::Pause(r.clone()),
+            Effect::BatchRequest(crate::batch::BatchRequest::Cancel(r)) => {
+                Payload::Cancel(r.clone())
+            }
             Effect::PutCorrelation { state, .. } => Payload::Correlation(state.clone()),
             Effect::PutRemembered { key, event_id, at } => {
                 Payload::Remembered(at.map(|at| crate::correlation::RememberedEvent {
