@@ -1,5 +1,5 @@
 //! Batch operations (issue 35 item 3; the design: `docs/design/batches.md`): one action —
-//! cancel, terminate, pause, resume — applied to every execution a list filter selects
+//! cancel, terminate, pause, resume, reset — applied to every execution a list filter selects
 //! (`weir list`'s filters: [`ListQuery`]), durably, at a bounded rate, with progress and an
 //! outcome per execution.
 //!
@@ -9,8 +9,8 @@
 //! `weir.responses`. The owner advances a running batch a turn at a time
 //! ([`crate::processor`]'s `batches`): [`wants`] says which list page it needs (the driver
 //! reads it from the store), [`advance`] decides, for each execution of the page, the
-//! [`Outcome`] and the request to send (the same [`PauseRequest`] / [`CancelRequest`] the
-//! CLI sends), and moves the cursor — all committed in one transaction.
+//! [`Outcome`] and the request to send (the same [`PauseRequest`] / [`CancelRequest`] /
+//! [`ResetRequest`] the CLI sends), and moves the cursor — all committed in one transaction.
 //!
 //! Invariants a reader may trust:
 //! - **Once per execution.** The cursor moves past an execution in the transaction that
@@ -31,7 +31,9 @@ use chrono::{DateTime, Utc};
 
 use crate::activity::rate::{RateLimit, RateLimitError, TokenBucket};
 use crate::model::ExecutionId;
-use crate::records::{CancelRequest, PauseAction, PauseRequest};
+use crate::records::{
+    CancelRequest, PauseAction, PauseRequest, ResetPoint, ResetRequest, ResetThen,
+};
 use crate::rows::{ExecutionState, ListBy, ListCursor, ListPage, ListQuery, ListedExecution};
 
 /// The most executions one turn reads (and acts on).
@@ -50,14 +52,18 @@ pub enum BatchAction {
     Terminate,
     Pause,
     Resume,
+    /// A new execution from each one's history ([`BatchSpec::reset`] says where it is cut
+    /// and what becomes of the old one).
+    Reset,
 }
 
 impl BatchAction {
-    pub const ALL: [BatchAction; 4] = [
+    pub const ALL: [BatchAction; 5] = [
         BatchAction::Cancel,
         BatchAction::Terminate,
         BatchAction::Pause,
         BatchAction::Resume,
+        BatchAction::Reset,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -66,6 +72,7 @@ impl BatchAction {
             BatchAction::Terminate => "terminate",
             BatchAction::Pause => "pause",
             BatchAction::Resume => "resume",
+            BatchAction::Reset => "reset",
         }
     }
 }
@@ -107,8 +114,28 @@ pub struct BatchSpec {
     /// Executions acted on per second at most (the bucket's burst is one second of it, at
     /// least 1, at most [`MAX_PAGE`]).
     pub per_second: f64,
+    /// A reset's point and what becomes of the old executions (read by a reset only).
+    pub reset: BatchReset,
     /// Why, for the requests it sends (and the histories they write).
     pub reason: String,
+}
+
+/// Where a reset batch cuts each history, and what becomes of the executions it resets
+/// (read by [`BatchAction::Reset`] only).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchReset {
+    pub to: ResetPoint,
+    pub then: ResetThen,
+}
+
+impl Default for BatchReset {
+    /// The latest point of each history (its last good step), the old execution left as it is.
+    fn default() -> Self {
+        BatchReset {
+            to: ResetPoint::Latest,
+            then: ResetThen::Keep,
+        }
+    }
 }
 
 impl BatchSpec {
@@ -166,6 +193,9 @@ pub enum Outcome {
     /// Skipped: already as the action would leave it (paused for a pause, not paused for a
     /// resume).
     AlreadyThere,
+    /// Skipped by a reset: a child execution (its parent awaits it by its id; reset the
+    /// top-level execution instead).
+    Child,
 }
 
 impl Outcome {
@@ -174,13 +204,19 @@ impl Outcome {
             Outcome::Acted => "acted",
             Outcome::Finished => "skipped-finished",
             Outcome::AlreadyThere => "skipped-already",
+            Outcome::Child => "skipped-child",
         }
     }
 
     pub fn parse(s: &str) -> Option<Self> {
-        [Outcome::Acted, Outcome::Finished, Outcome::AlreadyThere]
-            .into_iter()
-            .find(|x| x.as_str() == s)
+        [
+            Outcome::Acted,
+            Outcome::Finished,
+            Outcome::AlreadyThere,
+            Outcome::Child,
+        ]
+        .into_iter()
+        .find(|x| x.as_str() == s)
     }
 }
 
@@ -205,12 +241,18 @@ pub struct BatchCounts {
     pub acted: u64,
     pub finished: u64,
     pub already: u64,
+    pub children: u64,
 }
 
 impl BatchCounts {
     /// Executions with an outcome.
     pub fn seen(&self) -> u64 {
-        self.acted + self.finished + self.already
+        self.acted + self.finished + self.already + self.children
+    }
+
+    /// Executions skipped (not acted on).
+    pub fn skipped(&self) -> u64 {
+        self.finished + self.already + self.children
     }
 
     fn add(&mut self, outcome: Outcome) {
@@ -218,6 +260,7 @@ impl BatchCounts {
             Outcome::Acted => self.acted += 1,
             Outcome::Finished => self.finished += 1,
             Outcome::AlreadyThere => self.already += 1,
+            Outcome::Child => self.children += 1,
         }
     }
 }
@@ -262,6 +305,7 @@ pub struct BatchCommand {
 pub enum BatchRequest {
     Cancel(CancelRequest),
     Pause(PauseRequest),
+    Reset(ResetRequest),
 }
 
 impl BatchRequest {
@@ -269,6 +313,7 @@ impl BatchRequest {
         match self {
             BatchRequest::Cancel(r) => &r.execution_id,
             BatchRequest::Pause(r) => &r.execution_id,
+            BatchRequest::Reset(r) => &r.execution_id,
         }
     }
 
@@ -277,6 +322,7 @@ impl BatchRequest {
         match self {
             BatchRequest::Cancel(r) => &r.reason,
             BatchRequest::Pause(r) => &r.reason,
+            BatchRequest::Reset(r) => &r.reason,
         }
     }
 }
@@ -284,7 +330,7 @@ impl BatchRequest {
 /// Why a batch or a command is refused.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum BatchError {
-    #[error("`{0}` is not a batch action (one of cancel, terminate, pause, resume)")]
+    #[error("`{0}` is not a batch action (one of cancel, terminate, pause, resume, reset)")]
     UnknownAction(String),
     #[error("batch id `{0}` is not 1 to {MAX_ID_LEN} of A-Z a-z 0-9 . _ -")]
     BadId(String),
@@ -443,9 +489,12 @@ pub fn next_token(state: &BatchState) -> Option<DateTime<Utc>> {
         .flatten()
 }
 
-/// What an action does to an execution listed in `state`.
-pub fn decide(action: BatchAction, state: ExecutionState) -> Outcome {
+/// What an action does to `execution`, listed in `state`.
+pub fn decide(action: BatchAction, execution: &ExecutionId, state: ExecutionState) -> Outcome {
     match (action, state) {
+        // A reset is most for executions that finished wrong.
+        (BatchAction::Reset, _) if !execution.is_top_level() => Outcome::Child,
+        (BatchAction::Reset, _) => Outcome::Acted,
         (_, ExecutionState::Finished) => Outcome::Finished,
         (BatchAction::Pause, ExecutionState::Paused) => Outcome::AlreadyThere,
         (BatchAction::Resume, s) if s != ExecutionState::Paused => Outcome::AlreadyThere,
@@ -487,7 +536,29 @@ pub fn request(
         BatchAction::Resume => pause(PauseAction::Resume),
         BatchAction::Cancel => cancel(false),
         BatchAction::Terminate => cancel(true),
+        BatchAction::Reset => BatchRequest::Reset(ResetRequest {
+            execution_id: execution.clone(),
+            to: spec.reset.to,
+            new_execution_id: reset_id(id, execution),
+            then: spec.reset.then,
+            reason,
+            requested_at: now,
+        }),
     }
+}
+
+/// The new execution a reset batch `id` makes of `execution`: derived from both
+/// ([`ExecutionId::from_digest`]), so a batch never resets one execution into two.
+pub fn reset_id(id: &str, execution: &ExecutionId) -> ExecutionId {
+    use sha2::{Digest, Sha256};
+    let digest: [u8; 32] = Sha256::new()
+        .chain_update(b"weir batch reset\0")
+        .chain_update(id.as_bytes())
+        .chain_update(b"\0")
+        .chain_update(execution.to_string().as_bytes())
+        .finalize()
+        .into();
+    ExecutionId::from_digest(&digest)
 }
 
 /// One turn of a batch: the requests to send, the outcomes to record, the new state.
@@ -519,7 +590,7 @@ pub fn advance(state: &BatchState, page: &ListPage, now: DateTime<Utc>) -> Advan
             // A store that gave a row the cursor passed: it had its outcome already.
             continue;
         }
-        let outcome = decide(state.spec.action, e.state);
+        let outcome = decide(state.spec.action, &e.execution_id, e.state);
         if outcome == Outcome::Acted {
             if !bucket.take(now) {
                 all = false;

@@ -332,7 +332,27 @@ pub enum ResetThen {
     Terminate,
 }
 
-/// A request to start a new execution from an execution's history up to `to_seq` (its last
+/// Where a reset cuts a history.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ResetPoint {
+    /// After this seq (0: only `Created`, a new start with the same params).
+    Seq(u64),
+    /// At the latest point the rule allows ([`crate::reset::points`]): the last step after
+    /// which the execution waited for nothing, before its finish (what a batch reset of
+    /// executions with different histories asks).
+    Latest,
+}
+
+impl std::fmt::Display for ResetPoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ResetPoint::Seq(seq) => write!(f, "seq {seq}"),
+            ResetPoint::Latest => f.write_str("its latest point"),
+        }
+    }
+}
+
+/// A request to start a new execution from an execution's history up to `to` (its last
 /// good step), key: `execution_id`, with the Kafka header `weir.kind = reset-execution`, on
 /// `weir.responses` (`weir reset`, the HTTP API). The new execution, `new_execution_id`
 /// (top-level; chosen by the client, so that a request sent twice starts one execution),
@@ -342,9 +362,8 @@ pub enum ResetThen {
 #[derive(Clone, Debug, PartialEq)]
 pub struct ResetRequest {
     pub execution_id: ExecutionId,
-    /// The last seq of the history the new execution keeps (0: only `Created`, a new start
-    /// with the same params).
-    pub to_seq: u64,
+    /// Where its history is cut: the new execution keeps what comes before.
+    pub to: ResetPoint,
     pub new_execution_id: ExecutionId,
     pub then: ResetThen,
     /// Why, for both histories.

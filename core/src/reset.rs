@@ -103,6 +103,8 @@ pub enum ResetError {
         missing: u64,
         read: usize,
     },
+    #[error("the history of {0} has no point a reset can cut it at")]
+    NoPoint(ExecutionId),
     #[error(transparent)]
     Projection(#[from] ProjectionError),
 }

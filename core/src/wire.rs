@@ -531,6 +531,9 @@ pub fn address(effect: &Effect) -> Result<Option<Address>, AddressError> {
         Effect::BatchRequest(crate::batch::BatchRequest::Cancel(r)) => {
             Address::to(R::Responses, &r.execution_id).of_kind(RecordKind::CancelExecution)
         }
+        Effect::BatchRequest(crate::batch::BatchRequest::Reset(r)) => {
+            Address::to(R::Responses, &r.execution_id).of_kind(RecordKind::ResetExecution)
+        }
         Effect::ScheduleCommand(command) => {
             Address::to(R::Responses, StateKey::schedule(&command.name))
                 .of_kind(RecordKind::Schedule)
@@ -867,7 +870,7 @@ pub mod examples {
             }),
             Effect::ResendReset(ResetRequest {
                 execution_id: parent.clone(),
-                to_seq: 1,
+                to: crate::records::ResetPoint::Seq(1),
                 new_execution_id: id(RESET_TO),
                 then: ResetThen::Cancel,
                 reason: "a bad deploy".into(),
@@ -940,6 +943,7 @@ pub mod examples {
                 },
                 action: BatchAction::Pause,
                 per_second: 10.0,
+                reset: crate::batch::BatchReset::default(),
                 reason: "a bad deploy".into(),
             },
             status: BatchStatus::Running,
@@ -953,6 +957,7 @@ pub mod examples {
                 acted: 1,
                 finished: 0,
                 already: 0,
+                children: 0,
             },
             tat: Some(at),
             turns: 1,

@@ -3,8 +3,11 @@
 //! ([`weir_core::batch::check`]), and what its filter selects now (a filter that selects
 //! nothing is refused: nothing is sent).
 
-use weir_core::batch::{self, BatchAction, BatchCommandAction, BatchFilter, BatchSpec, BatchState};
+use weir_core::batch::{
+    self, BatchAction, BatchCommandAction, BatchFilter, BatchReset, BatchSpec, BatchState,
+};
 use weir_core::list::MAX_LIST_LIMIT;
+use weir_core::records::ResetPoint;
 
 use crate::store::list::{ListFilter, ListFilterError};
 use crate::store::{Store, StoreError};
@@ -20,6 +23,40 @@ pub enum BatchInputError {
     FinishTime,
     #[error("the store: {0}")]
     Store(#[from] StoreError),
+    #[error("a reset point is `latest` or a seq (0 or more), not `{0}`")]
+    ResetTo(String),
+    #[error("what becomes of a reset execution is keep, cancel or terminate, not `{0}`")]
+    ResetThen(String),
+    #[error("a reset point and what becomes of the executions are for a reset batch, not a {0}")]
+    NotAReset(BatchAction),
+}
+
+/// A reset batch's point (`latest`, the default, or a seq) and what becomes of the executions
+/// it resets (`keep`, the default, `cancel`, `terminate`), as the CLI and the API take them.
+pub fn reset_of(
+    action: &str,
+    to: Option<&str>,
+    then: Option<&str>,
+) -> Result<BatchReset, BatchInputError> {
+    let action: BatchAction = action.parse()?;
+    if action != BatchAction::Reset && (to.is_some() || then.is_some()) {
+        return Err(BatchInputError::NotAReset(action));
+    }
+    let mut reset = BatchReset::default();
+    if let Some(to) = to {
+        reset.to = match to {
+            "latest" => ResetPoint::Latest,
+            seq => ResetPoint::Seq(
+                seq.parse()
+                    .map_err(|_| BatchInputError::ResetTo(seq.to_owned()))?,
+            ),
+        };
+    }
+    if let Some(then) = then {
+        reset.then = crate::reset::then_named(then)
+            .ok_or_else(|| BatchInputError::ResetThen(then.to_owned()))?;
+    }
+    Ok(reset)
 }
 
 /// The spec of a batch `id` of `action` over what `filter` selects, at most `rate` a second
@@ -28,6 +65,7 @@ pub fn spec_of(
     filter: &ListFilter,
     action: &str,
     rate: f64,
+    reset: BatchReset,
     reason: &str,
     id: &str,
 ) -> Result<BatchSpec, BatchInputError> {
@@ -46,6 +84,7 @@ pub fn spec_of(
         },
         action,
         per_second: rate,
+        reset,
         reason: reason.to_owned(),
     };
     batch::check(id, &spec)?;

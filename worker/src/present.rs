@@ -238,6 +238,14 @@ pub fn batch_json(
         "acted": s.counts.acted,
         "skipped_finished": s.counts.finished,
         "skipped_already": s.counts.already,
+        "skipped_child": s.counts.children,
+        "reset": (s.spec.action == weir_core::batch::BatchAction::Reset).then(|| json!({
+            "to": match s.spec.reset.to {
+                weir_core::records::ResetPoint::Seq(seq) => json!(seq),
+                weir_core::records::ResetPoint::Latest => json!("latest"),
+            },
+            "then": crate::reset::then_name(s.spec.reset.then),
+        })),
         "seen": s.counts.seen(),
         "started_at": s.started_at.to_rfc3339(),
         "ended_at": s.ended_at.map(|t| t.to_rfc3339()),

@@ -77,7 +77,7 @@ pub fn request(
 ) -> ResetRequest {
     ResetRequest {
         execution_id: id.clone(),
-        to_seq,
+        to: weir_core::records::ResetPoint::Seq(to_seq),
         new_execution_id: new.clone(),
         then,
         reason,
@@ -87,10 +87,16 @@ pub fn request(
 
 /// `then` as the CLI and the API spell it.
 pub fn then_named(name: &str) -> Option<ResetThen> {
-    match name {
-        "keep" => Some(ResetThen::Keep),
-        "cancel" => Some(ResetThen::Cancel),
-        "terminate" => Some(ResetThen::Terminate),
-        _ => None,
+    [ResetThen::Keep, ResetThen::Cancel, ResetThen::Terminate]
+        .into_iter()
+        .find(|then| then_name(*then) == name)
+}
+
+/// The name of `then`, as the CLI and the API spell it.
+pub fn then_name(then: ResetThen) -> &'static str {
+    match then {
+        ResetThen::Keep => "keep",
+        ResetThen::Cancel => "cancel",
+        ResetThen::Terminate => "terminate",
     }
 }

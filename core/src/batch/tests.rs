@@ -22,6 +22,7 @@ fn spec(action: BatchAction, per_second: f64) -> BatchSpec {
         },
         action,
         per_second,
+        reset: BatchReset::default(),
         reason: "bad deploy".into(),
     }
 }
@@ -158,7 +159,8 @@ fn each_execution_gets_one_outcome_within_the_rate_and_the_batch_ends() {
         BatchCounts {
             acted: 5,
             finished: 1,
-            already: 1
+            already: 1,
+            children: 0,
         }
     );
     // 2 a second, a burst of 2: within any span [s, e], at most 2 + 2·(e − s).
@@ -193,15 +195,15 @@ fn a_cancelled_batch_sends_nothing_more() {
 #[test]
 fn resume_acts_on_paused_ones_only_and_cancel_terminate_send_cancellations() {
     assert_eq!(
-        decide(BatchAction::Resume, ExecutionState::Running),
+        decide(BatchAction::Resume, &id(1), ExecutionState::Running),
         Outcome::AlreadyThere
     );
     assert_eq!(
-        decide(BatchAction::Resume, ExecutionState::Paused),
+        decide(BatchAction::Resume, &id(1), ExecutionState::Paused),
         Outcome::Acted
     );
     assert_eq!(
-        decide(BatchAction::Cancel, ExecutionState::Finished),
+        decide(BatchAction::Cancel, &id(1), ExecutionState::Finished),
         Outcome::Finished
     );
     let s = spec(BatchAction::Terminate, 1.0);
@@ -209,4 +211,37 @@ fn resume_acts_on_paused_ones_only_and_cancel_terminate_send_cancellations() {
         BatchRequest::Cancel(c) => assert!(c.terminate),
         other => panic!("{other:?}"),
     }
+}
+
+#[test]
+fn a_reset_batch_resets_finished_top_level_executions_into_ids_of_its_own() {
+    let child = id(1).child(
+        &crate::model::JoinSetId::generated(1).expect("a join set"),
+        1,
+    );
+    assert_eq!(
+        decide(BatchAction::Reset, &id(1), ExecutionState::Finished),
+        Outcome::Acted
+    );
+    assert_eq!(
+        decide(BatchAction::Reset, &child, ExecutionState::Running),
+        Outcome::Child
+    );
+    let mut s = spec(BatchAction::Reset, 1.0);
+    s.reset = BatchReset {
+        to: ResetPoint::Seq(3),
+        then: ResetThen::Cancel,
+    };
+    let BatchRequest::Reset(r) = request("b1", &s, &id(1), t(0)) else {
+        panic!("not a reset");
+    };
+    assert_eq!((r.to, r.then), (ResetPoint::Seq(3), ResetThen::Cancel));
+    assert!(r.new_execution_id.is_top_level());
+    assert_ne!(r.new_execution_id, id(1));
+    assert_eq!(r.reason, "batch b1: bad deploy");
+    // The same batch and execution, the same new id; another of either, another.
+    assert_eq!(r.new_execution_id, reset_id("b1", &id(1)));
+    assert_ne!(r.new_execution_id, reset_id("b2", &id(1)));
+    assert_ne!(r.new_execution_id, reset_id("b1", &id(2)));
+    assert_eq!(BatchReset::default().to, ResetPoint::Latest);
 }

@@ -33,10 +33,10 @@ use super::config::ProcessorError;
 use super::effect::{Batch, Effect};
 use super::size::json_size;
 use crate::records::{
-    CancelRequest, DlqReason, HistoryEntry, HistoryRecord, ResetOf, ResetRequest, ResetStart,
-    ResetThen, Submission,
+    CancelRequest, DlqReason, HistoryEntry, HistoryRecord, ResetOf, ResetPoint, ResetRequest,
+    ResetStart, ResetThen, Submission,
 };
-use crate::reset::{ResetError, cut};
+use crate::reset::{ResetError, cut, points};
 use crate::rows::ExecutionState;
 use crate::runner::WorkflowRunner;
 use chrono::{DateTime, Utc};
@@ -69,10 +69,12 @@ impl<R: WorkflowRunner> Processor<R> {
             tracing::debug!(execution = %id, %new, "reset ignored: done already");
             return Ok(());
         }
-        if request.to_seq >= live.view.next_seq {
+        if let ResetPoint::Seq(to_seq) = request.to
+            && to_seq >= live.view.next_seq
+        {
             let error = ResetError::OutsideHistory {
                 execution: id.clone(),
-                to_seq: request.to_seq,
+                to_seq,
                 last: live.view.next_seq - 1,
             };
             ctx.dead_letter(index, DlqReason::Refused, error.to_string());
@@ -83,7 +85,14 @@ impl<R: WorkflowRunner> Processor<R> {
             ctx.batch.effects.push(Effect::ResendReset(request));
             return Ok(());
         };
-        let entries = match cut(&id, &stored, request.to_seq, &new) {
+        let to_seq = match request.to {
+            ResetPoint::Seq(seq) => Some(seq),
+            ResetPoint::Latest => points(&id, &stored).last().copied(),
+        };
+        let (to_seq, entries) = match to_seq
+            .ok_or_else(|| ResetError::NoPoint(id.clone()))
+            .and_then(|to_seq| cut(&id, &stored, to_seq, &new).map(|e| (to_seq, e)))
+        {
             Ok(entries) => entries,
             Err(error) => {
                 tracing::warn!(execution = %id, %error, "reset refused");
@@ -111,7 +120,7 @@ impl<R: WorkflowRunner> Processor<R> {
             let error = format!(
                 "reset of {id} to seq {} refused: the kept history is {size} bytes of JSON; \
                  a record carries at most {}",
-                request.to_seq, ctx.value_limit
+                to_seq, ctx.value_limit
             );
             ctx.dead_letter(index, DlqReason::Refused, error);
             return Ok(());
@@ -121,12 +130,12 @@ impl<R: WorkflowRunner> Processor<R> {
         } else {
             request.reason.clone()
         };
-        tracing::info!(execution = %id, %new, to_seq = request.to_seq, %reason, "execution reset");
+        tracing::info!(execution = %id, %new, to_seq, %reason, "execution reset");
         ctx.append(
             &mut live.view,
             HistoryEntry::Reset {
                 new_execution_id: new.clone(),
-                to_seq: request.to_seq,
+                to_seq,
                 reason: reason.clone(),
             },
         )?;
@@ -136,7 +145,7 @@ impl<R: WorkflowRunner> Processor<R> {
             submission,
             reset_of: ResetOf {
                 execution_id: id.clone(),
-                seq: request.to_seq,
+                seq: to_seq,
             },
             entries,
         }));

@@ -466,7 +466,9 @@ impl Sim {
 
     pub fn check(&self, settled: bool) -> Vec<Violation> {
         let mut out = self.early.clone();
-        let submitted = self.with_trigger_submissions();
+        let mut submitted = self.with_trigger_submissions();
+        let mut resets = self.reset_sends.clone();
+        self.with_batch_resets(&mut submitted, &mut resets);
         let pauses = self.pause_sends_with_batches();
         let sent = super::checks::Sent {
             submitted: &submitted,
@@ -477,7 +479,7 @@ impl Sim {
             keyed: &self.keyed_events,
             triggered: &self.trig_sends,
             pauses: &pauses,
-            resets: &self.reset_sends,
+            resets: &resets,
             batches: &self.batch_sends,
         };
         out.extend(check(&self.world(), &sent, settled));

@@ -86,7 +86,7 @@ pub struct PauseSend {
 pub struct ResetSend {
     pub execution_id: ExecutionId,
     pub new_execution_id: ExecutionId,
-    pub to_seq: u64,
+    pub to: crate::records::ResetPoint,
     pub then: crate::records::ResetThen,
     /// The rule ([`crate::reset::cut`]) allows it on the history the client read: it makes
     /// the new execution (once per new id), which must finish. Else it is refused.

@@ -71,6 +71,7 @@ fn written(effect: &Effect) -> Option<RecordType> {
         Effect::PutBatchOutcomes { .. } => RecordType::BatchOutcomes,
         Effect::BatchRequest(crate::batch::BatchRequest::Pause(_)) => RecordType::PauseRequest,
         Effect::BatchRequest(crate::batch::BatchRequest::Cancel(_)) => RecordType::CancelRequest,
+        Effect::BatchRequest(crate::batch::BatchRequest::Reset(_)) => RecordType::ResetRequest,
     })
 }
 

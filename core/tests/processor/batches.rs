@@ -32,6 +32,7 @@ fn start(id: &str, per_second: f64) -> Input {
             },
             action: BatchAction::Pause,
             per_second,
+            reset: Default::default(),
             reason: "bad deploy".into(),
         }),
         requested_at: now(),

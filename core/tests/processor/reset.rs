@@ -7,7 +7,7 @@ use serde_json::json;
 use weir_core::model::{ExecutionId, ExecutionResult};
 use weir_core::processor::{Batch, Body, Effect, Input, Processor};
 use weir_core::records::{
-    DlqReason, HistoryEntry, HistoryRecord, ResetRequest, ResetStart, ResetThen,
+    DlqReason, HistoryEntry, HistoryRecord, ResetPoint, ResetRequest, ResetStart, ResetThen,
 };
 use weir_core::rows::ExecutionState;
 use weir_core::sim::exec::block_on;
@@ -16,11 +16,15 @@ use weir_core::sim::{SimRunner, Workflow};
 type History = Vec<(HistoryRecord, DateTime<Utc>)>;
 
 fn reset_input(id: &ExecutionId, to_seq: u64, new: &ExecutionId, then: ResetThen) -> Input {
+    reset_to(id, ResetPoint::Seq(to_seq), new, then)
+}
+
+fn reset_to(id: &ExecutionId, to: ResetPoint, new: &ExecutionId, then: ResetThen) -> Input {
     input_of(
         id,
         Body::Reset(ResetRequest {
             execution_id: id.clone(),
-            to_seq,
+            to,
             new_execution_id: new.clone(),
             then,
             reason: "a bad deploy".into(),
@@ -373,4 +377,33 @@ fn a_child_execution_cannot_be_reset() {
         matches!(dead_letters(&effects).as_slice(), [(DlqReason::Refused, e)] if e.contains("child execution")),
         "{effects:?}"
     );
+}
+
+/// A reset to the latest point (what a batch reset sends) cuts where the owner's history
+/// last allows: for a finished `Seq`, right before the finish (after the second answer),
+/// whatever the client read; the new execution keeps both answers and asks for nothing.
+#[test]
+fn a_reset_to_the_latest_point_cuts_at_the_last_point_the_rule_allows() {
+    let mut processor = processor(1 << 20);
+    let id = ExecutionId::top_level(ulid::Ulid::new());
+    let (history, _) = finished_seq(&mut processor, &id);
+    let latest = *weir_core::reset::points(&id, &history)
+        .last()
+        .expect("a point");
+    assert_eq!(latest, history.len() as u64 - 2, "right before Finished");
+    let new = ExecutionId::top_level(ulid::Ulid::new());
+    let reset = step_reading(
+        &mut processor,
+        reset_to(&id, ResetPoint::Latest, &new, ResetThen::Keep),
+        &history,
+    );
+    assert!(dead_letters(&reset).is_empty(), "{reset:?}");
+    assert!(
+        matches!(appended(&reset).as_slice(), [(_, HistoryEntry::Reset { to_seq, .. })] if *to_seq == latest),
+        "{reset:?}"
+    );
+    let start = reset_start(&reset).expect("the new execution's start");
+    assert_eq!(start.reset_of.seq, latest);
+    let created = step(&mut processor, input_of(&new, Body::ResetStart(start)));
+    assert!(requests(&created).is_empty(), "{created:?}");
 }

@@ -30,6 +30,10 @@ pub(super) struct StartBody {
     since: Option<chrono::DateTime<chrono::Utc>>,
     until: Option<chrono::DateTime<chrono::Utc>>,
     rate: Option<f64>,
+    /// A reset batch's point: `latest` (the default) or a seq, as a string.
+    reset_to: Option<String>,
+    /// What becomes of the executions a reset batch resets: keep, cancel, terminate.
+    then: Option<String>,
     reason: Option<String>,
     id: Option<String>,
 }
@@ -104,8 +108,11 @@ pub(super) async fn start(
         BatchInputError::Store(e) => ApiError::internal(e),
         e => ApiError::bad_request(e.to_string()),
     };
-    let spec =
-        crate::batch_client::spec_of(&filter, &body.action, rate, &reason, &id).map_err(bad)?;
+    let reset =
+        crate::batch_client::reset_of(&body.action, body.reset_to.as_deref(), body.then.as_deref())
+            .map_err(bad)?;
+    let spec = crate::batch_client::spec_of(&filter, &body.action, rate, reset, &reason, &id)
+        .map_err(bad)?;
     let total = crate::batch_client::count(&api.store, &spec)
         .await
         .map_err(bad)?;

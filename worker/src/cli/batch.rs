@@ -42,9 +42,18 @@ pub struct StartArgs {
     pub cluster: ClusterArgs,
     #[command(flatten)]
     pub filter: ListFilter,
-    /// What to do to each execution selected: cancel, terminate, pause or resume.
+    /// What to do to each execution selected: cancel, terminate, pause, resume or reset.
     #[arg(long)]
     pub action: String,
+    /// A reset's point in each history: `latest` (the last step after which it waited for
+    /// nothing, before its finish; the default) or a seq (0: a new start with the same
+    /// params).
+    #[arg(long)]
+    pub reset_to: Option<String>,
+    /// What becomes of each execution a reset batch resets: keep (the default), cancel or
+    /// terminate.
+    #[arg(long)]
+    pub then: Option<String>,
     /// Executions acted on per second at most (more than 0).
     #[arg(long, default_value_t = DEFAULT_BATCH_RATE, allow_negative_numbers = true)]
     pub rate: f64,
@@ -113,8 +122,19 @@ async fn start(args: StartArgs) -> anyhow::Result<ExitCode> {
         .id
         .clone()
         .unwrap_or_else(|| ulid::Ulid::new().to_string());
-    let spec =
-        crate::batch_client::spec_of(&args.filter, &args.action, args.rate, &args.reason, &id)?;
+    let reset = crate::batch_client::reset_of(
+        &args.action,
+        args.reset_to.as_deref(),
+        args.then.as_deref(),
+    )?;
+    let spec = crate::batch_client::spec_of(
+        &args.filter,
+        &args.action,
+        args.rate,
+        reset,
+        &args.reason,
+        &id,
+    )?;
     let store = super::client::store(&args.cluster).await?;
     let total = crate::batch_client::count(&store, &spec).await?;
     if total == 0 {
@@ -164,11 +184,12 @@ pub fn progress_line(state: &BatchState, total: Option<u64>) -> String {
         _ => format!("{seen} seen "),
     };
     format!(
-        "{bar}acted {} skipped {} (finished {}, already {}) {}",
+        "{bar}acted {} skipped {} (finished {}, already {}, children {}) {}",
         state.counts.acted,
-        state.counts.finished + state.counts.already,
+        state.counts.skipped(),
         state.counts.finished,
         state.counts.already,
+        state.counts.children,
         state.status.as_str()
     )
 }
@@ -251,7 +272,7 @@ async fn list(args: ListArgs) -> anyhow::Result<ExitCode> {
             s.spec.action.as_str(),
             s.status.as_str(),
             s.counts.acted,
-            s.counts.finished + s.counts.already,
+            s.counts.skipped(),
             s.spec.per_second,
             s.started_at.to_rfc3339()
         );

@@ -11,8 +11,9 @@ use super::convert::{
 use super::error::FieldError;
 use weir_core::batch::{
     BatchAction, BatchCommand, BatchCommandAction, BatchCounts, BatchFilter, BatchOutcomes,
-    BatchSpec, BatchState, BatchStatus, ExecutionOutcome, Outcome,
+    BatchReset, BatchSpec, BatchState, BatchStatus, ExecutionOutcome, Outcome,
 };
+use weir_core::records::ResetPoint;
 use weir_core::rows::{ExecutionState, ListBy, ListCursor};
 
 /// `<topic>-dev.weir.v1.<Record>` (TopicRecordNameStrategy): the responses and state topics
@@ -90,6 +91,7 @@ impl AvroRecord for BatchState {
             ("acted", u64_bits(self.counts.acted)),
             ("skipped_finished", u64_bits(self.counts.finished)),
             ("skipped_already", u64_bits(self.counts.already)),
+            ("skipped_child", u64_bits(self.counts.children)),
             ("tat", optional(self.tat.as_ref(), instant)),
             ("turns", u64_bits(self.turns)),
             ("updated_at", instant(&self.updated_at)),
@@ -119,6 +121,7 @@ impl AvroRecord for BatchState {
             acted: f.get("acted", read_u64_bits)?,
             finished: f.get("skipped_finished", read_u64_bits)?,
             already: f.get("skipped_already", read_u64_bits)?,
+            children: f.get("skipped_child", read_u64_bits)?,
         };
         Ok(BatchState {
             id,
@@ -148,6 +151,7 @@ impl AvroRecord for BatchOutcomes {
                 Outcome::Acted => enum_value(0, "ACTED"),
                 Outcome::Finished => enum_value(1, "SKIPPED_FINISHED"),
                 Outcome::AlreadyThere => enum_value(2, "SKIPPED_ALREADY"),
+                Outcome::Child => enum_value(3, "SKIPPED_CHILD"),
             };
             record(vec![
                 ("execution_id", string(&o.execution_id)),
@@ -200,6 +204,11 @@ fn batch_spec(spec: &BatchSpec) -> Value {
         BatchAction::Terminate => enum_value(1, "TERMINATE"),
         BatchAction::Pause => enum_value(2, "PAUSE"),
         BatchAction::Resume => enum_value(3, "RESUME"),
+        BatchAction::Reset => enum_value(4, "RESET"),
+    };
+    let reset_to_seq = match spec.reset.to {
+        ResetPoint::Seq(seq) => Some(seq),
+        ResetPoint::Latest => None,
     };
     let f = &spec.filter;
     record(vec![
@@ -211,6 +220,8 @@ fn batch_spec(spec: &BatchSpec) -> Value {
         ("created_until", optional(f.created_until.as_ref(), instant)),
         ("action", action),
         ("per_second", Value::Double(spec.per_second)),
+        ("reset_to_seq", optional(reset_to_seq, u64_bits)),
+        ("reset_then", super::reset::reset_then(spec.reset.then)),
         ("reason", string(&spec.reason)),
     ])
 }
@@ -248,10 +259,17 @@ fn read_batch_spec(v: Value) -> Result<BatchSpec, FieldError> {
         Value::Double(d) => Ok(d),
         other => Err(unexpected("a double", &other)),
     })?;
+    let reset = BatchReset {
+        to: f
+            .get("reset_to_seq", |v| read_optional(v, read_u64_bits))?
+            .map_or(ResetPoint::Latest, ResetPoint::Seq),
+        then: f.get("reset_then", super::reset::read_reset_then)?,
+    };
     Ok(BatchSpec {
         filter,
         action,
         per_second,
+        reset,
         reason: f.get("reason", read_string)?,
     })
 }

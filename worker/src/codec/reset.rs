@@ -13,13 +13,15 @@ use apache_avro::types::Value;
 
 use super::concurrency::{concurrency_key, read_concurrency_key};
 use super::convert::{
-    AvroRecord, Fields, bad_symbol, enum_value, instant, json, read_bytes, read_instant,
+    AvroRecord, Fields, bad_symbol, enum_value, instant, json, read_bool, read_bytes, read_instant,
     read_params, read_parsed, read_string, read_string_map, read_symbol, read_u64_bits, record,
     string, string_map, u64_bits, unexpected,
 };
 use super::convert::{optional, read_optional};
 use super::error::FieldError;
-use super::records::{HistoryRecord, ResetOf, ResetRequest, ResetStart, ResetThen, Submission};
+use super::records::{
+    HistoryRecord, ResetOf, ResetPoint, ResetRequest, ResetStart, ResetThen, Submission,
+};
 use crate::model::ExecutionId;
 
 impl AvroRecord for ResetRequest {
@@ -32,16 +34,16 @@ impl AvroRecord for ResetRequest {
     }
 
     fn to_avro(&self) -> Result<Value, FieldError> {
-        let then = match self.then {
-            ResetThen::Keep => enum_value(0, "KEEP"),
-            ResetThen::Cancel => enum_value(1, "CANCEL"),
-            ResetThen::Terminate => enum_value(2, "TERMINATE"),
+        let (to_seq, to_latest) = match self.to {
+            ResetPoint::Seq(seq) => (seq, false),
+            ResetPoint::Latest => (0, true),
         };
         Ok(record(vec![
             ("execution_id", string(&self.execution_id)),
-            ("to_seq", u64_bits(self.to_seq)),
+            ("to_seq", u64_bits(to_seq)),
+            ("to_latest", Value::Boolean(to_latest)),
             ("new_execution_id", string(&self.new_execution_id)),
-            ("then", then),
+            ("then", reset_then(self.then)),
             ("reason", string(&self.reason)),
             ("requested_at", instant(&self.requested_at)),
         ]))
@@ -49,19 +51,39 @@ impl AvroRecord for ResetRequest {
 
     fn from_avro(value: Value) -> Result<Self, FieldError> {
         let mut f = Fields::of(value)?;
+        let execution_id = f.get("execution_id", read_parsed)?;
+        let to_seq = f.get("to_seq", read_u64_bits)?;
+        let to = if f.get("to_latest", read_bool)? {
+            ResetPoint::Latest
+        } else {
+            ResetPoint::Seq(to_seq)
+        };
         Ok(ResetRequest {
-            execution_id: f.get("execution_id", read_parsed)?,
-            to_seq: f.get("to_seq", read_u64_bits)?,
+            execution_id,
+            to,
             new_execution_id: f.get("new_execution_id", read_parsed)?,
-            then: f.get("then", |v| match read_symbol(v)?.as_str() {
-                "KEEP" => Ok(ResetThen::Keep),
-                "CANCEL" => Ok(ResetThen::Cancel),
-                "TERMINATE" => Ok(ResetThen::Terminate),
-                other => Err(bad_symbol(other)),
-            })?,
+            then: f.get("then", read_reset_then)?,
             reason: f.get("reason", read_string)?,
             requested_at: f.get("requested_at", read_instant)?,
         })
+    }
+}
+
+/// `ResetThen` (`reset_request.avsc`, and a batch's spec).
+pub(super) fn reset_then(then: ResetThen) -> Value {
+    match then {
+        ResetThen::Keep => enum_value(0, "KEEP"),
+        ResetThen::Cancel => enum_value(1, "CANCEL"),
+        ResetThen::Terminate => enum_value(2, "TERMINATE"),
+    }
+}
+
+pub(super) fn read_reset_then(v: Value) -> Result<ResetThen, FieldError> {
+    match read_symbol(v)?.as_str() {
+        "KEEP" => Ok(ResetThen::Keep),
+        "CANCEL" => Ok(ResetThen::Cancel),
+        "TERMINATE" => Ok(ResetThen::Terminate),
+        other => Err(bad_symbol(other)),
     }
 }
 

@@ -115,6 +115,8 @@ const PREVIOUS_FILES: &[(&str, &str, &str)] = &[
     avsc!("Submission", "history/v11/submission.avsc"),
     avsc!("HistoryRecord", "history/v11/history_record.avsc"),
     avsc!("ResetStart", "history/v11/reset_start.avsc"),
+    // Before batch resets: ResetRequest gained `to_latest` (the latest point of its history).
+    avsc!("ResetRequest", "history/v12/reset_request.avsc"),
 ];
 
 fn parse(files: &[(&'static str, &'static str, &'static str)]) -> Vec<RecordSchema> {

@@ -337,7 +337,7 @@ mod tests {
         let new = crate::model::ExecutionId::top_level(ulid::Ulid::new());
         let reset = crate::codec::ResetRequest {
             execution_id: child_cancel.execution_id.clone(),
-            to_seq: 0,
+            to: weir_core::records::ResetPoint::Seq(0),
             new_execution_id: new.clone(),
             then: crate::codec::ResetThen::Keep,
             reason: String::new(),

@@ -255,6 +255,9 @@ fn value(
         Effect::BatchRequest(weir_core::batch::BatchRequest::Cancel(request)) => {
             encoded(codec, topic, request)
         }
+        Effect::BatchRequest(weir_core::batch::BatchRequest::Reset(request)) => {
+            encoded(codec, topic, request)
+        }
         // The stub's value as its parent reads a child's: `ChildExecutionFinished`.
         Effect::WriteStub(write) => encoded(
             codec,

@@ -529,18 +529,29 @@ pub fn reset_to() -> ExecutionId {
 }
 
 pub fn reset_requests() -> Vec<ResetRequest> {
-    [ResetThen::Keep, ResetThen::Cancel, ResetThen::Terminate]
-        .into_iter()
-        .enumerate()
-        .map(|(i, then)| ResetRequest {
-            execution_id: root(),
-            to_seq: [0, 7, u64::MAX][i],
-            new_execution_id: reset_to(),
-            then,
-            reason: ["", "a bad deploy: é", "x"][i].into(),
-            requested_at: t0(),
-        })
-        .collect()
+    use weir::codec::records::ResetPoint;
+    [
+        ResetThen::Keep,
+        ResetThen::Cancel,
+        ResetThen::Terminate,
+        ResetThen::Keep,
+    ]
+    .into_iter()
+    .enumerate()
+    .map(|(i, then)| ResetRequest {
+        execution_id: root(),
+        to: [
+            ResetPoint::Seq(0),
+            ResetPoint::Seq(7),
+            ResetPoint::Seq(u64::MAX),
+            ResetPoint::Latest,
+        ][i],
+        new_execution_id: reset_to(),
+        then,
+        reason: ["", "a bad deploy: é", "x", "batch b: a bad deploy"][i].into(),
+        requested_at: t0(),
+    })
+    .collect()
 }
 
 /// Starts of reset executions: with only `Created` kept, and with one of every entry a
@@ -826,7 +837,7 @@ fn batch_spec(i: usize, action: weir::batch::BatchAction) -> weir::batch::BatchS
     use weir::batch::{BatchFilter, BatchSpec};
     use weir::store::ExecutionState;
     use weir::store::rows::ListBy;
-    let filter = if i % 2 == 0 {
+    let filter = if i.is_multiple_of(2) {
         BatchFilter {
             by: ListBy::Function(ffqn().to_string()),
             state: Some(ExecutionState::Paused),
@@ -847,6 +858,17 @@ fn batch_spec(i: usize, action: weir::batch::BatchAction) -> weir::batch::BatchS
         filter,
         action,
         per_second: [0.5, 20.0, 1e-3, 100.0][i % 4],
+        reset: weir::batch::BatchReset {
+            to: [
+                weir::codec::records::ResetPoint::Latest,
+                weir::codec::records::ResetPoint::Seq(3),
+            ][i % 2],
+            then: [
+                weir::codec::records::ResetThen::Keep,
+                weir::codec::records::ResetThen::Terminate,
+                weir::codec::records::ResetThen::Cancel,
+            ][i % 3],
+        },
         reason: ["", "a bad deploy: é"][i % 2].into(),
     }
 }
@@ -876,6 +898,7 @@ pub fn batch_states() -> Vec<weir::batch::BatchState> {
             acted: 7,
             finished: 2,
             already: u64::MAX,
+            children: 3,
         },
         tat: Some(t0() + chrono::Duration::nanoseconds(7)),
         turns: 3,
@@ -905,13 +928,18 @@ pub fn batch_outcomes() -> Vec<weir::batch::BatchOutcomes> {
         BatchOutcomes {
             id: "b".into(),
             turn: u64::MAX,
-            outcomes: [Outcome::Acted, Outcome::Finished, Outcome::AlreadyThere]
-                .into_iter()
-                .map(|outcome| ExecutionOutcome {
-                    execution_id: root(),
-                    outcome,
-                })
-                .collect(),
+            outcomes: [
+                Outcome::Acted,
+                Outcome::Finished,
+                Outcome::AlreadyThere,
+                Outcome::Child,
+            ]
+            .into_iter()
+            .map(|outcome| ExecutionOutcome {
+                execution_id: root(),
+                outcome,
+            })
+            .collect(),
         },
     ]
 }

@@ -87,15 +87,40 @@ fn analyse(
     let mut counts = BatchCounts::default();
     // Requests: (batch, execution) → how many committed.
     let mut requests: BTreeMap<(String, ExecutionId), u32> = BTreeMap::new();
+    // A reset request may be sent back by its execution's owner (a later offset, the same
+    // request): a batch's resets are told apart by their new ids, which must be the batch's.
+    let mut resets: BTreeMap<(String, ExecutionId), BTreeSet<ExecutionId>> = BTreeMap::new();
     for (_, r) in w.cluster.committed_records(Topic::Responses) {
         let (id, reason) = match &r.payload {
             Some(Payload::Pause(p)) => (&p.execution_id, &p.reason),
             Some(Payload::Cancel(c)) => (&c.execution_id, &c.reason),
+            Some(Payload::Reset(q)) => {
+                if let Some(batch) = batch_of(&q.reason) {
+                    let new = &q.new_execution_id;
+                    if *new != crate::batch::reset_id(batch, &q.execution_id) {
+                        out.push((
+                            Invariant::Batch,
+                            format!(
+                                "batch {batch}: a reset of {} into {new}, not the batch's id",
+                                q.execution_id
+                            ),
+                        ));
+                    }
+                    resets
+                        .entry((batch.to_owned(), q.execution_id.clone()))
+                        .or_default()
+                        .insert(new.clone());
+                }
+                continue;
+            }
             _ => continue,
         };
         if let Some(batch) = batch_of(reason) {
             *requests.entry((batch.to_owned(), id.clone())).or_default() += 1;
         }
+    }
+    for (key, news) in resets {
+        requests.insert(key, news.len() as u32);
     }
     for ((batch, id), n) in &requests {
         counts.acted += 1;
@@ -303,6 +328,7 @@ fn check_chain(
                     Outcome::Acted => tally.acted += 1,
                     Outcome::Finished => tally.finished += 1,
                     Outcome::AlreadyThere => tally.already += 1,
+                    Outcome::Child => tally.children += 1,
                 }
             }
         }

@@ -221,3 +221,29 @@ impl ConcurrencyCounts {
         counts
     }
 }
+
+/// Where `id` stands in the committed concurrency slots (their last states): what a report
+/// of an execution that never finished needs to tell a stuck queue from a lost grant.
+pub(super) fn standing(w: &World, id: &ExecutionId) -> String {
+    let mut last: BTreeMap<&str, Option<&SlotState>> = BTreeMap::new();
+    for (_, r) in w.cluster.committed_records(Topic::State) {
+        if let (Some(key), Some(Payload::Slot(state))) = (&r.key, &r.payload) {
+            last.insert(key.as_str(), state.as_ref());
+        }
+    }
+    let mut out = Vec::new();
+    for (key, state) in last {
+        let Some(state) = state else { continue };
+        if let Some(i) = state.waiting.iter().position(|w| w == id) {
+            out.push(format!(
+                "{key}: waiting {} of {} behind holders [{}]",
+                i + 1,
+                state.waiting.len(),
+                super::list(state.holders.iter().map(|h| h.to_string()))
+            ));
+        } else if state.holders.contains(id) {
+            out.push(format!("{key}: a holder"));
+        }
+    }
+    out.join("; ")
+}

@@ -165,14 +165,18 @@ pub(super) fn check_histories(
             add(
                 Invariant::Unfinished,
                 format!(
-                    "{id}: {} history entries, the last {} at +{}ms; the store row says {}",
+                    "{id}: {} history entries, the last {} at +{}ms; the store row says {}{}",
                     entries.len(),
                     describe(&last.record.entry),
                     (last.timestamp - w.start).num_milliseconds(),
                     w.store.executions.get(id).map_or_else(
                         || "nothing".to_owned(),
                         |r| format!("{} v{}", r.state, r.history_version)
-                    )
+                    ),
+                    match super::concurrency::standing(w, id) {
+                        s if s.is_empty() => s,
+                        s => format!("; slots: {s}"),
+                    }
                 ),
             );
         }

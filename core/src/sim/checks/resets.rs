@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 
 use crate::model::ExecutionId;
-use crate::records::{HistoryEntry, HistoryRecord};
+use crate::records::{HistoryEntry, HistoryRecord, ResetPoint};
 use crate::sim::invariant::Invariant;
 use crate::sim::sent::ResetSend;
 use crate::sim::world::World;
@@ -94,10 +94,23 @@ pub(super) fn check_resets(
             else {
                 continue;
             };
+            // A request for the latest point asked for the latest point of the history its
+            // owner read: what comes before this entry.
+            let latest = || {
+                let before: Vec<(HistoryRecord, chrono::DateTime<chrono::Utc>)> = log
+                    .iter()
+                    .take_while(|l| l.record.seq < e.record.seq)
+                    .map(|l| (l.record.clone(), l.timestamp))
+                    .collect();
+                crate::reset::points(id, &before).last().copied()
+            };
             let asked = sends.iter().any(|s| {
                 s.execution_id == *id
                     && s.new_execution_id == *new_execution_id
-                    && s.to_seq == *to_seq
+                    && match s.to {
+                        ResetPoint::Seq(seq) => seq == *to_seq,
+                        ResetPoint::Latest => latest() == Some(*to_seq),
+                    }
             });
             if !asked {
                 add(
@@ -158,8 +171,8 @@ pub(super) fn check_resets(
                 add(
                     Invariant::Reset,
                     format!(
-                        "a reset of {} to seq {} into {} the rule refuses made it (responses/{}@{})",
-                        s.execution_id, s.to_seq, s.new_execution_id, s.at.0, s.at.1
+                        "a reset of {} to {} into {} the rule refuses made it (responses/{}@{})",
+                        s.execution_id, s.to, s.new_execution_id, s.at.0, s.at.1
                     ),
                 );
             }
@@ -167,8 +180,8 @@ pub(super) fn check_resets(
             add(
                 Invariant::Reset,
                 format!(
-                    "a reset of {} to seq {} into {} (responses/{}@{}) made nothing: lost",
-                    s.execution_id, s.to_seq, s.new_execution_id, s.at.0, s.at.1
+                    "a reset of {} to {} into {} (responses/{}@{}) made nothing: lost",
+                    s.execution_id, s.to, s.new_execution_id, s.at.0, s.at.1
                 ),
             );
         }

@@ -6,7 +6,9 @@
 //! waits for every batch to end (a worker killed now and then), starts one batch per function
 //! that resumes the paused executions, waits for those, and resumes one by one whatever is
 //! still paused (an execution the store showed running when the resume batch listed it), so
-//! that the run can settle with everything finished. Drawn from an RNG of its own
+//! that the run can settle with everything finished. Last, a batch resets every execution of
+//! one function to the latest point of each ([`Sim::reset_batch`]): the new executions, read
+//! from the requests it committed, must finish like any reset's. Drawn from an RNG of its own
 //! ([`Sim::batch_rng`]).
 
 use crate::batch::{
@@ -18,7 +20,8 @@ use crate::rows::{ExecutionState, ListBy};
 use crate::sim::cluster::{Payload, Topic};
 use crate::sim::rng::Rng;
 use crate::sim::scheduler::Sim;
-use crate::sim::sent::BatchSend;
+use crate::sim::sent::{BatchSend, ResetSend};
+use crate::sim::workflows::Workflow;
 use crate::sim::world::lock;
 use crate::state_key::StateKey;
 
@@ -109,6 +112,7 @@ impl Sim {
             },
             action,
             per_second,
+            reset: crate::batch::BatchReset::default(),
             reason: "sim".to_owned(),
         };
         let refused = crate::batch::check(&id, &spec).is_err();
@@ -221,8 +225,10 @@ impl Sim {
         let w = lock(&self.world);
         w.cluster
             .committed_records(Topic::Responses)
-            .filter(|(_, r)| {
-                matches!(&r.payload, Some(Payload::Pause(p)) if p.reason.starts_with("batch "))
+            .filter(|(_, r)| match &r.payload {
+                Some(Payload::Pause(p)) => p.reason.starts_with("batch "),
+                Some(Payload::Reset(p)) => p.reason.starts_with("batch "),
+                _ => false,
             })
             .all(|(partition, r)| {
                 w.cluster
@@ -292,6 +298,65 @@ impl Sim {
         self.finish_batches();
         for id in self.still_paused() {
             self.send_pause(&id, PauseAction::Resume);
+        }
+        self.reset_batch();
+    }
+
+    /// A batch that resets every execution of a function whose result is its params' (one
+    /// the resets' checks can follow) to the latest point of each, the old ones left as they
+    /// are; its new executions, read from the requests it committed, must each finish once
+    /// with the old one's value.
+    fn reset_batch(&mut self) {
+        // Executions fired by schedules and triggers have expectations of their own, which a
+        // reset's new execution would not inherit here: then no reset batch.
+        if self.faults.schedules || self.faults.triggers {
+            return;
+        }
+        let mut functions: Vec<String> = self
+            .submitted
+            .values()
+            .filter(|s| Workflow::of(&s.ffqn).is_some_and(|w| Workflow::ALL.contains(&w)))
+            .map(|s| s.ffqn.to_string())
+            .collect();
+        functions.sort();
+        functions.dedup();
+        if functions.is_empty() {
+            return;
+        }
+        let function = self.batch_rng.pick(&functions).clone();
+        self.start_batch_of(&function, BatchAction::Reset, None, 20.0);
+        self.finish_batches();
+    }
+
+    /// `submitted` and `resets` with the reset requests the batches committed (their reason
+    /// is `batch <id>: …`), read when the run is checked: each is a reset to the latest
+    /// point, which the rule allows on any top-level execution, so its new execution must
+    /// finish once with the old one's value.
+    pub(in crate::sim) fn with_batch_resets(
+        &self,
+        submitted: &mut indexmap::IndexMap<ExecutionId, crate::sim::sent::Submitted>,
+        resets: &mut Vec<ResetSend>,
+    ) {
+        let sends: Vec<ResetSend> = {
+            let w = lock(&self.world);
+            w.cluster
+                .committed_records(Topic::Responses)
+                .filter_map(|(partition, r)| match &r.payload {
+                    Some(Payload::Reset(q)) if q.reason.starts_with("batch ") => Some(ResetSend {
+                        execution_id: q.execution_id.clone(),
+                        new_execution_id: q.new_execution_id.clone(),
+                        to: q.to,
+                        then: q.then,
+                        allowed: true,
+                        at: (partition, r.offset),
+                        sent_at: r.timestamp,
+                    }),
+                    _ => None,
+                })
+                .collect()
+        };
+        for send in sends {
+            super::resets::expect_reset(submitted, resets, send);
         }
     }
 

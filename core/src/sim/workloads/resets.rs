@@ -13,7 +13,7 @@
 use chrono::{DateTime, Utc};
 
 use crate::model::ExecutionId;
-use crate::records::{HistoryRecord, ResetRequest, ResetThen};
+use crate::records::{HistoryRecord, ResetPoint, ResetRequest, ResetThen};
 use crate::sim::cluster::{Payload, Topic};
 use crate::sim::rng::Rng;
 use crate::sim::scheduler::Sim;
@@ -75,7 +75,7 @@ impl Sim {
                 ms,
                 u128::from(self.reset_rng.next_u64()),
             ));
-            self.send_reset(&id, 0, ResetThen::Keep);
+            self.send_reset(&id, ResetPoint::Seq(0), ResetThen::Keep);
             return;
         }
         if candidates.is_empty() {
@@ -92,24 +92,26 @@ impl Sim {
         let new = self.reset_id();
         let points = crate::reset::points(&id, &history);
         let last = history.len() as u64 - 1;
-        let to_seq = match r {
+        let to = match r {
             // Anywhere in its history: perhaps where it waits (refused).
-            4..20 => self.reset_rng.below(last + 1),
+            4..20 => ResetPoint::Seq(self.reset_rng.below(last + 1)),
             // Past any history (just past what the client read could be there by the time
             // its owner reads it).
-            20..24 => u64::MAX - self.reset_rng.below(3),
-            _ => *self.reset_rng.pick(&points),
+            20..24 => ResetPoint::Seq(u64::MAX - self.reset_rng.below(3)),
+            // Wherever its owner finds the latest point (a batch reset's request).
+            24..40 => ResetPoint::Latest,
+            _ => ResetPoint::Seq(*self.reset_rng.pick(&points)),
         };
         let then = match self.reset_rng.below(10) {
             0 => ResetThen::Cancel,
             1 => ResetThen::Terminate,
             _ => ResetThen::Keep,
         };
-        let sent = self.send_reset_as(&id, to_seq, new, then, &history);
+        let sent = self.send_reset_as(&id, to, new, then, &history);
         if self.reset_rng.chance(100) {
             // The client did not hear and sends it again: one new execution.
             let again = self.reset_sends[sent].clone();
-            self.send_reset_as(&id, to_seq, again.new_execution_id, then, &history);
+            self.send_reset_as(&id, to, again.new_execution_id, then, &history);
         }
     }
 
@@ -145,19 +147,19 @@ impl Sim {
         history
     }
 
-    /// A client resets `id` to `to_seq` into a new execution, having read nothing of it.
-    fn send_reset(&mut self, id: &ExecutionId, to_seq: u64, then: ResetThen) {
+    /// A client resets `id` to `to` into a new execution, having read nothing of it.
+    fn send_reset(&mut self, id: &ExecutionId, to: ResetPoint, then: ResetThen) {
         let new = self.reset_id();
-        self.send_reset_as(id, to_seq, new, then, &[]);
+        self.send_reset_as(id, to, new, then, &[]);
     }
 
-    /// A client resets `id` to `to_seq` into `new` (`weir.responses`, keyed by `id`, kind
+    /// A client resets `id` to `to` into `new` (`weir.responses`, keyed by `id`, kind
     /// `reset-execution`), having read `history` of it; returns its place in
     /// [`Sim::reset_sends`]. A reset the rule allows is a submission the run must finish.
     fn send_reset_as(
         &mut self,
         id: &ExecutionId,
-        to_seq: u64,
+        to: ResetPoint,
         new: ExecutionId,
         then: ResetThen,
         history: &[(HistoryRecord, DateTime<Utc>)],
@@ -166,7 +168,7 @@ impl Sim {
         let reason = format!("sim reset {}", self.reset_sends.len() + 1);
         let request = ResetRequest {
             execution_id: id.clone(),
-            to_seq,
+            to,
             new_execution_id: new.clone(),
             then,
             reason: reason.clone(),
@@ -178,55 +180,78 @@ impl Sim {
             Some(crate::wire::RecordKind::ResetExecution),
             Payload::Reset(request),
         );
-        let allowed = !history.is_empty() && crate::reset::cut(id, history, to_seq, &new).is_ok();
-        let first = !self.reset_sends.iter().any(|r| r.new_execution_id == new);
-        if allowed && first {
-            let old = self.submitted.get_mut(id).map(|s| {
-                if then != ResetThen::Keep {
-                    s.cancelled = true;
-                }
-                (
-                    s.ffqn.clone(),
-                    s.params.clone(),
-                    s.expected.clone(),
-                    s.events.clone(),
-                )
-            });
-            // The events sent to the old execution: those in the kept entries are the new
-            // one's too.
-            if let Some((ffqn, params, expected, events)) = old {
-                self.submitted.insert(
-                    new.clone(),
-                    Submitted {
-                        ffqn,
-                        params,
-                        scheduled_at: None,
-                        expected,
-                        times: 1,
-                        conflicts: 0,
-                        events,
-                        cancelled: false,
-                        early_cancel: None,
-                        deadline: None,
-                    },
-                );
-            }
-        }
-        self.reset_sends.push(ResetSend {
-            execution_id: id.clone(),
-            new_execution_id: new.clone(),
-            to_seq,
-            then,
-            allowed,
-            at,
-            sent_at: now,
-        });
+        // The latest point is its owner's to find, on a history that may have grown since;
+        // a top-level history always has one (seq 0 at least).
+        let allowed = !history.is_empty()
+            && match to {
+                ResetPoint::Seq(to_seq) => crate::reset::cut(id, history, to_seq, &new).is_ok(),
+                ResetPoint::Latest => !crate::reset::points(id, history).is_empty(),
+            };
+        expect_reset(
+            &mut self.submitted,
+            &mut self.reset_sends,
+            ResetSend {
+                execution_id: id.clone(),
+                new_execution_id: new.clone(),
+                to,
+                then,
+                allowed,
+                at,
+                sent_at: now,
+            },
+        );
         self.note(format!(
-            "reset {id} to seq {to_seq} into {new} ({reason}; {then:?}; {}) -> responses/{}@{}",
+            "reset {id} to {to} into {new} ({reason}; {then:?}; {}) -> responses/{}@{}",
             if allowed { "allowed" } else { "refused" },
             at.0,
             at.1
         ));
         self.reset_sends.len() - 1
     }
+}
+
+/// Keeps a reset request (a client's, or a batch's: [`Sim::with_batch_resets`]) among
+/// `sends`: one the rule allows makes its new execution (once per new id), which must finish
+/// with the old one's value, so it joins `submitted`.
+pub(in crate::sim) fn expect_reset(
+    submitted: &mut indexmap::IndexMap<ExecutionId, Submitted>,
+    sends: &mut Vec<ResetSend>,
+    send: ResetSend,
+) {
+    let first = !sends
+        .iter()
+        .any(|r| r.new_execution_id == send.new_execution_id);
+    if send.allowed && first {
+        let old = submitted.get_mut(&send.execution_id).map(|s| {
+            if send.then != ResetThen::Keep {
+                s.cancelled = true;
+            }
+            (
+                s.ffqn.clone(),
+                s.params.clone(),
+                s.expected.clone(),
+                s.events.clone(),
+            )
+        });
+        // The events sent to the old execution: those in the kept entries are the new one's
+        // too.
+        if let Some((ffqn, params, expected, events)) = old {
+            submitted.insert(
+                send.new_execution_id.clone(),
+                Submitted {
+                    ffqn,
+                    params,
+                    scheduled_at: None,
+                    expected,
+                    times: 1,
+                    conflicts: 0,
+                    events,
+                    cancelled: false,
+                    early_cancel: None,
+                    deadline: None,
+                },
+            );
+        }
+    }
+    sends.push(send);
 }

@@ -70,7 +70,7 @@ impl Sim {
             concurrency: self
                 .faults
                 .concurrency
-                .then(|| concurrency_key(&id))
+                .then(|| concurrency_key(&id, &ffqn))
                 .flatten(),
         };
         let (partition, offset) = lock(&self.world).client_append(
@@ -325,8 +325,20 @@ impl Sim {
 }
 
 /// The concurrency key of a submission of `id` under `Faults::concurrency`, by a digest of
-/// the id (no draw): none for a quarter, else `k1` (limit 1) or `k2` (limit 2).
-pub(crate) fn concurrency_key(id: &ExecutionId) -> Option<crate::concurrency::ConcurrencyKey> {
+/// the id (no draw): none for a quarter, else `k1` (limit 1) or `k2` (limit 2). None for a
+/// workflow that waits for what another submission writes (a stub): holding the key's one
+/// place while its writer waits behind it for that place would wait forever — as it would
+/// for a user who gave both one key (`docs/design/concurrency.md`).
+pub(crate) fn concurrency_key(
+    id: &ExecutionId,
+    ffqn: &crate::model::Ffqn,
+) -> Option<crate::concurrency::ConcurrencyKey> {
+    if matches!(
+        Workflow::of(ffqn),
+        Some(Workflow::Stubbed | Workflow::StubRace)
+    ) {
+        return None;
+    }
     let digest = id
         .to_string()
         .bytes()

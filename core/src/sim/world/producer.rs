@@ -193,6 +193,7 @@ impl World {
             Effect::BatchRequest(crate::batch::BatchRequest::Cancel(r)) => {
                 Payload::Cancel(r.clone())
             }
+            Effect::BatchRequest(crate::batch::BatchRequest::Reset(r)) => Payload::Reset(r.clone()),
             Effect::PutCorrelation { state, .. } => Payload::Correlation(state.clone()),
             Effect::PutRemembered { key, event_id, at } => {
                 Payload::Remembered(at.map(|at| crate::correlation::RememberedEvent {

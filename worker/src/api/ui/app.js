@@ -1005,7 +1005,7 @@ function batchRow(b, cancel) {
       el("div", { class: "id" }, `at most ${b.rate}/s`)),
     el("td", { class: "count" },
       el("progress", { max: Math.max(seen, 1), value: b.acted }),
-      el("div", {}, `${b.acted} acted, ${b.skipped_finished + b.skipped_already} skipped of ${seen} seen`)),
+      el("div", {}, `${b.acted} acted, ${b.skipped_finished + b.skipped_already + (b.skipped_child || 0)} skipped of ${seen} seen`)),
     el("td", {}, badge(b.status)),
     el("td", { class: "act" }, b.status === "running"
       ? el("button", { type: "button", class: "batch-cancel", onclick: () => cancel(b) }, "Cancel")
