@@ -140,6 +140,9 @@ impl From<InputTopic> for TopicRole {
 pub enum RecordKind {
     /// An `ActivityCancel` on an activity route's topic.
     Cancel,
+    /// A retry notice on an activity route's topic: an `ActivityCancel` record read as an
+    /// [`crate::records::ActivityRetry`] (its parent resumed).
+    RetryActivity,
     /// An `UpgradeRequest` on `weir.responses`.
     Upgrade,
     /// A `CancelRequest`: on `weir.submissions` (a parent cancelling its child, after the
@@ -167,8 +170,9 @@ pub enum RecordKind {
 
 impl RecordKind {
     /// Every kind.
-    pub const ALL: [RecordKind; 10] = [
+    pub const ALL: [RecordKind; 11] = [
         RecordKind::Cancel,
+        RecordKind::RetryActivity,
         RecordKind::Upgrade,
         RecordKind::CancelExecution,
         RecordKind::Schedule,
@@ -184,6 +188,7 @@ impl RecordKind {
     pub const fn header_value(self) -> &'static [u8] {
         match self {
             RecordKind::Cancel => b"cancel",
+            RecordKind::RetryActivity => b"retry-activity",
             RecordKind::Upgrade => b"upgrade",
             RecordKind::CancelExecution => b"cancel-execution",
             RecordKind::Schedule => b"schedule",
@@ -243,6 +248,8 @@ pub enum RecordType {
     RememberedEvent,
     ActivityRequest,
     ActivityCancel,
+    /// A retry notice ([`crate::records::ActivityRetry`]), written as an `ActivityCancel`.
+    ActivityRetry,
     /// A paused route on `weir.control` ([`crate::control::RoutePause`]; a tombstone when
     /// resumed).
     RoutePause,
@@ -285,6 +292,7 @@ pub fn record_type(role: TopicRole, kind: Option<RecordKind>) -> Result<RecordTy
         (R::State, Some(K::Remembered)) => T::RememberedEvent,
         (R::Activity, None) => T::ActivityRequest,
         (R::Activity, Some(K::Cancel)) => T::ActivityCancel,
+        (R::Activity, Some(K::RetryActivity)) => T::ActivityRetry,
         (R::Control, None) => T::RoutePause,
         (role, Some(kind)) => return Err(KindError::OffTopic { role, kind }),
     })
@@ -420,9 +428,14 @@ impl RouteService {
         !self.external || self.cancel_notices
     }
 
-    /// Whether the record at `address`, on a route served so, is written at all.
+    /// Whether the record at `address`, on a route served so, is written at all. A retry
+    /// notice goes only to a route Weir serves (only its activity worker parks a request).
     pub fn takes(self, address: &Address) -> bool {
-        address.kind != Some(RecordKind::Cancel) || self.hears_cancellations()
+        match address.kind {
+            Some(RecordKind::Cancel) => self.hears_cancellations(),
+            Some(RecordKind::RetryActivity) => !self.external,
+            _ => true,
+        }
     }
 }
 
@@ -431,6 +444,13 @@ impl RouteService {
 /// [`Effect::Respond`] is, so that it lands on the partition of its owner.
 pub fn answer(parent: &ExecutionId) -> Address {
     Address::to(TopicRole::Responses, parent)
+}
+
+/// The address of an activity worker's pause of the parent of a request it parked (the
+/// activity core's `Outgoing::Pause`): on `weir.responses`, keyed by the parent, of kind
+/// `pause-execution`, as `weir pause` writes it.
+pub fn pause(parent: &ExecutionId) -> Address {
+    Address::to(TopicRole::Responses, parent).of_kind(RecordKind::PauseExecution)
 }
 
 /// The address of the record `effect` writes; `None` for an effect that writes no record (a
@@ -466,6 +486,12 @@ pub fn address(effect: &Effect) -> Result<Option<Address>, AddressError> {
             destination: Destination::Route(ffqn.clone()),
             key: Key::Exactly(child.to_string()),
             kind: Some(RecordKind::Cancel),
+            headers: Vec::new(),
+        },
+        Effect::RetryParkedActivity { child, ffqn, .. } => Address {
+            destination: Destination::Route(ffqn.clone()),
+            key: Key::Exactly(child.to_string()),
+            kind: Some(RecordKind::RetryActivity),
             headers: Vec::new(),
         },
         // On the submissions topic, after the child's own submission (same key, same
@@ -559,7 +585,7 @@ pub mod examples {
     use crate::schedule::{ScheduleAction, ScheduleCommand};
 
     /// How many variants [`Effect`] has; [`variant`] numbers them.
-    pub const EFFECT_VARIANTS: usize = 22;
+    pub const EFFECT_VARIANTS: usize = 23;
 
     /// The number of `effect`'s variant, below [`EFFECT_VARIANTS`] (no wildcard: a new
     /// variant does not compile until it is numbered, and then the examples must have it).
@@ -587,6 +613,7 @@ pub mod examples {
             Effect::PutRemembered { .. } => 19,
             Effect::StartReset(_) => 20,
             Effect::ResendReset(_) => 21,
+            Effect::RetryParkedActivity { .. } => 22,
         }
     }
 
@@ -692,6 +719,11 @@ pub mod examples {
                 timer_id: "delay".into(),
             }),
             Effect::CancelActivity {
+                parent: parent.clone(),
+                child: activity.clone(),
+                ffqn: ffqn(ACTIVITY_FFQN),
+            },
+            Effect::RetryParkedActivity {
                 parent: parent.clone(),
                 child: activity.clone(),
                 ffqn: ffqn(ACTIVITY_FFQN),

@@ -474,6 +474,7 @@ impl KafkaLog {
             | RecordType::RememberedEvent
             | RecordType::ActivityRequest
             | RecordType::ActivityCancel
+            | RecordType::ActivityRetry
             | RecordType::RoutePause => Err(DecodeError {
                 record: "record",
                 position: position.clone(),
