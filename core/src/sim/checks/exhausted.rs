@@ -86,8 +86,7 @@ pub(super) fn check_exhausted(add: &mut impl FnMut(Invariant, String), w: &World
         let Some(committed) = log
             .progress_parked
             .iter()
-            .filter(|(seq, t, p, _)| *seq < s.seq && *t == topic && *p == partition)
-            .last()
+            .rfind(|(seq, t, p, _)| *seq < s.seq && *t == topic && *p == partition)
             .filter(|(_, _, _, parked)| parked.contains(&s.child))
             .map(|(seq, ..)| *seq)
         else {
