@@ -28,7 +28,9 @@
 //!   effect writes, and what a record read from a topic is.
 
 pub mod activity;
+pub mod batch;
 pub mod cache;
+pub mod concurrency;
 pub mod control;
 pub mod correlation;
 pub mod dlq;

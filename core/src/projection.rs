@@ -30,6 +30,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use chrono::{DateTime, Utc};
 use indexmap::IndexSet;
 
+use crate::concurrency::{Slot, SlotClaim};
+
 use crate::model::{
     ChildKind, EventOutcome, EventRequestId, ExecutionId, ExecutionResult, Ffqn, HistoryEvent,
     JoinSetRequest, Response,
@@ -72,6 +74,7 @@ pub fn entry_kind(entry: &HistoryEntry) -> EntryKind {
         HistoryEntry::Paused { .. } => EntryKind::Paused,
         HistoryEntry::Resumed { .. } => EntryKind::Resumed,
         HistoryEntry::Reset { .. } => EntryKind::Reset,
+        HistoryEntry::SlotGranted { .. } => EntryKind::SlotGranted,
     }
 }
 
@@ -155,6 +158,9 @@ pub struct ExecutionView {
     /// The executions started from this one's history (`Reset`), in order: a reset request
     /// naming one of them again changes nothing.
     pub resets: Vec<ExecutionId>,
+    /// The concurrency slots of `created.slots` it holds (`SlotGranted`), in the order
+    /// granted: it starts once it holds them all.
+    pub slots_held: Vec<Slot>,
     pub updated_at: DateTime<Utc>,
     pub finished_at: Option<DateTime<Utc>>,
 }
@@ -173,6 +179,8 @@ impl ExecutionView {
             partition,
             state: if scheduled.is_some() {
                 ExecutionState::Scheduled
+            } else if !created.slots.is_empty() {
+                ExecutionState::Queued
             } else {
                 ExecutionState::Running
             },
@@ -191,6 +199,7 @@ impl ExecutionView {
             pending_events: Vec::new(),
             correlation_keys: IndexSet::new(),
             resets: Vec::new(),
+            slots_held: Vec::new(),
             updated_at: at,
             finished_at: None,
         };
@@ -363,6 +372,21 @@ impl ExecutionView {
             HistoryEntry::Reset {
                 new_execution_id, ..
             } => self.resets.push(new_execution_id.clone()),
+            HistoryEntry::SlotGranted { slot } => {
+                if !self.slots_held.contains(slot) {
+                    self.slots_held.push(slot.clone());
+                }
+                // Holding them all, it is let go: a queued one runs (its owner starts it in
+                // the batch of the last grant), a paused one will when resumed.
+                if self.next_slot().is_none() {
+                    if self.state == ExecutionState::Queued {
+                        self.state = ExecutionState::Running;
+                    }
+                    if self.resume_to == Some(ExecutionState::Queued) {
+                        self.resume_to = Some(ExecutionState::Running);
+                    }
+                }
+            }
             HistoryEntry::EventReceived(event) => {
                 self.events_seen.insert(event.event_id.clone());
                 self.buffered_events.push(event.clone());
@@ -397,9 +421,21 @@ impl ExecutionView {
         Ok(timers)
     }
 
-    /// Whether it has not started yet: scheduled, or paused before its start.
+    /// Whether it has not started yet: scheduled or queued for its slots, or paused before
+    /// its start.
     pub fn waits_for_its_start(&self) -> bool {
-        self.state == ExecutionState::Scheduled || self.resume_to == Some(ExecutionState::Scheduled)
+        let not_started =
+            |s: ExecutionState| matches!(s, ExecutionState::Scheduled | ExecutionState::Queued);
+        not_started(self.state) || self.resume_to.is_some_and(not_started)
+    }
+
+    /// The first slot of `created.slots` it does not hold yet, with its limit (`None`: it
+    /// holds them all, or needs none).
+    pub fn next_slot(&self) -> Option<&SlotClaim> {
+        self.created
+            .slots
+            .iter()
+            .find(|claim| !self.slots_held.contains(&claim.slot))
     }
 
     /// The requests it made and has no answer for: children and activities, delays, waits
@@ -615,7 +651,8 @@ pub fn rebuild(
             | HistoryEntry::CancelRequested { .. }
             | HistoryEntry::Paused { .. }
             | HistoryEntry::Resumed { .. }
-            | HistoryEntry::Reset { .. } => {}
+            | HistoryEntry::Reset { .. }
+            | HistoryEntry::SlotGranted { .. } => {}
         }
     }
     Ok(Rebuilt {
@@ -655,6 +692,7 @@ mod tests {
             deadline: None,
             submitted_at: None,
             reset_of: None,
+            slots: Vec::new(),
         }
     }
 

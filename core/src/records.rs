@@ -8,6 +8,8 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
+use crate::concurrency::{ConcurrencyKey, Slot, SlotClaim};
+
 use crate::model::{
     ChildKind, ExecutionId, ExecutionResult, Ffqn, HistoryEvent, JoinSetId, Response, Version,
 };
@@ -50,6 +52,9 @@ pub struct Submission {
     /// execution keeps the earlier of this and its component's default. A child workflow's
     /// submission carries its parent's deadline. `None`: none asked (added in schema v2).
     pub deadline: Option<DateTime<Utc>>,
+    /// At most `limit` executions submitted with this key run at once; the others wait and
+    /// start in the order they came ([`crate::concurrency`]; added in submission schema v4).
+    pub concurrency: Option<ConcurrencyKey>,
 }
 
 impl Submission {
@@ -74,6 +79,7 @@ impl Submission {
             correlation_id: None,
             metadata,
             deadline,
+            concurrency: None,
         }
     }
 }
@@ -159,6 +165,24 @@ pub struct Created {
     /// seq of its history this one starts from; the entries that follow `Created` are that
     /// history's, copied ([`crate::reset`]; added in history schema v11).
     pub reset_of: Option<ResetOf>,
+    /// The concurrency slots it holds to run, in the order it takes them (its submission's
+    /// concurrency key, its function's limit; [`crate::concurrency::claims`]): it starts once
+    /// it holds them all (`SlotGranted`). Empty: it starts at once (added in history schema
+    /// v11).
+    pub slots: Vec<SlotClaim>,
+}
+
+impl Created {
+    /// The concurrency key it was submitted with, and its limit (a [`Slot::Key`] claim).
+    pub fn concurrency_key(&self) -> Option<ConcurrencyKey> {
+        self.slots.iter().find_map(|claim| match &claim.slot {
+            Slot::Key(key) => Some(ConcurrencyKey {
+                key: key.clone(),
+                limit: Some(claim.limit),
+            }),
+            Slot::Function(_) => None,
+        })
+    }
 }
 
 /// Where a reset execution comes from: the execution reset and the last seq of its history
@@ -221,6 +245,11 @@ pub enum HistoryEntry {
         new_execution_id: ExecutionId,
         to_seq: u64,
         reason: String,
+    },
+    /// The execution holds the concurrency slot `slot` (one of `Created::slots`): its owner
+    /// granted it. Once it holds every one, it starts ([`crate::concurrency`]).
+    SlotGranted {
+        slot: Slot,
     },
 }
 
@@ -526,6 +555,10 @@ pub enum StateOf {
     Correlation,
     /// An event id a correlation key remembers.
     Remembered,
+    /// A concurrency slot's state ([`crate::concurrency::SlotState`]).
+    Slot,
+    /// A batch operation's state (left in place when corrupt: [`crate::batch`]).
+    Batch,
 }
 
 /// A record of `weir.state` that does not decode, as the take-over read it.

@@ -291,7 +291,9 @@ fn copied(entry: &HistoryEntry, from: Ulid, to: Ulid) -> Option<HistoryEntry> {
         | HistoryEntry::Upgraded { .. }
         | HistoryEntry::Paused { .. }
         | HistoryEntry::Resumed { .. }
-        | HistoryEntry::Reset { .. } => None,
+        | HistoryEntry::Reset { .. }
+        // The new execution takes its own places in its slots.
+        | HistoryEntry::SlotGranted { .. } => None,
     }
 }
 

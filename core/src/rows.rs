@@ -57,6 +57,9 @@ named_enum!(
     ExecutionState, "execution state", {
         /// Created with a start time in the future; its schedule timer starts it.
         Scheduled => "scheduled",
+        /// Waiting for its concurrency slots (a key or its function at its limit): it starts
+        /// once it holds them all (`docs/design/concurrency.md`).
+        Queued => "queued",
         Running => "running",
         /// Paused (`weir pause`): it runs no code until resumed.
         Paused => "paused",
@@ -75,6 +78,7 @@ named_enum!(
         Paused => "paused",
         Resumed => "resumed",
         Reset => "reset",
+        SlotGranted => "slot-granted",
         Finished => "finished",
         Upgraded => "upgraded",
     }

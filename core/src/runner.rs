@@ -151,6 +151,12 @@ pub trait WorkflowRunner: Send + Sync {
         None
     }
 
+    /// At most how many executions of workflow `ffqn` run at once, across every partition
+    /// (`max_running` in `components.toml`; none by default): [`crate::concurrency`].
+    fn concurrency_limit(&self, _ffqn: &Ffqn) -> Option<u32> {
+        None
+    }
+
     /// What the requests for activity `ffqn` carry (none by default).
     fn request_terms(&self, _ffqn: &Ffqn) -> RequestTerms {
         RequestTerms::default()

@@ -513,6 +513,7 @@ pub fn fire(state: &ScheduleState, now: DateTime<Utc>) -> Option<Fired> {
                 (METADATA_TICK.to_owned(), t.to_rfc3339()),
             ]),
             deadline: None,
+            concurrency: None,
         });
         state.running.push(id);
         if state.running.len() > MAX_TRACKED_RUNS {

@@ -8,6 +8,8 @@
 //! | `E_…`                        | an execution (events kept for one not created yet)   |
 //! | `schedule:<name>`            | a schedule (its state, its commands)                 |
 //! | `weir:seen:<key> <event id>` | an event id a correlation key remembers forwarding   |
+//! | `weir:slot:<slot>`           | a concurrency slot (`concurrency.rs` reads these)    |
+//! | `weir:batch:<id>`            | a batch operation (its state, its commands)          |
 //! | anything else                | a correlation key ([`check_correlation_key`])        |
 //!
 //! Invariants: a correlation key never starts with `E_` nor with a prefix Weir keeps
@@ -27,6 +29,9 @@ pub const EXECUTION_PREFIX: &str = "E_";
 
 /// The prefix of the key of an event id a correlation key remembers.
 pub const REMEMBERED_PREFIX: &str = "weir:seen:";
+
+/// The prefix of a batch operation's key (under `weir:`, which a correlation key may not use).
+pub const BATCH_PREFIX: &str = "weir:batch:";
 
 /// Key prefixes Weir keeps for its own keyed state (a correlation key may not start with one).
 pub const RESERVED_PREFIXES: [&str; 2] = [SCHEDULE_PREFIX, "weir:"];
@@ -48,6 +53,8 @@ pub enum StateKey {
     /// ([`crate::correlation::RememberedEvent`]): `weir:seen:<key> <event id>` (a key has no
     /// spaces, so the first one ends it).
     Remembered { key: String, event_id: String },
+    /// A batch operation, by its id ([`crate::batch::check_id`]).
+    Batch(String),
 }
 
 /// Why a key is refused.
@@ -72,6 +79,8 @@ pub enum KeyError {
     NotForEvents(String),
     #[error("`{0}` is not `{REMEMBERED_PREFIX}<correlation key> <event id>`")]
     Remembered(String),
+    #[error("`{0}` is not the key of a batch: {1}")]
+    Batch(String, String),
 }
 
 /// Checks a correlation key: 1 to [`MAX_KEY_LEN`] bytes of printable ASCII (no spaces), not
@@ -109,6 +118,11 @@ impl StateKey {
                 _ => Err(KeyError::Remembered(key.to_owned())),
             };
         }
+        if let Some(id) = key.strip_prefix(BATCH_PREFIX) {
+            return crate::batch::check_id(id)
+                .map(|()| StateKey::Batch(id.to_owned()))
+                .map_err(|e| KeyError::Batch(key.to_owned(), e.to_string()));
+        }
         if let Some(name) = key.strip_prefix(SCHEDULE_PREFIX) {
             return crate::schedule::check_name(name)
                 .map(|()| StateKey::Schedule(name.to_owned()))
@@ -137,7 +151,10 @@ impl StateKey {
     pub fn execution(&self) -> Option<&ExecutionId> {
         match self {
             StateKey::Execution(id) => Some(id),
-            StateKey::Schedule(_) | StateKey::Correlation(_) | StateKey::Remembered { .. } => None,
+            StateKey::Schedule(_)
+            | StateKey::Correlation(_)
+            | StateKey::Remembered { .. }
+            | StateKey::Batch(_) => None,
         }
     }
 }
@@ -151,6 +168,7 @@ impl fmt::Display for StateKey {
             StateKey::Remembered { key, event_id } => {
                 write!(f, "{REMEMBERED_PREFIX}{key} {event_id}")
             }
+            StateKey::Batch(id) => write!(f, "{BATCH_PREFIX}{id}"),
         }
     }
 }
@@ -170,6 +188,7 @@ mod tests {
                 key: "payment:order-42".to_owned(),
                 event_id: "ev 1: with spaces".to_owned(),
             },
+            StateKey::Batch("pause-all.1".to_owned()),
         ] {
             assert_eq!(StateKey::parse(&key.to_string()), Ok(key));
         }

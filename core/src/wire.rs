@@ -166,11 +166,20 @@ pub enum RecordKind {
     ResetExecution,
     /// A `ResetStart` on `weir.submissions`: the start of an execution made by a reset.
     ResetStart,
+    /// A `SlotCommand` on `weir.responses` (keyed by the slot, or by the execution it
+    /// answers), a `SlotState` on `weir.state` (keyed by the slot); [`crate::concurrency`].
+    Concurrency,
+    /// A `BatchCommand` on `weir.responses`, a `BatchState` on `weir.state`; each keyed
+    /// `weir:batch:<id>` ([`crate::batch`]).
+    Batch,
+    /// A `BatchOutcomes` on `weir.state`: one turn's outcomes of a batch, keyed
+    /// `weir:batch:<id>:<turn>` on the batch's partition.
+    BatchOutcomes,
 }
 
 impl RecordKind {
     /// Every kind.
-    pub const ALL: [RecordKind; 11] = [
+    pub const ALL: [RecordKind; 14] = [
         RecordKind::Cancel,
         RecordKind::RetryActivity,
         RecordKind::Upgrade,
@@ -182,6 +191,9 @@ impl RecordKind {
         RecordKind::PauseExecution,
         RecordKind::ResetExecution,
         RecordKind::ResetStart,
+        RecordKind::Concurrency,
+        RecordKind::Batch,
+        RecordKind::BatchOutcomes,
     ];
 
     /// The header's value for this kind.
@@ -198,6 +210,9 @@ impl RecordKind {
             RecordKind::PauseExecution => b"pause-execution",
             RecordKind::ResetExecution => b"reset-execution",
             RecordKind::ResetStart => b"reset-start",
+            RecordKind::Concurrency => b"concurrency",
+            RecordKind::Batch => b"batch",
+            RecordKind::BatchOutcomes => b"batch-outcomes",
         }
     }
 
@@ -237,6 +252,8 @@ pub enum RecordType {
     StubWrite,
     ScheduleCommand,
     CorrelationCommand,
+    SlotCommand,
+    BatchCommand,
     /// An event: an `InboundEvent` for an execution or a `KeyedEvent` for a correlation key,
     /// one union on `weir.events`, told apart by its target.
     Event,
@@ -246,6 +263,9 @@ pub enum RecordType {
     ScheduleState,
     CorrelationState,
     RememberedEvent,
+    SlotState,
+    BatchState,
+    BatchOutcomes,
     ActivityRequest,
     ActivityCancel,
     /// A retry notice ([`crate::records::ActivityRetry`]), written as an `ActivityCancel`.
@@ -283,6 +303,8 @@ pub fn record_type(role: TopicRole, kind: Option<RecordKind>) -> Result<RecordTy
         (R::Responses, Some(K::Schedule)) => T::ScheduleCommand,
         (R::Responses, Some(K::Correlation)) => T::CorrelationCommand,
         (R::Responses, Some(K::StubWrite)) => T::StubWrite,
+        (R::Responses, Some(K::Concurrency)) => T::SlotCommand,
+        (R::Responses, Some(K::Batch)) => T::BatchCommand,
         (R::Events, None) => T::Event,
         (R::History, None) => T::HistoryRecord,
         (R::Results, None) => T::ExecutionFinished,
@@ -290,6 +312,9 @@ pub fn record_type(role: TopicRole, kind: Option<RecordKind>) -> Result<RecordTy
         (R::State, None) => T::ScheduleState,
         (R::State, Some(K::Correlation)) => T::CorrelationState,
         (R::State, Some(K::Remembered)) => T::RememberedEvent,
+        (R::State, Some(K::Concurrency)) => T::SlotState,
+        (R::State, Some(K::Batch)) => T::BatchState,
+        (R::State, Some(K::BatchOutcomes)) => T::BatchOutcomes,
         (R::Activity, None) => T::ActivityRequest,
         (R::Activity, Some(K::Cancel)) => T::ActivityCancel,
         (R::Activity, Some(K::RetryActivity)) => T::ActivityRetry,
@@ -305,6 +330,8 @@ pub fn state_of(record: RecordType) -> Option<crate::records::StateOf> {
         RecordType::ScheduleState => Some(StateOf::Schedule),
         RecordType::CorrelationState => Some(StateOf::Correlation),
         RecordType::RememberedEvent => Some(StateOf::Remembered),
+        RecordType::SlotState => Some(StateOf::Slot),
+        RecordType::BatchState => Some(StateOf::Batch),
         _ => None,
     }
 }
@@ -507,6 +534,29 @@ pub fn address(effect: &Effect) -> Result<Option<Address>, AddressError> {
             Address::to(R::Responses, &request.execution_id).of_kind(RecordKind::ResetExecution)
         }
         Effect::PutSchedule { name, .. } => Address::to(R::State, StateKey::schedule(name)),
+        Effect::PutBatch(state) => {
+            Address::to(R::State, StateKey::Batch(state.id.clone())).of_kind(RecordKind::Batch)
+        }
+        // One record a turn, on the batch's partition: read with the batch's state.
+        Effect::PutBatchOutcomes { id, turn, .. } => {
+            let batch = StateKey::Batch(id.clone()).to_string();
+            Address {
+                destination: Destination::Topic(R::State),
+                key: Key::Within {
+                    key: format!("{batch}:{turn}"),
+                    partition_of: batch,
+                },
+                kind: Some(RecordKind::BatchOutcomes),
+                headers: Vec::new(),
+            }
+        }
+        // The records `weir pause` / `weir cancel` send, on the execution's partition.
+        Effect::BatchRequest(crate::batch::BatchRequest::Pause(r)) => {
+            Address::to(R::Responses, &r.execution_id).of_kind(RecordKind::PauseExecution)
+        }
+        Effect::BatchRequest(crate::batch::BatchRequest::Cancel(r)) => {
+            Address::to(R::Responses, &r.execution_id).of_kind(RecordKind::CancelExecution)
+        }
         Effect::ScheduleCommand(command) => {
             Address::to(R::Responses, StateKey::schedule(&command.name))
                 .of_kind(RecordKind::Schedule)
@@ -532,6 +582,11 @@ pub fn address(effect: &Effect) -> Result<Option<Address>, AddressError> {
             kind: Some(RecordKind::Remembered),
             headers: Vec::new(),
         },
+        // To a slot, keyed by it; to an execution (a grant), keyed by the execution.
+        Effect::Slot(command) => {
+            Address::to(R::Responses, command.key()).of_kind(RecordKind::Concurrency)
+        }
+        Effect::PutSlot { key, .. } => Address::to(R::State, key).of_kind(RecordKind::Concurrency),
         // For the holder, keyed by it (`correlation_key` set).
         Effect::ForwardEvent(event) => Address::to(R::Events, &event.target),
         // Back to its key from a finished holder (`returned_by` set), keyed by the key.
@@ -574,6 +629,7 @@ pub mod examples {
     use chrono::{DateTime, Utc};
     use serde_json::json;
 
+    use crate::concurrency::{Slot, SlotAction, SlotCommand, SlotState};
     use crate::correlation::{CorrelationAction, CorrelationCommand, CorrelationState, KeyedEvent};
     use crate::model::{ExecutionId, ExecutionResult, Ffqn, Response};
     use crate::processor::{CorruptState, Effect, StubWrite};
@@ -585,7 +641,7 @@ pub mod examples {
     use crate::schedule::{ScheduleAction, ScheduleCommand};
 
     /// How many variants [`Effect`] has; [`variant`] numbers them.
-    pub const EFFECT_VARIANTS: usize = 23;
+    pub const EFFECT_VARIANTS: usize = 28;
 
     /// The number of `effect`'s variant, below [`EFFECT_VARIANTS`] (no wildcard: a new
     /// variant does not compile until it is numbered, and then the examples must have it).
@@ -613,7 +669,12 @@ pub mod examples {
             Effect::PutRemembered { .. } => 19,
             Effect::StartReset(_) => 20,
             Effect::ResendReset(_) => 21,
-            Effect::RetryParkedActivity { .. } => 22,
+            Effect::Slot(_) => 22,
+            Effect::PutSlot { .. } => 23,
+            Effect::PutBatch(_) => 24,
+            Effect::PutBatchOutcomes { .. } => 25,
+            Effect::BatchRequest(_) => 26,
+            Effect::RetryParkedActivity { .. } => 27,
         }
     }
 
@@ -639,6 +700,8 @@ pub mod examples {
     /// The execution a reset of [`PARENT`] starts, and a child of it.
     pub const RESET_TO: &str = "E_01CX5ZZKBKACTAV9WEVGEMMVRZ";
     pub const RESET_CHILD: &str = "E_01CX5ZZKBKACTAV9WEVGEMMVRZ.g:1_1";
+    /// A concurrency key.
+    pub const CONCURRENCY_KEY: &str = "customer-42";
 
     /// At least one effect of every variant (two of `PutCorrelation` and of `PutRemembered`:
     /// a record and a tombstone), each with values the codecs accept, at `at`.
@@ -679,6 +742,10 @@ pub mod examples {
                 correlation_id: None,
                 metadata: Default::default(),
                 deadline: None,
+                concurrency: Some(crate::concurrency::ConcurrencyKey {
+                    key: CONCURRENCY_KEY.into(),
+                    limit: Some(3),
+                }),
             }),
             Effect::RequestActivity(request.clone()),
             Effect::RetryActivity {
@@ -819,6 +886,7 @@ pub mod examples {
                     correlation_id: None,
                     metadata: [("team".to_owned(), "shop".to_owned())].into(),
                     deadline: None,
+                    concurrency: None,
                 },
                 reset_of: ResetOf {
                     execution_id: parent.clone(),
@@ -830,14 +898,98 @@ pub mod examples {
                 ))],
             }),
             Effect::ResendReset(ResetRequest {
-                execution_id: parent,
+                execution_id: parent.clone(),
                 to_seq: 1,
                 new_execution_id: id(RESET_TO),
                 then: ResetThen::Cancel,
                 reason: "a bad deploy".into(),
                 requested_at: at,
             }),
+            // An acquisition for the slot; a grant for the execution.
+            Effect::Slot(SlotCommand {
+                slot: Slot::Key(CONCURRENCY_KEY.into()),
+                execution_id: id(WRITER),
+                action: SlotAction::Acquire { limit: 2 },
+                sent_at: at,
+            }),
+            Effect::Slot(SlotCommand {
+                slot: Slot::Function(ffqn("weir-examples:workflows/workflow.fibo")),
+                execution_id: id(WRITER),
+                action: SlotAction::Grant,
+                sent_at: at,
+            }),
+            Effect::PutSlot {
+                key: Slot::Key(CONCURRENCY_KEY.into()).wire_key(),
+                state: Some(SlotState {
+                    slot: Slot::Key(CONCURRENCY_KEY.into()),
+                    limit: 2,
+                    holders: vec![id(WRITER)],
+                    waiting: vec![id(RESET_TO)],
+                    updated_at: at,
+                }),
+            },
+            Effect::PutSlot {
+                key: Slot::Key(CONCURRENCY_KEY.into()).wire_key(),
+                state: None,
+            },
+            Effect::PutBatch(Box::new(batch_state(at))),
+            Effect::PutBatchOutcomes {
+                id: BATCH.into(),
+                turn: 1,
+                outcomes: vec![crate::batch::ExecutionOutcome {
+                    execution_id: parent.clone(),
+                    outcome: crate::batch::Outcome::Acted,
+                }],
+            },
+            Effect::BatchRequest(crate::batch::request(
+                BATCH,
+                &batch_state(at).spec,
+                &parent,
+                at,
+            )),
         ]
+    }
+
+    /// A batch operation's id.
+    pub const BATCH: &str = "pause-fibo";
+
+    /// A running batch that paused one execution of a function.
+    pub fn batch_state(at: DateTime<Utc>) -> crate::batch::BatchState {
+        use crate::batch::{
+            BatchAction, BatchCounts, BatchFilter, BatchSpec, BatchState, BatchStatus,
+        };
+        BatchState {
+            id: BATCH.into(),
+            spec: BatchSpec {
+                filter: BatchFilter {
+                    by: crate::rows::ListBy::Function(
+                        "weir-examples:workflows/workflow.fibo".into(),
+                    ),
+                    state: Some(crate::rows::ExecutionState::Running),
+                    outcome: None,
+                    created_from: None,
+                    created_until: Some(at),
+                },
+                action: BatchAction::Pause,
+                per_second: 10.0,
+                reason: "a bad deploy".into(),
+            },
+            status: BatchStatus::Running,
+            started_at: at,
+            ended_at: None,
+            cursor: Some(crate::rows::ListCursor {
+                created_at: at,
+                execution_id: id(PARENT),
+            }),
+            counts: BatchCounts {
+                acted: 1,
+                finished: 0,
+                already: 0,
+            },
+            tat: Some(at),
+            turns: 1,
+            updated_at: at,
+        }
     }
 }
 

@@ -44,6 +44,7 @@ impl AvroRecord for RawSubmission {
             ),
             ("metadata".into(), Avro::Map(Default::default())),
             ("deadline".into(), Avro::Union(0, Box::new(Avro::Null))),
+            ("concurrency".into(), Avro::Union(0, Box::new(Avro::Null))),
         ]))
     }
 
@@ -112,7 +113,18 @@ fn error_kind(result: &ExecutionResult) -> Option<ExecutionErrorKind> {
 #[tokio::test(flavor = "multi_thread")]
 async fn refused_inputs_are_dead_lettered_and_answered_and_change_nothing_else() {
     let deployment = Deployment::new("refused");
-    let _worker = deployment.start_worker("w", &[]);
+    // The tax service starts late (after the refused answers): its requests get a deadline
+    // far beyond its start, which a loaded machine can stretch past the default 30 s (a CI
+    // run on a machine at load 17 timed the invoice out before the JVM answered).
+    let components = deployment.components_with("patient-tax", |text| {
+        text.replace(
+            "route = \"tax\"\nexternal = true\n",
+            "route = \"tax\"\nexternal = true\nlimits = { timeout_ms = 300000 }\n",
+        )
+    });
+    let components = components.to_str().expect("a UTF-8 path").to_owned();
+    let _worker =
+        deployment.start_worker_with_env("w", &[], &[("WEIR_COMPONENTS", components.as_str())]);
     let producer = deployment.producer();
     let submissions = deployment.topic(TopicRole::Submissions);
     let responses = deployment.topic(TopicRole::Responses);

@@ -156,6 +156,7 @@ async fn a_batch_that_cannot_be_fetched_is_skipped_and_counted() {
             correlation_id: None,
             metadata: Default::default(),
             deadline: None,
+            concurrency: None,
         };
         let value = deployment
             .codec
@@ -201,6 +202,7 @@ async fn a_batch_that_cannot_be_fetched_is_skipped_and_counted() {
         correlation_id: None,
         metadata: Default::default(),
         deadline: None,
+        concurrency: None,
     };
     let value = deployment
         .codec

@@ -631,6 +631,7 @@ async fn poison_records_go_to_the_dlq_without_blocking_their_partition() {
         correlation_id: None,
         metadata: Default::default(),
         deadline: None,
+        concurrency: None,
     };
     let bytes = deployment
         .codec

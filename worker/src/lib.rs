@@ -16,6 +16,7 @@
 //! - [`cli`]: the `weir` command line.
 
 pub mod api;
+pub mod batch_client;
 pub mod cli;
 pub mod codec;
 pub mod failpoints;
@@ -26,7 +27,9 @@ pub mod pause;
 pub mod present;
 pub mod reset;
 // The pure core lives in `weir-core`; its modules keep their paths here.
-pub use weir_core::{correlation, model, partitioner, projection, replay, schedule, wire};
+pub use weir_core::{
+    batch, concurrency, correlation, model, partitioner, projection, replay, schedule, wire,
+};
 pub mod store;
 pub mod telemetry;
 pub mod tls;

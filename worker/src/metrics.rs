@@ -271,6 +271,12 @@ pub struct Metrics {
     /// Executions reset (`weir reset`): new executions started from their histories,
     /// `weir_executions_reset_total`.
     pub executions_reset: Counter,
+    /// Places in concurrency slots granted and refused (a full queue):
+    /// `weir_concurrency_slots_granted_total`, `weir_concurrency_slots_refused_total`.
+    pub slots_granted: Counter,
+    pub slots_refused: Counter,
+    /// Requests batch operations sent (`weir batch`): `weir_batch_requests_total`.
+    pub batch_requests: Counter,
     /// Records of `weir.state` that did not decode, found at a take-over (and dropped by its
     /// first batch): `weir_state_corrupt_dropped_total`.
     pub state_corrupt_dropped: Counter,
@@ -465,6 +471,21 @@ impl Metrics {
             "executions_reset_total",
             "Executions reset (weir reset): a new execution started from each one's history.",
             self.executions_reset.get(),
+        );
+        counter(
+            "concurrency_slots_granted_total",
+            "Places in concurrency slots (keys, functions' max_running) granted to executions by the slots' owners.",
+            self.slots_granted.get(),
+        );
+        counter(
+            "concurrency_slots_refused_total",
+            "Executions refused by a concurrency slot whose queue was full (they finish conflict).",
+            self.slots_refused.get(),
+        );
+        counter(
+            "batch_requests_total",
+            "Requests batch operations sent (weir batch): one per execution acted on.",
+            self.batch_requests.get(),
         );
         counter(
             "state_corrupt_dropped_total",

@@ -205,6 +205,12 @@ pub const DEFAULT_NOT_TAKEN_AFTER_SECS: u64 = 5;
 /// `weir list --limit` (and the HTTP API's `limit`): rows a page of a listing shows.
 pub const DEFAULT_LIST_LIMIT: usize = 50;
 
+// ------------------------------------------------------------------------------- `weir batch`
+
+/// `weir batch start --rate` (and the HTTP API's `rate`): executions a batch acts on per
+/// second at most.
+pub const DEFAULT_BATCH_RATE: f64 = 50.0;
+
 #[cfg(test)]
 mod tests {
     use super::*;

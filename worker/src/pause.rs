@@ -53,9 +53,10 @@ pub fn check(
             done: done(action),
         }),
         (ExecutionState::Paused, PauseAction::Pause) => Ok(PauseStep::AlreadyThere),
-        (ExecutionState::Running | ExecutionState::Scheduled, PauseAction::Resume) => {
-            Ok(PauseStep::AlreadyThere)
-        }
+        (
+            ExecutionState::Running | ExecutionState::Scheduled | ExecutionState::Queued,
+            PauseAction::Resume,
+        ) => Ok(PauseStep::AlreadyThere),
         _ => Ok(PauseStep::Send),
     }
 }

@@ -151,6 +151,15 @@ pub fn history_entry_json(row: &HistoryRow, record: &HistoryRecord) -> Value {
                     json!({"execution_id": link.execution_id.to_string(), "seq": link.seq}),
                 );
             }
+            // Holds concurrency slots to run: which, and their limits.
+            if let (false, Some(fields)) = (c.slots.is_empty(), created.as_object_mut()) {
+                let slots: Vec<Value> = c
+                    .slots
+                    .iter()
+                    .map(|s| json!({"slot": s.slot.to_string(), "limit": s.limit}))
+                    .collect();
+                fields.insert("slots".into(), Value::Array(slots));
+            }
             created
         }
         HistoryEntry::Event { version, event } => {
@@ -179,6 +188,9 @@ pub fn history_entry_json(row: &HistoryRow, record: &HistoryRecord) -> Value {
             "kind": "reset", "new_execution_id": new_execution_id.to_string(),
             "to_seq": to_seq, "reason": reason,
         }),
+        HistoryEntry::SlotGranted { slot } => {
+            json!({"kind": "slot_granted", "slot": slot.to_string()})
+        }
         HistoryEntry::EventReceived(e) => json!({
             "kind": "event_received", "event_id": e.event_id, "name": e.name,
             "payload": e.payload,
@@ -212,6 +224,48 @@ pub fn schedule_json(s: &weir_core::schedule::ScheduleState) -> serde_json::Valu
         "missed": s.missed,
         "updated_at": s.updated_at.to_rfc3339(),
     })
+}
+
+/// A batch operation as JSON (`weir batch status|list --json`, the API): its spec, status,
+/// counts and, when given, every execution's outcome.
+pub fn batch_json(
+    s: &weir_core::batch::BatchState,
+    outcomes: Option<&[weir_core::batch::BatchOutcomes]>,
+) -> serde_json::Value {
+    let f = &s.spec.filter;
+    let (function, parent) = match &f.by {
+        weir_core::rows::ListBy::Function(function) => (Some(function.clone()), None),
+        weir_core::rows::ListBy::Parent(parent) => (None, Some(parent.to_string())),
+    };
+    let mut json = json!({
+        "id": s.id,
+        "action": s.spec.action.as_str(),
+        "status": s.status.as_str(),
+        "rate": s.spec.per_second,
+        "reason": s.spec.reason,
+        "filter": {
+            "function": function,
+            "parent": parent,
+            "state": f.state.map(|s| s.as_str()),
+            "outcome": f.outcome,
+            "since": f.created_from.map(|t| t.to_rfc3339()),
+            "until": f.created_until.map(|t| t.to_rfc3339()),
+        },
+        "acted": s.counts.acted,
+        "skipped_finished": s.counts.finished,
+        "skipped_already": s.counts.already,
+        "seen": s.counts.seen(),
+        "started_at": s.started_at.to_rfc3339(),
+        "ended_at": s.ended_at.map(|t| t.to_rfc3339()),
+    });
+    if let Some(outcomes) = outcomes {
+        json["outcomes"] = outcomes
+            .iter()
+            .flat_map(|turn| &turn.outcomes)
+            .map(|o| json!({"execution_id": o.execution_id.to_string(), "outcome": o.outcome.as_str()}))
+            .collect();
+    }
+    json
 }
 
 /// A correlation key's state as JSON (`weir correlation list --json`, the API): its holder
@@ -324,7 +378,7 @@ pub fn describe(entry: &HistoryEntry) -> (&'static str, String) {
         HistoryEntry::Created(c) => (
             "created",
             format!(
-                "{}({}){}{}{}",
+                "{}({}){}{}{}{}",
                 c.ffqn,
                 c.params,
                 c.parent
@@ -338,7 +392,11 @@ pub fn describe(entry: &HistoryEntry) -> (&'static str, String) {
                 c.reset_of
                     .as_ref()
                     .map(|r| format!(" reset of {} at seq {}", r.execution_id, r.seq))
-                    .unwrap_or_default()
+                    .unwrap_or_default(),
+                c.slots
+                    .iter()
+                    .map(|s| format!(" in slot {} (limit {})", s.slot, s.limit))
+                    .collect::<String>()
             ),
         ),
         HistoryEntry::Event { version, event } => ("event", format!("v{version} {event}")),
@@ -364,6 +422,7 @@ pub fn describe(entry: &HistoryEntry) -> (&'static str, String) {
             "reset",
             format!("reset to {new_execution_id} from seq {to_seq}: {reason}"),
         ),
+        HistoryEntry::SlotGranted { slot } => ("slot", format!("holds concurrency slot {slot}")),
         HistoryEntry::EventReceived(e) => (
             "event-in",
             format!(

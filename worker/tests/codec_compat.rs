@@ -208,6 +208,9 @@ fn resolution_matches_union_branches_by_name() {
     check_full_resolution(&pause_requests());
     check_full_resolution(&reset_requests());
     check_full_resolution(&reset_starts());
+    check_full_resolution(&batch_commands());
+    check_full_resolution(&batch_states());
+    check_full_resolution(&batch_outcomes());
 }
 
 #[test]
@@ -247,7 +250,14 @@ fn the_check_catches_a_field_added_without_default() {
 
 /// Fields added to nested records since the first schemas (`Created.component`,
 /// `Created.deadline`): dropped from a value written with an old schema that lacks them.
-const NESTED_FIELDS_ADDED: &[&str] = &["component", "deadline", "submitted_at", "ran", "reset_of"];
+const NESTED_FIELDS_ADDED: &[&str] = &[
+    "component",
+    "deadline",
+    "submitted_at",
+    "ran",
+    "reset_of",
+    "slots",
+];
 
 /// `value` without the nested record fields `names`, at any depth.
 fn without_fields(value: Value, names: &[&str]) -> Value {
@@ -685,10 +695,15 @@ fn before_pause(records: Vec<HistoryRecord>) -> Vec<HistoryRecord> {
 /// Whether a sample (its `Debug` text) holds what only the current schema has: a `Reset`
 /// entry, or a creation by a reset.
 fn holds_reset(text: &str) -> bool {
-    text.contains("Reset {") || text.contains("reset_of: Some")
+    text.contains("Reset {")
+        || text.contains("reset_of: Some")
+        // Concurrency slots (v12) came after reset: no earlier version holds them either.
+        || text.contains("SlotGranted {")
+        || text.contains("SlotClaim {")
 }
 
-/// The history records v10 and earlier can hold (no `Reset`, no `Created.reset_of`).
+/// The history records v10 and earlier can hold (no `Reset`, no `Created.reset_of`, nothing
+/// of concurrency slots).
 fn before_reset(records: Vec<HistoryRecord>) -> Vec<HistoryRecord> {
     let held: Vec<HistoryRecord> = records
         .into_iter()

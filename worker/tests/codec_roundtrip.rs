@@ -98,6 +98,13 @@ fn pause_requests_round_trip() {
 }
 
 #[test]
+fn batch_records_round_trip() {
+    both("weir.responses", &batch_commands());
+    both("weir.state", &batch_states());
+    both("weir.state", &batch_outcomes());
+}
+
+#[test]
 fn reset_requests_round_trip() {
     both("weir.responses", &reset_requests());
 }
@@ -370,14 +377,19 @@ fn history_records_round_trip_every_entry_and_event() {
             HistoryEntry::Paused { .. } => "Paused",
             HistoryEntry::Resumed { .. } => "Resumed",
             HistoryEntry::Reset { .. } => "Reset",
+            HistoryEntry::SlotGranted { .. } => "SlotGranted",
         })
         .collect();
     kinds.sort();
     kinds.dedup();
-    assert_eq!(kinds.len(), 9 + 11, "{kinds:?}");
+    assert_eq!(kinds.len(), 10 + 11, "{kinds:?}");
     assert!(records.iter().any(|r| matches!(
         &r.entry,
         HistoryEntry::Created(c) if c.reset_of.is_some()
+    )));
+    assert!(records.iter().any(|r| matches!(
+        &r.entry,
+        HistoryEntry::Created(c) if c.slots.len() == 2
     )));
     both("weir.history", &records);
 }

@@ -114,6 +114,20 @@ impl TokenBucket {
         })
     }
 
+    /// A bucket of `limit` as it was when [`TokenBucket::tat`] gave `tat` (a bucket kept in a
+    /// record: a batch's, `crate::batch`).
+    pub fn resume(limit: &RateLimit, tat: Option<DateTime<Utc>>) -> Result<Self, RateLimitError> {
+        let mut bucket = TokenBucket::new(limit)?;
+        bucket.tat = tat;
+        Ok(bucket)
+    }
+
+    /// The theoretical arrival time (`None`: never taken from), what [`TokenBucket::resume`]
+    /// takes back.
+    pub fn tat(&self) -> Option<DateTime<Utc>> {
+        self.tat
+    }
+
     /// The first instant a token is there; `None`: now already (full, or never drained
     /// that far).
     pub fn next_token(&self) -> Option<DateTime<Utc>> {

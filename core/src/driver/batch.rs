@@ -41,6 +41,7 @@ where
             }
         }
         self.processor.fire_schedules(&mut batch);
+        self.turn_batches(&mut batch).await;
         self.processor.expire_correlations(&mut batch);
         self.run_inline(&mut batch).await?;
         let offsets: Positions = self
@@ -90,6 +91,20 @@ where
         self.materialise(batch, landed, now).await?;
         self.report(inputs, 0);
         Ok(())
+    }
+
+    /// A turn of each batch operation with a token ([`crate::batch`]): its list page read
+    /// from the store and given to the processor. A page the store cannot give now leaves
+    /// the batch where it is (its cursor unmoved: the next batch tries again).
+    pub(super) async fn turn_batches(&mut self, batch: &mut Batch) {
+        for (id, query) in self.processor.batch_wants(batch.now) {
+            match self.store.list(&query).await {
+                Ok(page) => self.processor.advance_batch(batch, &id, &page),
+                Err(error) => {
+                    tracing::warn!(batch = %id, %error, "a batch's list page cannot be read now; it waits");
+                }
+            }
+        }
     }
 
     /// Answers the batch's inline activity requests in the batch ([`crate::inline`]): rounds

@@ -13,7 +13,9 @@
 //!    horizon, and write the checkpoints and watermarks it starts from.
 //! 2. **A batch**: the records of one poll, the timers due now and the schedule ticks due
 //!    now, each stepped through the [processor](crate::processor) (rehydrating from the store
-//!    what it names first); then one transaction with every effect and the input offsets.
+//!    what it names first), and a turn of each batch operation with a token (its list page
+//!    read from the store, [`StoreRead::list`]); then one transaction with every effect and
+//!    the input offsets.
 //! 3. **After the commit**: the batch's history rows (with the offsets they landed at),
 //!    execution rows, timer changes, checkpoints and watermarks go to the materialiser; the
 //!    touched executions stay pinned until they are in the store.
@@ -293,6 +295,7 @@ where
         if records.is_empty()
             && timers.is_empty()
             && !self.processor.schedule_due(now)
+            && !self.processor.batch_due(now)
             && !self.processor.correlation_due(now)
             && !self.processor.take_over_effects_due()
         {

@@ -11,7 +11,7 @@ use crate::correlation::{CorrelationState, RememberedEvent};
 use crate::model::ExecutionId;
 use crate::processor::{CorruptState, Effect, Input, ProcessorStats};
 use crate::records::HistoryRecord;
-use crate::rows::{MaterialiseJob, TimerRow};
+use crate::rows::{ListPage, ListQuery, MaterialiseJob, TimerRow};
 use crate::schedule::ScheduleState;
 
 /// Any error of a seam.
@@ -163,7 +163,13 @@ pub trait Log: Send {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct KeyedState {
     pub schedules: Vec<ScheduleState>,
+    /// The batch operations' states ([`crate::batch`]; their turns' outcomes are not read).
+    pub batches: Vec<crate::batch::BatchState>,
+    /// The batches' turns' outcomes: read for a listing only (a take-over leaves them out).
+    pub batch_outcomes: Vec<crate::batch::BatchOutcomes>,
     pub correlations: Vec<CorrelationState>,
+    /// The concurrency slots that hold or queue executions.
+    pub slots: Vec<crate::concurrency::SlotState>,
     /// The event ids the correlation keys remember (records of their own).
     pub remembered: Vec<RememberedEvent>,
     /// Keys whose own record still held their remembered ids (written before each id was a
@@ -221,6 +227,10 @@ pub trait StoreRead: Send + Sync {
         from: DateTime<Utc>,
         until: DateTime<Utc>,
     ) -> impl Future<Output = Result<Vec<TimerRow>, BoxError>> + Send;
+
+    /// A page of a list of executions (the store's `list_executions`): what a batch
+    /// operation's turn reads ([`crate::batch::wants`]).
+    fn list(&self, query: &ListQuery) -> impl Future<Output = Result<ListPage, BoxError>> + Send;
 }
 
 /// The writer of committed batches into the store; jobs are numbered from 1 in order.

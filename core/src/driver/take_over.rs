@@ -98,18 +98,24 @@ where
                 .await
                 .map_err(DriverError::Log)?;
             if !state.schedules.is_empty()
+                || !state.batches.is_empty()
                 || !state.correlations.is_empty()
+                || !state.slots.is_empty()
                 || !state.corrupt.is_empty()
             {
                 tracing::info!(
                     schedules = state.schedules.len(),
+                    batches = state.batches.len(),
                     correlation_keys = state.correlations.len(),
+                    concurrency_slots = state.slots.len(),
                     corrupt = state.corrupt.len(),
                     "keyed state restored"
                 );
             }
             self.processor.restore_schedules(state.schedules);
+            self.processor.restore_batches(state.batches);
             self.processor.restore_correlations(state.correlations);
+            self.processor.restore_slots(state.slots);
             self.processor
                 .restore_remembered(state.remembered, state.unrecorded);
             self.processor.restore_corrupt_states(state.corrupt);

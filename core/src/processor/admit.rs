@@ -175,6 +175,15 @@ impl<R: WorkflowRunner> Processor<R> {
                     &what,
                 );
             }
+            Body::Batch(c) => {
+                let what = format!("a command for batch `{}`", c.id);
+                return self.misrouted_keyed(
+                    partition,
+                    key,
+                    &StateKey::Batch(c.id.clone()).to_string(),
+                    &what,
+                );
+            }
             Body::KeyedEvent(e) => {
                 let what = format!("an event for correlation key `{}`", e.key);
                 return self.misrouted_keyed(partition, key, &e.key, &what);
@@ -188,6 +197,14 @@ impl<R: WorkflowRunner> Processor<R> {
                 );
                 return self.misrouted_keyed(partition, key, &c.key, &what);
             }
+            Body::Slot(c) if c.for_slot() => {
+                let what = format!(
+                    "a command of {} for concurrency slot {}",
+                    c.execution_id, c.slot
+                );
+                return self.misrouted_keyed(partition, key, &c.slot.wire_key(), &what);
+            }
+            Body::Slot(c) => keyed_by("a concurrency slot's answer", &c.execution_id),
         };
         match owner {
             Ok(owner) => self.wrong_partition(partition, &owner),
@@ -286,7 +303,12 @@ pub(super) fn response_owner(key: Option<&str>) -> Option<ExecutionId> {
 pub(super) fn input_owner(key: Option<&str>, body: &Body) -> Option<ExecutionId> {
     Some(match body {
         // A schedule is no execution: nothing to rehydrate.
-        Body::Schedule(_) | Body::KeyedEvent(_) | Body::Correlation(_) => return None,
+        Body::Schedule(_) | Body::Batch(_) | Body::KeyedEvent(_) | Body::Correlation(_) => {
+            return None;
+        }
+        // A slot's command is for its slot, no execution; a grant is for its execution.
+        Body::Slot(c) if c.for_slot() => return None,
+        Body::Slot(c) => c.execution_id.clone(),
         Body::Submission(s)
         | Body::UnparsableParams { submission: s, .. }
         | Body::UnparsableFfqn { submission: s, .. } => s.execution_id.clone(),

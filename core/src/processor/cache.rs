@@ -148,7 +148,9 @@ impl<R: WorkflowRunner> Processor<R> {
     /// have moved past what is committed).
     pub fn clear(&mut self) {
         self.schedules.clear();
+        self.batches.clear();
         self.correlations.clear();
+        self.slots.clear();
         self.take_over_effects.clear();
         self.cache.clear();
         self.deferred.clear();

@@ -79,6 +79,9 @@ pub struct ProcessorStats {
     pub keyed_events_buffered: u64,
     /// Forwarded events that found their execution finished and went back to their key.
     pub keyed_events_returned: u64,
+    /// Places in concurrency slots granted to executions, and refused (a full queue).
+    pub slots_granted: u64,
+    pub slots_refused: u64,
     /// Records of `weir.state` that did not decode, copied to the DLQ and their keys
     /// forgotten ([`super::corrupt_state`]; counted when taken over, written by the first
     /// batch).
@@ -86,4 +89,6 @@ pub struct ProcessorStats {
     /// Remembered event ids forgotten before their window ended, a key having forwarded more
     /// than [`crate::correlation::MAX_REMEMBERED`] within it.
     pub remembered_cut: u64,
+    /// Requests sent by batch operations ([`super::batches`]).
+    pub batch_requests: u64,
 }

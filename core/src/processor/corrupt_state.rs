@@ -32,6 +32,15 @@ impl CorruptState {
             .as_deref()
             .ok_or("it has no key")
             .and_then(|key| std::str::from_utf8(key).map_err(|_| "its key is not UTF-8"))?;
+        // A concurrency slot's key is read by its own module (`weir:slot:…`).
+        if self.of == StateOf::Slot {
+            crate::concurrency::Slot::of_wire_key(key).map_err(|e| e.to_string())?;
+            let tombstone = Effect::PutSlot {
+                key: key.to_owned(),
+                state: None,
+            };
+            return self.at_home(tombstone, key, partitions);
+        }
         let (tombstone, partitioned_by) = match (self.of, StateKey::parse(key)) {
             (StateOf::Schedule, Ok(StateKey::Schedule(name))) => {
                 (Effect::PutSchedule { name, state: None }, key.to_owned())
@@ -57,6 +66,17 @@ impl CorruptState {
             }
             (_, Err(e)) => return Err(e.to_string()),
         };
+        self.at_home(tombstone, &partitioned_by, partitions)
+    }
+
+    /// `tombstone`, if this record is on the partition of `partitioned_by` (else a tombstone
+    /// would not shadow it).
+    fn at_home(
+        &self,
+        tombstone: Effect,
+        partitioned_by: &str,
+        partitions: i32,
+    ) -> Result<Effect, String> {
         let home = crate::partitioner::partition_for_key(partitioned_by.as_bytes(), partitions);
         if home != self.partition {
             return Err(format!("its key belongs to partition {home}"));

@@ -3,6 +3,8 @@
 //! encoded or sent.
 
 use super::input::StubWrite;
+use crate::concurrency::SlotCommand;
+use crate::concurrency::SlotState;
 use crate::correlation::CorrelationCommand;
 use crate::correlation::CorrelationState;
 use crate::correlation::KeyedEvent;
@@ -124,6 +126,30 @@ pub enum Effect {
     /// execution, whose history the store does not hold yet; taken again later, it is read
     /// from there ([`super::reset`]).
     ResendReset(ResetRequest),
+    /// A command about a concurrency slot (`weir.responses`, header `weir.kind = concurrency`):
+    /// for the slot's owner (an acquisition or a release, keyed by the slot) or for an
+    /// execution's (a grant or a refusal, keyed by the execution); [`crate::concurrency`].
+    Slot(SlotCommand),
+    /// The new state of a concurrency slot of an owned partition (`None`: idle, forgotten),
+    /// on `weir.state` (compacted), keyed by the slot's wire key.
+    PutSlot {
+        key: String,
+        state: Option<SlotState>,
+    },
+    /// The new state of a batch operation of an owned partition, on `weir.state`
+    /// (compacted), keyed `weir:batch:<id>` ([`crate::batch`]).
+    PutBatch(Box<crate::batch::BatchState>),
+    /// The outcomes of one turn of a batch, on `weir.state`, keyed `weir:batch:<id>:<turn>`
+    /// on the batch's partition (header `weir.kind = batch-outcomes`).
+    PutBatchOutcomes {
+        id: String,
+        turn: u64,
+        outcomes: Vec<crate::batch::ExecutionOutcome>,
+    },
+    /// A batch's request for an execution's owner (`weir.responses`, keyed by the execution,
+    /// header `weir.kind = pause-execution` or `cancel-execution`): the record `weir pause`
+    /// or `weir cancel` sends.
+    BatchRequest(crate::batch::BatchRequest),
     /// The input record `input` of the batch goes to the DLQ, byte for byte.
     DeadLetter {
         input: usize,

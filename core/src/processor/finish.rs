@@ -64,6 +64,8 @@ impl<R: WorkflowRunner> StepCtx<'_, R> {
             tracing::info!(execution = %live.view.id, unclaimed, "the execution finished with events no wait took: dropped");
             self.stats.events_unclaimed += unclaimed as u64;
         }
+        // What it holds or waits for in concurrency slots is freed by its finish.
+        let releases = super::concurrency::releases(&live.view, self.batch.now);
         self.append(
             &mut live.view,
             HistoryEntry::Finished {
@@ -95,6 +97,7 @@ impl<R: WorkflowRunner> StepCtx<'_, R> {
             }),
         };
         self.batch.effects.push(effect);
+        self.batch.effects.extend(releases);
         // The keys it registered take no more events for it.
         for key in &live.view.correlation_keys {
             self.batch

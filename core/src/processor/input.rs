@@ -3,6 +3,7 @@
 
 use chrono::{DateTime, Utc};
 
+use crate::concurrency::SlotCommand;
 use crate::correlation::CorrelationCommand;
 use crate::correlation::KeyedEvent;
 use crate::model::ExecutionId;
@@ -60,12 +61,18 @@ pub enum Body {
     Cancel(CancelRequest),
     /// A command about a schedule (`weir schedule`, `weir topology apply`, a finished run).
     Schedule(ScheduleCommand),
+    /// A command about a batch operation (`weir batch start`, `weir batch cancel`).
+    Batch(crate::batch::BatchCommand),
     /// An event sent to a correlation key (`weir.events`, keyed by the key).
     KeyedEvent(KeyedEvent),
     /// An execution registering a correlation key, or finished (`weir.responses`).
     Correlation(CorrelationCommand),
     /// A workflow writing the value of a stub child of an execution of this partition.
     StubWrite(StubWrite),
+    /// A concurrency slot's command (`weir.responses`): an execution acquiring or releasing
+    /// one of this partition's slots (keyed by the slot), or a slot granting or refusing one
+    /// of this partition's executions (keyed by it).
+    Slot(SlotCommand),
 }
 
 /// A write of the value of `target`, a stub child of another execution, by the workflow whose

@@ -31,6 +31,8 @@
 //! - [`cancel`]: cancellation, termination and deadlines;
 //! - [`events`]: events, early events and correlation keys;
 //! - [`schedules`]: schedules and their ticks;
+//! - [`concurrency`]: concurrency slots (keys, functions' limits), both sides;
+//! - [`batches`]: batch operations and their turns;
 //! - [`corrupt_state`]: keyed state that does not decode, dropped to the DLQ;
 //! - [`stubs`]: stub values from outside and from other workflows;
 //! - [`upgrades`]: moving an execution to another build;
@@ -41,8 +43,10 @@
 //! - [`trace`]: the trace context of each record.
 
 mod admit;
+mod batches;
 mod cache;
 mod cancel;
+mod concurrency;
 mod config;
 mod corrupt_state;
 mod ctx;
@@ -105,7 +109,9 @@ impl<R: WorkflowRunner> Processor<R> {
             policy: Policy::new(config.cache_bytes),
             accessed: IndexSet::new(),
             schedules: BTreeMap::new(),
+            batches: BTreeMap::new(),
             correlations: key_table::KeyTable::default(),
+            slots: BTreeMap::new(),
             submissions_unread_at: None,
             take_over_effects: Vec::new(),
             provided: None,
@@ -332,6 +338,10 @@ impl<R: WorkflowRunner> Processor<R> {
                 self.schedule_command(batch, index, command);
                 Ok(())
             }
+            Body::Batch(command) => {
+                self.batch_command(batch, index, command);
+                Ok(())
+            }
             Body::KeyedEvent(event) => {
                 self.receive_keyed_event(batch, index, event);
                 Ok(())
@@ -341,6 +351,7 @@ impl<R: WorkflowRunner> Processor<R> {
                 Ok(())
             }
             Body::StubWrite(write) => self.write_stub(batch, write).await,
+            Body::Slot(command) => self.slot_command(batch, index, command).await,
         }
     }
 
@@ -407,9 +418,14 @@ pub struct Processor<R: WorkflowRunner> {
     /// The schedules of the owned partitions, by name (restored at take-over, see
     /// [`Processor::restore_schedules`]).
     schedules: BTreeMap<String, ScheduleState>,
+    /// The batches of the owned partitions, by id (restored at take-over with the schedules).
+    batches: BTreeMap<String, crate::batch::BatchState>,
     /// The correlation keys of the owned partitions that hold an execution or events
     /// (restored at take-over with the schedules).
     correlations: key_table::KeyTable,
+    /// The concurrency slots of the owned partitions that hold or queue executions, by wire
+    /// key (restored at take-over with the schedules; [`concurrency`]).
+    slots: BTreeMap<String, crate::concurrency::SlotState>,
     /// The last instant at which this owner was not reading the submissions partitions
     /// (paused by admission, or not owning them yet): see [`Processor::submissions_read`].
     submissions_unread_at: Option<DateTime<Utc>>,

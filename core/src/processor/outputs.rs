@@ -101,6 +101,7 @@ impl<R: WorkflowRunner> StepCtx<'_, R> {
                 // not bound by its scheduler's deadline.
                 metadata: crate::trace::inherited(&id, &live.view.created.metadata),
                 deadline: None,
+                concurrency: None,
             })),
             // The stub's value answers this very execution at once, in the batch of the call that
             // wrote it: journalled, then delivered to the run like a cancellation's answer. The
@@ -208,6 +209,7 @@ fn child_effect(
                 correlation_id: None,
                 metadata: trace,
                 deadline: parent_deadline,
+                concurrency: None,
             }))
         }
         ChildKind::Activity => Some(Effect::RequestActivity(ActivityRequest {

@@ -82,7 +82,10 @@ impl<R: WorkflowRunner> Processor<R> {
                 tracing::debug!(execution = %id, "pause ignored: paused already");
                 Ok(())
             }
-            (PauseAction::Pause, ExecutionState::Running | ExecutionState::Scheduled) => {
+            (
+                PauseAction::Pause,
+                ExecutionState::Running | ExecutionState::Scheduled | ExecutionState::Queued,
+            ) => {
                 tracing::info!(execution = %id, %reason, "execution paused");
                 ctx.append(&mut live.view, HistoryEntry::Paused { reason })?;
                 ctx.stats.paused += 1;
@@ -108,7 +111,10 @@ impl<R: WorkflowRunner> Processor<R> {
                 }
                 Ok(())
             }
-            (PauseAction::Resume, ExecutionState::Running | ExecutionState::Scheduled) => {
+            (
+                PauseAction::Resume,
+                ExecutionState::Running | ExecutionState::Scheduled | ExecutionState::Queued,
+            ) => {
                 tracing::debug!(execution = %id, "resume ignored: not paused");
                 Ok(())
             }

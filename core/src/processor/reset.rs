@@ -103,6 +103,8 @@ impl<R: WorkflowRunner> Processor<R> {
             correlation_id: None,
             metadata: created.metadata.clone(),
             deadline: None,
+            // The same place in line for the same key; the function's limit is its own.
+            concurrency: created.concurrency_key(),
         };
         let size = json_size(&submission.params) + entries.iter().map(entry_size).sum::<usize>();
         if size > ctx.value_limit {

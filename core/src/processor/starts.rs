@@ -36,6 +36,10 @@ impl<R: WorkflowRunner> Processor<R> {
         let Some((mut ctx, live)) = self.ctx_of(batch, id) else {
             return Ok(());
         };
+        // Its time came; its concurrency slots first.
+        if super::concurrency::acquire_next(ctx.batch, &live.view) {
+            return Ok(());
+        }
         let deferred = ctx.start_run(live, Start::Scheduled).await?;
         self.note_start(id, deferred, batch);
         Ok(())
@@ -64,8 +68,13 @@ impl<R: WorkflowRunner> Processor<R> {
                 self.retry_at(batch, &id, batch.now);
                 Ok(())
             }
-            // Paused: it starts nothing until resumed, which tries its start again.
-            Some((ExecutionState::Paused | ExecutionState::Finished, _)) | None => {
+            // Paused: it starts nothing until resumed, which tries its start again. Queued:
+            // its last slot's grant starts it.
+            Some((
+                ExecutionState::Paused | ExecutionState::Queued | ExecutionState::Finished,
+                _,
+            ))
+            | None => {
                 self.deferred.shift_remove(&id);
                 Ok(())
             }

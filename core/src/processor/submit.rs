@@ -25,6 +25,8 @@ use super::effect::Batch;
 use super::effect::Effect;
 use super::reset::Seed;
 use super::run::Start;
+use crate::concurrency;
+use crate::concurrency::{SlotClaim, SlotError};
 use crate::correlation;
 use crate::correlation::{CorrelationAction, CorrelationCommand};
 use crate::model::ExecutionErrorKind;
@@ -113,11 +115,23 @@ impl<R: WorkflowRunner> Processor<R> {
             Some(Flaw::Params(error)) => Some(error),
             None => None,
         };
+        let function_limit = self.runner.concurrency_limit(&submission.ffqn);
+        let slots = match concurrency::claims(
+            &submission.ffqn,
+            submission.concurrency.as_ref(),
+            function_limit,
+        ) {
+            Ok(slots) => slots,
+            Err(error) => {
+                self.refuse_concurrency(batch, index, &submission, error);
+                return Ok(());
+            }
+        };
         let NewExecution {
             mut live,
             held_cancel,
             start,
-        } = self.create(batch, &submission, sent_at, seed)?;
+        } = self.create(batch, &submission, sent_at, seed, slots)?;
         let checked = match unparsable {
             Some(error) => Err(Rejection::InvalidParams(format!(
                 "the params of {id} are not a JSON array: {error}"
@@ -156,6 +170,8 @@ impl<R: WorkflowRunner> Processor<R> {
                 None
             }
             Ok(()) if live.view.state == ExecutionState::Scheduled => None,
+            // It waits for its concurrency slots; its last grant starts it.
+            Ok(()) if super::concurrency::acquire_next(ctx.batch, &live.view) => None,
             Ok(()) => ctx.start_run(&mut live, start).await?,
         };
         self.accessed.insert(id.clone());
@@ -238,6 +254,7 @@ impl<R: WorkflowRunner> Processor<R> {
         submission: &Submission,
         submitted_at: Option<DateTime<Utc>>,
         seed: Option<Seed>,
+        slots: Vec<SlotClaim>,
     ) -> Result<NewExecution<R::Run>, ProcessorError> {
         let (reset_of, entries) = match seed {
             Some(seed) => (Some(seed.reset_of), Some(seed.entries)),
@@ -260,6 +277,7 @@ impl<R: WorkflowRunner> Processor<R> {
                 batch.now,
             ),
             reset_of,
+            slots,
         };
         let partition = self.partition_of(id);
         let (view, timers) = ExecutionView::new(id.clone(), partition, created.clone(), batch.now);
@@ -332,6 +350,25 @@ impl<R: WorkflowRunner> Processor<R> {
                 }));
         }
         Ok(Start::Rebuild(events, responses))
+    }
+
+    /// A submission whose concurrency key or limit is refused creates nothing: dead-lettered
+    /// (`invalid-params`) and, if top-level, answered with why.
+    fn refuse_concurrency(
+        &mut self,
+        batch: &mut Batch,
+        index: usize,
+        submission: &Submission,
+        error: SlotError,
+    ) {
+        let id = &submission.execution_id;
+        let error = format!("the submission of {id} is refused: {error}");
+        tracing::warn!(execution = %id, %error, "submission refused");
+        self.dead_letter(batch, index, DlqReason::InvalidParams, error.clone());
+        if submission.parent.is_none() {
+            let result = error_result(ExecutionErrorKind::InvalidParams, error);
+            answer_refused(batch, submission, result);
+        }
     }
 
     /// Dead-letters a submission that cannot create its execution and, if it is top-level,

@@ -73,6 +73,12 @@ impl<R: WorkflowRunner> Processor<R> {
             Effect::ResendReset(request) => {
                 TraceParent::for_execution(&request.execution_id, metadata(&request.execution_id))
             }
+            // In the trace of the execution it acts on (derived from its id: another
+            // partition's).
+            Effect::BatchRequest(request) => {
+                let id = request.execution_id();
+                TraceParent::for_execution(id, metadata(id))
+            }
             // In the trace of the execution it reaches (known only on its partition).
             Effect::ForwardEvent(event) => {
                 TraceParent::for_execution(&event.target, metadata(&event.target))
@@ -86,6 +92,10 @@ impl<R: WorkflowRunner> Processor<R> {
             | Effect::Correlation(_)
             | Effect::PutCorrelation { .. }
             | Effect::PutRemembered { .. }
+            | Effect::Slot(_)
+            | Effect::PutSlot { .. }
+            | Effect::PutBatch(_)
+            | Effect::PutBatchOutcomes { .. }
             | Effect::ReturnEvent(_) => {
                 return None;
             }

@@ -146,12 +146,22 @@ pub enum Payload {
     Schedule(Option<ScheduleState>),
     /// A command about a schedule, on `weir.responses`.
     ScheduleCommand(ScheduleCommand),
+    /// A batch operation's state on `weir.state` (`None`: a tombstone).
+    Batch(Option<crate::batch::BatchState>),
+    /// One turn's outcomes of a batch operation, on `weir.state`.
+    BatchOutcomes(Vec<crate::batch::ExecutionOutcome>),
+    /// A command about a batch operation, on `weir.responses`.
+    BatchCommand(crate::batch::BatchCommand),
     /// A correlation key's state on `weir.state` (`None`: a tombstone).
     Correlation(Option<crate::correlation::CorrelationState>),
     /// An event id a correlation key remembers, on `weir.state` (`None`: a tombstone).
     Remembered(Option<crate::correlation::RememberedEvent>),
     /// A registration of a correlation key or the end of one, on `weir.responses`.
     CorrelationCommand(crate::correlation::CorrelationCommand),
+    /// A concurrency slot's command, on `weir.responses` ([`crate::concurrency`]).
+    SlotCommand(crate::concurrency::SlotCommand),
+    /// A concurrency slot's state on `weir.state` (`None`: a tombstone).
+    Slot(Option<crate::concurrency::SlotState>),
     /// An event sent to a correlation key, on `weir.events`.
     KeyedEvent(crate::correlation::KeyedEvent),
     /// A workflow writing another execution's stub, on `weir.responses`.

@@ -263,6 +263,18 @@ pub struct Faults {
     /// new execution must finish once with what its params compute. Drawn from an RNG of its
     /// own (`Sim::reset_rng`). See `checks/resets.rs` for what is checked.
     pub resets: bool,
+    /// Concurrency keys (issue 35 item 4): a quarter of the submissions carry no key, the
+    /// others one of two keys, `k1` (one at a time) and `k2` (two at a time), by a digest of
+    /// their id (no draw: the seeds of the other classes stay the same). Every execution must
+    /// still finish once with its value. See `checks/concurrency.rs` for what is checked.
+    pub concurrency: bool,
+    /// Batch operations (`weir batch`; issue 35 item 3): clients start batches that pause
+    /// every execution of a workflow function at a rate (sometimes the same start twice, a
+    /// start with a rate of 0 or less, a cancel of a batch or of one that does not exist)
+    /// while the faults go on; when the faults stop they wait for them to end, start a batch
+    /// that resumes what is paused, and resume what is left. Drawn from an RNG of its own
+    /// (`Sim::batch_rng`). See `checks/batches.rs` for what is checked.
+    pub batches: bool,
     /// Retries that end in `paused` (`on_exhausted = "pause"`; issue 35 item 1), with
     /// `activity_workers`: the activity route's policy pauses, and some of its activities
     /// fail every attempt until an operator flips their switch. Their requests are parked and
@@ -275,7 +287,7 @@ pub struct Faults {
 }
 
 impl Faults {
-    pub const NAMES: [&'static str; 33] = [
+    pub const NAMES: [&'static str; 35] = [
         "crashes",
         "hanging_txns",
         "rebalances",
@@ -308,6 +320,8 @@ impl Faults {
         "route_pauses",
         "rate_limits",
         "resets",
+        "concurrency",
+        "batches",
         "exhausted_pauses",
     ];
 
@@ -345,6 +359,8 @@ impl Faults {
             route_pauses: false,
             rate_limits: false,
             resets: false,
+            concurrency: false,
+            batches: false,
             exhausted_pauses: false,
         }
     }
@@ -365,8 +381,8 @@ impl Faults {
     /// 32) joined once a `retry` timer put again by the batch that fired it was no longer
     /// deleted with it, and a fenced owner's late `retry` timer behind the next owner's
     /// watermark no longer stayed in the store (the dropped timer buckets); `triggers`,
-    /// `blackouts`, `corrupt_state`, `pause_resume`, `route_pauses`, `rate_limits`, `resets` and
-    /// `exhausted_pauses` joined
+    /// `blackouts`, `corrupt_state`, `pause_resume`, `route_pauses`, `rate_limits`, `resets`,
+    /// `concurrency` and `batches` joined
     /// as they were written. A class that finds a new bug leaves this set until its fix, with an ignored
     /// test naming the seeds. `exhausted_pauses` is out until a parent that finishes while its
     /// activity is parked cancels it (`dst_short_with_exhausted_pauses`, seed 104).
@@ -410,6 +426,8 @@ impl Faults {
             "route_pauses" => &mut self.route_pauses,
             "rate_limits" => &mut self.rate_limits,
             "resets" => &mut self.resets,
+            "concurrency" => &mut self.concurrency,
+            "batches" => &mut self.batches,
             "exhausted_pauses" => &mut self.exhausted_pauses,
             _ => return None,
         })

@@ -21,6 +21,21 @@ pub enum Invariant {
     /// from the rule's cut of the old history; a refused request makes nothing, an allowed
     /// one is not lost.
     Reset,
+    /// Concurrency slots: no execution's code runs before it holds every slot it claims; a
+    /// slot's committed state never holds more than its limit, grants its waiting executions
+    /// in the order they came and frees a place only for an execution whose `Finished` is
+    /// committed.
+    Concurrency,
+    /// A batch operation acts on each execution at most once (one request committed, one
+    /// outcome), and, once done, gave an outcome to every execution it selected that the store
+    /// held when it was started.
+    Batch,
+    /// A batch's requests keep to its rate: over its committed turns, at most `burst + rate ·
+    /// (t − s)` between `s` and `t`.
+    BatchRate,
+    /// A batch's counts are its committed outcomes, its `acted` ones are its committed
+    /// requests, and its state only moves forward.
+    BatchProgress,
     /// Every history record is on its execution's partition of `weir.history`.
     HistoryPartition,
     /// An execution's committed history records have contiguous seqs from 0, one record per seq.
@@ -132,12 +147,16 @@ pub enum Invariant {
 }
 
 impl Invariant {
-    pub const ALL: [Invariant; 52] = [
+    pub const ALL: [Invariant; 56] = [
         Invariant::SeamContract,
         Invariant::Upgrade,
         Invariant::Pause,
         Invariant::PauseRequests,
         Invariant::Reset,
+        Invariant::Concurrency,
+        Invariant::Batch,
+        Invariant::BatchRate,
+        Invariant::BatchProgress,
         Invariant::HistoryPartition,
         Invariant::HistorySeqs,
         Invariant::LogVsStore,
@@ -195,6 +214,10 @@ impl Invariant {
             Invariant::Pause => "pause",
             Invariant::PauseRequests => "pause-requests",
             Invariant::Reset => "reset",
+            Invariant::Concurrency => "concurrency",
+            Invariant::Batch => "batch",
+            Invariant::BatchRate => "batch-rate",
+            Invariant::BatchProgress => "batch-progress",
             Invariant::HistoryPartition => "history-partition",
             Invariant::HistorySeqs => "history-seqs",
             Invariant::LogVsStore => "log-vs-store",

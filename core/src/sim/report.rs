@@ -412,8 +412,12 @@ pub struct Report {
     pub upgrades: super::checks::UpgradeCounts,
     /// What the pauses and resumes did (`Faults::pause_resume`).
     pub pauses: super::checks::PauseCounts,
+    /// What the batch operations did (`Faults::batches`).
+    pub batches: super::checks::BatchCounts,
     /// What the resets did (`Faults::resets`).
     pub resets: super::checks::ResetCounts,
+    /// What the concurrency slots did (`Faults::concurrency`).
+    pub concurrency: super::checks::ConcurrencyCounts,
     /// What the paused routes did (`Faults::route_pauses`).
     pub routes: super::checks::RouteCounts,
     /// What the rate limits did (`Faults::rate_limits`).

@@ -103,6 +103,10 @@ pub struct Sim {
     pub(super) exhausted_rng: Rng,
     /// The reset requests clients sent, in order (`Faults::resets`).
     pub(super) reset_sends: Vec<super::sent::ResetSend>,
+    /// The side RNG of `Faults::batches` (see `workloads/batches.rs`).
+    pub(super) batch_rng: Rng,
+    /// The batch commands clients sent, in order (`Faults::batches`).
+    pub(super) batch_sends: Vec<super::sent::BatchSend>,
     /// The routes a client paused on `weir.control` and has not resumed yet: resumed when the
     /// faults stop.
     pub(super) paused_routes: std::collections::BTreeSet<String>,
@@ -163,6 +167,8 @@ impl Sim {
             reset_rng: Sim::reset_rng(seed),
             exhausted_rng: Sim::exhausted_rng(seed),
             reset_sends: Vec::new(),
+            batch_rng: Sim::batch_rng(seed),
+            batch_sends: Vec::new(),
             paused_routes: std::collections::BTreeSet::new(),
             stray_events: Vec::new(),
             next_event: 0,
@@ -468,6 +474,7 @@ impl Sim {
     pub fn check(&self, settled: bool) -> Vec<Violation> {
         let mut out = self.early.clone();
         let submitted = self.with_trigger_submissions();
+        let pauses = self.pause_sends_with_batches();
         let sent = super::checks::Sent {
             submitted: &submitted,
             poison: &self.poison,
@@ -476,8 +483,9 @@ impl Sim {
             schedules: &self.schedules,
             keyed: &self.keyed_events,
             triggered: &self.trig_sends,
-            pauses: &self.pause_sends,
+            pauses: &pauses,
             resets: &self.reset_sends,
+            batches: &self.batch_sends,
         };
         out.extend(check(&self.world(), &sent, settled));
         out
@@ -506,6 +514,9 @@ impl Sim {
         }
         if f.resets {
             self.maybe_reset_request();
+        }
+        if f.batches {
+            self.maybe_batch_command();
         }
         if f.exhausted_pauses && f.activity_workers {
             self.maybe_operate_exhausted();
@@ -715,6 +726,9 @@ impl Sim {
         if self.faults.resets {
             self.resets_after_faults();
         }
+        if self.faults.batches {
+            self.batches_after_faults();
+        }
         if self.faults.route_pauses {
             // The client goes on pausing and resuming routes while the executions run, then
             // resumes every route it paused, so that every request held runs.
@@ -759,6 +773,8 @@ impl Sim {
 impl Sim {
     /// The report of the run so far: what it did, and the violations `check` found.
     pub fn report(&self, settled: bool, violations: Vec<Violation>) -> Report {
+        // Before the world is locked: it reads the committed log itself.
+        let pause_sends = self.pause_sends_with_batches();
         let mut w = self.world();
         w.take_log();
         Report {
@@ -784,8 +800,10 @@ impl Sim {
             correlation: CorrelationCounts::of(&w),
             stubs: StubCounts::of(&w, &self.stub_sends),
             upgrades: super::checks::UpgradeCounts::of(&w),
-            pauses: super::checks::PauseCounts::of(&w, &self.pause_sends),
+            pauses: super::checks::PauseCounts::of(&w, &pause_sends),
+            batches: super::checks::BatchCounts::of(&w, &self.batch_sends),
             resets: super::checks::ResetCounts::of(&w, &self.reset_sends),
+            concurrency: super::checks::ConcurrencyCounts::of(&w),
             routes: super::checks::RouteCounts::of(&w),
             rates: super::checks::RateCounts::of(&w),
             exhausted: super::checks::ExhaustedCounts::of(&w),

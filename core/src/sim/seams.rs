@@ -105,16 +105,22 @@ impl Log for SimLog {
                 // Every part (a part added later does not compile until it is merged).
                 let crate::driver::KeyedState {
                     schedules,
+                    batches,
+                    batch_outcomes,
                     correlations,
                     remembered,
                     unrecorded,
                     corrupt,
+                    slots,
                 } = state;
                 all.schedules.extend(schedules);
+                all.batches.extend(batches);
+                all.batch_outcomes.extend(batch_outcomes);
                 all.correlations.extend(correlations);
                 all.remembered.extend(remembered);
                 all.unrecorded.extend(unrecorded);
                 all.corrupt.extend(corrupt);
+                all.slots.extend(slots);
             }
             Ok(all)
         }
@@ -291,6 +297,14 @@ impl StoreRead for SimStore {
             lock(&world).timer_scan(pid, partition, from);
             Ok(timers)
         }
+    }
+
+    fn list(
+        &self,
+        query: &crate::rows::ListQuery,
+    ) -> impl Future<Output = Result<crate::rows::ListPage, BoxError>> + Send {
+        let query = query.clone();
+        self.read("store: list", move |w| Ok(w.store.list(&query)))
     }
 }
 

@@ -161,3 +161,18 @@ pub struct CorruptSent {
     /// once the run settles (one written later is copied if a take-over comes after it).
     pub before_start: bool,
 }
+
+/// A command a client sent to a batch operation (`Faults::batches`), on `weir.responses`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BatchSend {
+    pub command: crate::batch::BatchCommand,
+    /// The start is refused by the rules (a rate of 0 or less, a cancel of an unknown batch).
+    pub refused: bool,
+    /// For a start: the executions of its function the store held when it was sent, each
+    /// with its creation time: those created before the batch's pinned end must each get an
+    /// outcome once it is done.
+    pub selected: Vec<(ExecutionId, chrono::DateTime<chrono::Utc>)>,
+    /// Where it went: (partition, offset) of `weir.responses`.
+    pub at: (i32, i64),
+    pub sent_at: SimTime,
+}

@@ -128,6 +128,15 @@ impl Store {
     }
 
     /// The changelog of `id` in seq order, decoded, with `recorded_at`.
+    /// A page of a list of executions, as the CQL store gives it (the rows it holds now).
+    pub fn list(&self, query: &crate::rows::ListQuery) -> crate::rows::ListPage {
+        query.page(
+            self.executions
+                .values()
+                .map(crate::rows::ListedExecution::of),
+        )
+    }
+
     pub fn load(&self, id: &ExecutionId, codec: &Codec) -> Result<Option<Changelog>, String> {
         let mut out = Vec::new();
         for ((_, seq), row) in self

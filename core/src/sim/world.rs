@@ -738,7 +738,9 @@ fn decode(topic: InputTopic, record: &Record) -> Result<Body, Undecodable> {
         (RecordType::CorrelationCommand, Some(Payload::CorrelationCommand(c))) => {
             Ok(Body::Correlation(c.clone()))
         }
+        (RecordType::BatchCommand, Some(Payload::BatchCommand(c))) => Ok(Body::Batch(c.clone())),
         (RecordType::StubWrite, Some(Payload::StubWrite(w))) => Ok(Body::StubWrite(w.clone())),
+        (RecordType::SlotCommand, Some(Payload::SlotCommand(c))) => Ok(Body::Slot(c.clone())),
         (RecordType::UpgradeRequest, Some(Payload::Upgrade(u))) => Ok(Body::Upgrade(u.clone())),
         (RecordType::PauseRequest, Some(Payload::Pause(p))) => Ok(Body::Pause(p.clone())),
         (RecordType::ResetRequest, Some(Payload::Reset(r))) => Ok(Body::Reset(r.clone())),

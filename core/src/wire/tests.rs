@@ -76,7 +76,13 @@ fn written(effect: &Effect) -> Option<RecordType> {
         Effect::PutRemembered { .. } => RecordType::RememberedEvent,
         Effect::ForwardEvent(_) | Effect::ReturnEvent(_) => RecordType::Event,
         Effect::WriteStub(_) => RecordType::StubWrite,
+        Effect::Slot(_) => RecordType::SlotCommand,
+        Effect::PutSlot { .. } => RecordType::SlotState,
         Effect::DeadLetter { .. } | Effect::DeadLetterState(_) => RecordType::DlqEnvelope,
+        Effect::PutBatch(_) => RecordType::BatchState,
+        Effect::PutBatchOutcomes { .. } => RecordType::BatchOutcomes,
+        Effect::BatchRequest(crate::batch::BatchRequest::Pause(_)) => RecordType::PauseRequest,
+        Effect::BatchRequest(crate::batch::BatchRequest::Cancel(_)) => RecordType::CancelRequest,
     })
 }
 
@@ -197,6 +203,49 @@ fn the_routing_of_every_effect() {
                 R::Responses,
                 exactly(PARENT),
                 Some(K::ResetExecution),
+                vec![]
+            )),
+            // An acquisition keyed by its slot, a grant by its execution; the slot's state.
+            Some((
+                R::Responses,
+                exactly("weir:slot:key:customer-42"),
+                Some(K::Concurrency),
+                vec![]
+            )),
+            Some((R::Responses, exactly(WRITER), Some(K::Concurrency), vec![])),
+            Some((
+                R::State,
+                exactly("weir:slot:key:customer-42"),
+                Some(K::Concurrency),
+                vec![]
+            )),
+            Some((
+                R::State,
+                exactly("weir:slot:key:customer-42"),
+                Some(K::Concurrency),
+                vec![]
+            )),
+            // A batch's state and a turn's outcomes, on the batch's partition; the pause it
+            // sends, for the execution's owner.
+            Some((
+                R::State,
+                exactly("weir:batch:pause-fibo"),
+                Some(K::Batch),
+                vec![]
+            )),
+            Some((
+                R::State,
+                Key::Within {
+                    key: "weir:batch:pause-fibo:1".to_owned(),
+                    partition_of: "weir:batch:pause-fibo".to_owned(),
+                },
+                Some(K::BatchOutcomes),
+                vec![]
+            )),
+            Some((
+                R::Responses,
+                exactly(PARENT),
+                Some(K::PauseExecution),
                 vec![]
             )),
         ]

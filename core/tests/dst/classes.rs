@@ -15,7 +15,7 @@ use super::*;
 /// which came after: with them a seed would run another run), plus `class`.
 pub(crate) fn found_with(class: &str) -> Faults {
     let spec = format!(
-        "all,-hanging_txns,-zombies,-revoked_writes,-long_timers,-long_idle,-inline,-schedules,-correlation,-correlation_duplicates,-stub_writes,-stub_wrong_function,-deferrals,-upgrades,-activity_workers,-triggers,-blackouts,-corrupt_state,-pause_resume,-route_pauses,-resets,-rate_limits,-exhausted_pauses,+{class}"
+        "all,-hanging_txns,-zombies,-revoked_writes,-long_timers,-long_idle,-inline,-schedules,-correlation,-correlation_duplicates,-stub_writes,-stub_wrong_function,-deferrals,-upgrades,-activity_workers,-triggers,-blackouts,-corrupt_state,-pause_resume,-route_pauses,-resets,-rate_limits,-concurrency,-batches,-exhausted_pauses,+{class}"
     );
     Faults::parse(&spec).unwrap()
 }
@@ -502,6 +502,68 @@ pub(crate) fn dst_resets() {
             && total.refused > 20
             && total.sent_twice > 5,
         "the runs do not exercise resets: {total:?}"
+    );
+}
+
+/// Concurrency keys (issue 35 item 4; `Faults::concurrency`): three quarters of the
+/// submissions carry a key, `k1` (one at a time) or `k2` (two at a time), with crashes,
+/// zombies, rebalances, freezes, outages, cancellations and deadlines around them.
+/// `concurrency`: no code of an execution before it holds its slots, no slot above its limit,
+/// grants in the order the executions came, a place freed only by a committed finish; and
+/// every execution finishes once with its value (`results`: none lost in a queue). The runs
+/// must queue executions and grant them.
+#[test]
+pub(crate) fn dst_concurrency() {
+    let mut faults = found_with("concurrency");
+    faults.zombies = true;
+    let Some(seeds) = seeds_or_one(faults, 300) else {
+        return;
+    };
+    assert_seeds_pass(&seeds, faults);
+    let mut total = weir_core::sim::checks::ConcurrencyCounts::default();
+    for seed in seeds.iter().take(100) {
+        total += run_seed(*seed, faults).concurrency;
+    }
+    println!("concurrency slots of the first 100 seeds: {total:?}");
+    assert!(
+        total.granted > 300 && total.queued > 200 && total.longest_queue >= 3,
+        "the runs do not exercise concurrency slots: {total:?}"
+    );
+}
+
+/// Batch operations (issue 35 item 3; `Faults::batches`): clients start batches that pause
+/// every execution of a workflow function at a rate (the same start twice, a rate of 0 or
+/// less, cancels of batches and of unknown ones among them) with crashes, zombies,
+/// rebalances, freezes and outages around them; when the faults stop the batches run to their
+/// end, a batch per function resumes what is paused, and a client resumes what is left.
+/// `batch`: at most one request and one outcome per (batch, execution), every execution the
+/// store held at the start given an outcome once the batch is done, none outside its
+/// selection, refused commands dead-lettered; `batch-rate`: the committed turns keep to the
+/// rate; `batch-progress`: the counts are the committed outcomes, the acted ones the committed
+/// requests; the pause checks hold the batches' requests to the rules of any request; and every
+/// other invariant of the run (each execution finishes once, with its value). The runs must
+/// start, finish, cancel and refuse batches and act on executions.
+#[test]
+pub(crate) fn dst_batches() {
+    let mut faults = found_with("batches");
+    faults.zombies = true;
+    let Some(seeds) = seeds_or_one(faults, 300) else {
+        return;
+    };
+    assert_seeds_pass(&seeds, faults);
+    let mut total = weir_core::sim::checks::BatchCounts::default();
+    for seed in seeds.iter().take(100) {
+        total += run_seed(*seed, faults).batches;
+    }
+    println!("batches of the first 100 seeds: {total:?}");
+    assert!(
+        total.started > 100
+            && total.done > 100
+            && total.acted > 100
+            && total.skipped > 20
+            && total.refused > 10
+            && total.cancelled > 0,
+        "the runs do not exercise batches: {total:?}"
     );
 }
 

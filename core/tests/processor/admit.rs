@@ -86,6 +86,7 @@ fn an_oversize_submission_is_dead_lettered_and_answered() {
             correlation_id: Some("mine".into()),
             metadata: Default::default(),
             deadline: None,
+            concurrency: None,
         })),
         timestamp: None,
     };

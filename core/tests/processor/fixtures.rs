@@ -54,6 +54,7 @@ pub fn submission_input(id: &ExecutionId, workflow: Workflow, params: serde_json
             correlation_id: None,
             metadata: Default::default(),
             deadline: None,
+            concurrency: None,
         })),
         timestamp: None,
     }

@@ -5,8 +5,10 @@
 mod fixtures;
 
 mod admit;
+mod batches;
 mod cache;
 mod cancel;
+mod concurrency;
 mod corrupt_state;
 mod deliver;
 mod events;

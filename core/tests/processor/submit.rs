@@ -30,6 +30,7 @@ fn a_submission_with_an_unparsable_function_name_is_answered() {
                 correlation_id: Some("mine".into()),
                 metadata: Default::default(),
                 deadline: None,
+                concurrency: None,
             },
             error: "invalid function name `not a name`".into(),
         }),

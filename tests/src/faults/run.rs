@@ -94,6 +94,7 @@ impl Run<'_> {
                     correlation_id: None,
                     metadata: Default::default(),
                     deadline: None,
+                    concurrency: None,
                 };
                 let value = self
                     .deployment

@@ -13,6 +13,7 @@
 //! - **Web pages** the operator visits cannot make it write, nor read it through a rebound
 //!   name ([`guard`]).
 
+mod batch;
 pub mod guard;
 mod reset;
 mod routes;
@@ -256,6 +257,12 @@ pub fn router(api: Arc<Api>) -> Router {
             "/v1/routes/{name}/{action}",
             axum::routing::post(routes::action),
         )
+        .route("/v1/batches", get(batch::list).post(batch::start))
+        .route("/v1/batches/{id}", get(batch::get))
+        .route(
+            "/v1/batches/{id}/cancel",
+            axum::routing::post(batch::cancel),
+        )
         .route("/v1/schedules", get(list_schedules))
         .route("/v1/correlations", get(list_correlations))
         .route(
@@ -296,6 +303,15 @@ struct SubmitBody {
     idempotency_key: Option<String>,
     /// An RFC 3339 instant or a duration from now (`90s`, `5m`).
     deadline: Option<String>,
+    /// At most `limit` (default 1) executions with `key` run at once.
+    concurrency: Option<ConcurrencyBody>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConcurrencyBody {
+    key: String,
+    limit: Option<i64>,
 }
 
 async fn submit(
@@ -330,13 +346,23 @@ async fn submit(
         .map(|d| crate::kafka::submit::parse_deadline(d, chrono::Utc::now()))
         .transpose()
         .map_err(|e| ApiError::bad_request(e.to_string()))?;
-    let submission = crate::codec::Submission::top_level(
-        &id,
-        ffqn,
-        body.params,
-        trace_metadata(&headers)?,
-        deadline,
-    );
+    let concurrency = body
+        .concurrency
+        .as_ref()
+        .map(|c| crate::kafka::submit::concurrency_key(Some(&c.key), c.limit))
+        .transpose()
+        .map_err(|e| ApiError::bad_request(e.to_string()))?
+        .flatten();
+    let submission = crate::codec::Submission {
+        concurrency,
+        ..crate::codec::Submission::top_level(
+            &id,
+            ffqn,
+            body.params,
+            trace_metadata(&headers)?,
+            deadline,
+        )
+    };
     let topic = &api.topology.topic(TopicRole::Submissions).name;
     crate::kafka::submit::submit(&api.producer, &api.codec, topic, &submission)
         .await

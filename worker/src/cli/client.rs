@@ -40,6 +40,14 @@ pub struct SubmitArgs {
     /// `deadline_ms`, if earlier, wins.
     #[arg(long)]
     pub deadline: Option<String>,
+    /// At most `--concurrency-limit` executions submitted with this key run at once, whatever
+    /// their function; the others wait (`queued`) and start in the order they came. 1 to 128
+    /// bytes of printable ASCII without spaces.
+    #[arg(long, value_name = "KEY")]
+    pub concurrency_key: Option<String>,
+    /// How many executions with `--concurrency-key` run at once (1 to 1000; default 1).
+    #[arg(long, value_name = "N", requires = "concurrency_key")]
+    pub concurrency_limit: Option<i64>,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -285,6 +293,10 @@ async fn submit_inner(args: SubmitArgs) -> anyhow::Result<ExitCode> {
         .as_deref()
         .map(|d| crate::kafka::submit::parse_deadline(d, chrono::Utc::now()))
         .transpose()?;
+    let concurrency = crate::kafka::submit::concurrency_key(
+        args.concurrency_key.as_deref(),
+        args.concurrency_limit,
+    )?;
     let topology = topology(&args.cluster)?;
     let kafka = args.cluster.kafka()?;
     let codec = Codec::single_object();
@@ -301,13 +313,16 @@ async fn submit_inner(args: SubmitArgs) -> anyhow::Result<ExitCode> {
     } else {
         None
     };
-    let submission = crate::codec::Submission::top_level(
-        &id,
-        ffqn.clone(),
-        params,
-        Default::default(),
-        deadline,
-    );
+    let submission = crate::codec::Submission {
+        concurrency,
+        ..crate::codec::Submission::top_level(
+            &id,
+            ffqn.clone(),
+            params,
+            Default::default(),
+            deadline,
+        )
+    };
     crate::kafka::submit::submit(&producer, &codec, submissions, &submission).await?;
     println!("{id}");
     let Some(store) = store else {

@@ -6,6 +6,7 @@
 //! (`submit --follow`), 5 a recorded execution that does not replay on the build given
 //! (`replay`), 6 a stub that holds another value (`stub`).
 
+mod batch;
 mod client;
 mod correlation;
 pub mod deploy;
@@ -75,6 +76,10 @@ pub enum Command {
     /// Hold or release an activity route's requests: `weir route pause|resume|list`.
     #[command(subcommand)]
     Route(route::RouteCommand),
+    /// Act on every execution a list filter selects, durably and at a rate: `weir batch
+    /// start|status|list|cancel`.
+    #[command(subcommand)]
+    Batch(batch::BatchCommand),
     /// Manage recurring schedules: `weir schedule create|list|pause|resume|delete`.
     #[command(subcommand)]
     Schedule(schedule::ScheduleCommand),
@@ -253,6 +258,7 @@ pub fn main() -> ExitCode {
             Command::Resume(args) => pause::run(args, crate::codec::PauseAction::Resume).await,
             Command::Reset(args) => reset::run(args).await,
             Command::Schedule(command) => schedule::run(command).await,
+            Command::Batch(command) => batch::run(command).await,
             Command::Route(command) => route::run(command).await,
             Command::Correlation(command) => correlation::run(command).await,
             Command::Status(args) => client::status(args).await,

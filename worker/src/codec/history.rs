@@ -40,6 +40,7 @@ impl AvroRecord for HistoryRecord {
                     ("component", optional(c.component.as_ref(), string)),
                     ("deadline", optional(c.deadline.as_ref(), instant)),
                     ("reset_of", optional(c.reset_of.as_ref(), reset_of)),
+                    ("slots", super::concurrency::claims(&c.slots)),
                 ]),
             ),
             HistoryEntry::Event { version, event } => branch(
@@ -88,6 +89,7 @@ impl AvroRecord for HistoryRecord {
                     ("reason", string(reason)),
                 ]),
             ),
+            HistoryEntry::SlotGranted { slot } => branch(10, record(vec![("slot", string(slot))])),
         };
         Ok(record(vec![
             ("execution_id", string(&self.execution_id)),
@@ -117,6 +119,7 @@ impl AvroRecord for HistoryRecord {
                     component: e.get("component", |v| read_optional(v, read_string))?,
                     deadline: e.get("deadline", |v| read_optional(v, read_instant))?,
                     reset_of: e.get("reset_of", |v| read_optional(v, read_reset_of))?,
+                    slots: e.get("slots", super::concurrency::read_claims)?,
                 })),
                 1 => Ok(HistoryEntry::Event {
                     version: Version(e.get("version", read_u64_bits)?),
@@ -147,6 +150,9 @@ impl AvroRecord for HistoryRecord {
                     new_execution_id: e.get("new_execution_id", read_parsed)?,
                     to_seq: e.get("to_seq", read_u64_bits)?,
                     reason: e.get("reason", read_string)?,
+                }),
+                10 => Ok(HistoryEntry::SlotGranted {
+                    slot: e.get("slot", super::concurrency::read_slot_field)?,
                 }),
                 i => Err(bad_branch(i)),
             }

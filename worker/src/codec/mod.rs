@@ -29,6 +29,8 @@
 //! }
 //! ```
 
+mod batch;
+mod concurrency;
 mod control;
 mod convert;
 mod dlq;
@@ -359,11 +361,63 @@ impl Codec {
             StoredCorrelation::NAME,
             self.register::<StoredCorrelation>(&state).await,
         )?;
+        // Batch operations: commands on the responses topic, states and turns' outcomes on the
+        // state topic, and the requests a batch sends each execution on the responses topic
+        // (`weir pause` / `weir cancel`'s records).
+        note(
+            responses.clone(),
+            crate::codec::records::PauseRequest::subject(&responses),
+            crate::codec::records::PauseRequest::NAME,
+            self.register::<crate::codec::records::PauseRequest>(&responses)
+                .await,
+        )?;
+        note(
+            responses.clone(),
+            CancelRequest::subject(&responses),
+            CancelRequest::NAME,
+            self.register::<CancelRequest>(&responses).await,
+        )?;
+        note(
+            responses.clone(),
+            weir_core::batch::BatchCommand::subject(&responses),
+            weir_core::batch::BatchCommand::NAME,
+            self.register::<weir_core::batch::BatchCommand>(&responses)
+                .await,
+        )?;
+        note(
+            state.clone(),
+            weir_core::batch::BatchState::subject(&state),
+            weir_core::batch::BatchState::NAME,
+            self.register::<weir_core::batch::BatchState>(&state).await,
+        )?;
+        note(
+            state.clone(),
+            weir_core::batch::BatchOutcomes::subject(&state),
+            weir_core::batch::BatchOutcomes::NAME,
+            self.register::<weir_core::batch::BatchOutcomes>(&state)
+                .await,
+        )?;
         note(
             state.clone(),
             weir_core::correlation::RememberedEvent::subject(&state),
             weir_core::correlation::RememberedEvent::NAME,
             self.register::<weir_core::correlation::RememberedEvent>(&state)
+                .await,
+        )?;
+        // Concurrency slots: their commands on the responses topic, their states on the
+        // state topic.
+        note(
+            responses.clone(),
+            weir_core::concurrency::SlotCommand::subject(&responses),
+            weir_core::concurrency::SlotCommand::NAME,
+            self.register::<weir_core::concurrency::SlotCommand>(&responses)
+                .await,
+        )?;
+        note(
+            state.clone(),
+            weir_core::concurrency::SlotState::subject(&state),
+            weir_core::concurrency::SlotState::NAME,
+            self.register::<weir_core::concurrency::SlotState>(&state)
                 .await,
         )?;
         let mut routes: Vec<&str> = topology.routes.iter().map(|r| r.topic.as_str()).collect();

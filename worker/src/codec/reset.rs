@@ -11,11 +11,13 @@
 
 use apache_avro::types::Value;
 
+use super::concurrency::{concurrency_key, read_concurrency_key};
 use super::convert::{
     AvroRecord, Fields, bad_symbol, enum_value, instant, json, read_bytes, read_instant,
     read_params, read_parsed, read_string, read_string_map, read_symbol, read_u64_bits, record,
     string, string_map, u64_bits, unexpected,
 };
+use super::convert::{optional, read_optional};
 use super::error::FieldError;
 use super::records::{HistoryRecord, ResetOf, ResetRequest, ResetStart, ResetThen, Submission};
 use crate::model::ExecutionId;
@@ -116,6 +118,10 @@ impl AvroRecord for ResetStart {
             ("reset_of_execution_id", string(&self.reset_of.execution_id)),
             ("reset_of_seq", u64_bits(self.reset_of.seq)),
             ("history", Value::Array(history)),
+            (
+                "concurrency",
+                optional(s.concurrency.as_ref(), concurrency_key),
+            ),
         ]))
     }
 
@@ -141,6 +147,7 @@ impl AvroRecord for ResetStart {
                     .map_err(|e| e.within(&format!("history[{i}]")))
             })
             .collect::<Result<Vec<_>, _>>()?;
+        let concurrency = f.get("concurrency", |v| read_optional(v, read_concurrency_key))?;
         Ok(ResetStart {
             submission: Submission {
                 execution_id,
@@ -151,6 +158,7 @@ impl AvroRecord for ResetStart {
                 correlation_id: None,
                 metadata,
                 deadline: None,
+                concurrency,
             },
             reset_of,
             entries,

@@ -63,6 +63,11 @@ const CURRENT_FILES: &[(&str, &str, &str)] = &[
     avsc!("CorrelationCommand", "correlation_command.avsc"),
     avsc!("CorrelationState", "correlation_state.avsc"),
     avsc!("RememberedEvent", "remembered_event.avsc"),
+    avsc!("SlotCommand", "slot_command.avsc"),
+    avsc!("SlotState", "slot_state.avsc"),
+    avsc!("BatchCommand", "batch_command.avsc"),
+    avsc!("BatchState", "batch_state.avsc"),
+    avsc!("BatchOutcomes", "batch_outcomes.avsc"),
 ];
 
 /// Earlier versions, oldest first. When a schema changes, its current file is copied here first.
@@ -105,6 +110,11 @@ const PREVIOUS_FILES: &[(&str, &str, &str)] = &[
     avsc!("HistoryRecord", "history/v9/history_record.avsc"),
     // Before reset: HistoryRecord gained the `Reset` entry, Created `reset_of`.
     avsc!("HistoryRecord", "history/v10/history_record.avsc"),
+    // Before concurrency slots: Submission and ResetStart gained `concurrency`, Created
+    // `slots`, HistoryRecord the `SlotGranted` entry.
+    avsc!("Submission", "history/v11/submission.avsc"),
+    avsc!("HistoryRecord", "history/v11/history_record.avsc"),
+    avsc!("ResetStart", "history/v11/reset_start.avsc"),
 ];
 
 fn parse(files: &[(&'static str, &'static str, &'static str)]) -> Vec<RecordSchema> {

@@ -4,6 +4,7 @@
 
 use apache_avro::types::Value;
 
+use super::concurrency::{concurrency_key, read_concurrency_key};
 use super::convert::{
     AvroRecord, Fields, instant, json, optional, parent, read_bool, read_instant, read_optional,
     read_params, read_parent, read_parsed, read_string, read_string_map, record, string,
@@ -45,6 +46,10 @@ impl AvroRecord for Submission {
             ),
             ("metadata", string_map(&self.metadata)),
             ("deadline", optional(self.deadline.as_ref(), instant)),
+            (
+                "concurrency",
+                optional(self.concurrency.as_ref(), concurrency_key),
+            ),
         ]))
     }
 
@@ -59,6 +64,7 @@ impl AvroRecord for Submission {
             correlation_id: f.get("correlation_id", |v| read_optional(v, read_string))?,
             metadata: f.get("metadata", read_string_map)?,
             deadline: f.get("deadline", |v| read_optional(v, read_instant))?,
+            concurrency: f.get("concurrency", |v| read_optional(v, read_concurrency_key))?,
         })
     }
 }
@@ -93,6 +99,7 @@ impl AvroRecord for SubmissionInput {
                 correlation_id: f.get("correlation_id", |v| read_optional(v, read_string))?,
                 metadata: f.get("metadata", read_string_map)?,
                 deadline: f.get("deadline", |v| read_optional(v, read_instant))?,
+                concurrency: f.get("concurrency", |v| read_optional(v, read_concurrency_key))?,
             },
             params_error,
             ffqn_error,

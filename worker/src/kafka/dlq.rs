@@ -358,6 +358,7 @@ mod tests {
                 correlation_id: None,
                 metadata: Default::default(),
                 deadline: None,
+                concurrency: None,
             },
             reset_of: crate::codec::ResetOf {
                 execution_id: child_cancel.execution_id.clone(),

@@ -255,6 +255,22 @@ fn value(
             state.as_ref().map(|s| codec.encode(topic, s)).transpose()?,
         )),
         Effect::ScheduleCommand(command) => encoded(codec, topic, command),
+        Effect::PutBatch(state) => encoded(codec, topic, state.as_ref()),
+        Effect::PutBatchOutcomes { id, turn, outcomes } => encoded(
+            codec,
+            topic,
+            &weir_core::batch::BatchOutcomes {
+                id: id.clone(),
+                turn: *turn,
+                outcomes: outcomes.clone(),
+            },
+        ),
+        Effect::BatchRequest(weir_core::batch::BatchRequest::Pause(request)) => {
+            encoded(codec, topic, request)
+        }
+        Effect::BatchRequest(weir_core::batch::BatchRequest::Cancel(request)) => {
+            encoded(codec, topic, request)
+        }
         // The stub's value as its parent reads a child's: `ChildExecutionFinished`.
         Effect::WriteStub(write) => encoded(
             codec,
@@ -262,6 +278,10 @@ fn value(
             &crate::model::Response::child_finished(write.target.clone(), write.result.clone()),
         ),
         Effect::Correlation(command) => encoded(codec, topic, command),
+        Effect::Slot(command) => encoded(codec, topic, command),
+        Effect::PutSlot { state, .. } => Ok(Value::Of(
+            state.as_ref().map(|s| codec.encode(topic, s)).transpose()?,
+        )),
         Effect::PutCorrelation { state, .. } => Ok(Value::Of(
             state
                 .as_ref()

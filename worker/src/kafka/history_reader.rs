@@ -22,6 +22,8 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::{BorrowedMessage, Headers, Message};
 use rdkafka::{Offset, TopicPartitionList};
+use weir_core::batch::{BatchOutcomes, BatchState};
+use weir_core::concurrency::SlotState;
 use weir_core::correlation::RememberedEvent;
 use weir_core::driver::{KeyedState, LoggedEntry};
 use weir_core::processor::{CorruptState, StateOf};
@@ -163,12 +165,17 @@ pub enum Settle {
 /// Which records of the state topic a read of it keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Wanted {
-    /// Schedules and correlation keys: what a new owner restores.
+    /// Schedules, correlation keys and concurrency slots: what a new owner restores.
     All,
     /// Schedules only (a listing of them): correlation keys are skipped undecoded.
     Schedules,
     /// Correlation keys only (a listing of them): schedules are skipped undecoded.
     Correlations,
+    /// Concurrency slots only (a listing of them): the others are skipped undecoded.
+    Slots,
+    /// Batch operations with their turns' outcomes (a listing of them): nothing else is
+    /// decoded.
+    Batches,
 }
 
 /// How long a client's listing of the state topic rides out a cluster that is away.
@@ -205,6 +212,9 @@ enum StateRecord {
     Schedule(ScheduleState),
     Correlation(StoredCorrelation),
     Remembered(RememberedEvent),
+    Slot(SlotState),
+    Batch(BatchState),
+    BatchOutcomes(BatchOutcomes),
     /// Bytes that do not decode at all ([`crate::codec::DecodeError::is_corrupt`]).
     Corrupt(CorruptState),
     /// A tombstone, a record left out (not wanted, or of a schema or kind this worker does
@@ -292,8 +302,49 @@ impl<'a> StateRecords<'a> {
         let topic = self.topic;
         let state = match (payload, record) {
             (None, _) => StateRecord::None,
+            (Some(bytes), Ok(RecordType::SlotState)) => {
+                if matches!(self.wanted, Wanted::All | Wanted::Slots) {
+                    self.decode(
+                        key,
+                        bytes,
+                        (partition, offset),
+                        StateOf::Slot,
+                        StateRecord::Slot,
+                    )
+                } else {
+                    StateRecord::None
+                }
+            }
+            (Some(bytes), Ok(RecordType::BatchState)) => {
+                if matches!(self.wanted, Wanted::All | Wanted::Batches) {
+                    self.decode(
+                        key,
+                        bytes,
+                        (partition, offset),
+                        StateOf::Batch,
+                        StateRecord::Batch,
+                    )
+                } else {
+                    StateRecord::None
+                }
+            }
+            // Read by a listing only: a take-over does not need them.
+            (Some(bytes), Ok(RecordType::BatchOutcomes)) => {
+                if self.wanted == Wanted::Batches {
+                    self.decode(
+                        key,
+                        bytes,
+                        (partition, offset),
+                        StateOf::Batch,
+                        StateRecord::BatchOutcomes,
+                    )
+                } else {
+                    StateRecord::None
+                }
+            }
+            (Some(_), Ok(_)) if self.wanted == Wanted::Batches => StateRecord::None,
             (Some(bytes), Ok(RecordType::ScheduleState)) => {
-                if self.wanted == Wanted::Correlations {
+                if matches!(self.wanted, Wanted::Correlations | Wanted::Slots) {
                     StateRecord::None
                 } else {
                     self.decode(
@@ -306,7 +357,7 @@ impl<'a> StateRecords<'a> {
                 }
             }
             (Some(bytes), Ok(RecordType::CorrelationState)) => {
-                if self.wanted == Wanted::Schedules {
+                if matches!(self.wanted, Wanted::Schedules | Wanted::Slots) {
                     StateRecord::None
                 } else {
                     self.decode(
@@ -319,7 +370,7 @@ impl<'a> StateRecords<'a> {
                 }
             }
             (Some(bytes), Ok(RecordType::RememberedEvent)) => {
-                if self.wanted == Wanted::Schedules {
+                if matches!(self.wanted, Wanted::Schedules | Wanted::Slots) {
                     StateRecord::None
                 } else {
                     self.decode(
@@ -351,6 +402,8 @@ impl<'a> StateRecords<'a> {
         for record in self.last.into_values() {
             match record {
                 StateRecord::Schedule(s) => state.schedules.push(s),
+                StateRecord::Batch(b) => state.batches.push(b),
+                StateRecord::BatchOutcomes(o) => state.batch_outcomes.push(o),
                 StateRecord::Correlation(StoredCorrelation {
                     state: key_state,
                     forwarded,
@@ -369,6 +422,7 @@ impl<'a> StateRecords<'a> {
                     state.correlations.push(key_state);
                 }
                 StateRecord::Remembered(r) => state.remembered.push(r),
+                StateRecord::Slot(s) => state.slots.push(s),
                 StateRecord::Corrupt(c) => state.corrupt.push(c),
                 StateRecord::None => {}
             }

@@ -6,6 +6,7 @@ mod activity_tasks;
 pub mod activity_worker;
 pub mod admin;
 pub mod answers;
+pub mod batches;
 pub mod config;
 pub mod control;
 pub mod correlations;

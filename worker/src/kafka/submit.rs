@@ -262,6 +262,33 @@ async fn send_keyed<R: AvroRecord>(
     Ok(())
 }
 
+/// Reads a concurrency key and its limit as `weir submit --concurrency-key … --concurrency-limit
+/// …` and the HTTP API take them (`None`: no key). A limit without a key, a key or a limit
+/// out of bounds is refused ([`weir_core::concurrency::claims`]'s rules).
+pub fn concurrency_key(
+    key: Option<&str>,
+    limit: Option<i64>,
+) -> Result<Option<weir_core::concurrency::ConcurrencyKey>, weir_core::concurrency::SlotError> {
+    use weir_core::concurrency::{ConcurrencyKey, SlotError, check_key, check_limit};
+    let Some(key) = key else {
+        return match limit {
+            Some(limit) => Err(SlotError::Limit {
+                limit,
+                of: " without a concurrency key".to_owned(),
+            }),
+            None => Ok(None),
+        };
+    };
+    check_key(key)?;
+    let limit = limit
+        .map(|l| check_limit(l, &format!("key `{key}`")))
+        .transpose()?;
+    Ok(Some(ConcurrencyKey {
+        key: key.to_owned(),
+        limit,
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -25,12 +25,14 @@ use rdkafka::message::{Message, OwnedMessage};
 use rdkafka::{Offset, TopicPartitionList};
 use tokio::sync::watch;
 use tracing::info;
+use weir_core::concurrency::SlotCommand;
 use weir_core::correlation::CorrelationCommand;
 use weir_core::driver::{
     BoxError, Commit, CommitError, Driver, DriverConfig, InputTopic, KeyedState, Landed, LoadError,
     Log, LoggedEntry, Polled, PolledRecord, Positions, Report, StoreRead,
 };
 use weir_core::processor::{Body, Input, Processor, ProcessorConfig, Undecodable};
+use weir_core::rows::{ListPage, ListQuery};
 use weir_core::schedule::ScheduleCommand;
 use weir_core::wire::{KIND_HEADER, RecordType, STUB_FUNCTION_HEADER, STUB_REQUEST_HEADER};
 
@@ -289,6 +291,12 @@ impl<S: Store> StoreRead for StoreAdapter<S> {
             })
             .await?)
     }
+
+    async fn list(&self, query: &ListQuery) -> Result<ListPage, BoxError> {
+        Ok(self
+            .patiently("list", || self.store.list_executions(query))
+            .await?)
+    }
 }
 
 /// The `Log` on Kafka; see the module docs.
@@ -457,6 +465,14 @@ impl KafkaLog {
                 .decode_fetching::<CorrelationCommand>(payload, position)
                 .await
                 .map(Body::Correlation),
+            RecordType::SlotCommand => codec
+                .decode_fetching::<SlotCommand>(payload, position)
+                .await
+                .map(Body::Slot),
+            RecordType::BatchCommand => codec
+                .decode_fetching::<weir_core::batch::BatchCommand>(payload, position)
+                .await
+                .map(Body::Batch),
             // Its target tells an event for an execution from one for a correlation key.
             RecordType::Event => codec
                 .decode_fetching::<EventRecord>(payload, position)
@@ -472,6 +488,9 @@ impl KafkaLog {
             | RecordType::ScheduleState
             | RecordType::CorrelationState
             | RecordType::RememberedEvent
+            | RecordType::SlotState
+            | RecordType::BatchState
+            | RecordType::BatchOutcomes
             | RecordType::ActivityRequest
             | RecordType::ActivityCancel
             | RecordType::ActivityRetry
@@ -855,6 +874,12 @@ impl Log for KafkaLog {
             .add(now.resumed.saturating_sub(last.resumed));
         m.executions_reset
             .add(now.resets.saturating_sub(last.resets));
+        m.slots_granted
+            .add(now.slots_granted.saturating_sub(last.slots_granted));
+        m.slots_refused
+            .add(now.slots_refused.saturating_sub(last.slots_refused));
+        m.batch_requests
+            .add(now.batch_requests.saturating_sub(last.batch_requests));
         m.keyed_events_returned.add(
             now.keyed_events_returned
                 .saturating_sub(last.keyed_events_returned),

@@ -229,6 +229,15 @@ impl WasmHost {
         Ok(template.run_attempt(params, timeout).await)
     }
 
+    /// At most how many executions of workflow `ffqn` run at once: its component's
+    /// `max_running`.
+    pub fn concurrency_limit(&self, ffqn: &Ffqn) -> Option<u32> {
+        self.registry
+            .function(ffqn)
+            .and_then(|f| self.registry.component(&f.component))
+            .and_then(|c| c.spec.max_running)
+    }
+
     /// The default deadline of executions of workflow `ffqn`: its component's `deadline_ms`.
     pub fn default_deadline(&self, ffqn: &Ffqn) -> Option<std::time::Duration> {
         self.registry
@@ -328,6 +337,10 @@ impl weir_core::runner::WorkflowRunner for WasmRunner {
 
     fn request_terms(&self, ffqn: &Ffqn) -> weir_core::runner::RequestTerms {
         self.0.request_terms(ffqn)
+    }
+
+    fn concurrency_limit(&self, ffqn: &Ffqn) -> Option<u32> {
+        self.0.concurrency_limit(ffqn)
     }
 
     fn default_deadline(&self, ffqn: &Ffqn) -> Option<std::time::Duration> {

@@ -121,6 +121,8 @@ pub enum Record {
     Correlation(CorrelationCommand),
     /// `weir.responses` (`weir.kind = stub-write`), keyed by the stub's parent.
     StubWrite(weir_core::processor::StubWrite),
+    /// `weir.responses` (`weir.kind = concurrency`), keyed by the slot or the execution.
+    Slot(weir_core::concurrency::SlotCommand),
 }
 
 impl Record {
@@ -135,6 +137,7 @@ impl Record {
             Record::KeyedEvent(event) => Effect::ReturnEvent(event),
             Record::Correlation(command) => Effect::Correlation(command),
             Record::StubWrite(write) => Effect::WriteStub(write),
+            Record::Slot(command) => Effect::Slot(command),
         }
     }
 
@@ -204,6 +207,8 @@ pub struct InMemoryBus {
     cancelled: Vec<CancelledActivity>,
     /// The last state of each correlation key (`weir.state`; a tombstone removes it).
     correlations: BTreeMap<String, CorrelationState>,
+    /// The last state of each concurrency slot (`weir.state`; a tombstone removes it).
+    slots: BTreeMap<String, weir_core::concurrency::SlotState>,
     /// The event ids each key remembers forwarding (`weir.state`, a record each).
     remembered: BTreeMap<String, std::collections::BTreeSet<String>>,
     fresh_starts: u64,
@@ -241,6 +246,7 @@ impl InMemoryBus {
             dead_letters: Vec::new(),
             cancelled: Vec::new(),
             correlations: BTreeMap::new(),
+            slots: BTreeMap::new(),
             remembered: BTreeMap::new(),
             fresh_starts: 0,
             hot_deliveries: 0,
@@ -264,6 +270,7 @@ impl InMemoryBus {
         self.processor.clear();
         self.processor
             .restore_correlations(self.correlations.values().cloned());
+        self.processor.restore_slots(self.slots.values().cloned());
     }
 
     pub fn host(&self) -> &Arc<WasmHost> {
@@ -389,6 +396,7 @@ impl InMemoryBus {
             correlation_id: None,
             metadata: Default::default(),
             deadline: None,
+            concurrency: None,
         }));
         id
     }
@@ -494,6 +502,7 @@ impl InMemoryBus {
             Record::KeyedEvent(event) => Body::KeyedEvent(event.clone()),
             Record::Correlation(command) => Body::Correlation(command.clone()),
             Record::StubWrite(write) => Body::StubWrite(write.clone()),
+            Record::Slot(command) => Body::Slot(command.clone()),
             Record::ActivityRequest(_) => {
                 return Err(BusError::Inconsistent(
                     "an activity request is not an input of the processor".into(),
@@ -575,6 +584,15 @@ impl InMemoryBus {
                 }
                 Effect::CancelExecution(request) => self.queue.push_back(Record::Cancel(request)),
                 Effect::Correlation(command) => self.queue.push_back(Record::Correlation(command)),
+                Effect::Slot(command) => self.queue.push_back(Record::Slot(command)),
+                Effect::PutSlot { key, state } => match state {
+                    Some(state) => {
+                        self.slots.insert(key, state);
+                    }
+                    None => {
+                        self.slots.remove(&key);
+                    }
+                },
                 Effect::WriteStub(write) => self.queue.push_back(Record::StubWrite(write)),
                 Effect::ForwardEvent(event) => self.queue.push_back(Record::Event(event)),
                 Effect::ReturnEvent(event) => self.queue.push_back(Record::KeyedEvent(event)),
@@ -626,6 +644,13 @@ impl InMemoryBus {
                         "schedule `{}`: the in-memory bus does not run schedules",
                         command.name
                     )));
+                }
+                // Batch operations live on `weir.state` and turn in the driver's loop, which
+                // this bus does not run.
+                Effect::PutBatch(_) | Effect::PutBatchOutcomes { .. } | Effect::BatchRequest(_) => {
+                    return Err(BusError::Inconsistent(
+                        "the in-memory bus does not run batch operations".into(),
+                    ));
                 }
                 // A reset comes from a `ResetRequest` (`weir reset`), which nothing sends this
                 // bus.
@@ -727,7 +752,8 @@ impl InMemoryBus {
             | HistoryEntry::CancelRequested { .. }
             | HistoryEntry::Paused { .. }
             | HistoryEntry::Resumed { .. }
-            | HistoryEntry::Reset { .. } => {}
+            | HistoryEntry::Reset { .. }
+            | HistoryEntry::SlotGranted { .. } => {}
         }
         self.changelog.entry(id.clone()).or_default().push((
             HistoryRecord {

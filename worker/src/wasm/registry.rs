@@ -102,6 +102,10 @@ pub struct ComponentEntry {
     /// Workflows: how long an execution may run from its creation unless its submission asks
     /// for less; past it, it finishes `timed-out` (none by default).
     pub deadline_ms: Option<u64>,
+    /// Workflows: at most this many executions of each of its functions run at once, across
+    /// every partition and worker; the others are `queued` and start in the order they came
+    /// (`docs/design/concurrency.md`; none by default).
+    pub max_running: Option<u32>,
 }
 
 /// The parsed `components.toml`.
@@ -149,6 +153,8 @@ pub struct ComponentSpec {
     pub secrets: Vec<String>,
     /// Workflows: the default deadline of an execution, from its creation.
     pub deadline: Option<Duration>,
+    /// Workflows: at most this many executions of each function run at once.
+    pub max_running: Option<u32>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -333,6 +339,16 @@ impl ComponentsFile {
                          only the activity worker parks a request and pauses its parent",
                     ));
                 }
+                if let Some(max) = c.max_running {
+                    if c.kind != ComponentKind::Workflow {
+                        return Err(invalid(
+                            "max_running is a workflow's (an activity route's pace is its \
+                             `rate` in routes.toml)",
+                        ));
+                    }
+                    weir_core::concurrency::check_limit(i64::from(max), "max_running")
+                        .map_err(|e| invalid(&e.to_string()))?;
+                }
                 let inline = c.kind == ComponentKind::Activity
                     && !c.stub
                     && !c.external
@@ -384,6 +400,7 @@ impl ComponentsFile {
                     digest: c.digest.clone(),
                     secrets: c.secrets.clone(),
                     deadline: c.deadline_ms.map(Duration::from_millis),
+                    max_running: c.max_running,
                 })
             })
             .collect()

@@ -209,6 +209,7 @@ pub fn submissions() -> Vec<Submission> {
             correlation_id: None,
             metadata: BTreeMap::new(),
             deadline: None,
+            concurrency: None,
         },
         Submission {
             execution_id: root().child(&js, 2),
@@ -226,6 +227,7 @@ pub fn submissions() -> Vec<Submission> {
                 ("tenant".to_string(), "acme".to_string()),
             ]),
             deadline: Some(t0() + chrono::Duration::nanoseconds(1_500)),
+            concurrency: None,
         },
     ]
 }
@@ -555,6 +557,7 @@ pub fn reset_starts() -> Vec<ResetStart> {
         correlation_id: None,
         metadata: BTreeMap::new(),
         deadline: None,
+        concurrency: None,
     };
     let mut entries: Vec<HistoryEntry> = events()
         .into_iter()
@@ -646,6 +649,7 @@ pub fn history_records() -> Vec<HistoryRecord> {
             deadline: None,
             submitted_at: None,
             reset_of: None,
+            slots: Vec::new(),
         }),
         HistoryEntry::Created(Created {
             ffqn: ffqn(),
@@ -663,6 +667,7 @@ pub fn history_records() -> Vec<HistoryRecord> {
             deadline: Some(DateTime::<Utc>::MAX_UTC),
             submitted_at: Some(DateTime::<Utc>::MIN_UTC),
             reset_of: None,
+            slots: Vec::new(),
         }),
         // Started by a reset.
         HistoryEntry::Created(Created {
@@ -680,6 +685,16 @@ pub fn history_records() -> Vec<HistoryRecord> {
                 execution_id: reset_to(),
                 seq: u64::MAX,
             }),
+            slots: vec![
+                weir::concurrency::SlotClaim {
+                    slot: weir::concurrency::Slot::Key("customer-42".into()),
+                    limit: 1,
+                },
+                weir::concurrency::SlotClaim {
+                    slot: weir::concurrency::Slot::Function(ffqn()),
+                    limit: 1000,
+                },
+            ],
         }),
     ];
     entries.extend(
@@ -709,6 +724,9 @@ pub fn history_records() -> Vec<HistoryRecord> {
         reason: "the tax service is down".into(),
     });
     entries.push(HistoryEntry::Resumed { reason: "".into() });
+    entries.push(HistoryEntry::SlotGranted {
+        slot: weir::concurrency::Slot::Function(ffqn()),
+    });
     entries.push(HistoryEntry::Reset {
         new_execution_id: reset_to(),
         to_seq: 12,
@@ -781,4 +799,119 @@ pub fn dlq_envelopes() -> Vec<DlqEnvelope> {
             failed_at: t0(),
         })
         .collect()
+}
+
+/// Batch commands: a start of each action, by function (every filter given) and by parent
+/// (none), and a cancel.
+pub fn batch_commands() -> Vec<weir::batch::BatchCommand> {
+    use weir::batch::{BatchAction, BatchCommand, BatchCommandAction};
+    let mut commands: Vec<BatchCommand> = BatchAction::ALL
+        .into_iter()
+        .enumerate()
+        .map(|(i, action)| BatchCommand {
+            id: format!("batch-{i}"),
+            action: BatchCommandAction::Start(batch_spec(i, action)),
+            requested_at: t0(),
+        })
+        .collect();
+    commands.push(BatchCommand {
+        id: "batch.0".into(),
+        action: BatchCommandAction::Cancel,
+        requested_at: t0(),
+    });
+    commands
+}
+
+fn batch_spec(i: usize, action: weir::batch::BatchAction) -> weir::batch::BatchSpec {
+    use weir::batch::{BatchFilter, BatchSpec};
+    use weir::store::ExecutionState;
+    use weir::store::rows::ListBy;
+    let filter = if i % 2 == 0 {
+        BatchFilter {
+            by: ListBy::Function(ffqn().to_string()),
+            state: Some(ExecutionState::Paused),
+            outcome: Some("timed-out".into()),
+            created_from: Some(t0()),
+            created_until: Some(t0() + chrono::Duration::nanoseconds(1_000_000_123)),
+        }
+    } else {
+        BatchFilter {
+            by: ListBy::Parent(root()),
+            state: None,
+            outcome: None,
+            created_from: None,
+            created_until: None,
+        }
+    };
+    BatchSpec {
+        filter,
+        action,
+        per_second: [0.5, 20.0, 1e-3, 100.0][i % 4],
+        reason: ["", "a bad deploy: é"][i % 2].into(),
+    }
+}
+
+/// Batch states: a fresh one, one under way, one done.
+pub fn batch_states() -> Vec<weir::batch::BatchState> {
+    use weir::batch::{BatchAction, BatchCounts, BatchState, BatchStatus};
+    let fresh = BatchState {
+        id: "b".into(),
+        spec: batch_spec(1, BatchAction::Resume),
+        status: BatchStatus::Running,
+        started_at: t0(),
+        ended_at: None,
+        cursor: None,
+        counts: BatchCounts::default(),
+        tat: None,
+        turns: 0,
+        updated_at: t0(),
+    };
+    let under_way = BatchState {
+        spec: batch_spec(0, BatchAction::Pause),
+        cursor: Some(weir::store::rows::ListCursor {
+            created_at: t0(),
+            execution_id: root(),
+        }),
+        counts: BatchCounts {
+            acted: 7,
+            finished: 2,
+            already: u64::MAX,
+        },
+        tat: Some(t0() + chrono::Duration::nanoseconds(7)),
+        turns: 3,
+        ..fresh.clone()
+    };
+    let done = BatchState {
+        status: BatchStatus::Done,
+        ended_at: Some(t0()),
+        ..under_way.clone()
+    };
+    let cancelled = BatchState {
+        status: BatchStatus::Cancelled,
+        ..under_way.clone()
+    };
+    vec![fresh, under_way, done, cancelled]
+}
+
+/// Outcomes of turns: none, and one of each.
+pub fn batch_outcomes() -> Vec<weir::batch::BatchOutcomes> {
+    use weir::batch::{BatchOutcomes, ExecutionOutcome, Outcome};
+    vec![
+        BatchOutcomes {
+            id: "b".into(),
+            turn: 1,
+            outcomes: Vec::new(),
+        },
+        BatchOutcomes {
+            id: "b".into(),
+            turn: u64::MAX,
+            outcomes: [Outcome::Acted, Outcome::Finished, Outcome::AlreadyThere]
+                .into_iter()
+                .map(|outcome| ExecutionOutcome {
+                    execution_id: root(),
+                    outcome,
+                })
+                .collect(),
+        },
+    ]
 }

@@ -19,6 +19,8 @@
 //!   it inline, no attempt waiting for a token without a wake; [`RateCounts`].
 //! - `resets`: `Reset` entries only as requested, each new execution created once from the
 //!   rule's cut of the old history, nothing refused made, nothing allowed lost; [`ResetCounts`].
+//! - `concurrency`: no code before an execution holds its slots, no slot above its limit,
+//!   grants in order, places freed only by finishes.
 //! - `timings`: when each history record says it happened, in order, and kept by the store.
 //! - `quiescence`: nothing left behind once the run settled.
 //!
@@ -26,7 +28,9 @@
 //! [`unconsumed_inputs`], how an entry or a list reads in a message).
 
 mod activity;
+mod batches;
 mod cancels;
+mod concurrency;
 mod correlation;
 mod corrupt_state;
 mod deadlines;
@@ -50,6 +54,8 @@ mod upgrades;
 
 use std::collections::{BTreeMap, BTreeSet};
 
+pub use batches::BatchCounts;
+pub use concurrency::ConcurrencyCounts;
 pub use correlation::correlation_at_settle;
 pub use exhausted::ExhaustedCounts;
 pub use pauses::PauseCounts;
@@ -128,6 +134,7 @@ fn describe(entry: &HistoryEntry) -> String {
             to_seq,
             ..
         } => format!("Reset({new_execution_id} at {to_seq})"),
+        HistoryEntry::SlotGranted { slot } => format!("SlotGranted({slot})"),
     }
 }
 
@@ -165,6 +172,8 @@ pub struct Sent<'a> {
     pub pauses: &'a [PauseSend],
     /// Reset requests, in order (`Faults::resets`).
     pub resets: &'a [ResetSend],
+    /// Batch commands, in order (`Faults::batches`).
+    pub batches: &'a [super::sent::BatchSend],
 }
 
 /// Every invariant, at the end of a run; `settled`: it ended quiescent (if not, that is a
@@ -180,6 +189,7 @@ pub fn check(w: &World, sent: &Sent<'_>, settled: bool) -> Vec<Violation> {
         triggered,
         pauses,
         resets,
+        batches,
     } = *sent;
     let mut out = Vec::new();
     let mut add = |invariant: Invariant, detail: String| {
@@ -200,6 +210,8 @@ pub fn check(w: &World, sent: &Sent<'_>, settled: bool) -> Vec<Violation> {
     }
     pauses::check_pauses(&mut add, w, &logs, &pause_requests, settled);
     resets::check_resets(&mut add, &logs, resets, settled);
+    concurrency::check_concurrency(&mut add, w, &logs);
+    batches::check_batches(&mut add, w, batches, settled);
     history::check_histories(&mut add, w, &logs);
     timings::check_timings(&mut add, w, &logs);
     let results = results::check_results(&mut add, w, &logs, submitted, keyed);

@@ -128,8 +128,11 @@ fn analyse(
 ) -> (Vec<(Invariant, String)>, PauseCounts) {
     let mut out: Vec<(Invariant, String)> = Vec::new();
     let mut counts = PauseCounts::default();
-    let by_reason: BTreeMap<&str, &PauseSend> =
-        sends.iter().map(|s| (s.reason.as_str(), s)).collect();
+    // By reason and execution: a batch's requests share its reason (`batch <id>: …`).
+    let by_reason: BTreeMap<(&str, &ExecutionId), &PauseSend> = sends
+        .iter()
+        .map(|s| ((s.reason.as_str(), &s.execution_id), s))
+        .collect();
     // The DLQ copies of records of `weir.responses`, by (partition, offset).
     let mut dead: BTreeMap<(i32, i64), Vec<DlqReason>> = BTreeMap::new();
     for (_, r) in w.cluster.committed_records(Topic::Dlq) {
@@ -141,7 +144,7 @@ fn analyse(
                 .push(e.reason);
         }
     }
-    let mut journalled: BTreeSet<&str> = BTreeSet::new();
+    let mut journalled: BTreeSet<(&str, &ExecutionId)> = BTreeSet::new();
     let mut items: BTreeMap<&ExecutionId, Vec<Item>> = BTreeMap::new();
     let mut finished: BTreeSet<&ExecutionId> = BTreeSet::new();
 
@@ -195,9 +198,9 @@ fn analyse(
                 _ => None,
             };
             if let Some((action, reason)) = request {
-                match by_reason.get(reason.as_str()) {
+                match by_reason.get(&(reason.as_str(), id)) {
                     Some(s) if s.execution_id == *id && s.action == action => {
-                        if !journalled.insert(&s.reason) {
+                        if !journalled.insert((&s.reason, &s.execution_id)) {
                             out.push((
                                 Invariant::PauseRequests,
                                 format!(
@@ -346,7 +349,8 @@ fn analyse(
                 }
                 HistoryEntry::Created(_)
                 | HistoryEntry::Upgraded { .. }
-                | HistoryEntry::Reset { .. } => {}
+                | HistoryEntry::Reset { .. }
+                | HistoryEntry::SlotGranted { .. } => {}
             }
         }
         if let Some(cancelled) = cancel_while_paused {
@@ -378,7 +382,7 @@ fn analyse(
             PauseAction::Resume => counts.resumes_sent += 1,
         }
         let copies = dead.get(&s.at).map(Vec::as_slice).unwrap_or_default();
-        let taken = journalled.contains(s.reason.as_str());
+        let taken = journalled.contains(&(s.reason.as_str(), id));
         let (p, o) = s.at;
         for reason in copies {
             match reason {

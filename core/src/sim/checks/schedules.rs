@@ -184,6 +184,15 @@ pub(super) fn check_schedules(
         ) {
             continue; // `check_correlation`'s
         }
+        if matches!(&r.payload, Some(Payload::Slot(_))) {
+            continue; // `check_concurrency`'s
+        }
+        if matches!(
+            &r.payload,
+            Some(Payload::Batch(_) | Payload::BatchOutcomes(_))
+        ) {
+            continue; // `check_batches`'
+        }
         if matches!(&r.payload, Some(Payload::Garbage(_))) {
             continue; // `check_corrupt_states`'
         }

@@ -10,6 +10,7 @@
 //! - [`schedules`]: schedules created, paused, resumed, recreated, caught up and ended.
 //! - [`stubs`]: stub values written from outside and by `stub-writer`s.
 //! - [`cancels`], [`upgrades`]: cancel and upgrade requests for submitted executions.
+//! - [`batches`]: batch operations pausing every execution of a function, then resuming.
 //! - [`pauses`]: pause and resume requests for submitted executions, all resumed at the end.
 //! - [`routes`]: activity routes paused and resumed on `weir.control`, all resumed at the end.
 //! - [`resets`]: new executions from executions' histories, each of which must finish.
@@ -23,6 +24,7 @@
 //! Here: the helpers several of them share.
 
 mod activity_workers;
+mod batches;
 mod cancels;
 mod correlation;
 mod corrupt_state;

@@ -67,6 +67,11 @@ impl Sim {
             correlation_id: Some(format!("c-{id}")),
             metadata: Default::default(),
             deadline,
+            concurrency: self
+                .faults
+                .concurrency
+                .then(|| concurrency_key(&id))
+                .flatten(),
         };
         let (partition, offset) = lock(&self.world).client_append(
             Topic::Submissions,
@@ -159,6 +164,7 @@ impl Sim {
             correlation_id: None,
             metadata: Default::default(),
             deadline: None,
+            concurrency: None,
         };
         let mut w = lock(&self.world);
         let partitions = w.cluster.partitions(Topic::Submissions);
@@ -203,6 +209,7 @@ impl Sim {
             correlation_id: Some(format!("conflict-{id}")),
             metadata: Default::default(),
             deadline: None,
+            concurrency: None,
         };
         let (partition, offset) = lock(&self.world).client_append(
             Topic::Submissions,
@@ -315,4 +322,22 @@ impl Sim {
             }
         }
     }
+}
+
+/// The concurrency key of a submission of `id` under `Faults::concurrency`, by a digest of
+/// the id (no draw): none for a quarter, else `k1` (limit 1) or `k2` (limit 2).
+pub(crate) fn concurrency_key(id: &ExecutionId) -> Option<crate::concurrency::ConcurrencyKey> {
+    let digest = id
+        .to_string()
+        .bytes()
+        .fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
+    let (key, limit) = match digest % 4 {
+        0 => return None,
+        1 | 3 => ("k1", 1),
+        _ => ("k2", 2),
+    };
+    Some(crate::concurrency::ConcurrencyKey {
+        key: key.to_owned(),
+        limit: Some(limit),
+    })
 }

@@ -325,8 +325,10 @@ impl World {
         // kind says which state it is; bytes that do not decode are corrupt.
         enum Last {
             Schedule(Option<crate::schedule::ScheduleState>),
+            Batch(Option<crate::batch::BatchState>),
             Correlation(Option<crate::correlation::CorrelationState>),
             Remembered(Option<crate::correlation::RememberedEvent>),
+            Slot(Option<crate::concurrency::SlotState>),
             Corrupt(crate::processor::CorruptState),
         }
         let mut last = std::collections::BTreeMap::new();
@@ -336,12 +338,16 @@ impl World {
                 (Ok(RecordType::ScheduleState), Some(Payload::Schedule(state))) => {
                     Last::Schedule(state.clone())
                 }
+                (Ok(RecordType::BatchState), Some(Payload::Batch(state))) => {
+                    Last::Batch(state.clone())
+                }
                 (Ok(RecordType::CorrelationState), Some(Payload::Correlation(state))) => {
                     Last::Correlation(state.clone())
                 }
                 (Ok(RecordType::RememberedEvent), Some(Payload::Remembered(id))) => {
                     Last::Remembered(id.clone())
                 }
+                (Ok(RecordType::SlotState), Some(Payload::Slot(slot))) => Last::Slot(slot.clone()),
                 (Ok(record), Some(Payload::Garbage(why))) => match wire::state_of(record) {
                     Some(of) => Last::Corrupt(crate::processor::CorruptState {
                         partition,
@@ -363,8 +369,10 @@ impl World {
         for record in last.into_values() {
             match record {
                 Last::Schedule(s) => state.schedules.extend(s),
+                Last::Batch(b) => state.batches.extend(b),
                 Last::Correlation(c) => state.correlations.extend(c),
                 Last::Remembered(r) => state.remembered.extend(r),
+                Last::Slot(s) => state.slots.extend(s),
                 Last::Corrupt(c) => {
                     self.stats.corrupt_states_read += 1;
                     state.corrupt.push(c);

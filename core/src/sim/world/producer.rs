@@ -194,6 +194,12 @@ impl World {
                 Payload::Dlq(Box::new(copy.envelope))
             }
             Effect::PutSchedule { state, .. } => Payload::Schedule(state.clone()),
+            Effect::PutBatch(state) => Payload::Batch(Some((**state).clone())),
+            Effect::PutBatchOutcomes { outcomes, .. } => Payload::BatchOutcomes(outcomes.clone()),
+            Effect::BatchRequest(crate::batch::BatchRequest::Pause(r)) => Payload::Pause(r.clone()),
+            Effect::BatchRequest(crate::batch::BatchRequest::Cancel(r)) => {
+                Payload::Cancel(r.clone())
+            }
             Effect::PutCorrelation { state, .. } => Payload::Correlation(state.clone()),
             Effect::PutRemembered { key, event_id, at } => {
                 Payload::Remembered(at.map(|at| crate::correlation::RememberedEvent {
@@ -205,6 +211,8 @@ impl World {
                 }))
             }
             Effect::Correlation(command) => Payload::CorrelationCommand(command.clone()),
+            Effect::Slot(command) => Payload::SlotCommand(command.clone()),
+            Effect::PutSlot { state, .. } => Payload::Slot(state.clone()),
             Effect::ForwardEvent(event) => Payload::Event(event.clone()),
             Effect::ReturnEvent(event) => Payload::KeyedEvent(event.clone()),
             Effect::WriteStub(write) => Payload::StubWrite(write.clone()),

@@ -9,6 +9,8 @@
 //   #/routes               the activity routes, each running or paused, with Pause and Resume
 //                          for those Weir serves (read once, and again after an action until
 //                          the server shows it: never polled otherwise)
+//   #/batches              the batch operations (weir batch), each with its live counts
+//                          (polled while one runs) and a Cancel button for a running one
 // The API token (if the server asks for one) is kept in sessionStorage, for this tab only.
 "use strict";
 
@@ -279,7 +281,7 @@ function listView(params) {
       el(
         "select",
         { id: "state", name: "state" },
-        ["", "scheduled", "running", "paused", "finished"].map((s) =>
+        ["", "scheduled", "queued", "running", "paused", "finished"].map((s) =>
           el("option", { value: s, selected: params.get("state") === s }, s || "any"),
         ),
       ),
@@ -406,6 +408,7 @@ function describe(entry, pairs) {
         kind: "created",
         what: `created ${e.ffqn}`,
         detail: e.reset_of ? `reset of ${e.reset_of.execution_id} at seq ${e.reset_of.seq}`
+          : e.slots ? `waits for ${e.slots.map((s) => `${s.slot} (limit ${s.limit})`).join(", ")}`
           : e.component ? `build ${e.component}` : e.parent ? `child of ${e.parent}` : "",
         link: e.reset_of ? e.reset_of.execution_id : null,
       };
@@ -421,6 +424,8 @@ function describe(entry, pairs) {
       return { kind: "paused", what: "paused", detail: e.reason };
     case "resumed":
       return { kind: "resumed", what: "resumed", detail: e.reason };
+    case "slot_granted":
+      return { kind: "slot-granted", what: "holds its concurrency slot", detail: e.slot };
     case "event_received":
       return { kind: "event-received", what: `event ${e.name} received, kept for a wait`, detail: json(e.payload), id: e.event_id };
     case "response": {
@@ -984,6 +989,67 @@ function routesView() {
   load().catch((e) => notice(explain(e), "error"));
 }
 
+// ------------------------------------------------------------------ batches
+
+// One batch's row: what it does to which executions, its live counts (a bar of what it
+// acted on and skipped, of what it has seen so far), its status, and Cancel while it runs.
+function batchRow(b, cancel) {
+  const f = b.filter || {};
+  const which = f.function ? f.function : `children of ${f.parent}`;
+  const filters = [f.state && `state ${f.state}`, f.outcome && `outcome ${f.outcome}`]
+    .filter(Boolean).join(", ");
+  const seen = b.seen || 0;
+  return el("tr", { "data-id": b.id, "data-status": b.status },
+    el("td", { class: "id" }, el("code", {}, b.id)),
+    el("td", {}, `${b.action} `, el("span", { class: "ffqn" }, which), filters ? ` (${filters})` : "",
+      el("div", { class: "id" }, `at most ${b.rate}/s`)),
+    el("td", { class: "count" },
+      el("progress", { max: Math.max(seen, 1), value: b.acted }),
+      el("div", {}, `${b.acted} acted, ${b.skipped_finished + b.skipped_already} skipped of ${seen} seen`)),
+    el("td", {}, badge(b.status)),
+    el("td", { class: "act" }, b.status === "running"
+      ? el("button", { type: "button", class: "batch-cancel", onclick: () => cancel(b) }, "Cancel")
+      : null));
+}
+
+function batchesView() {
+  stopLive();
+  const mine = { timer: null };
+  live = mine;
+  const view = document.getElementById("view");
+  const table = el("table", { id: "batches" },
+    el("thead", {}, el("tr", {},
+      ["Batch", "What", "Progress", "Status", ""].map((h) => el("th", {}, h)))),
+    el("tbody", {}));
+  view.replaceChildren(
+    el("h1", {}, "Batches"),
+    el("p", { class: "hint" },
+      "Batch operations (weir batch start): one action on every execution a list filter selects, " +
+      "at a rate, run by the workflow workers. The counts are live while a batch runs."),
+    table);
+  const cancel = async (b) => {
+    if (!window.confirm(`Cancel batch ${b.id}? The requests it sent stand.`)) return;
+    try {
+      await api(`/batches/${encodeURIComponent(b.id)}/cancel`, { method: "POST" });
+      notice(`cancel of ${b.id} sent`);
+    } catch (error) {
+      notice(explain(error), "error");
+    }
+  };
+  const load = async () => {
+    try {
+      const { batches } = await api("/batches");
+      if (live !== mine) return;
+      table.tBodies[0].replaceChildren(...batches.map((b) => batchRow(b, cancel)));
+      // Live while one runs.
+      if (batches.some((b) => b.status === "running")) mine.timer = setTimeout(load, LIVE_MS * 2);
+    } catch (error) {
+      if (live === mine) notice(explain(error), "error");
+    }
+  };
+  load();
+}
+
 // ------------------------------------------------------------------ routing
 
 function route() {
@@ -994,6 +1060,7 @@ function route() {
   if (execution) executionView(decodeURIComponent(execution[1]));
   else if (path === "/submit") submitView();
   else if (path === "/routes") routesView();
+  else if (path === "/batches") batchesView();
   else listView(new URLSearchParams(query || ""));
 }
 

@@ -1,0 +1,337 @@
+//! Issue 35 item 3 on the real stack: `weir batch`.
+//!
+//! A batch pauses every running execution of a function (`--follow` draws its progress to its
+//! end), then another resumes them, and they all finish. A worker killed (`kill -9`) in the
+//! middle of a batch: the restarted worker resumes it where its last commit left it, and no
+//! execution is acted on twice (each has one pause request on `weir.responses`), none missed.
+//! Bad input — an unknown action, a filter that matches nothing, a rate of 0 or less — is
+//! refused with why, and nothing is sent.
+//!
+//! The rules are `weir_core::batch`'s tests and the simulation's class `batches`.
+
+use std::process::Output;
+use std::time::Duration;
+
+use rdkafka::Message;
+use rdkafka::consumer::Consumer;
+use rdkafka::message::Headers;
+use serde_json::{Value, json};
+use weir::codec::RecordPosition;
+use weir::codec::records::{PauseAction, PauseRequest};
+use weir::model::{ExecutionId, ExecutionResult};
+use weir::store::{ExecutionState, Store};
+use weir::topology::TopicRole;
+use weir::wire::{KIND_HEADER, RecordKind};
+use weir_e2e::deployment::{Deployment, reader};
+use weir_e2e::wait_for;
+
+const SLEEP_FOR: &str = "weir-examples:workflows/sleepy.sleep-for";
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+fn weir(deployment: &Deployment, args: &[&str]) -> Output {
+    deployment.command().args(args).output().expect("run weir")
+}
+
+fn succeeded(output: &Output) -> String {
+    assert!(
+        output.status.success(),
+        "weir failed: {}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+fn failed(output: &Output) -> String {
+    assert!(
+        !output.status.success(),
+        "weir succeeded: {}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// `weir batch status ID --json`, once the batch's owner has committed it.
+fn status(deployment: &Deployment, id: &str) -> Option<Value> {
+    let output = weir(deployment, &["batch", "status", id, "--json"]);
+    output
+        .status
+        .success()
+        .then(|| serde_json::from_slice(&output.stdout).expect("JSON"))
+}
+
+/// Submits `n` executions sleeping `millis` and waits until the store lists them running.
+async fn sleepers(
+    deployment: &Deployment,
+    store: &impl Store,
+    n: usize,
+    millis: u64,
+) -> Vec<ExecutionId> {
+    let producer = deployment.producer();
+    let mut ids = Vec::new();
+    for _ in 0..n {
+        ids.push(
+            deployment
+                .submit(&producer, SLEEP_FOR, json!([millis]))
+                .await,
+        );
+    }
+    in_state(store, &ids, ExecutionState::Running).await;
+    ids
+}
+
+async fn in_state(store: &impl Store, ids: &[ExecutionId], state: ExecutionState) {
+    wait_for(
+        &format!("{} executions {}", ids.len(), state.as_str()),
+        TIMEOUT,
+        || async {
+            for id in ids {
+                let row = store.execution(id).await.ok()??;
+                if row.state != state {
+                    return None;
+                }
+            }
+            Some(())
+        },
+    )
+    .await;
+}
+
+/// The pause requests on `weir.responses` whose reason names batch `batch`, by execution.
+fn pause_requests(deployment: &Deployment, batch: &str) -> Vec<(ExecutionId, PauseAction)> {
+    let topic = deployment.topic(TopicRole::Responses);
+    let consumer = reader(&topic, true);
+    let partitions = consumer.assignment().map(|a| a.count()).unwrap_or_default();
+    let codec = weir::codec::Codec::single_object();
+    let mut at_end = std::collections::HashSet::new();
+    let mut found = Vec::new();
+    let prefix = format!("batch {batch}");
+    weir_e2e::wait_until("the end of weir.responses", TIMEOUT, || {
+        while let Some(polled) = consumer.poll(Duration::from_millis(100)) {
+            let message = match polled {
+                Ok(message) => message,
+                Err(rdkafka::error::KafkaError::PartitionEOF(p)) => {
+                    at_end.insert(p);
+                    continue;
+                }
+                Err(e) => panic!("consume {topic}: {e}"),
+            };
+            at_end.remove(&message.partition());
+            let pause = message.headers().is_some_and(|h| {
+                h.iter().any(|h| {
+                    h.key == KIND_HEADER
+                        && h.value == Some(RecordKind::PauseExecution.header_value())
+                })
+            });
+            if !pause {
+                continue;
+            }
+            let position = RecordPosition::at(&topic, message.partition(), message.offset());
+            let request: PauseRequest = codec
+                .decode(message.payload().unwrap_or_default(), &position)
+                .expect("a pause request");
+            if request.reason.starts_with(&prefix) {
+                found.push((request.execution_id, request.action));
+            }
+        }
+        (at_end.len() == partitions).then_some(())
+    });
+    found
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_batch_pauses_every_execution_of_a_function_and_another_resumes_them() {
+    let deployment = Deployment::new("batch");
+    let _worker = deployment.start_worker("w", &[]);
+    let store = deployment.store().await;
+    let ids = sleepers(&deployment, &store, 6, 15_000).await;
+
+    let started = succeeded(&weir(
+        &deployment,
+        &[
+            "batch",
+            "start",
+            "--action",
+            "pause",
+            "--function",
+            SLEEP_FOR,
+            "--state",
+            "running",
+            "--rate",
+            "5",
+            "--reason",
+            "bad deploy",
+            "--id",
+            "pause-all",
+            "--follow",
+        ],
+    ));
+    assert!(
+        started.contains("6/6"),
+        "the progress bar ends full: {started}"
+    );
+    in_state(&store, &ids, ExecutionState::Paused).await;
+    let paused = status(&deployment, "pause-all").expect("the batch");
+    assert_eq!(paused["status"], "done", "{paused}");
+    assert_eq!(paused["acted"], 6, "{paused}");
+    assert_eq!(
+        paused["outcomes"].as_array().map(Vec::len),
+        Some(6),
+        "{paused}"
+    );
+
+    let resumed = succeeded(&weir(
+        &deployment,
+        &[
+            "batch",
+            "start",
+            "--action",
+            "resume",
+            "--function",
+            SLEEP_FOR,
+            "--state",
+            "paused",
+            "--rate",
+            "10",
+            "--id",
+            "resume-all",
+            "--follow",
+        ],
+    ));
+    assert!(resumed.contains("6/6"), "{resumed}");
+    let results = deployment.results(&ids, TIMEOUT);
+    for id in &ids {
+        assert!(
+            matches!(results[id], ExecutionResult::Ok(_)),
+            "{:?}",
+            results[id]
+        );
+    }
+    let listed = succeeded(&weir(&deployment, &["batch", "list"]));
+    assert!(
+        listed.contains("pause-all") && listed.contains("resume-all"),
+        "{listed}"
+    );
+
+    // Bad input: refused with why, nothing sent.
+    let unknown = failed(&weir(
+        &deployment,
+        &[
+            "batch",
+            "start",
+            "--action",
+            "reboot",
+            "--function",
+            SLEEP_FOR,
+        ],
+    ));
+    assert!(unknown.contains("is not a batch action"), "{unknown}");
+    let nothing = failed(&weir(
+        &deployment,
+        &[
+            "batch",
+            "start",
+            "--action",
+            "pause",
+            "--function",
+            SLEEP_FOR,
+            "--state",
+            "running",
+            "--id",
+            "nothing",
+        ],
+    ));
+    assert!(
+        nothing.contains("no execution matches the filter"),
+        "{nothing}"
+    );
+    for rate in ["0", "-3"] {
+        let refused = failed(&weir(
+            &deployment,
+            &[
+                "batch",
+                "start",
+                "--action",
+                "pause",
+                "--function",
+                SLEEP_FOR,
+                "--rate",
+                rate,
+                "--id",
+                "bad-rate",
+            ],
+        ));
+        assert!(refused.contains("it must be more than 0"), "{refused}");
+    }
+    let none = failed(&weir(&deployment, &["batch", "start", "--action", "pause"]));
+    assert!(none.contains("--function"), "{none}");
+    assert!(status(&deployment, "nothing").is_none());
+    assert!(status(&deployment, "bad-rate").is_none());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_batch_resumes_after_a_kill_and_acts_on_each_execution_once() {
+    let deployment = Deployment::new("batchkill");
+    let worker = deployment.start_worker("w", &[]);
+    let store = deployment.store().await;
+    let n = 16;
+    let ids = sleepers(&deployment, &store, n, 600_000).await;
+
+    // Two a second: the batch takes about 8 s; the worker is killed in its middle.
+    succeeded(&weir(
+        &deployment,
+        &[
+            "batch",
+            "start",
+            "--action",
+            "pause",
+            "--function",
+            SLEEP_FOR,
+            "--rate",
+            "2",
+            "--id",
+            "kill",
+        ],
+    ));
+    let before = wait_for("the batch under way", TIMEOUT, || async {
+        let s = status(&deployment, "kill")?;
+        let acted = s["acted"].as_u64()?;
+        (acted >= 4).then_some(acted)
+    })
+    .await;
+    assert!(
+        before < n as u64,
+        "killed in the middle of the batch ({before} acted)"
+    );
+    let mut worker = worker;
+    worker.signal("KILL");
+    let _ = worker.child.wait();
+    let _restarted = deployment.start_worker("w", &[]);
+
+    let done = wait_for("the batch done after the restart", TIMEOUT, || async {
+        let s = status(&deployment, "kill")?;
+        (s["status"] == "done").then_some(s)
+    })
+    .await;
+    assert_eq!(done["acted"], n, "{done}");
+    in_state(&store, &ids, ExecutionState::Paused).await;
+    // Once each: one request per execution on weir.responses, for every one of them.
+    let requests = pause_requests(&deployment, "kill");
+    let mut per: std::collections::BTreeMap<String, usize> = Default::default();
+    for (id, action) in &requests {
+        assert_eq!(*action, PauseAction::Pause);
+        *per.entry(id.to_string()).or_default() += 1;
+    }
+    assert_eq!(per.len(), n, "every execution acted on: {per:?}");
+    assert!(per.values().all(|c| *c == 1), "none twice: {per:?}");
+    let outcomes: Vec<&Value> = done["outcomes"]
+        .as_array()
+        .expect("outcomes")
+        .iter()
+        .collect();
+    assert_eq!(outcomes.len(), n, "{done}");
+}
