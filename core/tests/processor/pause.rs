@@ -360,3 +360,63 @@ fn a_resume_sends_retry_notices_and_a_cancellation_cancels_the_parked_activity()
     assert!(retry_notices(&terminated).is_empty(), "{terminated:?}");
     assert!(cancelled(published(&terminated)), "{terminated:?}");
 }
+
+/// An execution that finishes while it still waits for an activity (here a fan-out whose
+/// first answer is an error its workflow does not handle: it traps with its second activity
+/// outstanding) cancels that activity, as a cancellation, a termination or a deadline would
+/// (`CancelActivity`). Under `on_exhausted = "pause"` the activity may be parked, and a
+/// parked request nobody cancels stays parked for good, holding one of its partition's
+/// places (the simulation's seed 104 of `dst_short` with `exhausted_pauses`). An execution
+/// that finishes waiting for nothing cancels nothing.
+#[test]
+fn a_finished_execution_cancels_the_activities_it_still_waits_for() {
+    let mut processor = processor(1 << 20);
+    let id = ExecutionId::top_level(ulid::Ulid::new());
+    let created = step(
+        &mut processor,
+        submission_input(&id, Workflow::Fanout, json!([2, 5])),
+    );
+    let requested = activity_requests(&created);
+    assert_eq!(requested.len(), 2, "{created:?}");
+    let failed = step(
+        &mut processor,
+        answer(&id, &requested[0], ExecutionResult::Err(json!("broken"))),
+    );
+    assert!(
+        matches!(published(&failed), Some(ExecutionResult::ExecutionError(e))
+            if e.kind == weir_core::model::ExecutionErrorKind::Trap),
+        "{failed:?}"
+    );
+    assert_eq!(
+        cancelled_activities(&failed),
+        [requested[1].clone()],
+        "{failed:?}"
+    );
+    // Its late answer is ignored, and cancels nothing again.
+    let late = step(
+        &mut processor,
+        answer(&id, &requested[1], ExecutionResult::Ok(json!(13))),
+    );
+    assert!(cancelled_activities(&late).is_empty(), "{late:?}");
+
+    let other = ExecutionId::top_level(ulid::Ulid::new());
+    let created = step(
+        &mut processor,
+        submission_input(&other, Workflow::Fanout, json!([2, 5])),
+    );
+    let its = activity_requests(&created);
+    step(
+        &mut processor,
+        answer(&other, &its[0], ExecutionResult::Ok(json!(11))),
+    );
+    let done = step(
+        &mut processor,
+        answer(&other, &its[1], ExecutionResult::Ok(json!(13))),
+    );
+    assert_eq!(
+        published(&done),
+        Some(ExecutionResult::Ok(json!(24))),
+        "{done:?}"
+    );
+    assert!(cancelled_activities(&done).is_empty(), "{done:?}");
+}
