@@ -58,7 +58,7 @@ pub const MAX_FAILING: usize = crate::activity::MAX_PARKED / 2;
 /// Whether `child` is broken (about one activity in three, independent of how many attempts
 /// of it fail otherwise, `activity::failures`).
 pub fn broken(child: &ExecutionId) -> bool {
-    (child.stable_hash() / 3) % 3 == 0
+    (child.stable_hash() / 3).is_multiple_of(3)
 }
 
 /// A failed attempt of a broken activity, its reason unique in the run (the activity, the

@@ -826,7 +826,7 @@ fn batch_spec(i: usize, action: weir::batch::BatchAction) -> weir::batch::BatchS
     use weir::batch::{BatchFilter, BatchSpec};
     use weir::store::ExecutionState;
     use weir::store::rows::ListBy;
-    let filter = if i % 2 == 0 {
+    let filter = if i.is_multiple_of(2) {
         BatchFilter {
             by: ListBy::Function(ffqn().to_string()),
             state: Some(ExecutionState::Paused),
