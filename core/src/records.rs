@@ -125,6 +125,20 @@ pub struct ActivityCancel {
     pub cancelled_at: DateTime<Utc>,
 }
 
+/// A parent resumed while it waits for this activity: a retry notice (issue 35,
+/// `docs/design/pause.md#retries-that-end-in-paused`). Topic `weir.activity.<route>` (of every
+/// route Weir's activity workers serve), key: `execution_id`, with the Kafka header
+/// `weir.kind = retry-activity`; it lands on the partition of its request, after it. Its value
+/// is an `ActivityCancel` record (the same three fields: the activity, its parent, when),
+/// told apart by that header. A request parked by `on_exhausted = "pause"` takes it as a
+/// fresh budget of attempts; any other request (running, waiting, answered) ignores it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ActivityRetry {
+    pub execution_id: ExecutionId,
+    pub parent_execution_id: ExecutionId,
+    pub resumed_at: DateTime<Utc>,
+}
+
 /// The execution was created. The first entry of every execution's changelog.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Created {

@@ -19,6 +19,11 @@
 //!   single attempt (`max_attempts = 1`, or a kind never retried) the error itself.
 //! - a deadline (the activity's, all attempts included) the next attempt could not start
 //!   before ends the retries there: the `err` as such, or `timed-out` naming the last reason.
+//! - with [`OnExhausted::Pause`] (`on_exhausted = "pause"`), giving up after the last attempt
+//!   of an outcome that would have been retried ([`Decision::Park`]) parks the request and
+//!   pauses its parent instead of answering (`docs/design/pause.md#retries-that-end-in-paused`);
+//!   what is never retried (`ok`, an `err` without `retry_on_err`, a kind never retried) and a
+//!   deadline still answer.
 
 use std::time::Duration;
 
@@ -37,6 +42,43 @@ pub struct RetryPolicy {
     pub jitter: f64,
     /// Retry when the activity returns `err` (traps, limits and timeouts are always retried).
     pub retry_on_err: bool,
+    /// What the last failed attempt leads to.
+    pub on_exhausted: OnExhausted,
+}
+
+/// What an activity whose attempts are exhausted does (`on_exhausted` in `components.toml`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OnExhausted {
+    /// Its parent is answered (`retries-exhausted`, or the last error or `err`).
+    #[default]
+    Answer,
+    /// The request is parked (unfinished, no attempt starts) and its parent paused; the
+    /// parent's resume gives it a fresh budget of attempts.
+    Pause,
+}
+
+impl OnExhausted {
+    /// Its name in `components.toml`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnExhausted::Answer => "answer",
+            OnExhausted::Pause => "pause",
+        }
+    }
+}
+
+impl std::str::FromStr for OnExhausted {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "answer" => Ok(OnExhausted::Answer),
+            "pause" => Ok(OnExhausted::Pause),
+            other => Err(format!(
+                "on_exhausted must be \"answer\" or \"pause\", not {other:?}"
+            )),
+        }
+    }
 }
 
 impl RetryPolicy {
@@ -62,6 +104,13 @@ pub enum Decision {
     },
     /// No more attempts: this is the answer to the parent.
     Answer(ExecutionResult),
+    /// No more attempts, and the policy pauses ([`OnExhausted::Pause`]): the request is
+    /// parked and its parent paused. `answer` is what [`OnExhausted::Answer`] would have
+    /// answered (what a host that cannot park answers).
+    Park {
+        attempts: u32,
+        answer: ExecutionResult,
+    },
 }
 
 /// Whether an execution error of this kind is worth another attempt of the same request.
@@ -105,7 +154,14 @@ pub fn decide(
         return Decision::Answer(result);
     }
     if attempt >= policy.max_attempts {
-        return Decision::Answer(exhausted(attempt, result));
+        let answer = exhausted(attempt, result);
+        return match policy.on_exhausted {
+            OnExhausted::Answer => Decision::Answer(answer),
+            OnExhausted::Pause => Decision::Park {
+                attempts: attempt,
+                answer,
+            },
+        };
     }
     let next = attempt + 1;
     let backoff = policy.backoff(next, unit);
@@ -171,6 +227,7 @@ mod tests {
             backoff_max: Duration::from_millis(1000),
             jitter: 0.0,
             retry_on_err,
+            on_exhausted: OnExhausted::Answer,
         }
     }
 
@@ -240,6 +297,93 @@ mod tests {
             let decision = decide(&policy(max_attempts, retry_on_err), attempt, result, t(0), deadline.map(t), 0.5);
             assert_eq!(decision, expected, "{what}");
         }
+    }
+
+    /// With `on_exhausted = "pause"`, what would have been retried parks after the last
+    /// attempt; what is never retried, and a deadline, still answer.
+    #[test]
+    fn a_pausing_policy_parks_what_it_would_have_retried() {
+        use ExecutionErrorKind::*;
+        let p = RetryPolicy {
+            on_exhausted: OnExhausted::Pause,
+            ..policy(3, true)
+        };
+        let park = |attempts, answer| Decision::Park { attempts, answer };
+        let err = ExecutionResult::Err(json!("no"));
+        let cases: Vec<(&str, u32, ExecutionResult, Option<i64>, Decision)> = vec![
+            (
+                "a trap exhausted parks",
+                3,
+                error(Trap),
+                None,
+                park(
+                    3,
+                    ExecutionResult::ExecutionError(
+                        ExecutionError::new(
+                            RetriesExhausted,
+                            "3 attempts failed; the last one: trap: boom",
+                        )
+                        .with_detail("trace"),
+                    ),
+                ),
+            ),
+            (
+                "an err exhausted parks",
+                3,
+                err.clone(),
+                None,
+                park(3, err.clone()),
+            ),
+            (
+                "a retry is still a retry",
+                1,
+                error(Trap),
+                None,
+                retry(2, 100, 100),
+            ),
+            (
+                "never retried: answered",
+                3,
+                error(InvalidParams),
+                None,
+                answer_error(InvalidParams, "boom"),
+            ),
+            (
+                "ok answers",
+                3,
+                ExecutionResult::Ok(json!(1)),
+                None,
+                Decision::Answer(ExecutionResult::Ok(json!(1))),
+            ),
+            (
+                "a deadline answers",
+                1,
+                error(Trap),
+                Some(100),
+                answer_error(
+                    TimedOut,
+                    "the deadline 2026-01-01T00:00:00.100Z leaves no time for another attempt after 1; the last one: trap: boom",
+                ),
+            ),
+        ];
+        for (what, attempt, result, deadline, expected) in cases {
+            assert_eq!(
+                decide(&p, attempt, result, t(0), deadline.map(t), 0.5),
+                expected,
+                "{what}"
+            );
+        }
+        let single = RetryPolicy {
+            max_attempts: 1,
+            ..p
+        };
+        assert_eq!(
+            decide(&single, 1, error(Trap), t(0), None, 0.5),
+            park(1, error(Trap)),
+            "a single attempt parks with its own error"
+        );
+        assert_eq!("pause".parse(), Ok(OnExhausted::Pause));
+        assert!("stop".parse::<OnExhausted>().is_err());
     }
 
     #[test]

@@ -140,6 +140,9 @@ impl From<InputTopic> for TopicRole {
 pub enum RecordKind {
     /// An `ActivityCancel` on an activity route's topic.
     Cancel,
+    /// A retry notice on an activity route's topic: an `ActivityCancel` record read as an
+    /// [`crate::records::ActivityRetry`] (its parent resumed).
+    RetryActivity,
     /// An `UpgradeRequest` on `weir.responses`.
     Upgrade,
     /// A `CancelRequest`: on `weir.submissions` (a parent cancelling its child, after the
@@ -176,8 +179,9 @@ pub enum RecordKind {
 
 impl RecordKind {
     /// Every kind.
-    pub const ALL: [RecordKind; 13] = [
+    pub const ALL: [RecordKind; 14] = [
         RecordKind::Cancel,
+        RecordKind::RetryActivity,
         RecordKind::Upgrade,
         RecordKind::CancelExecution,
         RecordKind::Schedule,
@@ -196,6 +200,7 @@ impl RecordKind {
     pub const fn header_value(self) -> &'static [u8] {
         match self {
             RecordKind::Cancel => b"cancel",
+            RecordKind::RetryActivity => b"retry-activity",
             RecordKind::Upgrade => b"upgrade",
             RecordKind::CancelExecution => b"cancel-execution",
             RecordKind::Schedule => b"schedule",
@@ -263,6 +268,8 @@ pub enum RecordType {
     BatchOutcomes,
     ActivityRequest,
     ActivityCancel,
+    /// A retry notice ([`crate::records::ActivityRetry`]), written as an `ActivityCancel`.
+    ActivityRetry,
     /// A paused route on `weir.control` ([`crate::control::RoutePause`]; a tombstone when
     /// resumed).
     RoutePause,
@@ -310,6 +317,7 @@ pub fn record_type(role: TopicRole, kind: Option<RecordKind>) -> Result<RecordTy
         (R::State, Some(K::BatchOutcomes)) => T::BatchOutcomes,
         (R::Activity, None) => T::ActivityRequest,
         (R::Activity, Some(K::Cancel)) => T::ActivityCancel,
+        (R::Activity, Some(K::RetryActivity)) => T::ActivityRetry,
         (R::Control, None) => T::RoutePause,
         (role, Some(kind)) => return Err(KindError::OffTopic { role, kind }),
     })
@@ -447,9 +455,14 @@ impl RouteService {
         !self.external || self.cancel_notices
     }
 
-    /// Whether the record at `address`, on a route served so, is written at all.
+    /// Whether the record at `address`, on a route served so, is written at all. A retry
+    /// notice goes only to a route Weir serves (only its activity worker parks a request).
     pub fn takes(self, address: &Address) -> bool {
-        address.kind != Some(RecordKind::Cancel) || self.hears_cancellations()
+        match address.kind {
+            Some(RecordKind::Cancel) => self.hears_cancellations(),
+            Some(RecordKind::RetryActivity) => !self.external,
+            _ => true,
+        }
     }
 }
 
@@ -458,6 +471,13 @@ impl RouteService {
 /// [`Effect::Respond`] is, so that it lands on the partition of its owner.
 pub fn answer(parent: &ExecutionId) -> Address {
     Address::to(TopicRole::Responses, parent)
+}
+
+/// The address of an activity worker's pause of the parent of a request it parked (the
+/// activity core's `Outgoing::Pause`): on `weir.responses`, keyed by the parent, of kind
+/// `pause-execution`, as `weir pause` writes it.
+pub fn pause(parent: &ExecutionId) -> Address {
+    Address::to(TopicRole::Responses, parent).of_kind(RecordKind::PauseExecution)
 }
 
 /// The address of the record `effect` writes; `None` for an effect that writes no record (a
@@ -493,6 +513,12 @@ pub fn address(effect: &Effect) -> Result<Option<Address>, AddressError> {
             destination: Destination::Route(ffqn.clone()),
             key: Key::Exactly(child.to_string()),
             kind: Some(RecordKind::Cancel),
+            headers: Vec::new(),
+        },
+        Effect::RetryParkedActivity { child, ffqn, .. } => Address {
+            destination: Destination::Route(ffqn.clone()),
+            key: Key::Exactly(child.to_string()),
+            kind: Some(RecordKind::RetryActivity),
             headers: Vec::new(),
         },
         // On the submissions topic, after the child's own submission (same key, same
@@ -618,7 +644,7 @@ pub mod examples {
     use crate::schedule::{ScheduleAction, ScheduleCommand};
 
     /// How many variants [`Effect`] has; [`variant`] numbers them.
-    pub const EFFECT_VARIANTS: usize = 27;
+    pub const EFFECT_VARIANTS: usize = 28;
 
     /// The number of `effect`'s variant, below [`EFFECT_VARIANTS`] (no wildcard: a new
     /// variant does not compile until it is numbered, and then the examples must have it).
@@ -651,6 +677,7 @@ pub mod examples {
             Effect::PutBatch(_) => 24,
             Effect::PutBatchOutcomes { .. } => 25,
             Effect::BatchRequest(_) => 26,
+            Effect::RetryParkedActivity { .. } => 27,
         }
     }
 
@@ -762,6 +789,11 @@ pub mod examples {
                 timer_id: "delay".into(),
             }),
             Effect::CancelActivity {
+                parent: parent.clone(),
+                child: activity.clone(),
+                ffqn: ffqn(ACTIVITY_FFQN),
+            },
+            Effect::RetryParkedActivity {
                 parent: parent.clone(),
                 child: activity.clone(),
                 ffqn: ffqn(ACTIVITY_FFQN),

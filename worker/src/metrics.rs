@@ -314,6 +314,12 @@ pub struct Metrics {
     pub activity_partitions_paused: Gauge,
     /// Activity worker: activities cancelled by their parent while unfinished.
     pub activity_cancelled: Counter,
+    /// Activity worker: requests parked when their attempts were exhausted (their policy's
+    /// `on_exhausted = "pause"`: their parents asked to pause), and parked requests given a
+    /// fresh budget by their parent's resume; parked ones now.
+    pub activity_parked: Counter,
+    pub activity_unparked: Counter,
+    pub activity_parked_now: Gauge,
     /// Activity worker: requests for a function no component of the worker exports (each
     /// waits for a worker that runs it).
     pub activity_unknown_requests: Counter,
@@ -547,6 +553,16 @@ impl Metrics {
             self.activity_cancelled.get(),
         );
         counter(
+            "activity_parked_total",
+            "Activity requests parked when their attempts were exhausted (on_exhausted = \"pause\"): their parents asked to pause.",
+            self.activity_parked.get(),
+        );
+        counter(
+            "activity_unparked_total",
+            "Parked activity requests given a fresh budget of attempts by their parent's resume.",
+            self.activity_unparked.get(),
+        );
+        counter(
             "activity_unknown_requests_total",
             "Activity requests for a function no component of this worker exports (each waits for a worker that runs it).",
             self.activity_unknown_requests.get(),
@@ -611,6 +627,11 @@ impl Metrics {
             "activity_rate_held",
             "Activity attempts ready to start that wait for a token of their route's rate limit.",
             self.activity_rate_held.get(),
+        );
+        gauge(
+            "activity_parked",
+            "Activity requests parked now (attempts exhausted, their parents paused until resumed).",
+            self.activity_parked_now.get(),
         );
         gauge(
             "activity_partitions_paused",

@@ -114,6 +114,22 @@ pub fn decode_history<'a>(
         .collect()
 }
 
+/// Why an execution is paused: the reason of its last `Paused` entry, if no `Resumed`
+/// followed it (an operator's, or an activity's whose attempts were exhausted under
+/// `on_exhausted = "pause"`: it names the activity, its function, its attempts and the last
+/// error).
+pub fn paused_because<'a>(entries: &'a [(&HistoryRow, HistoryRecord)]) -> Option<&'a str> {
+    entries
+        .iter()
+        .rev()
+        .find_map(|(_, record)| match &record.entry {
+            HistoryEntry::Paused { reason } => Some(Some(reason.as_str())),
+            HistoryEntry::Resumed { .. } => Some(None),
+            _ => None,
+        })
+        .flatten()
+}
+
 /// One changelog record, with the offset it was committed at on `weir.history` and when it
 /// happened (`recorded_at`: the record's own time, or for a record of an earlier Weir when the
 /// store materialised it; the UI's timeline). A child's answer carries `ran` (when the work it

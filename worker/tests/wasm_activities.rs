@@ -170,6 +170,7 @@ fn backoff_is_exponential_capped_and_jittered() {
         backoff_max: Duration::from_millis(1000),
         jitter: 0.5,
         retry_on_err: true,
+        on_exhausted: weir::wasm::OnExhausted::Answer,
     };
     assert_eq!(p.backoff(2, 0.5), Duration::from_millis(100));
     assert_eq!(p.backoff(3, 0.5), Duration::from_millis(200));
@@ -485,4 +486,58 @@ async fn run(
         .await
         .unwrap()
         .result
+}
+
+/// `on_exhausted = "pause"` (issue 35 item 1) is for the activities Weir runs, never inline:
+/// it makes an activity not inline, and is refused on a workflow, an external activity, a
+/// stub, an activity marked `inline = true`, and as a value it does not know.
+#[test]
+fn on_exhausted_pause_is_refused_where_nothing_can_park() {
+    let resolve = |entry: &str| {
+        let text = format!("[[component]]\nname = \"x\"\npath = \"x.wasm\"\n{entry}\n");
+        weir::wasm::ComponentsFile::parse(&text, &components_toml())
+            .unwrap()
+            .resolve(&examples_dir())
+    };
+    let pausing = "retries = { on_exhausted = \"pause\" }";
+    let specs = resolve(&format!(
+        "kind = \"activity\"\nroute = \"compute\"\n{pausing}"
+    ))
+    .expect("a pausing activity");
+    assert_eq!(
+        specs[0].retries.on_exhausted,
+        weir::wasm::OnExhausted::Pause
+    );
+    assert!(!specs[0].inline, "a pausing activity is never inline");
+    let answering = resolve("kind = \"activity\"\nroute = \"compute\"").expect("an activity");
+    assert_eq!(
+        answering[0].retries.on_exhausted,
+        weir::wasm::OnExhausted::Answer
+    );
+    for (entry, needle) in [
+        (
+            format!("kind = \"workflow\"\n{pausing}"),
+            "activity's Weir runs",
+        ),
+        (
+            format!("kind = \"activity\"\nexternal = true\n{pausing}"),
+            "external service answers its own",
+        ),
+        (
+            format!("kind = \"activity\"\nstub = true\n{pausing}"),
+            "a stub is never run",
+        ),
+        (
+            format!("kind = \"activity\"\nroute = \"compute\"\ninline = true\n{pausing}"),
+            "cannot be inline",
+        ),
+        (
+            "kind = \"activity\"\nroute = \"compute\"\nretries = { on_exhausted = \"stop\" }"
+                .to_owned(),
+            "on_exhausted must be \"answer\" or \"pause\"",
+        ),
+    ] {
+        let error = resolve(&entry).expect_err("refused");
+        assert!(error.to_string().contains(needle), "{entry}: {error}");
+    }
 }

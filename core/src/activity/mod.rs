@@ -50,6 +50,15 @@
 //!   answered; its partition is fetched until its window is full), and
 //!   [`ActivityCore::next_wake`] names the instant the next token comes, so no partition is
 //!   stuck on an empty bucket.
+//! - **Exhausted retries that pause** (`on_exhausted = "pause"`, [`crate::retry::Decision::Park`]):
+//!   the request stays unfinished, parked ([`Mark::parked`]), and a [`PauseRequest`] for its
+//!   parent goes out in the same [`Commit`] as that progress (the request is durable
+//!   first). A parked request starts no attempt; a retry notice ([`Body::Retry`], its
+//!   parent's resume) gives it a fresh budget of attempts (attempt 1 again); a cancellation
+//!   ends it as any other. A parked request does not count towards the partition window (the
+//!   notices behind it must be read); at most [`MAX_PARKED`] are parked per partition, one
+//!   more is answered as without the policy. Nothing is re-requested: the activity id keeps its one request
+//!   (`docs/design/pause.md#retries-that-end-in-paused`).
 
 pub mod answer;
 pub mod external;
@@ -66,11 +75,11 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-pub use self::progress::{MAX_PARTITION_WINDOW, Mark, MetadataError, Progress};
+pub use self::progress::{MAX_PARKED, MAX_PARTITION_WINDOW, Mark, MetadataError, Progress};
 pub use self::rate::{RateLimit, RateLimitError};
 pub use self::state::ActivityCore;
 use crate::model::{ExecutionId, ExecutionResult, Ffqn, Response};
-use crate::records::{ActivityCancel, ActivityRequest, DlqReason};
+use crate::records::{ActivityCancel, ActivityRequest, ActivityRetry, DlqReason, PauseRequest};
 use crate::retry::RetryPolicy;
 
 /// Settings of the activity worker's rules.
@@ -203,6 +212,8 @@ pub enum Body {
         not_before: Option<DateTime<Utc>>,
     },
     Cancel(ActivityCancel),
+    /// A retry notice: the parent resumed; a parked request takes it as a fresh budget.
+    Retry(ActivityRetry),
     /// Unreadable (or too large): dead-lettered.
     Undecodable {
         reason: DlqReason,
@@ -301,6 +312,14 @@ pub enum Outgoing<S> {
         response: Response,
         source: S,
     },
+    /// A pause of the parent of a request just parked (`weir.responses`, keyed by the parent,
+    /// header `weir.kind = pause-execution`); `activity` is the parked request's activity,
+    /// `source` its record.
+    Pause {
+        request: PauseRequest,
+        activity: ExecutionId,
+        source: S,
+    },
     /// A copy of the record for the DLQ.
     DeadLetter {
         source: S,
@@ -390,6 +409,12 @@ pub struct Counters {
     pub unknown_answered: u64,
     pub cancelled: u64,
     pub deadlines_enforced: u64,
+    /// Requests parked (their parents asked to pause) and unparked by a retry notice.
+    pub parked: u64,
+    pub unparked: u64,
+    /// Exhausted requests answered because their partition parked
+    /// [`progress::MAX_PARKED`] already.
+    pub park_refused: u64,
     /// Attempts a rate limit delayed (each attempt once, when it first found its topic's
     /// bucket empty with a slot free), by topic.
     pub rate_limited: BTreeMap<String, u64>,
@@ -401,6 +426,8 @@ pub struct Gauges {
     pub running: usize,
     pub waiting: usize,
     pub paused: usize,
+    /// Parked requests (exhausted, their parents paused).
+    pub parked: usize,
     /// Ready attempts the last start found waiting for a token of their topic's rate limit.
     pub rate_held: usize,
 }

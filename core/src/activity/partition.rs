@@ -45,6 +45,10 @@ pub(super) enum Phase {
     /// Until this instant: a retry's backoff, a worker that runs the function, an external
     /// answer.
     Waiting { until: DateTime<Utc> },
+    /// Its attempts are exhausted and its policy pauses (`on_exhausted = "pause"`): its
+    /// parent was asked to pause; no attempt starts until a retry notice (its parent's
+    /// resume) gives it a fresh budget, or a cancellation ends it.
+    Parked,
 }
 
 /// One unfinished request.
@@ -71,9 +75,12 @@ pub(super) struct Job<S> {
 impl<S> Job<S> {
     pub fn mark(&self) -> Mark {
         Mark {
-            attempt: (self.attempt != self.request.attempt || self.not_before.is_some())
-                .then_some(self.attempt),
+            // A parked request's attempt is of no use: a retry notice starts a fresh budget.
+            attempt: (self.phase != Phase::Parked
+                && (self.attempt != self.request.attempt || self.not_before.is_some()))
+            .then_some(self.attempt),
             not_before: self.not_before,
+            parked: self.phase == Phase::Parked,
         }
     }
 
@@ -165,6 +172,14 @@ impl<S> Partition<S> {
             .map(|(offset, _)| *offset)
     }
 
+    /// How many of its requests are parked.
+    pub fn parked(&self) -> usize {
+        self.open
+            .values()
+            .filter(|job| job.phase == Phase::Parked)
+            .count()
+    }
+
     /// The offset of the request whose attempt `id` runs.
     pub fn running(&self, id: AttemptId) -> Option<i64> {
         self.open
@@ -241,6 +256,7 @@ mod tests {
         Mark {
             attempt,
             not_before: not_before.map(t),
+            parked: false,
         }
     }
 

@@ -23,6 +23,13 @@ use chrono::{DateTime, Utc};
 /// broker's `offset.metadata.max.bytes` (4096 by default).
 pub const MAX_PARTITION_WINDOW: usize = 100;
 
+/// The most requests a partition keeps parked (`on_exhausted = "pause"`) besides its window:
+/// a parked request does not count towards the window — the partition must go on reading to
+/// reach the retry notices behind it — but its mark is in the metadata (`<delta>!`, a dozen
+/// bytes), so their number is bounded too. One exhausted while this many are parked on its
+/// partition is answered as without `on_exhausted = "pause"`.
+pub const MAX_PARKED: usize = 16;
+
 /// The offset metadata could not be read (written by something else, or damaged).
 #[derive(Debug, thiserror::Error, PartialEq)]
 #[error("offset metadata `{text}` of {topic}/{partition} at {offset}: {reason}")]
@@ -41,6 +48,9 @@ pub struct Mark {
     pub attempt: Option<u32>,
     /// Not before this instant (a retry's backoff).
     pub not_before: Option<DateTime<Utc>>,
+    /// Parked: its attempts are exhausted and its parent was asked to pause
+    /// (`on_exhausted = "pause"`); no attempt starts until a retry notice comes.
+    pub parked: bool,
 }
 
 /// The progress of a partition as committed: the frontier (the committed offset) and, in the
@@ -48,7 +58,7 @@ pub struct Mark {
 /// requests in `[frontier, end)`; every other record of that range is finished.
 ///
 /// Text form: `wa1;n=<end − frontier>;o=<entry>,…` with an entry `<offset − frontier>`,
-/// optionally `:<attempt>`, optionally `@<not-before, epoch ms>`.
+/// optionally `:<attempt>`, optionally `@<not-before, epoch ms>`, optionally `!` (parked).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Progress {
     pub frontier: i64,
@@ -71,6 +81,9 @@ impl Progress {
                 }
                 if let Some(at) = mark.not_before {
                     entry.push_str(&format!("@{}", at.timestamp_millis()));
+                }
+                if mark.parked {
+                    entry.push('!');
                 }
                 entry
             })
@@ -133,9 +146,13 @@ impl Progress {
     }
 }
 
-/// One entry `<delta>[:<attempt>][@<ms>]` of the metadata: its offset from the frontier (in
+/// One entry `<delta>[:<attempt>][@<ms>][!]` of the metadata: its offset from the frontier (in
 /// `[0, span)`) and its mark.
 fn parse_entry(entry: &str, span: i64) -> Result<(i64, Mark), &'static str> {
+    let (entry, parked) = match entry.strip_suffix('!') {
+        Some(rest) => (rest, true),
+        None => (entry, false),
+    };
     let (rest, not_before) = match entry.split_once('@') {
         Some((rest, ms)) => {
             let at = i64::from_str(ms)
@@ -165,6 +182,7 @@ fn parse_entry(entry: &str, span: i64) -> Result<(i64, Mark), &'static str> {
         Mark {
             attempt,
             not_before,
+            parked,
         },
     ))
 }
@@ -188,6 +206,7 @@ mod tests {
                     Mark {
                         attempt: Some(3),
                         not_before: Some(t(250)),
+                        parked: false,
                     },
                 ),
                 (
@@ -195,6 +214,7 @@ mod tests {
                     Mark {
                         attempt: None,
                         not_before: None,
+                        parked: false,
                     },
                 ),
                 (
@@ -202,12 +222,21 @@ mod tests {
                     Mark {
                         attempt: Some(2),
                         not_before: None,
+                        parked: false,
+                    },
+                ),
+                (
+                    1030,
+                    Mark {
+                        attempt: Some(5),
+                        not_before: None,
+                        parked: true,
                     },
                 ),
             ]),
         };
         let text = progress.metadata();
-        assert_eq!(text, "wa1;n=42;o=0:3@1767225600250,7,41:2");
+        assert_eq!(text, "wa1;n=42;o=0:3@1767225600250,7,30:5!,41:2");
         assert_eq!(Progress::parse("t", 0, 1000, &text), Ok(Some(progress)));
         let nothing_open = Progress {
             frontier: 5,
@@ -230,6 +259,8 @@ mod tests {
             "wa1;n=3;o=3",
             "wa1;n=3;o=0:0",
             "wa1;n=3;o=0@x",
+            "wa1;n=3;o=0!!",
+            "wa1;n=3;o=!",
             "wa1;n=3",
             "wa1;n=3;o=;extra",
         ] {
@@ -244,17 +275,28 @@ mod tests {
 
     #[test]
     fn the_largest_window_fits_the_brokers_metadata_limit() {
-        let open = (0..MAX_PARTITION_WINDOW as i64)
-            .map(|i| {
-                (
-                    i * 10_000_000,
-                    Mark {
-                        attempt: Some(u32::MAX),
-                        not_before: Some(DateTime::<Utc>::MAX_UTC),
-                    },
-                )
-            })
-            .collect();
+        let window = (0..MAX_PARTITION_WINDOW as i64).map(|i| {
+            (
+                i * 10_000_000,
+                Mark {
+                    attempt: Some(u32::MAX),
+                    not_before: Some(DateTime::<Utc>::MAX_UTC),
+                    parked: false,
+                },
+            )
+        });
+        // The parked ones besides, each `<delta>!` (a parked mark keeps no attempt).
+        let parked = (0..MAX_PARKED as i64).map(|i| {
+            (
+                i * 10_000_000 + 1,
+                Mark {
+                    attempt: None,
+                    not_before: None,
+                    parked: true,
+                },
+            )
+        });
+        let open = window.chain(parked).collect();
         let progress = Progress {
             frontier: 0,
             end: i64::MAX / 2,

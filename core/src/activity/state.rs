@@ -14,6 +14,10 @@
 //!   the core's life: a take-over gives no new tokens). `rate_waits` holds, for each topic
 //!   whose ready attempts the last start left waiting for a token, when the next one comes;
 //!   [`ActivityCore::next_wake`] includes it.
+//! - A [`Phase::Parked`] job starts nothing and waits for nothing: it leaves that phase only
+//!   by a retry notice of its activity ([`Body::Retry`]: [`Phase::Ready`] at attempt 1) or
+//!   leaves `open` by its cancellation. Its parent's [`PauseRequest`] is in `out` from the
+//!   moment it parked, so it goes out in the commit whose progress first marks it parked.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::mem;
@@ -23,14 +27,16 @@ use tracing::{debug, info, warn};
 
 use super::external::{self, Checked, Due};
 use super::partition::{Admit, Job, JobKind, Partition, Phase};
-use super::progress::{Mark, Progress};
+use super::progress::{MAX_PARKED, Mark, Progress};
 use super::rate::TokenBucket;
 use super::{
     ActivitySettingsError, AttemptId, Body, Commit, Committed, CoreConfig, Counters, Effect,
     Gauges, Input, Outgoing, Record, RoutePartition, Serve, ServiceCheck, Start,
 };
 use crate::model::{ExecutionErrorKind, ExecutionResult, Ran, Response};
-use crate::records::{ActivityCancel, ActivityRequest, DlqReason};
+use crate::records::{
+    ActivityCancel, ActivityRequest, ActivityRetry, DlqReason, PauseAction, PauseRequest,
+};
 use crate::retry::{self, Decision};
 
 /// The activity worker's rules over the partitions it owns; `S` is what the driver keeps of
@@ -182,8 +188,29 @@ impl<S: Clone> ActivityCore<S> {
                 .filter(|job| matches!(job.phase, Phase::Waiting { .. }))
                 .count(),
             paused: self.partitions.values().filter(|ps| ps.paused).count(),
+            parked: self
+                .partitions
+                .values()
+                .flat_map(|ps| ps.open.values())
+                .filter(|job| job.phase == Phase::Parked)
+                .count(),
             rate_held: self.rate_held,
         }
+    }
+
+    /// The activity ids of the parked requests of `partition` (for the simulation's checks
+    /// and the tests).
+    pub fn parked(&self, partition: &RoutePartition) -> Vec<crate::model::ExecutionId> {
+        self.partitions
+            .get(partition)
+            .map(|ps| {
+                ps.open
+                    .values()
+                    .filter(|job| job.phase == Phase::Parked)
+                    .map(|job| job.request.execution_id.clone())
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
     /// The unfinished requests of `partition`: offset, activity id, the attempt it is at,
@@ -286,6 +313,11 @@ impl<S: Clone> ActivityCore<S> {
                 self.touch(now);
                 self.on_cancel(&record.partition, &cancel, now, fx);
             }
+            Body::Retry(notice) => {
+                self.finished += 1;
+                self.touch(now);
+                self.on_retry(&record.partition, &notice);
+            }
             Body::Request {
                 request,
                 serve,
@@ -327,7 +359,9 @@ impl<S: Clone> ActivityCore<S> {
                 (kind, Some(deadline), Phase::Waiting { until: deadline })
             }
             Serve::Wasm(policy) => {
+                let parked = a.mark.as_ref().is_some_and(|m| m.parked);
                 let phase = match not_before {
+                    _ if parked => Phase::Parked,
                     Some(until) => Phase::Waiting { until },
                     None => Phase::Ready,
                 };
@@ -391,6 +425,10 @@ impl<S: Clone> ActivityCore<S> {
                 format!("attempt {} was interrupted after {ran:?}", job.attempt)
             }
             Phase::Ready => format!("attempt {} had not started", job.attempt),
+            Phase::Parked => format!(
+                "it was parked after its attempts were exhausted (attempt {})",
+                job.attempt
+            ),
             Phase::Waiting { until } => match job.kind {
                 JobKind::Wasm(_) => format!(
                     "attempt {} was waiting for its backoff (due {}): dropped",
@@ -418,6 +456,28 @@ impl<S: Clone> ActivityCore<S> {
         self.answer(job, result, now);
     }
 
+    /// A retry notice read on `key` (its parent resumed): the parked request of that
+    /// activity takes a fresh budget of attempts; any other (running, waiting, answered, on
+    /// another route) ignores it.
+    fn on_retry(&mut self, key: &RoutePartition, notice: &ActivityRetry) {
+        let Some(job) = self.partitions.get_mut(key).and_then(|ps| {
+            ps.find(&notice.execution_id)
+                .and_then(|offset| ps.open.get_mut(&offset))
+        }) else {
+            debug!(execution = %notice.execution_id, partition = %key, "retry notice of an activity not in flight here (answered, or on another route)");
+            return;
+        };
+        if job.phase != Phase::Parked {
+            debug!(execution = %notice.execution_id, partition = %key, "retry notice of an activity that is not parked: ignored");
+            return;
+        }
+        info!(execution = %notice.execution_id, parent = %notice.parent_execution_id, parked_at_attempt = job.attempt, "parked activity resumed by its parent: a fresh budget of attempts");
+        job.attempt = 1;
+        job.not_before = None;
+        job.phase = Phase::Ready;
+        self.counters.unparked += 1;
+    }
+
     // ---- attempts ----
 
     /// The partition and offset of the job whose attempt (or check) `id` runs.
@@ -443,6 +503,7 @@ impl<S: Clone> ActivityCore<S> {
         let Some((key, offset)) = self.locate(id) else {
             return;
         };
+        let parked_here = self.partitions.get(&key).map_or(0, Partition::parked);
         let Some(job) = self
             .partitions
             .get_mut(&key)
@@ -455,7 +516,14 @@ impl<S: Clone> ActivityCore<S> {
             return;
         };
         let last = result.to_string();
-        let decision = retry::decide(policy, job.attempt, result, now, job.deadline, jitter);
+        let decision = match retry::decide(policy, job.attempt, result, now, job.deadline, jitter) {
+            Decision::Park { answer, .. } if parked_here >= MAX_PARKED => {
+                warn!(execution = %job.request.execution_id, partition = %key, parked = parked_here, "activity attempts exhausted, but its partition parks {MAX_PARKED} requests already: answered");
+                self.counters.park_refused += 1;
+                Decision::Answer(answer)
+            }
+            decision => decision,
+        };
         self.running = self.running.saturating_sub(1);
         match decision {
             Decision::Answer(result) => {
@@ -463,6 +531,24 @@ impl<S: Clone> ActivityCore<S> {
                     self.finished += 1;
                     self.answer(job, result, now);
                 }
+            }
+            Decision::Park { attempts, answer } => {
+                let request = PauseRequest {
+                    execution_id: job.request.parent_execution_id.clone(),
+                    action: PauseAction::Pause,
+                    reason: parked_reason(&job.request, attempts, &answer, &last),
+                    requested_at: now,
+                };
+                warn!(execution = %job.request.execution_id, parent = %request.execution_id, attempts, %last, "activity attempts exhausted: parked, its parent asked to pause");
+                job.not_before = None;
+                job.phase = Phase::Parked;
+                self.counters.parked += 1;
+                self.out.push(Outgoing::Pause {
+                    request,
+                    activity: job.request.execution_id.clone(),
+                    source: job.source.clone(),
+                });
+                self.touch(now);
             }
             Decision::Retry {
                 attempt,
@@ -701,7 +787,9 @@ impl<S: Clone> ActivityCore<S> {
     fn flow_control(&mut self, fx: &mut Vec<Effect<S>>) {
         let window = self.config.settings.partition_window;
         for (key, ps) in &mut self.partitions {
-            let full = ps.open.len() >= window || self.paused_topics.contains(&key.topic);
+            // Parked requests do not count: the retry notices behind them must be read.
+            let full =
+                ps.open.len() - ps.parked() >= window || self.paused_topics.contains(&key.topic);
             if full == ps.paused {
                 continue;
             }
@@ -824,4 +912,27 @@ impl<S: Clone> ActivityCore<S> {
         info!(execution = %job.request.execution_id, %result, "external activity timed out");
         self.answer(job, result, now);
     }
+}
+
+/// Why a parked activity's parent is paused (its `Paused` entry's reason): the activity, its
+/// function, the attempts made and the last error, and what to do.
+fn parked_reason(
+    request: &ActivityRequest,
+    attempts: u32,
+    answer: &ExecutionResult,
+    last: &str,
+) -> String {
+    let what = match answer {
+        ExecutionResult::ExecutionError(e) if e.kind == ExecutionErrorKind::RetriesExhausted => {
+            last.to_owned()
+        }
+        other => other.to_string(),
+    };
+    format!(
+        "activity {} ({}) exhausted its {attempts} attempt{} (on_exhausted = \"pause\"); the last \
+         one: {what}. Fix the cause and resume: the activity then gets a fresh budget of attempts",
+        request.execution_id,
+        request.ffqn,
+        if attempts == 1 { "" } else { "s" },
+    )
 }

@@ -33,6 +33,7 @@ use crate::model::EventOutcome;
 use crate::model::ExecutionErrorKind;
 use crate::model::ExecutionId;
 use crate::model::ExecutionResult;
+use crate::model::Ffqn;
 use crate::model::Response;
 use crate::projection::ExecutionView;
 use crate::records::CancelRequest;
@@ -44,6 +45,29 @@ use chrono::DateTime;
 use chrono::Utc;
 
 impl<R: WorkflowRunner> StepCtx<'_, R> {
+    /// The one rule of an activity its execution stops waiting for — closed in its join set
+    /// ([`super::outputs`]), cancelled, terminated, past its deadline, or finished with it
+    /// outstanding ([`StepCtx::finish_with`]): [`Effect::CancelActivity`] on its route, keyed
+    /// by the activity, which interrupts a running attempt, drops a waiting retry and answers
+    /// a parked request (`on_exhausted = "pause"`: nothing else would ever take it off its
+    /// partition) `cancelled`.
+    pub(super) fn cancel_activity(&mut self, parent: &ExecutionId, child: ExecutionId, ffqn: Ffqn) {
+        self.batch.effects.push(Effect::CancelActivity {
+            parent: parent.clone(),
+            child,
+            ffqn,
+        });
+    }
+
+    /// [`StepCtx::cancel_activity`] for every activity `view` still waits for.
+    pub(super) fn cancel_activities(&mut self, view: &ExecutionView) {
+        for (child, ffqn, kind) in view.waiting_for().children {
+            if kind == ChildKind::Activity {
+                self.cancel_activity(&view.id, child, ffqn);
+            }
+        }
+    }
+
     /// The effects and the self-answers that cancel everything `live` waits for: its activities
     /// and stubs end `cancelled` (an activity's running attempt is interrupted, a pending retry
     /// dropped: [`Effect::CancelActivity`]), its delays and event waits are answered cancelled,
@@ -51,9 +75,10 @@ impl<R: WorkflowRunner> StepCtx<'_, R> {
     fn cancel_waits(&mut self, live: &Live<R::Run>, stop: &Stop) -> Vec<Response> {
         let reason = &stop.reason;
         let id = &live.view.id;
+        self.cancel_activities(&live.view);
         let waits = live.view.waiting_for();
         let mut own = Vec::new();
-        for (child, ffqn, kind) in waits.children {
+        for (child, _, kind) in waits.children {
             match kind {
                 ChildKind::Workflow => {
                     self.batch
@@ -67,13 +92,6 @@ impl<R: WorkflowRunner> StepCtx<'_, R> {
                         }))
                 }
                 ChildKind::Activity | ChildKind::Stub | ChildKind::StubWrite => {
-                    if kind == ChildKind::Activity {
-                        self.batch.effects.push(Effect::CancelActivity {
-                            parent: id.clone(),
-                            child: child.clone(),
-                            ffqn,
-                        });
-                    }
                     own.push(Response::ChildExecutionFinished {
                         ran: None,
                         result: error_result(

@@ -70,6 +70,15 @@ pub enum Effect {
         child: ExecutionId,
         ffqn: Ffqn,
     },
+    /// A parent resumed while it waits for this activity, calling `ffqn`: a retry notice
+    /// ([`crate::records::ActivityRetry`]) on its route's topic, keyed by the activity (after
+    /// its request, as a cancellation is). A request parked by `on_exhausted = "pause"` takes
+    /// it as a fresh budget of attempts; any other ignores it.
+    RetryParkedActivity {
+        parent: ExecutionId,
+        child: ExecutionId,
+        ffqn: Ffqn,
+    },
     /// A child workflow of an execution being cancelled is cancelled too: a `CancelRequest`
     /// on `weir.submissions` (header `weir.kind = cancel-execution`), keyed by the child, so
     /// that it lands after the child's own submission.

@@ -1,6 +1,6 @@
 //! The end of an execution: its last changelog entry, and telling whoever waits (the parent
-//! on `weir.responses`, else `weir.results`), the correlation keys it held and the schedule
-//! whose tick started it.
+//! on `weir.responses`, else `weir.results`), the activities it still waited for (cancelled),
+//! the concurrency slots, the correlation keys it held and the schedule whose tick started it.
 
 use super::Live;
 use super::config::ProcessorError;
@@ -66,6 +66,11 @@ impl<R: WorkflowRunner> StepCtx<'_, R> {
         }
         // What it holds or waits for in concurrency slots is freed by its finish.
         let releases = super::concurrency::releases(&live.view, self.batch.now);
+        // The activities it still waits for (its run ended with them outstanding: a trap, a
+        // value too large…) are cancelled, as by a cancellation: `Finished` forgets them, and
+        // a parked one (`on_exhausted = "pause"`) would stay parked for good, holding a place
+        // of its route's partition. After a cancellation or a deadline it waits for none.
+        self.cancel_activities(&live.view);
         self.append(
             &mut live.view,
             HistoryEntry::Finished {

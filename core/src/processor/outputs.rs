@@ -124,11 +124,7 @@ impl<R: WorkflowRunner> StepCtx<'_, R> {
                 kind,
             } => {
                 if kind == ChildKind::Activity {
-                    self.batch.effects.push(Effect::CancelActivity {
-                        parent: id,
-                        child: child_execution_id.clone(),
-                        ffqn,
-                    });
+                    self.cancel_activity(&id, child_execution_id.clone(), ffqn);
                 }
                 let reason = format!(
                     "{child_execution_id} was cancelled: its join set was closed before it answered"

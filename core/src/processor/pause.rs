@@ -20,6 +20,13 @@
 //!   passed while it was paused). A new owner that took the partition over between the two
 //!   finds a running execution in its catch-up and tries its start (the take-over's
 //!   reminders), so a resume lost with its owner's timers is not lost.
+//! - **Resume** also sends, for each activity the execution still waits for, a retry notice
+//!   on its route's topic ([`Effect::RetryParkedActivity`], keyed by the activity, after its
+//!   request): a request its activity worker parked when its attempts were exhausted
+//!   (`on_exhausted = "pause"`, which paused this execution) takes it as a fresh budget of
+//!   attempts; any other ignores it. Nothing is re-requested, so an activity id never has two
+//!   requests. A cancellation, termination or deadline cancels a parked activity as any other
+//!   (`CancelActivity`).
 //! - A cancellation of a paused execution resumes it, so that it can compensate
 //!   ([`super::cancel`]); a termination, or one of an execution not started yet, finishes it
 //!   at once.
@@ -31,6 +38,8 @@
 use super::Processor;
 use super::config::ProcessorError;
 use super::effect::Batch;
+use super::effect::Effect;
+use crate::model::ChildKind;
 use crate::model::ExecutionId;
 use crate::records::DlqReason;
 use crate::records::HistoryEntry;
@@ -87,6 +96,15 @@ impl<R: WorkflowRunner> Processor<R> {
                 tracing::info!(execution = %id, %reason, "execution resumed");
                 ctx.append(&mut live.view, HistoryEntry::Resumed { reason })?;
                 ctx.stats.resumed += 1;
+                for (child, ffqn, kind) in live.view.waiting_for().children {
+                    if kind == ChildKind::Activity {
+                        ctx.batch.effects.push(Effect::RetryParkedActivity {
+                            parent: id.clone(),
+                            child,
+                            ffqn,
+                        });
+                    }
+                }
                 let running = live.view.state == ExecutionState::Running;
                 if running {
                     self.rebuild_resumed(batch, &id);

@@ -43,7 +43,8 @@ impl<R: WorkflowRunner> Processor<R> {
             Effect::RequestActivity(request) | Effect::RetryActivity { request, .. } => {
                 activity(&request.parent_execution_id, &request.execution_id)
             }
-            Effect::CancelActivity { parent, child, .. } => activity(parent, child),
+            Effect::CancelActivity { parent, child, .. }
+            | Effect::RetryParkedActivity { parent, child, .. } => activity(parent, child),
             Effect::Respond { to, response } => {
                 let from = match response {
                     crate::model::Response::ChildExecutionFinished {

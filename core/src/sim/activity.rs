@@ -46,6 +46,7 @@ pub fn retry_policy() -> RetryPolicy {
         backoff_max: StdDuration::from_secs(4),
         jitter: 0.0,
         retry_on_err: false,
+        on_exhausted: crate::retry::OnExhausted::Answer,
     }
 }
 
@@ -152,6 +153,16 @@ pub struct Started {
     pub attempt: u32,
 }
 
+/// A request parked (`Faults::exhausted_pauses`): its parent's pause produced.
+#[derive(Debug, Clone)]
+pub struct Park {
+    pub seq: u64,
+    pub at: SimTime,
+    pub pid: u64,
+    pub child: ExecutionId,
+    pub parent: ExecutionId,
+}
+
 /// Everything the checks need, in one sequence (`seq`).
 #[derive(Debug, Clone, Default)]
 pub struct ActivityLog {
@@ -168,6 +179,15 @@ pub struct ActivityLog {
     /// The not-before header of requests sent as later attempts (inline retries), by
     /// (topic, partition, offset).
     pub headers: BTreeMap<(Topic, i32, i64), SimTime>,
+    /// Parks (`Faults::exhausted_pauses`): their parents' pauses produced…
+    pub parks: Vec<Park>,
+    /// …and those whose commit's progress (marking the request parked) committed: (seq,
+    /// pid, child).
+    pub parks_committed: Vec<(u64, u64, ExecutionId)>,
+    /// Retry notices fetched by a process: (seq, pid, child).
+    pub notices: Vec<(u64, u64, ExecutionId)>,
+    /// The activities each committed progress marks parked: (seq, topic, partition, them).
+    pub progress_parked: Vec<(u64, Topic, i32, Vec<ExecutionId>)>,
 }
 
 impl ActivityLog {
@@ -243,6 +263,9 @@ pub struct ActivityWorkers {
     pub service_group: bool,
     /// The core's configuration of the run (drawn).
     pub config: Option<CoreConfig>,
+    /// Retries that end in `paused` (`Faults::exhausted_pauses`): the switches of the
+    /// activities that fail until flipped, and the operator's doings.
+    pub exhausted: super::exhausted::Exhausted,
     /// The run's rate limits and what the workers did with them (`Faults::rate_limits`).
     pub rates: super::rates::Rates,
 }

@@ -43,6 +43,17 @@ impl World {
                             let bound = bound.map_or(latency, |b| b.as_millis() as i64);
                             (activity_result(&start.request.params), latency.min(bound))
                         }
+                        // A broken activity (`Faults::exhausted_pauses`) fails until its switch is
+                        // flipped, with a reason unique in the run (its parent's pause carries it).
+                        (None, _) if self.act.exhausted.fails(&child) => (
+                            super::exhausted::switch_off(
+                                &child,
+                                start.attempt,
+                                pid,
+                                now - self.start,
+                            ),
+                            latency,
+                        ),
                         (None, _) => (
                             attempt_result(&child, start.attempt, &start.request.params),
                             latency,
@@ -170,6 +181,38 @@ impl World {
                     self.act.log.produced.push((seq, pid, child.clone()));
                 }
             }
+            Outgoing::Pause {
+                request, activity, ..
+            } => {
+                // Routed by the wire table, as the Kafka activity worker routes it.
+                let address = wire::pause(&request.execution_id);
+                let topic = Topic::of_destination(&address.destination);
+                let wire::Key::Exactly(key) = address.key else {
+                    unreachable!("a pause is keyed by its execution")
+                };
+                let partition = self.cluster.partition_for(topic, &key);
+                let payload = Payload::Pause(request.clone());
+                let bytes = encode(&payload);
+                self.cluster.append(
+                    topic,
+                    partition,
+                    Some(key),
+                    address.kind,
+                    payload,
+                    bytes,
+                    producer,
+                    None,
+                    now,
+                );
+                let seq = self.act.log.next();
+                self.act.log.parks.push(super::activity::Park {
+                    seq,
+                    at: now,
+                    pid,
+                    child: activity.clone(),
+                    parent: request.execution_id.clone(),
+                });
+            }
             Outgoing::DeadLetter {
                 source,
                 reason,
@@ -245,9 +288,40 @@ impl World {
                         Outgoing::Answer {
                             parent, response, ..
                         } => Some((r.answered()?.clone(), response.clone(), parent.clone())),
-                        Outgoing::DeadLetter { .. } => None,
+                        Outgoing::DeadLetter { .. } | Outgoing::Pause { .. } => None,
                     })
                     .collect();
+                for (key, progress) in &commit.progress {
+                    let topic = topic_of(&key.topic);
+                    let log = self.cluster.log(topic, key.partition);
+                    let parked: Vec<ExecutionId> = progress
+                        .open
+                        .iter()
+                        .filter(|(_, mark)| mark.parked)
+                        .filter_map(|(offset, _)| {
+                            match &log.get(usize::try_from(*offset).ok()?)?.payload {
+                                Some(Payload::Activity(request)) => {
+                                    Some(request.execution_id.clone())
+                                }
+                                _ => None,
+                            }
+                        })
+                        .collect();
+                    let seq = self.act.log.next();
+                    self.act
+                        .log
+                        .progress_parked
+                        .push((seq, topic, key.partition, parked));
+                }
+                for r in &commit.records {
+                    if let Outgoing::Pause { activity, .. } = r {
+                        let seq = self.act.log.next();
+                        self.act
+                            .log
+                            .parks_committed
+                            .push((seq, pid, activity.clone()));
+                    }
+                }
                 for (child, response, parent) in answered {
                     *self
                         .act

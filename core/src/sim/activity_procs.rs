@@ -19,7 +19,6 @@ use crate::records::DlqReason;
 
 use super::activity::{
     ActProc, ActivityCounts, EXTERNAL_TIMEOUT, Running, SERVICE_GROUP, SimSource, Started, key_of,
-    retry_policy,
 };
 
 impl World {
@@ -278,6 +277,11 @@ impl World {
             .map(|c| c.metadata.matches(':').count() as u64)
             .sum::<u64>();
         self.act.counts.restored_retries += retries;
+        self.act.exhausted.counts.restored_parked += assigned
+            .iter()
+            .filter_map(|(_, c)| c.as_ref())
+            .map(|c| c.metadata.matches('!').count() as u64)
+            .sum::<u64>();
         let p = self.act_procs_mut(pid);
         let effects = p.core.handle(Input::Assigned(assigned), now);
         p.taken_over = true;
@@ -384,6 +388,13 @@ impl World {
                         topic,
                     });
                 }
+                if let Some(Payload::ActivityRetry(notice)) = &r.payload {
+                    let seq = self.act.log.next();
+                    self.act
+                        .log
+                        .notices
+                        .push((seq, pid, notice.execution_id.clone()));
+                }
                 let body = self.act_body(topic, partition, r.offset, r.payload.as_ref());
                 inputs.push(Input::Record(Record {
                     partition: key_of(topic, partition),
@@ -426,6 +437,7 @@ impl World {
                 request: request.clone(),
             },
             Some(Payload::ActivityCancel(cancel)) => Body::Cancel(cancel.clone()),
+            Some(Payload::ActivityRetry(notice)) => Body::Retry(notice.clone()),
             Some(Payload::Garbage(why)) => Body::Undecodable {
                 reason: DlqReason::Undecodable,
                 error: why.clone(),
@@ -446,7 +458,7 @@ impl World {
                 timeout: Some(EXTERNAL_TIMEOUT),
             }
         } else if request.ffqn == double_ffqn() {
-            Serve::Wasm(retry_policy())
+            Serve::Wasm(self.act.exhausted.policy())
         } else {
             Serve::Unknown
         }

@@ -181,6 +181,9 @@ pub enum Payload {
     /// A parent closed the join set of an unawaited activity (`Faults::activity_workers`):
     /// on the activity topic, keyed by the activity, after its request.
     ActivityCancel(crate::records::ActivityCancel),
+    /// A parent resumed while it waits for the activity (`Faults::exhausted_pauses`): a retry
+    /// notice on the activity topic, keyed by the activity, after its request.
+    ActivityRetry(crate::records::ActivityRetry),
     /// Bytes no codec can read (a poison record).
     Garbage(String),
 }

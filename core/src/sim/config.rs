@@ -275,10 +275,19 @@ pub struct Faults {
     /// that resumes what is paused, and resume what is left. Drawn from an RNG of its own
     /// (`Sim::batch_rng`). See `checks/batches.rs` for what is checked.
     pub batches: bool,
+    /// Retries that end in `paused` (`on_exhausted = "pause"`; issue 35 item 1), with
+    /// `activity_workers`: the activity route's policy pauses, and some of its activities
+    /// fail every attempt until an operator flips their switch. Their requests are parked and
+    /// their parents paused; an operator reads each pause the activity workers sent, mostly
+    /// flips the activity's switch, sometimes not (it parks again), sometimes cancels the
+    /// parent instead, and resumes it; when the faults stop every switch is flipped and every
+    /// parent resumed. Drawn from an RNG of its own (`Sim::exhausted_rng`). See
+    /// `checks/exhausted.rs` for what is checked.
+    pub exhausted_pauses: bool,
 }
 
 impl Faults {
-    pub const NAMES: [&'static str; 34] = [
+    pub const NAMES: [&'static str; 35] = [
         "crashes",
         "hanging_txns",
         "rebalances",
@@ -313,6 +322,7 @@ impl Faults {
         "resets",
         "concurrency",
         "batches",
+        "exhausted_pauses",
     ];
 
     pub fn none() -> Self {
@@ -351,6 +361,7 @@ impl Faults {
             resets: false,
             concurrency: false,
             batches: false,
+            exhausted_pauses: false,
         }
     }
 
@@ -373,9 +384,12 @@ impl Faults {
     /// `blackouts`, `corrupt_state`, `pause_resume`, `route_pauses`, `rate_limits`, `resets`,
     /// `concurrency` and `batches` joined
     /// as they were written. A class that finds a new bug leaves this set until its fix, with an ignored
-    /// test naming the seeds.
+    /// test naming the seeds. `exhausted_pauses` is out: with the others, seeds 14, 62 and 135
+    /// of `dst_short` fail (`dst_short_with_exhausted_pauses`; `docs/design/known-gaps.md`).
     pub fn passing() -> Self {
-        Faults::all()
+        let mut f = Faults::all();
+        f.exhausted_pauses = false;
+        f
     }
 
     fn flag(&mut self, name: &str) -> Option<&mut bool> {
@@ -414,6 +428,7 @@ impl Faults {
             "resets" => &mut self.resets,
             "concurrency" => &mut self.concurrency,
             "batches" => &mut self.batches,
+            "exhausted_pauses" => &mut self.exhausted_pauses,
             _ => return None,
         })
     }

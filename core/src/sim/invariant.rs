@@ -123,6 +123,14 @@ pub enum Invariant {
     /// a route runs inline, and a turn that leaves attempts waiting for a token names a wake
     /// by the time the token comes.
     RateLimit,
+    /// No activity id has two requests (`Faults::exhausted_pauses`: a parked activity is
+    /// never requested again; inline retries aside), and every parked activity is answered
+    /// in the end (`activity-lost` and the results say it).
+    ExhaustedRequest,
+    /// No attempt of an activity starts (at any process) while the progress its partition
+    /// committed last has it parked, unless that process read a retry notice of the activity
+    /// (its parent's resume) since the failed attempt that parked it.
+    ExhaustedParked,
     /// Every source record of a trigger that maps starts its execution, and only such
     /// records start one; every one that does not is dead-lettered, with its reason.
     TriggerLost,
@@ -139,7 +147,7 @@ pub enum Invariant {
 }
 
 impl Invariant {
-    pub const ALL: [Invariant; 54] = [
+    pub const ALL: [Invariant; 56] = [
         Invariant::SeamContract,
         Invariant::Upgrade,
         Invariant::Pause,
@@ -190,6 +198,8 @@ impl Invariant {
         Invariant::ActivityNotBefore,
         Invariant::RoutePause,
         Invariant::RateLimit,
+        Invariant::ExhaustedRequest,
+        Invariant::ExhaustedParked,
         Invariant::TriggerLost,
         Invariant::TriggerOnce,
         Invariant::CorruptState,
@@ -253,6 +263,8 @@ impl Invariant {
             Invariant::ActivityNotBefore => "activity-not-before",
             Invariant::RoutePause => "route-pause",
             Invariant::RateLimit => "rate-limit",
+            Invariant::ExhaustedRequest => "exhausted-request",
+            Invariant::ExhaustedParked => "exhausted-parked",
         }
     }
 }

@@ -15,6 +15,8 @@
 //!   state; their turns in `trigger_procs.rs`); `checks/triggers.rs` their invariants.
 //! - [`routes`]: paused activity routes (`Faults::route_pauses`): what each worker process
 //!   read of `weir.control` and told its core; `checks/routes.rs` their invariant.
+//! - [`exhausted`]: retries that end in `paused` (`Faults::exhausted_pauses`): the broken
+//!   activities' switches and the operator; `checks/exhausted.rs` their invariants.
 //! - [`rates`]: rate-limited activity routes (`Faults::rate_limits`): the run's limit and what
 //!   the activity workers' cores held for it; `checks/rates.rs` their invariant.
 //! - [`store`]: the store's tables (upserts, last write wins) and the materialiser queue.
@@ -40,6 +42,7 @@ pub mod checks;
 pub mod cluster;
 pub mod config;
 pub mod exec;
+pub mod exhausted;
 pub mod host;
 pub mod invariant;
 pub mod log;

@@ -422,6 +422,8 @@ pub struct Report {
     pub routes: super::checks::RouteCounts,
     /// What the rate limits did (`Faults::rate_limits`).
     pub rates: super::checks::RateCounts,
+    /// What the retries that end in `paused` did (`Faults::exhausted_pauses`).
+    pub exhausted: super::checks::ExhaustedCounts,
     /// What the activity workers did (`Faults::activity_workers`).
     pub activity: super::activity::ActivityCounts,
     /// What the trigger workers did (`Faults::triggers`).

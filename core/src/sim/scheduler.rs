@@ -99,6 +99,8 @@ pub struct Sim {
     pub(super) route_rng: Rng,
     /// The side RNG of `Faults::resets` (see `workloads/resets.rs`).
     pub(super) reset_rng: Rng,
+    /// The side RNG of `Faults::exhausted_pauses` (see `workloads/exhausted.rs`).
+    pub(super) exhausted_rng: Rng,
     /// The reset requests clients sent, in order (`Faults::resets`).
     pub(super) reset_sends: Vec<super::sent::ResetSend>,
     /// The side RNG of `Faults::batches` (see `workloads/batches.rs`).
@@ -163,6 +165,7 @@ impl Sim {
             paused: indexmap::IndexSet::new(),
             route_rng: Sim::route_rng(seed),
             reset_rng: Sim::reset_rng(seed),
+            exhausted_rng: Sim::exhausted_rng(seed),
             reset_sends: Vec::new(),
             batch_rng: Sim::batch_rng(seed),
             batch_sends: Vec::new(),
@@ -196,6 +199,7 @@ impl Sim {
             lock(&sim.world).act.rates = rates;
         }
         if faults.activity_workers {
+            lock(&sim.world).act.exhausted.on = faults.exhausted_pauses;
             lock(&sim.world).act_configure();
             for _ in 0..sim.rng.range(1, 2) {
                 sim.add_activity_worker();
@@ -396,6 +400,9 @@ impl Sim {
                 self.activities();
                 self.act_all(10);
                 self.trig_all(10);
+                if self.faults.exhausted_pauses && self.faults.activity_workers {
+                    self.operate_exhausted(true);
+                }
             }
             if self.settled() {
                 calm += 1;
@@ -512,6 +519,9 @@ impl Sim {
         }
         if f.batches {
             self.maybe_batch_command();
+        }
+        if f.exhausted_pauses && f.activity_workers {
+            self.maybe_operate_exhausted();
         }
         let slots = self.slots();
         let staying = self.slots.values().filter(|s| !s.removing).count();
@@ -726,6 +736,11 @@ impl Sim {
             // resumes every route it paused, so that every request held runs.
             self.routes_after_faults();
         }
+        if self.faults.exhausted_pauses && self.faults.activity_workers {
+            // Every broken activity's switch is flipped; the operator goes on resuming the
+            // parents of parked activities through the quiescent phase.
+            self.exhausted_after_faults();
+        }
         if self.faults.schedules {
             // The faults stop and the schedules' owners catch up (whether they do is checked:
             // the ticks before each end keep up); then the client ends them, or they would
@@ -793,6 +808,7 @@ impl Sim {
             concurrency: super::checks::ConcurrencyCounts::of(&w),
             routes: super::checks::RouteCounts::of(&w),
             rates: super::checks::RateCounts::of(&w),
+            exhausted: super::checks::ExhaustedCounts::of(&w),
             activity: w.act_counts(),
             triggers: w.trig.counts.clone(),
             executions: self.submitted.len(),

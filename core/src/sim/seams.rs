@@ -420,7 +420,8 @@ impl InlineActivities for SimInline {
             w.routes.log.inline_held += 1;
             return false;
         }
-        true
+        // A pausing policy is never inline (the registry makes it so in production).
+        !w.act.exhausted.on
     }
 
     fn run(

@@ -22,13 +22,24 @@ fn only_a_route_that_hears_of_cancellations_gets_them() {
         external,
         cancel_notices,
     };
+    assert!(
+        routed
+            .iter()
+            .any(|a| a.kind == Some(RecordKind::RetryActivity))
+    );
     for a in &routed {
         let cancel = a.kind == Some(RecordKind::Cancel);
+        let retry = a.kind == Some(RecordKind::RetryActivity);
         assert!(serve(false, false).takes(a), "Weir's workers take {a:?}");
-        assert!(
+        assert_eq!(
             serve(true, true).takes(a),
-            "an external route asking takes {a:?}"
+            !retry,
+            "an external route asking takes {a:?}, never a retry notice"
         );
+        if retry {
+            assert!(!serve(true, false).takes(a), "{a:?}");
+            continue;
+        }
         assert_eq!(serve(true, false).takes(a), !cancel, "{a:?}");
     }
 }
@@ -54,6 +65,7 @@ fn written(effect: &Effect) -> Option<RecordType> {
         Effect::PublishResult(_) => RecordType::ExecutionFinished,
         Effect::PutTimer(_) | Effect::DeleteTimer(_) => return None,
         Effect::CancelActivity { .. } => RecordType::ActivityCancel,
+        Effect::RetryParkedActivity { .. } => RecordType::ActivityRetry,
         Effect::CancelExecution(_) => RecordType::CancelRequest,
         Effect::StartReset(_) => RecordType::ResetStart,
         Effect::ResendReset(_) => RecordType::ResetRequest,
@@ -130,6 +142,12 @@ fn the_routing_of_every_effect() {
             None,
             None,
             Some((R::Activity, exactly(ACTIVITY), Some(K::Cancel), vec![])),
+            Some((
+                R::Activity,
+                exactly(ACTIVITY),
+                Some(K::RetryActivity),
+                vec![]
+            )),
             Some((
                 R::Submissions,
                 exactly(ACTIVITY),

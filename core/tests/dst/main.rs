@@ -187,7 +187,7 @@ const REGRESSION_RUNS: &[(u64, &str)] = &[
     // different stamps are no longer merged (`MaterialiseJob::merge_by_stamp`).
     (
         508935,
-        "all,-blackouts,-corrupt_state,-pause_resume,-route_pauses,-resets,-rate_limits,-concurrency,-batches",
+        "all,-blackouts,-corrupt_state,-pause_resume,-route_pauses,-resets,-rate_limits,-concurrency,-batches,-exhausted_pauses",
     ),
 ];
 

@@ -295,3 +295,128 @@ fn a_scheduled_execution_paused_past_its_start_starts_when_resumed() {
     let started = step_at(&mut processor, Input::TimerDue(again[0].clone()), later);
     assert_eq!(activity_requests(&started).len(), 1, "{started:?}");
 }
+
+/// The retry notices of each `RetryParkedActivity` of `effects`: (parent, activity).
+fn retry_notices(effects: &[Effect]) -> Vec<(ExecutionId, ExecutionId)> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::RetryParkedActivity { parent, child, .. } => {
+                Some((parent.clone(), child.clone()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+fn cancelled_activities(effects: &[Effect]) -> Vec<ExecutionId> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::CancelActivity { child, .. } => Some(child.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// An execution paused by its activity worker (`on_exhausted = "pause"`: its activity is
+/// parked): its resume sends a retry notice for each activity it still waits for, which the
+/// parked one takes as a fresh budget; nothing is requested again. A cancellation of the
+/// paused execution cancels the activity as any other (`CancelActivity`, no notice), and so
+/// does a termination.
+#[test]
+fn a_resume_sends_retry_notices_and_a_cancellation_cancels_the_parked_activity() {
+    let mut processor = processor(1 << 20);
+    let id = ExecutionId::top_level(ulid::Ulid::new());
+    let created = step(
+        &mut processor,
+        submission_input(&id, Workflow::Seq, json!([2, 5])),
+    );
+    let first = activity_requests(&created);
+    assert_eq!(first.len(), 1, "{created:?}");
+    let paused = step(&mut processor, pause_input(&id, PauseAction::Pause));
+    assert!(retry_notices(&paused).is_empty(), "{paused:?}");
+
+    let resumed = step(&mut processor, pause_input(&id, PauseAction::Resume));
+    assert_eq!(retry_notices(&resumed), [(id.clone(), first[0].clone())]);
+    assert!(activity_requests(&resumed).is_empty(), "{resumed:?}");
+
+    // Parked again and paused: cancelled instead of resumed.
+    step(&mut processor, pause_input(&id, PauseAction::Pause));
+    let cancel = step(&mut processor, cancel_input(&id, false));
+    assert_eq!(cancelled_activities(&cancel), first, "{cancel:?}");
+    assert!(retry_notices(&cancel).is_empty(), "{cancel:?}");
+    assert!(activity_requests(&cancel).is_empty(), "{cancel:?}");
+
+    let other = ExecutionId::top_level(ulid::Ulid::new());
+    let created = step(
+        &mut processor,
+        submission_input(&other, Workflow::Seq, json!([2, 5])),
+    );
+    let its = activity_requests(&created);
+    step(&mut processor, pause_input(&other, PauseAction::Pause));
+    let terminated = step(&mut processor, cancel_input(&other, true));
+    assert_eq!(cancelled_activities(&terminated), its, "{terminated:?}");
+    assert!(retry_notices(&terminated).is_empty(), "{terminated:?}");
+    assert!(cancelled(published(&terminated)), "{terminated:?}");
+}
+
+/// An execution that finishes while it still waits for an activity (here a fan-out whose
+/// first answer is an error its workflow does not handle: it traps with its second activity
+/// outstanding) cancels that activity, as a cancellation, a termination or a deadline would
+/// (`CancelActivity`). Under `on_exhausted = "pause"` the activity may be parked, and a
+/// parked request nobody cancels stays parked for good, holding one of its partition's
+/// places (the simulation's seed 104 of `dst_short` with `exhausted_pauses`). An execution
+/// that finishes waiting for nothing cancels nothing.
+#[test]
+fn a_finished_execution_cancels_the_activities_it_still_waits_for() {
+    let mut processor = processor(1 << 20);
+    let id = ExecutionId::top_level(ulid::Ulid::new());
+    let created = step(
+        &mut processor,
+        submission_input(&id, Workflow::Fanout, json!([2, 5])),
+    );
+    let requested = activity_requests(&created);
+    assert_eq!(requested.len(), 2, "{created:?}");
+    let failed = step(
+        &mut processor,
+        answer(&id, &requested[0], ExecutionResult::Err(json!("broken"))),
+    );
+    assert!(
+        matches!(published(&failed), Some(ExecutionResult::ExecutionError(e))
+            if e.kind == weir_core::model::ExecutionErrorKind::Trap),
+        "{failed:?}"
+    );
+    assert_eq!(
+        cancelled_activities(&failed),
+        [requested[1].clone()],
+        "{failed:?}"
+    );
+    // Its late answer is ignored, and cancels nothing again.
+    let late = step(
+        &mut processor,
+        answer(&id, &requested[1], ExecutionResult::Ok(json!(13))),
+    );
+    assert!(cancelled_activities(&late).is_empty(), "{late:?}");
+
+    let other = ExecutionId::top_level(ulid::Ulid::new());
+    let created = step(
+        &mut processor,
+        submission_input(&other, Workflow::Fanout, json!([2, 5])),
+    );
+    let its = activity_requests(&created);
+    step(
+        &mut processor,
+        answer(&other, &its[0], ExecutionResult::Ok(json!(11))),
+    );
+    let done = step(
+        &mut processor,
+        answer(&other, &its[1], ExecutionResult::Ok(json!(13))),
+    );
+    assert_eq!(
+        published(&done),
+        Some(ExecutionResult::Ok(json!(24))),
+        "{done:?}"
+    );
+    assert!(cancelled_activities(&done).is_empty(), "{done:?}");
+}

@@ -356,6 +356,15 @@ pub async fn status(args: ShowArgs) -> ExitCode {
             println!("execution  {id}");
             println!("function   {}", row.ffqn);
             println!("state      {}", row.state);
+            // Why it is paused: its last `Paused` entry's reason (an operator's, or the
+            // activity whose attempts were exhausted under `on_exhausted = "pause"`).
+            if row.state == crate::store::ExecutionState::Paused {
+                let rows = store.history(&id).await?;
+                let entries = crate::present::decode_history(&Codec::single_object(), &rows)?;
+                if let Some(reason) = crate::present::paused_because(&entries) {
+                    println!("paused     {reason}");
+                }
+            }
             println!("params     {}", row.params);
             if let Some(parent) = &row.parent_id {
                 println!("parent     {parent}");

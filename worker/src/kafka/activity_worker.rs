@@ -30,7 +30,10 @@
 //! (`attempt > 1` with a [`NOT_BEFORE_HEADER`]) runs at that attempt, not before that
 //! instant. A cancellation ([`ActivityCancel`], kind [`wire::RecordKind::Cancel`] in its [`wire::KIND_HEADER`])
 //! interrupts a running attempt (its task is aborted: wasmtime stops the guest at its next
-//! await point) and answers `cancelled`. External routes are watched until their deadline:
+//! await point) and answers `cancelled`. A request whose attempts are exhausted under
+//! `on_exhausted = "pause"` is parked: its parent's `PauseRequest` goes out with the commit
+//! that marks it parked, and a retry notice (the same record of kind
+//! [`wire::RecordKind::RetryActivity`], its parent's resume) gives it a fresh budget. External routes are watched until their deadline:
 //! the loop reads the service group's committed offset when the core asks
 //! ([`Effect::CheckService`]). A partition with [`ActivitySettings::partition_window`]
 //! unfinished requests is paused until one finishes; the consumer is polled all along.
@@ -79,6 +82,7 @@ use crate::model::Response;
 use crate::options;
 use crate::topology::{TopicRole, Topology};
 use crate::wasm::{RetryPolicy, WasmHost};
+use weir_core::records::ActivityRetry;
 
 /// The loop turns at least this often while nothing happens (it polls the consumer meanwhile,
 /// which is what keeps the member in its group).
@@ -533,8 +537,8 @@ impl ActivityWorker {
                 error,
             });
         }
-        let cancel = match headers::record_type(message, TopicRole::Activity) {
-            Ok(read) => read == RecordType::ActivityCancel,
+        let read = match headers::record_type(message, TopicRole::Activity) {
+            Ok(read) => read,
             Err(e) => {
                 return Ok(Body::Undecodable {
                     reason: DlqReason::Undecodable,
@@ -552,12 +556,18 @@ impl ActivityWorker {
                 })
             }
         };
-        if cancel {
+        // A retry notice is an `ActivityCancel` record of kind `retry-activity`.
+        if matches!(read, RecordType::ActivityCancel | RecordType::ActivityRetry) {
             return match self
                 .codec
                 .decode_fetching::<ActivityCancel>(payload, &position)
                 .await
             {
+                Ok(cancel) if read == RecordType::ActivityRetry => Ok(Body::Retry(ActivityRetry {
+                    execution_id: cancel.execution_id,
+                    parent_execution_id: cancel.parent_execution_id,
+                    resumed_at: cancel.cancelled_at,
+                })),
                 Ok(cancel) => Ok(Body::Cancel(cancel)),
                 Err(e) => undecodable(e),
             };
@@ -740,6 +750,35 @@ impl ActivityWorker {
                 reason,
                 error,
             } => dead(source, *reason, error.clone()),
+            Outgoing::Pause {
+                request, source, ..
+            } => {
+                // Routed by the wire table, as the simulation routes it.
+                let address = wire::pause(&request.execution_id);
+                let topic = self.topology.topic(address.role()).name.clone();
+                let wire::Key::Exactly(key) = address.key.clone() else {
+                    unreachable!("a pause is keyed by its execution")
+                };
+                // In the single-object encoding, as `weir pause` writes it (every reader of
+                // the responses topic reads it with or without a registry).
+                match Codec::single_object().encode(&topic, request) {
+                    Ok(value) => OutgoingRecord {
+                        partition: None,
+                        topic,
+                        key,
+                        value: Some(value),
+                        headers: address
+                            .all_headers()
+                            .map(|(name, value)| (name.to_owned(), value.to_vec()))
+                            .chain(
+                                super::trace_headers::traceparent(source)
+                                    .map(|trace| super::trace_headers::header_of(&trace)),
+                            )
+                            .collect(),
+                    },
+                    Err(e) => dead(source, DlqReason::Other, e.to_string()),
+                }
+            }
             Outgoing::Answer {
                 parent,
                 ffqn,
@@ -797,6 +836,8 @@ impl ActivityWorker {
         m.activity_unknown_answered.add(c.unknown_answered);
         m.activity_cancelled.add(c.cancelled);
         m.activity_deadlines_enforced.add(c.deadlines_enforced);
+        m.activity_parked.add(c.parked);
+        m.activity_unparked.add(c.unparked);
         for (topic, n) in &c.rate_limited {
             m.activity_rate_limited.add(topic, *n);
         }
@@ -804,6 +845,7 @@ impl ActivityWorker {
         m.activity_running.set(g.running as i64);
         m.activity_waiting.set(g.waiting as i64);
         m.activity_partitions_paused.set(g.paused as i64);
+        m.activity_parked_now.set(g.parked as i64);
         m.activity_rate_held.set(g.rate_held as i64);
     }
 }

@@ -60,11 +60,13 @@ pub fn records(
             Destination::Topic(role) => topology.topic(*role).name.clone(),
             Destination::Route(ffqn) => {
                 let route = topology.route(ffqn.ifc_fqn());
-                // A cancellation only to a route that hears of it (`RouteService`).
-                if let Effect::CancelActivity { parent, child, .. } = effect
+                // A cancellation only to a route that hears of it, a retry notice only to a
+                // route Weir serves (`RouteService`).
+                if let Effect::CancelActivity { parent, child, .. }
+                | Effect::RetryParkedActivity { parent, child, .. } = effect
                     && !route.is_some_and(|route| route.service().takes(&address))
                 {
-                    tracing::debug!(execution = %parent, %child, %ffqn, "activity cancelled (external: not told)");
+                    tracing::debug!(execution = %parent, %child, %ffqn, kind = ?address.kind, "notice of an activity not written (external route)");
                     continue;
                 }
                 match route {
@@ -225,6 +227,20 @@ fn value(
         }
         Effect::CancelActivity { parent, child, .. } => {
             tracing::debug!(execution = %parent, %child, %topic, "activity cancelled");
+            encoded(
+                codec,
+                topic,
+                &ActivityCancel {
+                    execution_id: child.clone(),
+                    parent_execution_id: parent.clone(),
+                    cancelled_at: chrono::Utc::now(),
+                },
+            )
+        }
+        // A retry notice is written as an `ActivityCancel` record (the same three fields),
+        // told apart by its kind header (`retry-activity`).
+        Effect::RetryParkedActivity { parent, child, .. } => {
+            tracing::debug!(execution = %parent, %child, %topic, "retry notice of an activity");
             encoded(
                 codec,
                 topic,

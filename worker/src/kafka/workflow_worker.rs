@@ -493,6 +493,7 @@ impl KafkaLog {
             | RecordType::BatchOutcomes
             | RecordType::ActivityRequest
             | RecordType::ActivityCancel
+            | RecordType::ActivityRetry
             | RecordType::RoutePause => Err(DecodeError {
                 record: "record",
                 position: position.clone(),

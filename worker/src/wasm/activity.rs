@@ -179,7 +179,9 @@ impl ActivityTemplate {
                 None,
                 random_unit(),
             ) {
-                Decision::Answer(result) => {
+                // The in-process host has no parent to pause: a pausing policy
+                // (`on_exhausted = "pause"`) answers here what it would have answered.
+                Decision::Answer(result) | Decision::Park { answer: result, .. } => {
                     return ActivityOutcome {
                         result,
                         attempts: attempt,

@@ -165,6 +165,10 @@ async fn attempt(host: &WasmHost, request: &ActivityRequest) -> InlineOutcome {
                 finished_at,
             },
         },
+        // A pausing policy (`on_exhausted = "pause"`) is never inline (the registry makes it
+        // so: only the activity worker can park a request); were one run here, its request
+        // would go to its topic as it is, whose worker parks it.
+        Decision::Park { .. } => InlineOutcome::Spill,
         Decision::Retry {
             attempt,
             not_before,

@@ -629,6 +629,9 @@ impl InMemoryBus {
                     self.cancel_activity(&parent, &child);
                     self.cancelled.push(CancelledActivity { parent, child })
                 }
+                // The bus runs each activity to its end at once (a pausing policy answers as
+                // the in-process host does): nothing is ever parked here.
+                Effect::RetryParkedActivity { .. } => {}
                 // Schedules live on `weir.state` and are fired by the driver's loop, which this
                 // bus does not run: nothing here makes them.
                 Effect::PutSchedule { name, .. } => {

@@ -43,8 +43,8 @@ pub use activity::{ActivityOutcome, AttemptReport, CancelHandle, Cancellation, c
 pub use engine::{EngineConfig, LoadedFrom, WasmEngine};
 pub use host::{ActivityError, HostError, WasmHost, WasmRunner};
 pub use registry::{
-    ComponentKind, ComponentSpec, ComponentsFile, Limits, Registry, RegistryError, RetryPolicy,
-    SubmitError,
+    ComponentKind, ComponentSpec, ComponentsFile, Limits, OnExhausted, Registry, RegistryError,
+    RetryPolicy, SubmitError,
 };
 pub use values::TypedValue;
 pub use workflow::{RunError, RunStep, WorkflowRun};

@@ -51,6 +51,8 @@ pub struct RetriesEntry {
     pub backoff_max_ms: Option<u64>,
     pub jitter: Option<f64>,
     pub retry_on_err: Option<bool>,
+    /// `"answer"` (the default) or `"pause"` ([`weir_core::retry::OnExhausted`]).
+    pub on_exhausted: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -127,7 +129,7 @@ pub struct Limits {
 }
 
 /// Retries of an activity (the policy and the one retry decision live in the pure core).
-pub use weir_core::retry::RetryPolicy;
+pub use weir_core::retry::{OnExhausted, RetryPolicy};
 
 /// One entry of the file with defaults applied and its path resolved.
 #[derive(Clone, Debug)]
@@ -311,6 +313,32 @@ impl ComponentsFile {
                 if c.deadline_ms == Some(0) {
                     return Err(invalid("deadline_ms must be at least 1"));
                 }
+                let r = &c.retries;
+                let on_exhausted: OnExhausted = r
+                    .on_exhausted
+                    .as_deref()
+                    .or(d.retries.on_exhausted.as_deref())
+                    .map(str::parse)
+                    .transpose()
+                    .map_err(|e: String| invalid(&format!("retries.{e}")))?
+                    .unwrap_or_default();
+                let pauses = on_exhausted == OnExhausted::Pause;
+                // Only the activity worker can park a request (docs/design/pause.md): a
+                // pausing policy is an activity's Weir runs, and never inline.
+                if r.on_exhausted.is_some()
+                    && (c.kind != ComponentKind::Activity || c.stub || c.external)
+                {
+                    return Err(invalid(
+                        "retries.on_exhausted is an activity's Weir runs (an external service \
+                         answers its own requests, a stub is never run, a workflow is not retried)",
+                    ));
+                }
+                if pauses && c.inline == Some(true) {
+                    return Err(invalid(
+                        "an activity with retries.on_exhausted = \"pause\" cannot be inline: \
+                         only the activity worker parks a request and pauses its parent",
+                    ));
+                }
                 if let Some(max) = c.max_running {
                     if c.kind != ComponentKind::Workflow {
                         return Err(invalid(
@@ -324,8 +352,8 @@ impl ComponentsFile {
                 let inline = c.kind == ComponentKind::Activity
                     && !c.stub
                     && !c.external
+                    && !pauses
                     && c.inline.unwrap_or(true);
-                let r = &c.retries;
                 let retries = RetryPolicy {
                     max_attempts: r.max_attempts.or(d.retries.max_attempts).unwrap_or(3),
                     backoff_base: Duration::from_millis(
@@ -340,6 +368,7 @@ impl ComponentsFile {
                     ),
                     jitter: r.jitter.or(d.retries.jitter).unwrap_or(0.2),
                     retry_on_err: r.retry_on_err.or(d.retries.retry_on_err).unwrap_or(true),
+                    on_exhausted,
                 };
                 if retries.max_attempts == 0 {
                     return Err(invalid("retries.max_attempts must be at least 1"));

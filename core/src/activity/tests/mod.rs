@@ -10,6 +10,7 @@ use super::*;
 use crate::model::{ExecutionError, ExecutionErrorKind, ExecutionId, JoinSetId};
 
 mod outcomes;
+mod parking;
 mod rates;
 
 const TOPIC: &str = "weir.activity.t";
@@ -38,6 +39,7 @@ fn policy(max_attempts: u32) -> RetryPolicy {
         backoff_max: Duration::from_secs(10),
         jitter: 0.0,
         retry_on_err: false,
+        on_exhausted: crate::retry::OnExhausted::Answer,
     }
 }
 
@@ -168,6 +170,14 @@ fn show(effect: &Effect<i64>) -> String {
                     Outgoing::DeadLetter { source, reason, .. } => {
                         format!("dead @{source} {reason:?}")
                     }
+                    Outgoing::Pause {
+                        request, activity, ..
+                    } if request.execution_id == parent()
+                        && request.action == crate::records::PauseAction::Pause =>
+                    {
+                        format!("pause parent for {}", n_of(activity))
+                    }
+                    Outgoing::Pause { .. } => "pause ?".to_owned(),
                 })
                 .collect();
             let progress: Vec<String> = c
@@ -527,6 +537,7 @@ fn the_next_wake_is_the_first_thing_waited_for() {
             running: 0,
             waiting: 2,
             paused: 0,
+            parked: 0,
             rate_held: 0
         }
     );

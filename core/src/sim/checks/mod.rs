@@ -13,6 +13,8 @@
 //!   features'; `corrupt_state`: corrupt keyed state dropped once, the rest left in place.
 //! - `routes`: nothing of a paused route starts at a worker told it is paused, everything
 //!   resumed at the end; [`RouteCounts`].
+//! - `exhausted`: a parked activity is never requested again, and starts no attempt before a
+//!   retry notice (its parent's resume); [`ExhaustedCounts`].
 //! - `rates`: no worker starts more of a rate-limited route than its bucket allows, none of
 //!   it inline, no attempt waiting for a token without a wake; [`RateCounts`].
 //! - `resets`: `Reset` entries only as requested, each new execution created once from the
@@ -34,6 +36,7 @@ mod corrupt_state;
 mod deadlines;
 mod delays;
 mod events;
+mod exhausted;
 mod history;
 mod outputs;
 mod pauses;
@@ -54,6 +57,7 @@ use std::collections::{BTreeMap, BTreeSet};
 pub use batches::BatchCounts;
 pub use concurrency::ConcurrencyCounts;
 pub use correlation::correlation_at_settle;
+pub use exhausted::ExhaustedCounts;
 pub use pauses::PauseCounts;
 pub use rates::RateCounts;
 pub use resets::ResetCounts;
@@ -199,7 +203,12 @@ pub fn check(w: &World, sent: &Sent<'_>, settled: bool) -> Vec<Violation> {
     let logs = committed_histories(w);
 
     upgrades::check_upgrades(&mut add, w, &logs);
-    pauses::check_pauses(&mut add, w, &logs, pauses, settled);
+    // The activity workers' pauses of parked activities' parents are requests too.
+    let mut pause_requests = pauses.to_vec();
+    if w.faults.activity_workers {
+        pause_requests.extend(exhausted::activity_pauses(w));
+    }
+    pauses::check_pauses(&mut add, w, &logs, &pause_requests, settled);
     resets::check_resets(&mut add, &logs, resets, settled);
     concurrency::check_concurrency(&mut add, w, &logs);
     batches::check_batches(&mut add, w, batches, settled);
@@ -224,6 +233,7 @@ pub fn check(w: &World, sent: &Sent<'_>, settled: bool) -> Vec<Violation> {
     stubs::check_stubs(&mut add, w, &logs, settled);
     if w.faults.activity_workers {
         activity::check_activity(&mut add, w, settled);
+        exhausted::check_exhausted(&mut add, w);
     }
     routes::check_routes(&mut add, w, settled);
     rates::check_rates(&mut add, w);

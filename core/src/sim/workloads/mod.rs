@@ -15,6 +15,8 @@
 //! - [`routes`]: activity routes paused and resumed on `weir.control`, all resumed at the end.
 //! - [`resets`]: new executions from executions' histories, each of which must finish.
 //! - [`activity_workers`]: the activity workers' processes and their faults.
+//! - [`exhausted`]: the operator of retries that end in `paused`: switches flipped, parents
+//!   resumed.
 //! - [`triggers`]: the trigger's source writer, and the trigger workers' faults.
 //! - [`corrupt_state`]: records of `weir.state` that do not decode.
 //! - [`faults`]: kills, freezes, removals, store outages, long idles and steady load.
@@ -27,6 +29,7 @@ mod cancels;
 mod correlation;
 mod corrupt_state;
 mod events;
+mod exhausted;
 mod faults;
 mod pauses;
 mod resets;

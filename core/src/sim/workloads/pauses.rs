@@ -215,6 +215,11 @@ impl Sim {
     /// A client cancels (one time in four terminates) an execution it paused.
     fn cancel_paused(&mut self, id: &ExecutionId) {
         let terminate = self.pause_rng.chance(250);
+        self.cancel_paused_so(id, terminate);
+    }
+
+    /// A client cancels (`terminate`: terminates) a paused execution.
+    pub(in crate::sim) fn cancel_paused_so(&mut self, id: &ExecutionId, terminate: bool) {
         let request = crate::records::CancelRequest {
             execution_id: id.clone(),
             reason: "sim, paused".to_owned(),

@@ -136,6 +136,13 @@ impl World {
                     cancelled_at: now,
                 })
             }
+            Effect::RetryParkedActivity { parent, child, .. } => {
+                Payload::ActivityRetry(crate::records::ActivityRetry {
+                    execution_id: child.clone(),
+                    parent_execution_id: parent.clone(),
+                    resumed_at: now,
+                })
+            }
             Effect::Respond { response, .. } => Payload::Response(response.clone()),
             Effect::CancelExecution(request) => Payload::Cancel(request.clone()),
             Effect::StartReset(start) => Payload::ResetStart(start.clone()),

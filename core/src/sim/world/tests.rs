@@ -62,8 +62,14 @@ fn the_simulated_producer_appends_where_the_wire_table_says() {
     let expected: Vec<(Topic, i32, Option<String>, Option<RecordKind>)> = effects
         .iter()
         .filter_map(|effect| wire::address(effect).expect("an address"))
-        // The simulated activity service is not told of cancellations (see `produce`).
-        .filter(|address| address.kind != Some(RecordKind::Cancel))
+        // The simulated activity service is not told of cancellations, nor sent retry
+        // notices (see `produce`).
+        .filter(|address| {
+            !matches!(
+                address.kind,
+                Some(RecordKind::Cancel | RecordKind::RetryActivity)
+            )
+        })
         .map(|address| {
             let (key, partitioned_by) = match &address.key {
                 Key::OfInput(0) => ("poison", "poison"),
