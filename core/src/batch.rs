@@ -520,6 +520,7 @@ pub fn request(
             action,
             reason: reason.clone(),
             requested_at: now,
+            parked: None,
         })
     };
     let cancel = |terminate| {

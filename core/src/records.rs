@@ -333,6 +333,17 @@ pub struct PauseRequest {
     /// Why, for the history.
     pub reason: String,
     pub requested_at: DateTime<Utc>,
+    /// The activity whose attempts ran out and that its worker parked (`on_exhausted =
+    /// "pause"`), when the request is that worker's: an execution that no longer waits for
+    /// it (finished, or past it) cancels it instead of pausing, so that nothing stays parked.
+    pub parked: Option<ParkedActivity>,
+}
+
+/// An activity parked by its worker, named by the pause it asks of its parent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParkedActivity {
+    pub execution_id: ExecutionId,
+    pub ffqn: Ffqn,
 }
 
 /// What a reset does to the execution it starts from.

@@ -77,6 +77,7 @@ pub fn request(id: &ExecutionId, action: PauseAction, reason: String) -> PauseRe
         action,
         reason,
         requested_at: chrono::Utc::now(),
+        parked: None,
     }
 }
 

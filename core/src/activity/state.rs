@@ -35,7 +35,8 @@ use super::{
 };
 use crate::model::{ExecutionErrorKind, ExecutionResult, Ran, Response};
 use crate::records::{
-    ActivityCancel, ActivityRequest, ActivityRetry, DlqReason, PauseAction, PauseRequest,
+    ActivityCancel, ActivityRequest, ActivityRetry, DlqReason, ParkedActivity, PauseAction,
+    PauseRequest,
 };
 use crate::retry::{self, Decision};
 
@@ -538,6 +539,10 @@ impl<S: Clone> ActivityCore<S> {
                     action: PauseAction::Pause,
                     reason: parked_reason(&job.request, attempts, &answer, &last),
                     requested_at: now,
+                    parked: Some(ParkedActivity {
+                        execution_id: job.request.execution_id.clone(),
+                        ffqn: job.request.ffqn.clone(),
+                    }),
                 };
                 warn!(execution = %job.request.execution_id, parent = %request.execution_id, attempts, %last, "activity attempts exhausted: parked, its parent asked to pause");
                 job.not_before = None;

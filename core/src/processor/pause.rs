@@ -31,6 +31,12 @@
 //!   ([`super::cancel`]); a termination, or one of an execution not started yet, finishes it
 //!   at once.
 //!
+//! - A pause an activity worker asks for when it parks an activity names it
+//!   ([`PauseRequest::parked`]): an execution that no longer waits for that activity — it
+//!   finished, or the activity was answered or cancelled since — cancels it instead
+//!   (`CancelActivity`, which takes the park off), and so does a request for an execution
+//!   that does not exist. No parked request outlives its parent's interest in it.
+//!
 //! Bad input changes nothing: pausing or resuming an execution that does not exist, or one
 //! that has finished, is dead-lettered with why; pausing a paused execution, or resuming one
 //! that is not paused, is ignored.
@@ -62,10 +68,37 @@ impl<R: WorkflowRunner> Processor<R> {
             PauseAction::Resume => "resume",
         };
         let Some((mut ctx, live)) = self.ctx_of(batch, &id) else {
+            if let Some(parked) = request.parked {
+                // No execution waits for it: nothing to pause, and the park must not stay.
+                tracing::warn!(execution = %id, activity = %parked.execution_id, "a parked activity of an execution that does not exist: cancelled");
+                batch.effects.push(Effect::CancelActivity {
+                    parent: id,
+                    child: parked.execution_id,
+                    ffqn: parked.ffqn,
+                });
+                return Ok(());
+            }
             let error = format!("{verb} of {id}: the execution does not exist");
             self.dead_letter(batch, index, DlqReason::Other, error);
             return Ok(());
         };
+        if let Some(parked) = &request.parked {
+            let waits = live.view.state != ExecutionState::Finished
+                && live
+                    .view
+                    .waiting_for()
+                    .children
+                    .iter()
+                    .any(|(child, _, _)| *child == parked.execution_id);
+            if !waits {
+                // Finished, or answered some other way since (a cancellation, a closed join
+                // set, an answer whose attempt ran again): pausing would hold it for nothing,
+                // and nothing would ever take the park off.
+                tracing::info!(execution = %id, activity = %parked.execution_id, "a parked activity its execution no longer waits for: cancelled instead of a pause");
+                ctx.cancel_activity(&id, parked.execution_id.clone(), parked.ffqn.clone());
+                return Ok(());
+            }
+        }
         let reason = if request.reason.is_empty() {
             format!("{verb}d")
         } else {

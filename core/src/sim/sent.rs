@@ -79,6 +79,9 @@ pub struct PauseSend {
     /// exist).
     pub stray: bool,
     pub sent_at: SimTime,
+    /// The activity an activity worker parked, when the request is that worker's: an
+    /// execution that no longer waits for it cancels it instead of pausing.
+    pub parked: Option<ExecutionId>,
 }
 
 /// A reset request a client sent (`Faults::resets`), on `weir.responses`.

@@ -732,23 +732,6 @@ pub(crate) fn dst_exhausted_pauses() {
     );
 }
 
-/// `dst_short`'s classes with `exhausted_pauses`: 3 of 309 seeds fail
-/// (`docs/design/known-gaps.md`). Seed 104 (a parent that finished while its activity was
-/// parked: nothing cancelled it) passes since a finish cancels the activities it still waits
-/// for. Open: 62 leaves a request parked whose parent had finished waiting for nothing (its
-/// pause refused, nothing cancels it: `unsettled`); 135 reaches `MAX_PARKED` on the route's
-/// only partition and the 17th exhausted activity is answered `retries-exhausted` as
-/// designed, which the checks take as a wrong result; 14 leaves executions a batch paused
-/// paused. The class stays out of `Faults::passing` until they pass; its own seeds
-/// (`dst_exhausted_pauses`) pass.
-#[test]
-#[ignore = "open: a parked request whose parent waits for nothing (62), the cap (135), 14"]
-pub(crate) fn dst_short_with_exhausted_pauses() {
-    let mut faults = Faults::passing();
-    faults.exhausted_pauses = true;
-    assert_seeds_pass(&[14, 62, 104, 135], faults);
-}
-
 pub(crate) fn activity_faults() -> Faults {
     Faults::parse(
         "activity_workers,inline,cancels,deadlines,pauses,scheduled,duplicate_submissions",

@@ -18,6 +18,7 @@ fn pause_input(id: &ExecutionId, action: PauseAction) -> Input {
             action,
             reason: "operator".into(),
             requested_at: now(),
+            parked: None,
         }),
     )
 }
@@ -419,4 +420,94 @@ fn a_finished_execution_cancels_the_activities_it_still_waits_for() {
         "{done:?}"
     );
     assert!(cancelled_activities(&done).is_empty(), "{done:?}");
+}
+
+fn parked_pause(id: &ExecutionId, activity: &ExecutionId) -> Input {
+    input_of(
+        id,
+        Body::Pause(PauseRequest {
+            execution_id: id.clone(),
+            action: PauseAction::Pause,
+            reason: "activity retries exhausted".into(),
+            requested_at: now(),
+            parked: Some(weir_core::records::ParkedActivity {
+                execution_id: activity.clone(),
+                ffqn: weir_core::sim::workflows::double_ffqn(),
+            }),
+        }),
+    )
+}
+
+/// The pause an activity worker asks for when it parks an activity names it: an execution
+/// that still waits for it pauses; one that no longer does — it finished, or the activity
+/// was answered since — cancels it instead (nothing pauses, nothing is dead-lettered), and
+/// so does a request for an execution that does not exist: no park outlives the interest in
+/// it (`dst_short` with `exhausted_pauses`, seed 62: a park after its parent's finish stayed
+/// for good, its partition's place held).
+#[test]
+fn a_parked_activity_nobody_waits_for_is_cancelled_instead_of_pausing() {
+    let mut processor = processor(1 << 20);
+    let id = ExecutionId::top_level(ulid::Ulid::new());
+    let created = step(
+        &mut processor,
+        submission_input(&id, Workflow::Fanout, json!([2, 5])),
+    );
+    let requested = activity_requests(&created);
+    assert_eq!(requested.len(), 2, "{created:?}");
+    // The first answered: a park of it is stale; the second still awaited: it pauses.
+    step(
+        &mut processor,
+        answer(&id, &requested[0], ExecutionResult::Ok(json!(11))),
+    );
+    let stale = step(&mut processor, parked_pause(&id, &requested[0]));
+    assert_eq!(
+        cancelled_activities(&stale),
+        [requested[0].clone()],
+        "{stale:?}"
+    );
+    assert!(appended(&stale).is_empty(), "no Paused: {stale:?}");
+    assert!(dead_letters(&stale).is_empty(), "{stale:?}");
+    let paused = step(&mut processor, parked_pause(&id, &requested[1]));
+    assert!(
+        matches!(
+            appended(&paused).as_slice(),
+            [(_, HistoryEntry::Paused { .. })]
+        ),
+        "{paused:?}"
+    );
+    assert!(cancelled_activities(&paused).is_empty(), "{paused:?}");
+    // A finished execution (its answer came from an attempt whose progress was lost, the
+    // request then ran again and was parked): the park is cancelled, not refused.
+    let other = ExecutionId::top_level(ulid::Ulid::new());
+    let created = step(
+        &mut processor,
+        submission_input(&other, Workflow::Fanout, json!([2, 5])),
+    );
+    let its = activity_requests(&created);
+    step(
+        &mut processor,
+        answer(&other, &its[0], ExecutionResult::Ok(json!(11))),
+    );
+    let done = step(
+        &mut processor,
+        answer(&other, &its[1], ExecutionResult::Ok(json!(13))),
+    );
+    assert_eq!(
+        published(&done),
+        Some(ExecutionResult::Ok(json!(24))),
+        "{done:?}"
+    );
+    let late = step(&mut processor, parked_pause(&other, &its[1]));
+    assert_eq!(cancelled_activities(&late), [its[1].clone()], "{late:?}");
+    assert!(dead_letters(&late).is_empty(), "{late:?}");
+    assert!(appended(&late).is_empty(), "{late:?}");
+    // An execution nobody knows.
+    let nobody = ExecutionId::top_level(ulid::Ulid::new());
+    let activity = nobody.child(
+        &weir_core::model::JoinSetId::one_off(1, "act").expect("a join set"),
+        1,
+    );
+    let unknown = step(&mut processor, parked_pause(&nobody, &activity));
+    assert_eq!(cancelled_activities(&unknown), [activity], "{unknown:?}");
+    assert!(dead_letters(&unknown).is_empty(), "{unknown:?}");
 }

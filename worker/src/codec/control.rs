@@ -5,8 +5,8 @@
 use apache_avro::types::Value;
 
 use super::convert::{
-    AvroRecord, Fields, bad_symbol, enum_value, instant, read_instant, read_parsed, read_string,
-    read_symbol, read_u64_bits, record, string, u64_bits,
+    AvroRecord, Fields, bad_symbol, enum_value, instant, optional, read_instant, read_optional,
+    read_parsed, read_string, read_symbol, read_u64_bits, record, string, u64_bits,
 };
 use super::error::FieldError;
 use super::records::{PauseAction, PauseRequest, UpgradeRequest};
@@ -59,6 +59,15 @@ impl AvroRecord for PauseRequest {
             ("action", action),
             ("reason", string(&self.reason)),
             ("requested_at", instant(&self.requested_at)),
+            (
+                "parked",
+                optional(self.parked.as_ref(), |p| {
+                    record(vec![
+                        ("execution_id", string(&p.execution_id)),
+                        ("ffqn", string(&p.ffqn)),
+                    ])
+                }),
+            ),
         ]))
     }
 
@@ -73,6 +82,15 @@ impl AvroRecord for PauseRequest {
             })?,
             reason: f.get("reason", read_string)?,
             requested_at: f.get("requested_at", read_instant)?,
+            parked: f.get("parked", |v| {
+                read_optional(v, |v| {
+                    let mut p = Fields::of(v)?;
+                    Ok(weir_core::records::ParkedActivity {
+                        execution_id: p.get("execution_id", read_parsed)?,
+                        ffqn: p.get("ffqn", read_parsed)?,
+                    })
+                })
+            })?,
         })
     }
 }

@@ -115,8 +115,10 @@ const PREVIOUS_FILES: &[(&str, &str, &str)] = &[
     avsc!("Submission", "history/v11/submission.avsc"),
     avsc!("HistoryRecord", "history/v11/history_record.avsc"),
     avsc!("ResetStart", "history/v11/reset_start.avsc"),
-    // Before batch resets: ResetRequest gained `to_latest` (the latest point of its history).
+    // Before batch resets: ResetRequest gained `to_latest` (the latest point of its history);
+    // before parked activities' pauses named them: PauseRequest gained `parked`.
     avsc!("ResetRequest", "history/v12/reset_request.avsc"),
+    avsc!("PauseRequest", "history/v12/pause_request.avsc"),
 ];
 
 fn parse(files: &[(&'static str, &'static str, &'static str)]) -> Vec<RecordSchema> {

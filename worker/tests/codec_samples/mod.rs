@@ -513,12 +513,27 @@ pub fn pause_requests() -> Vec<PauseRequest> {
             action: PauseAction::Pause,
             reason: "the tax service is down: é".into(),
             requested_at: t0(),
+            parked: None,
         },
         PauseRequest {
             execution_id: root(),
             action: PauseAction::Resume,
             reason: String::new(),
             requested_at: t0(),
+            parked: None,
+        },
+        PauseRequest {
+            execution_id: root(),
+            action: PauseAction::Pause,
+            reason: "activity E_x: retries exhausted".into(),
+            requested_at: t0(),
+            parked: Some(weir::codec::records::ParkedActivity {
+                execution_id: root().child(
+                    &weir::model::JoinSetId::one_off(1, "charge").expect("a join set"),
+                    1,
+                ),
+                ffqn: ffqn(),
+            }),
         },
     ]
 }

@@ -43,6 +43,7 @@ pub(super) fn activity_pauses(w: &World) -> Vec<PauseSend> {
                 seen: PauseSeen::Running,
                 stray: false,
                 sent_at: r.timestamp,
+                parked: request.parked.as_ref().map(|p| p.execution_id.clone()),
             }),
             _ => None,
         })

@@ -72,6 +72,9 @@ pub struct PauseCounts {
     pub journalled_while_paused: u64,
     /// Executions that finished while paused (terminated, or past their deadline).
     pub finished_while_paused: u64,
+    /// Pauses for parked activities their executions no longer waited for: the activity
+    /// cancelled instead (among `ignored`).
+    pub parked_cancelled: u64,
 }
 
 impl PauseCounts {
@@ -93,6 +96,7 @@ impl std::ops::AddAssign for PauseCounts {
         self.ignored += o.ignored;
         self.journalled_while_paused += o.journalled_while_paused;
         self.finished_while_paused += o.finished_while_paused;
+        self.parked_cancelled += o.parked_cancelled;
     }
 }
 
@@ -128,6 +132,15 @@ fn analyse(
 ) -> (Vec<(Invariant, String)>, PauseCounts) {
     let mut out: Vec<(Invariant, String)> = Vec::new();
     let mut counts = PauseCounts::default();
+    // The activities cancelled by a committed record on a route topic.
+    let cancelled: std::collections::BTreeSet<&ExecutionId> = Topic::ROUTES
+        .into_iter()
+        .flat_map(|t| w.cluster.committed_records(t))
+        .filter_map(|(_, r)| match &r.payload {
+            Some(Payload::ActivityCancel(c)) => Some(&c.execution_id),
+            _ => None,
+        })
+        .collect();
     // By reason and execution: a batch's requests share its reason (`batch <id>: …`).
     let by_reason: BTreeMap<(&str, &ExecutionId), &PauseSend> = sends
         .iter()
@@ -457,6 +470,13 @@ fn analyse(
             ));
         }
         if taken || !copies.is_empty() || s.stray {
+            continue;
+        }
+        if s.parked.as_ref().is_some_and(|a| cancelled.contains(a)) {
+            // A parked activity's pause, taken by an execution that no longer waited for it:
+            // answered by cancelling the activity (committed). Else it was ignored as any
+            // pause, which what follows checks.
+            counts.parked_cancelled += 1;
             continue;
         }
         // Ignored: its owner read it while the execution was paused (a pause), or was not

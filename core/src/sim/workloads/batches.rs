@@ -244,16 +244,27 @@ impl Sim {
     fn finish_batches(&mut self) {
         self.run_batches(400);
         if !self.batches_ended() {
+            // Running, or not started yet (its start still behind a backlog of its
+            // partition): a cancel comes after the start on the batch's partition, so either
+            // ends it.
+            let states = self.committed_batches();
             let running: Vec<String> = self
-                .committed_batches()
+                .batch_sends
+                .iter()
+                .filter(|s| !s.refused && matches!(s.command.action, BatchCommandAction::Start(_)))
+                .map(|s| s.command.id.clone())
+                .filter(|id| {
+                    !states
+                        .iter()
+                        .any(|b| b.id == *id && b.status != BatchStatus::Running)
+                })
+                .collect::<std::collections::BTreeSet<_>>()
                 .into_iter()
-                .filter(|b| b.status == BatchStatus::Running)
-                .map(|b| b.id)
                 .collect();
             for id in running {
                 self.send_batch(&id, BatchCommandAction::Cancel, false);
             }
-            self.run_batches(400);
+            self.run_batches(4_000);
         }
         for _ in 0..400 {
             if self.batch_requests_taken() {
@@ -405,6 +416,7 @@ impl Sim {
                     seen: crate::sim::sent::PauseSeen::Running,
                     stray: false,
                     sent_at: r.timestamp,
+                    parked: None,
                 });
             }
         }

@@ -172,6 +172,7 @@ impl Sim {
             action,
             reason: reason.clone(),
             requested_at: now,
+            parked: None,
         };
         let at = lock(&self.world).client_append(
             Topic::Responses,
@@ -197,6 +198,7 @@ impl Sim {
             seen,
             stray,
             sent_at: now,
+            parked: None,
         });
         self.note(format!(
             "{verb} {id} ({reason}; seen {}{}) -> responses/{}@{}",
