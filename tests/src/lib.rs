@@ -300,6 +300,7 @@ pub fn weir_binary() -> PathBuf {
     binary
 }
 
+pub mod cli;
 pub mod deployment;
 pub mod faults;
 pub mod registry;

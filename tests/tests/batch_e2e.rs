@@ -9,7 +9,6 @@
 //!
 //! The rules are `weir_core::batch`'s tests and the simulation's class `batches`.
 
-use std::process::Output;
 use std::time::Duration;
 
 use rdkafka::Message;
@@ -22,38 +21,12 @@ use weir::model::{ExecutionId, ExecutionResult};
 use weir::store::{ExecutionState, Store};
 use weir::topology::TopicRole;
 use weir::wire::{KIND_HEADER, RecordKind};
+use weir_e2e::cli::{failed, succeeded_with_stderr, weir};
 use weir_e2e::deployment::{Deployment, reader};
 use weir_e2e::wait_for;
 
 const SLEEP_FOR: &str = "weir-examples:workflows/sleepy.sleep-for";
 const TIMEOUT: Duration = Duration::from_secs(120);
-
-fn weir(deployment: &Deployment, args: &[&str]) -> Output {
-    deployment.command().args(args).output().expect("run weir")
-}
-
-fn succeeded(output: &Output) -> String {
-    assert!(
-        output.status.success(),
-        "weir failed: {}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
-}
-
-fn failed(output: &Output) -> String {
-    assert!(
-        !output.status.success(),
-        "weir succeeded: {}",
-        String::from_utf8_lossy(&output.stdout)
-    );
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
 
 /// `weir batch status ID --json`, once the batch's owner has committed it.
 fn status(deployment: &Deployment, id: &str) -> Option<Value> {
@@ -150,7 +123,7 @@ async fn a_batch_pauses_every_execution_of_a_function_and_another_resumes_them()
     let store = deployment.store().await;
     let ids = sleepers(&deployment, &store, 6, 15_000).await;
 
-    let started = succeeded(&weir(
+    let started = succeeded_with_stderr(&weir(
         &deployment,
         &[
             "batch",
@@ -184,7 +157,7 @@ async fn a_batch_pauses_every_execution_of_a_function_and_another_resumes_them()
         "{paused}"
     );
 
-    let resumed = succeeded(&weir(
+    let resumed = succeeded_with_stderr(&weir(
         &deployment,
         &[
             "batch",
@@ -211,7 +184,7 @@ async fn a_batch_pauses_every_execution_of_a_function_and_another_resumes_them()
             results[id]
         );
     }
-    let listed = succeeded(&weir(&deployment, &["batch", "list"]));
+    let listed = succeeded_with_stderr(&weir(&deployment, &["batch", "list"]));
     assert!(
         listed.contains("pause-all") && listed.contains("resume-all"),
         "{listed}"
@@ -282,7 +255,7 @@ async fn a_batch_resumes_after_a_kill_and_acts_on_each_execution_once() {
     let ids = sleepers(&deployment, &store, n, 600_000).await;
 
     // Two a second: the batch takes about 8 s; the worker is killed in its middle.
-    succeeded(&weir(
+    succeeded_with_stderr(&weir(
         &deployment,
         &[
             "batch",
@@ -334,4 +307,95 @@ async fn a_batch_resumes_after_a_kill_and_acts_on_each_execution_once() {
         .iter()
         .collect();
     assert_eq!(outcomes.len(), n, "{done}");
+}
+
+/// A reset batch (`--action reset`, to the latest point of each history by default) over
+/// finished executions: each gets a new execution, linked to it, whose id the batch derives
+/// from its own and the old one's, and which finishes with the same result; reset options
+/// with another action, or a point that is neither `latest` nor a seq, are refused.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reset_batch_starts_a_new_execution_from_each_history() {
+    let deployment = Deployment::new("batchreset");
+    let _worker = deployment.start_worker("w", &[]);
+    let store = deployment.store().await;
+    let producer = deployment.producer();
+    let mut ids = Vec::new();
+    for _ in 0..4 {
+        ids.push(deployment.submit(&producer, SLEEP_FOR, json!([50])).await);
+    }
+    let first = deployment.results(&ids, TIMEOUT);
+    in_state(&store, &ids, ExecutionState::Finished).await;
+
+    let started = succeeded_with_stderr(&weir(
+        &deployment,
+        &[
+            "batch",
+            "start",
+            "--action",
+            "reset",
+            "--function",
+            SLEEP_FOR,
+            "--state",
+            "finished",
+            "--then",
+            "keep",
+            "--rate",
+            "20",
+            "--id",
+            "reset-all",
+            "--follow",
+        ],
+    ));
+    assert!(started.contains("4/4"), "{started}");
+    let news: Vec<ExecutionId> = ids
+        .iter()
+        .map(|id| weir::batch::reset_id("reset-all", id))
+        .collect();
+    let again = deployment.results(&news, TIMEOUT);
+    for (old, new) in ids.iter().zip(&news) {
+        assert_eq!(again[new], first[old], "{new}, reset from {old}");
+        let history = deployment.finished_history(&store, new).await;
+        let weir::codec::records::HistoryEntry::Created(created) = &history[0].entry else {
+            panic!("{:?}", history[0]);
+        };
+        let of = created.reset_of.as_ref().expect("created by a reset");
+        assert_eq!(&of.execution_id, old);
+        assert!(of.seq > 0, "the latest point keeps its steps: {of:?}");
+    }
+    let done = status(&deployment, "reset-all").expect("the batch");
+    assert_eq!(
+        (done["status"].as_str(), done["acted"].as_u64()),
+        (Some("done"), Some(4)),
+        "{done}"
+    );
+    assert_eq!(done["reset"]["to"], "latest", "{done}");
+
+    let not_a_reset = failed(&weir(
+        &deployment,
+        &[
+            "batch",
+            "start",
+            "--action",
+            "pause",
+            "--function",
+            SLEEP_FOR,
+            "--reset-to",
+            "3",
+        ],
+    ));
+    assert!(not_a_reset.contains("for a reset batch"), "{not_a_reset}");
+    let bad_point = failed(&weir(
+        &deployment,
+        &[
+            "batch",
+            "start",
+            "--action",
+            "reset",
+            "--function",
+            SLEEP_FOR,
+            "--reset-to",
+            "soon",
+        ],
+    ));
+    assert!(bad_point.contains("not `soon`"), "{bad_point}");
 }

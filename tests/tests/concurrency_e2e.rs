@@ -14,7 +14,6 @@
 //! The rules are the processor's tests (`core/tests/processor/concurrency.rs`) and the
 //! simulation's class `concurrency`.
 
-use std::process::Output;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -24,34 +23,12 @@ use weir::concurrency::{ConcurrencyKey, Slot};
 use weir::model::{ExecutionId, Ffqn};
 use weir::store::{ExecutionState, Store};
 use weir::topology::TopicRole;
+use weir_e2e::cli::{failed, succeeded, weir};
 use weir_e2e::deployment::Deployment;
 use weir_e2e::wait_for;
 
 const SLEEP_FOR: &str = "weir-examples:workflows/sleepy.sleep-for";
 const TIMEOUT: Duration = Duration::from_secs(120);
-
-fn weir(deployment: &Deployment, args: &[&str]) -> Output {
-    deployment.command().args(args).output().expect("run weir")
-}
-
-fn succeeded(output: &Output) -> String {
-    assert!(
-        output.status.success(),
-        "weir failed: {}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-fn failed(output: &Output) -> String {
-    assert!(
-        !output.status.success(),
-        "weir succeeded: {}",
-        String::from_utf8_lossy(&output.stdout)
-    );
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
 
 /// When an execution held its last slot and when it finished, by its history's own times.
 fn ran(history: &[HistoryRecord]) -> (DateTime<Utc>, DateTime<Utc>) {

@@ -15,7 +15,6 @@
 
 use std::io::{Read, Write};
 use std::net::TcpListener;
-use std::process::Output;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -24,25 +23,12 @@ use serde_json::json;
 use weir::codec::HistoryEntry;
 use weir::model::{ChildKind, ExecutionResult};
 use weir::store::{ExecutionState, Store};
+use weir_e2e::cli::{succeeded, weir};
 use weir_e2e::deployment::{Deployment, WorkerProcess};
 use weir_e2e::{child_requests, free_port, wait_for};
 
 const CALL: &str = "weir-examples:workflows/api-call.call";
 const TIMEOUT: Duration = Duration::from_secs(120);
-
-fn weir(deployment: &Deployment, args: &[&str]) -> Output {
-    deployment.command().args(args).output().expect("run weir")
-}
-
-fn succeeded(output: &Output) -> String {
-    assert!(
-        output.status.success(),
-        "weir failed: {}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
 
 fn metric(worker: &WorkerProcess, name: &str) -> f64 {
     worker

@@ -10,41 +10,18 @@
 //! The rules are the processor's tests (`core/tests/processor/pause.rs`) and the simulation's
 //! class `pauses`.
 
-use std::process::Output;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 use weir::codec::HistoryEntry;
 use weir::model::{ExecutionId, ExecutionResult, Response};
 use weir::store::{ExecutionState, Store};
+use weir_e2e::cli::{failed, succeeded, weir};
 use weir_e2e::deployment::Deployment;
 use weir_e2e::wait_for;
 
 const SLEEP_FOR: &str = "weir-examples:workflows/sleepy.sleep-for";
 const TIMEOUT: Duration = Duration::from_secs(120);
-
-fn weir(deployment: &Deployment, args: &[&str]) -> Output {
-    deployment.command().args(args).output().expect("run weir")
-}
-
-fn succeeded(output: &Output) -> String {
-    assert!(
-        output.status.success(),
-        "weir failed: {}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-fn failed(output: &Output) -> String {
-    assert!(
-        !output.status.success(),
-        "weir succeeded: {}",
-        String::from_utf8_lossy(&output.stdout)
-    );
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_paused_execution_runs_nothing_until_resumed_across_a_kill() {

@@ -12,13 +12,13 @@
 //! The rules are the processor's tests (`core/tests/processor/reset.rs`) and the simulation's
 //! class `resets`.
 
-use std::process::Output;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use weir::codec::{HistoryEntry, HistoryRecord, ResetThen};
 use weir::model::{ExecutionId, ExecutionResult, HistoryEvent, JoinSetRequest, Response};
 use weir::topology::TopicRole;
+use weir_e2e::cli::{failed, succeeded, weir};
 use weir_e2e::deployment::{Deployment, components_dir};
 use weir_e2e::http_client;
 
@@ -27,29 +27,6 @@ const TIMEOUT: Duration = Duration::from_secs(120);
 /// The API's tokens (at least 16 characters).
 const READ: &str = "reset-e2e-reader-token";
 const ADMIN: &str = "reset-e2e-admin-token";
-
-fn weir(deployment: &Deployment, args: &[&str]) -> Output {
-    deployment.command().args(args).output().expect("run weir")
-}
-
-fn succeeded(output: &Output) -> String {
-    assert!(
-        output.status.success(),
-        "weir failed: {}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-fn failed(output: &Output) -> String {
-    assert!(
-        !output.status.success(),
-        "weir succeeded: {}",
-        String::from_utf8_lossy(&output.stdout)
-    );
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
 
 fn digest_of(file: &str) -> String {
     let bytes = std::fs::read(components_dir().join(file)).expect("a built example");

@@ -199,7 +199,10 @@ impl Sim {
             lock(&sim.world).act.rates = rates;
         }
         if faults.activity_workers {
-            lock(&sim.world).act.exhausted.on = faults.exhausted_pauses;
+            // A pausing activity is never inline: on the seeds with inline attempts the policy
+            // is off, so that a run with every class has both.
+            lock(&sim.world).act.exhausted.on =
+                faults.exhausted_pauses && !(faults.inline && sim.config.inline_activities);
             lock(&sim.world).act_configure();
             for _ in 0..sim.rng.range(1, 2) {
                 sim.add_activity_worker();

@@ -3,14 +3,13 @@
 //! processor sends is stepped back in as the log would bring it).
 
 use crate::fixtures::*;
-use chrono::{DateTime, Utc};
 use serde_json::json;
 use weir_core::concurrency::{ConcurrencyKey, Slot, SlotAction, SlotCommand};
-use weir_core::model::{ExecutionErrorKind, ExecutionId, ExecutionResult, Ffqn};
+use weir_core::model::{ExecutionErrorKind, ExecutionId, ExecutionResult};
 use weir_core::processor::{Body, Effect, Input, Processor};
 use weir_core::records::{DlqReason, HistoryEntry, Submission};
 use weir_core::rows::ExecutionState;
-use weir_core::sim::{SimRunner, Workflow};
+use weir_core::sim::Workflow;
 
 fn keyed(id: &ExecutionId, key: &str, limit: Option<u32>) -> Input {
     let submission = Submission {
@@ -191,7 +190,7 @@ fn a_queued_execution_cancelled_finishes_at_once_and_leaves_the_queue() {
 /// whatever their keys.
 #[test]
 fn a_function_limit_runs_its_executions_one_at_a_time() {
-    let mut processor = processor_of(LimitedRunner(1), 1 << 20);
+    let mut processor = processor_of(TunedRunner::limited(1), 1 << 20);
     let (a, b) = (
         ExecutionId::top_level(ulid::Ulid::new()),
         ExecutionId::top_level(ulid::Ulid::new()),
@@ -219,7 +218,7 @@ fn a_function_limit_runs_its_executions_one_at_a_time() {
 /// it holds both.
 #[test]
 fn an_execution_takes_its_keys_slot_then_its_functions() {
-    let mut processor = processor_of(LimitedRunner(5), 1 << 20);
+    let mut processor = processor_of(TunedRunner::limited(5), 1 << 20);
     let a = ExecutionId::top_level(ulid::Ulid::new());
     let effects = run(&mut processor, keyed(&a, "k", None));
     let granted: Vec<Slot> = appended(&effects)
@@ -285,34 +284,5 @@ fn a_grant_for_a_slot_not_claimed_or_an_unknown_execution_is_dead_lettered() {
             "{letters:?}"
         );
         assert!(appended(&effects).is_empty());
-    }
-}
-
-/// The simulation's runner with every workflow limited to `.0` running at once.
-struct LimitedRunner(u32);
-
-impl weir_core::runner::WorkflowRunner for LimitedRunner {
-    type Run = <SimRunner as weir_core::runner::WorkflowRunner>::Run;
-
-    fn check_submission(
-        &self,
-        ffqn: &Ffqn,
-        params: &serde_json::Value,
-    ) -> Result<(), weir_core::runner::Rejection> {
-        SimRunner.check_submission(ffqn, params)
-    }
-
-    fn concurrency_limit(&self, _: &Ffqn) -> Option<u32> {
-        Some(self.0)
-    }
-
-    async fn start(
-        &self,
-        execution: weir_core::replay::Execution,
-        history: Vec<weir_core::model::HistoryEvent>,
-        responses: Vec<weir_core::model::Response>,
-        now: DateTime<Utc>,
-    ) -> Result<(Self::Run, weir_core::runner::RunStep), weir_core::runner::RunError> {
-        SimRunner.start(execution, history, responses, now).await
     }
 }

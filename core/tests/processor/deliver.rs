@@ -65,7 +65,7 @@ fn external_requests_carry_their_terms_and_misfit_answers_become_the_childs_erro
         partitions: 1,
         early_event_wait: weir_core::correlation::EARLY_EVENT_WAIT,
     };
-    let mut processor = Processor::new(ExternalRunner, config);
+    let mut processor = Processor::new(TunedRunner::EXTERNAL, config);
     let request = seq_request(&mut processor);
     assert_eq!(request.timeout_millis, Some(5_000));
     assert_eq!(
@@ -89,7 +89,7 @@ fn external_requests_carry_their_terms_and_misfit_answers_become_the_childs_erro
     assert_eq!(dead, [DlqReason::Refused]);
 
     // An answer that fits is taken as it is.
-    let mut processor = Processor::new(ExternalRunner, config);
+    let mut processor = Processor::new(TunedRunner::EXTERNAL, config);
     let request = seq_request(&mut processor);
     let fit = answer(&request, json!(10));
     let (journalled, dead) = answered(&mut processor, &request, fit);

@@ -242,11 +242,31 @@ pub fn cancelled(result: Option<ExecutionResult>) -> bool {
     matches!(result, Some(ExecutionResult::ExecutionError(e)) if e.kind == ExecutionErrorKind::Cancelled)
 }
 
-/// The simulation's runner, declaring its activity external: requests carry a 5 s attempt
-/// bound and a 60 s deadline, and an answer that is not a number does not fit.
-pub struct ExternalRunner;
+/// The simulation's runner with a few of its answers changed: its activity declared external
+/// ([`TunedRunner::EXTERNAL`]: requests carry a 5 s attempt bound and a 60 s deadline, and an
+/// answer that is not a number does not fit), or every function limited to `n` running
+/// executions across the fleet ([`TunedRunner::limited`], `max_running`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TunedRunner {
+    pub external: bool,
+    pub limit: Option<u32>,
+}
 
-impl weir_core::runner::WorkflowRunner for ExternalRunner {
+impl TunedRunner {
+    pub const EXTERNAL: TunedRunner = TunedRunner {
+        external: true,
+        limit: None,
+    };
+
+    pub fn limited(n: u32) -> Self {
+        TunedRunner {
+            external: false,
+            limit: Some(n),
+        }
+    }
+}
+
+impl weir_core::runner::WorkflowRunner for TunedRunner {
     type Run = <SimRunner as weir_core::runner::WorkflowRunner>::Run;
 
     fn check_submission(
@@ -257,7 +277,14 @@ impl weir_core::runner::WorkflowRunner for ExternalRunner {
         SimRunner.check_submission(ffqn, params)
     }
 
-    fn request_terms(&self, _: &weir_core::model::Ffqn) -> weir_core::runner::RequestTerms {
+    fn concurrency_limit(&self, ffqn: &weir_core::model::Ffqn) -> Option<u32> {
+        self.limit.or_else(|| SimRunner.concurrency_limit(ffqn))
+    }
+
+    fn request_terms(&self, ffqn: &weir_core::model::Ffqn) -> weir_core::runner::RequestTerms {
+        if !self.external {
+            return SimRunner.request_terms(ffqn);
+        }
         weir_core::runner::RequestTerms {
             attempt_timeout: Some(std::time::Duration::from_secs(5)),
             deadline_after: Some(std::time::Duration::from_secs(60)),
@@ -266,12 +293,14 @@ impl weir_core::runner::WorkflowRunner for ExternalRunner {
 
     fn check_answer(
         &self,
-        _: &weir_core::model::Ffqn,
+        ffqn: &weir_core::model::Ffqn,
         result: &ExecutionResult,
     ) -> Result<(), String> {
         match result {
-            ExecutionResult::Ok(v) if !v.is_i64() => Err(format!("{v} is not a number")),
-            _ => Ok(()),
+            ExecutionResult::Ok(v) if self.external && !v.is_i64() => {
+                Err(format!("{v} is not a number"))
+            }
+            _ => SimRunner.check_answer(ffqn, result),
         }
     }
 

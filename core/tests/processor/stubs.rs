@@ -40,7 +40,7 @@ fn stub_child(effects: &[Effect]) -> ExecutionId {
 fn a_stub_written_from_outside_follows_obelisks_rules() {
     use weir_core::records::DlqReason;
 
-    let mut processor = processor_of(ExternalRunner, 1 << 20);
+    let mut processor = processor_of(TunedRunner::EXTERNAL, 1 << 20);
     let id = ExecutionId::top_level(ulid::Ulid::new());
     let started = step(
         &mut processor,
@@ -83,7 +83,7 @@ fn a_workflow_writes_the_stub_of_another_execution() {
     use weir_core::model::{JoinSetId, Response};
     use weir_core::processor::{StubWrite, StubWriteOutcome, stub_write_answer};
 
-    let mut processor = processor_of(ExternalRunner, 1 << 20);
+    let mut processor = processor_of(TunedRunner::EXTERNAL, 1 << 20);
     let id = ExecutionId::top_level(ulid::Ulid::new());
     let started = step(
         &mut processor,
@@ -164,7 +164,7 @@ fn a_workflow_writes_the_stub_of_another_execution() {
     );
     // Not a stub request of this execution (another function; an execution that does not
     // exist): not-found, and nothing is written.
-    let mut waiting = processor_of(ExternalRunner, 1 << 20);
+    let mut waiting = processor_of(TunedRunner::EXTERNAL, 1 << 20);
     let id = ExecutionId::top_level(ulid::Ulid::new());
     let stub_of_waiting = stub_child(&step(
         &mut waiting,
@@ -194,7 +194,7 @@ fn a_workflow_writes_the_stub_of_another_execution() {
 fn a_stub_written_after_its_execution_was_terminated_is_a_conflict() {
     use weir_core::records::DlqReason;
 
-    let mut processor = processor_of(ExternalRunner, 1 << 20);
+    let mut processor = processor_of(TunedRunner::EXTERNAL, 1 << 20);
     let id = ExecutionId::top_level(ulid::Ulid::new());
     let started = step(
         &mut processor,
@@ -228,7 +228,7 @@ fn a_stub_written_after_its_execution_finished_without_it_is_refused() {
     use weir_core::records::{DlqReason, HistoryRecord};
     use weir_core::sim::exec::block_on;
 
-    let mut first = processor_of(ExternalRunner, 1 << 20);
+    let mut first = processor_of(TunedRunner::EXTERNAL, 1 << 20);
     let id = ExecutionId::top_level(ulid::Ulid::new());
     let started = step(
         &mut first,
@@ -254,7 +254,7 @@ fn a_stub_written_after_its_execution_finished_without_it_is_refused() {
         now(),
     ));
     // Its next owner reads it from the store.
-    let mut owner = processor_of(ExternalRunner, 1 << 20);
+    let mut owner = processor_of(TunedRunner::EXTERNAL, 1 << 20);
     let write = answer(&id, &stub, ExecutionResult::Ok(json!(7)));
     let mut batch = Batch::new(now());
     let (needed, _) = owner.needs(&batch, &write).expect("not cached: rebuilt");

@@ -178,6 +178,32 @@ pub enum Wanted {
     Batches,
 }
 
+impl Wanted {
+    /// The record types of the state topic.
+    const STATES: [RecordType; 6] = [
+        RecordType::ScheduleState,
+        RecordType::CorrelationState,
+        RecordType::RememberedEvent,
+        RecordType::SlotState,
+        RecordType::BatchState,
+        RecordType::BatchOutcomes,
+    ];
+
+    /// Whether a read for this decodes the states of type `t` (the others it skips
+    /// undecoded). A take-over (`All`) needs every state but the batches' turns' outcomes,
+    /// which only a listing of batches shows.
+    fn keeps(self, t: RecordType) -> bool {
+        use RecordType as T;
+        match self {
+            Wanted::All => t != T::BatchOutcomes,
+            Wanted::Schedules => t == T::ScheduleState,
+            Wanted::Correlations => matches!(t, T::CorrelationState | T::RememberedEvent),
+            Wanted::Slots => t == T::SlotState,
+            Wanted::Batches => matches!(t, T::BatchState | T::BatchOutcomes),
+        }
+    }
+}
+
 /// How long a client's listing of the state topic rides out a cluster that is away.
 const LISTING_PATIENCE: Duration = Duration::from_secs(30);
 
@@ -300,87 +326,34 @@ impl<'a> StateRecords<'a> {
         record: Result<RecordType, KindError>,
     ) {
         let topic = self.topic;
+        let at = (partition, offset);
         let state = match (payload, record) {
             (None, _) => StateRecord::None,
+            // A state this read does not keep: skipped undecoded.
+            (Some(_), Ok(t)) if Wanted::STATES.contains(&t) && !self.wanted.keeps(t) => {
+                StateRecord::None
+            }
+            (Some(bytes), Ok(RecordType::ScheduleState)) => {
+                self.decode(key, bytes, at, StateOf::Schedule, StateRecord::Schedule)
+            }
+            (Some(bytes), Ok(RecordType::CorrelationState)) => self.decode(
+                key,
+                bytes,
+                at,
+                StateOf::Correlation,
+                StateRecord::Correlation,
+            ),
+            (Some(bytes), Ok(RecordType::RememberedEvent)) => {
+                self.decode(key, bytes, at, StateOf::Remembered, StateRecord::Remembered)
+            }
             (Some(bytes), Ok(RecordType::SlotState)) => {
-                if matches!(self.wanted, Wanted::All | Wanted::Slots) {
-                    self.decode(
-                        key,
-                        bytes,
-                        (partition, offset),
-                        StateOf::Slot,
-                        StateRecord::Slot,
-                    )
-                } else {
-                    StateRecord::None
-                }
+                self.decode(key, bytes, at, StateOf::Slot, StateRecord::Slot)
             }
             (Some(bytes), Ok(RecordType::BatchState)) => {
-                if matches!(self.wanted, Wanted::All | Wanted::Batches) {
-                    self.decode(
-                        key,
-                        bytes,
-                        (partition, offset),
-                        StateOf::Batch,
-                        StateRecord::Batch,
-                    )
-                } else {
-                    StateRecord::None
-                }
+                self.decode(key, bytes, at, StateOf::Batch, StateRecord::Batch)
             }
-            // Read by a listing only: a take-over does not need them.
             (Some(bytes), Ok(RecordType::BatchOutcomes)) => {
-                if self.wanted == Wanted::Batches {
-                    self.decode(
-                        key,
-                        bytes,
-                        (partition, offset),
-                        StateOf::Batch,
-                        StateRecord::BatchOutcomes,
-                    )
-                } else {
-                    StateRecord::None
-                }
-            }
-            (Some(_), Ok(_)) if self.wanted == Wanted::Batches => StateRecord::None,
-            (Some(bytes), Ok(RecordType::ScheduleState)) => {
-                if matches!(self.wanted, Wanted::Correlations | Wanted::Slots) {
-                    StateRecord::None
-                } else {
-                    self.decode(
-                        key,
-                        bytes,
-                        (partition, offset),
-                        StateOf::Schedule,
-                        StateRecord::Schedule,
-                    )
-                }
-            }
-            (Some(bytes), Ok(RecordType::CorrelationState)) => {
-                if matches!(self.wanted, Wanted::Schedules | Wanted::Slots) {
-                    StateRecord::None
-                } else {
-                    self.decode(
-                        key,
-                        bytes,
-                        (partition, offset),
-                        StateOf::Correlation,
-                        StateRecord::Correlation,
-                    )
-                }
-            }
-            (Some(bytes), Ok(RecordType::RememberedEvent)) => {
-                if matches!(self.wanted, Wanted::Schedules | Wanted::Slots) {
-                    StateRecord::None
-                } else {
-                    self.decode(
-                        key,
-                        bytes,
-                        (partition, offset),
-                        StateOf::Remembered,
-                        StateRecord::Remembered,
-                    )
-                }
+                self.decode(key, bytes, at, StateOf::Batch, StateRecord::BatchOutcomes)
             }
             (Some(_), Ok(other)) => {
                 tracing::error!(topic, partition, offset, record = ?other, "not a state; left out");
