@@ -362,6 +362,7 @@ fn v0_submissions_read_as_current_with_empty_metadata() {
     check_old_records("v0", "weir.submissions", &submissions(), |s| Submission {
         metadata: Default::default(),
         deadline: None,
+        concurrency: None,
         ..s.clone()
     });
 }
@@ -487,6 +488,7 @@ fn v4_records_read_as_current_without_deadlines() {
     assert!(submissions().iter().any(|s| s.deadline.is_some()));
     check_old_records("v4", "weir.submissions", &submissions(), |s| Submission {
         deadline: None,
+        concurrency: None,
         ..s.clone()
     });
     let records = held_before_correlation(timeless_history());
@@ -753,4 +755,58 @@ fn v10_history_records_read_as_current_unchanged() {
             .any(|r| matches!(r.entry, HistoryEntry::Created(_)))
     );
     check_old_records("v10", "weir.history", &held, Clone::clone);
+}
+
+/// v11 (before concurrency slots) submissions and reset starts read as current ones without
+/// a concurrency key; the samples hold keys, with a limit and without.
+#[test]
+fn v11_records_read_as_current_without_concurrency_keys() {
+    let all = submissions();
+    assert!(
+        all.iter()
+            .any(|s| s.concurrency.as_ref().is_some_and(|k| k.limit.is_none()))
+    );
+    assert!(
+        all.iter()
+            .any(|s| s.concurrency.as_ref().is_some_and(|k| k.limit.is_some()))
+    );
+    check_old_records("v11", "weir.submissions", &all, |s| Submission {
+        concurrency: None,
+        ..s.clone()
+    });
+    let starts = reset_starts();
+    assert!(starts.iter().any(|s| s.submission.concurrency.is_some()));
+    // Their kept entries are history records of the current schema (nested bytes).
+    check_old_records("v11", "weir.submissions", &starts, |s| {
+        weir::codec::records::ResetStart {
+            submission: Submission {
+                concurrency: None,
+                ..s.submission.clone()
+            },
+            ..s.clone()
+        }
+    });
+}
+
+/// v12 (before batch resets and parked activities' pauses) reset requests read as current
+/// ones cutting at their seq, and pause requests as ones that name no parked activity; the
+/// samples hold a request for the latest point and a pause that names one.
+#[test]
+fn v12_requests_read_as_current_without_latest_points_or_parked_activities() {
+    use weir::codec::records::{PauseRequest, ResetPoint, ResetRequest};
+    let resets = reset_requests();
+    assert!(resets.iter().any(|r| r.to == ResetPoint::Latest));
+    check_old_records("v12", "weir.responses", &resets, |r| ResetRequest {
+        to: match r.to {
+            ResetPoint::Latest => ResetPoint::Seq(0),
+            seq => seq,
+        },
+        ..r.clone()
+    });
+    let pauses = pause_requests();
+    assert!(pauses.iter().any(|p| p.parked.is_some()));
+    check_old_records("v12", "weir.responses", &pauses, |p| PauseRequest {
+        parked: None,
+        ..p.clone()
+    });
 }

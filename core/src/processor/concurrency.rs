@@ -171,7 +171,11 @@ pub(super) fn acquire_next(batch: &mut Batch, view: &ExecutionView) -> bool {
 }
 
 /// The releases an execution's finish sends: each slot it holds, and the one it may wait
-/// for (the first it lacks: its `Acquire` may be in the slot's queue).
+/// for (the first it lacks: its `Acquire` may be in the slot's queue). That one is sent even
+/// by an execution that may not have asked yet (scheduled for later): whether its start
+/// timer fired is no journalled fact (an owner whose clock ran ahead may have sent the
+/// `Acquire`), and a release the slot does not need is ignored there, while one it needed
+/// and did not get would hold the place for good.
 pub(super) fn releases(view: &ExecutionView, now: chrono::DateTime<chrono::Utc>) -> Vec<Effect> {
     let waited = view.next_slot().map(|claim| &claim.slot);
     view.slots_held

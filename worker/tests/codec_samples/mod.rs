@@ -229,6 +229,35 @@ pub fn submissions() -> Vec<Submission> {
             deadline: Some(t0() + chrono::Duration::nanoseconds(1_500)),
             concurrency: None,
         },
+        // A concurrency key with its limit, and one with the default limit.
+        Submission {
+            execution_id: reset_to(),
+            ffqn: ffqn(),
+            params: json!([]),
+            parent: None,
+            scheduled_at: None,
+            correlation_id: None,
+            metadata: BTreeMap::new(),
+            deadline: None,
+            concurrency: Some(weir::concurrency::ConcurrencyKey {
+                key: "customer-42".into(),
+                limit: Some(3),
+            }),
+        },
+        Submission {
+            execution_id: root(),
+            ffqn: ffqn(),
+            params: json!([null]),
+            parent: None,
+            scheduled_at: Some(t0()),
+            correlation_id: None,
+            metadata: BTreeMap::new(),
+            deadline: None,
+            concurrency: Some(weir::concurrency::ConcurrencyKey {
+                key: "k".into(),
+                limit: None,
+            }),
+        },
     ]
 }
 
@@ -631,6 +660,11 @@ pub fn reset_starts() -> Vec<ResetStart> {
                     ("traceparent".to_string(), "00-abc-def-01".to_string()),
                     ("tenant".to_string(), "acme".to_string()),
                 ]),
+                // A reset execution keeps the old one's concurrency key.
+                concurrency: Some(weir::concurrency::ConcurrencyKey {
+                    key: "customer-42".into(),
+                    limit: Some(2),
+                }),
                 ..plain
             },
             reset_of: ResetOf {
