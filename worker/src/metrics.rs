@@ -14,9 +14,12 @@ use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crate::codec::DlqReason;
+
+mod progress;
+pub use progress::{PROGRESS_SAMPLE_INTERVAL, PartitionProgress, PartitionSample};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -88,116 +91,6 @@ impl Timing {
         self.count.fetch_add(1, Ordering::Relaxed);
         self.micros
             .fetch_add((seconds * 1e6) as u64, Ordering::Relaxed);
-    }
-}
-
-/// How often [`PartitionProgress`] is sampled at most (each sample asks the consumer for its
-/// positions and cached high watermarks: cheap, local, but not for every poll).
-pub const PROGRESS_SAMPLE_INTERVAL: Duration = Duration::from_secs(1);
-
-/// What a worker's consumer knows of one partition it owns when it is sampled.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PartitionSample {
-    pub topic: String,
-    pub partition: i32,
-    /// The next offset the worker reads (librdkafka's application position, which moves past
-    /// transaction markers and aborted records); `None` right after an assignment or a seek,
-    /// until the first record or marker is taken.
-    pub position: Option<i64>,
-    /// The partition's high watermark as last fetched; `None` before the first fetch.
-    pub end: Option<i64>,
-}
-
-/// One owned partition as last sampled.
-#[derive(Debug, Clone, Copy)]
-struct PartitionState {
-    position: i64,
-    end: i64,
-    /// When its position last moved forward or it had nothing to read.
-    advanced_at: Instant,
-}
-
-impl PartitionState {
-    fn lag(&self) -> i64 {
-        (self.end - self.position).max(0)
-    }
-
-    /// How long it has had records to read without its position moving: 0 when caught up.
-    fn stalled(&self, now: Instant) -> Duration {
-        if self.lag() > 0 {
-            now.saturating_duration_since(self.advanced_at)
-        } else {
-            Duration::ZERO
-        }
-    }
-}
-
-#[derive(Debug, Default)]
-struct ProgressState {
-    sampled_at: Option<Instant>,
-    partitions: BTreeMap<(String, i32), PartitionState>,
-}
-
-/// The consumer lag of a worker's owned input partitions, and how long each has been stuck:
-/// `weir_consumer_lag{worker,topic,partition}` (records readable past the worker's position)
-/// and `weir_partition_stall_seconds{…}` (how long a partition with records to read has not
-/// moved), with the per-worker aggregates `weir_consumer_lag_records{worker}` and
-/// `weir_partition_stall_seconds_max{worker}`, rendered from the start.
-///
-/// Sampled by the worker's loop ([`crate::kafka::lag`]) from what its consumer has locally.
-/// A stall is computed when rendered, from the instant the partition last moved, so it keeps
-/// growing while the loop itself is blocked (a batch that never ends, a store outage ridden
-/// out) as long as the last sample saw records to read. A partition whose position is not
-/// known yet (assigned or sought, nothing taken since) keeps the position of its last
-/// sample, or at its first sample counts as caught up with the end it has.
-#[derive(Debug, Default)]
-pub struct PartitionProgress(Mutex<ProgressState>);
-
-impl PartitionProgress {
-    /// Whether a sample is due at `now` (none taken within [`PROGRESS_SAMPLE_INTERVAL`]).
-    pub fn due(&self, now: Instant) -> bool {
-        self.state()
-            .sampled_at
-            .is_none_or(|at| now.saturating_duration_since(at) >= PROGRESS_SAMPLE_INTERVAL)
-    }
-
-    /// Replaces the owned partitions with `samples` taken at `now`: a partition not among
-    /// them is no longer owned and its series go.
-    pub fn record(&self, now: Instant, samples: impl IntoIterator<Item = PartitionSample>) {
-        let mut state = self.state();
-        let previous = std::mem::take(&mut state.partitions);
-        for sample in samples {
-            let key = (sample.topic, sample.partition);
-            let before = previous.get(&key);
-            let Some(end) = sample.end.or(before.map(|b| b.end)) else {
-                continue; // nothing fetched yet: nothing to say
-            };
-            let position = sample
-                .position
-                .or(before.map(|b| b.position))
-                .unwrap_or(end);
-            let moved = before.is_none_or(|b| position > b.position);
-            let mut current = PartitionState {
-                position,
-                end,
-                advanced_at: now,
-            };
-            if !moved
-                && current.lag() > 0
-                && let Some(before) = before
-            {
-                current.advanced_at = before.advanced_at;
-            }
-            state.partitions.insert(key, current);
-        }
-        state.sampled_at = Some(now);
-    }
-
-    fn state(&self) -> std::sync::MutexGuard<'_, ProgressState> {
-        // A panic while holding it leaves nothing half-written that matters to a metric.
-        self.0
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
@@ -354,7 +247,15 @@ impl Metrics {
     pub fn render(&self) -> String {
         let mut out = String::new();
         self.render_batches(&mut out);
-        self.render_progress(&mut out, Instant::now());
+        progress::render(
+            &mut out,
+            &[
+                ("workflow", &self.workflow_batches.progress),
+                ("activity", &self.activity_batches.progress),
+                ("trigger", &self.trigger_batches.progress),
+            ],
+            Instant::now(),
+        );
         let _ = writeln!(
             out,
             "# HELP weir_dlq_records_by_reason_total Input records sent to the DLQ (in committed transactions), by the reason in their weir.dlq.reason header.\n# TYPE weir_dlq_records_by_reason_total counter"
@@ -660,73 +561,6 @@ impl Metrics {
         out
     }
 
-    /// The consumer lag and stalls of each worker kind: per owned partition, and per worker
-    /// (always there).
-    fn render_progress(&self, out: &mut String, now: Instant) {
-        let kinds = [
-            ("workflow", &self.workflow_batches.progress),
-            ("activity", &self.activity_batches.progress),
-            ("trigger", &self.trigger_batches.progress),
-        ];
-        let states: Vec<_> = kinds
-            .iter()
-            .map(|(worker, progress)| (*worker, progress.state().partitions.clone()))
-            .collect();
-        let _ = writeln!(
-            out,
-            "# HELP weir_consumer_lag Records readable on an owned input partition past the worker's position (its high watermark less its position).\n# TYPE weir_consumer_lag gauge"
-        );
-        for (worker, partitions) in &states {
-            for ((topic, partition), state) in partitions {
-                let _ = writeln!(
-                    out,
-                    "weir_consumer_lag{{worker=\"{worker}\",topic=\"{topic}\",partition=\"{partition}\"}} {}",
-                    state.lag()
-                );
-            }
-        }
-        let _ = writeln!(
-            out,
-            "# HELP weir_partition_stall_seconds How long an owned input partition has had records to read without the worker's position moving (0 when caught up).\n# TYPE weir_partition_stall_seconds gauge"
-        );
-        for (worker, partitions) in &states {
-            for ((topic, partition), state) in partitions {
-                let _ = writeln!(
-                    out,
-                    "weir_partition_stall_seconds{{worker=\"{worker}\",topic=\"{topic}\",partition=\"{partition}\"}} {}",
-                    state.stalled(now).as_secs_f64()
-                );
-            }
-        }
-        let _ = writeln!(
-            out,
-            "# HELP weir_consumer_lag_records Records readable past the worker's position, summed over the input partitions it owns.\n# TYPE weir_consumer_lag_records gauge"
-        );
-        for (worker, partitions) in &states {
-            let sum: i64 = partitions.values().map(PartitionState::lag).sum();
-            let _ = writeln!(
-                out,
-                "weir_consumer_lag_records{{worker=\"{worker}\"}} {sum}"
-            );
-        }
-        let _ = writeln!(
-            out,
-            "# HELP weir_partition_stall_seconds_max The longest stall among the input partitions the worker owns (0 when none has records it does not read).\n# TYPE weir_partition_stall_seconds_max gauge"
-        );
-        for (worker, partitions) in &states {
-            let max = partitions
-                .values()
-                .map(|state| state.stalled(now))
-                .max()
-                .unwrap_or_default();
-            let _ = writeln!(
-                out,
-                "weir_partition_stall_seconds_max{{worker=\"{worker}\"}} {}",
-                max.as_secs_f64()
-            );
-        }
-    }
-
     /// The per-worker batch metrics, one series per worker kind.
     fn render_batches(&self, out: &mut String) {
         type Get = fn(&BatchMetrics) -> u64;
@@ -820,218 +654,4 @@ pub async fn serve(metrics: Arc<Metrics>, addr: SocketAddr) -> std::io::Result<S
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn the_endpoint_serves_current_values() {
-        let metrics = Arc::new(Metrics::default());
-        metrics.workflow_batches.committed.add(3);
-        metrics.activity_batches.seconds.observe(0.5);
-        metrics.partitions_owned.set(2);
-        metrics.activity_batches.client_restarts.inc();
-        metrics.keyed_events_buffered.add(2);
-        let addr = serve(Arc::clone(&metrics), "127.0.0.1:0".parse().unwrap())
-            .await
-            .unwrap();
-        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-        stream
-            .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
-            .await
-            .unwrap();
-        let mut response = String::new();
-        stream.read_to_string(&mut response).await.unwrap();
-        assert!(response.starts_with("HTTP/1.1 200 OK"), "{response}");
-        assert!(
-            response.contains("weir_batches_committed_total{worker=\"workflow\"} 3"),
-            "{response}"
-        );
-        assert!(
-            response.contains("weir_batches_committed_total{worker=\"activity\"} 0"),
-            "{response}"
-        );
-        assert!(
-            response.contains("weir_batch_seconds_count{worker=\"activity\"} 1"),
-            "{response}"
-        );
-        assert_eq!(
-            response
-                .matches("# TYPE weir_batch_seconds summary")
-                .count(),
-            1,
-            "one family, two series: {response}"
-        );
-        assert!(response.contains("weir_partitions_owned 2"), "{response}");
-        assert!(
-            response.contains("weir_keyed_events_total{outcome=\"buffered\"} 2"),
-            "{response}"
-        );
-        assert!(
-            response.contains("weir_keyed_events_total{outcome=\"returned\"} 0"),
-            "{response}"
-        );
-        assert!(
-            response.contains("weir_kafka_client_restarts_total{worker=\"activity\"} 1"),
-            "{response}"
-        );
-    }
-
-    /// `weir_activity_rate_limited_total` is there from the start, with a series per topic
-    /// registered (at 0) or counted.
-    #[test]
-    fn the_rate_limited_counter_has_a_series_per_limited_topic() {
-        let metrics = Metrics::default();
-        let rendered = metrics.render();
-        assert!(
-            rendered.contains("# TYPE weir_activity_rate_limited_total counter"),
-            "{rendered}"
-        );
-        metrics.activity_rate_limited.register("weir.activity.a");
-        metrics.activity_rate_limited.add("weir.activity.b", 2);
-        metrics.activity_rate_limited.add("weir.activity.b", 1);
-        metrics.activity_rate_held.set(4);
-        let rendered = metrics.render();
-        for (series, value) in [
-            (
-                "weir_activity_rate_limited_total{topic=\"weir.activity.a\"}",
-                "0",
-            ),
-            (
-                "weir_activity_rate_limited_total{topic=\"weir.activity.b\"}",
-                "3",
-            ),
-            ("weir_activity_rate_held", "4"),
-        ] {
-            assert_eq!(line(&rendered, series), Some(value), "{rendered}");
-        }
-    }
-
-    fn sample(partition: i32, position: Option<i64>, end: Option<i64>) -> PartitionSample {
-        PartitionSample {
-            topic: "weir.submissions".to_owned(),
-            partition,
-            position,
-            end,
-        }
-    }
-
-    fn line<'a>(rendered: &'a str, series: &str) -> Option<&'a str> {
-        rendered
-            .lines()
-            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
-    }
-
-    #[test]
-    fn every_family_an_alert_names_is_there_before_anything_happened() {
-        let rendered = Metrics::default().render();
-        for series in [
-            "weir_consumer_lag_records{worker=\"workflow\"}",
-            "weir_partition_stall_seconds_max{worker=\"trigger\"}",
-            "weir_dlq_records_by_reason_total{reason=\"misrouted\"}",
-            "weir_store_retries_total{op=\"read\"}",
-            "weir_store_retries_total{op=\"write\"}",
-            "weir_execution_starts_deferred_total",
-        ] {
-            assert_eq!(line(&rendered, series), Some("0"), "{series} in {rendered}");
-        }
-        assert!(!rendered.contains("weir_consumer_lag{"), "{rendered}");
-    }
-
-    #[test]
-    fn dead_letters_are_counted_by_the_reason_in_their_header() {
-        let metrics = Metrics::default();
-        metrics.dead_letter(b"misrouted");
-        metrics.dead_letter(b"misrouted");
-        metrics.dead_letter(b"no-such-reason");
-        let rendered = metrics.render();
-        assert_eq!(line(&rendered, "weir_dlq_records_total"), Some("3"));
-        let by = |reason: &str| {
-            line(
-                &rendered,
-                &format!("weir_dlq_records_by_reason_total{{reason=\"{reason}\"}}"),
-            )
-        };
-        assert_eq!(by("misrouted"), Some("2"));
-        assert_eq!(by("other"), Some("1"));
-        assert_eq!(by("conflict"), Some("0"));
-    }
-
-    #[test]
-    fn a_partition_with_records_to_read_and_no_progress_stalls() {
-        let progress = PartitionProgress::default();
-        let start = Instant::now();
-        progress.record(start, [sample(0, Some(5), Some(10)), sample(1, None, None)]);
-        let (lag, stalled) = {
-            let state = progress.state();
-            assert_eq!(state.partitions.len(), 1, "nothing fetched of 1: not shown");
-            let p0 = state.partitions[&("weir.submissions".to_owned(), 0)];
-            (p0.lag(), p0.stalled(start + Duration::from_secs(7)))
-        };
-        assert_eq!(lag, 5);
-        assert_eq!(
-            stalled,
-            Duration::from_secs(7),
-            "no progress since the first sample"
-        );
-        // Same position, more records: the stall goes on.
-        let later = start + Duration::from_secs(10);
-        progress.record(later, [sample(0, Some(5), Some(12))]);
-        let p0 = progress.state().partitions[&("weir.submissions".to_owned(), 0)];
-        assert_eq!(p0.stalled(later), Duration::from_secs(10));
-        // Moving forward ends it, even with records still to read.
-        let moved = later + Duration::from_secs(1);
-        progress.record(moved, [sample(0, Some(6), Some(12))]);
-        let p0 = progress.state().partitions[&("weir.submissions".to_owned(), 0)];
-        assert_eq!((p0.lag(), p0.stalled(moved)), (6, Duration::ZERO));
-    }
-
-    #[test]
-    fn an_unknown_position_keeps_the_last_one_or_counts_as_caught_up() {
-        let progress = PartitionProgress::default();
-        let now = Instant::now();
-        // First sight, nothing taken yet: caught up with the end it has.
-        progress.record(now, [sample(0, None, Some(10))]);
-        let p0 = progress.state().partitions[&("weir.submissions".to_owned(), 0)];
-        assert_eq!(p0.lag(), 0);
-        // Then records arrive and are not read (a sought or paused partition): they lag.
-        progress.record(now, [sample(0, None, Some(14))]);
-        let p0 = progress.state().partitions[&("weir.submissions".to_owned(), 0)];
-        assert_eq!(p0.lag(), 4);
-        // A partition no longer assigned goes.
-        progress.record(now, [sample(3, Some(0), Some(0))]);
-        let state = progress.state();
-        assert_eq!(
-            state.partitions.keys().collect::<Vec<_>>(),
-            [&("weir.submissions".to_owned(), 3)]
-        );
-    }
-
-    #[test]
-    fn per_partition_series_and_their_aggregates_are_rendered() {
-        let metrics = Metrics::default();
-        let now = Instant::now();
-        metrics.workflow_batches.progress.record(
-            now,
-            [sample(0, Some(1), Some(4)), sample(1, Some(2), Some(4))],
-        );
-        let rendered = metrics.render();
-        let series =
-            "weir_consumer_lag{worker=\"workflow\",topic=\"weir.submissions\",partition=\"0\"}";
-        assert_eq!(line(&rendered, series), Some("3"), "{rendered}");
-        assert_eq!(
-            line(&rendered, "weir_consumer_lag_records{worker=\"workflow\"}"),
-            Some("5")
-        );
-        assert_eq!(
-            rendered.matches("# TYPE weir_consumer_lag gauge").count(),
-            1,
-            "{rendered}"
-        );
-        assert!(
-            rendered.contains(
-                "weir_partition_stall_seconds{worker=\"workflow\",topic=\"weir.submissions\",partition=\"1\"}"
-            ),
-            "{rendered}"
-        );
-    }
-}
+mod tests;

@@ -552,18 +552,26 @@ pub(crate) fn dst_batches() {
     };
     assert_seeds_pass(&seeds, faults);
     let mut total = weir_core::sim::checks::BatchCounts::default();
+    // The last batch of each run resets a function's executions (`Reset` entries of the
+    // batch's requests).
+    let mut resets = weir_core::sim::checks::ResetCounts::default();
     for seed in seeds.iter().take(100) {
-        total += run_seed(*seed, faults).batches;
+        let report = run_seed(*seed, faults);
+        total += report.batches;
+        resets += report.resets;
     }
-    println!("batches of the first 100 seeds: {total:?}");
+    println!("batches of the first 100 seeds: {total:?}; their resets: {resets:?}");
     assert!(
         total.started > 100
             && total.done > 100
             && total.acted > 100
             && total.skipped > 20
             && total.refused > 10
-            && total.cancelled > 0,
-        "the runs do not exercise batches: {total:?}"
+            && total.cancelled > 0
+            && resets.reset > 50
+            && resets.of_finished > 20
+            && resets.kept_entries > 20,
+        "the runs do not exercise batches: {total:?}, {resets:?}"
     );
 }
 
