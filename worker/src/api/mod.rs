@@ -14,9 +14,11 @@
 //!   name ([`guard`]).
 
 mod batch;
+mod control;
 pub mod guard;
 mod reset;
 mod routes;
+mod schedules;
 pub mod stream;
 pub mod ui;
 
@@ -243,9 +245,18 @@ pub fn router(api: Arc<Api>) -> Router {
             axum::routing::post(send_event),
         )
         .route("/v1/executions/{id}/stub", axum::routing::post(write_stub))
-        .route("/v1/executions/{id}/cancel", axum::routing::post(cancel))
-        .route("/v1/executions/{id}/pause", axum::routing::post(pause))
-        .route("/v1/executions/{id}/resume", axum::routing::post(resume))
+        .route(
+            "/v1/executions/{id}/cancel",
+            axum::routing::post(control::cancel),
+        )
+        .route(
+            "/v1/executions/{id}/pause",
+            axum::routing::post(control::pause),
+        )
+        .route(
+            "/v1/executions/{id}/resume",
+            axum::routing::post(control::resume),
+        )
         .route(
             "/v1/executions/{id}/reset",
             axum::routing::post(reset::reset),
@@ -263,15 +274,15 @@ pub fn router(api: Arc<Api>) -> Router {
             "/v1/batches/{id}/cancel",
             axum::routing::post(batch::cancel),
         )
-        .route("/v1/schedules", get(list_schedules))
-        .route("/v1/correlations", get(list_correlations))
+        .route("/v1/schedules", get(schedules::list_schedules))
+        .route("/v1/correlations", get(schedules::list_correlations))
         .route(
             "/v1/schedules/{name}",
-            axum::routing::put(create_schedule).delete(delete_schedule),
+            axum::routing::put(schedules::create_schedule).delete(schedules::delete_schedule),
         )
         .route(
             "/v1/schedules/{name}/{action}",
-            axum::routing::post(schedule_action),
+            axum::routing::post(schedules::schedule_action),
         )
         .merge(ui::routes())
         .fallback(|| async {
@@ -435,144 +446,6 @@ async fn send_event(
     Ok((StatusCode::ACCEPTED, Json(accepted)).into_response())
 }
 
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct CancelBody {
-    #[serde(default)]
-    reason: Option<String>,
-    #[serde(default)]
-    terminate: bool,
-}
-
-/// Cancels (or with `terminate`, terminates) an execution: 404 for one the store does not
-/// have, 409 `finished` for one that has finished, else 202.
-async fn cancel(
-    State(api): State<Arc<Api>>,
-    headers: HeaderMap,
-    Path(id): Path<String>,
-    body: axum::body::Bytes,
-) -> ApiResult {
-    authorize(&api, &headers, Scope::Admin)?;
-    let id = parse_id(&id)?;
-    let body: CancelBody = if body.is_empty() {
-        CancelBody::default()
-    } else {
-        serde_json::from_slice(&body).map_err(|e| {
-            ApiError::bad_request(format!(
-                r#"the body is not {{"reason"?, "terminate"?}}: {e}"#
-            ))
-        })?
-    };
-    let row = api.store.execution(&id).await.map_err(ApiError::internal)?;
-    match row {
-        None => return Err(not_found(&id)),
-        Some(row) if row.state == crate::store::ExecutionState::Finished => {
-            return Err(ApiError::new(
-                StatusCode::CONFLICT,
-                "finished",
-                format!("{id} has finished: nothing to cancel"),
-            ));
-        }
-        Some(_) => {}
-    }
-    let request = crate::codec::CancelRequest {
-        execution_id: id.clone(),
-        reason: body
-            .reason
-            .unwrap_or_else(|| "cancelled through the HTTP API".to_owned()),
-        terminate: body.terminate,
-        requested_at: chrono::Utc::now(),
-        waited_until: None,
-    };
-    let topic = &api.topology.topic(TopicRole::Responses).name;
-    crate::kafka::submit::send_cancel(&api.producer, &api.codec, topic, &request)
-        .await
-        .map_err(ApiError::internal)?;
-    let accepted = json!({"execution_id": id.to_string(), "terminate": request.terminate});
-    Ok((StatusCode::ACCEPTED, Json(accepted)).into_response())
-}
-
-/// The body of a pause or resume (of an execution or a route): `{"reason"?}`, or empty.
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct PauseBody {
-    #[serde(default)]
-    reason: Option<String>,
-}
-
-impl PauseBody {
-    /// Reads `body` (empty: no reason); one that is not `{"reason"?}` is a 400.
-    fn read(body: &[u8]) -> Result<Self, ApiError> {
-        if body.is_empty() {
-            return Ok(PauseBody::default());
-        }
-        serde_json::from_slice(body)
-            .map_err(|e| ApiError::bad_request(format!(r#"the body is not {{"reason"?}}: {e}"#)))
-    }
-}
-
-/// Pauses an execution (`weir pause`): 404 for one the store does not have, 409 `finished`
-/// for one that has finished, 200 for one paused already, else 202.
-async fn pause(
-    State(api): State<Arc<Api>>,
-    headers: HeaderMap,
-    Path(id): Path<String>,
-    body: axum::body::Bytes,
-) -> ApiResult {
-    pause_or_resume(api, headers, id, body, crate::codec::PauseAction::Pause).await
-}
-
-/// Resumes a paused execution (`weir resume`): 404, 409 `finished` as for a pause; 200 for
-/// one that is not paused, else 202.
-async fn resume(
-    State(api): State<Arc<Api>>,
-    headers: HeaderMap,
-    Path(id): Path<String>,
-    body: axum::body::Bytes,
-) -> ApiResult {
-    pause_or_resume(api, headers, id, body, crate::codec::PauseAction::Resume).await
-}
-
-async fn pause_or_resume(
-    api: Arc<Api>,
-    headers: HeaderMap,
-    id: String,
-    body: axum::body::Bytes,
-    action: crate::codec::PauseAction,
-) -> ApiResult {
-    use crate::pause::{PauseRefusal, PauseStep};
-    authorize(&api, &headers, Scope::Admin)?;
-    let id = parse_id(&id)?;
-    let body = PauseBody::read(&body)?;
-    let row = api.store.execution(&id).await.map_err(ApiError::internal)?;
-    let state = row.as_ref().map(|r| r.state.to_string());
-    match crate::pause::check(&id, row.as_ref(), action) {
-        Err(PauseRefusal::NotFound(_)) => return Err(not_found(&id)),
-        Err(refusal @ PauseRefusal::Finished { .. }) => {
-            return Err(ApiError::new(
-                StatusCode::CONFLICT,
-                "finished",
-                refusal.to_string(),
-            ));
-        }
-        Ok(PauseStep::AlreadyThere) => {
-            let body = json!({"execution_id": id.to_string(), "state": state});
-            return Ok((StatusCode::OK, Json(body)).into_response());
-        }
-        Ok(PauseStep::Send) => {}
-    }
-    let reason = body
-        .reason
-        .unwrap_or_else(|| format!("{} through the HTTP API", crate::pause::done(action)));
-    let request = crate::pause::request(&id, action, reason);
-    let topic = &api.topology.topic(TopicRole::Responses).name;
-    crate::kafka::submit::send_pause(&api.producer, &api.codec, topic, &request)
-        .await
-        .map_err(ApiError::internal)?;
-    let accepted = json!({"execution_id": id.to_string(), "state": state});
-    Ok((StatusCode::ACCEPTED, Json(accepted)).into_response())
-}
-
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct StubBody {
@@ -669,156 +542,6 @@ fn trace_metadata(
 fn parse_id(id: &str) -> Result<ExecutionId, ApiError> {
     id.parse()
         .map_err(|e| ApiError::bad_request(format!("`{id}` is not an execution id: {e}")))
-}
-
-/// Every schedule, as `weir.state` has them (`weir schedule list`).
-async fn list_schedules(State(api): State<Arc<Api>>, headers: HeaderMap) -> ApiResult {
-    authorize(&api, &headers, Scope::Read)?;
-    let _read = api.state_reads.begin()?;
-    let api2 = Arc::clone(&api);
-    let states = tokio::task::spawn_blocking(move || {
-        crate::kafka::schedules::list(&api2.kafka, &api2.codec, &api2.topology)
-    })
-    .await
-    .map_err(ApiError::internal)?
-    .map_err(ApiError::internal)?;
-    let shown: Vec<Value> = states.iter().map(crate::present::schedule_json).collect();
-    Ok(Json(json!({ "schedules": shown })).into_response())
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct CorrelationQuery {
-    key: Option<String>,
-}
-
-/// Every correlation key, as `weir.state` has them (`weir correlation list`).
-async fn list_correlations(
-    State(api): State<Arc<Api>>,
-    headers: HeaderMap,
-    query: Result<Query<CorrelationQuery>, axum::extract::rejection::QueryRejection>,
-) -> ApiResult {
-    authorize(&api, &headers, Scope::Read)?;
-    let Query(query) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
-    if let Some(key) = &query.key {
-        weir_core::state_key::StateKey::for_events(key)
-            .map_err(|e| ApiError::bad_request(e.to_string()))?;
-    }
-    let _read = api.state_reads.begin()?;
-    let api2 = Arc::clone(&api);
-    let keys = tokio::task::spawn_blocking(move || {
-        crate::kafka::correlations::list(
-            &api2.kafka,
-            &api2.codec,
-            &api2.topology,
-            query.key.as_deref(),
-        )
-    })
-    .await
-    .map_err(ApiError::internal)?
-    .map_err(ApiError::internal)?;
-    let shown: Vec<Value> = keys.iter().map(crate::present::correlation_json).collect();
-    Ok(Json(json!({ "correlations": shown })).into_response())
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ScheduleBody {
-    cron: String,
-    function: String,
-    #[serde(default = "empty_params")]
-    params: Value,
-    #[serde(default)]
-    timezone: Option<String>,
-    #[serde(default)]
-    overlap: Option<String>,
-    /// A duration, e.g. `"1m"`.
-    #[serde(default)]
-    catchup_window: Option<String>,
-}
-
-fn empty_params() -> Value {
-    json!([])
-}
-
-/// Defines a schedule (`weir schedule create`): 400 with why for a bad spec, else 202 (its
-/// owner takes it; the same spec again changes nothing).
-async fn create_schedule(
-    State(api): State<Arc<Api>>,
-    headers: HeaderMap,
-    Path(name): Path<String>,
-    body: axum::body::Bytes,
-) -> ApiResult {
-    authorize(&api, &headers, Scope::Admin)?;
-    let body: ScheduleBody = serde_json::from_slice(&body).map_err(|e| {
-        ApiError::bad_request(format!(
-            r#"the body is not {{"cron", "function", "params"?, "timezone"?, "overlap"?, "catchup_window"?}}: {e}"#
-        ))
-    })?;
-    let spec = crate::topology::schedules::spec(
-        &name,
-        &body.cron,
-        body.timezone.as_deref(),
-        &body.function,
-        body.params,
-        body.overlap.as_deref(),
-        body.catchup_window.as_deref(),
-    )
-    .map_err(ApiError::bad_request)?;
-    send_schedule(
-        &api,
-        &name,
-        weir_core::schedule::ScheduleAction::Create(spec),
-    )
-    .await
-}
-
-async fn delete_schedule(
-    State(api): State<Arc<Api>>,
-    headers: HeaderMap,
-    Path(name): Path<String>,
-) -> ApiResult {
-    authorize(&api, &headers, Scope::Admin)?;
-    send_schedule(&api, &name, weir_core::schedule::ScheduleAction::Delete).await
-}
-
-/// `pause` or `resume` a schedule.
-async fn schedule_action(
-    State(api): State<Arc<Api>>,
-    headers: HeaderMap,
-    Path((name, action)): Path<(String, String)>,
-) -> ApiResult {
-    authorize(&api, &headers, Scope::Admin)?;
-    let action = match action.as_str() {
-        "pause" => weir_core::schedule::ScheduleAction::Pause,
-        "resume" => weir_core::schedule::ScheduleAction::Resume,
-        other => {
-            return Err(ApiError::new(
-                StatusCode::NOT_FOUND,
-                "not_found",
-                format!("no action `{other}` of a schedule: pause or resume"),
-            ));
-        }
-    };
-    send_schedule(&api, &name, action).await
-}
-
-async fn send_schedule(
-    api: &Api,
-    name: &str,
-    action: weir_core::schedule::ScheduleAction,
-) -> ApiResult {
-    weir_core::schedule::check_name(name).map_err(|e| ApiError::bad_request(e.to_string()))?;
-    let command = crate::kafka::schedules::command(name, action);
-    crate::kafka::schedules::send(&api.producer, &api.codec, &api.topology, &command)
-        .await
-        .map_err(ApiError::internal)?;
-    let accepted = json!({
-        "schedule": name,
-        "action": command.action.as_str(),
-        "command_id": command.command_id,
-    });
-    Ok((StatusCode::ACCEPTED, Json(accepted)).into_response())
 }
 
 fn not_found(id: &ExecutionId) -> ApiError {

@@ -10,7 +10,8 @@ use axum::response::IntoResponse;
 use serde_json::json;
 use weir_core::control::RoutePause;
 
-use super::{Api, ApiError, ApiResult, PauseBody, Scope, authorize};
+use super::control::PauseBody;
+use super::{Api, ApiError, ApiResult, Scope, authorize};
 use crate::topology::RouteLookupError;
 
 /// Every route: its topic, interfaces, who serves it, whether it is paused.
