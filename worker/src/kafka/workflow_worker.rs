@@ -839,57 +839,35 @@ impl Log for KafkaLog {
                 .seconds
                 .observe(self.polled_at.elapsed().as_secs_f64());
         }
+        // Each counter moves by what its processor statistic grew since the last report.
         let (now, last) = (report.stats, self.reported);
-        m.executions_created
-            .add(now.created.saturating_sub(last.created));
-        m.executions_finished
-            .add(now.finished.saturating_sub(last.finished));
-        m.executions_replayed
-            .add(now.replayed.saturating_sub(last.replayed));
-        m.execution_starts_deferred
-            .add(now.deferred_starts.saturating_sub(last.deferred_starts));
-        m.executions_evicted_for_room
-            .add(now.evicted_for_room.saturating_sub(last.evicted_for_room));
-        m.schedule_ticks_started
-            .add(now.ticks_started.saturating_sub(last.ticks_started));
-        m.schedule_ticks_skipped
-            .add(now.ticks_skipped.saturating_sub(last.ticks_skipped));
-        m.schedule_ticks_missed
-            .add(now.ticks_missed.saturating_sub(last.ticks_missed));
-        m.keyed_events_forwarded.add(
-            now.keyed_events_forwarded
-                .saturating_sub(last.keyed_events_forwarded),
-        );
-        m.keyed_events_buffered.add(
-            now.keyed_events_buffered
-                .saturating_sub(last.keyed_events_buffered),
-        );
-        m.events_early
-            .add(now.events_early.saturating_sub(last.events_early));
-        m.cancels_early
-            .add(now.cancels_early.saturating_sub(last.cancels_early));
-        m.executions_paused
-            .add(now.paused.saturating_sub(last.paused));
-        m.executions_resumed
-            .add(now.resumed.saturating_sub(last.resumed));
-        m.executions_reset
-            .add(now.resets.saturating_sub(last.resets));
-        m.slots_granted
-            .add(now.slots_granted.saturating_sub(last.slots_granted));
-        m.slots_refused
-            .add(now.slots_refused.saturating_sub(last.slots_refused));
-        m.batch_requests
-            .add(now.batch_requests.saturating_sub(last.batch_requests));
-        m.keyed_events_returned.add(
-            now.keyed_events_returned
-                .saturating_sub(last.keyed_events_returned),
-        );
-        m.state_corrupt_dropped.add(
-            now.corrupt_states_dropped
-                .saturating_sub(last.corrupt_states_dropped),
-        );
-        m.correlation_ids_cut
-            .add(now.remembered_cut.saturating_sub(last.remembered_cut));
+        type Of = fn(&weir_core::processor::ProcessorStats) -> u64;
+        let deltas: [(&crate::metrics::Counter, Of); 21] = [
+            (&m.executions_created, |s| s.created),
+            (&m.executions_finished, |s| s.finished),
+            (&m.executions_replayed, |s| s.replayed),
+            (&m.execution_starts_deferred, |s| s.deferred_starts),
+            (&m.executions_evicted_for_room, |s| s.evicted_for_room),
+            (&m.schedule_ticks_started, |s| s.ticks_started),
+            (&m.schedule_ticks_skipped, |s| s.ticks_skipped),
+            (&m.schedule_ticks_missed, |s| s.ticks_missed),
+            (&m.keyed_events_forwarded, |s| s.keyed_events_forwarded),
+            (&m.keyed_events_buffered, |s| s.keyed_events_buffered),
+            (&m.events_early, |s| s.events_early),
+            (&m.cancels_early, |s| s.cancels_early),
+            (&m.executions_paused, |s| s.paused),
+            (&m.executions_resumed, |s| s.resumed),
+            (&m.executions_reset, |s| s.resets),
+            (&m.slots_granted, |s| s.slots_granted),
+            (&m.slots_refused, |s| s.slots_refused),
+            (&m.batch_requests, |s| s.batch_requests),
+            (&m.keyed_events_returned, |s| s.keyed_events_returned),
+            (&m.state_corrupt_dropped, |s| s.corrupt_states_dropped),
+            (&m.correlation_ids_cut, |s| s.remembered_cut),
+        ];
+        for (counter, of) in deltas {
+            counter.add(of(&now).saturating_sub(of(&last)));
+        }
         self.reported = now;
         m.inline_activities_answered.add(
             report
