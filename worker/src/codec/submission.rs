@@ -53,20 +53,55 @@ impl AvroRecord for Submission {
         ]))
     }
 
+    /// Fails on a function name that does not parse and on params that are not a JSON
+    /// array ([`SubmissionInput`] keeps those records).
     fn from_avro(value: Value) -> Result<Self, FieldError> {
-        let mut f = Fields::of(value)?;
-        Ok(Submission {
-            execution_id: f.get("execution_id", read_parsed)?,
-            ffqn: f.get("ffqn", read_parsed)?,
-            params: f.get("params", read_params)?,
-            parent: f.get("parent", |v| read_optional(v, read_parent))?,
-            scheduled_at: f.get("scheduled_at", |v| read_optional(v, read_instant))?,
-            correlation_id: f.get("correlation_id", |v| read_optional(v, read_string))?,
-            metadata: f.get("metadata", read_string_map)?,
-            deadline: f.get("deadline", |v| read_optional(v, read_instant))?,
-            concurrency: f.get("concurrency", |v| read_optional(v, read_concurrency_key))?,
-        })
+        let (submission, ffqn_error, params_error) = read_submission(value)?;
+        if let Some(e) = ffqn_error {
+            return Err(e);
+        }
+        if let Some(e) = params_error {
+            return Err(e.within("params"));
+        }
+        Ok(submission)
     }
+}
+
+/// A submission's fields, with a function name that does not parse (`ffqn` is then
+/// [`unparsable_ffqn`](weir_core::records::unparsable_ffqn)) and params that are not a JSON
+/// array (kept as their text) given back beside it instead of failing the record: the one
+/// reading of the record, for [`Submission`] and [`SubmissionInput`].
+#[allow(clippy::type_complexity)]
+fn read_submission(
+    value: Value,
+) -> Result<(Submission, Option<FieldError>, Option<FieldError>), FieldError> {
+    let mut f = Fields::of(value)?;
+    let execution_id = f.get("execution_id", read_parsed)?;
+    let name = f.get("ffqn", read_string)?;
+    let (ffqn, ffqn_error) = match name.parse() {
+        Ok(ffqn) => (ffqn, None),
+        Err(e) => (
+            weir_core::records::unparsable_ffqn(),
+            Some(FieldError::new("ffqn", format!("{e}"))),
+        ),
+    };
+    let text = f.get("params", read_string)?;
+    let (params, params_error) = match read_params(Value::String(text.clone())) {
+        Ok(params) => (params, None),
+        Err(e) => (serde_json::Value::String(text), Some(e)),
+    };
+    let submission = Submission {
+        execution_id,
+        ffqn,
+        params,
+        parent: f.get("parent", |v| read_optional(v, read_parent))?,
+        scheduled_at: f.get("scheduled_at", |v| read_optional(v, read_instant))?,
+        correlation_id: f.get("correlation_id", |v| read_optional(v, read_string))?,
+        metadata: f.get("metadata", read_string_map)?,
+        deadline: f.get("deadline", |v| read_optional(v, read_instant))?,
+        concurrency: f.get("concurrency", |v| read_optional(v, read_concurrency_key))?,
+    };
+    Ok((submission, ffqn_error, params_error))
 }
 
 impl AvroRecord for SubmissionInput {
@@ -77,32 +112,11 @@ impl AvroRecord for SubmissionInput {
     }
 
     fn from_avro(value: Value) -> Result<Self, FieldError> {
-        let mut f = Fields::of(value)?;
-        let execution_id = f.get("execution_id", read_parsed)?;
-        let name = f.get("ffqn", read_string)?;
-        let (ffqn, ffqn_error) = match name.parse() {
-            Ok(ffqn) => (ffqn, None),
-            Err(e) => (weir_core::records::unparsable_ffqn(), Some(format!("{e}"))),
-        };
-        let text = f.get("params", read_string)?;
-        let (params, params_error) = match read_params(Value::String(text.clone())) {
-            Ok(params) => (params, None),
-            Err(e) => (serde_json::Value::String(text), Some(e.to_string())),
-        };
+        let (submission, ffqn_error, params_error) = read_submission(value)?;
         Ok(SubmissionInput {
-            submission: Submission {
-                execution_id,
-                ffqn,
-                params,
-                parent: f.get("parent", |v| read_optional(v, read_parent))?,
-                scheduled_at: f.get("scheduled_at", |v| read_optional(v, read_instant))?,
-                correlation_id: f.get("correlation_id", |v| read_optional(v, read_string))?,
-                metadata: f.get("metadata", read_string_map)?,
-                deadline: f.get("deadline", |v| read_optional(v, read_instant))?,
-                concurrency: f.get("concurrency", |v| read_optional(v, read_concurrency_key))?,
-            },
-            params_error,
-            ffqn_error,
+            submission,
+            params_error: params_error.map(|e| e.to_string()),
+            ffqn_error: ffqn_error.map(|e| e.message),
         })
     }
 }
