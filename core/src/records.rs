@@ -357,6 +357,26 @@ pub enum ResetThen {
     Terminate,
 }
 
+impl ResetThen {
+    pub const ALL: [ResetThen; 3] = [ResetThen::Keep, ResetThen::Cancel, ResetThen::Terminate];
+
+    /// Its name, as the CLI and the HTTP API spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ResetThen::Keep => "keep",
+            ResetThen::Cancel => "cancel",
+            ResetThen::Terminate => "terminate",
+        }
+    }
+
+    /// The one named `name` ([`ResetThen::as_str`]).
+    pub fn named(name: &str) -> Option<Self> {
+        ResetThen::ALL
+            .into_iter()
+            .find(|then| then.as_str() == name)
+    }
+}
+
 /// Where a reset cuts a history.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ResetPoint {

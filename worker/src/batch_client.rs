@@ -53,7 +53,7 @@ pub fn reset_of(
         };
     }
     if let Some(then) = then {
-        reset.then = crate::reset::then_named(then)
+        reset.then = weir_core::records::ResetThen::named(then)
             .ok_or_else(|| BatchInputError::ResetThen(then.to_owned()))?;
     }
     Ok(reset)

@@ -260,7 +260,7 @@ pub fn batch_json(
                 weir_core::records::ResetPoint::Seq(seq) => json!(seq),
                 weir_core::records::ResetPoint::Latest => json!("latest"),
             },
-            "then": crate::reset::then_name(s.spec.reset.then),
+            "then": s.spec.reset.then.as_str(),
         })),
         "seen": s.counts.seen(),
         "started_at": s.started_at.to_rfc3339(),

@@ -84,19 +84,3 @@ pub fn request(
         requested_at: Utc::now(),
     }
 }
-
-/// `then` as the CLI and the API spell it.
-pub fn then_named(name: &str) -> Option<ResetThen> {
-    [ResetThen::Keep, ResetThen::Cancel, ResetThen::Terminate]
-        .into_iter()
-        .find(|then| then_name(*then) == name)
-}
-
-/// The name of `then`, as the CLI and the API spell it.
-pub fn then_name(then: ResetThen) -> &'static str {
-    match then {
-        ResetThen::Keep => "keep",
-        ResetThen::Cancel => "cancel",
-        ResetThen::Terminate => "terminate",
-    }
-}

@@ -458,7 +458,7 @@ impl World {
                 timeout: Some(EXTERNAL_TIMEOUT),
             }
         } else if request.ffqn == double_ffqn() {
-            Serve::Wasm(self.act.exhausted.policy())
+            Serve::Wasm(self.act.exhausted.policy(super::activity::retry_policy()))
         } else {
             Serve::Unknown
         }

@@ -16,8 +16,6 @@ use chrono::TimeDelta;
 use crate::model::{ExecutionError, ExecutionErrorKind, ExecutionId, ExecutionResult};
 use crate::retry::{OnExhausted, RetryPolicy};
 
-use super::activity::retry_policy;
-
 /// What the operator did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct OperatorCounts {
@@ -74,15 +72,16 @@ pub fn switch_off(child: &ExecutionId, attempt: u32, pid: u64, at: TimeDelta) ->
 }
 
 impl Exhausted {
-    /// The activity route's retry policy: [`retry_policy`], pausing when the class is on.
-    pub fn policy(&self) -> RetryPolicy {
+    /// The activity route's retry policy: `base` (the simulated activity's,
+    /// `sim::activity::retry_policy`), pausing when the class is on.
+    pub fn policy(&self, base: RetryPolicy) -> RetryPolicy {
         RetryPolicy {
             on_exhausted: if self.on {
                 OnExhausted::Pause
             } else {
                 OnExhausted::Answer
             },
-            ..retry_policy()
+            ..base
         }
     }
 

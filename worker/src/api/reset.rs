@@ -45,7 +45,7 @@ pub(super) async fn reset(
     })?;
     let then = match body.then.as_deref() {
         None => crate::codec::ResetThen::Keep,
-        Some(name) => crate::reset::then_named(name).ok_or_else(|| {
+        Some(name) => crate::codec::records::ResetThen::named(name).ok_or_else(|| {
             ApiError::bad_request(format!(
                 "`then` is `{name}`: it is `keep`, `cancel` or `terminate`"
             ))
