@@ -399,3 +399,114 @@ async fn a_reset_batch_starts_a_new_execution_from_each_history() {
     ));
     assert!(bad_point.contains("not `soon`"), "{bad_point}");
 }
+
+const READ: &str = "batch-e2e-reader-token";
+const ADMIN: &str = "batch-e2e-admin-token";
+
+/// Batches through the HTTP API (what the web UI's Batches view reads and sends): a pause
+/// batch started by `POST /v1/batches` runs to its end and `GET /v1/batches/{id}` shows its
+/// counts and per-execution outcomes, `GET /v1/batches` lists it; a resume batch frees them;
+/// bad input is a 400 with why (an unknown action, a rate of 0, reset options on a pause, a
+/// filter that selects nothing), a read token cannot start one, and an unknown batch is a 404.
+#[tokio::test(flavor = "multi_thread")]
+async fn batches_through_the_http_api() {
+    let deployment = Deployment::new("batchapi");
+    let _worker = deployment.start_worker("w", &[]);
+    let store = deployment.store().await;
+    let ids = sleepers(&deployment, &store, 3, 15_000).await;
+    let api = deployment.serve_api(READ, ADMIN);
+    let client = weir_e2e::http_client();
+    let base = format!("{}/v1", api.base);
+    let start = |token: &'static str, body: Value| {
+        client
+            .post(format!("{base}/batches"))
+            .bearer_auth(token)
+            .json(&body)
+            .send()
+    };
+    let get = |path: String| {
+        client
+            .get(format!("{base}/{path}"))
+            .bearer_auth(READ)
+            .send()
+    };
+
+    for (body, why) in [
+        (
+            json!({"action": "reboot", "function": SLEEP_FOR}),
+            "is not a batch action",
+        ),
+        (
+            json!({"action": "pause", "function": SLEEP_FOR, "rate": 0}),
+            "more than 0",
+        ),
+        (
+            json!({"action": "pause", "function": SLEEP_FOR, "reset_to": "latest"}),
+            "for a reset batch",
+        ),
+        (
+            json!({"action": "pause", "function": SLEEP_FOR, "state": "paused"}),
+            "no execution matches",
+        ),
+    ] {
+        let refused = start(ADMIN, body.clone()).await.expect("POST");
+        assert_eq!(refused.status(), 400, "{body}");
+        let text = refused.text().await.expect("a body");
+        assert!(text.contains(why), "{body}: {text}");
+    }
+    let forbidden = start(READ, json!({"action": "pause", "function": SLEEP_FOR}))
+        .await
+        .expect("POST");
+    assert_eq!(forbidden.status(), 403);
+    let unknown = get("batches/nobody".into()).await.expect("GET");
+    assert_eq!(unknown.status(), 404);
+
+    let accepted = start(
+        ADMIN,
+        json!({"action": "pause", "function": SLEEP_FOR, "state": "running", "rate": 10, "id": "api-pause"}),
+    )
+    .await
+    .expect("POST");
+    assert_eq!(accepted.status(), 202);
+    let body: Value = accepted.json().await.expect("JSON");
+    assert_eq!(
+        (body["id"].as_str(), body["total"].as_u64()),
+        (Some("api-pause"), Some(3)),
+        "{body}"
+    );
+    let done = weir_e2e::wait_for("the pause batch done", TIMEOUT, || async {
+        let shown: Value = get("batches/api-pause".into())
+            .await
+            .ok()?
+            .json()
+            .await
+            .ok()?;
+        (shown["status"] == "done").then_some(shown)
+    })
+    .await;
+    assert_eq!(done["acted"], 3, "{done}");
+    let outcomes = done["outcomes"].as_array().expect("outcomes");
+    assert_eq!(outcomes.len(), 3, "{done}");
+    in_state(&store, &ids, ExecutionState::Paused).await;
+    let listed: Value = get("batches".into())
+        .await
+        .expect("GET")
+        .json()
+        .await
+        .expect("JSON");
+    assert!(listed.to_string().contains("api-pause"), "{listed}");
+
+    let resumed = start(
+        ADMIN,
+        json!({"action": "resume", "function": SLEEP_FOR, "state": "paused", "rate": 10, "id": "api-resume"}),
+    )
+    .await
+    .expect("POST");
+    assert_eq!(resumed.status(), 202);
+    let results = deployment.results(&ids, TIMEOUT);
+    assert!(
+        ids.iter()
+            .all(|id| matches!(results[id], ExecutionResult::Ok(_))),
+        "{results:?}"
+    );
+}
