@@ -400,26 +400,35 @@ fn a_finished_execution_cancels_the_activities_it_still_waits_for() {
     );
     assert!(cancelled_activities(&late).is_empty(), "{late:?}");
 
-    let other = ExecutionId::top_level(ulid::Ulid::new());
+    let (_, _, done) = fanout_to_its_end(&mut processor);
+    assert!(cancelled_activities(&done).is_empty(), "{done:?}");
+}
+
+/// A `Fanout [2, 5]` run to its end, both activities answered (11 and 13): the execution,
+/// its activities, and the effects of the step that finished it (published 24).
+fn fanout_to_its_end(
+    processor: &mut Processor<SimRunner>,
+) -> (ExecutionId, Vec<ExecutionId>, Vec<Effect>) {
+    let id = ExecutionId::top_level(ulid::Ulid::new());
     let created = step(
-        &mut processor,
-        submission_input(&other, Workflow::Fanout, json!([2, 5])),
+        processor,
+        submission_input(&id, Workflow::Fanout, json!([2, 5])),
     );
     let its = activity_requests(&created);
     step(
-        &mut processor,
-        answer(&other, &its[0], ExecutionResult::Ok(json!(11))),
+        processor,
+        answer(&id, &its[0], ExecutionResult::Ok(json!(11))),
     );
     let done = step(
-        &mut processor,
-        answer(&other, &its[1], ExecutionResult::Ok(json!(13))),
+        processor,
+        answer(&id, &its[1], ExecutionResult::Ok(json!(13))),
     );
     assert_eq!(
         published(&done),
         Some(ExecutionResult::Ok(json!(24))),
         "{done:?}"
     );
-    assert!(cancelled_activities(&done).is_empty(), "{done:?}");
+    (id, its, done)
 }
 
 fn parked_pause(id: &ExecutionId, activity: &ExecutionId) -> Input {
@@ -478,25 +487,7 @@ fn a_parked_activity_nobody_waits_for_is_cancelled_instead_of_pausing() {
     assert!(cancelled_activities(&paused).is_empty(), "{paused:?}");
     // A finished execution (its answer came from an attempt whose progress was lost, the
     // request then ran again and was parked): the park is cancelled, not refused.
-    let other = ExecutionId::top_level(ulid::Ulid::new());
-    let created = step(
-        &mut processor,
-        submission_input(&other, Workflow::Fanout, json!([2, 5])),
-    );
-    let its = activity_requests(&created);
-    step(
-        &mut processor,
-        answer(&other, &its[0], ExecutionResult::Ok(json!(11))),
-    );
-    let done = step(
-        &mut processor,
-        answer(&other, &its[1], ExecutionResult::Ok(json!(13))),
-    );
-    assert_eq!(
-        published(&done),
-        Some(ExecutionResult::Ok(json!(24))),
-        "{done:?}"
-    );
+    let (other, its, _) = fanout_to_its_end(&mut processor);
     let late = step(&mut processor, parked_pause(&other, &its[1]));
     assert_eq!(cancelled_activities(&late), [its[1].clone()], "{late:?}");
     assert!(dead_letters(&late).is_empty(), "{late:?}");
