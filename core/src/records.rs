@@ -55,6 +55,10 @@ pub struct Submission {
     /// At most `limit` executions submitted with this key run at once; the others wait and
     /// start in the order they came ([`crate::concurrency`]; added in submission schema v4).
     pub concurrency: Option<ConcurrencyKey>,
+    /// Whose work this is, for fairness: within a partition, submissions are taken round-robin
+    /// across tenants ([`crate::fairness`]); `None` shares one lane with every other submission
+    /// without a tenant (added in submission schema v13).
+    pub tenant: Option<String>,
 }
 
 impl Submission {
@@ -80,6 +84,7 @@ impl Submission {
             metadata,
             deadline,
             concurrency: None,
+            tenant: None,
         }
     }
 }

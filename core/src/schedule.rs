@@ -514,6 +514,7 @@ pub fn fire(state: &ScheduleState, now: DateTime<Utc>) -> Option<Fired> {
             ]),
             deadline: None,
             concurrency: None,
+            tenant: None,
         });
         state.running.push(id);
         if state.running.len() > MAX_TRACKED_RUNS {

@@ -749,6 +749,7 @@ pub mod examples {
                     key: CONCURRENCY_KEY.into(),
                     limit: Some(3),
                 }),
+                tenant: Some("acme".into()),
             }),
             Effect::RequestActivity(request.clone()),
             Effect::RetryActivity {
@@ -890,6 +891,7 @@ pub mod examples {
                     metadata: [("team".to_owned(), "shop".to_owned())].into(),
                     deadline: None,
                     concurrency: None,
+                    tenant: None,
                 },
                 reset_of: ResetOf {
                     execution_id: parent.clone(),

@@ -102,6 +102,7 @@ impl<R: WorkflowRunner> StepCtx<'_, R> {
                 metadata: crate::trace::inherited(&id, &live.view.created.metadata),
                 deadline: None,
                 concurrency: None,
+                tenant: None,
             })),
             // The stub's value answers this very execution at once, in the batch of the call that
             // wrote it: journalled, then delivered to the run like a cancellation's answer. The
@@ -206,6 +207,7 @@ fn child_effect(
                 metadata: trace,
                 deadline: parent_deadline,
                 concurrency: None,
+                tenant: None,
             }))
         }
         ChildKind::Activity => Some(Effect::RequestActivity(ActivityRequest {

@@ -114,6 +114,8 @@ impl<R: WorkflowRunner> Processor<R> {
             deadline: None,
             // The same place in line for the same key; the function's limit is its own.
             concurrency: created.concurrency_key(),
+            // Not kept in the history: the new one takes the shared lane.
+            tenant: None,
         };
         let size = json_size(&submission.params) + entries.iter().map(entry_size).sum::<usize>();
         if size > ctx.value_limit {

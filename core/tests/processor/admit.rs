@@ -87,6 +87,7 @@ fn an_oversize_submission_is_dead_lettered_and_answered() {
             metadata: Default::default(),
             deadline: None,
             concurrency: None,
+            tenant: None,
         })),
         timestamp: None,
     };

@@ -55,6 +55,7 @@ pub fn submission_input(id: &ExecutionId, workflow: Workflow, params: serde_json
             metadata: Default::default(),
             deadline: None,
             concurrency: None,
+            tenant: None,
         })),
         timestamp: None,
     }

@@ -31,6 +31,7 @@ fn a_submission_with_an_unparsable_function_name_is_answered() {
                 metadata: Default::default(),
                 deadline: None,
                 concurrency: None,
+                tenant: None,
             },
             error: "invalid function name `not a name`".into(),
         }),

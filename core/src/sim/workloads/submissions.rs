@@ -72,6 +72,7 @@ impl Sim {
                 .concurrency
                 .then(|| concurrency_key(&id, &ffqn))
                 .flatten(),
+            tenant: None,
         };
         let (partition, offset) = lock(&self.world).client_append(
             Topic::Submissions,
@@ -165,6 +166,7 @@ impl Sim {
             metadata: Default::default(),
             deadline: None,
             concurrency: None,
+            tenant: None,
         };
         let mut w = lock(&self.world);
         let partitions = w.cluster.partitions(Topic::Submissions);
@@ -210,6 +212,7 @@ impl Sim {
             metadata: Default::default(),
             deadline: None,
             concurrency: None,
+            tenant: None,
         };
         let (partition, offset) = lock(&self.world).client_append(
             Topic::Submissions,
