@@ -35,6 +35,7 @@ pub mod control;
 pub mod correlation;
 pub mod dlq;
 pub mod driver;
+pub mod fairness;
 pub mod inline;
 pub mod list;
 pub mod model;
