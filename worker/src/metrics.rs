@@ -138,7 +138,7 @@ pub struct Metrics {
     pub execution_starts_deferred: Counter,
     /// Parked runs dropped to make room for a start the pool had no room for.
     pub executions_evicted_for_room: Counter,
-    /// Times admission closed the submissions partitions (runs in flight at the limit).
+    /// Times admission closed: no new execution started (runs in flight at the limit).
     pub admission_pauses: Counter,
     /// Schedule ticks that started an execution, were skipped for an overlap, were missed
     /// (owed longer than the catch-up window): `weir_schedule_ticks_total{outcome}`.
@@ -185,9 +185,13 @@ pub struct Metrics {
     pub executions_parked: Gauge,
     /// Executions whose start is deferred, waiting for their `retry` timer.
     pub executions_start_deferred: Gauge,
-    /// 1 while admission keeps new submissions in their partitions (as many runs in flight
-    /// as the pool may park), 0 while they are read.
+    /// 1 while admission starts no new execution (as many runs in flight as the pool may
+    /// park), 0 while it does.
     pub submissions_paused: Gauge,
+    /// Submissions read ahead and held for their turn by tenant (`weir_submissions_held`),
+    /// and their bytes (`weir_submissions_held_bytes`).
+    pub submissions_held: Gauge,
+    pub submissions_held_bytes: Gauge,
     pub partitions_owned: Gauge,
     pub activity_attempts: Counter,
     /// Store calls retried during an outage: the workflow worker's reads (loads, checkpoints,
@@ -415,7 +419,7 @@ impl Metrics {
         );
         counter(
             "admission_pauses_total",
-            "Times admission left new submissions in their partitions (runs in flight at the limit).",
+            "Times admission closed: no new execution started (runs in flight at the limit); submissions are read ahead and held meanwhile.",
             self.admission_pauses.get(),
         );
         counter(
@@ -506,8 +510,18 @@ impl Metrics {
         );
         gauge(
             "submissions_paused",
-            "1 while admission leaves new submissions in their partitions (runs in flight at the limit).",
+            "1 while admission starts no new execution (runs in flight at the limit).",
             self.submissions_paused.get(),
+        );
+        gauge(
+            "submissions_held",
+            "Submissions read ahead and held for their turn (taken round-robin by tenant).",
+            self.submissions_held.get(),
+        );
+        gauge(
+            "submissions_held_bytes",
+            "Bytes of the submissions read ahead and held for their turn.",
+            self.submissions_held_bytes.get(),
         );
         gauge(
             "partitions_owned",

@@ -109,6 +109,12 @@ pub fn parked_runs_cap(max_instances: u32, activity_concurrency: usize, max_batc
 /// than this is not counted as in flight (it waits for a child, a delay or a slow activity).
 pub const ADMISSION_IDLE: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// Submissions a workflow worker reads ahead and holds for their turn at most, in bytes of
+/// their records (`weir_core::fairness`): enough to see past one tenant's burst of some
+/// hundred thousand small submissions to the next tenant's, bounded because a record may be
+/// up to 1 MB.
+pub const FAIR_READ_AHEAD_BYTES: usize = 64 * 1024 * 1024;
+
 /// Admission's limit: new submissions are read while fewer executions than this are in
 /// flight, leaving room within the parked runs' cap (`cache_size`) for one batch of starts
 /// (`weir_core::driver::admission_limit`, which the driver also applies to what the pool

@@ -21,10 +21,15 @@ where
         let mut batch = Batch::new(now);
         // Before any input's effects: an input may write one of these keys afresh.
         self.processor.take_over_effects(&mut batch);
-        let inputs = records.len() + timers.len();
-        for record in records {
-            self.positions
-                .insert((record.topic, record.partition), record.offset + 1);
+        // The held submissions first: an answer read in the same poll as the submission of
+        // its execution must find the execution.
+        let taken = self.take_held();
+        let inputs = taken.len() + records.len() + timers.len();
+        let mut consumed = std::mem::take(&mut self.released);
+        for record in taken.into_iter().chain(records) {
+            if let Input::Record { index, .. } = &record.input {
+                consumed.push(*index);
+            }
             self.process(&mut batch, record.input).await?;
         }
         for timer in &timers {
@@ -44,11 +49,7 @@ where
         self.turn_batches(&mut batch).await;
         self.processor.expire_correlations(&mut batch);
         self.run_inline(&mut batch).await?;
-        let offsets: Positions = self
-            .positions
-            .iter()
-            .map(|(&(topic, partition), &offset)| (topic, partition, offset))
-            .collect();
+        let offsets = self.commit_positions();
         let traces: Vec<_> = batch
             .effects
             .iter()
@@ -57,6 +58,7 @@ where
         let commit = Commit {
             effects: &batch.effects,
             offsets: &offsets,
+            consumed: &consumed,
             traces: &traces,
         };
         let landed = match self.log.commit(commit).await {

@@ -20,11 +20,16 @@
 //!    execution rows, timer changes, checkpoints and watermarks go to the materialiser; the
 //!    touched executions stay pinned until they are in the store.
 //!
-//! 4. **Admission**: before each poll, new submissions are read only while fewer executions
-//!    are in flight than [`DriverConfig::admit_below`] — those with a deferred start, and
-//!    running ones stepped within [`DriverConfig::admission_idle`]; otherwise the log stops
-//!    reading the submissions partitions ([`Log::admit`]) and they wait in Kafka, while
-//!    responses and timers go on. Running executions idle longer do not count (a parent
+//! 4. **Fairness and admission**: the submissions partitions are read ahead of what the
+//!    batches take, up to [`DriverConfig::read_ahead_bytes`] held (then the log stops reading
+//!    them, [`Log::admit`], and they wait in Kafka, while responses and timers go on); the
+//!    records read are held by tenant and taken round-robin ([`crate::fairness`]), so that
+//!    one tenant's burst does not hold another's submissions behind it. Each batch takes up
+//!    to [`DriverConfig::max_batch`] of them first (before the poll's other records: an
+//!    execution exists before an answer to it read in the same poll is stepped), while
+//!    **admission** is open: while fewer executions are in flight than
+//!    [`DriverConfig::admit_below`] — those with a deferred start, and
+//!    running ones stepped within [`DriverConfig::admission_idle`]. Running executions idle longer do not count (a parent
 //!    waiting for its children must not keep them out), so admission never stops for good; a
 //!    deferred start counts until it runs (it waits for room, not for an answer).
 //!    The limit is the configured one, or lower once the pool has had no room for a run
@@ -51,6 +56,7 @@ use chrono::{DateTime, Utc};
 use indexmap::IndexMap;
 use tracing::Instrument;
 
+use crate::fairness::{self, Held};
 use crate::inline::{self, InlineActivities, InlineOutcome, NoInline};
 use crate::model::ExecutionId;
 use crate::processor::{Batch, Effect, Input, Processor, ProcessorError};
@@ -108,6 +114,9 @@ pub struct DriverConfig {
     /// flight than this were stepped within `admission_idle` ([`usize::MAX`]: always).
     pub admit_below: usize,
     pub admission_idle: std::time::Duration,
+    /// Submissions read ahead and held for their turn ([`crate::fairness`]) at most, in bytes
+    /// of their records; the log stops reading them at this.
+    pub read_ahead_bytes: usize,
 }
 
 /// Admission's limit for a pool that parks `capacity` runs: one batch of new starts must
@@ -130,15 +139,22 @@ pub struct Driver<R: WorkflowRunner, L: Log, S: StoreRead, M: Materialise, I = N
     /// The group generation of the membership taken over: the order of this worker's store
     /// writes ([`WriteStamp::owner`]).
     generation: u64,
-    /// The next offset of every owned input partition.
+    /// The next offset to read of every owned input partition.
     positions: IndexMap<(InputTopic, i32), i64>,
+    /// The submissions read and not yet taken ([`crate::fairness`]).
+    held: Held<PolledRecord>,
+    /// Handles of records read and skipped (taken by a former owner): the next commit
+    /// releases them ([`Commit::consumed`]).
+    released: Vec<usize>,
+    /// Whether the log reads the submissions partitions (see the module docs).
+    reading: bool,
     /// Running executions this owner's catch-up read whose start it has not tried yet (see
     /// [`Driver::take_over`]): the history offset of each one's first record read, which no
     /// checkpoint passes until its reminder has fired in a committed batch.
     reminded: IndexMap<ExecutionId, (i32, i64)>,
     /// The stamps of this owner's jobs (see [`StampOrder`]).
     stamp_order: StampOrder,
-    /// Whether the log reads the submissions partitions (admission, see the module docs).
+    /// Whether held submissions are taken (admission, see the module docs).
     admitting: bool,
     retried: u64,
     inline_answered: u64,
@@ -208,6 +224,9 @@ where
             owned: BTreeSet::new(),
             generation: 0,
             positions: IndexMap::new(),
+            held: Held::default(),
+            released: Vec::new(),
+            reading: true,
             reminded: IndexMap::new(),
             stamp_order: StampOrder::default(),
             admitting: true,
@@ -251,11 +270,14 @@ where
             .health()
             .map_err(DriverError::Materialise)?;
         self.admission().await?;
-        let polled = self
-            .log
-            .poll(self.config.max_batch)
-            .await
-            .map_err(DriverError::Log)?;
+        // While there is room to read ahead, a poll may bring a batch more than a batch takes,
+        // so that the held submissions grow under a backlog (fairness needs them to).
+        let budget = if self.reading {
+            self.config.max_batch.saturating_mul(2)
+        } else {
+            self.config.max_batch
+        };
+        let polled = self.log.poll(budget).await.map_err(DriverError::Log)?;
         let records = match polled {
             Polled::Shutdown => return Ok(false),
             Polled::Rebalanced { generation, owned } => {
@@ -287,6 +309,7 @@ where
             self.take_over(generation, owned).await?;
             return Ok(true);
         }
+        let records = self.hold_submissions(records);
         let now = self.log.now();
         // Every turn, loaded or idle: the horizon moves with the clock, and a timer beyond it
         // when it was written must be read before it is due.
@@ -294,6 +317,7 @@ where
         let timers = self.timers.take_due(now, self.config.max_batch);
         if records.is_empty()
             && timers.is_empty()
+            && !(self.admitting && !self.held.is_idle())
             && !self.processor.schedule_due(now)
             && !self.processor.batch_due(now)
             && !self.processor.correlation_due(now)
@@ -309,7 +333,8 @@ where
         Ok(true)
     }
 
-    /// Opens or closes the submissions partitions (see the module docs, admission).
+    /// Opens or closes admission, and reading the submissions partitions (see the module
+    /// docs).
     pub(super) async fn admission(&mut self) -> Result<(), DriverError> {
         let limit = match self.processor.capacity_seen() {
             Some(capacity) => self
@@ -326,34 +351,112 @@ where
                 .unwrap_or(DateTime::<Utc>::MIN_UTC);
             self.processor.recently_stepped(since) < limit
         };
-        // While paused, the instant moves with every turn (early events, issue 33 F7).
-        self.processor.submissions_read(self.admitting, now);
-        if admit == self.admitting {
-            return Ok(());
+        let reading = self.held.bytes() < self.config.read_ahead_bytes;
+        // An early event waits again if a submission may have been unread at some instant of
+        // its wait (issue 33 F7): not read, not taken, or held behind other tenants.
+        self.processor
+            .submissions_read(self.reading && self.admitting && self.held.is_idle(), now);
+        if reading != self.reading {
+            let from: Vec<(i32, i64)> = self
+                .positions
+                .iter()
+                .filter(|((topic, _), _)| *topic == InputTopic::Submissions)
+                .map(|(&(_, partition), &offset)| (partition, offset))
+                .collect();
+            self.log
+                .admit(reading, &from)
+                .await
+                .map_err(DriverError::Log)?;
+            if reading {
+                tracing::info!("submissions read again: room to read ahead");
+            } else {
+                tracing::info!(
+                    held = self.held.len(),
+                    bytes = self.held.bytes(),
+                    "submissions paused: as many held as the worker reads ahead"
+                );
+            }
+            self.reading = reading;
         }
-        let from: Vec<(i32, i64)> = self
-            .positions
-            .iter()
-            .filter(|((topic, _), _)| *topic == InputTopic::Submissions)
-            .map(|(&(_, partition), &offset)| (partition, offset))
-            .collect();
-        self.log
-            .admit(admit, &from)
-            .await
-            .map_err(DriverError::Log)?;
-        if admit {
-            tracing::info!(
-                "submissions read again: executions in flight are below the admission limit"
-            );
-        } else {
-            tracing::info!(
-                limit,
-                "submissions paused: as many executions in flight as the admission limit"
-            );
+        if admit != self.admitting {
+            if admit {
+                tracing::info!("executions started again: fewer in flight than the admission limit");
+            } else {
+                tracing::info!(
+                    limit,
+                    "no new executions started: as many in flight as the admission limit"
+                );
+            }
+            self.admitting = admit;
+            self.report(0, 0);
         }
-        self.admitting = admit;
-        self.report(0, 0);
         Ok(())
+    }
+
+    /// Holds the poll's submissions for their turn ([`crate::fairness`]); returns its other
+    /// records. Every record moves its partition's next offset to read.
+    fn hold_submissions(&mut self, records: Vec<PolledRecord>) -> Vec<PolledRecord> {
+        let mut others = Vec::with_capacity(records.len());
+        for record in records {
+            self.positions
+                .insert((record.topic, record.partition), record.offset + 1);
+            let Input::Record {
+                index, size, key, ..
+            } = &record.input
+            else {
+                others.push(record);
+                continue;
+            };
+            if record.topic != InputTopic::Submissions {
+                others.push(record);
+                continue;
+            }
+            let (index, size, key) = (*index, *size, key.clone());
+            let (partition, offset) = (record.partition, record.offset);
+            let lane = fairness::lane(&record.input);
+            if !self
+                .held
+                .push(partition, offset, size, key.as_deref(), lane, record)
+            {
+                tracing::debug!(
+                    partition,
+                    offset,
+                    "submission taken by a former owner (the committed offset's metadata lists it): skipped"
+                );
+                self.released.push(index);
+            }
+        }
+        others
+    }
+
+    /// The held submissions a batch takes, in turn: at most a batch, while admission is open.
+    pub(super) fn take_held(&mut self) -> Vec<PolledRecord> {
+        if !self.admitting {
+            return Vec::new();
+        }
+        std::iter::from_fn(|| self.held.pop().map(|(_, _, record)| record))
+            .take(self.config.max_batch)
+            .collect()
+    }
+
+    /// The offsets a batch commits: every owned partition's next to read, a submissions
+    /// partition's at its lowest held record with what was taken beyond it.
+    pub(super) fn commit_positions(&self) -> Positions {
+        self.positions
+            .iter()
+            .map(|(&(topic, partition), &next)| {
+                let (offset, metadata) = match topic {
+                    InputTopic::Submissions => self.held.commit_position(partition, next),
+                    _ => (next, String::new()),
+                };
+                Position {
+                    topic,
+                    partition,
+                    offset,
+                    metadata,
+                }
+            })
+            .collect()
     }
 
     pub(super) fn report(&mut self, inputs: usize, effects: usize) {
@@ -369,6 +472,8 @@ where
             inline_answered: self.inline_answered,
             inline_spilled: self.inline_spilled,
             admitting: self.admitting,
+            held: self.held.len(),
+            held_bytes: self.held.bytes(),
         };
         self.log.observe(&report);
     }

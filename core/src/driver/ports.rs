@@ -31,7 +31,9 @@ pub struct PolledRecord {
     pub topic: InputTopic,
     pub partition: i32,
     pub offset: i64,
-    /// Its [`Input::Record`], whose `index` is the record's position in the poll.
+    /// Its [`Input::Record`], whose `index` is the log's handle of the record: unique until
+    /// the next [`Log::rewind`], kept by the log (for a dead letter's copy) until a committed
+    /// batch lists it in [`Commit::consumed`].
     pub input: Input,
 }
 
@@ -67,8 +69,19 @@ pub struct Landed {
     pub bytes: Vec<u8>,
 }
 
-/// Input partitions with an offset: the next to read, or to commit.
-pub type Positions = Vec<(InputTopic, i32, i64)>;
+/// An input partition's offset (the next to read, or to commit) and the metadata committed
+/// with it: for a submissions partition, the records taken beyond the offset
+/// ([`crate::fairness::Taken`]); empty otherwise.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Position {
+    pub topic: InputTopic,
+    pub partition: i32,
+    pub offset: i64,
+    pub metadata: String,
+}
+
+/// Input partitions with an offset.
+pub type Positions = Vec<Position>;
 
 /// One transaction to commit.
 #[derive(Debug, Clone, Copy)]
@@ -77,7 +90,10 @@ pub struct Commit<'a> {
     /// Every owned input partition's next offset to read, those the batch read records of
     /// and the others alike: so that every batch, even one made only of due timers, carries
     /// the group generation and is fenced once the partitions moved to another member.
-    pub offsets: &'a [(InputTopic, i32, i64)],
+    pub offsets: &'a [Position],
+    /// The handles of the input records this batch stepped or skipped ([`PolledRecord`]):
+    /// once it is committed the log forgets them.
+    pub consumed: &'a [usize],
     /// The trace context of each effect's record, by index ([`Processor::trace_of`]): the
     /// log carries it with the record (Kafka: the `traceparent` header).
     pub traces: &'a [Option<crate::trace::TraceParent>],
@@ -145,9 +161,11 @@ pub trait Log: Send {
     /// The name of the history topic (checkpoints are per topic and partition).
     fn history_topic(&self) -> &str;
 
-    /// Admission: stops reading the owned submissions partitions (`open` false: their records
-    /// wait in the log, responses are still read), or reads them again (`open` true), each
-    /// from its position in `from` (the next offset to read). A new assignment reads them.
+    /// Stops reading the owned submissions partitions (`open` false: their records wait in
+    /// the log, responses are still read), or reads them again (`open` true), each from its
+    /// position in `from` (the next offset to read). A new assignment reads them. The driver
+    /// stops reading them while it holds as many as it reads ahead
+    /// ([`super::DriverConfig::read_ahead_bytes`]).
     fn admit(
         &mut self,
         open: bool,
@@ -263,6 +281,9 @@ pub struct Report {
     /// their topics instead (not run, interrupted, or retried there).
     pub inline_answered: u64,
     pub inline_spilled: u64,
-    /// Whether new submissions are read (`false`: paused by admission).
+    /// Whether new executions are started (`false`: closed by admission).
     pub admitting: bool,
+    /// Submissions read ahead and held for their turn ([`crate::fairness`]), and their bytes.
+    pub held: usize,
+    pub held_bytes: usize,
 }

@@ -45,11 +45,28 @@ where
         // until its open transaction is committed or aborted. Only then is the history's last
         // stable offset past everything it committed, so catch-up misses nothing of it.
         let positions = self.log.rewind().await.map_err(DriverError::Log)?;
-        self.positions = positions
-            .into_iter()
-            .filter(|(_, partition, _)| owned.contains(partition))
-            .map(|(topic, partition, offset)| ((topic, partition), offset))
-            .collect();
+        // What was held is read again (a new assignment reads the submissions partitions).
+        self.held.clear();
+        self.released.clear();
+        self.reading = true;
+        self.positions = IndexMap::new();
+        for position in positions {
+            if !owned.contains(&position.partition) {
+                continue;
+            }
+            let Position {
+                topic,
+                partition,
+                offset,
+                metadata,
+            } = position;
+            if topic == InputTopic::Submissions
+                && let Err(error) = self.held.resume(partition, offset, &metadata)
+            {
+                tracing::warn!(partition, %error, "the committed offset's metadata is not ours: ignored (no submission is skipped)");
+            }
+            self.positions.insert((topic, partition), offset);
+        }
         // Before this owner commits anything, the watermark it starts from is written again,
         // stamped with its generation (the catch-up below waits until it is): a former owner
         // still finishing a take-over of its own scans a store that may lack timers this

@@ -99,8 +99,8 @@ pub struct Undecodable {
     reason = "records are nearly every input: boxing them would cost an allocation each"
 )]
 pub enum Input {
-    /// A record of `weir.submissions` or `weir.responses`; `index` names it in
-    /// [`Effect::DeadLetter`].
+    /// A record of `weir.submissions` or `weir.responses`; `index` (the log's handle of the
+    /// record, [`crate::driver::PolledRecord`]) names it in [`Effect::DeadLetter`].
     Record {
         index: usize,
         partition: i32,

@@ -26,7 +26,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::{DateTime, Duration, Utc};
 
-use crate::driver::InputTopic;
+use crate::driver::{InputTopic, Position};
 use crate::model::Response;
 use crate::records::{
     ActivityRequest, CancelRequest, DlqEnvelope, ExecutionFinished, HistoryRecord, InboundEvent,
@@ -258,7 +258,11 @@ pub struct Txn {
     pub written: Vec<(Topic, i32, i64)>,
     /// Offsets sent with `send_offsets_to_transaction` (held until the end of the
     /// transaction; KIP-447 readers wait for them).
-    pub offsets: Vec<(InputTopic, i32, i64)>,
+    pub offsets: Vec<Position>,
+    /// How far its worker had read each submissions partition when it sent the offsets
+    /// (the offset after the last record polled): what the fairness check compares the
+    /// creations of the transaction with.
+    pub read: BTreeMap<i32, i64>,
     /// Offsets of the trigger workers' group in the source topic sent with the transaction.
     pub source_offsets: Vec<(i32, i64)>,
 }
@@ -299,6 +303,8 @@ pub struct Group {
     pub rebalance_since: Option<SimTime>,
     /// Committed offsets (the next offset to read).
     pub committed: BTreeMap<(InputTopic, i32), i64>,
+    /// The metadata committed with each offset (fairness: the submissions taken beyond it).
+    pub committed_metadata: BTreeMap<(InputTopic, i32), String>,
     next_member: u64,
     partitions: i32,
 }
@@ -311,6 +317,7 @@ impl Group {
             assignment: BTreeMap::new(),
             rebalance_since: None,
             committed: BTreeMap::new(),
+            committed_metadata: BTreeMap::new(),
             next_member: 1,
             partitions,
         }
@@ -664,6 +671,7 @@ impl Cluster {
                 first: BTreeMap::new(),
                 written: Vec::new(),
                 offsets: Vec::new(),
+                read: BTreeMap::new(),
                 source_offsets: Vec::new(),
             },
         );
@@ -694,7 +702,8 @@ impl Cluster {
     pub fn send_offsets(
         &mut self,
         number: u64,
-        offsets: &[(InputTopic, i32, i64)],
+        offsets: &[Position],
+        read: &BTreeMap<i32, i64>,
         member: Option<u64>,
         generation: u64,
     ) -> Result<(), TxnRefused> {
@@ -711,6 +720,7 @@ impl Cluster {
         }
         if let Some(t) = self.txns.get_mut(&number) {
             t.offsets.extend_from_slice(offsets);
+            t.read.extend(read);
         }
         Ok(())
     }
@@ -828,8 +838,12 @@ impl Cluster {
             });
         }
         if commit {
-            for &(topic, partition, offset) in &txn.offsets {
-                self.group.committed.insert((topic, partition), offset);
+            for position in &txn.offsets {
+                let key = (position.topic, position.partition);
+                self.group.committed.insert(key, position.offset);
+                self.group
+                    .committed_metadata
+                    .insert(key, position.metadata.clone());
             }
             for &(partition, offset) in &txn.source_offsets {
                 self.source_committed.insert(partition, offset);
@@ -873,8 +887,23 @@ impl Cluster {
     pub fn offsets_pending(&self, partitions: &BTreeSet<i32>) -> Option<u64> {
         self.txns
             .values()
-            .find(|t| t.offsets.iter().any(|(_, p, _)| partitions.contains(p)))
+            .find(|t| t.offsets.iter().any(|p| partitions.contains(&p.partition)))
             .map(|t| t.number)
+    }
+
+    /// The committed offset of `partition` of `topic` and its metadata.
+    pub fn committed_position(&self, topic: InputTopic, partition: i32) -> Position {
+        Position {
+            topic,
+            partition,
+            offset: self.committed_offset(topic, partition),
+            metadata: self
+                .group
+                .committed_metadata
+                .get(&(topic, partition))
+                .cloned()
+                .unwrap_or_default(),
+        }
     }
 
     pub fn committed_offset(&self, topic: InputTopic, partition: i32) -> i64 {

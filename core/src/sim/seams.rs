@@ -133,6 +133,7 @@ impl Log for SimLog {
         let (world, pid) = (self.world.clone(), self.pid);
         let effects = commit.effects.to_vec();
         let offsets = commit.offsets.to_vec();
+        let consumed = commit.consumed.to_vec();
         async move {
             lock(&world).set_at(pid, "commit: before producing");
             yield_now().await;
@@ -143,6 +144,7 @@ impl Log for SimLog {
             lock(&world).set_at(pid, "commit: offsets sent, not committed");
             yield_now().await;
             lock(&world).commit_end(pid, txn)?;
+            lock(&world).consumed(pid, &consumed);
             lock(&world).set_at(pid, "commit: done");
             Ok(landed)
         }

@@ -19,6 +19,9 @@ use super::seams::{SimInline, SimLog, SimMaterialiser, SimStore};
 use super::store::MaterialiserQueue;
 use super::world::{Consumer, Proc, lock};
 
+/// The simulated workers' read-ahead of submissions ([`DriverConfig::read_ahead_bytes`]).
+const READ_AHEAD_BYTES: usize = 8 * 1024;
+
 impl Sim {
     /// A new worker slot, with a process started in it.
     pub fn add_worker(&mut self) -> u32 {
@@ -102,6 +105,9 @@ impl Sim {
             // finish or go idle.
             admit_below: self.config.cache_size,
             admission_idle: StdDuration::from_secs(5),
+            // Small, so that reading stops and starts again in every run (the simulated
+            // records are some hundred bytes each).
+            read_ahead_bytes: READ_AHEAD_BYTES,
         };
         let future: ProcFuture = if inline {
             let inline = SimInline {

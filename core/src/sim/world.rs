@@ -9,7 +9,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use chrono::Duration;
 
 use crate::dlq;
-use crate::driver::{CommitError, InputTopic, Landed, LoggedEntry, Polled, PolledRecord};
+use crate::driver::{
+    CommitError, InputTopic, Landed, LoggedEntry, Polled, PolledRecord, Position,
+};
 use crate::model::{ExecutionId, ExecutionResult, Response};
 use crate::processor::{Body, Effect, Input, Undecodable};
 use crate::records::{DlqReason, HistoryRecord};
@@ -31,7 +33,7 @@ pub fn lock(world: &Shared) -> MutexGuard<'_, World> {
     world.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// A record of the last poll (what a dead letter copies).
+/// A record polled and not yet consumed by a committed batch (what a dead letter copies).
 #[derive(Debug, Clone)]
 pub struct PolledCopy {
     pub topic: Topic,
@@ -50,7 +52,11 @@ pub struct Consumer {
     pub generation: u64,
     pub owned: BTreeSet<i32>,
     pub positions: BTreeMap<(InputTopic, i32), i64>,
-    pub last_poll: Vec<PolledCopy>,
+    /// The records polled since the last rewind that no committed batch consumed yet, by
+    /// handle ([`crate::driver::PolledRecord`]).
+    pub polled: BTreeMap<usize, PolledCopy>,
+    /// The handle of the next record polled.
+    pub next_handle: usize,
     /// Admission closed: the submissions partitions are not fetched (a new assignment
     /// fetches them, as a new Kafka assignment does).
     pub submissions_paused: bool,

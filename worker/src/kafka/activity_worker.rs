@@ -470,7 +470,7 @@ impl ActivityWorker {
                 let committed = match element.offset() {
                     Offset::Offset(offset) => Some(Committed {
                         offset,
-                        metadata: committed_metadata(element),
+                        metadata: super::group::committed_metadata(element),
                     }),
                     _ => None,
                 };
@@ -868,17 +868,6 @@ fn single(partition: &RoutePartition) -> TopicPartitionList {
     let mut list = TopicPartitionList::new();
     list.add_partition(&partition.topic, partition.partition);
     list
-}
-
-/// The metadata committed with an offset, or empty when it is not text.
-fn committed_metadata(
-    element: &rdkafka::topic_partition_list::TopicPartitionListElem<'_>,
-) -> String {
-    // rdkafka panics on metadata that is not UTF-8 (anyone can commit to a group).
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        element.metadata().to_owned()
-    }))
-    .unwrap_or_default()
 }
 
 fn header_not_before(message: &OwnedMessage) -> Option<DateTime<Utc>> {

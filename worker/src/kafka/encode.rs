@@ -40,13 +40,17 @@ pub enum EncodeEffectError {
     Address(#[from] AddressError),
 }
 
+/// The input records a dead letter may copy, by their handles
+/// ([`weir_core::driver::PolledRecord`]).
+pub type Inputs = std::collections::BTreeMap<usize, OwnedMessage>;
+
 /// The records of a batch's effects, in order; `history` gets the index in the returned
 /// records of each `Append`'s record. Each record of an execution carries its trace context
 /// (`traces`, by effect index) as a `traceparent` header.
 pub fn records(
     codec: &Codec,
     topology: &Topology,
-    inputs: &[OwnedMessage],
+    inputs: &Inputs,
     effects: &[Effect],
     traces: &[Option<TraceParent>],
     history: &mut Vec<usize>,
@@ -92,7 +96,7 @@ pub fn records(
             }
             Key::OfInput(input) => {
                 let original = inputs
-                    .get(*input)
+                    .get(input)
                     .ok_or(EncodeEffectError::NoInput { input: *input })?;
                 let key = String::from_utf8_lossy(original.key().unwrap_or_default());
                 (key.into_owned(), None)
@@ -152,7 +156,7 @@ fn value(
     codec: &Codec,
     topology: &Topology,
     topic: &str,
-    inputs: &[OwnedMessage],
+    inputs: &Inputs,
     effect: &Effect,
 ) -> Result<Value, EncodeEffectError> {
     fn encoded<R: AvroRecord>(
@@ -193,7 +197,7 @@ fn value(
             error,
         } => {
             let message = inputs
-                .get(*input)
+                .get(input)
                 .ok_or(EncodeEffectError::NoInput { input: *input })?;
             Ok(Value::DeadLetter(try_dead_letter(
                 topology,
@@ -624,7 +628,7 @@ mod tests {
             records(
                 &Codec::single_object(),
                 topology,
-                &[],
+                &Inputs::new(),
                 std::slice::from_ref(&cancel),
                 &[],
                 &mut Vec::new(),

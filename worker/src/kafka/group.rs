@@ -385,7 +385,7 @@ pub fn unless_fenced<T, E: std::fmt::Display, C: ConsumerContext>(
 pub async fn rewind_to_committed<C: ConsumerContext>(
     consumer: &StreamConsumer<C>,
     failpoint: &str,
-) -> KafkaResult<Vec<(String, i32, i64)>> {
+) -> KafkaResult<Vec<CommittedOffset>> {
     use rdkafka::Offset;
     let assignment = consumer.assignment()?;
     if assignment.count() == 0 {
@@ -401,13 +401,38 @@ pub async fn rewind_to_committed<C: ConsumerContext>(
         };
         seek.add_partition_offset(element.topic(), element.partition(), offset)?;
         if let Offset::Offset(o) = offset {
-            positions.push((element.topic().to_owned(), element.partition(), o));
+            positions.push(CommittedOffset {
+                topic: element.topic().to_owned(),
+                partition: element.partition(),
+                offset: o,
+                metadata: committed_metadata(&element),
+            });
         }
     }
     // A list obtained from the consumer must be gone before the consumer is dropped.
     drop(committed);
     consumer.seek_partitions(seek, std::time::Duration::from_secs(30))?;
     Ok(positions)
+}
+
+/// A partition's committed offset and the metadata committed with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommittedOffset {
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+    pub metadata: String,
+}
+
+/// The metadata committed with an offset, or empty when it is not text.
+pub fn committed_metadata(
+    element: &rdkafka::topic_partition_list::TopicPartitionListElem<'_>,
+) -> String {
+    // rdkafka panics on metadata that is not UTF-8 (anyone can commit to a group).
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        element.metadata().to_owned()
+    }))
+    .unwrap_or_default()
 }
 
 /// How long [`collect_batch`] waits for a first record before it returns an empty batch, so

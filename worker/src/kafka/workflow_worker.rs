@@ -29,7 +29,7 @@ use weir_core::concurrency::SlotCommand;
 use weir_core::correlation::CorrelationCommand;
 use weir_core::driver::{
     BoxError, Commit, CommitError, Driver, DriverConfig, InputTopic, KeyedState, Landed, LoadError,
-    Log, LoggedEntry, Polled, PolledRecord, Positions, Report, StoreRead,
+    Log, LoggedEntry, Polled, PolledRecord, Position, Positions, Report, StoreRead,
 };
 use weir_core::processor::{Body, Input, Processor, ProcessorConfig, Undecodable};
 use weir_core::rows::{ListPage, ListQuery};
@@ -142,7 +142,9 @@ impl<S: Store + 'static> WorkflowWorker<S> {
             metrics: Arc::clone(&self.metrics),
             history_topic: self.topology.topic(TopicRole::History).name.clone(),
             generation: 0,
-            polled: Vec::new(),
+            polled: encode::Inputs::new(),
+            next_handle: 0,
+            admitting: true,
             registry_hold: RegistryHold::default(),
             polled_at: Instant::now(),
             group_gen: 0,
@@ -184,6 +186,7 @@ impl<S: Store + 'static> WorkflowWorker<S> {
                     self.config.max_batch_records,
                 ),
                 admission_idle: crate::options::ADMISSION_IDLE,
+                read_ahead_bytes: crate::options::FAIR_READ_AHEAD_BYTES,
             },
             self.inline(),
         );
@@ -316,8 +319,14 @@ pub struct KafkaLog {
     generation: u64,
     /// The consumer group's generation read at the last rebalance.
     group_gen: u64,
-    /// The records of the last poll (for their DLQ copies).
-    polled: Vec<OwnedMessage>,
+    /// The records polled since the last rewind that no committed batch consumed yet, by
+    /// handle (for their DLQ copies; a submission may be held for its turn for some batches,
+    /// `weir_core::fairness`).
+    polled: encode::Inputs,
+    /// The handle of the next record polled.
+    next_handle: usize,
+    /// Whether admission was open at the last report (its closings are counted).
+    admitting: bool,
     /// Partitions whose records wait for the schema registry (see `registry_hold`).
     registry_hold: RegistryHold,
     polled_at: Instant,
@@ -552,7 +561,6 @@ impl KafkaLog {
 
 impl Log for KafkaLog {
     async fn poll(&mut self, max: usize) -> Result<Polled, BoxError> {
-        self.polled.clear();
         if *self.shutdown.borrow() {
             return Ok(Polled::Shutdown);
         }
@@ -606,15 +614,16 @@ impl Log for KafkaLog {
         }
         self.polled_at = Instant::now();
         let mut polled = Vec::with_capacity(records.len());
-        let mut kept = Vec::with_capacity(records.len());
         for message in records {
             if self.registry_hold.is_held(&message) {
                 continue;
             }
-            match self.decode(&message, kept.len()).await {
+            let handle = self.next_handle;
+            match self.decode(&message, handle).await {
                 Ok(record) => {
                     polled.push(record);
-                    kept.push(message);
+                    self.polled.insert(handle, message);
+                    self.next_handle += 1;
                 }
                 Err(error) => {
                     tracing::warn!(%error, "record held in its partition: the schema registry did not answer; read again after a backoff");
@@ -627,7 +636,6 @@ impl Log for KafkaLog {
             .finish_poll(&self.member.consumer)
             .map_err(|e| self.consumer_error(e))?;
         self.metrics.registry_holds.add(held as u64);
-        self.polled = kept;
         Ok(Polled::Records(polled))
     }
 
@@ -656,20 +664,24 @@ impl Log for KafkaLog {
         // member and reports it as a rebalance to nothing, then to what the new one is given.
         let committed =
             super::group::unless_fenced(&self.member.consumer, rewound)?.unwrap_or_default();
+        // Everything is read again from here.
+        self.polled.clear();
         tracing::debug!(took = ?started.elapsed(), partitions = committed.len(), "rewound to the committed offsets (fetched as stable)");
         let submissions = self.topic_name(InputTopic::Submissions).to_owned();
         let events = self.topic_name(InputTopic::Events).to_owned();
         Ok(committed
             .into_iter()
-            .map(|(topic, partition, offset)| {
-                let topic = if topic == submissions {
+            .map(|committed| Position {
+                topic: if committed.topic == submissions {
                     InputTopic::Submissions
-                } else if topic == events {
+                } else if committed.topic == events {
                     InputTopic::Events
                 } else {
                     InputTopic::Responses
-                };
-                (topic, partition, offset)
+                },
+                partition: committed.partition,
+                offset: committed.offset,
+                metadata: committed.metadata,
             })
             .collect())
     }
@@ -735,10 +747,15 @@ impl Log for KafkaLog {
         )
         .map_err(|e: EncodeEffectError| CommitError::Fatal(Box::new(e)))?;
         let mut list = TopicPartitionList::new();
-        for &(topic, partition, offset) in commit.offsets {
-            let name = self.topic_name(topic).to_owned();
-            list.add_partition_offset(&name, partition, Offset::Offset(offset))
+        for position in commit.offsets {
+            let name = self.topic_name(position.topic).to_owned();
+            list.add_partition_offset(&name, position.partition, Offset::Offset(position.offset))
                 .map_err(|e| CommitError::Fatal(self.consumer_error(e)))?;
+            if !position.metadata.is_empty()
+                && let Some(mut element) = list.find_partition(&name, position.partition)
+            {
+                element.set_metadata(position.metadata.clone());
+            }
         }
         let group_metadata = self.member.consumer.group_metadata().ok_or_else(|| {
             CommitError::Fatal(self.consumer_error(rdkafka::error::KafkaError::NoMessageReceived))
@@ -782,6 +799,9 @@ impl Log for KafkaLog {
             .workflow_commit_seconds
             .observe(committing.elapsed().as_secs_f64());
         self.metrics.workflow_batches.committed.inc();
+        for handle in commit.consumed {
+            self.polled.remove(handle);
+        }
         self.metrics
             .workflow_batches
             .records_out
@@ -821,7 +841,6 @@ impl Log for KafkaLog {
                 .map_err(|e| self.consumer_error(e))?;
         } else {
             consumer.pause(&list).map_err(|e| self.consumer_error(e))?;
-            self.metrics.admission_pauses.inc();
         }
         Ok(())
     }
@@ -833,6 +852,12 @@ impl Log for KafkaLog {
         m.executions_parked.set(report.parked as i64);
         m.executions_start_deferred.set(report.deferred as i64);
         m.submissions_paused.set(i64::from(!report.admitting));
+        if self.admitting && !report.admitting {
+            m.admission_pauses.inc();
+        }
+        self.admitting = report.admitting;
+        m.submissions_held.set(report.held as i64);
+        m.submissions_held_bytes.set(report.held_bytes as i64);
         m.workflow_batches.records_in.add(report.inputs as u64);
         if report.inputs > 0 {
             m.workflow_batches

@@ -122,6 +122,7 @@ impl World {
                     consumer.generation = group.generation;
                     consumer.owned = group.assignment.get(&member).cloned().unwrap_or_default();
                     consumer.positions.clear();
+                    consumer.polled.clear();
                     consumer.submissions_paused = false;
                     events.push(format!(
                         "{name}: assigned {:?} in generation {}",
@@ -144,7 +145,6 @@ impl World {
                 rng.shuffle(&mut sources);
                 let want = rng.range(1, max.max(1) as u64) as usize;
                 let mut records = Vec::new();
-                consumer.last_poll.clear();
                 for (topic, partition) in sources {
                     if records.len() >= want {
                         break;
@@ -166,7 +166,8 @@ impl World {
                     let (read, next) =
                         cluster.read_committed(Topic::of_input(topic), partition, position, take);
                     for record in read {
-                        let index = records.len();
+                        let index = consumer.next_handle;
+                        consumer.next_handle += 1;
                         records.push(PolledRecord {
                             topic,
                             partition,
@@ -180,7 +181,7 @@ impl World {
                                 timestamp: Some(record.timestamp),
                             },
                         });
-                        consumer.last_poll.push(PolledCopy {
+                        consumer.polled.insert(index, PolledCopy {
                             topic: Topic::of_input(topic),
                             partition,
                             offset: record.offset,
@@ -231,9 +232,17 @@ impl World {
         self.anomalies.push(detail);
     }
 
+    /// A committed batch of `pid` consumed the records of these handles: they are forgotten.
+    pub fn consumed(&mut self, pid: u64, handles: &[usize]) {
+        let consumer = &mut self.proc(pid).consumer;
+        for handle in handles {
+            consumer.polled.remove(handle);
+        }
+    }
+
     /// Positions `pid`'s owned partitions at their committed offsets, fetched as stable:
     /// `None` while an open transaction holds offsets for one of them.
-    pub fn rewind(&mut self, pid: u64) -> Option<Vec<(InputTopic, i32, i64)>> {
+    pub fn rewind(&mut self, pid: u64) -> Option<Vec<Position>> {
         let owned = self.procs[&pid].consumer.owned.clone();
         if let Some(txn) = self.cluster.offsets_pending(&owned) {
             let proc = self.proc(pid);
@@ -246,13 +255,17 @@ impl World {
             }
             return None;
         }
-        let positions: BTreeMap<(InputTopic, i32), i64> = owned
+        let out: Vec<Position> = owned
             .iter()
             .flat_map(|&p| INPUTS.map(|t| (t, p)))
-            .map(|(t, p)| ((t, p), self.cluster.committed_offset(t, p)))
+            .map(|(t, p)| self.cluster.committed_position(t, p))
             .collect();
-        let out = positions.iter().map(|(&(t, p), &o)| (t, p, o)).collect();
-        self.proc(pid).consumer.positions = positions;
+        let consumer = &mut self.proc(pid).consumer;
+        consumer.positions = out
+            .iter()
+            .map(|p| ((p.topic, p.partition), p.offset))
+            .collect();
+        consumer.polled.clear();
         Some(out)
     }
 

@@ -95,7 +95,7 @@ impl World {
         let (key, partitioned_by) = match address.key {
             Key::Exactly(key) => (key.clone(), key),
             Key::Within { key, partition_of } => (key, partition_of),
-            Key::OfInput(input) => match self.procs[&pid].consumer.last_poll.get(input) {
+            Key::OfInput(input) => match self.procs[&pid].consumer.polled.get(&input) {
                 Some(original) => {
                     let key = original.key.clone().unwrap_or_default();
                     (key.clone(), key)
@@ -153,7 +153,7 @@ impl World {
                 reason,
                 error,
             } => {
-                let Some(original) = self.procs[&pid].consumer.last_poll.get(*input).cloned()
+                let Some(original) = self.procs[&pid].consumer.polled.get(input).cloned()
                 else {
                     return;
                 };
@@ -311,7 +311,7 @@ impl World {
         &mut self,
         pid: u64,
         txn: u64,
-        offsets: &[(InputTopic, i32, i64)],
+        offsets: &[Position],
     ) -> Result<(), CommitError> {
         let (tid, epoch, member, generation) = {
             let p = &self.procs[&pid];
@@ -328,7 +328,18 @@ impl World {
         if offsets.is_empty() {
             return Ok(());
         }
-        match self.cluster.send_offsets(txn, offsets, member, generation) {
+        // How far it had read the submissions partitions (for the fairness check).
+        let read: BTreeMap<i32, i64> = self.procs[&pid]
+            .consumer
+            .positions
+            .iter()
+            .filter(|((topic, _), _)| *topic == InputTopic::Submissions)
+            .map(|(&(_, partition), &offset)| (partition, offset))
+            .collect();
+        match self
+            .cluster
+            .send_offsets(txn, offsets, &read, member, generation)
+        {
             Ok(()) => Ok(()),
             Err(e) => Err(self.refused(pid, e)),
         }

@@ -38,7 +38,7 @@ fn the_simulated_producer_appends_where_the_wire_table_says() {
     let start = chrono::DateTime::from_timestamp_millis(1_767_225_600_000).expect("a time");
     let mut world = world_with_a_worker(start);
     // The input a dead letter copies.
-    world.proc(1).consumer.last_poll.push(PolledCopy {
+    world.proc(1).consumer.polled.insert(0, PolledCopy {
         topic: Topic::Submissions,
         partition: 0,
         offset: 7,
