@@ -45,6 +45,7 @@ impl AvroRecord for RawSubmission {
             ("metadata".into(), Avro::Map(Default::default())),
             ("deadline".into(), Avro::Union(0, Box::new(Avro::Null))),
             ("concurrency".into(), Avro::Union(0, Box::new(Avro::Null))),
+            ("tenant".into(), Avro::Union(0, Box::new(Avro::Null))),
         ]))
     }
 

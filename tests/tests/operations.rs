@@ -157,6 +157,7 @@ async fn a_batch_that_cannot_be_fetched_is_skipped_and_counted() {
             metadata: Default::default(),
             deadline: None,
             concurrency: None,
+            tenant: None,
         };
         let value = deployment
             .codec
@@ -203,6 +204,7 @@ async fn a_batch_that_cannot_be_fetched_is_skipped_and_counted() {
         metadata: Default::default(),
         deadline: None,
         concurrency: None,
+        tenant: None,
     };
     let value = deployment
         .codec

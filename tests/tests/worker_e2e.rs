@@ -632,6 +632,7 @@ async fn poison_records_go_to_the_dlq_without_blocking_their_partition() {
         metadata: Default::default(),
         deadline: None,
         concurrency: None,
+        tenant: None,
     };
     let bytes = deployment
         .codec

@@ -239,7 +239,7 @@ fn the_check_catches_a_field_added_without_default() {
     json["fields"]
         .as_array_mut()
         .unwrap()
-        .push(serde_json::json!({"name": "tenant", "type": "string"}));
+        .push(serde_json::json!({"name": "region", "type": "string"}));
     let broken = Schema::parse_str(&json.to_string()).unwrap();
     assert!(SchemaCompatibility::can_read(&current.schema, &broken).is_err());
     // And the in-memory registry refuses it as a new version of the subject.
@@ -363,6 +363,7 @@ fn v0_submissions_read_as_current_with_empty_metadata() {
         metadata: Default::default(),
         deadline: None,
         concurrency: None,
+        tenant: None,
         ..s.clone()
     });
 }
@@ -489,6 +490,7 @@ fn v4_records_read_as_current_without_deadlines() {
     check_old_records("v4", "weir.submissions", &submissions(), |s| Submission {
         deadline: None,
         concurrency: None,
+        tenant: None,
         ..s.clone()
     });
     let records = held_before_correlation(timeless_history());
@@ -772,6 +774,7 @@ fn v11_records_read_as_current_without_concurrency_keys() {
     );
     check_old_records("v11", "weir.submissions", &all, |s| Submission {
         concurrency: None,
+        tenant: None,
         ..s.clone()
     });
     let starts = reset_starts();
@@ -808,5 +811,18 @@ fn v12_requests_read_as_current_without_latest_points_or_parked_activities() {
     check_old_records("v12", "weir.responses", &pauses, |p| PauseRequest {
         parked: None,
         ..p.clone()
+    });
+}
+
+/// v13 (before fairness) submissions read as current ones without a tenant; the samples hold
+/// one with a tenant and ones without.
+#[test]
+fn v13_submissions_read_as_current_without_tenants() {
+    let all = submissions();
+    assert!(all.iter().any(|s| s.tenant.is_some()));
+    assert!(all.iter().any(|s| s.tenant.is_none()));
+    check_old_records("v13", "weir.submissions", &all, |s| Submission {
+        tenant: None,
+        ..s.clone()
     });
 }

@@ -251,7 +251,7 @@ async fn conformance(url: &str) {
     json["fields"]
         .as_array_mut()
         .unwrap()
-        .push(serde_json::json!({"name": "tenant", "type": "string"}));
+        .push(serde_json::json!({"name": "region", "type": "string"}));
     match registry.register(&subject, &json.to_string()).await {
         Err(RegistryError::Incompatible { subject: s, .. }) => assert_eq!(s, subject),
         other => panic!("{other:?}"),

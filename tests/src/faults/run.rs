@@ -95,6 +95,7 @@ impl Run<'_> {
                     metadata: Default::default(),
                     deadline: None,
                     concurrency: None,
+                    tenant: None,
                 };
                 let value = self
                     .deployment

@@ -316,6 +316,9 @@ struct SubmitBody {
     deadline: Option<String>,
     /// At most `limit` (default 1) executions with `key` run at once.
     concurrency: Option<ConcurrencyBody>,
+    /// Whose work this is, for fairness: submissions are taken round-robin by tenant within
+    /// a partition. 1 to 128 bytes.
+    tenant: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -331,7 +334,23 @@ async fn submit(
     body: axum::body::Bytes,
 ) -> ApiResult {
     authorize(&api, &headers, Scope::Admin)?;
-    let body: SubmitBody = serde_json::from_slice(&body)
+    let submission = submission_of(&api.namespace, &headers, &body)?;
+    let topic = &api.topology.topic(TopicRole::Submissions).name;
+    crate::kafka::submit::submit(&api.producer, &api.codec, topic, &submission)
+        .await
+        .map_err(ApiError::internal)?;
+    let key = submission.execution_id.to_string();
+    Ok((StatusCode::ACCEPTED, Json(json!({"execution_id": key}))).into_response())
+}
+
+/// The submission a `POST /v1/executions` body asks for in `namespace`, checked: whatever
+/// breaks a rule is a 400 that says why, and nothing is sent.
+fn submission_of(
+    namespace: &str,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<crate::codec::Submission, ApiError> {
+    let body: SubmitBody = serde_json::from_slice(body)
         .map_err(|e| ApiError::bad_request(format!("the body is not a submission: {e}")))?;
     let ffqn: Ffqn = body
         .ffqn
@@ -348,7 +367,7 @@ async fn submit(
                 "idempotency_key must be 1 to 256 bytes",
             ));
         }
-        Some(key) => idempotent_id(&api.namespace, key),
+        Some(key) => idempotent_id(namespace, key),
         None => ExecutionId::top_level(ulid::Ulid::new()),
     };
     let deadline = body
@@ -364,22 +383,21 @@ async fn submit(
         .transpose()
         .map_err(|e| ApiError::bad_request(e.to_string()))?
         .flatten();
-    let submission = crate::codec::Submission {
+    if let Some(tenant) = &body.tenant {
+        crate::kafka::submit::validate_tenant(tenant)
+            .map_err(|e| ApiError::bad_request(e.to_string()))?;
+    }
+    Ok(crate::codec::Submission {
         concurrency,
+        tenant: body.tenant,
         ..crate::codec::Submission::top_level(
             &id,
             ffqn,
             body.params,
-            trace_metadata(&headers)?,
+            trace_metadata(headers)?,
             deadline,
         )
-    };
-    let topic = &api.topology.topic(TopicRole::Submissions).name;
-    crate::kafka::submit::submit(&api.producer, &api.codec, topic, &submission)
-        .await
-        .map_err(ApiError::internal)?;
-    let key = id.to_string();
-    Ok((StatusCode::ACCEPTED, Json(json!({"execution_id": key}))).into_response())
+    })
 }
 
 #[derive(Deserialize)]
@@ -660,6 +678,39 @@ mod tests {
         assert!(!message.contains("secret_ks"), "{message}");
         let reference = message.rsplit(' ').next().expect("a reference");
         assert!(reference.parse::<ulid::Ulid>().is_ok(), "{message}");
+    }
+
+    /// A submission's tenant is carried as given; an empty one or one over 128 bytes is
+    /// answered 400 with why.
+    #[tokio::test]
+    async fn a_submission_carries_its_tenant_and_a_bad_one_is_a_400() {
+        let headers = HeaderMap::new();
+        let body = |tenant: Value| {
+            json!({"ffqn": "weir-examples:workflows/hello.greet", "params": ["ann"], "tenant": tenant})
+                .to_string()
+        };
+        let submission =
+            submission_of("ns", &headers, body(json!("acme")).as_bytes()).expect("a submission");
+        assert_eq!(submission.tenant.as_deref(), Some("acme"));
+        let submission = submission_of("ns", &headers, body(Value::Null).as_bytes())
+            .expect("a submission without a tenant");
+        assert_eq!(submission.tenant, None);
+        for (tenant, why) in [
+            (
+                json!("t".repeat(129)),
+                "the tenant is 129 bytes: a tenant is 1 to 128 bytes",
+            ),
+            (json!(""), "the tenant is empty"),
+            (json!(7), "the body is not a submission"),
+        ] {
+            let refused = submission_of("ns", &headers, body(tenant).as_bytes())
+                .expect_err("refused")
+                .into_response();
+            assert_eq!(refused.status(), StatusCode::BAD_REQUEST);
+            let body = body_of(refused).await;
+            let message = body["error"]["message"].as_str().expect("a message");
+            assert!(message.contains(why), "{message}");
+        }
     }
 
     /// A second listing of `weir.state` while one is read is answered 429 with Retry-After;

@@ -181,6 +181,8 @@ impl AvroRecord for ResetStart {
                 metadata,
                 deadline: None,
                 concurrency,
+                // Not carried: the new execution takes the shared lane (the core's rule).
+                tenant: None,
             },
             reset_of,
             entries,

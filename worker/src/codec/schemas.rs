@@ -119,6 +119,8 @@ const PREVIOUS_FILES: &[(&str, &str, &str)] = &[
     // before parked activities' pauses named them: PauseRequest gained `parked`.
     avsc!("ResetRequest", "history/v12/reset_request.avsc"),
     avsc!("PauseRequest", "history/v12/pause_request.avsc"),
+    // Before fairness: Submission gained `tenant`.
+    avsc!("Submission", "history/v13/submission.avsc"),
 ];
 
 fn parse(files: &[(&'static str, &'static str, &'static str)]) -> Vec<RecordSchema> {

@@ -50,6 +50,7 @@ impl AvroRecord for Submission {
                 "concurrency",
                 optional(self.concurrency.as_ref(), concurrency_key),
             ),
+            ("tenant", optional(self.tenant.as_ref(), string)),
         ]))
     }
 
@@ -100,6 +101,8 @@ fn read_submission(
         metadata: f.get("metadata", read_string_map)?,
         deadline: f.get("deadline", |v| read_optional(v, read_instant))?,
         concurrency: f.get("concurrency", |v| read_optional(v, read_concurrency_key))?,
+        // Taken as is: a raw client's tenant is its own (Weir's clients check theirs).
+        tenant: f.get("tenant", |v| read_optional(v, read_string))?,
     };
     Ok((submission, ffqn_error, params_error))
 }

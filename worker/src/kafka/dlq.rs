@@ -359,6 +359,7 @@ mod tests {
                 metadata: Default::default(),
                 deadline: None,
                 concurrency: None,
+                tenant: None,
             },
             reset_of: crate::codec::ResetOf {
                 execution_id: child_cancel.execution_id.clone(),

@@ -289,9 +289,57 @@ pub fn concurrency_key(
     }))
 }
 
+/// The longest tenant Weir's clients send, in bytes.
+pub const MAX_TENANT_BYTES: usize = 128;
+
+/// Why a tenant is refused by `weir submit --tenant` and the HTTP API.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TenantError {
+    #[error(
+        "the tenant is empty: a tenant is 1 to {MAX_TENANT_BYTES} bytes (leave it out to share the lane of submissions without one)"
+    )]
+    Empty,
+    #[error("the tenant is {0} bytes: a tenant is 1 to {MAX_TENANT_BYTES} bytes")]
+    TooLong(usize),
+}
+
+/// Checks a submission's tenant as `weir submit --tenant` and the HTTP API take it: 1 to
+/// [`MAX_TENANT_BYTES`] bytes of UTF-8. Submissions are taken round-robin by tenant within a
+/// partition (`docs/design/fairness.md`). A record from another Kafka client is not checked:
+/// its tenant is taken as it is.
+pub fn validate_tenant(tenant: &str) -> Result<(), TenantError> {
+    match tenant.len() {
+        0 => Err(TenantError::Empty),
+        len if len > MAX_TENANT_BYTES => Err(TenantError::TooLong(len)),
+        _ => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tenant_is_1_to_128_bytes() {
+        assert_eq!(validate_tenant("acme"), Ok(()));
+        assert_eq!(validate_tenant(&"t".repeat(128)), Ok(()));
+        // Bytes, not characters: 64 two-byte characters fit, 65 do not.
+        assert_eq!(validate_tenant(&"é".repeat(64)), Ok(()));
+        assert_eq!(
+            validate_tenant(&"é".repeat(65)),
+            Err(TenantError::TooLong(130))
+        );
+        assert_eq!(
+            validate_tenant(&"t".repeat(129)),
+            Err(TenantError::TooLong(129))
+        );
+        assert_eq!(validate_tenant(""), Err(TenantError::Empty));
+        let why = validate_tenant(&"t".repeat(200)).unwrap_err().to_string();
+        assert!(
+            why.contains("200 bytes") && why.contains("1 to 128"),
+            "{why}"
+        );
+    }
 
     #[test]
     fn an_event_is_checked_before_it_is_sent() {

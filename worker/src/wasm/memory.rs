@@ -397,6 +397,7 @@ impl InMemoryBus {
             metadata: Default::default(),
             deadline: None,
             concurrency: None,
+            tenant: None,
         }));
         id
     }

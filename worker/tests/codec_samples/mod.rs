@@ -210,6 +210,7 @@ pub fn submissions() -> Vec<Submission> {
             metadata: BTreeMap::new(),
             deadline: None,
             concurrency: None,
+            tenant: None,
         },
         Submission {
             execution_id: root().child(&js, 2),
@@ -228,8 +229,9 @@ pub fn submissions() -> Vec<Submission> {
             ]),
             deadline: Some(t0() + chrono::Duration::nanoseconds(1_500)),
             concurrency: None,
+            tenant: None,
         },
-        // A concurrency key with its limit, and one with the default limit.
+        // A concurrency key with its limit (and a tenant), and one with the default limit.
         Submission {
             execution_id: reset_to(),
             ffqn: ffqn(),
@@ -243,6 +245,7 @@ pub fn submissions() -> Vec<Submission> {
                 key: "customer-42".into(),
                 limit: Some(3),
             }),
+            tenant: Some("acme".into()),
         },
         Submission {
             execution_id: root(),
@@ -257,6 +260,7 @@ pub fn submissions() -> Vec<Submission> {
                 key: "k".into(),
                 limit: None,
             }),
+            tenant: None,
         },
     ]
 }
@@ -613,6 +617,7 @@ pub fn reset_starts() -> Vec<ResetStart> {
         metadata: BTreeMap::new(),
         deadline: None,
         concurrency: None,
+        tenant: None,
     };
     let mut entries: Vec<HistoryEntry> = events()
         .into_iter()

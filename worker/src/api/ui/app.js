@@ -863,6 +863,8 @@ function submitView() {
     el("label", {}, "Function ", fn, known),
     el("label", {}, "Params (a JSON array) ", el("textarea", { id: "submit-params", name: "params", rows: 6 }, "[]")),
     el("label", {}, "Idempotency key (optional) ", el("input", { id: "submit-key", name: "key" })),
+    // Submissions are taken round-robin by tenant within a partition; the server checks it.
+    el("label", {}, "Tenant (optional) ", el("input", { id: "submit-tenant", name: "tenant" })),
     el("button", { type: "submit" }, "Submit"));
   view.replaceChildren(el("h1", {}, "Submit an execution"), form);
   api("/functions")
@@ -878,10 +880,15 @@ function submitView() {
       return;
     }
     const key = form.querySelector("#submit-key").value;
+    const tenant = form.querySelector("#submit-tenant").value;
     try {
       const answer = await api("/executions", {
         method: "POST",
-        body: { ffqn: fn.value.trim(), params, ...(key ? { idempotency_key: key } : {}) },
+        body: {
+          ffqn: fn.value.trim(), params,
+          ...(key ? { idempotency_key: key } : {}),
+          ...(tenant ? { tenant } : {}),
+        },
       });
       localStorage.setItem(FUNCTION_KEY, fn.value.trim());
       location.hash = `#/executions/${encodeURIComponent(answer.execution_id)}`;
