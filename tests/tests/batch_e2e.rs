@@ -496,6 +496,26 @@ async fn batches_through_the_http_api() {
         .expect("JSON");
     assert!(listed.to_string().contains("api-pause"), "{listed}");
 
+    // A batch counts what the list shows (`executions_by_function`, written apart from the
+    // execution rows `in_state` reads): a resume started before the list shows them paused
+    // selects nothing (400). Wait for the list, as an operator would see it.
+    wait_for("the paused executions listed", TIMEOUT, || async {
+        let paused: Value = get(format!("executions?function={SLEEP_FOR}&state=paused"))
+            .await
+            .ok()?
+            .json()
+            .await
+            .ok()?;
+        let listed: Vec<&str> = paused["executions"]
+            .as_array()?
+            .iter()
+            .filter_map(|e| e["execution_id"].as_str())
+            .collect();
+        ids.iter()
+            .all(|id| listed.contains(&id.to_string().as_str()))
+            .then_some(())
+    })
+    .await;
     let resumed = start(
         ADMIN,
         json!({"action": "resume", "function": SLEEP_FOR, "state": "paused", "rate": 10, "id": "api-resume"}),

@@ -412,7 +412,7 @@ mod tests {
             },
         ];
         let records =
-            records(&codec, &topology, &[], &effects, &[], &mut Vec::new()).expect("encoded");
+            records(&codec, &topology, &Inputs::new(), &effects, &[], &mut Vec::new()).expect("encoded");
         let name = |role| topology.topic(role).name.clone();
         let shape: Vec<(Placed<'_>, bool)> = records
             .iter()
@@ -521,7 +521,7 @@ mod tests {
             },
         ];
         let records =
-            records(&codec, &topology, &[], &effects, &[], &mut Vec::new()).expect("encoded");
+            records(&codec, &topology, &Inputs::new(), &effects, &[], &mut Vec::new()).expect("encoded");
         let size = records[0].size();
         assert!(
             size <= crate::kafka::config::MAX_PRODUCED_RECORD_BYTES,
@@ -552,7 +552,7 @@ mod tests {
             None,
         );
         let records =
-            records(&codec, &topology, &[input], &effects, &[], &mut Vec::new()).expect("encoded");
+            records(&codec, &topology, &Inputs::from([(0, input)]), &effects, &[], &mut Vec::new()).expect("encoded");
         let expected: Vec<Placed<'_>> = effects
             .iter()
             .filter_map(|effect| wire::address(effect).expect("an address"))

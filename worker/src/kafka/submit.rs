@@ -290,7 +290,7 @@ pub fn concurrency_key(
 }
 
 /// The longest tenant Weir's clients send, in bytes.
-pub const MAX_TENANT_BYTES: usize = 128;
+pub use weir_core::fairness::MAX_TENANT_LEN as MAX_TENANT_BYTES;
 
 /// Why a tenant is refused by `weir submit --tenant` and the HTTP API.
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
