@@ -225,8 +225,11 @@ impl<T> Held<T> {
             .expect("a held record's partition is known");
         part.held.remove(&entry.offset);
         part.taken.insert(entry.offset);
-        part.taken
-            .forget_below(part.held.first().copied().unwrap_or(i64::MAX));
+        // Every record below the lowest held one was read (records come in offset order),
+        // and with none held, every record up to this one; beyond, a former owner's marks
+        // wait for their records to be read (and skipped).
+        let read_past = part.held.first().copied().unwrap_or(entry.offset + 1);
+        part.taken.forget_below(read_past);
         if let Some(key) = &entry.key
             && let Some((_, count)) = self.keys.get_mut(key)
         {
@@ -240,17 +243,18 @@ impl<T> Held<T> {
     }
 
     /// The offset to commit for `partition` and its metadata, given `next`, the offset after
-    /// the last record read of it: the lowest held record with what was taken beyond it, or
-    /// `next` with nothing.
+    /// the last record read of it: the lowest held record, or `next` when none is held, with
+    /// what was taken beyond it — by this owner, or by a former one and not read again yet
+    /// (a take-over followed by a batch before the first poll of the partition must commit
+    /// them again, or the next owner takes them twice).
     pub fn commit_position(&self, partition: i32, next: i64) -> (i64, String) {
-        match self
-            .partitions
-            .get(&partition)
-            .and_then(|p| Some((p.held.first()?, p)))
-        {
-            Some((&lowest, part)) => (lowest, part.taken.render(lowest)),
-            None => (next, String::new()),
-        }
+        let Some(part) = self.partitions.get(&partition) else {
+            return (next, String::new());
+        };
+        let offset = part.held.first().copied().unwrap_or(next);
+        let mut taken = part.taken.clone();
+        taken.forget_below(offset);
+        (offset, taken.render(offset))
     }
 
     /// Whether nothing is held.

@@ -532,8 +532,22 @@ impl Deployment {
         ffqn: &str,
         params: Value,
     ) {
-        self.submit_record_as(producer, id, ffqn, params, None, &[])
+        self.submit_record_as(producer, id, ffqn, params, (None, None), &[])
             .await
+    }
+
+    /// [`submit`](Self::submit) for `tenant` (fairness: taken round-robin by tenant).
+    pub async fn submit_for_tenant(
+        &self,
+        producer: &FutureProducer,
+        tenant: &str,
+        ffqn: &str,
+        params: Value,
+    ) -> ExecutionId {
+        let id = ExecutionId::top_level(ulid::Ulid::new());
+        self.submit_record_as(producer, &id, ffqn, params, (None, Some(tenant)), &[])
+            .await;
+        id
     }
 
     /// [`submit`](Self::submit) with Kafka headers on the record (`traceparent`, …).
@@ -569,7 +583,7 @@ impl Deployment {
         headers: &[(&str, &str)],
     ) -> ExecutionId {
         let id = ExecutionId::top_level(ulid::Ulid::new());
-        self.submit_record_as(producer, &id, ffqn, params, deadline, headers)
+        self.submit_record_as(producer, &id, ffqn, params, (deadline, None), headers)
             .await;
         id
     }
@@ -580,12 +594,14 @@ impl Deployment {
         id: &ExecutionId,
         ffqn: &str,
         params: Value,
-        deadline: Option<chrono::DateTime<chrono::Utc>>,
+        (deadline, tenant): (Option<chrono::DateTime<chrono::Utc>>, Option<&str>),
         headers: &[(&str, &str)],
     ) {
         let ffqn = ffqn.parse::<Ffqn>().expect("ffqn");
-        let submission =
-            weir::codec::Submission::top_level(id, ffqn, params, Default::default(), deadline);
+        let submission = weir::codec::Submission {
+            tenant: tenant.map(str::to_owned),
+            ..weir::codec::Submission::top_level(id, ffqn, params, Default::default(), deadline)
+        };
         let topic = self.topic(TopicRole::Submissions);
         let value = self.codec.encode(&topic, &submission).expect("encode");
         let mut owned = rdkafka::message::OwnedHeaders::new();

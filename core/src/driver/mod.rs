@@ -380,7 +380,9 @@ where
         }
         if admit != self.admitting {
             if admit {
-                tracing::info!("executions started again: fewer in flight than the admission limit");
+                tracing::info!(
+                    "executions started again: fewer in flight than the admission limit"
+                );
             } else {
                 tracing::info!(
                     limit,

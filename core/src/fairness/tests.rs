@@ -88,6 +88,21 @@ fn records_taken_beyond_the_committed_offset_are_not_taken_again() {
 }
 
 #[test]
+fn what_a_former_owner_took_is_committed_again_until_it_is_read_past() {
+    // Resumed from (1, "wf1;1+1"): record 2 was taken. A batch before the first poll, and
+    // one after reading only record 1, must say so again; once 2 is read past, nothing.
+    let mut held: Held<i64> = Held::default();
+    held.resume(0, 1, "wf1;1+1").expect("our metadata");
+    assert_eq!(held.commit_position(0, 1), (1, "wf1;1+1".to_owned()));
+    assert!(held.push(0, 1, 10, Some("a1"), None, 1));
+    assert_eq!(held.commit_position(0, 2), (1, "wf1;1+1".to_owned()));
+    assert_eq!(drain(&mut held), vec![1]);
+    assert_eq!(held.commit_position(0, 2), (2, "wf1;0+1".to_owned()));
+    assert!(!held.push(0, 2, 10, Some("b0"), None, 2));
+    assert_eq!(held.commit_position(0, 3), (3, String::new()));
+}
+
+#[test]
 fn metadata_that_is_not_ours_is_reported_and_skips_nothing() {
     let mut held: Held<i64> = Held::default();
     let error = held.resume(0, 5, "something else").expect_err("not ours");

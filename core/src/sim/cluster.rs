@@ -263,6 +263,11 @@ pub struct Txn {
     /// (the offset after the last record polled): what the fairness check compares the
     /// creations of the transaction with.
     pub read: BTreeMap<i32, i64>,
+    /// The group generation its offsets were sent with.
+    pub generation: Option<u64>,
+    /// How many times its worker had rewound (taken over) when it sent them: with `pid`,
+    /// what the worker held in memory is of that one take-over.
+    pub rewinds: u64,
     /// Offsets of the trigger workers' group in the source topic sent with the transaction.
     pub source_offsets: Vec<(i32, i64)>,
 }
@@ -495,6 +500,9 @@ pub struct Cluster {
     pub trigger_group: Group,
     /// The trigger workers' committed offsets in the source topic.
     pub source_committed: BTreeMap<i32, i64>,
+    /// The workflow workers' committed transactions with input offsets, in commit order
+    /// (what the fairness check reads).
+    pub committed_txns: Vec<Txn>,
     next_txn: u64,
 }
 
@@ -521,6 +529,7 @@ impl Cluster {
             trigger_group: Group::new(SOURCE_PARTITIONS),
             source_committed: BTreeMap::new(),
             route_committed: BTreeMap::new(),
+            committed_txns: Vec::new(),
             next_txn: 1,
         }
     }
@@ -672,6 +681,8 @@ impl Cluster {
                 written: Vec::new(),
                 offsets: Vec::new(),
                 read: BTreeMap::new(),
+                generation: None,
+                rewinds: 0,
                 source_offsets: Vec::new(),
             },
         );
@@ -703,7 +714,7 @@ impl Cluster {
         &mut self,
         number: u64,
         offsets: &[Position],
-        read: &BTreeMap<i32, i64>,
+        (read, rewinds): (&BTreeMap<i32, i64>, u64),
         member: Option<u64>,
         generation: u64,
     ) -> Result<(), TxnRefused> {
@@ -721,6 +732,8 @@ impl Cluster {
         if let Some(t) = self.txns.get_mut(&number) {
             t.offsets.extend_from_slice(offsets);
             t.read.extend(read);
+            t.generation = Some(generation);
+            t.rewinds = rewinds;
         }
         Ok(())
     }
@@ -847,6 +860,9 @@ impl Cluster {
             }
             for &(partition, offset) in &txn.source_offsets {
                 self.source_committed.insert(partition, offset);
+            }
+            if txn.generation.is_some() {
+                self.committed_txns.push(txn.clone());
             }
         }
         if let Some(p) = self.producers.get_mut(&txn.transactional_id)

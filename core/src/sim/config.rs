@@ -284,10 +284,14 @@ pub struct Faults {
     /// parent resumed. Drawn from an RNG of its own (`Sim::exhausted_rng`). See
     /// `checks/exhausted.rs` for what is checked.
     pub exhausted_pauses: bool,
+    /// Fairness by tenant (issue 35 item 4): submissions name tenants (or none), and now and
+    /// then a client submits a burst of one tenant followed by a few of another. Drawn from
+    /// an RNG of its own (`Sim::fair_rng`). See `checks/fairness.rs` for what is checked.
+    pub fairness: bool,
 }
 
 impl Faults {
-    pub const NAMES: [&'static str; 35] = [
+    pub const NAMES: [&'static str; 36] = [
         "crashes",
         "hanging_txns",
         "rebalances",
@@ -323,6 +327,7 @@ impl Faults {
         "concurrency",
         "batches",
         "exhausted_pauses",
+        "fairness",
     ];
 
     pub fn none() -> Self {
@@ -362,6 +367,7 @@ impl Faults {
             concurrency: false,
             batches: false,
             exhausted_pauses: false,
+            fairness: false,
         }
     }
 
@@ -427,6 +433,7 @@ impl Faults {
             "concurrency" => &mut self.concurrency,
             "batches" => &mut self.batches,
             "exhausted_pauses" => &mut self.exhausted_pauses,
+            "fairness" => &mut self.fairness,
             _ => return None,
         })
     }

@@ -21,6 +21,10 @@ pub enum Invariant {
     /// from the rule's cut of the old history; a refused request makes nothing, an allowed
     /// one is not lost.
     Reset,
+    /// Fairness by tenant: once an owner has read a submission, no other tenant's lane has
+    /// more than twice as many executions created before it as its own lane had ahead of it,
+    /// plus two (round-robin; `checks/fairness.rs`).
+    Fairness,
     /// Concurrency slots: no execution's code runs before it holds every slot it claims; a
     /// slot's committed state never holds more than its limit, grants its waiting executions
     /// in the order they came and frees a place only for an execution whose `Finished` is
@@ -147,12 +151,13 @@ pub enum Invariant {
 }
 
 impl Invariant {
-    pub const ALL: [Invariant; 56] = [
+    pub const ALL: [Invariant; 57] = [
         Invariant::SeamContract,
         Invariant::Upgrade,
         Invariant::Pause,
         Invariant::PauseRequests,
         Invariant::Reset,
+        Invariant::Fairness,
         Invariant::Concurrency,
         Invariant::Batch,
         Invariant::BatchRate,
@@ -214,6 +219,7 @@ impl Invariant {
             Invariant::Pause => "pause",
             Invariant::PauseRequests => "pause-requests",
             Invariant::Reset => "reset",
+            Invariant::Fairness => "fairness",
             Invariant::Concurrency => "concurrency",
             Invariant::Batch => "batch",
             Invariant::BatchRate => "batch-rate",

@@ -416,6 +416,8 @@ pub struct Report {
     pub batches: super::checks::BatchCounts,
     /// What the resets did (`Faults::resets`).
     pub resets: super::checks::ResetCounts,
+    /// What the fairness check saw (`Faults::fairness`).
+    pub fairness: super::checks::FairnessCounts,
     /// What the concurrency slots did (`Faults::concurrency`).
     pub concurrency: super::checks::ConcurrencyCounts,
     /// What the paused routes did (`Faults::route_pauses`).

@@ -105,6 +105,10 @@ pub struct Sim {
     pub(super) reset_sends: Vec<super::sent::ResetSend>,
     /// The side RNG of `Faults::batches` (see `workloads/batches.rs`).
     pub(super) batch_rng: Rng,
+    /// The side RNG of `Faults::fairness` (see `workloads/fairness.rs`).
+    pub(super) fair_rng: Rng,
+    /// The tenant of the burst being submitted (`workloads/fairness.rs`).
+    pub(super) burst_tenant: Option<String>,
     /// The batch commands clients sent, in order (`Faults::batches`).
     pub(super) batch_sends: Vec<super::sent::BatchSend>,
     /// The routes a client paused on `weir.control` and has not resumed yet: resumed when the
@@ -168,6 +172,8 @@ impl Sim {
             exhausted_rng: Sim::exhausted_rng(seed),
             reset_sends: Vec::new(),
             batch_rng: Sim::batch_rng(seed),
+            fair_rng: Sim::fair_rng(seed),
+            burst_tenant: None,
             batch_sends: Vec::new(),
             paused_routes: std::collections::BTreeSet::new(),
             stray_events: Vec::new(),
@@ -809,6 +815,7 @@ impl Sim {
             batches: super::checks::BatchCounts::of(&w, &self.batch_sends),
             resets: super::checks::ResetCounts::of(&w, &self.reset_sends),
             concurrency: super::checks::ConcurrencyCounts::of(&w),
+            fairness: super::checks::FairnessCounts::of(&w),
             routes: super::checks::RouteCounts::of(&w),
             rates: super::checks::RateCounts::of(&w),
             exhausted: super::checks::ExhaustedCounts::of(&w),

@@ -9,9 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use chrono::Duration;
 
 use crate::dlq;
-use crate::driver::{
-    CommitError, InputTopic, Landed, LoggedEntry, Polled, PolledRecord, Position,
-};
+use crate::driver::{CommitError, InputTopic, Landed, LoggedEntry, Polled, PolledRecord, Position};
 use crate::model::{ExecutionId, ExecutionResult, Response};
 use crate::processor::{Body, Effect, Input, Undecodable};
 use crate::records::{DlqReason, HistoryRecord};
@@ -57,6 +55,8 @@ pub struct Consumer {
     pub polled: BTreeMap<usize, PolledCopy>,
     /// The handle of the next record polled.
     pub next_handle: usize,
+    /// Rewinds (take-overs) so far.
+    pub rewinds: u64,
     /// Admission closed: the submissions partitions are not fetched (a new assignment
     /// fetches them, as a new Kafka assignment does).
     pub submissions_paused: bool,

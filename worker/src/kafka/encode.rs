@@ -411,8 +411,15 @@ mod tests {
                 at: None,
             },
         ];
-        let records =
-            records(&codec, &topology, &Inputs::new(), &effects, &[], &mut Vec::new()).expect("encoded");
+        let records = records(
+            &codec,
+            &topology,
+            &Inputs::new(),
+            &effects,
+            &[],
+            &mut Vec::new(),
+        )
+        .expect("encoded");
         let name = |role| topology.topic(role).name.clone();
         let shape: Vec<(Placed<'_>, bool)> = records
             .iter()
@@ -520,8 +527,15 @@ mod tests {
                 at: Some(at),
             },
         ];
-        let records =
-            records(&codec, &topology, &Inputs::new(), &effects, &[], &mut Vec::new()).expect("encoded");
+        let records = records(
+            &codec,
+            &topology,
+            &Inputs::new(),
+            &effects,
+            &[],
+            &mut Vec::new(),
+        )
+        .expect("encoded");
         let size = records[0].size();
         assert!(
             size <= crate::kafka::config::MAX_PRODUCED_RECORD_BYTES,
@@ -551,8 +565,15 @@ mod tests {
             7,
             None,
         );
-        let records =
-            records(&codec, &topology, &Inputs::from([(0, input)]), &effects, &[], &mut Vec::new()).expect("encoded");
+        let records = records(
+            &codec,
+            &topology,
+            &Inputs::from([(0, input)]),
+            &effects,
+            &[],
+            &mut Vec::new(),
+        )
+        .expect("encoded");
         let expected: Vec<Placed<'_>> = effects
             .iter()
             .filter_map(|effect| wire::address(effect).expect("an address"))

@@ -21,6 +21,7 @@
 //!   rule's cut of the old history, nothing refused made, nothing allowed lost; [`ResetCounts`].
 //! - `concurrency`: no code before an execution holds its slots, no slot above its limit,
 //!   grants in order, places freed only by finishes.
+//! - `fairness`: submissions read are taken round-robin by tenant.
 //! - `timings`: when each history record says it happened, in order, and kept by the store.
 //! - `quiescence`: nothing left behind once the run settled.
 //!
@@ -37,6 +38,7 @@ mod deadlines;
 mod delays;
 mod events;
 mod exhausted;
+mod fairness;
 mod history;
 mod outputs;
 mod pauses;
@@ -58,6 +60,7 @@ pub use batches::BatchCounts;
 pub use concurrency::ConcurrencyCounts;
 pub use correlation::correlation_at_settle;
 pub use exhausted::ExhaustedCounts;
+pub use fairness::FairnessCounts;
 pub use pauses::PauseCounts;
 pub use rates::RateCounts;
 pub use resets::ResetCounts;
@@ -211,6 +214,7 @@ pub fn check(w: &World, sent: &Sent<'_>, settled: bool) -> Vec<Violation> {
     pauses::check_pauses(&mut add, w, &logs, &pause_requests, settled);
     resets::check_resets(&mut add, &logs, resets, settled);
     concurrency::check_concurrency(&mut add, w, &logs);
+    fairness::check_fairness(&mut add, w);
     batches::check_batches(&mut add, w, batches, settled);
     history::check_histories(&mut add, w, &logs);
     timings::check_timings(&mut add, w, &logs);

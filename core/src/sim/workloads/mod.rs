@@ -30,6 +30,7 @@ mod correlation;
 mod corrupt_state;
 mod events;
 mod exhausted;
+mod fairness;
 mod faults;
 mod pauses;
 mod resets;

@@ -72,7 +72,7 @@ impl Sim {
                 .concurrency
                 .then(|| concurrency_key(&id, &ffqn))
                 .flatten(),
-            tenant: None,
+            tenant: self.next_tenant(),
         };
         let (partition, offset) = lock(&self.world).client_append(
             Topic::Submissions,
@@ -227,6 +227,9 @@ impl Sim {
     }
 
     pub(in crate::sim) fn random_submission(&mut self) {
+        if self.maybe_tenant_burst() {
+            return;
+        }
         if self.faults.duplicate_submissions && !self.submitted.is_empty() && self.rng.chance(150) {
             let i = self.rng.below(self.submitted.len() as u64) as usize;
             let id = self.submitted.get_index(i).map(|(id, _)| id.clone());

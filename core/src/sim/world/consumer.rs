@@ -181,14 +181,17 @@ impl World {
                                 timestamp: Some(record.timestamp),
                             },
                         });
-                        consumer.polled.insert(index, PolledCopy {
-                            topic: Topic::of_input(topic),
-                            partition,
-                            offset: record.offset,
-                            key: record.key.clone(),
-                            bytes: record.bytes.clone(),
-                            timestamp: record.timestamp,
-                        });
+                        consumer.polled.insert(
+                            index,
+                            PolledCopy {
+                                topic: Topic::of_input(topic),
+                                partition,
+                                offset: record.offset,
+                                key: record.key.clone(),
+                                bytes: record.bytes.clone(),
+                                timestamp: record.timestamp,
+                            },
+                        );
                     }
                     consumer.positions.insert((topic, partition), next);
                 }
@@ -266,6 +269,7 @@ impl World {
             .map(|p| ((p.topic, p.partition), p.offset))
             .collect();
         consumer.polled.clear();
+        consumer.rewinds += 1;
         Some(out)
     }
 

@@ -153,8 +153,7 @@ impl World {
                 reason,
                 error,
             } => {
-                let Some(original) = self.procs[&pid].consumer.polled.get(input).cloned()
-                else {
+                let Some(original) = self.procs[&pid].consumer.polled.get(input).cloned() else {
                     return;
                 };
                 let copy = dlq::copy(
@@ -336,10 +335,13 @@ impl World {
             .filter(|((topic, _), _)| *topic == InputTopic::Submissions)
             .map(|(&(_, partition), &offset)| (partition, offset))
             .collect();
-        match self
-            .cluster
-            .send_offsets(txn, offsets, &read, member, generation)
-        {
+        match self.cluster.send_offsets(
+            txn,
+            offsets,
+            (&read, self.procs[&pid].consumer.rewinds),
+            member,
+            generation,
+        ) {
             Ok(()) => Ok(()),
             Err(e) => Err(self.refused(pid, e)),
         }

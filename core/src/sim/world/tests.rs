@@ -38,14 +38,17 @@ fn the_simulated_producer_appends_where_the_wire_table_says() {
     let start = chrono::DateTime::from_timestamp_millis(1_767_225_600_000).expect("a time");
     let mut world = world_with_a_worker(start);
     // The input a dead letter copies.
-    world.proc(1).consumer.polled.insert(0, PolledCopy {
-        topic: Topic::Submissions,
-        partition: 0,
-        offset: 7,
-        key: Some("poison".into()),
-        bytes: b"not Avro".to_vec(),
-        timestamp: start,
-    });
+    world.proc(1).consumer.polled.insert(
+        0,
+        PolledCopy {
+            topic: Topic::Submissions,
+            partition: 0,
+            offset: 7,
+            key: Some("poison".into()),
+            bytes: b"not Avro".to_vec(),
+            timestamp: start,
+        },
+    );
     let effects = examples::one_of_each(start);
     let (txn, landed) = world.commit_begin(1, &effects).expect("a transaction");
     let written: Vec<(Topic, i32, &Record)> = world.cluster.txns[&txn]

@@ -1,0 +1,121 @@
+//! Issue 35 item 4 on the real stack: fairness by tenant (`docs/design/fairness.md`).
+//!
+//! Tenant `a` submits a burst of 600 `hello.greet`, tenant `b` 20 right after, before any
+//! worker runs; a worker with a small cache (admission closes at once, so it reads ahead and
+//! holds the burst) starts, is killed (`kill -9`) while it works through the burst, and a
+//! second one takes over from the committed offsets and their metadata (the records taken
+//! beyond the committed offset: `weir_core::fairness::Taken`).
+//!
+//! - Exactly once: every execution has exactly one result, with its value
+//!   (`Deployment::results` fails on a second one) and one `Created` record.
+//! - Fairness: most of `b`'s executions are created before the last of `a`'s on their
+//!   partition (in log order every `b` would come after every `a` of its partition).
+//!
+//! The rules are `core/src/fairness` (its unit tests) and the simulation's class `fairness`.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use serde_json::json;
+use weir::codec::HistoryEntry;
+use weir::model::{ExecutionId, ExecutionResult};
+use weir::topology::TopicRole;
+use weir_e2e::deployment::Deployment;
+use weir_e2e::wait_for;
+
+const GREET: &str = "weir-examples:workflows/hello.greet";
+const TIMEOUT: Duration = Duration::from_secs(300);
+const BURST: usize = 600;
+const FEW: usize = 20;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_burst_of_one_tenant_does_not_hold_another_behind_it_and_nothing_runs_twice() {
+    let deployment = Deployment::new("fairness");
+    let producer = deployment.producer();
+    let mut a = Vec::new();
+    for i in 0..BURST {
+        a.push(
+            deployment
+                .submit_for_tenant(&producer, "a", GREET, json!([format!("a{i}")]))
+                .await,
+        );
+    }
+    let mut b = Vec::new();
+    for i in 0..FEW {
+        b.push(
+            deployment
+                .submit_for_tenant(&producer, "b", GREET, json!([format!("b{i}")]))
+                .await,
+        );
+    }
+    let first = deployment.start_worker("first", &["--cache-size", "64"]);
+    let store = deployment.store().await;
+    // Killed while it works through the burst: some finished, most not.
+    wait_for("some executions finished", TIMEOUT, || async {
+        let mut finished = 0;
+        for id in a.iter().take(200) {
+            if store
+                .execution(id)
+                .await
+                .ok()
+                .flatten()
+                .is_some_and(|row| row.state == weir::store::ExecutionState::Finished)
+            {
+                finished += 1;
+            }
+        }
+        (finished >= 20).then_some(())
+    })
+    .await;
+    first.signal("KILL");
+    let _second = deployment.start_worker("second", &["--cache-size", "64"]);
+
+    let all: Vec<ExecutionId> = a.iter().chain(&b).cloned().collect();
+    let results = deployment.results(&all, TIMEOUT);
+    for (ids, tenant) in [(&a, "a"), (&b, "b")] {
+        for (i, id) in ids.iter().enumerate() {
+            let greeting = match &results[id] {
+                ExecutionResult::Ok(value) => value.to_string(),
+                other => panic!("{id} of tenant {tenant}: {other:?}"),
+            };
+            assert!(
+                greeting.contains(&format!("{tenant}{i}")),
+                "{id}: {greeting}"
+            );
+        }
+    }
+
+    // One `Created` each, and when: b's against the last a of their partition.
+    let histories = deployment.kafka_histories();
+    let partitions = deployment.topology.topic(TopicRole::History).partitions;
+    let created = |id: &ExecutionId| {
+        let records = &histories[id];
+        let created: Vec<_> = records
+            .iter()
+            .filter(|r| matches!(r.entry, HistoryEntry::Created(_)))
+            .collect();
+        assert_eq!(created.len(), 1, "{id}: {} Created records", created.len());
+        created[0].at.expect("a Created record says when")
+    };
+    let partition = |id: &ExecutionId| {
+        weir::partitioner::partition_for_key(id.to_string().as_bytes(), partitions)
+    };
+    let mut last_a: HashMap<i32, chrono::DateTime<chrono::Utc>> = HashMap::new();
+    for id in &a {
+        let at = created(id);
+        let last = last_a.entry(partition(id)).or_insert(at);
+        *last = (*last).max(at);
+    }
+    let ahead = b
+        .iter()
+        .filter(|id| {
+            last_a
+                .get(&partition(id))
+                .is_some_and(|last| created(id) < *last)
+        })
+        .count();
+    assert!(
+        ahead * 4 >= FEW * 3,
+        "only {ahead} of {FEW} executions of tenant b were created before the last of tenant a's on their partition"
+    );
+}
