@@ -258,7 +258,7 @@ impl<T> Held<T> {
     }
 
     /// Whether nothing is held.
-    pub fn is_idle(&self) -> bool {
+    pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 

@@ -19,6 +19,7 @@ use std::time::Duration;
 use serde_json::json;
 use weir::codec::HistoryEntry;
 use weir::model::{ExecutionId, ExecutionResult};
+use weir::store::Store;
 use weir::topology::TopicRole;
 use weir_e2e::deployment::Deployment;
 use weir_e2e::wait_for;

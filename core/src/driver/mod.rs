@@ -317,7 +317,7 @@ where
         let timers = self.timers.take_due(now, self.config.max_batch);
         if records.is_empty()
             && timers.is_empty()
-            && !(self.admitting && !self.held.is_idle())
+            && (!self.admitting || self.held.is_empty())
             && !self.processor.schedule_due(now)
             && !self.processor.batch_due(now)
             && !self.processor.correlation_due(now)
@@ -355,7 +355,7 @@ where
         // An early event waits again if a submission may have been unread at some instant of
         // its wait (issue 33 F7): not read, not taken, or held behind other tenants.
         self.processor
-            .submissions_read(self.reading && self.admitting && self.held.is_idle(), now);
+            .submissions_read(self.reading && self.admitting && self.held.is_empty(), now);
         if reading != self.reading {
             let from: Vec<(i32, i64)> = self
                 .positions

@@ -29,7 +29,7 @@ fn lanes_take_turns_in_the_order_they_were_first_held() {
     assert_eq!(held.len(), 8);
     assert_eq!(held.bytes(), 80);
     assert_eq!(drain(&mut held), vec![0, 5, 7, 1, 6, 2, 3, 4]);
-    assert!(held.is_idle());
+    assert!(held.is_empty());
     assert_eq!(held.bytes(), 0);
 }
 

@@ -23,6 +23,9 @@ use crate::sim::cluster::{Payload, Topic};
 use crate::sim::invariant::Invariant;
 use crate::sim::world::World;
 
+/// The one submission record of a key: its offset and tenant (`None` in the map: several).
+type Sub = (i64, Option<String>);
+
 /// A creation, as the check reads it.
 struct Creation {
     /// The owner's take-over: (worker, rewinds).
@@ -115,7 +118,7 @@ fn windows(w: &World) -> Vec<Window> {
         return Vec::new();
     }
     // The submissions: by partition and key, (offset, tenant) of the one record of the key.
-    let mut subs: HashMap<(i32, String), Option<(i64, Option<String>)>> = HashMap::new();
+    let mut subs: HashMap<(i32, String), Option<Sub>> = HashMap::new();
     for p in 0..w.cluster.partitions(Topic::Submissions) {
         for record in w.cluster.log(Topic::Submissions, p) {
             if !record.visible() {
