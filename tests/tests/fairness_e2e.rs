@@ -9,7 +9,8 @@
 //! - Exactly once: every execution has exactly one result, with its value
 //!   (`Deployment::results` fails on a second one) and one `Created` record.
 //! - Fairness: most of `b`'s executions are created before the last of `a`'s on their
-//!   partition (in log order every `b` would come after every `a` of its partition).
+//!   partition of `weir.history` (in log order every `b` would come after every `a` of its
+//!   partition).
 //!
 //! The rules are `core/src/fairness` (its unit tests) and the simulation's class `fairness`.
 
@@ -86,33 +87,34 @@ async fn a_burst_of_one_tenant_does_not_hold_another_behind_it_and_nothing_runs_
         }
     }
 
-    // One `Created` each, and when: b's against the last a of their partition.
-    let histories = deployment.kafka_histories();
-    let partitions = deployment.topology.topic(TopicRole::History).partitions;
-    let created = |id: &ExecutionId| {
-        let records = &histories[id];
-        let created: Vec<_> = records
-            .iter()
-            .filter(|r| matches!(r.entry, HistoryEntry::Created(_)))
-            .collect();
-        assert_eq!(created.len(), 1, "{id}: {} Created records", created.len());
-        created[0].at.expect("a Created record says when")
+    // One `Created` each, and where in its partition of `weir.history` (the creations of one
+    // batch share a time: their order is the log's).
+    let history = deployment.topic(TopicRole::History);
+    let mut created: HashMap<ExecutionId, Vec<(i32, i64)>> = HashMap::new();
+    for read in deployment.read_records_to_end::<weir::codec::HistoryRecord>(&history, TIMEOUT) {
+        if matches!(read.record.entry, HistoryEntry::Created(_)) {
+            created
+                .entry(read.record.execution_id.clone())
+                .or_default()
+                .push((read.partition, read.offset));
+        }
+    }
+    let at = |id: &ExecutionId| {
+        let found = created.get(id).map(Vec::as_slice).unwrap_or_default();
+        assert_eq!(found.len(), 1, "{id}: {} Created records", found.len());
+        found[0]
     };
-    let partition = |id: &ExecutionId| {
-        weir::partitioner::partition_for_key(id.to_string().as_bytes(), partitions)
-    };
-    let mut last_a: HashMap<i32, chrono::DateTime<chrono::Utc>> = HashMap::new();
+    let mut last_a: HashMap<i32, i64> = HashMap::new();
     for id in &a {
-        let at = created(id);
-        let last = last_a.entry(partition(id)).or_insert(at);
-        *last = (*last).max(at);
+        let (partition, offset) = at(id);
+        let last = last_a.entry(partition).or_insert(offset);
+        *last = (*last).max(offset);
     }
     let ahead = b
         .iter()
         .filter(|id| {
-            last_a
-                .get(&partition(id))
-                .is_some_and(|last| created(id) < *last)
+            let (partition, offset) = at(id);
+            last_a.get(&partition).is_some_and(|last| offset < *last)
         })
         .count();
     assert!(

@@ -34,7 +34,21 @@ pub(super) fn check_events(
         for e in entries {
             first.entry(e.record.seq).or_insert(e);
         }
-        let sent: &[(String, i64)] = submitted.get(id).map_or(&[], |s| s.events.as_slice());
+        // A reset's new execution starts with its source's history, events and all
+        // (`Created::reset_of`): what was sent to the source counts as sent to it.
+        let mut sent: Vec<&(String, i64)> = Vec::new();
+        let mut of = Some(id);
+        while let Some(current) = of {
+            sent.extend(submitted.get(current).into_iter().flat_map(|s| &s.events));
+            of = logs.get(current).and_then(|entries| {
+                entries.iter().find_map(|e| match &e.record.entry {
+                    HistoryEntry::Created(created) => {
+                        created.reset_of.as_ref().map(|r| &r.execution_id)
+                    }
+                    _ => None,
+                })
+            });
+        }
         let mut kept: BTreeMap<&str, usize> = BTreeMap::new();
         let mut taken: BTreeMap<&str, usize> = BTreeMap::new();
         for e in first.values() {
@@ -51,7 +65,7 @@ pub(super) fn check_events(
             if keyed_ids.contains(event_id.as_str()) {
                 continue;
             }
-            match sent.iter().find(|(sent_id, _)| sent_id == event_id) {
+            match sent.iter().find(|s| s.0 == *event_id) {
                 None => add(
                     Invariant::Events,
                     format!(
