@@ -95,17 +95,24 @@ async fn a_concurrency_key_runs_one_at_a_time_in_the_order_they_came() {
         (queued == 2).then_some(())
     })
     .await;
-    let listed = succeeded(&weir(
-        &deployment,
-        &["list", "--function", SLEEP_FOR, "--state", "queued"],
-    ));
-    assert_eq!(
-        ids.iter()
-            .filter(|id| listed.contains(&id.to_string()))
-            .count(),
-        2,
-        "weir list --state queued shows the two waiting: {listed}"
-    );
+    // `weir list` reads the list (`executions_by_function`), written apart from the rows
+    // read above: it shows the two waiting once it has caught up (a CI run read it between).
+    wait_for(
+        "weir list --state queued shows the two waiting",
+        TIMEOUT,
+        || async {
+            let listed = succeeded(&weir(
+                &deployment,
+                &["list", "--function", SLEEP_FOR, "--state", "queued"],
+            ));
+            let shown = ids
+                .iter()
+                .filter(|id| listed.contains(&id.to_string()))
+                .count();
+            (shown == 2).then_some(())
+        },
+    )
+    .await;
 
     let mut histories = Vec::new();
     for id in &ids {
