@@ -20,6 +20,7 @@
 //! - [`rows`]: what the store keeps, typed.
 //! - [`list`]: what one list request may cost: its range, rows read and page, for every store.
 //! - [`partitioner`]: Kafka's murmur2 partitioner (which partition owns an execution).
+//! - [`query`]: queries: reading a running execution's state without changing it.
 //! - [`correlation`]: correlation keys: how an event sent to a key reaches the execution
 //!   holding it, and the rules of a key's state.
 //! - [`schedule`]: recurring schedules: their ticks and the rules of their state.
@@ -42,6 +43,7 @@ pub mod model;
 pub mod partitioner;
 pub mod processor;
 pub mod projection;
+pub mod query;
 pub mod records;
 pub mod replay;
 pub mod reset;

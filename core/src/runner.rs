@@ -9,6 +9,7 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 use crate::model::{ExecutionResult, Ffqn, HistoryEvent, JoinSetId, Response};
+use crate::query::QueryError;
 use crate::replay::{DeliveryError, Effects, Execution, ReplayError};
 
 /// Where a run stands after it was started or given a response.
@@ -126,6 +127,16 @@ pub trait WorkflowRun: Send {
         response: Response,
         now: DateTime<Utc>,
     ) -> impl Future<Output = Result<RunStep, RunError>> + Send;
+
+    /// Runs the query function `name` of the execution's component with `params` (a JSON
+    /// array) against the values this parked run has set ([`crate::query`]): in an instance
+    /// of its own, which may call nothing that is recorded. The run is not changed and nothing
+    /// is recorded.
+    fn query(
+        &self,
+        name: &str,
+        params: &Value,
+    ) -> impl Future<Output = Result<Value, QueryError>> + Send;
 
     /// An estimate of the memory the parked run holds (its instance's memory, its copy of
     /// the history): its weight in the processor's byte-bounded cache.

@@ -75,11 +75,14 @@ pub enum TopicRole {
     /// Fleet controls (`RoutePause`, keyed `route:<name>`; [`crate::control`]): compacted,
     /// one partition, read whole by every worker.
     Control,
+    /// Answers to queries (`QueryAnswer`, keyed by the execution; [`crate::query`]), read by
+    /// whoever asked (`weir query`, the API, any Kafka client).
+    Answers,
 }
 
 impl TopicRole {
     /// Every role.
-    pub const ALL: [TopicRole; 9] = [
+    pub const ALL: [TopicRole; 10] = [
         TopicRole::Submissions,
         TopicRole::Responses,
         TopicRole::Events,
@@ -89,10 +92,11 @@ impl TopicRole {
         TopicRole::Activity,
         TopicRole::State,
         TopicRole::Control,
+        TopicRole::Answers,
     ];
 
     /// The roles a topology must define exactly once.
-    pub const REQUIRED: [TopicRole; 8] = [
+    pub const REQUIRED: [TopicRole; 9] = [
         TopicRole::Submissions,
         TopicRole::Responses,
         TopicRole::Events,
@@ -101,6 +105,7 @@ impl TopicRole {
         TopicRole::Dlq,
         TopicRole::State,
         TopicRole::Control,
+        TopicRole::Answers,
     ];
 
     /// The role as `topics.toml` spells it.
@@ -115,6 +120,7 @@ impl TopicRole {
             TopicRole::Activity => "activity",
             TopicRole::State => "state",
             TopicRole::Control => "control",
+            TopicRole::Answers => "answers",
         }
     }
 }
@@ -175,11 +181,13 @@ pub enum RecordKind {
     /// A `BatchOutcomes` on `weir.state`: one turn's outcomes of a batch, keyed
     /// `weir:batch:<id>:<turn>` on the batch's partition.
     BatchOutcomes,
+    /// A `QueryRequest` on `weir.responses`, keyed by its execution ([`crate::query`]).
+    Query,
 }
 
 impl RecordKind {
     /// Every kind.
-    pub const ALL: [RecordKind; 14] = [
+    pub const ALL: [RecordKind; 15] = [
         RecordKind::Cancel,
         RecordKind::RetryActivity,
         RecordKind::Upgrade,
@@ -194,6 +202,7 @@ impl RecordKind {
         RecordKind::Concurrency,
         RecordKind::Batch,
         RecordKind::BatchOutcomes,
+        RecordKind::Query,
     ];
 
     /// The header's value for this kind.
@@ -213,6 +222,7 @@ impl RecordKind {
             RecordKind::Concurrency => b"concurrency",
             RecordKind::Batch => b"batch",
             RecordKind::BatchOutcomes => b"batch-outcomes",
+            RecordKind::Query => b"query",
         }
     }
 
@@ -273,6 +283,10 @@ pub enum RecordType {
     /// A paused route on `weir.control` ([`crate::control::RoutePause`]; a tombstone when
     /// resumed).
     RoutePause,
+    /// A query of an execution on `weir.responses` ([`crate::query`]).
+    QueryRequest,
+    /// The answer to a query, on `weir.answers`.
+    QueryAnswer,
 }
 
 /// Why a record's kind cannot be read.
@@ -305,6 +319,7 @@ pub fn record_type(role: TopicRole, kind: Option<RecordKind>) -> Result<RecordTy
         (R::Responses, Some(K::StubWrite)) => T::StubWrite,
         (R::Responses, Some(K::Concurrency)) => T::SlotCommand,
         (R::Responses, Some(K::Batch)) => T::BatchCommand,
+        (R::Responses, Some(K::Query)) => T::QueryRequest,
         (R::Events, None) => T::Event,
         (R::History, None) => T::HistoryRecord,
         (R::Results, None) => T::ExecutionFinished,
@@ -319,6 +334,7 @@ pub fn record_type(role: TopicRole, kind: Option<RecordKind>) -> Result<RecordTy
         (R::Activity, Some(K::Cancel)) => T::ActivityCancel,
         (R::Activity, Some(K::RetryActivity)) => T::ActivityRetry,
         (R::Control, None) => T::RoutePause,
+        (R::Answers, None) => T::QueryAnswer,
         (role, Some(kind)) => return Err(KindError::OffTopic { role, kind }),
     })
 }
@@ -507,6 +523,7 @@ pub fn address(effect: &Effect) -> Result<Option<Address>, AddressError> {
         },
         Effect::Respond { to, .. } => answer(to),
         Effect::PublishResult(finished) => Address::to(R::Results, &finished.execution_id),
+        Effect::AnswerQuery(answer) => Address::to(R::Answers, &answer.execution_id),
         Effect::PutTimer(_) | Effect::DeleteTimer(_) => return Ok(None),
         // Keyed by the activity: on its request's partition, after it.
         Effect::CancelActivity { child, ffqn, .. } => Address {
@@ -644,7 +661,7 @@ pub mod examples {
     use crate::schedule::{ScheduleAction, ScheduleCommand};
 
     /// How many variants [`Effect`] has; [`variant`] numbers them.
-    pub const EFFECT_VARIANTS: usize = 28;
+    pub const EFFECT_VARIANTS: usize = 29;
 
     /// The number of `effect`'s variant, below [`EFFECT_VARIANTS`] (no wildcard: a new
     /// variant does not compile until it is numbered, and then the examples must have it).
@@ -678,6 +695,7 @@ pub mod examples {
             Effect::PutBatchOutcomes { .. } => 25,
             Effect::BatchRequest(_) => 26,
             Effect::RetryParkedActivity { .. } => 27,
+            Effect::AnswerQuery(_) => 28,
         }
     }
 
@@ -799,6 +817,13 @@ pub mod examples {
                 child: activity.clone(),
                 ffqn: ffqn(ACTIVITY_FFQN),
             },
+            Effect::AnswerQuery(crate::query::QueryAnswer {
+                query_id: "q-1".into(),
+                execution_id: parent.clone(),
+                outcome: Ok(json!({"done": 3})),
+                version: 7,
+                answered_at: at,
+            }),
             Effect::CancelExecution(CancelRequest {
                 execution_id: activity.clone(),
                 reason: "its parent was cancelled".into(),

@@ -61,7 +61,9 @@ impl<R: WorkflowRunner> Processor<R> {
             self.dead_letter(batch, index, DlqReason::Misrouted, error);
             return Ok(None);
         }
-        if let Some(owner) = input_owner(key, &body) {
+        // A query changes nothing, a deadline's end included: the execution's deadline timer
+        // ends it.
+        if let Some(owner) = input_owner(key, &body).filter(|_| !matches!(body, Body::Query(_))) {
             self.enforce_deadline(batch, &owner)?;
         }
         Ok(Some(body))
@@ -158,6 +160,7 @@ impl<R: WorkflowRunner> Processor<R> {
             Body::Response(_) | Body::MalformedAnswer { .. } => Ok(response_owner(key)?),
             Body::Upgrade(u) => keyed_by("an upgrade", &u.execution_id),
             Body::Pause(p) => keyed_by("a pause request", &p.execution_id),
+            Body::Query(q) => keyed_by("a query", &q.execution_id),
             Body::Reset(r) => keyed_by("a reset request", &r.execution_id),
             Body::ResetStart(r) => keyed_by("a reset's start", &r.submission.execution_id),
             Body::Event(e) => keyed_by("an event", &e.target),
@@ -315,6 +318,7 @@ pub(super) fn input_owner(key: Option<&str>, body: &Body) -> Option<ExecutionId>
         Body::Response(_) | Body::MalformedAnswer { .. } => response_owner(key)?,
         Body::Upgrade(u) => u.execution_id.clone(),
         Body::Pause(p) => p.execution_id.clone(),
+        Body::Query(q) => q.execution_id.clone(),
         Body::Reset(r) => r.execution_id.clone(),
         Body::ResetStart(r) => r.submission.execution_id.clone(),
         Body::Event(e) => e.target.clone(),

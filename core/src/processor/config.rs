@@ -64,6 +64,8 @@ pub struct ProcessorStats {
     /// Executions paused and resumed (`weir pause`, `weir resume`).
     pub paused: u64,
     pub resumed: u64,
+    /// Queries answered, with a value or an error ([`crate::query`]).
+    pub queries: u64,
     /// Executions reset (`weir reset`): new executions started from their histories.
     pub resets: u64,
     /// Executions that timed out at their deadline (or were submitted past it).

@@ -150,6 +150,8 @@ pub enum Effect {
     /// header `weir.kind = pause-execution` or `cancel-execution`): the record `weir pause`
     /// or `weir cancel` sends.
     BatchRequest(crate::batch::BatchRequest),
+    /// The answer to a query (`weir.answers`, keyed by the execution; [`crate::query`]).
+    AnswerQuery(crate::query::QueryAnswer),
     /// The input record `input` of the batch goes to the DLQ, byte for byte.
     DeadLetter {
         input: usize,

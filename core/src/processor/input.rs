@@ -73,6 +73,8 @@ pub enum Body {
     /// one of this partition's slots (keyed by the slot), or a slot granting or refusing one
     /// of this partition's executions (keyed by it).
     Slot(SlotCommand),
+    /// A query of an execution (`weir query`; [`crate::query`]), answered on `weir.answers`.
+    Query(crate::query::QueryRequest),
 }
 
 /// A write of the value of `target`, a stub child of another execution, by the workflow whose

@@ -37,6 +37,7 @@
 //! - [`stubs`]: stub values from outside and from other workflows;
 //! - [`upgrades`]: moving an execution to another build;
 //! - [`pause`]: pausing and resuming an execution;
+//! - [`query`]: queries, answered without changing anything;
 //! - [`reset`]: a new execution from an execution's history up to a point;
 //! - [`starts`]: scheduled starts and deferred starts that are retried;
 //! - [`cache`]: the execution cache (weights, eviction, room for a run);
@@ -58,6 +59,7 @@ mod input;
 mod key_table;
 mod outputs;
 mod pause;
+mod query;
 mod reset;
 mod run;
 mod schedules;
@@ -352,6 +354,7 @@ impl<R: WorkflowRunner> Processor<R> {
             }
             Body::StubWrite(write) => self.write_stub(batch, write).await,
             Body::Slot(command) => self.slot_command(batch, index, command).await,
+            Body::Query(request) => self.query(batch, request).await,
         }
     }
 

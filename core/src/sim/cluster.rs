@@ -56,10 +56,12 @@ pub enum Topic {
     External,
     /// `weir.control`: fleet controls (paused routes), one partition, read whole.
     Control,
+    /// `weir.answers`: answers to queries (`Faults::queries`).
+    Answers,
 }
 
 impl Topic {
-    pub const ALL: [Topic; 10] = [
+    pub const ALL: [Topic; 11] = [
         Topic::Submissions,
         Topic::Responses,
         Topic::Events,
@@ -70,6 +72,7 @@ impl Topic {
         Topic::State,
         Topic::External,
         Topic::Control,
+        Topic::Answers,
     ];
 
     /// The route topics the activity workers consume.
@@ -87,6 +90,7 @@ impl Topic {
             Topic::State => "weir.state",
             Topic::External => "weir.activity.ext",
             Topic::Control => "weir.control",
+            Topic::Answers => "weir.answers",
         }
     }
 
@@ -106,6 +110,7 @@ impl Topic {
             TopicRole::Dlq => Topic::Dlq,
             TopicRole::State => Topic::State,
             TopicRole::Control => Topic::Control,
+            TopicRole::Answers => Topic::Answers,
         }
     }
 
@@ -127,6 +132,7 @@ impl Topic {
             Topic::State => TopicRole::State,
             Topic::External => TopicRole::Activity,
             Topic::Control => TopicRole::Control,
+            Topic::Answers => TopicRole::Answers,
         }
     }
 }
@@ -184,6 +190,10 @@ pub enum Payload {
     /// A parent resumed while it waits for the activity (`Faults::exhausted_pauses`): a retry
     /// notice on the activity topic, keyed by the activity, after its request.
     ActivityRetry(crate::records::ActivityRetry),
+    /// A query of an execution (`Faults::queries`), on `weir.responses`.
+    Query(crate::query::QueryRequest),
+    /// The answer to a query, on `weir.answers`.
+    Answer(crate::query::QueryAnswer),
     /// Bytes no codec can read (a poison record).
     Garbage(String),
 }

@@ -21,6 +21,7 @@ use crate::model::{
     Response, ScheduleAt,
 };
 use crate::replay::{AllProcessed, Execution, Joined, Progress, Replay, ReplayError};
+use crate::query::{QueryError, QueryErrorKind};
 use crate::runner::{Rejection, RunError, RunStep, WorkflowRun, WorkflowRunner};
 
 /// The activity every workflow calls.
@@ -572,6 +573,32 @@ impl WorkflowRun for SimRun {
         self.responses.push(response);
         let step = self.run(now);
         std::future::ready(step)
+    }
+
+    /// The scripted runs' one query, `progress`: how many events the run has recorded and
+    /// responses it has taken (what the `queries` check compares with the history at the
+    /// answer's version). `effectful` stands for a query function that calls the host for
+    /// something recorded, which a WASM host traps; any other name is not declared.
+    fn query(
+        &self,
+        name: &str,
+        _params: &Value,
+    ) -> impl Future<Output = Result<Value, QueryError>> + Send {
+        let answer = match name {
+            "progress" => Ok(json!({
+                "events": self.history.len(),
+                "responses": self.responses.len(),
+            })),
+            "effectful" => Err(QueryError::new(
+                QueryErrorKind::SideEffect,
+                "the query function asked for a delay",
+            )),
+            other => Err(QueryError::new(
+                QueryErrorKind::UnknownQuery,
+                format!("{} declares no query `{other}`", self.execution.ffqn),
+            )),
+        };
+        std::future::ready(answer)
     }
 
     /// As a WASM run: a fixed part (its instance) and a part per event and response.

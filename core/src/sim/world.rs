@@ -749,6 +749,7 @@ fn decode(topic: InputTopic, record: &Record) -> Result<Body, Undecodable> {
         (RecordType::SlotCommand, Some(Payload::SlotCommand(c))) => Ok(Body::Slot(c.clone())),
         (RecordType::UpgradeRequest, Some(Payload::Upgrade(u))) => Ok(Body::Upgrade(u.clone())),
         (RecordType::PauseRequest, Some(Payload::Pause(p))) => Ok(Body::Pause(p.clone())),
+        (RecordType::QueryRequest, Some(Payload::Query(q))) => Ok(Body::Query(q.clone())),
         (RecordType::ResetRequest, Some(Payload::Reset(r))) => Ok(Body::Reset(r.clone())),
         (RecordType::ResetStart, Some(Payload::ResetStart(r))) => Ok(Body::ResetStart(r.clone())),
         (expected, other) => Err(undecodable(format!(

@@ -63,6 +63,7 @@ fn written(effect: &Effect) -> Option<RecordType> {
         Effect::RequestActivity(_) | Effect::RetryActivity { .. } => RecordType::ActivityRequest,
         Effect::Respond { .. } => RecordType::Response,
         Effect::PublishResult(_) => RecordType::ExecutionFinished,
+        Effect::AnswerQuery(_) => RecordType::QueryAnswer,
         Effect::PutTimer(_) | Effect::DeleteTimer(_) => return None,
         Effect::CancelActivity { .. } => RecordType::ActivityCancel,
         Effect::RetryParkedActivity { .. } => RecordType::ActivityRetry,

@@ -35,6 +35,14 @@ impl weir_core::runner::WorkflowRun for SlotRun {
         self.inner.deliver(response, now).await
     }
 
+    async fn query(
+        &self,
+        name: &str,
+        params: &serde_json::Value,
+    ) -> Result<serde_json::Value, weir_core::query::QueryError> {
+        self.inner.query(name, params).await
+    }
+
     fn resident_bytes(&self) -> usize {
         self.inner.resident_bytes()
     }

@@ -315,6 +315,18 @@ impl weir_core::runner::WorkflowRun for WorkflowRun {
         WorkflowRun::deliver(self, response, now).await
     }
 
+    async fn query(
+        &self,
+        name: &str,
+        _params: &Value,
+    ) -> Result<Value, weir_core::query::QueryError> {
+        // Replaced by the query host (issue 35 item 5), being written.
+        Err(weir_core::query::QueryError::new(
+            weir_core::query::QueryErrorKind::UnknownQuery,
+            format!("no query `{name}`"),
+        ))
+    }
+
     fn resident_bytes(&self) -> usize {
         WorkflowRun::resident_bytes(self)
     }

@@ -148,6 +148,7 @@ impl World {
             Effect::StartReset(start) => Payload::ResetStart(start.clone()),
             Effect::ResendReset(request) => Payload::Reset(request.clone()),
             Effect::PublishResult(f) => Payload::Result(f.clone()),
+            Effect::AnswerQuery(a) => Payload::Answer(a.clone()),
             Effect::DeadLetter {
                 input,
                 reason,
