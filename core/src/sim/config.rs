@@ -288,10 +288,15 @@ pub struct Faults {
     /// then a client submits a burst of one tenant followed by a few of another. Drawn from
     /// an RNG of its own (`Sim::fair_rng`). See `checks/fairness.rs` for what is checked.
     pub fairness: bool,
+    /// Queries (issue 35 item 5): clients ask executions for the scripted runs' `progress`,
+    /// and now and then for a query that tries a side effect, one not declared, one of an id
+    /// nobody submitted, one past its deadline or a malformed one. Drawn from an RNG of its
+    /// own (`Sim::query_rng`). See `checks/queries.rs` for what is checked.
+    pub queries: bool,
 }
 
 impl Faults {
-    pub const NAMES: [&'static str; 36] = [
+    pub const NAMES: [&'static str; 37] = [
         "crashes",
         "hanging_txns",
         "rebalances",
@@ -328,6 +333,7 @@ impl Faults {
         "batches",
         "exhausted_pauses",
         "fairness",
+        "queries",
     ];
 
     pub fn none() -> Self {
@@ -368,6 +374,7 @@ impl Faults {
             batches: false,
             exhausted_pauses: false,
             fairness: false,
+            queries: false,
         }
     }
 
@@ -434,6 +441,7 @@ impl Faults {
             "batches" => &mut self.batches,
             "exhausted_pauses" => &mut self.exhausted_pauses,
             "fairness" => &mut self.fairness,
+            "queries" => &mut self.queries,
             _ => return None,
         })
     }

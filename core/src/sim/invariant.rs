@@ -25,6 +25,12 @@ pub enum Invariant {
     /// more than twice as many executions created before it as its own lane had ahead of it,
     /// plus two (round-robin; `checks/fairness.rs`).
     Fairness,
+    /// Queries: every query a client sent is answered once (by the settled end), in the batch
+    /// that took it; a `progress` answer counts the events of the execution's committed
+    /// history below the answer's version; answers to one execution's queries have versions in
+    /// the order they were asked; a query past its deadline is never run; nothing is answered
+    /// that was not asked (`checks/queries.rs`).
+    Queries,
     /// Concurrency slots: no execution's code runs before it holds every slot it claims; a
     /// slot's committed state never holds more than its limit, grants its waiting executions
     /// in the order they came and frees a place only for an execution whose `Finished` is
@@ -151,13 +157,14 @@ pub enum Invariant {
 }
 
 impl Invariant {
-    pub const ALL: [Invariant; 57] = [
+    pub const ALL: [Invariant; 58] = [
         Invariant::SeamContract,
         Invariant::Upgrade,
         Invariant::Pause,
         Invariant::PauseRequests,
         Invariant::Reset,
         Invariant::Fairness,
+        Invariant::Queries,
         Invariant::Concurrency,
         Invariant::Batch,
         Invariant::BatchRate,
@@ -220,6 +227,7 @@ impl Invariant {
             Invariant::PauseRequests => "pause-requests",
             Invariant::Reset => "reset",
             Invariant::Fairness => "fairness",
+            Invariant::Queries => "queries",
             Invariant::Concurrency => "concurrency",
             Invariant::Batch => "batch",
             Invariant::BatchRate => "batch-rate",

@@ -418,6 +418,8 @@ pub struct Report {
     pub resets: super::checks::ResetCounts,
     /// What the fairness check saw (`Faults::fairness`).
     pub fairness: super::checks::FairnessCounts,
+    /// What the queries check saw (`Faults::queries`).
+    pub queries: super::checks::QueryCounts,
     /// What the concurrency slots did (`Faults::concurrency`).
     pub concurrency: super::checks::ConcurrencyCounts,
     /// What the paused routes did (`Faults::route_pauses`).

@@ -107,6 +107,10 @@ pub struct Sim {
     pub(super) batch_rng: Rng,
     /// The side RNG of `Faults::fairness` (see `workloads/fairness.rs`).
     pub(super) fair_rng: Rng,
+    /// The side RNG of `Faults::queries` (see `workloads/queries.rs`).
+    pub(super) query_rng: Rng,
+    /// The queries clients sent, in order (`Faults::queries`).
+    pub(super) query_sends: Vec<super::sent::QuerySend>,
     /// The tenant of the burst being submitted (`workloads/fairness.rs`).
     pub(super) burst_tenant: Option<String>,
     /// The batch commands clients sent, in order (`Faults::batches`).
@@ -173,6 +177,8 @@ impl Sim {
             reset_sends: Vec::new(),
             batch_rng: Sim::batch_rng(seed),
             fair_rng: Sim::fair_rng(seed),
+            query_rng: Sim::query_rng(seed),
+            query_sends: Vec::new(),
             burst_tenant: None,
             batch_sends: Vec::new(),
             paused_routes: std::collections::BTreeSet::new(),
@@ -497,6 +503,7 @@ impl Sim {
             pauses: &pauses,
             resets: &resets,
             batches: &self.batch_sends,
+            queries: &self.query_sends,
         };
         out.extend(check(&self.world(), &sent, settled));
         out
@@ -528,6 +535,9 @@ impl Sim {
         }
         if f.batches {
             self.maybe_batch_command();
+        }
+        if f.queries {
+            self.maybe_query();
         }
         if f.exhausted_pauses && f.activity_workers {
             self.maybe_operate_exhausted();
@@ -737,6 +747,9 @@ impl Sim {
         if self.faults.resets {
             self.resets_after_faults();
         }
+        if self.faults.queries {
+            self.queries_after_faults();
+        }
         if self.faults.batches {
             self.batches_after_faults();
         }
@@ -816,6 +829,7 @@ impl Sim {
             resets: super::checks::ResetCounts::of(&w, &self.reset_sends),
             concurrency: super::checks::ConcurrencyCounts::of(&w),
             fairness: super::checks::FairnessCounts::of(&w),
+            queries: super::checks::QueryCounts::of(&w, &self.query_sends),
             routes: super::checks::RouteCounts::of(&w),
             rates: super::checks::RateCounts::of(&w),
             exhausted: super::checks::ExhaustedCounts::of(&w),

@@ -84,6 +84,14 @@ pub struct PauseSend {
     pub parked: Option<ExecutionId>,
 }
 
+/// A query a client sent (`Faults::queries`), on `weir.responses`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QuerySend {
+    pub request: crate::query::QueryRequest,
+    /// Where it went: (partition, offset) of `weir.responses`.
+    pub at: (i32, i64),
+}
+
 /// A reset request a client sent (`Faults::resets`), on `weir.responses`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ResetSend {

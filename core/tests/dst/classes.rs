@@ -10,12 +10,12 @@ use super::*;
 
 /// The fault classes a seed of `class` ran with when its bug was found: every class but
 /// the five that each found one (and `inline`, `schedules`, `correlation`, `stub_writes`,
-/// `activity_workers`, `pause_resume`, `route_pauses`, `rate_limits`, `exhausted_pauses`, `fairness` and
+/// `activity_workers`, `pause_resume`, `route_pauses`, `rate_limits`, `exhausted_pauses`, `fairness`, `queries` and
 /// their sub-classes,
 /// which came after: with them a seed would run another run), plus `class`.
 pub(crate) fn found_with(class: &str) -> Faults {
     let spec = format!(
-        "all,-hanging_txns,-zombies,-revoked_writes,-long_timers,-long_idle,-inline,-schedules,-correlation,-correlation_duplicates,-stub_writes,-stub_wrong_function,-deferrals,-upgrades,-activity_workers,-triggers,-blackouts,-corrupt_state,-pause_resume,-route_pauses,-resets,-rate_limits,-concurrency,-batches,-exhausted_pauses,-fairness,+{class}"
+        "all,-hanging_txns,-zombies,-revoked_writes,-long_timers,-long_idle,-inline,-schedules,-correlation,-correlation_duplicates,-stub_writes,-stub_wrong_function,-deferrals,-upgrades,-activity_workers,-triggers,-blackouts,-corrupt_state,-pause_resume,-route_pauses,-resets,-rate_limits,-concurrency,-batches,-exhausted_pauses,-fairness,-queries,+{class}"
     );
     Faults::parse(&spec).unwrap()
 }
@@ -853,5 +853,39 @@ pub(crate) fn dst_fairness() {
     assert!(
         total.checked > 150 && total.behind_others > 60 && total.most_ahead >= 2,
         "the runs do not exercise fairness: {total:?}"
+    );
+}
+
+/// Queries (issue 35 item 5; `Faults::queries`): clients ask executions for their
+/// `progress` among crashes, zombies, rebalances, freezes, hanging transactions, outages,
+/// pauses and cancellations; some ask for a side effect, an undeclared query, an id nobody
+/// submitted, with a deadline too short, or malformed. `queries`: each answered once by the
+/// settled end, a value only for `progress` and equal to the events of the committed history
+/// below its version, versions in the order asked, errors as the history bears out
+/// (`checks/queries.rs`); and every other invariant (a query changes nothing the other checks
+/// would see). The runs must answer values of executions with recorded events, and every kind
+/// of outcome.
+#[test]
+pub(crate) fn dst_queries() {
+    let faults = Faults::parse(
+        "crashes,hanging_txns,rebalances,pauses,store_outages,zombies,revoked_writes,duplicate_answers,events,cancels,deadlines,pause_resume,deferrals,queries",
+    )
+    .unwrap();
+    let Some(seeds) = seeds_or_one(faults, 300) else {
+        return;
+    };
+    assert_seeds_pass(&seeds, faults);
+    let mut total = weir_core::sim::checks::QueryCounts::default();
+    for seed in seeds.iter().take(100) {
+        total += run_seed(*seed, faults).queries;
+    }
+    println!("queries of the first 100 seeds: {total:?}");
+    assert!(
+        total.values_with_events > 100
+            && total.side_effects > 10
+            && total.deadlines_exceeded > 5
+            && total.other_errors > 20
+            && total.answered == total.sent,
+        "the runs do not exercise queries: {total:?}"
     );
 }

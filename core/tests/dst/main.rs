@@ -187,7 +187,7 @@ const REGRESSION_RUNS: &[(u64, &str)] = &[
     // different stamps are no longer merged (`MaterialiseJob::merge_by_stamp`).
     (
         508935,
-        "all,-blackouts,-corrupt_state,-pause_resume,-route_pauses,-resets,-rate_limits,-concurrency,-batches,-exhausted_pauses,-fairness",
+        "all,-blackouts,-corrupt_state,-pause_resume,-route_pauses,-resets,-rate_limits,-concurrency,-batches,-exhausted_pauses,-fairness,-queries",
     ),
     // With `exhausted_pauses` joined: 62 parked an activity whose parent had finished
     // waiting for nothing, its pause refused, the park held for good (a parked activity's
@@ -197,12 +197,12 @@ const REGRESSION_RUNS: &[(u64, &str)] = &[
     // patience, its pauses after the resumes (a late batch is cancelled too); 135 the
     // `MAX_PARKED` cap. With `concurrency` and `batches`: 2 and 27, a stub's waiter holding
     // a key's one place while its writers queued behind it (no key for stubs' waiters).
-    (14, "all,-fairness"),
-    (62, "all,-fairness"),
-    (104, "all,-fairness"),
-    (135, "all,-fairness"),
-    (2, "all,-fairness"),
-    (27, "all,-fairness"),
+    (14, "all,-fairness,-queries"),
+    (62, "all,-fairness,-queries"),
+    (104, "all,-fairness,-queries"),
+    (135, "all,-fairness,-queries"),
+    (2, "all,-fairness,-queries"),
+    (27, "all,-fairness,-queries"),
 ];
 
 /// A seed is a replay: the same seed gives the same run, step for step.

@@ -13,6 +13,7 @@ mod corrupt_state;
 mod deliver;
 mod events;
 mod pause;
+mod query;
 mod reset;
 mod run;
 mod schedules;

@@ -22,6 +22,8 @@
 //! - `concurrency`: no code before an execution holds its slots, no slot above its limit,
 //!   grants in order, places freed only by finishes.
 //! - `fairness`: submissions read are taken round-robin by tenant.
+//! - `queries`: each query answered once, in its batch, with the run's state at the answer's
+//!   version; versions in the order asked; nothing answered that was not asked; [`QueryCounts`].
 //! - `timings`: when each history record says it happened, in order, and kept by the store.
 //! - `quiescence`: nothing left behind once the run settled.
 //!
@@ -42,6 +44,7 @@ mod fairness;
 mod history;
 mod outputs;
 mod pauses;
+mod queries;
 mod quiescence;
 mod rates;
 mod replay;
@@ -62,6 +65,7 @@ pub use correlation::correlation_at_settle;
 pub use exhausted::ExhaustedCounts;
 pub use fairness::FairnessCounts;
 pub use pauses::PauseCounts;
+pub use queries::QueryCounts;
 pub use rates::RateCounts;
 pub use resets::ResetCounts;
 pub use routes::RouteCounts;
@@ -177,6 +181,8 @@ pub struct Sent<'a> {
     pub resets: &'a [ResetSend],
     /// Batch commands, in order (`Faults::batches`).
     pub batches: &'a [super::sent::BatchSend],
+    /// Queries, in order (`Faults::queries`).
+    pub queries: &'a [super::sent::QuerySend],
 }
 
 /// Every invariant, at the end of a run; `settled`: it ended quiescent (if not, that is a
@@ -193,6 +199,7 @@ pub fn check(w: &World, sent: &Sent<'_>, settled: bool) -> Vec<Violation> {
         pauses,
         resets,
         batches,
+        queries,
     } = *sent;
     let mut out = Vec::new();
     let mut add = |invariant: Invariant, detail: String| {
@@ -215,6 +222,7 @@ pub fn check(w: &World, sent: &Sent<'_>, settled: bool) -> Vec<Violation> {
     resets::check_resets(&mut add, &logs, resets, settled);
     concurrency::check_concurrency(&mut add, w, &logs);
     fairness::check_fairness(&mut add, w);
+    queries::check_queries(&mut add, &logs, w, queries, settled);
     batches::check_batches(&mut add, w, batches, settled);
     history::check_histories(&mut add, w, &logs);
     timings::check_timings(&mut add, w, &logs);

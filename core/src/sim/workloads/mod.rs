@@ -12,6 +12,7 @@
 //! - [`cancels`], [`upgrades`]: cancel and upgrade requests for submitted executions.
 //! - [`batches`]: batch operations pausing every execution of a function, then resuming.
 //! - [`pauses`]: pause and resume requests for submitted executions, all resumed at the end.
+//! - [`queries`]: queries of submitted executions, some malformed or impossible.
 //! - [`routes`]: activity routes paused and resumed on `weir.control`, all resumed at the end.
 //! - [`resets`]: new executions from executions' histories, each of which must finish.
 //! - [`activity_workers`]: the activity workers' processes and their faults.
@@ -33,6 +34,7 @@ mod exhausted;
 mod fairness;
 mod faults;
 mod pauses;
+mod queries;
 mod resets;
 mod routes;
 mod schedules;
