@@ -272,6 +272,7 @@ impl<T> Held<T> {
     }
 
     /// Whether `offset` of `partition` was taken beyond the committed offset.
+    #[cfg(test)]
     pub fn was_taken(&self, partition: i32, offset: i64) -> bool {
         self.partitions
             .get(&partition)

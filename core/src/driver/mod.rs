@@ -57,6 +57,11 @@ use indexmap::IndexMap;
 use tracing::Instrument;
 
 use crate::fairness::{self, Held};
+
+/// At most how many more polls a turn makes to read ahead after a full one (see
+/// [`Driver::turn`]): with a poll of twice a batch, up to 34 batches' worth of submissions a
+/// turn, within [`DriverConfig::read_ahead_bytes`].
+const READ_AHEAD_POLLS: usize = 16;
 use crate::inline::{self, InlineActivities, InlineOutcome, NoInline};
 use crate::model::ExecutionId;
 use crate::processor::{Batch, Effect, Input, Processor, ProcessorError};
@@ -309,7 +314,35 @@ where
             self.take_over(generation, owned).await?;
             return Ok(true);
         }
-        let records = self.hold_submissions(records);
+        let full = records.len() >= budget;
+        let mut records = self.hold_submissions(records);
+        // Reading ahead: a full poll under a backlog is followed by more, in the same turn,
+        // while there is room to hold them and the batch has room for what is not held, so
+        // that a burst's tail (another tenant's submissions behind it) is held within a few
+        // turns, not one batch a turn (`docs/design/fairness.md#reading-ahead`).
+        let mut more = full;
+        let mut extra = 0;
+        while more
+            && extra < READ_AHEAD_POLLS
+            && self.reading
+            && self.held.bytes() < self.config.read_ahead_bytes
+            && records.len() < self.config.max_batch
+        {
+            extra += 1;
+            let polled = self.log.poll(budget).await.map_err(DriverError::Log)?;
+            match polled {
+                // What was polled is not committed: the next owner reads it again.
+                Polled::Shutdown => return Ok(false),
+                Polled::Rebalanced { generation, owned } => {
+                    self.take_over(generation, owned).await?;
+                    return Ok(true);
+                }
+                Polled::Records(next) => {
+                    more = next.len() >= budget;
+                    records.extend(self.hold_submissions(next));
+                }
+            }
+        }
         let now = self.log.now();
         // Every turn, loaded or idle: the horizon moves with the clock, and a timer beyond it
         // when it was written must be read before it is due.

@@ -17,7 +17,6 @@
 //! ([`super::Held::pop`]), so the text stays within the broker's `offset.metadata.max.bytes`
 //! (4096 by default; the table test builds the longest text).
 
-use std::ops::Range;
 
 use rangemap::RangeSet;
 
@@ -130,10 +129,6 @@ impl Taken {
     /// Whether taking `offset` would open a range of its own (touches none).
     pub fn would_open(&self, offset: i64) -> bool {
         !self.ranges.contains(&(offset - 1)) && !self.ranges.contains(&(offset + 1))
-    }
-
-    pub fn iter(&self) -> impl Iterator<Item = &Range<i64>> {
-        self.ranges.iter()
     }
 }
 
