@@ -193,7 +193,10 @@ mod tests {
         for kind in QueryErrorKind::ALL {
             assert_eq!(QueryErrorKind::parse(kind.as_str()), kind);
         }
-        assert_eq!(QueryErrorKind::parse("from-the-future"), QueryErrorKind::Other);
+        assert_eq!(
+            QueryErrorKind::parse("from-the-future"),
+            QueryErrorKind::Other
+        );
     }
 
     #[test]

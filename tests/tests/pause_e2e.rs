@@ -29,7 +29,10 @@ async fn a_paused_execution_runs_nothing_until_resumed_across_a_kill() {
     let worker = deployment.start_worker("w", &[]);
     let producer = deployment.producer();
     let store = deployment.store().await;
-    let delay = Duration::from_secs(4);
+    // Long enough for `weir pause` to reach the owner before the delay comes due on a loaded
+    // machine: with 4 s, a CI run whose CLI took 5 s to start found the execution finished
+    // (the pause refused) and waited in vain.
+    let delay = Duration::from_secs(15);
     let id = deployment
         .submit(&producer, SLEEP_FOR, json!([delay.as_millis() as u64]))
         .await;

@@ -28,7 +28,7 @@ pub mod present;
 pub mod reset;
 // The pure core lives in `weir-core`; its modules keep their paths here.
 pub use weir_core::{
-    batch, concurrency, correlation, model, partitioner, projection, replay, schedule, wire,
+    batch, concurrency, correlation, model, partitioner, projection, query, replay, schedule, wire,
 };
 pub mod store;
 pub mod telemetry;

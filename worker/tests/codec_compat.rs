@@ -211,6 +211,92 @@ fn resolution_matches_union_branches_by_name() {
     check_full_resolution(&batch_commands());
     check_full_resolution(&batch_states());
     check_full_resolution(&batch_outcomes());
+    check_full_resolution(&query_requests());
+    check_full_resolution(&query_answers());
+}
+
+/// A `QueryErrorKind` a newer writer added (at the end, as the rules say) reads as `OTHER`,
+/// the enum's default, with its message: an older asker still hears why.
+#[test]
+fn a_query_error_kind_from_a_newer_writer_reads_as_other() {
+    use weir::query::{QueryAnswer, QueryErrorKind};
+    let current = <QueryAnswer as AvroRecord>::schema();
+    let mut json: serde_json::Value = serde_json::from_str(&current.text).unwrap();
+    let kind = &mut json["fields"][2]["type"][1]["fields"][0]["type"];
+    assert_eq!(kind["name"], "QueryErrorKind");
+    let symbols = kind["symbols"].as_array_mut().unwrap();
+    symbols.push("FROM_THE_FUTURE".into());
+    let index = symbols.len() - 1;
+    let text = json.to_string();
+    let writer = Schema::parse_str(&text).unwrap();
+    let registry = Arc::new(InMemoryRegistry::new());
+    let id = block_on(registry.register("weir.answers-value", &text)).unwrap();
+    let codec = Codec::new(Some(registry));
+    let answer = query_answers()
+        .into_iter()
+        .find(|a| a.outcome.is_err())
+        .unwrap();
+    let value = Value::Record(vec![
+        ("query_id".into(), Value::String(answer.query_id.clone())),
+        (
+            "execution_id".into(),
+            Value::String(answer.execution_id.to_string()),
+        ),
+        (
+            "outcome".into(),
+            Value::Union(
+                1,
+                Box::new(Value::Record(vec![
+                    (
+                        "kind".into(),
+                        Value::Enum(index as u32, "FROM_THE_FUTURE".into()),
+                    ),
+                    ("message".into(), Value::String("news".into())),
+                ])),
+            ),
+        ),
+        ("version".into(), Value::Long(3)),
+        (
+            "answered_at".into(),
+            answer
+                .to_avro()
+                .unwrap()
+                .clone()
+                .record_field("answered_at"),
+        ),
+    ]);
+    let mut bytes = vec![0];
+    bytes.extend_from_slice(&id.to_be_bytes());
+    GenericDatumWriter::builder(&writer)
+        .build()
+        .unwrap()
+        .write_value(&mut bytes, value)
+        .unwrap();
+    let decoded: QueryAnswer =
+        block_on(codec.decode_fetching(&bytes, &RecordPosition::topic("weir.answers"))).unwrap();
+    let error = decoded.outcome.unwrap_err();
+    assert_eq!(
+        (error.kind, error.message.as_str()),
+        (QueryErrorKind::Other, "news")
+    );
+}
+
+/// The field `name` of a record value.
+trait RecordField {
+    fn record_field(self, name: &str) -> Value;
+}
+
+impl RecordField for Value {
+    fn record_field(self, name: &str) -> Value {
+        let Value::Record(fields) = self else {
+            panic!("not a record: {self:?}")
+        };
+        fields
+            .into_iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v)
+            .unwrap_or_else(|| panic!("no field {name}"))
+    }
 }
 
 #[test]

@@ -98,6 +98,12 @@ fn pause_requests_round_trip() {
 }
 
 #[test]
+fn query_records_round_trip() {
+    both("weir.responses", &query_requests());
+    both("weir.answers", &query_answers());
+}
+
+#[test]
 fn batch_records_round_trip() {
     both("weir.responses", &batch_commands());
     both("weir.state", &batch_states());

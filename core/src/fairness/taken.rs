@@ -17,7 +17,6 @@
 //! ([`super::Held::pop`]), so the text stays within the broker's `offset.metadata.max.bytes`
 //! (4096 by default; the table test builds the longest text).
 
-
 use rangemap::RangeSet;
 
 /// The most ranges the metadata lists; [`super::Held`] takes the lowest held record instead of

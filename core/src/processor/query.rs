@@ -102,11 +102,11 @@ impl<R: WorkflowRunner> Processor<R> {
             ),
             (ExecutionState::Running, None) => error(
                 QueryErrorKind::Unavailable,
-                format!("{id}'s run could not be rebuilt now (no room, or its build is not deployed here): ask again later"),
+                format!(
+                    "{id}'s run could not be rebuilt now (no room, or its build is not deployed here): ask again later"
+                ),
             ),
-            (ExecutionState::Running, Some(run)) => {
-                run.query(&request.name, &request.params).await
-            }
+            (ExecutionState::Running, Some(run)) => run.query(&request.name, &request.params).await,
         };
         (version, outcome)
     }

@@ -79,10 +79,9 @@ impl<R: WorkflowRunner> Processor<R> {
                 let id = request.execution_id();
                 TraceParent::for_execution(id, metadata(id))
             }
-            Effect::AnswerQuery(answer) => TraceParent::for_execution(
-                &answer.execution_id,
-                metadata(&answer.execution_id),
-            ),
+            Effect::AnswerQuery(answer) => {
+                TraceParent::for_execution(&answer.execution_id, metadata(&answer.execution_id))
+            }
             // In the trace of the execution it reaches (known only on its partition).
             Effect::ForwardEvent(event) => {
                 TraceParent::for_execution(&event.target, metadata(&event.target))

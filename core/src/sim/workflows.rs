@@ -20,8 +20,8 @@ use crate::model::{
     ChildKind, DelayId, EventOutcome, ExecutionId, ExecutionResult, Ffqn, HistoryEvent, JoinSetId,
     Response, ScheduleAt,
 };
-use crate::replay::{AllProcessed, Execution, Joined, Progress, Replay, ReplayError};
 use crate::query::{QueryError, QueryErrorKind};
+use crate::replay::{AllProcessed, Execution, Joined, Progress, Replay, ReplayError};
 use crate::runner::{Rejection, RunError, RunStep, WorkflowRun, WorkflowRunner};
 
 /// The activity every workflow calls.

@@ -103,7 +103,10 @@ fn what_cannot_be_answered_is_answered_with_why() {
     assert_eq!(kind(&malformed), Some(QueryErrorKind::InvalidRequest));
 
     let nobody = ExecutionId::top_level(ulid::Ulid::new());
-    let unknown = answer_of(step(&mut processor, query_input(&nobody, "progress", later())));
+    let unknown = answer_of(step(
+        &mut processor,
+        query_input(&nobody, "progress", later()),
+    ));
     assert_eq!(kind(&unknown), Some(QueryErrorKind::UnknownExecution));
     assert_eq!(unknown.version, 0);
 
@@ -132,7 +135,10 @@ fn what_cannot_be_answered_is_answered_with_why() {
         matches!(published(&done), Some(ExecutionResult::Ok(_))),
         "{done:?}"
     );
-    let finished = answer_of(step(&mut processor, query_input(&hello, "progress", later())));
+    let finished = answer_of(step(
+        &mut processor,
+        query_input(&hello, "progress", later()),
+    ));
     assert_eq!(kind(&finished), Some(QueryErrorKind::Finished));
 }
 

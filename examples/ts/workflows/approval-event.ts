@@ -1,7 +1,16 @@
 // `approval-event` in TypeScript: waits for events sent from outside (`weir send-event`, the
 // HTTP API, or any Kafka client writing to `weir.events`) — examples/workflows/approval-event
 // (Rust), call for call.
-import { JoinSet, awaitEvent, correlate, log, sleep } from "weir:workflow/host@0.1.0";
+import {
+  JoinSet,
+  awaitEvent,
+  correlate,
+  getState,
+  log,
+  randomU64,
+  setState,
+  sleep,
+} from "weir:workflow/host@0.1.0";
 import type { Response } from "weir:workflow/types@0.1.0";
 import type * as ApprovalEvent from "weir-examples:workflows/approval-event";
 
@@ -60,7 +69,23 @@ export const approvalEvent: typeof ApprovalEvent = {
     if (afterMs > 0n) {
       sleep({ tag: "in", val: { tag: "milliseconds", val: afterMs } });
     }
-    return Array.from({ length: count }, () => awaitEvent("item").payload);
+    const taken: string[] = [];
+    setState("collected", JSON.stringify(taken));
+    for (let i = 0; i < count; i++) {
+      taken.push(awaitEvent("item").payload);
+      setState("collected", JSON.stringify(taken));
+    }
+    return taken;
+  },
+
+  // Query functions (components.toml `queries`).
+  collected() {
+    const text = getState("collected");
+    return text === undefined ? [] : (JSON.parse(text) as string[]);
+  },
+
+  peekRandom() {
+    return randomU64(0n, 10n);
   },
 
   awaitPayment(orderId, timeoutSecs) {

@@ -16,6 +16,7 @@
 mod batch;
 mod control;
 pub mod guard;
+mod query;
 mod reset;
 mod routes;
 mod schedules;
@@ -123,6 +124,9 @@ pub struct Api {
     pub state_reads: StateReads,
     /// The live views open on this server ([`stream`]), bounded, and ended when it stops.
     pub streams: stream::Streams,
+    /// Queries to running executions ([`query`]): one follower of `weir.answers` for the
+    /// process, started at the first query.
+    pub queries: crate::kafka::query_client::QueryClient,
 }
 
 /// The one read of `weir.state` the API does at a time: a listing of schedules or correlation
@@ -262,6 +266,10 @@ pub fn router(api: Arc<Api>) -> Router {
             axum::routing::post(reset::reset),
         )
         .route("/v1/executions/{id}/reset-points", get(reset::points))
+        .route(
+            "/v1/executions/{id}/queries/{name}",
+            axum::routing::post(query::query),
+        )
         .route("/v1/functions", get(functions))
         .route("/v1/routes", get(routes::list))
         .route(

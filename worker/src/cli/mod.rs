@@ -4,7 +4,8 @@
 //! Exit codes: 0 success, 1 failure, 2 usage error, 3 drift between the topology and what the
 //! cluster holds (`topology apply|check`), 4 an execution that finished with an error
 //! (`submit --follow`), 5 a recorded execution that does not replay on the build given
-//! (`replay`), 6 a stub that holds another value (`stub`).
+//! (`replay`), 6 a stub that holds another value (`stub`); `query`: 4 an answer that is an
+//! error, 5 no answer by the deadline.
 
 mod batch;
 mod client;
@@ -15,6 +16,7 @@ mod follow;
 mod list;
 mod new;
 mod pause;
+mod query;
 mod replay;
 mod reset;
 mod route;
@@ -73,6 +75,10 @@ pub enum Command {
     /// Start a new execution from an execution's history up to a point (its last good
     /// step): `weir reset E_… --to-seq 7 --then cancel`; without `--to-seq`, list the points.
     Reset(reset::ResetArgs),
+    /// Ask a running execution a query (a function of its component that reads its state
+    /// and changes nothing): `weir query E_… status '[]'` prints the value as JSON (exit code
+    /// 4 when the answer is an error, 5 when none came by `--deadline`).
+    Query(query::QueryArgs),
     /// Hold or release an activity route's requests: `weir route pause|resume|list`.
     #[command(subcommand)]
     Route(route::RouteCommand),
@@ -257,6 +263,7 @@ pub fn main() -> ExitCode {
             Command::Pause(args) => pause::run(args, crate::codec::PauseAction::Pause).await,
             Command::Resume(args) => pause::run(args, crate::codec::PauseAction::Resume).await,
             Command::Reset(args) => reset::run(args).await,
+            Command::Query(args) => query::run(args).await,
             Command::Schedule(command) => schedule::run(command).await,
             Command::Batch(command) => batch::run(command).await,
             Command::Route(command) => route::run(command).await,

@@ -101,9 +101,16 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let cluster = &args.cluster;
     let topology = Topology::load(&cluster.topology)?.with_namespace(&cluster.namespace)?;
     let kafka = cluster.kafka()?;
+    let producer: rdkafka::producer::FutureProducer = kafka.producer().create()?;
+    let queries = crate::kafka::query_client::QueryClient::new(
+        &kafka,
+        Arc::new(Codec::single_object()),
+        &topology,
+        producer.clone(),
+    );
     let api = Arc::new(Api {
         access,
-        producer: kafka.producer().create()?,
+        producer,
         topology,
         codec: Codec::single_object(),
         store: super::client::store(cluster).await?,
@@ -114,6 +121,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         ),
         state_reads: Default::default(),
         streams: Default::default(),
+        queries,
     });
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await

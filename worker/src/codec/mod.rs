@@ -37,6 +37,7 @@ mod dlq;
 pub mod error;
 mod events;
 mod history;
+mod query;
 pub use weir_core::records;
 pub mod registry;
 mod reset;
@@ -418,6 +419,23 @@ impl Codec {
             weir_core::concurrency::SlotState::subject(&state),
             weir_core::concurrency::SlotState::NAME,
             self.register::<weir_core::concurrency::SlotState>(&state)
+                .await,
+        )?;
+        // Queries: their requests on the responses topic (what clients with a registry send),
+        // their answers on the answers topic (the answers topic's own record type).
+        note(
+            responses.clone(),
+            weir_core::query::QueryRequest::subject(&responses),
+            weir_core::query::QueryRequest::NAME,
+            self.register::<weir_core::query::QueryRequest>(&responses)
+                .await,
+        )?;
+        let answers = name(TopicRole::Answers);
+        note(
+            answers.clone(),
+            weir_core::query::QueryAnswer::subject(&answers),
+            weir_core::query::QueryAnswer::NAME,
+            self.register::<weir_core::query::QueryAnswer>(&answers)
                 .await,
         )?;
         let mut routes: Vec<&str> = topology.routes.iter().map(|r| r.topic.as_str()).collect();

@@ -68,6 +68,8 @@ const CURRENT_FILES: &[(&str, &str, &str)] = &[
     avsc!("BatchCommand", "batch_command.avsc"),
     avsc!("BatchState", "batch_state.avsc"),
     avsc!("BatchOutcomes", "batch_outcomes.avsc"),
+    avsc!("QueryRequest", "query_request.avsc"),
+    avsc!("QueryAnswer", "query_answer.avsc"),
 ];
 
 /// Earlier versions, oldest first. When a schema changes, its current file is copied here first.

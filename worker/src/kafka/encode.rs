@@ -310,6 +310,7 @@ fn value(
             })
             .transpose()?,
         )),
+        Effect::AnswerQuery(answer) => encoded(codec, topic, answer),
         Effect::ForwardEvent(event) => encoded(codec, topic, event),
         Effect::ReturnEvent(event) => encoded(codec, topic, event),
         // No record (`wire::address` says so first).

@@ -20,6 +20,7 @@ pub mod materialiser;
 pub mod member;
 pub mod outgoing;
 pub mod producer;
+pub mod query_client;
 pub mod recovery;
 pub mod registry_hold;
 pub mod schedules;

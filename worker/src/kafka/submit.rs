@@ -233,7 +233,7 @@ pub async fn send_reset(
 
 /// Encodes `record` for `topic`, sends it keyed by `key` (an execution id, or an event's
 /// correlation key; with `headers`), and waits until the broker has it.
-async fn send_keyed<R: AvroRecord>(
+pub(crate) async fn send_keyed<R: AvroRecord>(
     producer: &FutureProducer,
     codec: &Codec,
     topic: &str,

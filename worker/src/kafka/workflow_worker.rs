@@ -444,6 +444,10 @@ impl KafkaLog {
                 .decode_fetching::<PauseRequest>(payload, position)
                 .await
                 .map(Body::Pause),
+            RecordType::QueryRequest => codec
+                .decode_fetching::<weir_core::query::QueryRequest>(payload, position)
+                .await
+                .map(Body::Query),
             RecordType::ResetRequest => codec
                 .decode_fetching::<ResetRequest>(payload, position)
                 .await
@@ -503,7 +507,8 @@ impl KafkaLog {
             | RecordType::ActivityRequest
             | RecordType::ActivityCancel
             | RecordType::ActivityRetry
-            | RecordType::RoutePause => Err(DecodeError {
+            | RecordType::RoutePause
+            | RecordType::QueryAnswer => Err(DecodeError {
                 record: "record",
                 position: position.clone(),
                 kind: Box::new(DecodeErrorKind::Header {

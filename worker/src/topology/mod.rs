@@ -670,6 +670,9 @@ mod tests {
         name = "c"
         role = "control"
         partitions = 1
+        [[topic]]
+        name = "a"
+        role = "answers"
     "#;
 
     #[test]
@@ -704,7 +707,7 @@ mod tests {
         .unwrap();
         assert_eq!(t.topic(TopicRole::Submissions).partitions, 3);
         assert_eq!(t.topic(TopicRole::Dlq).partitions, 1);
-        assert_eq!(t.topics.len(), 9);
+        assert_eq!(t.topics.len(), 10);
         assert_eq!(t.route("a:b/c").unwrap().topic, "act.c");
         assert!(t.route("a:b/d").is_none());
     }

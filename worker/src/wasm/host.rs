@@ -315,16 +315,13 @@ impl weir_core::runner::WorkflowRun for WorkflowRun {
         WorkflowRun::deliver(self, response, now).await
     }
 
-    async fn query(
+    /// In an instance of its own (`workflow/query.rs`).
+    fn query(
         &self,
         name: &str,
-        _params: &Value,
-    ) -> Result<Value, weir_core::query::QueryError> {
-        // Replaced by the query host (issue 35 item 5), being written.
-        Err(weir_core::query::QueryError::new(
-            weir_core::query::QueryErrorKind::UnknownQuery,
-            format!("no query `{name}`"),
-        ))
+        params: &Value,
+    ) -> impl std::future::Future<Output = Result<Value, weir_core::query::QueryError>> + Send {
+        WorkflowRun::query(self, name, params)
     }
 
     fn resident_bytes(&self) -> usize {

@@ -20,6 +20,7 @@
 //! | `ForwardEvent` | an event queued for the holder ([`Record::Event`], stepped as `Body::Event`) |
 //! | `ReturnEvent` | an event queued for its key ([`Record::KeyedEvent`], stepped as `Body::KeyedEvent`) |
 //! | `PutCorrelation` | the last state of each key ([`InMemoryBus::correlation`]), what `weir.state` keeps: given back to the processor whenever it forgets everything (cold mode, [`InMemoryBus::evict_all`]), as a new owner's take-over does |
+//! | `AnswerQuery` | recorded ([`InMemoryBus::answers`]); queries come in as [`Record::Query`] ([`InMemoryBus::query`]) |
 //! | `PutSchedule` / `ScheduleCommand` | refused ([`BusError::Inconsistent`]): schedules tick from the driver's loop, which the bus does not run |
 //!
 //! Events come in as [`Record::Event`] (for an execution) or [`Record::KeyedEvent`] (for a
@@ -123,12 +124,15 @@ pub enum Record {
     StubWrite(weir_core::processor::StubWrite),
     /// `weir.responses` (`weir.kind = concurrency`), keyed by the slot or the execution.
     Slot(weir_core::concurrency::SlotCommand),
+    /// `weir.responses` (`weir.kind = query`), keyed by the execution queried: only clients
+    /// write one (no effect does), answered with an `AnswerQuery` ([`InMemoryBus::answers`]).
+    Query(weir_core::query::QueryRequest),
 }
 
 impl Record {
-    /// The effect that writes this record.
-    fn effect(&self) -> Effect {
-        match self.clone() {
+    /// The effect that writes this record (`None`: only clients write it).
+    fn effect(&self) -> Option<Effect> {
+        Some(match self.clone() {
             Record::Submission(submission) => Effect::Submit(submission),
             Record::Response { to, response } => Effect::Respond { to, response },
             Record::ActivityRequest(request) => Effect::RequestActivity(request),
@@ -138,13 +142,23 @@ impl Record {
             Record::Correlation(command) => Effect::Correlation(command),
             Record::StubWrite(write) => Effect::WriteStub(write),
             Record::Slot(command) => Effect::Slot(command),
-        }
+            Record::Query(_) => return None,
+        })
     }
 
     /// Its Kafka key, as the wire table ([`weir_core::wire::address`]) routes it (which
     /// partition, so which owner, it is read by).
     pub fn key(&self) -> Result<String, BusError> {
-        match wire::address(&self.effect())? {
+        let Some(effect) = self.effect() else {
+            // A query is keyed by its execution (`weir_core::query`).
+            return match self {
+                Record::Query(request) => Ok(request.execution_id.to_string()),
+                other => Err(BusError::Inconsistent(format!(
+                    "{other:?} is written by no effect and has no key here"
+                ))),
+            };
+        };
+        match wire::address(&effect)? {
             Some(Address {
                 key: Key::Exactly(key),
                 ..
@@ -203,6 +217,10 @@ pub struct InMemoryBus {
     /// Pending timers, by (due time, id).
     timers: Vec<TimerRow>,
     published: Vec<ExecutionFinished>,
+    /// What went to `weir.answers`, in order.
+    answers: Vec<weir_core::query::QueryAnswer>,
+    /// The number of the last query [`InMemoryBus::query`] sent.
+    next_query: u64,
     dead_letters: Vec<DeadLetter>,
     cancelled: Vec<CancelledActivity>,
     /// The last state of each correlation key (`weir.state`; a tombstone removes it).
@@ -243,6 +261,8 @@ impl InMemoryBus {
             executions: BTreeMap::new(),
             timers: Vec::new(),
             published: Vec::new(),
+            answers: Vec::new(),
+            next_query: 0,
             dead_letters: Vec::new(),
             cancelled: Vec::new(),
             correlations: BTreeMap::new(),
@@ -326,6 +346,38 @@ impl InMemoryBus {
     /// What went to `weir.results` (top-level executions), in order.
     pub fn published(&self) -> &[ExecutionFinished] {
         &self.published
+    }
+
+    /// What went to `weir.answers` (the answers to queries), in order.
+    pub fn answers(&self) -> &[weir_core::query::QueryAnswer] {
+        &self.answers
+    }
+
+    /// Queries `id` with `name(params)` (deadline: an hour from the bus's clock), runs until
+    /// idle, and gives the answer, as `weir query` would read it from `weir.answers`.
+    pub async fn query(
+        &mut self,
+        id: &ExecutionId,
+        name: &str,
+        params: Value,
+    ) -> Result<weir_core::query::QueryAnswer, BusError> {
+        self.next_query += 1;
+        let query_id = format!("q{}", self.next_query);
+        self.send(Record::Query(weir_core::query::QueryRequest {
+            query_id: query_id.clone(),
+            execution_id: id.clone(),
+            name: name.to_owned(),
+            params,
+            requested_at: self.now,
+            deadline: self.now + chrono::Duration::hours(1),
+        }));
+        self.run_until_idle().await?;
+        self.answers
+            .iter()
+            .rev()
+            .find(|a| a.query_id == query_id)
+            .cloned()
+            .ok_or_else(|| BusError::Inconsistent(format!("query {query_id} of {id}: no answer")))
     }
 
     /// What went to the DLQ, in order.
@@ -504,6 +556,7 @@ impl InMemoryBus {
             Record::Correlation(command) => Body::Correlation(command.clone()),
             Record::StubWrite(write) => Body::StubWrite(write.clone()),
             Record::Slot(command) => Body::Slot(command.clone()),
+            Record::Query(request) => Body::Query(request.clone()),
             Record::ActivityRequest(_) => {
                 return Err(BusError::Inconsistent(
                     "an activity request is not an input of the processor".into(),
@@ -617,6 +670,7 @@ impl InMemoryBus {
                     }
                 },
                 Effect::PublishResult(finished) => self.published.push(finished),
+                Effect::AnswerQuery(answer) => self.answers.push(answer),
                 Effect::PutTimer(timer) => {
                     let key = timer.key();
                     self.timers.retain(|t| t.key() != key);

@@ -106,6 +106,11 @@ pub struct ComponentEntry {
     /// every partition and worker; the others are `queued` and start in the order they came
     /// (`docs/design/concurrency.md`; none by default).
     pub max_running: Option<u32>,
+    /// Workflows: the query functions it exports (by their WIT name, e.g. `status`): functions
+    /// of its exported interface that are no workflows, run to answer `weir query` against
+    /// a running execution's values (`docs/authoring.md`, "Queries"; none by default).
+    #[serde(default)]
+    pub queries: Vec<String>,
 }
 
 /// The parsed `components.toml`.
@@ -155,6 +160,8 @@ pub struct ComponentSpec {
     pub deadline: Option<Duration>,
     /// Workflows: at most this many executions of each function run at once.
     pub max_running: Option<u32>,
+    /// Workflows: the names of its query functions (`ComponentEntry::queries`).
+    pub queries: Vec<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -215,6 +222,12 @@ pub enum RegistryError {
     },
     #[error("component `{component}` cannot be linked: {reason}")]
     Link { component: String, reason: String },
+    /// A query declared in `components.toml` that the component does not export.
+    #[error(
+        "component `{component}` declares the query `{query}` in components.toml, but exports \
+         no function `{query}`"
+    )]
+    UnknownQuery { component: String, query: String },
     /// An activity interface whose route (routes.toml) is missing or disagrees with the
     /// component about who serves it.
     #[error("activity `{component}` exports `{interface}`, but {reason}")]
@@ -349,6 +362,20 @@ impl ComponentsFile {
                     weir_core::concurrency::check_limit(i64::from(max), "max_running")
                         .map_err(|e| invalid(&e.to_string()))?;
                 }
+                if !c.queries.is_empty() && c.kind != ComponentKind::Workflow {
+                    return Err(invalid(
+                        "queries are a workflow's (an activity has no running state to query)",
+                    ));
+                }
+                let mut query_names = std::collections::HashSet::new();
+                for query in &c.queries {
+                    if query.is_empty() {
+                        return Err(invalid("a query name is not empty"));
+                    }
+                    if !query_names.insert(query.as_str()) {
+                        return Err(invalid(&format!("the query `{query}` is declared twice")));
+                    }
+                }
                 let inline = c.kind == ComponentKind::Activity
                     && !c.stub
                     && !c.external
@@ -401,6 +428,7 @@ impl ComponentsFile {
                     secrets: c.secrets.clone(),
                     deadline: c.deadline_ms.map(Duration::from_millis),
                     max_running: c.max_running,
+                    queries: c.queries.clone(),
                 })
             })
             .collect()
@@ -454,8 +482,11 @@ pub struct LoadedComponent {
     pub digest: String,
     pub component: Component,
     pub loaded_from: LoadedFrom,
-    /// Exported functions, in export order.
+    /// Exported functions, in export order (its query functions excluded).
     pub exports: Vec<Arc<FunctionInfo>>,
+    /// Its query functions (`ComponentSpec::queries`), each found among its exports; their
+    /// `result` is the function's one result type, whatever it is.
+    pub queries: Vec<Arc<FunctionInfo>>,
 }
 
 /// Every registered component and the functions they export.
@@ -499,7 +530,20 @@ impl Registry {
                 .load_bytes(&spec.path, &bytes)
                 .map_err(engine_error)?;
             tracing::debug!(component = %spec.name, ?loaded_from, "component loaded");
-            let exports = exported_functions(engine, &spec, &component)?;
+            let Exported {
+                functions: exports,
+                queries,
+            } = exported_functions(engine, &spec, &component)?;
+            if let Some(query) = spec
+                .queries
+                .iter()
+                .find(|q| !queries.iter().any(|f| f.ffqn.function() == q.as_str()))
+            {
+                return Err(RegistryError::UnknownQuery {
+                    component: spec.name.clone(),
+                    query: query.clone(),
+                });
+            }
             for f in &exports {
                 if let Some(other) = registry.functions.get(&f.ffqn) {
                     return Err(RegistryError::DuplicateExport {
@@ -521,6 +565,7 @@ impl Registry {
                 component,
                 loaded_from,
                 exports,
+                queries,
             }));
         }
         Ok(registry)
@@ -609,11 +654,20 @@ fn is_toolchain_hook(name: &str) -> bool {
     name == "exports"
 }
 
+/// What a component exports: its functions (workflows or activities), and its query
+/// functions.
+pub(crate) struct Exported {
+    pub functions: Vec<Arc<FunctionInfo>>,
+    /// The exports named by `ComponentSpec::queries` that were found (one may be missing:
+    /// the caller decides whether that is an error).
+    pub queries: Vec<Arc<FunctionInfo>>,
+}
+
 pub(crate) fn exported_functions(
     engine: &WasmEngine,
     spec: &ComponentSpec,
     component: &Component,
-) -> Result<Vec<Arc<FunctionInfo>>, RegistryError> {
+) -> Result<Exported, RegistryError> {
     let bad = |item: &str, reason: String| RegistryError::BadExport {
         component: spec.name.clone(),
         item: item.to_owned(),
@@ -621,6 +675,7 @@ pub(crate) fn exported_functions(
     };
     let ty = component.component_type();
     let mut out = Vec::new();
+    let mut queries: Vec<Arc<FunctionInfo>> = Vec::new();
     for (name, export) in ty.exports(engine.engine()) {
         let instance = match &export.ty {
             ComponentItem::ComponentInstance(i) => i,
@@ -652,6 +707,52 @@ pub(crate) fn exported_functions(
                 .parse()
                 .map_err(|e| bad(&item_name, format!("not a valid function name: {e}")))?;
             let results: Vec<Type> = func.results().collect();
+            if spec.queries.iter().any(|q| q == fname) {
+                if let Some(other) = queries.iter().find(|q| q.ffqn.function() == fname) {
+                    return Err(bad(
+                        &item_name,
+                        format!(
+                            "the query `{fname}` is exported by two interfaces (also as {})",
+                            other.ffqn
+                        ),
+                    ));
+                }
+                let result = match results.as_slice() {
+                    [r] if values::is_json_convertible(r) => r.clone(),
+                    [r] => {
+                        return Err(bad(
+                            &item_name,
+                            format!(
+                                "the query's result type {} has no JSON form",
+                                values::wit_type(r)
+                            ),
+                        ));
+                    }
+                    _ => return Err(bad(&item_name, "a query returns exactly one value".into())),
+                };
+                if let Some((p, t)) = func.params().find(|(_, t)| !values::is_json_convertible(t)) {
+                    return Err(bad(
+                        &item_name,
+                        format!(
+                            "parameter `{p}` of the query has type {}, which has no JSON form",
+                            values::wit_type(&t)
+                        ),
+                    ));
+                }
+                let export = component
+                    .get_export_index(Some(&ifc_index), fname)
+                    .ok_or_else(|| bad(&item_name, "export index not found".into()))?;
+                queries.push(Arc::new(FunctionInfo {
+                    ffqn,
+                    component: spec.name.clone(),
+                    kind: spec.kind,
+                    stub: false,
+                    func,
+                    result,
+                    export,
+                }));
+                continue;
+            }
             let result = match results.as_slice() {
                 [r @ Type::Result(_)] => r.clone(),
                 _ => {
@@ -687,5 +788,8 @@ pub(crate) fn exported_functions(
             }));
         }
     }
-    Ok(out)
+    Ok(Exported {
+        functions: out,
+        queries,
+    })
 }

@@ -20,7 +20,7 @@ use crate::model::Ffqn;
 use crate::replay::Execution;
 
 use super::engine::{WasmEngine, component_digest};
-use super::registry::{ComponentKind, LoadedComponent, Registry, exported_functions};
+use super::registry::{ComponentKind, Exported, LoadedComponent, Registry, exported_functions};
 use super::workflow::linker::workflow_templates;
 use super::workflow::{RunError, WorkflowTemplate};
 
@@ -126,13 +126,19 @@ impl OlderBuilds {
         let mut spec = current.spec.clone();
         spec.path = path;
         spec.digest = Some(digest.to_owned());
-        let exports = exported_functions(engine, &spec, &component).map_err(|e| e.to_string())?;
+        // A query the declaration names and this build does not export is not an error here:
+        // the build predates it, and its executions answer it `unknown-query`.
+        let Exported {
+            functions: exports,
+            queries,
+        } = exported_functions(engine, &spec, &component).map_err(|e| e.to_string())?;
         let loaded = LoadedComponent {
             spec,
             digest: digest.to_owned(),
             component,
             loaded_from,
             exports,
+            queries,
         };
         let templates = workflow_templates(engine, registry, &loaded)
             .map_err(|e| format!("it does not link against the registry now: {e}"))?;

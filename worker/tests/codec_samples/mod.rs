@@ -571,6 +571,59 @@ pub fn pause_requests() -> Vec<PauseRequest> {
     ]
 }
 
+pub fn query_requests() -> Vec<weir::query::QueryRequest> {
+    vec![
+        weir::query::QueryRequest {
+            query_id: "01KQ0000000000000000000000".into(),
+            execution_id: root(),
+            name: "collected".into(),
+            params: json!([]),
+            requested_at: t0(),
+            deadline: t0() + chrono::Duration::seconds(10),
+        },
+        weir::query::QueryRequest {
+            query_id: "q-é".into(),
+            execution_id: root(),
+            name: "status".into(),
+            params: json!([1, "x", {"a": [null, true]}]),
+            requested_at: t0(),
+            deadline: t0(),
+        },
+        // Params that are not an array decode: the owner answers `invalid-request`.
+        weir::query::QueryRequest {
+            query_id: "q".into(),
+            execution_id: root(),
+            name: "status".into(),
+            params: json!({"a": 1}),
+            requested_at: t0(),
+            deadline: t0(),
+        },
+    ]
+}
+
+/// An answer of each kind, and values.
+pub fn query_answers() -> Vec<weir::query::QueryAnswer> {
+    use weir::query::{QueryAnswer, QueryError, QueryErrorKind};
+    let answer = |outcome, version| QueryAnswer {
+        query_id: "01KQ0000000000000000000000".into(),
+        execution_id: root(),
+        outcome,
+        version,
+        answered_at: t0(),
+    };
+    let mut answers = vec![
+        answer(Ok(json!(["a", "b"])), 7),
+        answer(Ok(json!(null)), 0),
+        answer(Ok(json!({"n": u64::MAX})), u64::MAX),
+    ];
+    answers.extend(
+        QueryErrorKind::ALL
+            .into_iter()
+            .map(|kind| answer(Err(QueryError::new(kind, format!("why: {kind} é"))), 3)),
+    );
+    answers
+}
+
 /// The execution a reset of [`root`] starts.
 pub fn reset_to() -> ExecutionId {
     ExecutionId::top_level(Ulid::from(0x0190_1234_5678_9abc_def0_1234_5678_9abd_u128))

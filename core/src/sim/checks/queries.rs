@@ -121,7 +121,10 @@ pub(super) fn check_queries(
             {
                 add(
                     Invariant::Queries,
-                    format!("a query of {id} with an empty id was answered {:?}, not invalid-request", answer.outcome),
+                    format!(
+                        "a query of {id} with an empty id was answered {:?}, not invalid-request",
+                        answer.outcome
+                    ),
                 );
             }
             continue;
@@ -129,7 +132,10 @@ pub(super) fn check_queries(
         let Some(send) = by_id.get(answer.query_id.as_str()) else {
             add(
                 Invariant::Queries,
-                format!("an answer to query `{}` of {id}, which nobody asked", answer.query_id),
+                format!(
+                    "an answer to query `{}` of {id}, which nobody asked",
+                    answer.query_id
+                ),
             );
             continue;
         };

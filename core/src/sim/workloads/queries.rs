@@ -72,8 +72,18 @@ impl Sim {
                 (id, "progress", PATIENCE_MS, None)
             }
             _ if submitted.is_empty() => return,
-            4..12 => (self.pick_query_target(&submitted), "effectful", PATIENCE_MS, None),
-            12..16 => (self.pick_query_target(&submitted), "undeclared", PATIENCE_MS, None),
+            4..12 => (
+                self.pick_query_target(&submitted),
+                "effectful",
+                PATIENCE_MS,
+                None,
+            ),
+            12..16 => (
+                self.pick_query_target(&submitted),
+                "undeclared",
+                PATIENCE_MS,
+                None,
+            ),
             // Too short to be met unless the owner is quick: answered `deadline-exceeded`.
             16..24 => (self.pick_query_target(&submitted), "progress", 1, None),
             24..26 => (
@@ -82,7 +92,12 @@ impl Sim {
                 PATIENCE_MS,
                 Some(String::new()),
             ),
-            _ => (self.pick_query_target(&submitted), "progress", PATIENCE_MS, None),
+            _ => (
+                self.pick_query_target(&submitted),
+                "progress",
+                PATIENCE_MS,
+                None,
+            ),
         };
         self.send_query(&id, name, deadline_ms, query_id);
     }

@@ -7,7 +7,16 @@ from typing import Callable
 
 from componentize_py_types import Err
 from wit_world import exports
-from wit_world.imports.host import JoinSet, await_event, correlate, log, sleep
+from wit_world.imports.host import (
+    JoinSet,
+    await_event,
+    correlate,
+    get_state,
+    log,
+    random_u64,
+    set_state,
+    sleep,
+)
 from wit_world.imports.types import (
     Duration_Milliseconds,
     Duration_Seconds,
@@ -64,7 +73,20 @@ class ApprovalEvent(exports.ApprovalEvent):
     def collect(self, count: int, after_ms: int) -> list[str]:
         if after_ms > 0:
             sleep(ScheduleAt_In(Duration_Milliseconds(after_ms)))
-        return [await_event("item").payload for _ in range(count)]
+        taken: list[str] = []
+        set_state("collected", json.dumps(taken))
+        for _ in range(count):
+            taken.append(await_event("item").payload)
+            set_state("collected", json.dumps(taken))
+        return taken
+
+    # Query functions (components.toml `queries`).
+    def collected(self) -> list[str]:
+        text = get_state("collected")
+        return [] if text is None else list(json.loads(text))
+
+    def peek_random(self) -> int:
+        return random_u64(0, 10)
 
     def await_payment(self, order_id: str, timeout_secs: int) -> str:
         key = f"payment:{order_id}"

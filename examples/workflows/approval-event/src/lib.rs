@@ -9,6 +9,10 @@
 //! - `await-payment` registers the correlation key `payment:<order-id>` and races the event
 //!   `paid` sent to that key against a timeout: the sender knows the order, not the
 //!   execution.
+//! - `collected` and `peek-random` are query functions (declared in `components.toml`
+//!   `queries`): `collect` keeps the payloads it has taken in its state `collected`
+//!   (`set-state`), which `collected` reads (`get-state`) while the execution runs;
+//!   `peek-random` tries a side effect, which a query may not have.
 
 wit_bindgen::generate!({
     path: "../../wit",
@@ -17,7 +21,9 @@ wit_bindgen::generate!({
 });
 
 use exports::weir_examples::workflows::approval_event::Guest;
-use weir::workflow::host::{await_event, correlate, log, sleep, JoinSet};
+use weir::workflow::host::{
+    await_event, correlate, get_state, log, random_u64, set_state, sleep, JoinSet,
+};
 use weir::workflow::types::{Duration, EventOutcome, LogLevel, Response, ScheduleAt};
 
 struct ApprovalEvent;
@@ -49,7 +55,21 @@ impl Guest for ApprovalEvent {
         if after_ms > 0 {
             sleep(ScheduleAt::In(Duration::Milliseconds(after_ms)));
         }
-        Ok((0..count).map(|_| await_event("item").payload).collect())
+        let mut taken = Vec::new();
+        set_state("collected", &json_strings(&taken));
+        for _ in 0..count {
+            taken.push(await_event("item").payload);
+            set_state("collected", &json_strings(&taken));
+        }
+        Ok(taken)
+    }
+
+    fn collected() -> Vec<String> {
+        get_state("collected").map(|text| parse_json_strings(&text)).unwrap_or_default()
+    }
+
+    fn peek_random() -> u64 {
+        random_u64(0, 10)
     }
 
     fn await_payment(order_id: String, timeout_secs: u64) -> Result<String, String> {
@@ -71,6 +91,61 @@ impl Guest for ApprovalEvent {
         JoinSet::close(join_set);
         outcome
     }
+}
+
+/// `items` as a JSON array of strings.
+fn json_strings(items: &[String]) -> String {
+    let mut out = String::from("[");
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push('"');
+        for c in item.chars() {
+            match c {
+                '"' => out.push_str("\\\""),
+                '\\' => out.push_str("\\\\"),
+                c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+                c => out.push(c),
+            }
+        }
+        out.push('"');
+    }
+    out.push(']');
+    out
+}
+
+/// The strings of a JSON array of strings written by [`json_strings`].
+fn parse_json_strings(text: &str) -> Vec<String> {
+    let mut items = Vec::new();
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c != '"' {
+            continue;
+        }
+        let mut item = String::new();
+        while let Some(c) = chars.next() {
+            match c {
+                '"' => break,
+                '\\' => match chars.next() {
+                    Some('u') => {
+                        let hex: String = chars.by_ref().take(4).collect();
+                        if let Some(c) = u32::from_str_radix(&hex, 16).ok().and_then(char::from_u32) {
+                            item.push(c);
+                        }
+                    }
+                    Some('n') => item.push('\n'),
+                    Some('t') => item.push('\t'),
+                    Some('r') => item.push('\r'),
+                    Some(other) => item.push(other),
+                    None => break,
+                },
+                c => item.push(c),
+            }
+        }
+        items.push(item);
+    }
+    items
 }
 
 /// The approver named by the payload: a JSON string (`"ann"`) or an object with `approver`

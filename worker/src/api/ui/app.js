@@ -4,7 +4,8 @@
 //   #/executions/<id>      one execution: params, result, children, history timeline (live:
 //                          rendered from the execution's event stream, never polled), and
 //                          what can be done to it: pause, resume, cancel, terminate, send an event,
-//                          reset to a row of its history (Reset here)
+//                          query it (a query function's value), reset to a row of its history
+//                          (Reset here)
 //   #/submit               a form that submits an execution
 //   #/routes               the activity routes, each running or paused, with Pause and Resume
 //                          for those Weir serves (read once, and again after an action until
@@ -644,6 +645,44 @@ function sendEventForm(id) {
   return form;
 }
 
+// Asks a running execution a query (a function of its component that reads its state and
+// changes nothing) and shows the value, or why there is none. Built once per page, as the
+// event form is.
+function queryForm(id) {
+  const name = el("input", { id: "query-name", name: "name", required: true, placeholder: "status" });
+  const params = el("textarea", { id: "query-params", name: "params", rows: 1 }, "[]");
+  const result = el("pre", { id: "query-result", hidden: true });
+  const form = el("form", { id: "query", class: "submit", hidden: true },
+    el("h2", {}, "Query"),
+    el("label", {}, "Name ", name),
+    el("label", {}, "Params (a JSON array) ", params),
+    el("button", { type: "submit" }, "Query"),
+    result);
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    let args;
+    try {
+      args = JSON.parse(params.value || "[]");
+    } catch (error) {
+      notice(`params: ${error.message}`, "error");
+      return;
+    }
+    result.classList.remove("error");
+    result.hidden = false;
+    result.textContent = "Asking…";
+    try {
+      const answer = await api(
+        `/executions/${encodeURIComponent(id)}/queries/${encodeURIComponent(name.value.trim())}`,
+        { method: "POST", body: { params: args } });
+      result.textContent = `${json(answer.value)}\n(as of history version ${answer.version})`;
+    } catch (error) {
+      result.classList.add("error");
+      result.textContent = error instanceof ApiError ? `${error.code}: ${explain(error)}` : explain(error);
+    }
+  });
+  return form;
+}
+
 // Cancel (the workflow reacts, its compensations run) or terminate (at once).
 function stopButton(id, name, label, terminate) {
   const button = el("button", { id: name, type: "button" }, label);
@@ -710,6 +749,7 @@ function executionView(id) {
   const view = document.getElementById("view");
   const content = el("div", { id: "execution" }, el("p", {}, "Loading…"));
   const send = sendEventForm(id);
+  const ask = queryForm(id);
   const stop = el("div", { id: "stop", class: "actions", hidden: true },
     pauseButton(id, "pause", "Pause", false),
     pauseButton(id, "resume", "Resume", true),
@@ -717,7 +757,7 @@ function executionView(id) {
     stopButton(id, "terminate", "Terminate", true));
   const pause = stop.querySelector("#pause");
   const resume = stop.querySelector("#resume");
-  view.replaceChildren(el("h1", {}, "Execution ", el("code", { id: "execution-id" }, id)), stop, content, send);
+  view.replaceChildren(el("h1", {}, "Execution ", el("code", { id: "execution-id" }, id)), stop, content, send, ask);
   // What the stream has said: the execution (`status`), its entries in seq order, whether the
   // store does not have it yet (`waiting`).
   let execution = null;
@@ -794,6 +834,7 @@ function executionView(id) {
       }
     });
     send.hidden = shownExecution.state === "finished";
+    ask.hidden = shownExecution.state === "finished";
     // Cancel and Terminate while it has not finished (paused included: a cancellation resumes
     // it, so that it can compensate); Pause while it runs or waits for its start; Resume while
     // it is paused.

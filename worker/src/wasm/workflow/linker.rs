@@ -18,6 +18,7 @@ use crate::wasm::values::{self, ProjectionError};
 use wasmtime::StoreContextMut;
 
 use super::convert::{self, case, id_record};
+use super::query::QueryFunctions;
 use super::shapes::{self, Shape, Signature};
 use super::{HostFailure, JoinSetResource, WorkflowState, WorkflowTemplate};
 
@@ -60,6 +61,17 @@ pub(crate) fn workflow_templates(
             component: component.spec.name.clone(),
             reason: format!("{e:#}"),
         })?;
+    let queries = Arc::new(QueryFunctions {
+        component: component.spec.name.clone(),
+        pre: pre.clone(),
+        functions: component
+            .queries
+            .iter()
+            .map(|f| (f.ffqn.function().to_owned(), f.clone()))
+            .collect(),
+        limits: component.spec.limits.clone(),
+        fuel_yield_interval: engine.config().fuel_yield_interval,
+    });
     Ok(component
         .exports
         .iter()
@@ -69,6 +81,7 @@ pub(crate) fn workflow_templates(
                 function: f.clone(),
                 limits: component.spec.limits.clone(),
                 fuel_yield_interval: engine.config().fuel_yield_interval,
+                queries: queries.clone(),
             };
             (f.ffqn.clone(), template)
         })
@@ -212,6 +225,8 @@ fn define_dynamic(
         reason: format!("{import}#{fname}: {e:#}"),
     };
     let r = |f: &FunctionInfo| Shape::Exact(f.result.clone());
+    // What a query function calling it is told it may not call.
+    let what: Arc<str> = Arc::from(format!("{import}#{fname}"));
     match mode {
         Mode::Direct => {
             let f = find(fname).ok_or_else(not_found)?;
@@ -223,7 +238,12 @@ fn define_dynamic(
             warn_unprojectable(component, &f);
             li.func_new_async(fname, move |store, _ty, params, results| {
                 let f = f.clone();
+                let what = what.clone();
                 Box::new(async move {
+                    store
+                        .data()
+                        .refuse_in_query(&what)
+                        .map_err(HostFailure::into_wasmtime)?;
                     direct_call(store, &f, params, results)
                         .await
                         .map_err(HostFailure::into_wasmtime)
@@ -243,7 +263,12 @@ fn define_dynamic(
             check(component, import, fname, func, sig)?;
             li.func_new_async(fname, move |store, _ty, params, results| {
                 let f = f.clone();
+                let what = what.clone();
                 Box::new(async move {
+                    store
+                        .data()
+                        .refuse_in_query(&what)
+                        .map_err(HostFailure::into_wasmtime)?;
                     stub(store, &f, params, results)
                         .await
                         .map_err(HostFailure::into_wasmtime)
@@ -288,7 +313,12 @@ fn define_dynamic(
             }
             li.func_new_async(fname, move |store, _ty, params, results| {
                 let f = f.clone();
+                let what = what.clone();
                 Box::new(async move {
+                    store
+                        .data()
+                        .refuse_in_query(&what)
+                        .map_err(HostFailure::into_wasmtime)?;
                     let done = match op {
                         "-submit" => submit(store, &f, params, results).await,
                         "-await-next" => await_next(store, &f, params, results).await,
@@ -610,6 +640,8 @@ fn define_host(
             "random-u64" => sig(vec![u64_(), u64_()], vec![u64_()]),
             "random-string" => sig(vec![u16_(), u16_()], vec![string()]),
             "log" => sig(vec![shapes::log_level(), string()], vec![]),
+            "set-state" => sig(vec![string(), string()], vec![]),
+            "get-state" => sig(vec![string()], vec![Shape::Option(Box::new(string()))]),
             _ => {
                 return Err(RegistryError::UnsatisfiedImport {
                     component: component.to_owned(),
@@ -639,6 +671,10 @@ async fn host_call(
     params: &[Val],
     results: &mut [Val],
 ) -> Result<(), HostFailure> {
+    // A query function reads and logs, nothing else (`query.rs`).
+    if !matches!(name, "get-state" | "log") {
+        store.data().refuse_in_query(name)?;
+    }
     match name {
         "[static]join-set.create" => {
             let js = store.data_mut().replay.create_join_set()?;
@@ -758,6 +794,30 @@ async fn host_call(
                 .wait(|r| r.random_string(min, max).map(Progress::Ready))
                 .await?;
             set_result(results, Val::String(v))
+        }
+        "set-state" => {
+            let (Val::String(key), Val::String(value)) = (param(params, 0)?, param(params, 1)?)
+            else {
+                return Err(HostFailure::BadValue("set-state takes two strings".into()));
+            };
+            store
+                .data()
+                .state
+                .lock()
+                .set(key, value)
+                .map_err(|e| HostFailure::GuestError(e.to_string()))
+        }
+        "get-state" => {
+            let Val::String(key) = param(params, 0)? else {
+                return Err(HostFailure::BadValue("get-state takes a string".into()));
+            };
+            let value = store
+                .data()
+                .state
+                .lock()
+                .get(key)
+                .map(|v| Box::new(Val::String(v.to_owned())));
+            set_result(results, Val::Option(value))
         }
         "log" => {
             let (Val::Enum(level), Val::String(message)) = (param(params, 0)?, param(params, 1)?)

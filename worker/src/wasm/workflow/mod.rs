@@ -12,11 +12,14 @@
 //!
 //! Files: `linker.rs` (the host package and the dynamic imports with their extension
 //! functions), `shapes.rs` (structural type checks of imports), `convert.rs` (values of the
-//! `weir:workflow/types` interface), `wasi.rs` (the deterministic WASI of interpreted guests).
+//! `weir:workflow/types` interface), `wasi.rs` (the deterministic WASI of interpreted guests),
+//! `state.rs` (the values `set-state` keeps), `query.rs` (query functions run against them).
 
 pub(crate) mod convert;
 pub(crate) mod linker;
+pub(crate) mod query;
 pub(crate) mod shapes;
+pub mod state;
 pub(crate) mod wasi;
 
 use std::collections::HashMap;
@@ -66,6 +69,10 @@ pub enum HostFailure {
     /// A sleep or await-event whose wait was cancelled (only when the whole execution is being cancelled).
     #[error("the wait (a sleep or an await-event) was cancelled")]
     WaitCancelled,
+    /// A query function called `{0}`, which would be recorded or start something: a query
+    /// changes nothing (only in query mode; `query.rs`).
+    #[error("a query may not call {0}: a query reads the execution's state and changes nothing")]
+    SideEffect(String),
     /// The guest trapped or hit a limit (fuel, memory).
     #[error("{kind}: {reason}")]
     Trapped {
@@ -93,6 +100,12 @@ pub struct WorkflowState {
     pub(crate) limiter: MemoryLimiter,
     /// WASI for interpreted guests ([`wasi`]), built at the instance's first WASI call.
     pub(crate) wasi: Option<Box<wasi::GuestWasi>>,
+    /// The values `set-state` keeps ([`state`]), shared with the run's handle.
+    pub(crate) state: state::SharedState,
+    /// In an instance answering a query: the query's name. Such an instance may call only
+    /// `get-state` and `log` (and read the deterministic WASI): any other host call fails
+    /// with [`HostFailure::SideEffect`], before it reaches the engine ([`query`]).
+    pub(crate) query: Option<String>,
 }
 
 impl WorkflowState {
@@ -157,6 +170,16 @@ impl WorkflowState {
         PARKED_INSTANCE_BYTES
             + memory / LINEAR_MEMORY_RESIDENT_SHARE
             + HISTORY_ITEM_BYTES * (self.replay.history().len() + self.delay_expiries.len())
+            + self.state.lock().bytes()
+    }
+
+    /// Fails a host call other than `get-state` and `log` made by a query function:
+    /// `what` names it (`random-u64`, `weir-examples:compute-ext/compute#fibonacci-submit`).
+    pub(crate) fn refuse_in_query(&self, what: &str) -> Result<(), HostFailure> {
+        match &self.query {
+            Some(_) => Err(HostFailure::SideEffect(what.to_owned())),
+            None => Ok(()),
+        }
     }
 
     pub(crate) fn join_set(&self, rep: u32) -> Result<JoinSetId, HostFailure> {
@@ -247,6 +270,12 @@ pub struct WorkflowRun {
     finished: bool,
     /// What the run said it holds when it last parked.
     resident_bytes: usize,
+    /// The values the run has set, shared with its store.
+    state: state::SharedState,
+    /// What a query of the run needs: its component's query functions, pre-instantiated.
+    queries: Arc<query::QueryFunctions>,
+    /// The execution without its params: what a query instance's idle engine is made of.
+    probe: Execution,
 }
 
 impl Drop for WorkflowRun {
@@ -353,6 +382,8 @@ pub(crate) struct WorkflowTemplate {
     pub function: Arc<FunctionInfo>,
     pub limits: Limits,
     pub fuel_yield_interval: u64,
+    /// The query functions of the component (shared by its templates).
+    pub queries: Arc<query::QueryFunctions>,
 }
 
 impl WorkflowTemplate {
@@ -367,6 +398,14 @@ impl WorkflowTemplate {
     ) -> Result<(WorkflowRun, RunStep), RunError> {
         let id = execution.id.to_string();
         let trace = execution.trace;
+        let probe = Execution {
+            id: execution.id.clone(),
+            ffqn: execution.ffqn.clone(),
+            params: serde_json::Value::Null,
+            created_at: execution.created_at,
+            component: execution.component.clone(),
+            trace: None,
+        };
         let replay = Replay::new(execution, history, responses, now).map_err(|source| {
             RunError::Delivery {
                 execution: id.clone(),
@@ -375,6 +414,8 @@ impl WorkflowTemplate {
         })?;
         let (inbox_tx, inbox_rx) = mpsc::unbounded_channel();
         let (status_tx, status_rx) = mpsc::unbounded_channel();
+        let shared = state::SharedState::default();
+        let queries = self.queries.clone();
         let state = WorkflowState {
             replay,
             join_sets: Vec::new(),
@@ -383,6 +424,8 @@ impl WorkflowTemplate {
             outbox: status_tx.clone(),
             limiter: MemoryLimiter::new(self.limits.memory_bytes),
             wasi: None,
+            state: shared.clone(),
+            query: None,
         };
         let span = tracing::info_span!("workflow", execution = %id, function = %self.function.ffqn);
         crate::telemetry::set_parent(&span, trace);
@@ -409,6 +452,9 @@ impl WorkflowTemplate {
             task,
             finished: false,
             resident_bytes: PARKED_INSTANCE_BYTES,
+            state: shared,
+            queries,
+            probe,
         };
         let step = run.step(first)?;
         Ok((run, step))
@@ -479,6 +525,10 @@ impl WorkflowTemplate {
             ),
             HostFailure::GuestError(reason) | HostFailure::BadValue(reason) => {
                 ExecutionError::new(ExecutionErrorKind::Trap, reason)
+            }
+            // Only an instance answering a query refuses calls, and it has no execution to fail.
+            failure @ HostFailure::SideEffect(_) => {
+                ExecutionError::new(ExecutionErrorKind::Trap, failure.to_string())
             }
             HostFailure::Trapped {
                 kind,
