@@ -564,7 +564,11 @@ async fn a_restarted_worker_rebuilds_executions_from_the_store() {
     // Asleep long enough that `a` is killed before any wakes: with 4 s, a loaded CI run took
     // 20 s to see all ten asleep, `a` had finished them all, and `b` had nothing to rebuild.
     for _ in 0..10 {
-        ids.push(deployment.submit(&producer, SLEEP_FOR, json!([30_000])).await);
+        ids.push(
+            deployment
+                .submit(&producer, SLEEP_FOR, json!([30_000]))
+                .await,
+        );
     }
     // Wait until every execution is asleep, as recorded in the store.
     let store = deployment.store().await;
