@@ -149,6 +149,7 @@ fn the_routing_of_every_effect() {
                 Some(K::RetryActivity),
                 vec![]
             )),
+            Some((R::Answers, exactly(PARENT), None, vec![])),
             Some((
                 R::Submissions,
                 exactly(ACTIVITY),
