@@ -57,11 +57,6 @@ use indexmap::IndexMap;
 use tracing::Instrument;
 
 use crate::fairness::{self, Held};
-
-/// At most how many more polls a turn makes to read ahead after a full one (see
-/// [`Driver::turn`]): with a poll of twice a batch, up to 34 batches' worth of submissions a
-/// turn, within [`DriverConfig::read_ahead_bytes`].
-const READ_AHEAD_POLLS: usize = 16;
 use crate::inline::{self, InlineActivities, InlineOutcome, NoInline};
 use crate::model::ExecutionId;
 use crate::processor::{Batch, Effect, Input, Processor, ProcessorError};
@@ -81,6 +76,11 @@ mod ports;
 mod take_over;
 
 pub use ports::*;
+
+/// At most how many more polls a turn makes to read ahead after a full one (see
+/// [`Driver::turn`]): with a poll of twice a batch, up to 34 batches' worth of submissions a
+/// turn, within [`DriverConfig::read_ahead_bytes`].
+const READ_AHEAD_POLLS: usize = 16;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DriverError {
